@@ -1,0 +1,39 @@
+"""Legi-Val app: explore a results store in the browser.
+
+    streamlit run app.py                       # bundled demo results
+    streamlit run app.py -- --store PATH       # your own store (also: LEGIVAL_STORE=PATH)
+    streamlit run app.py -- --readonly         # hosting mode: nothing written, no store paths
+
+Pages are short scripts under ``pages/``; the numbers come from ``legival_core``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import streamlit as st
+
+from legival_core.app_config import parse_app_args
+from pages import common
+
+st.set_page_config(page_title="Legi-Val", page_icon="🔎", layout="wide")
+
+config = parse_app_args(sys.argv[1:], os.environ)
+common.set_config(config)
+
+PAGES = [
+    st.Page("pages/leaderboard.py", title="Leaderboard", icon="🏆", url_path="leaderboard",
+            default=True),
+    st.Page("pages/transfer.py", title="Transfer curves", icon="📈", url_path="transfer"),
+    st.Page("pages/pareto.py", title="Pareto", icon="⚖️", url_path="pareto"),
+    st.Page("pages/correlations.py", title="Correlations", icon="🧮", url_path="correlations"),
+    st.Page("pages/efficiency.py", title="Efficiency", icon="⏱️", url_path="efficiency"),
+    st.Page("pages/inspector.py", title="Trace inspector", icon="🔬", url_path="inspector"),
+    st.Page("pages/published.py", title="Published", icon="📚", url_path="published"),
+    st.Page("pages/about.py", title="About", icon="ℹ️", url_path="about"),
+]
+
+navigation = st.navigation(PAGES)
+common.store_chooser()
+navigation.run()

@@ -1,0 +1,106 @@
+"""Which stores the app may open, and whether it runs read-only.
+
+Pure Python (no Streamlit) so it is testable and the rules live in one place:
+
+- the bundled stores ``demo`` and ``published`` (under ``results/`` next to the code),
+- plus any store given at launch: ``streamlit run app.py -- --store PATH [--store NAME=PATH]``
+  or the ``LEGIVAL_STORE`` environment variable (``os.pathsep``-separated).
+
+A URL only ever names a store (``?store=demo``); it can never carry a path, so a shared link
+cannot make the app read outside the configured stores. ``--readonly`` (or
+``LEGIVAL_READONLY=1``) is the hosting mode: no store switching by URL beyond the configured
+names, and nothing written to disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUNDLED_STORES: dict[str, Path] = {
+    "demo": REPO_ROOT / "results" / "demo",
+    "published": REPO_ROOT / "results" / "published",
+}
+_NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """The stores the app may show (name -> folder), the default one, and the hosting mode."""
+
+    stores: dict[str, Path] = field(default_factory=dict)
+    default: str = "demo"
+    readonly: bool = False
+
+    def resolve(self, requested: str | None) -> tuple[str, str | None]:
+        """Return ``(store name, message)`` for a store name taken from a URL or a widget.
+
+        Unknown or malformed names fall back to the default with a friendly message; the
+        name is never interpreted as a path.
+
+        >>> cfg = AppConfig({"demo": Path("d"), "mine": Path("m")}, default="demo")
+        >>> cfg.resolve("mine")
+        ('mine', None)
+        >>> cfg.resolve("../../etc/passwd")[0]
+        'demo'
+        """
+        if requested is None or requested == "":
+            return self.default, None
+        if requested in self.stores:
+            return requested, None
+        shown = requested if len(requested) <= 40 else requested[:37] + "..."
+        return self.default, (
+            f"There is no store called {shown!r} here; showing '{self.default}' instead. "
+            f"Available: {', '.join(self.stores)}."
+        )
+
+
+def _store_argument(value: str) -> tuple[str | None, Path]:
+    name, sep, path = value.partition("=")
+    if sep and _NAME_OK.match(name):
+        return name, Path(path).expanduser()
+    return None, Path(value).expanduser()
+
+
+def _unique_name(path: Path, taken: Mapping[str, Path]) -> str:
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "-", path.resolve().name or "store").strip("-") or "store"
+    base = base[:48]
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}-{n}", n + 1
+    return name
+
+
+def parse_app_args(argv: Sequence[str], environ: Mapping[str, str]) -> AppConfig:
+    """Build the :class:`AppConfig` from the script arguments and the environment.
+
+    >>> cfg = parse_app_args(["--store", "runs=/data/run1", "--readonly"], {})
+    >>> sorted(cfg.stores), cfg.default, cfg.readonly
+    (['demo', 'published', 'runs'], 'runs', True)
+    """
+    parser = argparse.ArgumentParser(prog="app.py", add_help=False)
+    parser.add_argument("--store", action="append", default=[])
+    parser.add_argument("--readonly", action="store_true")
+    args, _unknown = parser.parse_known_args(list(argv))
+
+    stores: dict[str, Path] = dict(BUNDLED_STORES)
+    launched: list[str] = []
+    env_stores = [s for s in environ.get("LEGIVAL_STORE", "").split(":") if s.strip()]
+    for value in [*env_stores, *args.store]:
+        name, path = _store_argument(value)
+        name = name or _unique_name(path, stores)
+        stores[name] = path
+        launched.append(name)
+
+    readonly = args.readonly or environ.get("LEGIVAL_READONLY", "").lower() in {"1", "true", "yes"}
+    if launched:
+        default = launched[0]
+    elif (BUNDLED_STORES["demo"] / "manifest.json").exists():
+        default = "demo"
+    else:
+        default = "published"
+    return AppConfig(stores=stores, default=default, readonly=readonly)
