@@ -1,0 +1,215 @@
+"""The task-family interface and its registry.
+
+A task family knows how to ask a model for a problem (chat messages), how to read the final
+answer back out of untrusted model text, how to grade it against the gold answer under a time
+limit, how to force an answer out of a student (SPEC §3) and what the backtracking judge should
+look for (SPEC §2). Families register themselves by name; callers use :func:`get_task`.
+
+Reference: Legi-Val, arXiv 2603.20508 (§2 backtracking rubrics, §3 forcing cue and grading).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, TypeVar
+
+from legival_core.tasks.deadline import run_with_deadline
+
+Family = Literal["math", "science", "puzzles"]
+DEFAULT_TIMEOUT_S = 10.0
+
+# Modules that define the built-in families; importing one registers its task.
+BUILTIN_TASK_MODULES: tuple[str, ...] = (
+    "legival_core.tasks.math",
+    "legival_core.tasks.champ",
+    "legival_core.tasks.gsm8k",
+    "legival_core.tasks.gpqa",
+    "legival_core.tasks.connections",
+    "legival_core.tasks.jsonl",
+)
+
+
+@dataclass(frozen=True)
+class Grade:
+    """The grade of one extracted answer.
+
+    Attributes:
+        correct: fully right (Connections: all four groups).
+        score: credit in [0, 1] (Connections: groups right / 4; other families 0 or 1).
+        status: ``"ok"``, ``"no_answer"`` (nothing extractable), ``"timeout"`` (the check ran
+            past its deadline: counted wrong) or ``"error: <Type>: <message>"``.
+    """
+
+    correct: bool
+    score: float
+    status: str
+
+
+class Task(ABC):
+    """One task family. Subclasses set the class attributes and implement the abstract methods.
+
+    Attributes:
+        name: registry key (``problems.task`` in the store).
+        family: ``"math"``, ``"science"`` or ``"puzzles"``; picks the lexical backtracking cues.
+        system_prompt: the system message.
+        forcing_cue: text appended to a student's output when no answer could be extracted, so
+            that a short second generation has to produce one.
+        stop_strings: strings at which generation may stop because, once written, the answer is
+            complete (include them in the output). Empty where no finite set exists (a boxed
+            answer can nest braces): engines that can run a callback use
+            :meth:`answer_extractable` instead.
+        backtracking_rubric: what counts as backtracking for this family (the judge's rubric).
+        warm_imports: heavy modules the grading worker imports before the clock starts.
+    """
+
+    name: ClassVar[str]
+    family: ClassVar[Family]
+    system_prompt: ClassVar[str]
+    forcing_cue: ClassVar[str]
+    stop_strings: ClassVar[tuple[str, ...]] = ()
+    backtracking_rubric: ClassVar[str]
+    warm_imports: ClassVar[tuple[str, ...]] = ()
+
+    def build_messages(self, problem: Mapping[str, Any]) -> list[dict[str, str]]:
+        """System and user chat messages asking for step-by-step reasoning and a final answer."""
+        return [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": self.user_prompt(problem)},
+        ]
+
+    @abstractmethod
+    def user_prompt(self, problem: Mapping[str, Any]) -> str:
+        """The user turn: the problem and how to present the final answer."""
+
+    @abstractmethod
+    def extract_answer(self, text: str, *, problem: Mapping[str, Any] | None = None) -> str | None:
+        """The final answer written in ``text`` (a string in the family's canonical form)."""
+
+    def answer_extractable(self, text: str, *, problem: Mapping[str, Any] | None = None) -> bool:
+        """True once ``text`` holds an explicit final answer (used to stop a student early)."""
+        return self.extract_answer(text, problem=problem) is not None
+
+    @staticmethod
+    @abstractmethod
+    def score_answer(extracted: str, gold: str, options: Mapping[str, Any]) -> float:
+        """Credit in [0, 1]; runs in the grading worker, so it must be importable by name."""
+
+    def grading_options(self, problem: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Per-problem grading settings passed to :meth:`score_answer` (picklable)."""
+        return {}
+
+    def grade(
+        self,
+        extracted: str | None,
+        gold: str,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        problem: Mapping[str, Any] | None = None,
+    ) -> Grade:
+        """Grade ``extracted`` against ``gold``; the check runs under a ``timeout_s`` deadline.
+
+        A missing answer is wrong with status ``"no_answer"``; a check that overruns the
+        deadline is wrong with status ``"timeout"``; a check that raises (e.g. a malformed
+        gold answer) is wrong with status ``"error: ..."``.
+        """
+        if extracted is None:
+            return Grade(False, 0.0, "no_answer")
+        outcome = run_with_deadline(
+            type(self).score_answer,
+            extracted,
+            gold,
+            self.grading_options(problem),
+            timeout_s=timeout_s,
+            warm_imports=self.warm_imports,
+        )
+        if outcome.status == "timeout":
+            return Grade(False, 0.0, "timeout")
+        if outcome.status == "error":
+            return Grade(False, 0.0, f"error: {outcome.detail}")
+        score = float(outcome.value)
+        if not 0.0 <= score <= 1.0 or math.isnan(score):
+            return Grade(False, 0.0, f"error: score {score!r} outside [0, 1]")
+        return Grade(score >= 1.0, score, "ok")
+
+
+TASKS: dict[str, Task] = {}
+TaskT = TypeVar("TaskT", bound=Task)
+
+
+def register_task(task_class: type[TaskT]) -> type[TaskT]:
+    """Class decorator: instantiate ``task_class`` and register it under its ``name``.
+
+    Raises:
+        ValueError: another task already uses that name.
+    """
+    existing = TASKS.get(task_class.name)
+    if existing is not None and type(existing) is not task_class:
+        raise ValueError(f"task name {task_class.name!r} is taken by {type(existing).__qualname__}")
+    TASKS[task_class.name] = task_class()
+    return task_class
+
+
+def _load_builtin_tasks() -> None:
+    import importlib
+
+    for module in BUILTIN_TASK_MODULES:
+        importlib.import_module(module)
+
+
+def get_task(name: str) -> Task:
+    """The registered task called ``name``.
+
+    Example:
+        >>> get_task("math").family
+        'math'
+    """
+    _load_builtin_tasks()
+    try:
+        return TASKS[name]
+    except KeyError:
+        known = ", ".join(sorted(TASKS))
+        raise KeyError(f"unknown task {name!r}; registered tasks: {known}") from None
+
+
+def task_names() -> list[str]:
+    """Names of all registered tasks (built-ins included), sorted."""
+    _load_builtin_tasks()
+    return sorted(TASKS)
+
+
+def problem_field(problem: Mapping[str, Any], field: str, *, task: str) -> Any:
+    """``problem[field]``, or a ``ValueError`` naming the problem, the field and the task."""
+    value = problem.get(field)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        problem_id = problem.get("problem_id", "<no problem_id>")
+        raise ValueError(
+            f"problems row {problem_id!r}: field {field!r} is missing or empty "
+            f"(needed by task {task!r})"
+        )
+    return value
+
+
+def problem_meta(problem: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``meta`` of a problem as a dict (the store keeps it as a JSON string)."""
+    if problem is None:
+        return {}
+    meta = problem.get("meta")
+    if meta is None or meta == "":
+        return {}
+    if isinstance(meta, Mapping):
+        return dict(meta)
+    try:
+        parsed = json.loads(meta)
+    except (TypeError, ValueError) as error:
+        problem_id = problem.get("problem_id", "<no problem_id>")
+        raise ValueError(
+            f"problems row {problem_id!r}: field 'meta' is not a JSON object: {error}"
+        ) from None
+    if not isinstance(parsed, dict):
+        problem_id = problem.get("problem_id", "<no problem_id>")
+        raise ValueError(f"problems row {problem_id!r}: field 'meta' is not a JSON object")
+    return parsed
