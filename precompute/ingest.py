@@ -1,0 +1,934 @@
+"""Bring your own traces: load reasoning traces from a file into a results store.
+
+::
+
+    python -m precompute.ingest FILE --store DIR --teacher NAME --task math \\
+        [--dataset NAME] [--map COLUMN_FIELD=COLUMN ...] [--max-trace-mb 50] [--overwrite]
+
+``FILE`` is JSONL (read line by line), JSON (an array of rows), Parquet, CSV/TSV, or the name
+of a Hugging Face dataset (``owner/name``; ``--split``/``--config`` pick the part).
+
+One row is one trace. Fields (another column name can be mapped with ``--map field=column``;
+a few common names are recognised without a mapping, see :data:`ALIASES`):
+
+============  ========  ====================================================================
+field         needed    meaning
+============  ========  ====================================================================
+problem_id    yes       the problem's id (text or integer); new ids become ``<dataset>/<id>``
+prompt        see note  the problem text. May be left out when the problem is already in the
+                        store (the row then refers to it).
+reasoning     yes*      the reasoning text (non-empty). *Or ``raw``: the full model output,
+                        split into reasoning and answer by ``legival_core.reasoning``.
+answer        no        the final answer text
+correct       no        true/false (also 1/0, yes/no) — written to ``grades`` as given
+gold          no        the gold answer; without ``correct`` the task grades ``answer``
+tokens        no        generated tokens; else the tiktoken (cl100k_base) count of ``raw``, or
+                        of reasoning + answer
+sample        no        sample number (default 0), for several traces per problem
+teacher       no        overrides ``--teacher`` for this row
+complete,     no        true/false flags as in the traces table
+truncated
+============  ========  ====================================================================
+
+Good rows are written to the ``problems`` (new problems only), ``traces`` and — where
+``correct`` or ``gold`` is given — ``grades`` tables. Bad rows go to ``quarantine.jsonl`` in
+the store with the file, line (JSONL/CSV) or row number, field and reason; a malformed line is
+one bad row, never a failed file. Trace ids are ``schema.trace_id_for(teacher, problem_id,
+sample)``, so ingesting the same file again changes nothing: rows whose trace is already in
+the store are skipped (``--overwrite`` rewrites them) and the file's earlier quarantine
+entries are replaced.
+
+Exit codes: 0 at least one row kept (some may be quarantined) · 1 no row could be kept
+(empty file, or every row bad) · 2 could not run (missing file, unknown task, unusable store,
+bad arguments, any unexpected error: one line on stderr, never a traceback) · 130
+interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from legival_core.schema import TABLES, trace_id_for
+
+__all__ = [
+    "ALIASES",
+    "DEFAULT_MAX_TRACE_MB",
+    "FIELDS",
+    "IngestError",
+    "IngestReport",
+    "Quarantined",
+    "ingest",
+    "main",
+]
+
+DEFAULT_MAX_TRACE_MB = 50.0
+FIELDS = (
+    "problem_id",
+    "prompt",
+    "reasoning",
+    "raw",
+    "answer",
+    "correct",
+    "gold",
+    "tokens",
+    "sample",
+    "teacher",
+    "complete",
+    "truncated",
+)
+#: Column names recognised without a ``--map`` (only when the field's own name is absent).
+ALIASES: dict[str, tuple[str, ...]] = {
+    "problem_id": ("id", "pid", "question_id", "unique_id"),
+    "prompt": ("question", "problem", "input"),
+    "reasoning": ("trace", "thinking", "reasoning_content", "reasoning_text"),
+    "raw": ("output", "response", "completion", "generation"),
+    "answer": ("answer_text", "final_answer", "prediction"),
+    "correct": ("is_correct",),
+    "gold": ("gold_answer", "target", "reference_answer"),
+    "tokens": ("n_tokens", "output_tokens", "completion_tokens"),
+}
+QUARANTINE_FILE = "quarantine.jsonl"
+_EXCERPT_CHARS = 300
+_TRUE = {"true", "1", "yes", "y", "t"}
+_FALSE = {"false", "0", "no", "n", "f"}
+_HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+class IngestError(RuntimeError):
+    """The ingest cannot run at all (exit code 2). The message is one line."""
+
+
+class _FieldError(ValueError):
+    def __init__(self, field_name: str | None, message: str):
+        self.field = field_name
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """One rejected row: where it is and why."""
+
+    file: str
+    row: int
+    reason: str
+    line: int | None = None
+    field: str | None = None
+    excerpt: str | None = None
+
+    def where(self) -> str:
+        place = f"line {self.line}" if self.line is not None else f"row {self.row}"
+        return place + (f", field '{self.field}'" if self.field else "")
+
+    def to_record(self, teacher: str) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "row": self.row,
+            "field": self.field,
+            "reason": self.reason,
+            "teacher": teacher,
+            "excerpt": self.excerpt,
+            "time": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+
+
+@dataclass
+class IngestReport:
+    """What one ingest did."""
+
+    file: str
+    store: str
+    teacher: str
+    task: str
+    dataset: str
+    rows_read: int = 0
+    kept: int = 0
+    already_present: int = 0
+    quarantined: list[Quarantined] = field(default_factory=list)
+    written: dict[str, int] = field(default_factory=dict)
+    quarantine_path: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when at least one row was kept, else 1."""
+        return 0 if self.kept > 0 else 1
+
+    def summary(self, max_errors: int = 5) -> str:
+        lines = [
+            f"ingest {self.file} -> {self.store} (teacher '{self.teacher}', task '{self.task}', "
+            f"dataset '{self.dataset}')",
+            f"rows read: {self.rows_read}, kept: {self.kept}, quarantined: "
+            f"{len(self.quarantined)}"
+            + (f" (details in {self.quarantine_path})" if self.quarantined else ""),
+            "written: "
+            + ", ".join(f"{t} {n}" for t, n in self.written.items())
+            + f"; already in the store: {self.already_present}",
+        ]
+        lines += [f"note: {n}" for n in self.notes]
+        if self.quarantined:
+            lines.append(f"first {min(max_errors, len(self.quarantined))} errors:")
+            lines += [f"  {q.where()}: {q.reason}" for q in self.quarantined[:max_errors]]
+        return "\n".join(lines)
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _RawRow:
+    row: int
+    line: int | None
+    values: dict[str, Any] | None
+    error: str | None = None
+    excerpt: str | None = None
+
+
+def _excerpt(text: str | bytes) -> str:
+    if isinstance(text, bytes):
+        text = text[: _EXCERPT_CHARS * 4].decode("utf-8", errors="replace")
+    return text[:_EXCERPT_CHARS]
+
+
+def _row_excerpt(values: Mapping[str, Any] | None) -> str | None:
+    """The start of a row as JSON, each long text cut first (rows can hold MBs of text)."""
+    if values is None:
+        return None
+    short = {k: (v[:_EXCERPT_CHARS] if isinstance(v, str) else v) for k, v in values.items()}
+    return _excerpt(json.dumps(short, default=str, ensure_ascii=False))
+
+
+def _jsonl(path: Path) -> Iterator[_RawRow]:
+    row = 0
+    with path.open("rb") as handle:
+        for line_number, data in enumerate(handle, start=1):
+            if not data.strip():
+                continue
+            row += 1
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as err:
+                yield _RawRow(row, line_number, None, f"not UTF-8 ({err.reason})", _excerpt(data))
+                continue
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as err:
+                yield _RawRow(
+                    row,
+                    line_number,
+                    None,
+                    f"invalid JSON: {err.msg} (column {err.colno})",
+                    _excerpt(text),
+                )
+                continue
+            if not isinstance(value, dict):
+                yield _RawRow(
+                    row,
+                    line_number,
+                    None,
+                    f"expected a JSON object, got {type(value).__name__}",
+                    _excerpt(text),
+                )
+                continue
+            yield _RawRow(row, line_number, value)
+
+
+def _json_array(path: Path) -> Iterator[_RawRow]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        yield from _jsonl(path)  # JSON lines under a .json name
+        return
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        raise IngestError(f"{path}: expected a JSON array of rows")
+    for number, value in enumerate(data, start=1):
+        if isinstance(value, dict):
+            yield _RawRow(number, None, value)
+        else:
+            yield _RawRow(number, None, None, f"expected an object, got {type(value).__name__}")
+
+
+def _csv(path: Path, delimiter: str) -> Iterator[_RawRow]:
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # a long trace is one big cell
+    with path.open(newline="", encoding="utf-8", errors="surrogateescape") as handle:
+        reader = csv.reader(handle, delimiter=delimiter)
+        try:
+            header = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            raise IngestError(f"{path}: cannot read the CSV header ({err})") from None
+        row = 0
+        start_line = reader.line_num + 1
+        while True:
+            try:
+                cells = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as err:
+                row += 1
+                yield _RawRow(row, start_line, None, f"malformed CSV ({err})")
+                start_line = reader.line_num + 1
+                continue
+            line, start_line = start_line, reader.line_num + 1
+            if not cells or all(not c.strip() for c in cells):
+                continue
+            row += 1
+            joined = delimiter.join(cells)
+            if any("\udc80" <= ch <= "\udcff" for ch in joined):
+                yield _RawRow(
+                    row, line, None, "not UTF-8", _excerpt(joined.encode(errors="replace"))
+                )
+                continue
+            if len(cells) != len(header):
+                yield _RawRow(
+                    row,
+                    line,
+                    None,
+                    f"has {len(cells)} fields, the header has {len(header)}",
+                    _excerpt(joined),
+                )
+                continue
+            yield _RawRow(
+                row, line, {k: (None if v == "" else v) for k, v in zip(header, cells, strict=True)}
+            )
+
+
+def _parquet(path: Path) -> Iterator[_RawRow]:
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(path)
+    except Exception as err:  # pyarrow's own error types
+        raise IngestError(f"{path}: not a readable Parquet file ({err})") from None
+    row = 0
+    for batch in parquet.iter_batches(batch_size=512):
+        for values in batch.to_pylist():
+            row += 1
+            yield _RawRow(row, None, values)
+
+
+def _hub(name: str, split: str | None, config: str | None) -> Iterator[_RawRow]:
+    from precompute.datasets import DatasetError, HubSource, hub_rows
+
+    try:
+        for _, number, values in hub_rows(
+            HubSource(name, (config,), split or "train"), config=config, split=split
+        ):
+            yield _RawRow(number, None, values)
+    except DatasetError as err:
+        raise IngestError(str(err)) from None
+
+
+def _rows(source: str, split: str | None, config: str | None) -> Iterator[_RawRow]:
+    path = Path(source)
+    if not path.exists():
+        if _HUB_NAME.match(source) and not path.suffix:
+            return _hub(source, split, config)
+        raise IngestError(f"{source}: no such file")
+    if path.is_dir():
+        raise IngestError(f"{source}: is a folder, not a file")
+    suffix = path.suffix.lower()
+    readers = {
+        ".jsonl": _jsonl,
+        ".ndjson": _jsonl,
+        ".json": _json_array,
+        ".parquet": _parquet,
+        ".pq": _parquet,
+        ".csv": lambda p: _csv(p, ","),
+        ".tsv": lambda p: _csv(p, "\t"),
+    }
+    if suffix not in readers:
+        raise IngestError(f"{source}: unknown file type {suffix!r} (JSONL, JSON, Parquet, CSV)")
+    return readers[suffix](path)
+
+
+# --- validating one row -------------------------------------------------------------------------
+
+
+def _lookup(values: Mapping[str, Any], name: str, mapping: Mapping[str, str]) -> Any:
+    if name in mapping:
+        return values.get(mapping[name])
+    if name in values:
+        return values[name]
+    for alias in ALIASES.get(name, ()):
+        if alias in values:
+            return values[alias]
+    return None
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _as_text(name: str, value: Any, *, allow_numbers: bool = False) -> str | None:
+    if _missing(value):
+        return None
+    if isinstance(value, str):
+        return value
+    if allow_numbers and isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    raise _FieldError(name, f"expected text, got {type(value).__name__} {_short(value)}")
+
+
+def _as_bool(name: str, value: Any) -> bool | None:
+    if _missing(value):
+        return None
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise _FieldError(name, f"expected true/false, got {_short(value)}")
+
+
+def _as_count(name: str, value: Any) -> int | None:
+    if _missing(value):
+        return None
+    number: int | None = None
+    if isinstance(value, bool):
+        number = None
+    elif isinstance(value, int):
+        number = value
+    elif (isinstance(value, float) and value.is_integer()) or (
+        isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value)
+    ):
+        number = int(value)
+    if number is None or number < 0:
+        raise _FieldError(name, f"expected a whole number >= 0, got {_short(value)}")
+    return number
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _split_raw(raw: str) -> tuple[str, str | None, bool | None]:
+    """Reasoning, answer and completeness of a raw model output (``parse_reasoning``)."""
+    from legival_core.reasoning import parse_reasoning
+
+    parsed = parse_reasoning(raw)
+    return parsed.reasoning, (parsed.answer_text or None), parsed.complete
+
+
+@dataclass
+class _Record:
+    line: int | None
+    row: int
+    problem_id: str
+    teacher: str
+    sample: int
+    reasoning: str
+    raw: str | None
+    answer: str | None
+    prompt: str | None
+    gold: str | None
+    correct: bool | None
+    tokens: int | None
+    complete: bool | None
+    truncated: bool | None
+
+
+def _record(raw_row: _RawRow, mapping: Mapping[str, str], teacher: str, max_bytes: int) -> _Record:
+    values = raw_row.values or {}
+    problem = _lookup(values, "problem_id", mapping)
+    if _missing(problem) or (isinstance(problem, str) and not problem.strip()):
+        raise _FieldError("problem_id", "missing")
+    problem_text = _as_text("problem_id", problem, allow_numbers=True)
+    assert problem_text is not None
+    if isinstance(problem, float):
+        raise _FieldError("problem_id", f"expected text or a whole number, got {problem!r}")
+
+    raw = _as_text("raw", _lookup(values, "raw", mapping))
+    reasoning = _as_text("reasoning", _lookup(values, "reasoning", mapping))
+    answer = _as_text("answer", _lookup(values, "answer", mapping), allow_numbers=True)
+    complete = _as_bool("complete", _lookup(values, "complete", mapping))
+    if reasoning is None and raw is not None:
+        reasoning, parsed_answer, parsed_complete = _split_raw(raw)
+        answer = answer if answer is not None else parsed_answer
+        complete = complete if complete is not None else parsed_complete
+    if reasoning is None:
+        raise _FieldError("reasoning", "missing (give 'reasoning' or the raw output 'raw')")
+    if not reasoning.strip():
+        raise _FieldError("reasoning", "empty")
+    size = len(reasoning.encode("utf-8", errors="surrogatepass"))
+    if size > max_bytes:
+        raise _FieldError(
+            "reasoning",
+            f"{size / 1e6:.1f} MB is above the limit of {max_bytes / 1e6:.1f} MB "
+            "(raise it with --max-trace-mb)",
+        )
+    gold = _lookup(values, "gold", mapping)
+    if isinstance(gold, list | dict):
+        gold = json.dumps(gold, ensure_ascii=False)
+    row_teacher = _as_text("teacher", _lookup(values, "teacher", mapping))
+    if row_teacher is not None and not row_teacher.strip():
+        raise _FieldError("teacher", "empty")
+    sample = _as_count("sample", _lookup(values, "sample", mapping))
+    return _Record(
+        line=raw_row.line,
+        row=raw_row.row,
+        problem_id=problem_text.strip(),
+        teacher=(row_teacher or teacher).strip(),
+        sample=sample or 0,
+        reasoning=reasoning,
+        raw=raw,
+        answer=answer,
+        prompt=_as_text("prompt", _lookup(values, "prompt", mapping)),
+        gold=_as_text("gold", gold, allow_numbers=True),
+        correct=_as_bool("correct", _lookup(values, "correct", mapping)),
+        tokens=_as_count("tokens", _lookup(values, "tokens", mapping)),
+        complete=complete,
+        truncated=_as_bool("truncated", _lookup(values, "truncated", mapping)),
+    )
+
+
+# --- writing ------------------------------------------------------------------------------------
+
+
+def _open_store(store: Any) -> Any:
+    if hasattr(store, "write") and hasattr(store, "read"):
+        return store
+    try:
+        from legival_core.store import Store, StoreError
+    except ImportError as err:
+        raise IngestError(f"the results store module is not available ({err})") from None
+    try:
+        return Store.create(Path(store))
+    except StoreError as err:
+        raise IngestError(str(err)) from None
+    except OSError as err:
+        raise IngestError(f"{store}: cannot create or open the store ({err})") from None
+
+
+def _task(name: str) -> Any | None:
+    """The task family, or None when the tasks package is not importable."""
+    try:
+        from legival_core.tasks import get_task
+
+        return get_task(name)
+    except ImportError:
+        return None
+    except KeyError as err:
+        raise IngestError(str(err).strip("\"'")) from None
+
+
+def _existing_problems(store: Any) -> dict[str, dict[str, Any]]:
+    if not store.has("problems"):
+        return {}
+    frame = store.read("problems")
+    return {str(r["problem_id"]): r for r in frame.to_dict("records")}
+
+
+def _write_quarantine(target: Path, file_key: str, teacher: str, bad: list[Quarantined]) -> Path:
+    """Replace this file's (and teacher's) entries in the store's quarantine.jsonl, atomically."""
+    kept_lines: list[str] = []
+    if target.exists():
+        for line in target.read_text(encoding="utf-8", errors="replace").splitlines():
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                kept_lines.append(line)
+                continue
+            same = (
+                isinstance(entry, dict)
+                and entry.get("file") == file_key
+                and entry.get("teacher") == teacher
+            )
+            if not same:
+                kept_lines.append(line)
+    kept_lines += [json.dumps(q.to_record(teacher), ensure_ascii=False) for q in bad]
+    fd, tmp = tempfile.mkstemp(prefix=".quarantine-", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write("".join(line + "\n" for line in kept_lines))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return target
+
+
+class _Writer:
+    """Collects good records and writes them to the store in batches."""
+
+    def __init__(
+        self,
+        store: Any,
+        report: IngestReport,
+        task: Any | None,
+        existing: dict[str, dict[str, Any]],
+        source_name: str,
+        overwrite: bool,
+        batch_rows: int,
+    ):
+        self.store = store
+        self.report = report
+        self.task = task
+        self.existing = existing
+        self.source = f"ingest:{source_name}"
+        self.overwrite = overwrite
+        self.batch_rows = batch_rows
+        self.pending: list[_Record] = []
+        self.done_traces: set[str] = (
+            {k[0] for k in store.done_keys("traces")} if store.has("traces") else set()
+        )
+        self.new_problems: set[str] = set()
+        for table in ("problems", "traces", "grades"):
+            report.written.setdefault(table, 0)
+
+    def add(self, record: _Record) -> None:
+        self.pending.append(record)
+        if len(self.pending) >= self.batch_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        records, self.pending = self.pending, []
+        if not records:
+            return
+        from legival_core.tokens import count_tokens_many
+
+        problems, traces, grades = [], [], []
+        fresh = [r for r in records if self.overwrite or self._trace_id(r) not in self.done_traces]
+        self.report.already_present += len(records) - len(fresh)
+        needs_count = [r for r in fresh if r.tokens is None]
+        counts = count_tokens_many(
+            [r.raw if r.raw is not None else _joined(r.reasoning, r.answer) for r in needs_count]
+        )
+        for record, count in zip(needs_count, counts, strict=True):
+            record.tokens = count
+        for record in fresh:
+            dataset = self.report.dataset
+            known = self.existing.get(record.problem_id)
+            if known is not None:
+                dataset = str(known.get("dataset") or dataset)
+            elif record.prompt is not None and record.problem_id not in self.new_problems:
+                self.new_problems.add(record.problem_id)
+                problems.append(self._problem_row(record))
+            trace_id = self._trace_id(record)
+            traces.append(
+                {
+                    "trace_id": trace_id,
+                    "problem_id": record.problem_id,
+                    "dataset": dataset,
+                    "teacher": record.teacher,
+                    "sample": record.sample,
+                    "reasoning": record.reasoning,
+                    "answer_text": record.answer,
+                    "raw": record.raw,
+                    "complete": record.complete,
+                    "tokens": record.tokens,
+                    "truncated": record.truncated,
+                    "source": self.source,
+                    "sampling": None,
+                }
+            )
+            grade = self._grade_row(trace_id, record, known)
+            if grade is not None:
+                grades.append(grade)
+            self.done_traces.add(trace_id)
+        stage = "ingest"
+        for table, rows in (("problems", problems), ("traces", traces), ("grades", grades)):
+            if rows:
+                frame = pd.DataFrame(rows, columns=TABLES[table].columns)
+                self.store.write(table, frame, stage=stage)
+                self.report.written[table] += len(rows)
+
+    def _trace_id(self, record: _Record) -> str:
+        return trace_id_for(record.teacher, record.problem_id, record.sample)
+
+    def _problem_row(self, record: _Record) -> dict[str, Any]:
+        meta = {"source": self.source, "gold_known": record.gold is not None}
+        return {
+            "problem_id": record.problem_id,
+            "dataset": self.report.dataset,
+            "task": self.report.task,
+            "prompt": record.prompt,
+            # The problems table requires a gold answer; "" marks "not given" (meta says so).
+            "gold": record.gold if record.gold is not None else "",
+            "meta": json.dumps(meta, sort_keys=True),
+        }
+
+    def _grade_row(
+        self, trace_id: str, record: _Record, known: Mapping[str, Any] | None
+    ) -> dict[str, Any] | None:
+        if record.correct is None and record.gold is None:
+            return None
+        extracted = None
+        problem = dict(known) if known is not None else self._problem_row(record)
+        if record.gold is not None:
+            problem["gold"] = record.gold
+        if self.task is not None:
+            text = record.answer if record.answer else record.reasoning
+            try:
+                extracted = self.task.extract_answer(text, problem=problem)
+            except Exception as err:  # untrusted text must never stop an ingest
+                extracted = None
+                if record.correct is None:
+                    return {
+                        "trace_id": trace_id,
+                        "extracted": None,
+                        "correct": False,
+                        "score": 0.0,
+                        "status": f"error: {type(err).__name__}: {err}"[:200],
+                    }
+        if record.correct is not None:
+            return {
+                "trace_id": trace_id,
+                "extracted": extracted,
+                "correct": record.correct,
+                "score": 1.0 if record.correct else 0.0,
+                "status": "ok",
+            }
+        if self.task is None:
+            if "no task grader" not in " ".join(self.report.notes):
+                self.report.notes.append(
+                    "no task grader available (legival_core.tasks): rows with only 'gold' "
+                    "were not graded"
+                )
+            return None
+        assert record.gold is not None
+        grade = self.task.grade(extracted, record.gold, problem=problem)
+        return {
+            "trace_id": trace_id,
+            "extracted": extracted,
+            "correct": bool(grade.correct),
+            "score": float(grade.score),
+            "status": grade.status,
+        }
+
+
+def _joined(reasoning: str, answer: str | None) -> str:
+    return reasoning if not answer else f"{reasoning}\n{answer}"
+
+
+# --- the ingest ---------------------------------------------------------------------------------
+
+
+def ingest(
+    path: str | os.PathLike[str],
+    store: Any,
+    teacher: str,
+    task: str = "math",
+    mapping: Mapping[str, str] | None = None,
+    dataset: str | None = None,
+    *,
+    max_trace_mb: float = DEFAULT_MAX_TRACE_MB,
+    split: str | None = None,
+    config: str | None = None,
+    overwrite: bool = False,
+    batch_rows: int = 2000,
+) -> IngestReport:
+    """Ingest a file (or a Hugging Face dataset) of traces into ``store``.
+
+    Args:
+        path: JSONL / JSON / Parquet / CSV file, or a hub dataset name ``owner/name``.
+        store: a :class:`legival_core.store.Store` or the folder of one (created if needed).
+        teacher: teacher name for every row (a row's own ``teacher`` field wins).
+        task: task family (``legival_core.tasks``) of new problems and for grading by gold.
+        mapping: field -> column of the file, e.g. ``{"prompt": "question"}``.
+        dataset: dataset name of new problems (default: the file's stem).
+        max_trace_mb: largest accepted reasoning text in MB (10^6 bytes of UTF-8).
+        split, config: for hub datasets.
+        overwrite: rewrite traces already in the store (default: skip them).
+        batch_rows: rows per written part.
+
+    Returns:
+        An :class:`IngestReport`; bad rows are in ``report.quarantined`` and in the store's
+        ``quarantine.jsonl``.
+
+    Raises:
+        IngestError: the ingest cannot run (missing file, unknown task, unusable store).
+    """
+    if not teacher or not str(teacher).strip():
+        raise IngestError("--teacher: a teacher name is required")
+    if max_trace_mb <= 0:
+        raise IngestError(f"--max-trace-mb must be > 0, got {max_trace_mb}")
+    mapping = dict(mapping or {})
+    unknown = sorted(set(mapping) - set(FIELDS))
+    if unknown:
+        raise IngestError(f"--map: unknown field(s) {unknown}; fields are {', '.join(FIELDS)}")
+    source = os.fspath(path)
+    source_path = Path(source)
+    is_file = source_path.exists()
+    name = dataset or re.sub(r"[^A-Za-z0-9_.-]+", "_", source_path.stem if is_file else source)
+    task_impl = _task(task)
+    rows = _rows(source, split, config)
+    the_store = _open_store(store)
+    store_path = Path(getattr(the_store, "path", store))
+    file_key = str(source_path.resolve()) if is_file else f"hub:{source}"
+    report = IngestReport(
+        file=source, store=str(store_path), teacher=teacher, task=task, dataset=name
+    )
+    existing = _existing_problems(the_store)
+    writer = _Writer(
+        the_store, report, task_impl, existing, source_path.name, overwrite, batch_rows
+    )
+    max_bytes = int(max_trace_mb * 1e6)
+    first_seen: dict[tuple[str, str, int], str] = {}
+    for raw_row in rows:
+        report.rows_read += 1
+        if raw_row.values is None:
+            report.quarantined.append(
+                Quarantined(
+                    file=file_key,
+                    row=raw_row.row,
+                    reason=raw_row.error or "unreadable row",
+                    line=raw_row.line,
+                    excerpt=raw_row.excerpt,
+                )
+            )
+            continue
+        try:
+            record = _record(raw_row, mapping, teacher, max_bytes)
+            record.problem_id = _resolve_problem_id(record.problem_id, name, existing)
+            if record.prompt is None and record.problem_id not in existing:
+                raise _FieldError(
+                    "prompt",
+                    f"missing, and problem '{record.problem_id}' is not in the store "
+                    "(give the prompt, or load the dataset first)",
+                )
+            key = (record.teacher, record.problem_id, record.sample)
+            if key in first_seen:
+                raise _FieldError(
+                    "problem_id",
+                    f"duplicate of {first_seen[key]} (same teacher, problem_id and sample)",
+                )
+            first_seen[key] = (
+                f"line {raw_row.line}" if raw_row.line is not None else f"row {raw_row.row}"
+            )
+        except _FieldError as err:
+            report.quarantined.append(
+                Quarantined(
+                    file=file_key,
+                    row=raw_row.row,
+                    reason=str(err),
+                    line=raw_row.line,
+                    field=err.field,
+                    excerpt=_row_excerpt(raw_row.values),
+                )
+            )
+            continue
+        report.kept += 1
+        writer.add(record)
+    writer.flush()
+    target = Path(getattr(the_store, "quarantine_path", store_path / QUARANTINE_FILE))
+    report.quarantine_path = str(_write_quarantine(target, file_key, teacher, report.quarantined))
+    if report.kept:
+        the_store.record_stage(
+            "ingest",
+            file=file_key,
+            teacher=teacher,
+            task=task,
+            dataset=name,
+            mapping=mapping,
+            rows_read=report.rows_read,
+            kept=report.kept,
+            quarantined=len(report.quarantined),
+        )
+    return report
+
+
+def _resolve_problem_id(raw_id: str, dataset: str, existing: Mapping[str, Any]) -> str:
+    """An id already in the store is used as is; others are namespaced by the dataset."""
+    if raw_id in existing or raw_id.startswith(f"{dataset}/"):
+        return raw_id
+    return f"{dataset}/{raw_id}"
+
+
+# --- command line -------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m precompute.ingest",
+        description="Ingest your own reasoning traces into a Legi-Val results store.",
+        epilog="Exit codes: 0 some rows kept; 1 no row could be kept; 2 could not run; "
+        "130 interrupted.",
+    )
+    parser.add_argument("file", help="JSONL, JSON, Parquet or CSV file, or owner/name on the Hub")
+    parser.add_argument("--store", required=True, help="results store folder (created if needed)")
+    parser.add_argument("--teacher", required=True, help="name of the model that wrote the traces")
+    parser.add_argument("--task", default="math", help="task family (default: math)")
+    parser.add_argument("--dataset", default=None, help="dataset name (default: the file's stem)")
+    parser.add_argument(
+        "--map",
+        nargs="*",
+        default=None,
+        metavar="FIELD=COLUMN",
+        help="read FIELD from COLUMN, e.g. --map prompt=question reasoning=output",
+    )
+    parser.add_argument("--max-trace-mb", type=float, default=DEFAULT_MAX_TRACE_MB)
+    parser.add_argument("--split", default=None, help="hub datasets: the split")
+    parser.add_argument("--config", default=None, help="hub datasets: the config")
+    parser.add_argument("--overwrite", action="store_true", help="rewrite traces already stored")
+    return parser
+
+
+def _parse_map(items: Sequence[str] | None) -> dict[str, str]:
+    mapping: dict[str, str] = {}
+    for item in items or ():
+        target, sep, column = item.partition("=")
+        if not sep or not target.strip() or not column.strip():
+            raise IngestError(f"--map expects FIELD=COLUMN, got {item!r}")
+        mapping[target.strip()] = column.strip()
+    return mapping
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ingest command; return its exit code (see the module docstring)."""
+    args = _parser().parse_args(argv)
+    try:
+        report = ingest(
+            args.file,
+            args.store,
+            args.teacher,
+            args.task,
+            _parse_map(args.map),
+            args.dataset,
+            max_trace_mb=args.max_trace_mb,
+            split=args.split,
+            config=args.config,
+            overwrite=args.overwrite,
+        )
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except IngestError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # top-level guard: one line, never a traceback
+        message = " ".join(str(err).split())[:300]
+        print(f"error: {type(err).__name__}: {message}", file=sys.stderr)
+        return 2
+    print(report.summary())
+    if report.exit_code:
+        print("error: no row could be kept", file=sys.stderr)
+    return report.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,271 @@
+"""Bring-your-own-traces ingest: good rows land in the store, each bad row is quarantined with
+its line and field, exit codes hold, no traceback ever reaches stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from legival_core.schema import trace_id_for
+from legival_core.store import Store
+from legival_core.tokens import count_tokens
+from precompute.ingest import IngestError, ingest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REPO = Path(__file__).resolve().parents[1]
+FIVE_MB = 5 * 1024 * 1024
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "precompute.ingest", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def mixed_file(tmp_path: Path) -> Path:
+    """The mixed fixture plus one good row whose reasoning is 5 MB (line 14)."""
+    path = tmp_path / "mixed.jsonl"
+    sentence = "We add the numbers step by step and check each partial sum. "
+    huge = (sentence * (FIVE_MB // len(sentence) + 1))[:FIVE_MB]
+    big_row = {"problem_id": "big", "prompt": "A long one.", "reasoning": huge, "sample": 0}
+    path.write_text(
+        (FIXTURES / "traces_mixed.jsonl").read_text() + json.dumps(big_row) + "\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+# line -> field of each bad row in the mixed file (None = the line itself is unreadable)
+EXPECTED_BAD = {
+    3: None,  # malformed JSON
+    4: "problem_id",  # missing id
+    5: "reasoning",  # no trace at all
+    6: "reasoning",  # a number, not text
+    7: "correct",  # 'maybe'
+    8: "tokens",  # -3
+    9: "reasoning",  # whitespace only
+    10: None,  # a JSON array, not an object
+    13: "problem_id",  # duplicate of line 1
+}
+
+
+def test_cli_keeps_good_rows_and_quarantines_bad_ones(mixed_file: Path, tmp_path: Path) -> None:
+    store_dir = tmp_path / "store"
+    result = run_cli(str(mixed_file), "--store", str(store_dir), "--teacher", "my-model")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
+    # 14 lines, one blank: 13 rows read; p1, p2, p4 and the 5 MB row kept; 9 quarantined
+    assert "rows read: 13, kept: 4, quarantined: 9" in result.stdout
+    assert "line 3: invalid JSON" in result.stdout  # first errors, with line numbers
+
+    store = Store.open(store_dir)
+    traces = store.read("traces").set_index("problem_id")
+    assert sorted(traces.index) == ["mixed/big", "mixed/p1", "mixed/p2", "mixed/p4"]
+    assert len(traces.loc["mixed/big", "reasoning"]) == FIVE_MB
+    assert traces.loc["mixed/p1", "trace_id"] == trace_id_for("my-model", "mixed/p1", 0)
+    assert traces.loc["mixed/p1", "tokens"] == 12  # given in the row
+    # absent: tiktoken count of reasoning + answer (p4 has no answer)
+    assert traces.loc["mixed/p4", "tokens"] == count_tokens(traces.loc["mixed/p4", "reasoning"])
+    assert set(traces["source"]) == {"ingest:mixed.jsonl"}
+    assert set(traces["teacher"]) == {"my-model"}
+
+    grades = store.read("grades").set_index("trace_id")
+    p1 = trace_id_for("my-model", "mixed/p1", 0)
+    assert bool(grades.loc[p1, "correct"]) is True  # 'correct' given: written as is
+    assert set(grades.index) <= {p1, trace_id_for("my-model", "mixed/p2", 0)}
+
+    problems = store.read("problems").set_index("problem_id")
+    assert problems.loc["mixed/p1", "gold"] == "4"
+    assert json.loads(problems.loc["mixed/p4", "meta"])["gold_known"] is False
+
+    entries = [json.loads(line) for line in store.quarantine_path.read_text().splitlines()]
+    assert {e["line"]: e["field"] for e in entries} == EXPECTED_BAD
+    by_line = {e["line"]: e for e in entries}
+    assert "invalid JSON" in by_line[3]["reason"]
+    assert by_line[9]["reason"] == "empty"
+    assert "duplicate of line 1" in by_line[13]["reason"]
+    assert all(e["file"] == str(mixed_file.resolve()) for e in entries)
+
+
+def test_reingest_is_idempotent(mixed_file: Path, tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "store")
+    first = ingest(mixed_file, store, "my-model")
+    before = store.read("traces")
+    second = ingest(mixed_file, store, "my-model")
+    assert first.kept == second.kept == 4
+    assert second.written["traces"] == 0 and second.already_present == 4
+    pd.testing.assert_frame_equal(before, store.read("traces"))
+    lines = store.quarantine_path.read_text().splitlines()
+    assert len(lines) == 9  # the file's earlier entries were replaced, not duplicated
+    third = ingest(mixed_file, store, "my-model", overwrite=True)
+    assert third.written["traces"] == 4
+    pd.testing.assert_frame_equal(before, store.read("traces"))
+
+
+def test_nothing_kept_exits_1_without_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"problem_id": "a", "prompt": "x"}\nnot json\n')
+    result = run_cli(str(bad), "--store", str(tmp_path / "s"), "--teacher", "t")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "no row could be kept" in result.stderr
+    assert "rows read: 2, kept: 0, quarantined: 2" in result.stdout
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert run_cli(str(empty), "--store", str(tmp_path / "s"), "--teacher", "t").returncode == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["missing.jsonl"], "no such file"),
+        (["FIXTURE", "--task", "no-such-task"], "unknown task"),
+        (["FIXTURE", "--map", "prompt"], "FIELD=COLUMN"),
+        (["FIXTURE", "--map", "colour=question"], "unknown field"),
+    ],
+)
+def test_cannot_run_exits_2_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    args = [str(FIXTURES / "traces_mixed.jsonl") if a == "FIXTURE" else a for a in args]
+    result = run_cli(*args, "--store", str(tmp_path / "s"), "--teacher", "t")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr
+
+
+def test_unusable_store_exits_2(tmp_path: Path) -> None:
+    not_a_store = tmp_path / "file.txt"
+    not_a_store.write_text("x")
+    result = run_cli(
+        str(FIXTURES / "traces_mixed.jsonl"), "--store", str(not_a_store), "--teacher", "t"
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and result.stderr.startswith("error:")
+
+
+def test_csv_with_mapping_strings_and_a_broken_row(tmp_path: Path) -> None:
+    big_cell = "A long but fine trace. " * 50_000  # ~1.1 MB: beyond csv's default cell limit
+    frame = pd.DataFrame(
+        {
+            "qid": ["a", "b", "c", "d"],
+            "question": ["Q a", "Q b", "Q c", "Q d"],
+            "output": ["Reasoning a.", big_cell, "", "Reasoning d."],
+            "ok": ["true", "0", "true", "perhaps"],
+        }
+    )
+    path = tmp_path / "traces.csv"
+    frame.to_csv(path, index=False)
+    with path.open("a") as handle:
+        handle.write('e,"Q e","Reasoning e.",true,EXTRA\n')  # one field too many
+    store = Store.create(tmp_path / "store")
+    report = ingest(
+        path,
+        store,
+        "csv-model",
+        task="math",
+        mapping={"problem_id": "qid", "prompt": "question", "reasoning": "output", "correct": "ok"},
+        dataset="mine",
+    )
+    assert (report.rows_read, report.kept) == (5, 2)
+    problems = {q.row: q for q in report.quarantined}
+    assert problems[3].field == "reasoning"  # empty cell
+    assert problems[4].field == "correct" and "'perhaps'" in problems[4].reason
+    assert problems[5].field is None and "fields" in problems[5].reason
+    assert problems[5].line == 6  # header is line 1, data rows 1..5 are lines 2..6
+    grades = store.read("grades").set_index("trace_id")
+    assert bool(grades.loc[trace_id_for("csv-model", "mine/a", 0), "correct"]) is True
+    assert bool(grades.loc[trace_id_for("csv-model", "mine/b", 0), "correct"]) is False
+    traces = store.read("traces").set_index("problem_id")
+    assert traces.loc["mine/b", "reasoning"] == big_cell
+
+
+def test_parquet_rows_and_the_size_limit(tmp_path: Path) -> None:
+    rows = [
+        {"problem_id": 1, "prompt": "One", "reasoning": "Short.", "tokens": 3},
+        {"problem_id": 2, "prompt": "Two", "reasoning": None, "tokens": 4},
+        {"problem_id": 3, "prompt": "Three", "reasoning": "x" * 2_000_000, "tokens": 5},
+    ]
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    store = Store.create(tmp_path / "store")
+    report = ingest(path, store, "pq-model", max_trace_mb=1.0)
+    assert report.kept == 1
+    reasons = {q.row: (q.field, q.reason) for q in report.quarantined}
+    assert reasons[2][0] == "reasoning" and reasons[2][1].startswith("missing")
+    assert reasons[3][0] == "reasoning" and "above the limit of 1.0 MB" in reasons[3][1]
+    assert store.read("traces")["problem_id"].tolist() == ["t/1"]
+    # the default limit (50 MB) accepts it
+    assert ingest(path, store, "pq-model").kept == 2
+
+
+def test_rows_may_refer_to_problems_already_in_the_store(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "store")
+    store.write(
+        "problems",
+        pd.DataFrame(
+            [
+                {
+                    "problem_id": "bench/7",
+                    "dataset": "bench",
+                    "task": "math",
+                    "prompt": "2+5?",
+                    "gold": "7",
+                }
+            ]
+        ),
+    )
+    path = tmp_path / "refs.jsonl"
+    path.write_text(
+        json.dumps({"problem_id": "bench/7", "reasoning": "Two plus five.", "answer": "7"})
+        + "\n"
+        + json.dumps({"problem_id": "nowhere", "reasoning": "No prompt and no problem."})
+        + "\n"
+    )
+    report = ingest(path, store, "ref-model")
+    assert report.kept == 1
+    assert (
+        report.quarantined[0].field == "prompt"
+        and "not in the store" in report.quarantined[0].reason
+    )
+    traces = store.read("traces")
+    assert traces["dataset"].tolist() == ["bench"]  # taken from the stored problem
+    assert store.read("problems")["problem_id"].tolist() == ["bench/7"]  # not rewritten
+
+
+def test_raw_output_is_split_into_reasoning_and_answer(tmp_path: Path) -> None:
+    path = tmp_path / "raw.jsonl"
+    path.write_text(
+        json.dumps({"id": "r1", "question": "2+2?", "output": "<think>2 and 2 make 4</think>4"})
+        + "\n"
+        + json.dumps({"id": "r2", "question": "3+3?", "output": "<think>3 and 3 make"})
+        + "\n"
+    )
+    store = Store.create(tmp_path / "store")
+    assert ingest(path, store, "thinker").kept == 2  # aliases: id, question, output
+    traces = store.read("traces").set_index("problem_id")
+    assert traces.loc["raw/r1", "reasoning"] == "2 and 2 make 4"
+    assert traces.loc["raw/r1", "answer_text"] == "4"
+    assert bool(traces.loc["raw/r1", "complete"]) is True
+    assert bool(traces.loc["raw/r2", "complete"]) is False
+    assert traces.loc["raw/r1", "raw"] == "<think>2 and 2 make 4</think>4"
+
+
+def test_function_errors_are_ingest_errors(tmp_path: Path) -> None:
+    with pytest.raises(IngestError, match="no such file"):
+        ingest(tmp_path / "nope.jsonl", tmp_path / "s", "t")
+    with pytest.raises(IngestError, match="teacher"):
+        ingest(FIXTURES / "traces_mixed.jsonl", tmp_path / "s", " ")
