@@ -321,7 +321,53 @@ DECOMPOSITION = _register(
         ),
         keys=("model", "benchmark", "layer"),
         required=("accuracy",),
-        description="Per-(model, benchmark) efficiency decomposition E0, r_ctx, r_logic, VO, kappa.",
+        description="Per-(model, benchmark) efficiency decomposition: E0, r_ctx, r_logic, VO, κ.",
+    )
+)
+
+
+# --- oversight: sabotaged traces and weak-monitor verdicts ---------------------------------------
+
+SABOTAGED = _register(
+    TableSpec(
+        "sabotaged",
+        _s(
+            ("trace_id", STR),  # the correct original trace the error was injected into
+            ("kind", STR),  # a key of legival_core.sabotage.INJECTORS, or "llm_rewrite"
+            ("seed", I64),
+            ("teacher", STR),
+            ("dataset", STR),
+            ("step", I32),  # 0-based injection point in the original's steps
+            ("changed_steps", pa.list_(I32)),  # 0-based original steps touched by an edit
+            ("edits", STR),  # JSON list of {step, start, end, old, new} spans into the original
+            ("text", LSTR),  # the sabotaged reasoning
+            ("description", STR),
+        ),
+        keys=("trace_id", "kind", "seed"),
+        required=("teacher", "dataset", "edits", "text"),
+        description="Copies of correct traces with one injected error, and what changed where.",
+    )
+)
+
+MONITOR_VERDICTS = _register(
+    TableSpec(
+        "monitor_verdicts",
+        _s(
+            ("trace_id", STR),
+            ("variant", STR),  # "original", "natural" or "sabotage:<kind>"
+            ("monitor", STR),  # label of the weak monitor model
+            ("teacher", STR),
+            ("dataset", STR),
+            ("verdict", STR),  # "valid", "invalid", or null when the reply was malformed
+            ("blamed_step", I32),  # 1-based step the monitor named after "invalid", if any
+            ("steps", I32),  # number of steps shown to the monitor
+            ("raw", LSTR),
+            ("valid_format", BOOL),
+            ("error", STR),
+        ),
+        keys=("trace_id", "variant", "monitor"),
+        required=("teacher", "dataset", "valid_format"),
+        description="A weak monitor's verdict on an original, failed or sabotaged trace.",
     )
 )
 

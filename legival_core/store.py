@@ -1,0 +1,1367 @@
+"""A results store: the folder every precompute stage writes and the app reads.
+
+Layout of a store ``<root>/``::
+
+    manifest.json                     schema_version, created, config, provenance, per-table parts
+    tables/<name>/part-<seq>-<pid>-<uid>.arrow   Arrow IPC file (Feather v2), zstd-compressed
+    tables/<name>/corrupt/            parts moved aside by :meth:`Store.quarantine_part`
+    logs/<stage>.log                  stage logs (:meth:`Store.log_path`)
+    quarantine.jsonl                  input rows an ingest rejected (written by the ingest stage)
+    .lock                             advisory lock taken by writers (``fcntl.flock``)
+
+Rules that make the store safe to interrupt and to share between processes:
+
+* **Parts are immutable and appear atomically.** A part is written to ``.tmp-<host>-<pid>-<uid>``
+  in its table folder, fsynced, then renamed to its final name; the manifest is replaced the same
+  way. A crash leaves at worst a temp file, which readers ignore and the next writer deletes once
+  its owner is gone (same host, dead pid) or it is older than :data:`TEMP_MAX_AGE_S`.
+* **The directory listing is the truth; the manifest is a summary.** :meth:`Store.read` reads every
+  part file whose name matches the part pattern, whether or not the manifest lists it, so a crash
+  between a part's rename and the manifest update loses nothing. Such parts are *adopted*: the next
+  writer adds them to the manifest.
+* **Latest part wins.** Each part's name starts with a sequence number that a writer draws, under
+  the lock, one above every part the table ever had. Reading concatenates the parts, keeps for each
+  key the row of the highest-numbered part, and sorts by the key columns, so the result does not
+  depend on how a stage was interrupted, resumed or sharded.
+* **Writers lock, readers do not.** Writers serialise only the rename + manifest update (the heavy
+  serialisation happens before, outside the lock), so shards of one stage in separate processes can
+  write the same table. Readers never write, so a store on a read-only disk opens and reads.
+
+The manifest's per-table ``rows`` counts rows *stored* in parts: a key rewritten by a later part is
+counted twice until :meth:`Store.merge` compacts the table (then it is the exact row count).
+
+Parts are memory-mapped when read; with zstd the column buffers are decompressed, so reading asks
+for only the columns it needs. Part files carry their table name, row count and a "sorted by keys,
+no duplicate keys" flag in the schema metadata; reading a single sorted part, or parts whose key
+ranges do not overlap, needs no sort.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import datetime as _dt
+import enum
+import json
+import math
+import os
+import re
+import socket
+import sys
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from legival_core import schema
+
+try:  # POSIX; Windows falls back to msvcrt below
+    import fcntl
+except ImportError:  # pragma: no cover - not reached on Linux/macOS
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = [
+    "STORE_FORMAT",
+    "TEMP_MAX_AGE_S",
+    "OnCorrupt",
+    "Store",
+    "StoreError",
+    "pandas_dtypes",
+    "read_exported",
+]
+
+MANIFEST_NAME = "manifest.json"
+LOCK_NAME = ".lock"
+TABLES_DIR = "tables"
+LOGS_DIR = "logs"
+CORRUPT_DIR = "corrupt"
+QUARANTINE_NAME = "quarantine.jsonl"
+STORE_FORMAT = "legival-store"
+
+#: A temp file older than this is deleted by the next writer even if its owner looks alive
+#: (e.g. it came from another host sharing the disk).
+TEMP_MAX_AGE_S = 6 * 3600
+
+#: Rows per record batch aim at about this many bytes before compression.
+_BATCH_TARGET_BYTES = 64 * 1024 * 1024
+_BATCH_MAX_ROWS = 1 << 17
+
+_PART_RE = re.compile(r"^part-(?P<seq>\d{8,})-(?P<pid>\d+)-(?P<uid>[0-9a-f]{8,32})\.arrow$")
+_TEMP_PREFIX = ".tmp-"
+_TEMP_RE = re.compile(r"^\.tmp-(?P<host>[A-Za-z0-9.]*)-(?P<pid>\d+)-(?P<uid>[0-9a-f]+)(\.\w+)?$")
+_TABLE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_STAGE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_HOST = re.sub(r"[^A-Za-z0-9.]", "", socket.gethostname())[:40]
+
+_META_TABLE = b"legival.table"
+_META_ROWS = b"legival.rows"
+_META_SORTED = b"legival.sorted"  # b"keys": sorted by the key columns, keys unique
+_META_SCHEMA_VERSION = b"legival.schema_version"
+_META_STAGE = b"legival.stage"
+
+OnCorrupt = Literal["raise", "skip"]
+Filters = Mapping[str, Any]
+
+
+class StoreError(Exception):
+    """Something about a store on disk is wrong; the message names the file (and field or row)."""
+
+
+class _UnreadablePart(Exception):
+    """Internal: one part file cannot be read or does not fit its table."""
+
+    def __init__(self, path: Path, reason: str):
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+# --- small helpers -------------------------------------------------------------------------------
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """repr() of an untrusted value, cut to ``limit`` characters for error messages."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _temp_name(suffix: str) -> str:
+    return f"{_TEMP_PREFIX}{_HOST}-{os.getpid()}-{uuid.uuid4().hex}{suffix}"
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    # Makes a rename durable on POSIX; directories cannot be opened this way on Windows.
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return pid < (1 << 22)  # exists but not ours (or an odd platform): treat as alive
+    return True
+
+
+def _temp_is_stale(path: Path, now: float) -> bool:
+    try:
+        age = now - path.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    if age > TEMP_MAX_AGE_S:
+        return True
+    match = _TEMP_RE.match(path.name)
+    return bool(match and match["host"] == _HOST and not _pid_alive(int(match["pid"])))
+
+
+def _jsonable(value: Any) -> Any:
+    """Turn provenance values (paths, numpy scalars, sets, dataclasses, NaN) into plain JSON."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted((_jsonable(v) for v in value), key=repr)
+    if isinstance(value, np.generic):
+        return _jsonable(value.item())
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _jsonable(dataclasses.asdict(value))
+    if isinstance(value, enum.Enum):
+        return _jsonable(value.value)
+    if isinstance(value, _dt.datetime | _dt.date):
+        return value.isoformat()
+    return str(value)
+
+
+def _versions() -> dict[str, str]:
+    from legival_core import __version__
+
+    return {
+        "python": sys.version.split()[0],
+        "pyarrow": pa.__version__,
+        "pandas": pd.__version__,
+        "numpy": np.__version__,
+        "legival": __version__,
+    }
+
+
+def pandas_dtypes(table: str) -> dict[str, Any]:
+    """The pandas dtypes :meth:`Store.read` gives each column of ``table``.
+
+    Integers and booleans become pandas' nullable dtypes (``Int32``, ``boolean``) so that a column
+    keeps its dtype whether or not it holds nulls, and an empty table has the same dtypes as a full
+    one; floats are ``float64`` (null -> NaN); strings are pandas' ``str``; lists are ``object``.
+    """
+    spec = schema.spec(table)
+    return {f.name: _pandas_dtype(f.type) for f in spec.schema}
+
+
+def _pandas_dtype(dtype: pa.DataType) -> Any:
+    mapped = _types_mapper(dtype)
+    if mapped is not None:
+        return mapped
+    return pa.schema([pa.field("x", dtype)]).empty_table().to_pandas()["x"].dtype
+
+
+def _types_mapper(dtype: pa.DataType) -> Any:
+    if pa.types.is_integer(dtype):
+        prefix = "UInt" if pa.types.is_unsigned_integer(dtype) else "Int"
+        return pd.api.types.pandas_dtype(f"{prefix}{dtype.bit_width}")
+    if pa.types.is_boolean(dtype):
+        return pd.BooleanDtype()
+    return None
+
+
+def _to_pandas(table: pa.Table) -> pd.DataFrame:
+    return table.to_pandas(types_mapper=_types_mapper)
+
+
+def _key_tuple(table: pa.Table, keys: Sequence[str], row: int) -> tuple:
+    return tuple(table.column(k)[row].as_py() for k in keys)
+
+
+# --- part files ----------------------------------------------------------------------------------
+
+
+def _sort_by_keys(name: str, keys: Sequence[str], table: pa.Table) -> pa.Table:
+    """Sort rows by the key columns; a frame with a repeated key is rejected (ambiguous row)."""
+    if table.num_rows < 2:
+        return table
+    order = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys])
+    ordered = table.take(order)
+    same = _same_as_previous(ordered, keys)
+    if same is not None and pc.any(same).as_py():
+        position = int(pc.index(same, True).as_py())
+        first, second = int(order[position].as_py()), int(order[position + 1].as_py())
+        key = dict(zip(keys, _key_tuple(ordered, keys, position), strict=True))
+        raise schema.SchemaError(
+            name,
+            f"rows {first} and {second} have the same key {_short(key)} (one row per key)",
+            row=second,
+            column=",".join(keys),
+        )
+    return ordered
+
+
+def _same_as_previous(table: pa.Table, keys: Sequence[str]) -> pa.Array | None:
+    """Boolean array of length n-1: row i+1 has the same key values as row i."""
+    n = table.num_rows
+    if n < 2:
+        return None
+    same: Any = None
+    for key in keys:
+        column = table.column(key)
+        equal = pc.equal(column.slice(1), column.slice(0, n - 1))
+        same = equal if same is None else pc.and_(same, equal)
+    if isinstance(same, pa.ChunkedArray):
+        same = same.combine_chunks()
+    return same
+
+
+def _unique_rows(table: pa.Table, columns: Sequence[str]) -> pa.Table:
+    """Distinct rows of ``table`` over ``columns`` (sort + neighbour compare: faster than a
+    multi-column hash group-by in Arrow for millions of rows)."""
+    projected = table.select(list(columns))
+    order = pc.sort_indices(projected, sort_keys=[(c, "ascending") for c in columns])
+    ordered = projected.take(order)
+    same = _same_as_previous(ordered, columns)
+    if same is None:
+        return ordered
+    return ordered.filter(pa.concat_arrays([pa.array([True]), pc.invert(same)]))
+
+
+def _batch_rows(table: pa.Table) -> int:
+    if table.num_rows == 0:
+        return _BATCH_MAX_ROWS
+    per_row = max(1, table.nbytes // table.num_rows)
+    return int(min(_BATCH_MAX_ROWS, max(1024, _BATCH_TARGET_BYTES // per_row)))
+
+
+def _write_ipc(path: Path, table: pa.Table) -> None:
+    """Write an Arrow IPC file (zstd) and fsync it."""
+    options = pa.ipc.IpcWriteOptions(compression="zstd")
+    with (
+        pa.OSFile(str(path), "wb") as sink,
+        pa.ipc.new_file(sink, table.schema, options=options) as w,
+    ):
+        w.write_table(table, max_chunksize=_batch_rows(table))
+    _fsync_file(path)
+
+
+def _part_metadata(name: str, table: pa.Table, stage: str | None) -> dict[bytes, bytes]:
+    meta = {
+        _META_TABLE: name.encode(),
+        _META_ROWS: str(table.num_rows).encode(),
+        _META_SORTED: b"keys",
+        _META_SCHEMA_VERSION: str(schema.SCHEMA_VERSION).encode(),
+    }
+    if stage:
+        meta[_META_STAGE] = stage.encode()
+    return meta
+
+
+def _open_reader(
+    path: Path, fields: Sequence[str] | None
+) -> tuple[pa.ipc.RecordBatchFileReader, pa.Schema]:
+    """Open a part memory-mapped; ``fields`` limits which columns get decoded."""
+    try:
+        source = pa.memory_map(str(path), "r")
+        reader = pa.ipc.open_file(source)
+        file_schema = reader.schema
+        if fields is not None:
+            wanted = [i for i, f in enumerate(file_schema) if f.name in set(fields)]
+            reader = pa.ipc.open_file(source, options=pa.ipc.IpcReadOptions(included_fields=wanted))
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise _UnreadablePart(path, f"not a readable Arrow IPC file ({exc})") from None
+    return reader, file_schema
+
+
+def _read_part(
+    path: Path, spec: schema.TableSpec, fields: Sequence[str], *, full_check: bool = False
+) -> tuple[pa.Table, bool]:
+    """Read the columns ``fields`` of one part, conformed to the table's declared types.
+
+    Returns the table and whether the part is sorted by keys with unique keys.
+    Raises :class:`_UnreadablePart` (truncated, corrupt, or incompatible) or FileNotFoundError.
+    """
+    reader, file_schema = _open_reader(path, fields)
+    try:
+        table = reader.read_all()
+        if full_check:
+            table.validate(full=True)
+        else:
+            table.validate()
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise _UnreadablePart(path, f"corrupt Arrow data ({exc})") from None
+    meta = file_schema.metadata or {}
+    declared_table = meta.get(_META_TABLE)
+    if declared_table is not None and declared_table != spec.name.encode():
+        raise _UnreadablePart(
+            path, f"part belongs to table {_short(declared_table.decode(errors='replace'))}"
+        )
+    return _conform(path, spec, table, fields), meta.get(_META_SORTED) == b"keys"
+
+
+def _conform(
+    path: Path, spec: schema.TableSpec, table: pa.Table, fields: Sequence[str]
+) -> pa.Table:
+    """Bring a part to the current declared types: add columns it predates (as nulls), cast
+    widened types; a key column that is absent or a type that does not cast is an error."""
+    arrays = []
+    for name in fields:
+        target = spec.schema.field(name)
+        index = table.schema.get_field_index(name)
+        if index < 0:
+            if name in spec.keys:
+                raise _UnreadablePart(path, f"key field '{name}' is missing")
+            arrays.append(pa.nulls(table.num_rows, target.type))
+            continue
+        column = table.column(index)
+        if not column.type.equals(target.type):
+            try:
+                column = column.cast(target.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                raise _UnreadablePart(
+                    path,
+                    f"field '{name}' holds {column.type}, which does not convert to {target.type}",
+                ) from None
+        arrays.append(column)
+    out_schema = pa.schema([spec.schema.field(n) for n in fields])
+    return pa.Table.from_arrays(arrays, schema=out_schema)
+
+
+def _part_rows(path: Path) -> int | None:
+    """Row count of a part from its footer metadata (cheap), else by reading it.
+
+    None if the part is unreadable."""
+    try:
+        reader, file_schema = _open_reader(path, [])
+        meta = file_schema.metadata or {}
+        if _META_ROWS in meta:
+            return int(meta[_META_ROWS])
+        return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+    except (_UnreadablePart, FileNotFoundError, ValueError, pa.ArrowException, OSError):
+        return None
+
+
+def _seq_of(path: Path) -> int:
+    match = _PART_RE.match(path.name)
+    return int(match["seq"]) if match else -1
+
+
+# --- filters -------------------------------------------------------------------------------------
+
+
+def _filter_expressions(
+    spec: schema.TableSpec, filters: Filters | None
+) -> tuple[pc.Expression | None, pc.Expression | None]:
+    """(expression on key columns, expression on other columns) for ``filters``.
+
+    Key-column terms can be applied to each part before deduplication; terms on other columns must
+    wait until after it (a superseded row must not match in place of the row that replaced it).
+    """
+    key_terms: list[pc.Expression] = []
+    other_terms: list[pc.Expression] = []
+    for column, wanted in (filters or {}).items():
+        if column not in spec.columns:
+            raise schema.SchemaError(spec.name, "unknown column in filters", column=str(column))
+        dtype = spec.schema.field(column).type
+        if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+            raise schema.SchemaError(spec.name, "cannot filter on a list column", column=column)
+        field = pc.field(column)
+        try:
+            if wanted is None:
+                term = field.is_null()
+            elif isinstance(
+                wanted, list | tuple | set | frozenset | np.ndarray | pd.Series | pd.Index
+            ):
+                values = list(wanted)
+                term = field.isin(pa.array(values, type=dtype))
+            else:
+                term = field == pa.scalar(wanted, type=dtype)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            raise schema.SchemaError(
+                spec.name, f"filter value {_short(wanted)} does not fit {dtype}", column=column
+            ) from None
+        (key_terms if column in spec.keys else other_terms).append(term)
+
+    def combine(terms: list[pc.Expression]) -> pc.Expression | None:
+        if not terms:
+            return None
+        expr = terms[0]
+        for term in terms[1:]:
+            expr = expr & term
+        return expr
+
+    return combine(key_terms), combine(other_terms)
+
+
+def _check_columns(spec: schema.TableSpec, columns: Sequence[str] | None) -> list[str]:
+    if columns is None:
+        return spec.columns
+    if isinstance(columns, str):
+        columns = [columns]
+    for column in columns:
+        if column not in spec.columns:
+            raise schema.SchemaError(spec.name, "unknown column", column=str(column))
+    return list(dict.fromkeys(columns))
+
+
+def _dedupe_and_sort(pieces: list[tuple[pa.Table, bool]], keys: Sequence[str]) -> pa.Table:
+    """Concatenate parts (in sequence order), keep the last row of each key, sort by keys."""
+    tables = [t for t, _ in pieces]
+    if len(pieces) == 1 and pieces[0][1]:
+        return tables[0]
+    if all(is_sorted for _, is_sorted in pieces):
+        # Sorted parts whose key ranges do not overlap only need to be put in order.
+        ranges = sorted(
+            (_key_tuple(t, keys, 0), _key_tuple(t, keys, t.num_rows - 1), i)
+            for i, t in enumerate(tables)
+        )
+        if all(ranges[i][1] < ranges[i + 1][0] for i in range(len(ranges) - 1)):
+            return pa.concat_tables([tables[i] for _, _, i in ranges])
+    combined = pa.concat_tables(tables)
+    order_column = "__legival_order__"
+    numbered = combined.append_column(order_column, pa.array(np.arange(combined.num_rows)))
+    order = pc.sort_indices(
+        numbered, sort_keys=[*((k, "ascending") for k in keys), (order_column, "descending")]
+    )
+    ordered = combined.take(order)
+    same = _same_as_previous(ordered, keys)
+    if same is None or not pc.any(same).as_py():
+        return ordered
+    keep = pa.concat_arrays([pa.array([True]), pc.invert(same)])
+    return ordered.filter(keep)
+
+
+# --- manifest ------------------------------------------------------------------------------------
+
+
+def _new_manifest(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    now = _now()
+    return {
+        "format": STORE_FORMAT,
+        "schema_version": schema.SCHEMA_VERSION,
+        "created": now,
+        "updated": now,
+        "config": _jsonable(dict(config or {})),
+        "provenance": [],
+        "tables": {},
+    }
+
+
+def _check_manifest(data: Any, path: Path) -> dict[str, Any]:
+    """Validate a manifest read from disk; every string in it is untrusted."""
+
+    def fail(field: str, problem: str) -> StoreError:
+        return StoreError(f"{path}: field '{field}' {problem}")
+
+    if not isinstance(data, dict):
+        raise StoreError(f"{path}: the manifest must be a JSON object, got {type(data).__name__}")
+    if "format" in data and data["format"] != STORE_FORMAT:
+        raise fail("format", f"is {_short(data['format'])}, expected {STORE_FORMAT!r}")
+    expected: dict[str, type | tuple[type, ...]] = {
+        "schema_version": int,
+        "created": str,
+        "config": dict,
+        "provenance": list,
+        "tables": dict,
+    }
+    for field, kind in expected.items():
+        if field not in data:
+            raise fail(field, "is missing")
+        value = data[field]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise fail(field, f"must be a JSON {_JSON_KIND[kind]}, got {_short(value, 40)}")
+    version = data["schema_version"]
+    if version > schema.SCHEMA_VERSION:
+        raise fail(
+            "schema_version",
+            f"is {version}, newer than this legival understands ({schema.SCHEMA_VERSION}); "
+            "upgrade legival to read this store",
+        )
+    if version < 1:
+        raise fail("schema_version", f"is {version}; versions start at 1")
+    for i, record in enumerate(data["provenance"]):
+        if not isinstance(record, dict):
+            raise fail(f"provenance[{i}]", "must be a JSON object")
+    for name, entry in data["tables"].items():
+        if not _TABLE_NAME_RE.match(name):
+            raise fail(f"tables.{_short(name, 40)}", "is not a valid table name")
+        if not isinstance(entry, dict) or not isinstance(entry.get("parts"), list):
+            raise fail(f"tables.{name}.parts", "must be a JSON list")
+        for i, part in enumerate(entry["parts"]):
+            where = f"tables.{name}.parts[{i}]"
+            if not isinstance(part, dict):
+                raise fail(where, "must be a JSON object")
+            file = part.get("file")
+            if not isinstance(file, str) or not _PART_RE.match(file):
+                raise fail(f"{where}.file", f"is not a part file name: {_short(file, 60)}")
+            for count in ("rows", "bytes"):
+                value = part.get(count)
+                if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                    raise fail(f"{where}.{count}", f"must be an integer, got {_short(value, 40)}")
+    return data
+
+
+_JSON_KIND = {int: "integer", str: "string", dict: "object", list: "list"}
+
+
+def _table_entry(manifest: dict[str, Any], name: str) -> dict[str, Any]:
+    entry = manifest["tables"].setdefault(name, {"rows": 0, "parts": []})
+    entry.setdefault("parts", [])
+    entry.setdefault("rows", 0)
+    return entry
+
+
+def _recount(entry: dict[str, Any]) -> None:
+    entry["parts"].sort(key=lambda p: (int(_PART_RE.match(p["file"])["seq"]), p["file"]))
+    entry["rows"] = sum(int(p.get("rows") or 0) for p in entry["parts"])
+    if entry["parts"]:
+        entry["last_seq"] = max(
+            int(entry.get("last_seq", 0)), int(_PART_RE.match(entry["parts"][-1]["file"])["seq"])
+        )
+
+
+# --- the store -----------------------------------------------------------------------------------
+
+
+class Store:
+    """A results store on disk. Make one with :meth:`create` or :meth:`open`.
+
+    >>> import tempfile, pandas as pd
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> store = Store.create(folder.name + "/demo", config={"experiment": "doctest"})
+    >>> _ = store.write("rewards", pd.DataFrame(
+    ...     {"trace_id": ["t-b", "t-a"], "reward_model": ["rm", "rm"], "score": [0.5, 0.25]}))
+    >>> _ = store.write("rewards", pd.DataFrame(
+    ...     {"trace_id": ["t-b"], "reward_model": ["rm"], "score": [0.75]}))   # t-b again: wins
+    >>> store.read("rewards")
+      trace_id reward_model  score
+    0      t-a           rm   0.25
+    1      t-b           rm   0.75
+    >>> sorted(store.done_keys("rewards"))
+    [('t-a', 'rm'), ('t-b', 'rm')]
+    >>> folder.cleanup()
+    """
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self._local = threading.local()
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r})"
+
+    # -- opening ------------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls, path: str | os.PathLike[str], *, config: Mapping[str, Any] | None = None
+    ) -> Store:
+        """Create a store at ``path``, or open it if one is there already.
+
+        When the store exists with a different non-empty ``config``, the original config is kept
+        and the new one is appended to the provenance (as a ``create`` record), so nothing is lost.
+        A folder that is neither empty nor a store is refused.
+        """
+        root = Path(path)
+        if (root / MANIFEST_NAME).exists():
+            store = cls.open(root)
+            if config:
+                store._adopt_config(dict(config))
+            return store
+        if root.exists() and not root.is_dir():
+            raise StoreError(f"{root}: exists and is not a folder")
+        if root.exists() and any(root.iterdir()) and not (root / TABLES_DIR).is_dir():
+            raise StoreError(
+                f"{root}: folder is not empty and is not a store; not creating one there"
+            )
+        (root / TABLES_DIR).mkdir(parents=True, exist_ok=True)
+        (root / LOGS_DIR).mkdir(exist_ok=True)
+        store = cls(root)
+        with store._locked():
+            if not (root / MANIFEST_NAME).exists():
+                manifest = _new_manifest(config)
+                store._reconcile(manifest)  # a tables/ folder without manifest: recover its parts
+                store._save_manifest(manifest)
+        if config:
+            store._adopt_config(dict(config))
+        return store
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> Store:
+        """Open an existing store; :class:`StoreError` naming the file if it is not one."""
+        root = Path(path)
+        if not root.is_dir():
+            raise StoreError(f"{root}: no such store (folder not found)")
+        manifest_path = root / MANIFEST_NAME
+        if not manifest_path.is_file():
+            raise StoreError(f"{manifest_path}: not found; {root} is not a results store")
+        store = cls(root)
+        store._load_manifest()
+        return store
+
+    def _adopt_config(self, config: dict[str, Any]) -> None:
+        config = _jsonable(config)
+        with self._locked():
+            manifest = self._load_manifest()
+            if manifest["config"] == config:
+                return
+            if not manifest["config"]:
+                manifest["config"] = config
+            else:
+                manifest["provenance"].append(
+                    {
+                        "time": _now(),
+                        "stage": "create",
+                        "config": config,
+                        "note": "store existed with another config; the original is kept",
+                    }
+                )
+            self._save_manifest(manifest)
+
+    # -- manifest -----------------------------------------------------------------------------
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / MANIFEST_NAME
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """A copy of the manifest as it is on disk now (changing it changes nothing)."""
+        return copy.deepcopy(self._load_manifest())
+
+    def _load_manifest(self) -> dict[str, Any]:
+        path = self.manifest_path
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise StoreError(f"{path}: not found; {self.path} is not a results store") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StoreError(f"{path}: cannot be read ({exc})") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise StoreError(
+                f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+            ) from None
+        return _check_manifest(data, path)
+
+    def _save_manifest(self, manifest: dict[str, Any]) -> None:
+        manifest["updated"] = _now()
+        text = json.dumps(_jsonable(manifest), indent=1, allow_nan=False) + "\n"
+        temp = self.path / _temp_name(".json")
+        try:
+            with open(temp, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(temp, self.manifest_path)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        _fsync_dir(self.path)
+
+    def _update_manifest(self, change: Callable[[dict[str, Any]], None]) -> None:
+        """Load, reconcile with the disk, apply ``change`` and save; the caller holds the lock."""
+        manifest = self._load_manifest()
+        self._reconcile(manifest)
+        change(manifest)
+        self._save_manifest(manifest)
+
+    def _reconcile(self, manifest: dict[str, Any]) -> None:
+        """Adopt parts that are on disk but not in the manifest (a writer crashed in between)."""
+        for name in self._table_dirs():
+            entry = _table_entry(manifest, name)
+            listed = {p["file"] for p in entry["parts"]}
+            for path in self._part_paths(name):
+                if path.name in listed:
+                    continue
+                rows = _part_rows(path)
+                if rows is None:
+                    continue  # unreadable: read()/verify() report it, quarantine_part() moves it
+                entry["parts"].append(
+                    {
+                        "file": path.name,
+                        "rows": rows,
+                        "bytes": path.stat().st_size,
+                        "stage": None,
+                        "time": _now(),
+                        "adopted": True,
+                    }
+                )
+            _recount(entry)
+
+    # -- locking and temp files ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Exclusive advisory lock on ``<store>/.lock``; re-entrant within one thread."""
+        depth = getattr(self._local, "depth", 0)
+        if depth:
+            self._local.depth = depth + 1
+            try:
+                yield
+            finally:
+                self._local.depth -= 1
+            return
+        fd = os.open(self.path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            _lock_fd(fd)
+            self._local.depth = 1
+            try:
+                yield
+            finally:
+                self._local.depth = 0
+                _unlock_fd(fd)
+        finally:
+            os.close(fd)
+
+    def _cleanup_temp_files(self) -> list[Path]:
+        """Delete temp files left by writers that crashed (caller holds the lock)."""
+        now = time.time()
+        removed = []
+        folders = [self.path, *(self.path / TABLES_DIR / n for n in self._table_dirs())]
+        for folder in folders:
+            for path in folder.glob(_TEMP_PREFIX + "*"):
+                if path.is_file() and _temp_is_stale(path, now):
+                    path.unlink(missing_ok=True)
+                    removed.append(path)
+        return removed
+
+    # -- listing ------------------------------------------------------------------------------
+
+    def _table_dir(self, name: str) -> Path:
+        schema.spec(name)  # unknown names fail here, before any path is built from them
+        return self.path / TABLES_DIR / name
+
+    def _table_dirs(self) -> list[str]:
+        """Names of known tables that have a folder under tables/."""
+        root = self.path / TABLES_DIR
+        if not root.is_dir():
+            return []
+        return sorted(p.name for p in root.iterdir() if p.is_dir() and p.name in schema.TABLES)
+
+    def _part_paths(self, name: str) -> list[Path]:
+        """Part files of a table, in sequence order (the order in which 'latest wins' applies)."""
+        folder = self._table_dir(name)
+        if not folder.is_dir():
+            return []
+        parts = [p for p in folder.iterdir() if _PART_RE.match(p.name)]
+        return sorted(parts, key=lambda p: (_seq_of(p), p.name))
+
+    def _next_seq(self, name: str, manifest: dict[str, Any]) -> int:
+        folder = self._table_dir(name)
+        seen = [_seq_of(p) for p in self._part_paths(name)]
+        corrupt = folder / CORRUPT_DIR
+        if corrupt.is_dir():
+            seen += [_seq_of(p) for p in corrupt.iterdir()]
+        entry = manifest["tables"].get(name, {})
+        seen.append(int(entry.get("last_seq", 0)))
+        seen += [_seq_of(Path(p["file"])) for p in entry.get("parts", [])]
+        return max(seen) + 1
+
+    def tables(self) -> list[str]:
+        """Known tables that have at least one part on disk."""
+        return [n for n in self._table_dirs() if self._part_paths(n)]
+
+    def has(self, table: str) -> bool:
+        """Whether ``table`` has at least one part on disk."""
+        return bool(self._part_paths(table))
+
+    def parts(self, table: str) -> list[Path]:
+        """The part files of ``table`` in sequence order (what :meth:`read` combines)."""
+        return self._part_paths(table)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def write(
+        self,
+        table: str,
+        data: pd.DataFrame | pa.Table | Sequence[Mapping[str, Any]],
+        *,
+        stage: str | None = None,
+    ) -> Path:
+        """Validate ``data`` against the table's schema and add it as one new part.
+
+        Rows whose keys already exist replace the old rows (for :meth:`read`); a ``data`` with the
+        same key twice is rejected. Raises :class:`~legival_core.schema.SchemaError` naming table,
+        row and field for data that does not fit. Returns the new part's path.
+        """
+        spec = schema.spec(table)
+        if stage is not None:
+            _check_stage_name(stage)
+        arrow = schema.validate_frame(table, data)
+        arrow = _sort_by_keys(table, spec.keys, arrow)
+        arrow = arrow.replace_schema_metadata(_part_metadata(table, arrow, stage))
+        folder = self._table_dir(table)
+        folder.mkdir(parents=True, exist_ok=True)
+        temp = folder / _temp_name(".arrow")
+        try:
+            _write_ipc(temp, arrow)
+            with self._locked():
+                self._cleanup_temp_files()
+                manifest = self._load_manifest()
+                self._reconcile(manifest)
+                seq = self._next_seq(table, manifest)
+                final = folder / f"part-{seq:08d}-{os.getpid()}-{uuid.uuid4().hex[:12]}.arrow"
+                os.replace(temp, final)
+                _fsync_dir(folder)
+                entry = _table_entry(manifest, table)
+                entry["parts"].append(
+                    {
+                        "file": final.name,
+                        "rows": arrow.num_rows,
+                        "bytes": final.stat().st_size,
+                        "stage": stage,
+                        "time": _now(),
+                    }
+                )
+                if stage and stage not in entry.setdefault("stages", []):
+                    entry["stages"].append(stage)
+                _recount(entry)
+                self._save_manifest(manifest)
+        finally:
+            temp.unlink(missing_ok=True)
+        return final
+
+    def record_stage(self, stage: str, **provenance: Any) -> None:
+        """Append a provenance record: time, stage, the keyword arguments given (config, model
+        ids and revisions, sampling, seeds, ...) and the versions of python/pyarrow/pandas/numpy/
+        legival (merged with a ``versions`` mapping if one is passed)."""
+        _check_stage_name(stage)
+        given_versions = provenance.pop("versions", None) or {}
+        record = {"time": _now(), "stage": stage, **_jsonable(provenance)}
+        record["versions"] = {**_versions(), **_jsonable(dict(given_versions))}
+        with self._locked():
+            self._update_manifest(lambda m: m["provenance"].append(record))
+
+    def log_path(self, stage: str) -> Path:
+        """``<store>/logs/<stage>.log`` (the folder is created)."""
+        _check_stage_name(stage)
+        folder = self.path / LOGS_DIR
+        folder.mkdir(exist_ok=True)
+        return folder / f"{stage}.log"
+
+    @property
+    def quarantine_path(self) -> Path:
+        """``<store>/quarantine.jsonl``: where an ingest puts input rows it rejected."""
+        return self.path / QUARANTINE_NAME
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def read_arrow(
+        self,
+        table: str,
+        columns: Sequence[str] | None = None,
+        filters: Filters | None = None,
+        *,
+        on_corrupt: OnCorrupt = "raise",
+    ) -> pa.Table:
+        """All rows of ``table`` as a pyarrow Table: one row per key (the latest part wins),
+        sorted by the key columns, columns in the order asked for.
+
+        ``filters`` maps a column to a value (equality), a list/tuple/set of values (isin) or
+        None (is null). A corrupt or truncated part raises :class:`StoreError` naming it, unless
+        ``on_corrupt="skip"``: then it warns and leaves that part's rows out. A table without parts
+        gives an empty table with the declared columns.
+        """
+        spec = schema.spec(table)
+        wanted = _check_columns(spec, columns)
+        if on_corrupt not in ("raise", "skip"):
+            raise ValueError(f"on_corrupt must be 'raise' or 'skip', not {on_corrupt!r}")
+        key_filter, other_filter = _filter_expressions(spec, filters)
+        filter_columns = list((filters or {}).keys())
+        needed = list(dict.fromkeys([*spec.keys, *wanted, *filter_columns]))
+        for attempt in range(5):
+            try:
+                pieces = self._read_pieces(spec, needed, key_filter, on_corrupt)
+                break
+            except FileNotFoundError:
+                # A merge removed parts between listing and opening them: list again.
+                if attempt == 4:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        if not pieces:
+            return pa.schema([spec.schema.field(c) for c in wanted]).empty_table()
+        result = _dedupe_and_sort(pieces, spec.keys)
+        if other_filter is not None:
+            result = result.filter(other_filter)
+        return result.select(wanted)
+
+    def _read_pieces(
+        self,
+        spec: schema.TableSpec,
+        needed: list[str],
+        key_filter: pc.Expression | None,
+        on_corrupt: OnCorrupt,
+    ) -> list[tuple[pa.Table, bool]]:
+        pieces = []
+        for path in self._part_paths(spec.name):
+            try:
+                piece, is_sorted = _read_part(path, spec, needed)
+            except _UnreadablePart as exc:
+                if on_corrupt == "skip":
+                    warnings.warn(
+                        f"skipping unreadable part {exc.path}: {exc.reason}",
+                        RuntimeWarning,
+                        stacklevel=4,
+                    )
+                    continue
+                raise StoreError(
+                    f"{exc.path}: {exc.reason}. Run Store.verify(); Store.quarantine_part() moves "
+                    "the file aside so the stage can redo its rows"
+                ) from None
+            if key_filter is not None:
+                piece = piece.filter(key_filter)
+            if piece.num_rows:
+                pieces.append((piece, is_sorted))
+        return pieces
+
+    def read(
+        self,
+        table: str,
+        columns: Sequence[str] | None = None,
+        filters: Filters | None = None,
+        *,
+        on_corrupt: OnCorrupt = "raise",
+    ) -> pd.DataFrame:
+        """:meth:`read_arrow` as a DataFrame with stable dtypes (see :func:`pandas_dtypes`)."""
+        return _to_pandas(self.read_arrow(table, columns, filters, on_corrupt=on_corrupt))
+
+    def done_keys(
+        self,
+        table: str,
+        keys: Sequence[str] | None = None,
+        *,
+        filters: Filters | None = None,
+        on_corrupt: OnCorrupt = "raise",
+    ) -> set[tuple]:
+        """The set of key tuples present in ``table`` (default: its key columns), for resuming.
+
+        ``keys`` may name a subset or other columns (e.g. ``("trace_id",)``); ``filters`` restricts
+        the rows (applied after deduplication, e.g. ``{"status": "ok"}``). With
+        ``on_corrupt="skip"`` the rows of unreadable parts are simply not done.
+        """
+        spec = schema.spec(table)
+        key_columns = _check_columns(spec, keys if keys is not None else spec.keys)
+        if filters:
+            found = self.read_arrow(table, key_columns, filters, on_corrupt=on_corrupt)
+        else:
+            # Without filters the union of all parts' keys is the answer: no dedupe needed.
+            pieces = [p for p, _ in self._read_pieces(spec, key_columns, None, on_corrupt)]
+            if not pieces:
+                return set()
+            found = pa.concat_tables(pieces)
+        if len(key_columns) == 1:
+            return {(value,) for value in found.column(0).unique().to_pylist()}
+        if tuple(key_columns) != spec.keys:
+            found = _unique_rows(found, key_columns)  # shrink before the slow Python conversion
+        columns = [found.column(k).to_pylist() for k in key_columns]
+        return set(zip(*columns, strict=True))
+
+    # -- maintenance --------------------------------------------------------------------------
+
+    def merge(self, table: str | None = None) -> None:
+        """Compact each table's parts into one (deduplicated, sorted), atomically.
+
+        The merged part is renamed in first, then the manifest is updated, then the old parts are
+        deleted: a crash at any point leaves either the old parts, or old parts plus a merged part
+        that supersedes them; :meth:`read` gives the same rows in every case.
+        """
+        names = [table] if table is not None else self.tables()
+        with self._locked():
+            for name in names:
+                old = self._part_paths(name)
+                if not old:
+                    continue
+                if len(old) == 1:
+                    _, file_schema = _open_reader(old[0], [])
+                    meta = file_schema.metadata or {}
+                    if meta.get(_META_SORTED) == b"keys" and meta.get(_META_TABLE) == name.encode():
+                        continue
+                merged = self.read_arrow(name)
+                merged = merged.replace_schema_metadata(_part_metadata(name, merged, "merge"))
+                folder = self._table_dir(name)
+                temp = folder / _temp_name(".arrow")
+                try:
+                    _write_ipc(temp, merged)
+                    manifest = self._load_manifest()
+                    self._reconcile(manifest)
+                    seq = self._next_seq(name, manifest)
+                    final = folder / f"part-{seq:08d}-{os.getpid()}-{uuid.uuid4().hex[:12]}.arrow"
+                    os.replace(temp, final)
+                    _fsync_dir(folder)
+                finally:
+                    temp.unlink(missing_ok=True)
+                entry = _table_entry(manifest, name)
+                stages = entry.get("stages", [])
+                entry["parts"] = [
+                    {
+                        "file": final.name,
+                        "rows": merged.num_rows,
+                        "bytes": final.stat().st_size,
+                        "stage": "merge",
+                        "time": _now(),
+                        "merged_from": len(old),
+                    }
+                ]
+                entry["stages"] = stages
+                _recount(entry)
+                manifest["provenance"].append(
+                    {
+                        "time": _now(),
+                        "stage": "merge",
+                        "table": name,
+                        "parts": len(old),
+                        "rows": merged.num_rows,
+                    }
+                )
+                self._save_manifest(manifest)
+                for path in old:
+                    path.unlink(missing_ok=True)
+                _fsync_dir(folder)
+
+    def verify(self) -> list[str]:
+        """Check every part and the manifest; return the problems found (empty list: all good).
+
+        Each problem names its file: truncated or corrupt parts, parts whose columns do not fit the
+        schema, parts with repeated keys or unsorted rows despite their flag, row counts that differ
+        from the part's footer, parts the manifest lists but the disk lacks, folders of unknown
+        tables and stray files. Temp files of writers in progress are not problems.
+        """
+        problems: list[str] = []
+        try:
+            manifest: dict[str, Any] | None = self._load_manifest()
+        except StoreError as exc:
+            problems.append(str(exc))
+            manifest = None
+        tables_root = self.path / TABLES_DIR
+        if tables_root.is_dir():
+            for folder in sorted(tables_root.iterdir()):
+                if not folder.is_dir():
+                    problems.append(f"{folder}: unexpected file in {TABLES_DIR}/")
+                elif folder.name not in schema.TABLES:
+                    problems.append(f"{folder}: folder of an unknown table")
+                else:
+                    problems += self._verify_table(folder, manifest)
+        if manifest is not None:
+            for name, entry in sorted(manifest["tables"].items()):
+                for part in entry["parts"]:
+                    path = tables_root / name / part["file"]
+                    if not path.exists():
+                        problems.append(
+                            f"{path}: listed in {MANIFEST_NAME} but missing on disk "
+                            f"({part.get('rows')} rows lost)"
+                        )
+        return problems
+
+    def _verify_table(self, folder: Path, manifest: dict[str, Any] | None) -> list[str]:
+        spec = schema.spec(folder.name)
+        problems = []
+        listed = {}
+        if manifest is not None:
+            listed = {p["file"]: p for p in manifest["tables"].get(spec.name, {}).get("parts", [])}
+        for path in sorted(folder.iterdir()):
+            if (path.name == CORRUPT_DIR and path.is_dir()) or path.name.startswith(_TEMP_PREFIX):
+                continue
+            if not _PART_RE.match(path.name):
+                problems.append(f"{path}: not a part file (ignored by read)")
+                continue
+            try:
+                table, is_sorted = _read_part(path, spec, spec.columns, full_check=True)
+            except _UnreadablePart as exc:
+                problems.append(f"{exc.path}: {exc.reason}")
+                continue
+            except FileNotFoundError:
+                continue  # merged away while we looked
+            _, file_schema = _open_reader(path, [])
+            meta_rows = (file_schema.metadata or {}).get(_META_ROWS)
+            if meta_rows is not None and int(meta_rows) != table.num_rows:
+                problems.append(
+                    f"{path}: footer says {int(meta_rows)} rows, holds {table.num_rows}"
+                )
+            entry = listed.get(path.name)
+            if entry and entry.get("bytes") is not None and entry["bytes"] != path.stat().st_size:
+                size = path.stat().st_size
+                problems.append(
+                    f"{path}: {size} bytes on disk, {entry['bytes']} in {MANIFEST_NAME}"
+                )
+            for column in spec.required_columns():
+                nulls = table.column(column).null_count
+                if nulls:
+                    problems.append(
+                        f"{path}: field '{column}' has {nulls} null value(s) (required)"
+                    )
+            try:
+                _sort_by_keys(spec.name, spec.keys, table)
+            except schema.SchemaError as exc:
+                problems.append(f"{path}: duplicate keys ({exc})")
+                continue
+            if is_sorted and table.num_rows > 1:
+                order = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in spec.keys])
+                if not np.array_equal(order.to_numpy(), np.arange(table.num_rows)):
+                    problems.append(f"{path}: marked sorted by keys but is not")
+        return problems
+
+    def quarantine_part(self, path: str | os.PathLike[str], reason: str | None = None) -> Path:
+        """Move a part into ``tables/<name>/corrupt/`` and drop it from the manifest.
+
+        Its rows disappear from :meth:`read` and :meth:`done_keys`, so the stage that wrote them
+        will produce them again. Returns the new location.
+        """
+        source = Path(path)
+        if not source.is_absolute() and not source.exists():
+            source = self.path / source
+        source = source.resolve()
+        tables_root = (self.path / TABLES_DIR).resolve()
+        if source.parent.parent != tables_root or source.parent.name not in schema.TABLES:
+            raise StoreError(f"{source}: not a part of the store {self.path}")
+        if not _PART_RE.match(source.name) or not source.is_file():
+            raise StoreError(f"{source}: not a part file")
+        name = source.parent.name
+        target_dir = source.parent / CORRUPT_DIR
+        with self._locked():
+            target_dir.mkdir(exist_ok=True)
+            target = target_dir / source.name
+            if target.exists():
+                target = target_dir / f"{source.stem}-{uuid.uuid4().hex[:8]}{source.suffix}"
+            os.replace(source, target)
+            _fsync_dir(source.parent)
+
+            def drop(manifest: dict[str, Any]) -> None:
+                entry = _table_entry(manifest, name)
+                entry["parts"] = [p for p in entry["parts"] if p["file"] != source.name]
+                _recount(entry)
+                manifest["provenance"].append(
+                    {
+                        "time": _now(),
+                        "stage": "quarantine",
+                        "table": name,
+                        "part": source.name,
+                        "reason": reason,
+                    }
+                )
+
+            self._update_manifest(drop)
+        return target
+
+    # -- export -------------------------------------------------------------------------------
+
+    def export(
+        self,
+        out_dir: str | os.PathLike[str],
+        fmt: Literal["parquet", "csv"] = "parquet",
+        tables: Sequence[str] | None = None,
+    ) -> list[Path]:
+        """Write one ``<table>.parquet`` or ``<table>.csv`` per table (deduplicated, sorted).
+
+        CSV keeps nulls apart from empty strings (empty field vs ``""``) and writes list columns as
+        JSON arrays; :func:`read_exported` reads either format back into the table's schema.
+        """
+        if fmt not in ("parquet", "csv"):
+            raise ValueError(f"export format must be 'parquet' or 'csv', not {fmt!r}")
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name in tables if tables is not None else self.tables():
+            data = self.read_arrow(name)
+            target = out / f"{name}.{fmt}"
+            temp = out / _temp_name(f".{fmt}")
+            try:
+                if fmt == "parquet":
+                    import pyarrow.parquet as pq
+
+                    pq.write_table(data, temp, compression="zstd")
+                else:
+                    import pyarrow.csv as pacsv
+
+                    pacsv.write_csv(_lists_to_json(data), temp)
+                _fsync_file(temp)
+                os.replace(temp, target)
+            finally:
+                temp.unlink(missing_ok=True)
+            written.append(target)
+        return written
+
+
+def _check_stage_name(stage: str) -> None:
+    if not isinstance(stage, str) or not _STAGE_NAME_RE.match(stage):
+        raise ValueError(
+            f"stage name {_short(stage)} must be letters, digits, '_', '.', '-' (at most 128)"
+        )
+
+
+def _lock_fd(fd: int) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    import msvcrt  # pragma: no cover - Windows only
+
+    while True:  # pragma: no cover
+        try:
+            msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
+def _unlock_fd(fd: int) -> None:
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return
+    import msvcrt  # pragma: no cover - Windows only
+
+    os.lseek(fd, 0, os.SEEK_SET)  # pragma: no cover
+    msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)  # pragma: no cover
+
+
+# --- export helpers ------------------------------------------------------------------------------
+
+
+def _is_list(dtype: pa.DataType) -> bool:
+    return pa.types.is_list(dtype) or pa.types.is_large_list(dtype)
+
+
+def _lists_to_json(table: pa.Table) -> pa.Table:
+    for i, field in enumerate(table.schema):
+        if _is_list(field.type):
+            values = [None if v is None else json.dumps(v) for v in table.column(i).to_pylist()]
+            table = table.set_column(
+                i, pa.field(field.name, pa.string()), pa.array(values, pa.string())
+            )
+    return table
+
+
+def read_exported(path: str | os.PathLike[str], table: str | None = None) -> pa.Table:
+    """Read a file written by :meth:`Store.export` back into its table's schema.
+
+    ``table`` defaults to the file's stem (``rollouts.csv`` -> ``rollouts``). Errors name the file,
+    and the row and field where a value does not fit.
+    """
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    source = Path(path)
+    name = table or source.stem
+    spec = schema.spec(name)
+    try:
+        if source.suffix == ".parquet":
+            data = pq.read_table(source)
+        elif source.suffix == ".csv":
+            # Types for columns absent from the file are ignored by the CSV reader.
+            column_types = {
+                f.name: pa.string() if _is_list(f.type) else f.type for f in spec.schema
+            }
+            data = pacsv.read_csv(
+                source,
+                parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                convert_options=pacsv.ConvertOptions(
+                    column_types=column_types,
+                    strings_can_be_null=True,
+                    quoted_strings_can_be_null=False,
+                    null_values=[""],
+                ),
+            )
+            for i, field in enumerate(data.schema):
+                spec_field = spec.schema.field(field.name) if field.name in spec.columns else None
+                if spec_field is not None and _is_list(spec_field.type):
+                    texts = data.column(i).to_pylist()
+                    parsed = []
+                    for row, text in enumerate(texts):
+                        try:
+                            parsed.append(None if text is None else json.loads(text))
+                        except json.JSONDecodeError:
+                            raise StoreError(
+                                f"{source}: row {row}, field '{field.name}': not a JSON list"
+                            ) from None
+                    data = data.set_column(i, spec_field, pa.array(parsed, type=spec_field.type))
+        else:
+            raise StoreError(f"{source}: unknown export format (expected .parquet or .csv)")
+    except (pa.ArrowException, OSError) as exc:
+        raise StoreError(f"{source}: cannot be read ({exc})") from None
+    try:
+        return schema.validate_frame(name, data)
+    except schema.SchemaError as exc:
+        raise StoreError(f"{source}: {exc}") from None

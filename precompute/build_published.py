@@ -1,0 +1,107 @@
+"""Build the bundled store of published reference numbers.
+
+    python -m precompute.build_published [--out results/published]
+
+Reads the two CSVs shipped in ``legival_core/data/published/`` and writes a results store with
+``teacher_metrics`` (Legi-Val Table 7; shares as fractions, tokens as tokens) and
+``decomposition`` (Kaiser et al.'s CogniLoad rows, workload layer "native"). The manifest's
+provenance names both papers, the files and their SHA-256. An existing store at ``--out`` is
+replaced as a whole: the new one is built beside it and swapped in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import uuid
+from pathlib import Path
+
+from legival_core import published, schema
+from legival_core.store import MANIFEST_NAME, Store, StoreError
+
+STAGE = "published"
+
+
+def build(out: str | Path) -> Store:
+    """Build the published store at ``out`` (replacing a store that is there) and return it."""
+    target = Path(out)
+    is_store = (target / MANIFEST_NAME).is_file()
+    if target.exists() and not is_store and (not target.is_dir() or any(target.iterdir())):
+        raise StoreError(f"{target}: exists and is not a results store; not replacing it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".tmp-build-{uuid.uuid4().hex}"
+    try:
+        store = Store.create(
+            staging,
+            config={
+                "kind": "published reference numbers",
+                "note": "numbers copied from the papers' tables; nothing here was recomputed",
+            },
+        )
+        store.write("teacher_metrics", published.table7_teacher_metrics_frame(), stage=STAGE)
+        store.write("decomposition", published.cogniload_decomposition_frame(), stage=STAGE)
+        digests = published.published_file_digests()
+        store.record_stage(
+            STAGE,
+            tables={
+                "teacher_metrics": {
+                    "source": published.PUBLISHED_SOURCES["legival"],
+                    "from_file": published.TABLE7_FILE,
+                    "sha256": digests[published.TABLE7_FILE],
+                    "units": "accuracy, redundancy, backtracking, fotu, sotu, regression_rate: "
+                    "published percentages / 100; tokens: mean generated tokens per trace; "
+                    "teacher: the paper's short model name (hf_id holds the Hugging Face id)",
+                },
+                "decomposition": {
+                    "source": published.PUBLISHED_SOURCES["kaiser"],
+                    "from_file": published.COGNILOAD_FILE,
+                    "sha256": digests[published.COGNILOAD_FILE],
+                    "units": "e0: correct answers per 1,000 output tokens (published 100*E0 / "
+                    "100); accuracy, r_ctx, r_logic: published percentages / 100; vo, kappa: "
+                    "native-workload overhead and coupling as published (layer = 'native')",
+                },
+            },
+        )
+        if target.exists():
+            retired = target.parent / f".tmp-old-{uuid.uuid4().hex}"
+            target.rename(retired)
+            staging.rename(target)
+            shutil.rmtree(retired)
+        else:
+            staging.rename(target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    # The lock file is recreated by the next writer; leaving it out keeps the bundle to data only.
+    (target / ".lock").unlink(missing_ok=True)
+    return Store.open(target)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m precompute.build_published",
+        description="Build the results store of the published reference numbers.",
+    )
+    parser.add_argument(
+        "--out", default="results/published", help="store folder (default: results/published)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        store = build(args.out)
+    except (StoreError, schema.SchemaError, published.PublishedDataError, OSError) as exc:
+        print(f"build_published: error: {exc}", file=sys.stderr)
+        return 2
+    problems = store.verify()
+    if problems:
+        print(
+            "build_published: the built store has problems:", *problems, sep="\n  ", file=sys.stderr
+        )
+        return 1
+    for name in store.tables():
+        print(f"{store.path}: {name}: {len(store.read(name))} rows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

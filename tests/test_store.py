@@ -1,0 +1,783 @@
+"""Tests of legival_core.store: atomic parts, dedupe, crash safety, corruption, concurrency."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from legival_core import schema
+from legival_core.store import (
+    TEMP_MAX_AGE_S,
+    Store,
+    StoreError,
+    pandas_dtypes,
+    read_exported,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def rollouts(
+    trace_ids: list[str],
+    *,
+    students: tuple[str, ...] = ("student-a",),
+    ks: tuple[int, ...] = (0, 3),
+    correct: float = 1.0,
+    status: str = "ok",
+) -> pd.DataFrame:
+    rows = [
+        {
+            "trace_id": t,
+            "student": s,
+            "k": k,
+            "sample": 0,
+            "teacher": "teacher-x",
+            "dataset": "math",
+            "problem_id": f"p-{t}",
+            "m": 9,
+            "completion": f"continuation of {t} at {k}",
+            "correct": correct,
+            "status": status,
+        }
+        for t in trace_ids
+        for s in students
+        for k in ks
+    ]
+    return pd.DataFrame(rows)
+
+
+def sample_value(dtype: pa.DataType, i: int) -> Any:
+    """A deterministic, non-trivial value of ``dtype`` for row ``i``."""
+    if pa.types.is_boolean(dtype):
+        return i % 2 == 0
+    if pa.types.is_integer(dtype):
+        return 7 * i - 3
+    if pa.types.is_floating(dtype):
+        return i / 8 + 0.1
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+        return f'v{i}, "quoted"\nline two é'
+    if pa.types.is_list(dtype):
+        return [sample_value(dtype.value_type, i + j) for j in range(i % 3)]
+    raise AssertionError(f"no sample value for {dtype}")
+
+
+def sample_frame(name: str, n: int = 5) -> pd.DataFrame:
+    """Rows for table ``name``: distinct keys, every column filled, one optional null."""
+    spec = schema.spec(name)
+    data: dict[str, list[Any]] = {}
+    for field in spec.schema:
+        values = [sample_value(field.type, i) for i in range(n)]
+        if field.name in spec.keys:
+            values = [
+                f"{field.name}-{n - i}"
+                if isinstance(v, str)
+                else (n - i if not isinstance(v, bool) else v)
+                for i, v in enumerate(values)
+            ]
+        elif field.name not in spec.required_columns():
+            values[1] = None
+        data[field.name] = values
+    # A boolean key would collide; no table has one, and this keeps the helper honest.
+    assert not any(pa.types.is_boolean(spec.schema.field(k).type) for k in spec.keys)
+    return pd.DataFrame(data)
+
+
+def part_files(store: Store, table: str) -> list[Path]:
+    return store.parts(table)
+
+
+# --- creating and opening ------------------------------------------------------------------------
+
+
+def test_create_is_idempotent_and_keeps_the_first_config(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    store = Store.create(root, config={"seed": 1})
+    again = Store.create(root, config={"seed": 2})
+    assert again.manifest["config"] == {"seed": 1}
+    records = [r for r in again.manifest["provenance"] if r["stage"] == "create"]
+    assert records and records[-1]["config"] == {"seed": 2}
+    assert store.manifest["schema_version"] == schema.SCHEMA_VERSION
+    assert {"created", "config", "provenance", "tables"} <= set(store.manifest)
+    assert (root / "tables").is_dir() and (root / "logs").is_dir()
+
+
+def test_open_something_that_is_not_a_store(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="no such store"):
+        Store.open(tmp_path / "absent")
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(StoreError, match=r"manifest\.json: not found"):
+        Store.open(tmp_path / "plain")
+    (tmp_path / "plain" / "notes.txt").write_text("hello")
+    with pytest.raises(StoreError, match="not empty and is not a store"):
+        Store.create(tmp_path / "plain")
+
+
+def test_manifest_copy_is_read_only_view(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    view = store.manifest
+    view["config"]["x"] = 1
+    assert store.manifest["config"] == {}
+
+
+# --- manifest problems ---------------------------------------------------------------------------
+
+
+def test_manifest_bad_json_names_the_file(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    store.manifest_path.write_text('{"schema_version": 1, "created": ')
+    with pytest.raises(StoreError) as info:
+        Store.open(tmp_path / "s")
+    message = str(info.value)
+    assert str(store.manifest_path) in message and "not valid JSON" in message
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda m: m.pop("created"), "created"),
+        (lambda m: m.pop("schema_version"), "schema_version"),
+        (lambda m: m.update(schema_version="1"), "schema_version"),
+        (lambda m: m.update(provenance={}), "provenance"),
+        (lambda m: m.update(tables=[]), "tables"),
+        (lambda m: m.update(format="something-else"), "format"),
+        (lambda m: m["tables"].update({"../evil": {"parts": []}}), "tables.'../evil'"),
+        (
+            lambda m: m["tables"].update({"rewards": {"parts": [{"file": "../../etc/passwd"}]}}),
+            "tables.rewards.parts[0].file",
+        ),
+        (
+            lambda m: m["tables"].update(
+                {"rewards": {"parts": [{"file": "part-00000001-1-abcdef12.arrow", "rows": "9"}]}}
+            ),
+            "tables.rewards.parts[0].rows",
+        ),
+    ],
+)
+def test_manifest_missing_or_bad_field_is_named(tmp_path: Path, edit: Any, field: str) -> None:
+    store = Store.create(tmp_path / "s")
+    manifest = json.loads(store.manifest_path.read_text())
+    edit(manifest)
+    store.manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(StoreError) as info:
+        Store.open(tmp_path / "s")
+    assert str(store.manifest_path) in str(info.value)
+    assert f"field '{field}'" in str(info.value)
+
+
+def test_manifest_not_an_object_and_newer_schema(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    store.manifest_path.write_text("[1, 2]")
+    with pytest.raises(StoreError, match="must be a JSON object"):
+        Store.open(store.path)
+    manifest = json.loads(json.dumps(Store.create(tmp_path / "t").manifest))
+    manifest["schema_version"] = schema.SCHEMA_VERSION + 1
+    (tmp_path / "t" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(StoreError, match=r"field 'schema_version' is \d+, newer than"):
+        Store.open(tmp_path / "t")
+
+
+# --- writing and reading -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(schema.TABLES))
+def test_every_table_round_trips(tmp_path: Path, name: str) -> None:
+    store = Store.create(tmp_path / "s")
+    frame = sample_frame(name)
+    store.write(name, frame, stage="unit")
+    expected = schema.validate_frame(name, frame)
+    got = store.read_arrow(name)
+    assert got.schema.equals(schema.spec(name).schema)
+    # Rows come back sorted by the keys; the sample keys run n..1, so the order is reversed.
+    keys = [(k, "ascending") for k in schema.spec(name).keys]
+    assert got.equals(expected.sort_by(keys))
+    frame_back = store.read(name)
+    assert {c: frame_back[c].dtype for c in frame_back.columns} == pandas_dtypes(name)
+    assert store.has(name) and store.tables() == [name]
+    assert store.manifest["tables"][name]["rows"] == len(frame)
+    assert store.manifest["tables"][name]["stages"] == ["unit"]
+
+
+def test_missing_table_reads_as_empty_frame_with_schema_dtypes(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    frame = store.read("rollouts")
+    assert list(frame.columns) == schema.spec("rollouts").columns
+    assert len(frame) == 0
+    assert {c: frame[c].dtype for c in frame.columns} == pandas_dtypes("rollouts")
+    assert str(frame["k"].dtype) == "Int32" and str(frame["forced"].dtype) == "boolean"
+    assert not store.has("rollouts") and store.tables() == []
+    assert store.done_keys("rollouts") == set()
+
+
+def test_dtypes_do_not_depend_on_nulls(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    data = rollouts(["t1", "t2"])
+    data["prompt_tokens"] = [10, None, 12, 13]
+    data["forced"] = [True, None, False, False]
+    store.write("rollouts", data)
+    frame = store.read("rollouts")
+    assert str(frame["prompt_tokens"].dtype) == "Int32"
+    assert frame["prompt_tokens"].isna().sum() == 1
+    assert str(frame["forced"].dtype) == "boolean"
+
+
+def test_validation_error_names_table_row_and_field(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    data = rollouts(["t1", "t2", "t3"], ks=(0,))
+    data["k"] = [0, 3, "three"]
+    with pytest.raises(schema.SchemaError) as info:
+        store.write("rollouts", data)
+    assert str(info.value).startswith("table 'rollouts', row 2, field 'k': ")
+    assert "'three'" in str(info.value)
+    data = rollouts(["t1", "t2"], ks=(0,))
+    data.loc[1, "teacher"] = None
+    with pytest.raises(schema.SchemaError, match=r"table 'rollouts', row 1, field 'teacher'"):
+        store.write("rollouts", data)
+    # Nothing was written by the failed attempts.
+    assert not store.has("rollouts")
+    assert not list((store.path / "tables" / "rollouts").glob(".tmp-*"))
+
+
+def test_write_rejects_a_key_twice_in_one_frame(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    data = pd.concat(
+        [rollouts(["t1", "t2"], ks=(0,)), rollouts(["t1"], ks=(0,))], ignore_index=True
+    )
+    with pytest.raises(schema.SchemaError) as info:
+        store.write("rollouts", data)
+    message = str(info.value)
+    assert "table 'rollouts', row 2" in message
+    assert "rows 0 and 2 have the same key" in message and "'t1'" in message
+
+
+def test_unknown_table_and_column_are_named(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    with pytest.raises(schema.SchemaError, match="table 'nope': unknown table"):
+        store.read("nope")
+    with pytest.raises(schema.SchemaError, match="field 'nope': unknown column"):
+        store.read("rollouts", columns=["trace_id", "nope"])
+    with pytest.raises(schema.SchemaError, match="field 'nope': unknown column in filters"):
+        store.read("rollouts", filters={"nope": 1})
+    with pytest.raises(schema.SchemaError, match=r"field 'k'.*does not fit int32"):
+        store.read("rollouts", filters={"k": "three"})
+
+
+def test_latest_part_wins_and_rows_are_sorted(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    store.write("rollouts", rollouts(["t3", "t1"], correct=0.0, status="first"))
+    store.write("rollouts", rollouts(["t2", "t1"], correct=1.0, status="second"))
+    store.write("rollouts", rollouts(["t1"], ks=(3,), correct=0.5, status="third"))
+    frame = store.read("rollouts")
+    assert list(zip(frame.trace_id, frame.k, strict=True)) == [
+        ("t1", 0), ("t1", 3), ("t2", 0), ("t2", 3), ("t3", 0), ("t3", 3),
+    ]  # fmt: skip
+    by_key = {
+        (t, k): (c, s)
+        for t, k, c, s in zip(frame.trace_id, frame.k, frame.correct, frame.status, strict=True)
+    }
+    assert by_key[("t1", 0)] == (1.0, "second")  # part 2 replaced part 1
+    assert by_key[("t1", 3)] == (0.5, "third")  # part 3 replaced part 2
+    assert by_key[("t3", 0)] == (0.0, "first")  # never replaced
+    # The manifest counts stored rows (before dedupe): 4 + 4 + 1.
+    assert store.manifest["tables"]["rollouts"]["rows"] == 9
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    batches=st.lists(
+        st.dictionaries(
+            keys=st.tuples(st.sampled_from(["a", "b", "c", "é"]), st.integers(0, 3)),
+            values=st.floats(0, 1, allow_nan=False),
+            min_size=1,
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_read_equals_a_last_write_wins_dictionary(
+    tmp_path_factory: Any, batches: list[dict]
+) -> None:
+    store = Store.create(tmp_path_factory.mktemp("prop") / "s")
+    model: dict[tuple[str, int], float] = {}
+    for batch in batches:
+        frame = pd.DataFrame(
+            [
+                {"trace_id": t, "student": "s", "k": k, "sample": 0, "teacher": "x",
+                 "dataset": "d", "problem_id": "p", "m": 3, "correct": c}
+                for (t, k), c in batch.items()
+            ]
+        )  # fmt: skip
+        store.write("rollouts", frame)
+        model.update(batch)
+    got = store.read("rollouts", columns=["trace_id", "k", "correct"])
+    expected = sorted((t.encode(), k, c) for (t, k), c in model.items())
+    assert [(t.encode(), k, c) for t, k, c in got.itertuples(index=False)] == expected
+    assert store.done_keys("rollouts", ["trace_id", "k"]) == set(model)
+
+
+def test_disjoint_sorted_parts_are_concatenated_in_key_order(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    store.write("rollouts", rollouts(["t5", "t6"]))
+    store.write("rollouts", rollouts(["t1", "t2"]))
+    frame = store.read("rollouts")
+    assert list(frame.trace_id) == ["t1", "t1", "t2", "t2", "t5", "t5", "t6", "t6"]
+
+
+def test_filters_equality_isin_null_and_after_dedupe(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    store.write("rollouts", rollouts(["t1", "t2", "t3"], status="error"))
+    store.write("rollouts", rollouts(["t2"], status="ok"))  # t2 fixed by a rerun
+    assert set(store.read("rollouts", filters={"trace_id": "t2"}).status) == {"ok"}
+    errors = store.read("rollouts", filters={"status": "error"})
+    # The superseded t2 'error' rows must not come back through the non-key filter.
+    assert sorted(set(errors.trace_id)) == ["t1", "t3"]
+    both = store.read("rollouts", filters={"trace_id": ["t1", "t3"], "k": 3})
+    assert list(zip(both.trace_id, both.k, strict=True)) == [("t1", 3), ("t3", 3)]
+    assert len(store.read("rollouts", filters={"extracted": None})) == 6
+    assert len(store.read("rollouts", filters={"trace_id": ("t9",)})) == 0
+    assert store.done_keys("rollouts", ["trace_id"], filters={"status": "ok"}) == {("t2",)}
+
+
+def test_columns_keep_the_order_asked_for(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    store.write("rollouts", rollouts(["t2", "t1"]))
+    frame = store.read("rollouts", columns=["correct", "trace_id"])
+    assert list(frame.columns) == ["correct", "trace_id"]
+    assert list(frame.trace_id) == ["t1", "t1", "t2", "t2"]
+
+
+def test_done_keys_full_subset_and_empty(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    store.write("rollouts", rollouts(["t1"], students=("a", "b")))
+    store.write("rollouts", rollouts(["t2"], students=("a",), ks=(0,)))
+    assert store.done_keys("rollouts") == {
+        ("t1", "a", 0, 0), ("t1", "a", 3, 0), ("t1", "b", 0, 0), ("t1", "b", 3, 0),
+        ("t2", "a", 0, 0),
+    }  # fmt: skip
+    assert store.done_keys("rollouts", ["trace_id", "student"]) == {
+        ("t1", "a"),
+        ("t1", "b"),
+        ("t2", "a"),
+    }
+    assert store.done_keys("traces") == set()
+    key = next(iter(store.done_keys("rollouts")))
+    assert all(type(v) in (str, int) for v in key)
+
+
+# --- crash safety --------------------------------------------------------------------------------
+
+
+def test_crash_leftovers_lose_nothing_and_are_cleaned(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    store.write("rollouts", rollouts(["t1"]))
+    manifest_before = store.manifest_path.read_text()
+    orphan = store.write("rollouts", rollouts(["t2"]))
+    # Crash between the part's rename and the manifest update: the manifest does not list it.
+    store.manifest_path.write_text(manifest_before)
+    folder = orphan.parent
+    # A writer that died mid-file (dead pid on this host), one with an unparsable name that is
+    # old, and one in flight in this very process (must survive the cleanup).
+    half = orphan.read_bytes()[: orphan.stat().st_size // 2]
+    from legival_core import store as store_module
+
+    dead = folder / f".tmp-{store_module._HOST}-999999999-{'d' * 32}.arrow"
+    dead.write_bytes(half)
+    stale = folder / ".tmp-crashed-long-ago"
+    stale.write_bytes(half)
+    old = time.time() - TEMP_MAX_AGE_S - 60
+    os.utime(stale, (old, old))
+    live = folder / f".tmp-{store_module._HOST}-{os.getpid()}-{'e' * 32}.arrow"
+    live.write_bytes(half)
+    root_temp = store.path / f".tmp-{store_module._HOST}-999999999-{'f' * 32}.json"
+    root_temp.write_text("{")
+
+    assert orphan.name not in {p["file"] for p in store.manifest["tables"]["rollouts"]["parts"]}
+    assert sorted(set(store.read("rollouts").trace_id)) == ["t1", "t2"]
+    assert store.done_keys("rollouts", ["trace_id"]) == {("t1",), ("t2",)}
+    assert store.verify() == []
+
+    store.write("rollouts", rollouts(["t3"]))
+    listed = [p["file"] for p in store.manifest["tables"]["rollouts"]["parts"]]
+    assert orphan.name in listed and len(listed) == 3  # adopted by the next writer
+    assert not dead.exists() and not stale.exists() and not root_temp.exists()
+    assert live.exists()
+    assert store.manifest["tables"]["rollouts"]["rows"] == 6
+
+
+def test_crash_before_first_manifest_recovers_parts(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    store.write(
+        "rewards", pd.DataFrame({"trace_id": ["t1"], "reward_model": ["rm"], "score": [0.5]})
+    )
+    store.manifest_path.unlink()
+    recovered = Store.create(tmp_path / "s")
+    assert recovered.manifest["tables"]["rewards"]["rows"] == 1
+    assert len(recovered.read("rewards")) == 1
+
+
+_KILLED_WRITER = textwrap.dedent(
+    """
+    import sys
+    import pandas as pd
+    from legival_core.store import Store
+    store = Store.open(sys.argv[1])
+    for i in range(100000):
+        rows = [
+            {"trace_id": f"t{i:05d}-{j}", "reward_model": "rm", "score": j / 10} for j in range(10)
+        ]
+        store.write("rewards", pd.DataFrame(rows), stage="killed")
+    """
+)
+
+
+def test_a_writer_killed_at_random_moments_never_breaks_the_store(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    rng = np.random.default_rng(7)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(store.path)], env=env)
+        deadline = time.time() + 60
+        while not store.has("rewards") and time.time() < deadline:
+            time.sleep(0.02)
+        time.sleep(float(rng.uniform(0.05, 0.4)))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert store.verify() == []
+        parts = store.parts("rewards")
+        frame = store.read("rewards")
+        # Every part on disk is complete (10 rows) and every one of its rows is readable.
+        assert len(frame) == 10 * len(parts)
+        listed = store.manifest["tables"]["rewards"]["rows"]
+        assert listed in (len(frame), len(frame) - 10)  # at most the last part not yet listed
+    store.write(
+        "rewards", pd.DataFrame({"trace_id": ["z"], "reward_model": ["rm"], "score": [1.0]})
+    )
+    assert not list((store.path / "tables" / "rewards").glob(".tmp-*"))
+    assert store.manifest["tables"]["rewards"]["rows"] == len(store.read("rewards"))
+
+
+# --- corruption ----------------------------------------------------------------------------------
+
+
+def test_truncated_part_is_reported_skipped_and_quarantined(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    store.write("rollouts", rollouts(["t1"]))
+    bad = store.write("rollouts", rollouts(["t2", "t3"]))
+    store.write("rollouts", rollouts(["t4"]))
+    data = bad.read_bytes()
+    bad.write_bytes(data[: len(data) // 2])
+
+    problems = store.verify()
+    assert len(problems) == 1 and problems[0].startswith(str(bad))
+    with pytest.raises(StoreError) as info:
+        store.read("rollouts")
+    assert str(bad) in str(info.value)
+    with pytest.warns(RuntimeWarning, match=bad.name):
+        frame = store.read("rollouts", on_corrupt="skip")
+    assert sorted(set(frame.trace_id)) == ["t1", "t4"]
+    with pytest.warns(RuntimeWarning):
+        done = store.done_keys("rollouts", ["trace_id"], on_corrupt="skip")
+    assert done == {("t1",), ("t4",)}  # the stage will redo t2 and t3
+
+    moved = store.quarantine_part(bad, reason="truncated")
+    assert moved == bad.parent / "corrupt" / bad.name and moved.exists() and not bad.exists()
+    assert store.verify() == []
+    assert sorted(set(store.read("rollouts").trace_id)) == ["t1", "t4"]
+    assert bad.name not in {p["file"] for p in store.manifest["tables"]["rollouts"]["parts"]}
+    assert store.manifest["provenance"][-1]["reason"] == "truncated"
+    # The redo lands after every earlier part, including the quarantined one's sequence number.
+    redo = store.write("rollouts", rollouts(["t2", "t3"]))
+    assert redo.name > bad.name
+    assert sorted(set(store.read("rollouts").trace_id)) == ["t1", "t2", "t3", "t4"]
+
+
+def test_quarantine_refuses_files_outside_the_store(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    outside = tmp_path / "part-00000001-1-abcdef12.arrow"
+    outside.write_bytes(b"x")
+    with pytest.raises(StoreError, match="not a part of the store"):
+        store.quarantine_part(outside)
+
+
+def test_verify_reports_garbage_missing_parts_and_unknown_folders(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    part = store.write(
+        "rewards", pd.DataFrame({"trace_id": ["t"], "reward_model": ["r"], "score": [1.0]})
+    )
+    garbage = part.parent / "part-00000099-1-0123abcd.arrow"
+    garbage.write_bytes(b"ARROW1 but not really")
+    (store.path / "tables" / "mystery").mkdir()
+    stray = part.parent / "notes.txt"
+    stray.write_text("x")
+    problems = store.verify()
+    assert any(
+        p.startswith(str(garbage)) and "not a readable Arrow IPC file" in p for p in problems
+    )
+    assert any(p.startswith(str(store.path / "tables" / "mystery")) for p in problems)
+    assert any(p.startswith(str(stray)) for p in problems)
+    garbage.unlink()
+    part.unlink()
+    problems = store.verify()
+    assert any(p.startswith(str(part)) and "missing on disk" in p for p in problems)
+
+
+def test_part_with_a_wrong_type_is_reported_by_field(tmp_path: Path) -> None:
+    from legival_core.store import _write_ipc
+
+    store = Store.create(tmp_path / "s")
+    folder = store.path / "tables" / "rewards"
+    folder.mkdir(parents=True)
+    bad = folder / "part-00000001-1-abcdef12.arrow"
+    _write_ipc(bad, pa.table({"trace_id": ["t"], "reward_model": ["r"], "score": [[1.0]]}))
+    problems = store.verify()
+    assert len(problems) == 1 and "field 'score'" in problems[0] and str(bad) in problems[0]
+
+
+def test_part_from_an_older_schema_gets_the_new_columns_as_nulls(tmp_path: Path) -> None:
+    from legival_core.store import _write_ipc
+
+    store = Store.create(tmp_path / "s")
+    folder = store.path / "tables" / "grades"
+    folder.mkdir(parents=True)
+    # A grades part from an older schema: no 'score' column, and its keys are not sorted.
+    old = pa.table({"trace_id": ["t2", "t1"], "correct": [True, False], "status": ["ok", "ok"]})
+    _write_ipc(folder / "part-00000001-1-abcdef12.arrow", old)
+    frame = store.read("grades")
+    assert list(frame.trace_id) == ["t1", "t2"]
+    assert frame["score"].isna().all() and list(frame.columns) == schema.spec("grades").columns
+    assert store.verify() == []
+    store.merge("grades")  # an unsorted foreign single part is rewritten
+    assert len(store.parts("grades")) == 1 and store.read("grades").equals(frame)
+
+
+# --- merge, provenance, logs ---------------------------------------------------------------------
+
+
+def test_merge_compacts_parts_without_changing_what_is_read(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    for i in range(1, 5):
+        store.write("rollouts", rollouts([f"t{i}", "t0"], correct=i / 4), stage="rollout")
+    before = store.read("rollouts")
+    old_parts = store.parts("rollouts")
+    store.merge()
+    after_parts = store.parts("rollouts")
+    assert len(after_parts) == 1 and not any(p.exists() for p in old_parts)
+    assert store.read("rollouts").equals(before)
+    entry = store.manifest["tables"]["rollouts"]
+    assert entry["rows"] == len(before) == 10 and len(entry["parts"]) == 1
+    assert before.loc[before.trace_id == "t0", "correct"].eq(1.0).all()  # from the 4th part
+    assert entry["stages"] == ["rollout"]
+    assert store.manifest["provenance"][-1] == {
+        **store.manifest["provenance"][-1],
+        "stage": "merge", "table": "rollouts", "parts": 4, "rows": 10,
+    }  # fmt: skip
+    store.merge()  # nothing to do: one sorted part
+    assert store.parts("rollouts") == after_parts
+    assert store.verify() == []
+
+
+def test_record_stage_keeps_kwargs_and_versions(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    store.record_stage(
+        "rollout",
+        students=["phi-3.5", "llama-1b"],
+        sampling={"temperature": 0.0, "max_tokens": 1024},
+        seed=np.int64(3),
+        out=tmp_path / "x",
+        odd={"nan": float("nan"), "set": {2, 1}},
+        versions={"vllm": "0.32.0"},
+    )
+    record = store.manifest["provenance"][-1]
+    assert record["stage"] == "rollout" and record["seed"] == 3
+    assert record["students"] == ["phi-3.5", "llama-1b"]
+    assert record["sampling"] == {"temperature": 0.0, "max_tokens": 1024}
+    assert record["out"] == str(tmp_path / "x")
+    assert record["odd"] == {"nan": "nan", "set": [1, 2]}
+    assert {"python", "pyarrow", "pandas", "legival", "vllm"} <= set(record["versions"])
+    assert record["versions"]["pyarrow"] == pa.__version__
+    json.loads(store.manifest_path.read_text())  # still strict JSON (no NaN)
+
+
+def test_log_path_and_stage_names(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    assert store.log_path("rollout") == store.path / "logs" / "rollout.log"
+    for bad in ("../escape", "", "a/b"):
+        with pytest.raises(ValueError, match="stage name"):
+            store.log_path(bad)
+    with pytest.raises(ValueError, match="stage name"):
+        store.write(
+            "rewards",
+            pd.DataFrame({"trace_id": ["t"], "reward_model": ["r"], "score": [1.0]}),
+            stage="a b",
+        )
+
+
+def test_reading_writes_nothing(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    store.write("rewards", pd.DataFrame({"trace_id": ["t"], "reward_model": ["r"], "score": [1.0]}))
+    (store.path / ".lock").unlink()
+    before = {p: p.stat().st_mtime_ns for p in store.path.rglob("*")}
+    reader = Store.open(store.path)
+    reader.read("rewards")
+    reader.read("rollouts")
+    reader.done_keys("rewards")
+    reader.verify()
+    assert {p: p.stat().st_mtime_ns for p in store.path.rglob("*")} == before
+
+
+# --- export --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_export_round_trips(tmp_path: Path, fmt: str) -> None:
+    store = Store.create(tmp_path / "s")
+    store.write("rollouts", rollouts(["t2", "t1"]))
+    store.write("rollouts", rollouts(["t1"], correct=0.25))
+    tricky = rollouts(["t3", "t4"], ks=(0,))
+    tricky["completion"] = ['comma, "quote"\nnewline', ""]
+    tricky["extracted"] = [None, "=cmd()"]
+    tricky["correct"] = [1 / 3, 0.1 + 0.2]
+    store.write("rollouts", tricky)
+    for name in ("judgments", "problems"):
+        store.write(name, sample_frame(name))
+    written = store.export(tmp_path / "out", fmt)
+    assert [p.name for p in written] == [
+        f"{n}.{fmt}" for n in ("judgments", "problems", "rollouts")
+    ]
+    assert not list((tmp_path / "out").glob(".tmp-*"))
+    for path in written:
+        assert read_exported(path).equals(store.read_arrow(path.stem)), path.name
+    back = read_exported(tmp_path / "out" / f"rollouts.{fmt}").to_pandas()
+    assert back.loc[back.trace_id == "t4", "completion"].item() == ""  # empty string, not null
+    assert back.loc[back.trace_id == "t3", "extracted"].isna().item()
+    assert len(back) == 6 and back.loc[(back.trace_id == "t1"), "correct"].eq(0.25).all()
+
+
+def test_read_exported_names_file_row_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "judgments.csv"
+    bad.write_text('"trace_id","labeler","valid","steps"\n"t","lexical",true,"[1, 2"\n')
+    with pytest.raises(StoreError, match=r"judgments\.csv: row 0, field 'steps'"):
+        read_exported(bad)
+    bad = tmp_path / "rewards.csv"
+    bad.write_text('"trace_id","reward_model","score"\n"t","rm",\n')
+    with pytest.raises(StoreError, match=r"rewards\.csv: table 'rewards', row 0, field 'score'"):
+        read_exported(bad)
+
+
+# --- concurrency ---------------------------------------------------------------------------------
+
+
+def _shard_writer(root: str, shard: int, n_parts: int) -> None:
+    store = Store.open(root)
+    for i in range(n_parts):
+        rows = [
+            {"trace_id": f"s{shard}-p{i:02d}-r{j}", "reward_model": "rm", "score": shard + j / 10}
+            for j in range(5)
+        ]
+        store.write("rewards", pd.DataFrame(rows), stage=f"shard-{shard}")
+        store.record_stage(f"shard-{shard}", part=i)
+
+
+def test_two_processes_writing_the_same_table_lose_nothing(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_shard_writer, args=(str(store.path), s, 20)) for s in (0, 1)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=240)
+        assert proc.exitcode == 0
+    frame = store.read("rewards")
+    assert len(frame) == 2 * 20 * 5 and frame.trace_id.is_unique
+    parts = store.parts("rewards")
+    assert len(parts) == 40
+    seqs = sorted(int(p.name.split("-")[1]) for p in parts)
+    assert seqs == list(range(1, 41))
+    entry = store.manifest["tables"]["rewards"]
+    assert sorted(p["file"] for p in entry["parts"]) == sorted(p.name for p in parts)
+    assert entry["rows"] == 200 and sorted(entry["stages"]) == ["shard-0", "shard-1"]
+    assert sum(r["stage"].startswith("shard-") for r in store.manifest["provenance"]) == 40
+    assert store.verify() == []
+
+
+# --- benchmark (prints timings; the only assertions are on correctness) --------------------------
+
+
+@pytest.mark.slow
+def test_benchmark_read_two_million_rollouts(tmp_path: Path) -> None:
+    n_traces, n_k = 100_000, 20
+    n = n_traces * n_k
+    trace = np.repeat(np.array([f"t-{i:08x}" for i in range(n_traces)], dtype=object), n_k)
+    table = pa.table(
+        {
+            "trace_id": pa.array(trace, pa.string()),
+            "student": pa.array(np.where(np.arange(n) % 2 == 0, "phi", "llama"), pa.string()),
+            "k": pa.array(np.tile(np.arange(n_k), n_traces), pa.int32()),
+            "sample": pa.array(np.zeros(n, dtype=np.int32)),
+            "teacher": pa.array(
+                np.repeat(np.array(["qwq", "r1"], dtype=object), n // 2), pa.string()
+            ),
+            "dataset": pa.array(np.full(n, "math", dtype=object), pa.string()),
+            "problem_id": pa.array(trace, pa.string()),
+            "m": pa.array(np.full(n, 40, dtype=np.int32)),
+            "completion": pa.nulls(n, pa.large_string()),
+            "extracted": pa.nulls(n, pa.string()),
+            "correct": pa.array(np.random.default_rng(0).random(n)),
+            "forced": pa.nulls(n, pa.bool_()),
+            "prompt_tokens": pa.nulls(n, pa.int32()),
+            "completion_tokens": pa.nulls(n, pa.int32()),
+            "status": pa.array(np.full(n, "ok", dtype=object), pa.string()),
+        },
+        schema=schema.spec("rollouts").schema,
+    )
+    store = Store.create(tmp_path / "s")
+    t0 = time.perf_counter()
+    half = n // 2
+    store.write("rollouts", table.slice(0, half))
+    store.write("rollouts", table.slice(half))
+    t_write = time.perf_counter() - t0
+    columns = ["trace_id", "student", "k", "teacher", "correct"]
+    t0 = time.perf_counter()
+    two_parts = store.read("rollouts", columns=columns)
+    t_two = time.perf_counter() - t0
+    # Overlapping shards (hash-sharded stages): the slow path with a full sort.
+    store.write("rollouts", table.slice(half - 1000, 2000))
+    t0 = time.perf_counter()
+    overlapping = store.read("rollouts", columns=columns)
+    t_overlap = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    store.merge("rollouts")
+    t_merge = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    merged = store.read("rollouts", columns=columns)
+    t_merged = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    keys = store.done_keys("rollouts")
+    t_keys = time.perf_counter() - t0
+    print(
+        f"\n2M rollouts: write 2 parts {t_write:.2f}s; read 2 disjoint parts {t_two:.2f}s; "
+        f"read 3 overlapping parts {t_overlap:.2f}s; merge {t_merge:.2f}s; "
+        f"read merged {t_merged:.3f}s; done_keys {t_keys:.2f}s"
+    )
+    assert len(two_parts) == len(overlapping) == len(merged) == len(keys) == n
+    assert merged.equals(overlapping)
