@@ -1,0 +1,383 @@
+"""Rankings and statistics over metric tables (SPEC section 4).
+
+Small pure functions on pandas DataFrames:
+
+* :func:`rank_table` - rank 1 = best per metric, after averaging over datasets, with the change
+  of each rank against the accuracy rank;
+* :func:`spearman_matrix`, :func:`partial_spearman` - rank correlations between metrics (at model
+  level or trace level: only the input table differs), the partial one controlling for length;
+* :func:`rank_stability` - Spearman correlation between the rankings a metric gives on each
+  dataset (or each student);
+* :func:`bootstrap_ci` - a seeded percentile bootstrap interval;
+* :func:`pareto_front` - the non-dominated rows on two metrics.
+
+Reference: Legi-Val, "Measuring Reasoning Trace Legibility: Can Those Who Understand Teach?"
+(arXiv 2603.20508), correlation and ranking analyses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+
+class Correlation(NamedTuple):
+    """A correlation coefficient with its two-sided p-value and the number of rows used."""
+
+    rho: float
+    pvalue: float
+    n: int
+
+
+class BootstrapCI(NamedTuple):
+    """A statistic on the full sample and its percentile bootstrap interval."""
+
+    estimate: float
+    lo: float
+    hi: float
+
+
+def _as_list(columns: str | Sequence[str]) -> list[str]:
+    return [columns] if isinstance(columns, str) else list(columns)
+
+
+def _require(df: pd.DataFrame, columns: Sequence[str], table: str) -> None:
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"{table}: expected a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{table}: missing column(s) {missing}; it has {list(df.columns)}")
+
+
+def _numeric(df: pd.DataFrame, columns: Sequence[str], table: str) -> pd.DataFrame:
+    out = {}
+    for col in columns:
+        values = pd.to_numeric(df[col], errors="coerce")
+        bad = values.isna() & df[col].notna()
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ValueError(
+                f"{table}, row {row}, field {col!r}: {df[col].iloc[row]!r} is not a number"
+            )
+        out[col] = values.astype(np.float64)
+    return pd.DataFrame(out, index=df.index)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rank tables
+# ---------------------------------------------------------------------------------------------
+
+
+def rank_table(
+    df: pd.DataFrame,
+    metrics: Mapping[str, bool],
+    by: str | Sequence[str] = "teacher",
+    accuracy: str = "accuracy",
+    average_over: str | None = "dataset",
+    *,
+    method: str = "min",
+    decimals: int | None = 9,
+) -> pd.DataFrame:
+    """Rank models on each metric, 1 = best, and show how each rank moves against accuracy.
+
+    Each metric is first averaged over ``average_over`` (the datasets) per ``by`` group; then
+    ``<metric>_rank`` ranks the groups (descending when ``metrics[metric]`` is True, i.e.
+    higher is better; ascending otherwise) and ``<metric>_change = accuracy_rank -
+    <metric>_rank`` (positive: the model does better on this metric than its accuracy
+    suggests). Ties share the best rank (``method="min"``: 1, 2, 2, 4); averages are rounded to
+    ``decimals`` before ranking so that float noise in a mean (e.g. 26.1 / 3 reached by two
+    different sums) cannot split a tie.
+
+    Args:
+        df: one row per (model, dataset), or per model when ``average_over`` is None.
+        metrics: column -> True when higher is better.
+        by: the model column(s).
+        accuracy: the accuracy column (higher is better); added to ``metrics`` if absent.
+        average_over: the column averaged over first, or None.
+        method: ``pandas.Series.rank`` tie method.
+        decimals: rounding before ranking; None = none.
+
+    Returns:
+        One row per model, sorted by accuracy rank: the ``by`` columns, ``n_<average_over>``,
+        then per metric its mean, ``_rank`` (Int64) and ``_change`` (Int64; not for accuracy).
+
+    Reference: Legi-Val (arXiv 2603.20508), rank table; SPEC section 4.
+
+    >>> df = pd.DataFrame({"teacher": ["a", "a", "b", "b", "c", "c"],
+    ...     "dataset": ["X", "Y"] * 3, "accuracy": [90, 70, 60, 60, 80, 90],
+    ...     "tokens": [900, 1100, 300, 500, 2000, 2000]})
+    >>> t = rank_table(df, {"tokens": False})
+    >>> t[["teacher", "accuracy", "accuracy_rank", "tokens_rank", "tokens_change"]]
+      teacher  accuracy  accuracy_rank  tokens_rank  tokens_change
+    0       c      85.0              1            3             -2
+    1       a      80.0              2            2              0
+    2       b      60.0              3            1              2
+    """
+    keys = _as_list(by)
+    directions = dict(metrics)
+    directions.setdefault(accuracy, True)
+    table = "rank_table input"
+    group_cols = keys + ([average_over] if average_over else [])
+    _require(df, [*group_cols, *directions], table)
+    values = _numeric(df, list(directions), table)
+    frame = pd.concat(
+        [df[group_cols].reset_index(drop=True), values.reset_index(drop=True)], axis=1
+    )
+
+    duplicated = frame.duplicated(group_cols, keep="first").to_numpy()
+    if duplicated.any():
+        row = int(np.flatnonzero(duplicated)[0])
+        what = ", ".join(f"{c}={frame[c].iloc[row]!r}" for c in group_cols)
+        raise ValueError(f"{table}, row {row}: more than one row for {what}")
+
+    grouped = frame.groupby(keys, sort=True, observed=True, dropna=False)
+    out = grouped[list(directions)].mean()
+    if average_over:
+        out.insert(0, f"n_{average_over}", grouped[average_over].nunique())
+    out = out.reset_index()
+
+    def rank(column: str) -> pd.Series:
+        series = out[column] if decimals is None else out[column].round(decimals)
+        ranked = series.rank(ascending=not directions[column], method=method)
+        return ranked.astype("Int64")
+
+    acc_rank = rank(accuracy)
+    columns = [*keys] + ([f"n_{average_over}"] if average_over else [])
+    result = out[columns].copy()
+    for column in [accuracy, *[c for c in directions if c != accuracy]]:
+        result[column] = out[column]
+        result[f"{column}_rank"] = acc_rank if column == accuracy else rank(column)
+        if column != accuracy:
+            result[f"{column}_change"] = acc_rank - result[f"{column}_rank"]
+    order = [f"{accuracy}_rank", *keys]
+    return result.sort_values(order, kind="stable").reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Correlations
+# ---------------------------------------------------------------------------------------------
+
+
+def _pearson_p(r: float, n: int, dof: int) -> float:
+    from scipy import stats
+
+    if not np.isfinite(r) or dof < 1:
+        return float("nan")
+    if abs(r) >= 1.0:
+        return 0.0
+    t = r * np.sqrt(dof / (1.0 - r * r))
+    return float(2.0 * stats.t.sf(abs(t), dof))
+
+
+def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> Correlation:
+    """Spearman's rho of two sequences (pairs with a NaN dropped) and its two-sided p-value.
+
+    rho is the Pearson correlation of the average ranks; the p-value uses the t statistic
+    ``rho sqrt((n - 2) / (1 - rho^2))`` with n - 2 degrees of freedom (as scipy does). NaN with
+    fewer than 3 pairs or a constant input.
+
+    >>> spearman([1, 2, 3, 4, 5], [2, 1, 4, 3, 5]).rho  # 1 - 6*4 / (5*24)
+    0.8
+    """
+    from scipy import stats
+
+    xs = np.asarray(x, dtype=np.float64)
+    ys = np.asarray(y, dtype=np.float64)
+    if xs.shape != ys.shape:
+        raise ValueError(f"spearman: x and y differ in length ({len(xs)} vs {len(ys)})")
+    keep = ~(np.isnan(xs) | np.isnan(ys))
+    xs, ys = xs[keep], ys[keep]
+    n = len(xs)
+    if n < 3 or np.ptp(xs) == 0 or np.ptp(ys) == 0:
+        return Correlation(float("nan"), float("nan"), n)
+    rho = float(np.corrcoef(stats.rankdata(xs), stats.rankdata(ys))[0, 1])
+    rho = float(np.clip(round(rho, 15), -1.0, 1.0))
+    return Correlation(rho, _pearson_p(rho, n, n - 2), n)
+
+
+def spearman_matrix(df: pd.DataFrame, columns: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Spearman rho and p-value between every pair of ``columns`` (pairwise complete rows).
+
+    At model level pass one row per model (metrics averaged over datasets); at trace level
+    one row per trace. Returns ``(rho, p)``, two square DataFrames indexed by the columns;
+    the diagonal is rho 1, p 0 (NaN for a constant column).
+
+    Reference: Legi-Val (arXiv 2603.20508), correlation analysis; SPEC section 4.
+
+    >>> df = pd.DataFrame({"a": [1, 2, 3, 4, 5], "b": [2, 1, 4, 3, 5], "c": [5, 4, 3, 2, 1]})
+    >>> rho, p = spearman_matrix(df, ["a", "b", "c"])
+    >>> rho.round(2).values.tolist()
+    [[1.0, 0.8, -1.0], [0.8, 1.0, -0.8], [-1.0, -0.8, 1.0]]
+    """
+    cols = list(columns)
+    _require(df, cols, "spearman_matrix input")
+    values = _numeric(df, cols, "spearman_matrix input")
+    rho = pd.DataFrame(np.nan, index=cols, columns=cols)
+    pvalue = pd.DataFrame(np.nan, index=cols, columns=cols)
+    for i, a in enumerate(cols):
+        for b in cols[i:]:
+            result = spearman(values[a].to_numpy(), values[b].to_numpy())
+            rho.loc[a, b] = rho.loc[b, a] = result.rho
+            pvalue.loc[a, b] = pvalue.loc[b, a] = result.pvalue
+    return rho, pvalue
+
+
+def partial_spearman(
+    df: pd.DataFrame, x: str, y: str, control: str | Sequence[str] = "tokens"
+) -> Correlation:
+    """Spearman correlation of ``x`` and ``y`` with ``control`` (e.g. token length) held fixed.
+
+    All columns are rank-transformed (average ranks); the ranks of ``x`` and of ``y`` are each
+    regressed (least squares with an intercept) on the ranks of the control(s); rho is the
+    Pearson correlation of the two residual vectors. With one control this equals
+    ``(r_xy - r_xz r_yz) / sqrt((1 - r_xz^2)(1 - r_yz^2))``. The p-value uses the t statistic
+    with ``n - 2 - n_controls`` degrees of freedom (n - 3 for one control). Rows with a NaN in
+    any of the columns are dropped.
+
+    Reference: Legi-Val (arXiv 2603.20508), partial correlations controlling for length.
+
+    >>> df = pd.DataFrame({"x": [1, 2, 3, 4, 5], "y": [2, 1, 4, 3, 5], "z": [1, 3, 2, 5, 4]})
+    >>> round(partial_spearman(df, "x", "y", control="z").rho, 4)  # (0.8 - 0.8*0.3) / ...
+    0.9784
+    """
+    from scipy import stats
+
+    controls = _as_list(control)
+    cols = [x, y, *controls]
+    _require(df, cols, "partial_spearman input")
+    values = _numeric(df, cols, "partial_spearman input").dropna()
+    n = len(values)
+    dof = n - 2 - len(controls)
+    if dof < 1:
+        return Correlation(float("nan"), float("nan"), n)
+    ranks = {c: stats.rankdata(values[c].to_numpy()) for c in cols}
+    design = np.column_stack([np.ones(n), *[ranks[c] for c in controls]])
+
+    def residual(column: str) -> np.ndarray:
+        coef, *_ = np.linalg.lstsq(design, ranks[column], rcond=None)
+        return ranks[column] - design @ coef
+
+    rx, ry = residual(x), residual(y)
+    scale = np.sqrt((rx @ rx) * (ry @ ry))
+    if scale <= 1e-12 * n:
+        return Correlation(float("nan"), float("nan"), n)
+    rho = float(np.clip(rx @ ry / scale, -1.0, 1.0))
+    return Correlation(rho, _pearson_p(rho, n, dof), n)
+
+
+def rank_stability(
+    df: pd.DataFrame,
+    metric: str,
+    by: str = "teacher",
+    across: str = "dataset",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """How stable a metric's ranking of models is across datasets (or students).
+
+    For every pair of levels of ``across`` (e.g. MATH vs GPQA), Spearman's rho between the
+    values of ``metric`` for the ``by`` groups present in both (rho between the two rankings;
+    the direction of "better" does not matter). Several rows per (by, across) cell, such as
+    datasets when ``across="student"``, are averaged first.
+
+    Returns ``(rho, p)``: square DataFrames indexed by the levels of ``across``.
+
+    Reference: Legi-Val (arXiv 2603.20508), cross-dataset / cross-student rank stability.
+
+    >>> df = pd.DataFrame({"teacher": list("abcd") * 2, "dataset": ["X"] * 4 + ["Y"] * 4,
+    ...     "fotu": [0.1, 0.2, 0.3, 0.4, 0.9, 0.8, 0.7, 0.6]})
+    >>> rank_stability(df, "fotu")[0].values.tolist()
+    [[1.0, -1.0], [-1.0, 1.0]]
+    """
+    _require(df, [metric, by, across], "rank_stability input")
+    values = _numeric(df, [metric], "rank_stability input")[metric]
+    frame = pd.DataFrame({by: df[by].to_numpy(), across: df[across].to_numpy(), metric: values})
+    wide = frame.pivot_table(
+        index=by, columns=across, values=metric, aggfunc="mean", observed=True, sort=True
+    )
+    levels = list(wide.columns)
+    wide.columns = [str(c) for c in levels]
+    rho, pvalue = spearman_matrix(wide, list(wide.columns))
+    rho.index = rho.columns = pvalue.index = pvalue.columns = pd.Index(levels, name=across)
+    return rho, pvalue
+
+
+# ---------------------------------------------------------------------------------------------
+# Bootstrap and Pareto
+# ---------------------------------------------------------------------------------------------
+
+
+def bootstrap_ci(
+    values: Sequence[float] | np.ndarray,
+    stat: Callable[..., float] = np.mean,
+    n_boot: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> BootstrapCI:
+    """Percentile bootstrap interval of ``stat`` over ``values`` (NaNs dropped), seeded.
+
+    Draws ``n_boot`` samples of size n with replacement from a ``numpy`` generator seeded with
+    ``seed``; the interval is the ``alpha/2`` and ``1 - alpha/2`` quantiles of the statistic
+    over the samples. ``stat`` is called as ``stat(samples, axis=1)`` when it accepts ``axis``
+    (numpy reductions do), else once per sample.
+
+    >>> bootstrap_ci([0.0, 1.0], n_boot=2000, seed=0)  # sample means are 0, 0.5 or 1
+    BootstrapCI(estimate=0.5, lo=0.0, hi=1.0)
+    """
+    data = np.asarray(values, dtype=np.float64)
+    data = data[~np.isnan(data)]
+    if int(n_boot) != n_boot or n_boot < 1:
+        raise ValueError(f"bootstrap_ci: n_boot must be a whole number >= 1, got {n_boot!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"bootstrap_ci: alpha must be in (0, 1), got {alpha!r}")
+    if len(data) == 0:
+        return BootstrapCI(float("nan"), float("nan"), float("nan"))
+    estimate = float(stat(data))
+    rng = np.random.default_rng(seed)
+    samples = data[rng.integers(0, len(data), size=(int(n_boot), len(data)))]
+    try:
+        replicates = np.asarray(stat(samples, axis=1), dtype=np.float64)
+    except TypeError:
+        replicates = np.array([stat(row) for row in samples], dtype=np.float64)
+    if replicates.shape != (int(n_boot),):
+        raise ValueError("bootstrap_ci: stat must return one number per sample")
+    lo, hi = np.quantile(replicates, [alpha / 2, 1 - alpha / 2])
+    return BootstrapCI(estimate, float(lo), float(hi))
+
+
+def pareto_front(
+    df: pd.DataFrame, x: str, y: str, maximize: tuple[bool, bool] = (True, True)
+) -> pd.Series:
+    """Boolean mask of the rows not dominated on (``x``, ``y``).
+
+    Row i is dominated when another row is at least as good on both axes and strictly better
+    on one ("good" = larger when the matching ``maximize`` flag is True). Identical rows do not
+    dominate each other. Rows with a NaN are never on the front. O(n log n): sort by x (best
+    first), keep the best y seen among strictly better x.
+
+    Reference: Legi-Val (arXiv 2603.20508); SPEC section 4, Pareto frontier.
+
+    >>> df = pd.DataFrame({"eff": [1, 2, 3, 2], "fotu": [5, 4, 3, 2]})
+    >>> pareto_front(df, "eff", "fotu").tolist()
+    [True, True, True, False]
+    """
+    _require(df, [x, y], "pareto_front input")
+    values = _numeric(df, [x, y], "pareto_front input")
+    xs = values[x].to_numpy() * (1 if maximize[0] else -1)
+    ys = values[y].to_numpy() * (1 if maximize[1] else -1)
+    valid = ~(np.isnan(xs) | np.isnan(ys))
+    mask = np.zeros(len(df), dtype=bool)
+    idx = np.flatnonzero(valid)
+    if len(idx):
+        # Best x first; within equal x, best y first.
+        order = idx[np.lexsort((-ys[idx], -xs[idx]))]
+        sx, sy = xs[order], ys[order]
+        new_x = np.r_[True, sx[1:] != sx[:-1]]
+        group = np.cumsum(new_x) - 1
+        group_best_y = sy[new_x]  # first row of each x-group has that group's largest y
+        # Best y among all rows with strictly larger x (none for the first group).
+        better_x_best_y = np.r_[-np.inf, np.maximum.accumulate(group_best_y)[:-1]]
+        on_front = (sy == group_best_y[group]) & (sy > better_x_best_y[group])
+        mask[order] = on_front
+    return pd.Series(mask, index=df.index, name="pareto")

@@ -1,0 +1,1127 @@
+"""Transfer utility: how much a correct teacher trace helps a weak student (SPEC section 3).
+
+A student continues the first ``k`` of the ``m`` steps of a correct teacher trace; ``k = 0`` is
+the student alone (its baseline). From those rollouts this module computes, per (trace, student):
+
+* the **curve** ``f_p`` on 50 bins of width 0.02 over the position ``x = k/m``;
+* **FOTU** (first-order transfer utility) = mean of ``f_p`` over the 50 bins (area under it);
+* the **hazard** bin: the bin of the smallest ``k >= 1`` whose rollout is correct;
+* the **regression** count and rate: drops of correctness from one prefix to the next;
+* the **baseline** (correctness at ``k = 0``) and the **lift** = FOTU - baseline;
+
+and per teacher (per dataset): the same averaged over traces then over students, **SOTU**
+(second-order transfer utility: normalised entropy of the hazard histogram), the share of traces
+never solved, and seeded bootstrap confidence intervals over traces.
+
+Everything is vectorised with numpy: the rollouts are collapsed to one row per prefix, and all
+per-trace quantities are bincounts and cumulative maxima over a ``[traces, 50]`` array.
+
+Two profiles (:data:`PROFILES`) say how bins, prefixes and averages are formed: ``"paper"``
+follows the paper (default); ``"release"`` follows the authors' released code (SPEC section 7).
+
+Reference: Legi-Val, "Measuring Reasoning Trace Legibility: Can Those Who Understand Teach?"
+(arXiv 2603.20508), section on transfer utility.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from legival_core.schema import SchemaError
+
+#: Number of position bins; each has width ``1 / N_BINS = 0.02``.
+N_BINS = 50
+#: A prefix counts as solved (for the hazard) when this share of its samples is fully correct.
+SOLVED_THRESHOLD = 0.5
+#: A sample is fully correct when its grade reaches this (grades below are partial credit).
+FULLY_CORRECT = 1.0 - 1e-9
+#: Columns :func:`trace_metrics` and friends need in the rollouts table.
+ROLLOUT_COLUMNS = ("teacher", "dataset", "student", "trace_id", "problem_id", "k", "m", "correct")
+#: Columns that identify a (trace, student) pair in every per-trace output.
+TRACE_COLUMNS = ("trace_id", "student", "teacher", "dataset", "problem_id", "m")
+#: Teacher-level quantities reported by :func:`teacher_metrics`, each with ``_lo`` / ``_hi``.
+TEACHER_QUANTITIES = ("fotu", "sotu", "regression_rate", "never_solved", "baseline", "lift")
+
+Grid = Literal["interpolate", "observed"]
+GroupBy = str | Sequence[str]
+
+# --------------------------------------------------------------------------------------------
+# Small pure pieces: binning, grids, entropy normalisers
+# --------------------------------------------------------------------------------------------
+
+
+def paper_bin(k: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Paper bin of prefix ``k`` of an ``m``-step trace: ``ceil((k/m) / 0.02) = ceil(50 k / m)``.
+
+    Integer arithmetic, so ``k/m = 0.34`` lands in bin 17 and not, by float error, in bin 18.
+    Valid for ``1 <= k <= m``; the result is in ``1..50``.
+
+    >>> paper_bin(np.array([3, 6, 9]), np.array([9, 9, 9])).tolist()
+    [17, 34, 50]
+    """
+    k = np.asarray(k, dtype=np.int64)
+    m = np.asarray(m, dtype=np.int64)
+    return -((-N_BINS * k) // m)
+
+
+def release_bin(k: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Bin used by the authors' released code, as an index ``1..50``.
+
+    The release puts a prefix at ``pct = 100 k / m`` and labels it with the bin centre
+    ``floor(pct / 2) * 2 + 1`` (1, 3, ..., 99); the index of that centre is
+    ``floor(pct / 2) + 1 = floor(50 k / m) + 1``, computed here in integers. Valid for
+    ``0 <= k < m`` (the release never shows the whole trace).
+
+    >>> release_bin(np.array([3, 6, 8]), np.array([9, 9, 9])).tolist()
+    [17, 34, 45]
+    """
+    k = np.asarray(k, dtype=np.int64)
+    m = np.asarray(m, dtype=np.int64)
+    return (N_BINS * k) // m + 1
+
+
+def bin_centres() -> np.ndarray:
+    """Centres of the 50 bins on the position axis: 0.01, 0.03, ..., 0.99.
+
+    >>> bin_centres()[[0, 1, -1]].round(2).tolist()
+    [0.01, 0.03, 0.99]
+    """
+    return (np.arange(1, N_BINS + 1) - 0.5) / N_BINS
+
+
+def interpolate_curve(values: np.ndarray) -> np.ndarray:
+    """Fill the empty bins of per-trace curves (SPEC section 3, ``grid="interpolate"``).
+
+    ``values`` is ``[n, 50]`` with NaN for bins without a rollout. Between two observed bins
+    ``a < b`` the value at bin ``j`` is ``v_a + (v_b - v_a) (j - a) / (b - a)``; before the first
+    observed bin the curve equals that bin's value, after the last one the last value. A row
+    with no observed bin stays all-NaN.
+
+    >>> row = np.full((1, 50), np.nan); row[0, 16] = 0.0; row[0, 33] = 1.0
+    >>> filled = interpolate_curve(row)[0]
+    >>> filled[[0, 16, 25, 33, 49]].round(4).tolist()  # bin 26 is 9/17 of the way up
+    [0.0, 0.0, 0.5294, 1.0, 1.0]
+    """
+    values = np.asarray(values, dtype=np.float64)
+    n_rows, n_bins = values.shape
+    row, col = np.nonzero(~np.isnan(values))
+    out = np.full((n_rows, n_bins), np.nan)
+    if len(row) == 0:
+        return out
+    # One np.interp call over all rows: row r's bins sit at r * stride + 1..n_bins, and each
+    # observed row gets sentinels at r * stride + 0 and + n_bins + 1 that repeat its first and
+    # last value, so no query ever interpolates across two rows.
+    stride = n_bins + 2
+    val = values[row, col]
+    first = np.flatnonzero(np.r_[True, row[1:] != row[:-1]])
+    last = np.r_[first[1:] - 1, len(row) - 1]
+    rows = row[first]
+    xp = np.concatenate([rows * stride, row * stride + col + 1, rows * stride + n_bins + 1])
+    fp = np.concatenate([val[first], val, val[last]])
+    order = np.argsort(xp, kind="stable")
+    queries = (rows[:, None] * stride + np.arange(1, n_bins + 1)[None, :]).astype(np.float64)
+    out[rows] = np.interp(queries, xp[order].astype(np.float64), fp[order])
+    return out
+
+
+def _observed_only(values: np.ndarray) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64)
+
+
+def _interpolated_area(row: np.ndarray, bin_: np.ndarray, value: np.ndarray, n: int) -> np.ndarray:
+    """Mean over the 50 bins of the interpolated curve, in closed form from the observed bins.
+
+    ``(row, bin_, value)`` lists each row's observed bins in increasing order. The constant
+    head contributes ``v_first * b_first`` (bins 1..b_first), the tail ``v_last * (50 -
+    b_last)``, and a linear piece from bin a to bin c (bins a+1..c) ``(c - a) v_a + (v_c - v_a)
+    (c - a + 1) / 2``. Equal (to float rounding) to the mean of :func:`interpolate_curve`.
+    """
+    out = np.full(n, np.nan)
+    if len(row) == 0:
+        return out
+    first = np.r_[True, row[1:] != row[:-1]]
+    last = np.r_[row[1:] != row[:-1], True]
+    total = np.zeros(n)
+    total[row[first]] += value[first] * bin_[first]
+    total[row[last]] += value[last] * (N_BINS - bin_[last])
+    piece = ~last[:-1]  # entry i and i + 1 belong to the same row
+    width = (bin_[1:] - bin_[:-1])[piece]
+    v_a, v_c = value[:-1][piece], value[1:][piece]
+    total += np.bincount(
+        row[:-1][piece], weights=width * v_a + (v_c - v_a) * (width + 1) / 2, minlength=n
+    )
+    out[row[first]] = total[row[first]] / N_BINS
+    return out
+
+
+def _observed_area(row: np.ndarray, bin_: np.ndarray, value: np.ndarray, n: int) -> np.ndarray:
+    """Mean of each row's observed bins."""
+    counts = np.bincount(row, minlength=n)
+    sums = np.bincount(row, weights=value, minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+@dataclass(frozen=True)
+class CurveGrid:
+    """How a per-trace curve treats bins without a rollout.
+
+    Attributes:
+        name: registry key.
+        fill: dense ``[n, 50]`` (NaN = empty bin) -> curve on the 50 bins.
+        area: ``(row, bin, value, n)`` observed bins -> FOTU per row, i.e. the mean of ``fill``'s
+            curve over its non-NaN bins, computed without the dense array.
+    """
+
+    name: str
+    fill: Callable[[np.ndarray], np.ndarray]
+    area: Callable[[np.ndarray, np.ndarray, np.ndarray, int], np.ndarray]
+
+
+#: Per-trace grids (SPEC section 3): ``interpolate`` (paper default) and ``observed``.
+GRIDS: dict[str, CurveGrid] = {
+    "interpolate": CurveGrid("interpolate", interpolate_curve, _interpolated_area),
+    "observed": CurveGrid("observed", _observed_only, _observed_area),
+}
+
+
+def _log_all_bins(histograms: np.ndarray) -> np.ndarray:
+    # Paper: divide by log 50 whatever the histogram looks like.
+    return np.full(histograms.shape[:-1], math.log(N_BINS))
+
+
+def _log_nonempty_bins(histograms: np.ndarray) -> np.ndarray:
+    # Release: divide by log(number of non-empty bins); entropy is 0 there when <= 1 bin.
+    nonempty = (histograms > 0).sum(axis=-1)
+    return np.log(np.maximum(nonempty, 2))
+
+
+def normalised_entropy(
+    histograms: np.ndarray, normaliser: Callable[[np.ndarray], np.ndarray] = _log_all_bins
+) -> np.ndarray:
+    """Shannon entropy ``-sum p_b log p_b`` of histograms over the last axis, divided by
+    ``normaliser(histograms)``; NaN where a histogram is empty.
+
+    >>> normalised_entropy(np.array([[4.0] + [0.0] * 49, [1.0] * 50])).round(6).tolist()
+    [0.0, 1.0]
+    """
+    histograms = np.asarray(histograms, dtype=np.float64)
+    total = histograms.sum(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = histograms / total
+        plogp = np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0)
+        entropy = -plogp.sum(axis=-1)
+        out = entropy / normaliser(histograms)
+    out = np.where(total[..., 0] > 0, np.maximum(out, 0.0), np.nan)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Profiles
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TransferProfile:
+    """How rollouts become transfer-utility numbers.
+
+    Attributes:
+        name: registry key.
+        description: one line for the app and the README.
+        bin_of: ``(k, m) -> bin index 1..50`` for prefixes ``k >= 1``.
+        keep_full_trace: keep the prefix ``k = m`` (the whole trace); the release drops it.
+        grid: default per-trace grid, a key of :data:`GRIDS`.
+        sotu_normaliser: denominator of the hazard entropy (see :func:`normalised_entropy`).
+        pooled_student_curves: teacher curve / FOTU from each student's bin means pooled over
+            all traces, then a plain average over students (release), instead of the mean of
+            per-trace curves (paper).
+    """
+
+    name: str
+    description: str
+    bin_of: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    keep_full_trace: bool
+    grid: Grid
+    sotu_normaliser: Callable[[np.ndarray], np.ndarray]
+    pooled_student_curves: bool
+
+
+PROFILES: dict[str, TransferProfile] = {}
+
+
+def register_profile(profile: TransferProfile) -> TransferProfile:
+    """Add a profile to :data:`PROFILES` (the name must be new)."""
+    if profile.name in PROFILES:
+        raise ValueError(f"transfer profile {profile.name!r} is already registered")
+    if profile.grid not in GRIDS:
+        raise ValueError(f"transfer profile {profile.name!r}: unknown grid {profile.grid!r}")
+    PROFILES[profile.name] = profile
+    return profile
+
+
+register_profile(
+    TransferProfile(
+        name="paper",
+        description="Paper: bin = ceil(50k/m), k = m kept, interpolated curves, SOTU / log 50.",
+        bin_of=paper_bin,
+        keep_full_trace=True,
+        grid="interpolate",
+        sotu_normaliser=_log_all_bins,
+        pooled_student_curves=False,
+    )
+)
+register_profile(
+    TransferProfile(
+        name="release",
+        description=(
+            "Authors' released code: bin = floor(pct/2)*2+1, last prefix m-1, observed bins only,"
+            " SOTU / log(non-empty bins), plain average of student bin means."
+        ),
+        bin_of=release_bin,
+        keep_full_trace=False,
+        grid="observed",
+        sotu_normaliser=_log_nonempty_bins,
+        pooled_student_curves=True,
+    )
+)
+
+
+def get_profile(profile: str | TransferProfile) -> TransferProfile:
+    """Look a profile up by name (or pass one through)."""
+    if isinstance(profile, TransferProfile):
+        return profile
+    try:
+        return PROFILES[profile]
+    except KeyError:
+        known = ", ".join(sorted(PROFILES))
+        raise ValueError(f"unknown transfer profile {profile!r} (known: {known})") from None
+
+
+def _grid_of(profile: TransferProfile, grid: Grid | None) -> CurveGrid:
+    name = profile.grid if grid is None else grid
+    try:
+        return GRIDS[name]
+    except KeyError:
+        known = ", ".join(sorted(GRIDS))
+        raise ValueError(f"unknown grid {name!r} (known: {known})") from None
+
+
+def sotu(hazard_bins: Sequence[float | None] | np.ndarray, profile: str = "paper") -> float:
+    """SOTU of a set of traces: normalised entropy of their hazard histogram.
+
+    ``SOTU = -sum_b p_b log p_b / log 50`` with ``p_b`` the share of solved traces whose hazard
+    falls in bin ``b`` (1..50); never-solved traces (None / NaN / 0) are left out. The
+    ``release`` profile divides by the log of the number of non-empty bins instead (0 when at
+    most one bin is used). NaN when no trace was solved.
+
+    Reference: Legi-Val (arXiv 2603.20508), second-order transfer utility; SPEC section 3.
+
+    >>> sotu([7, 7, 7, None])
+    0.0
+    >>> round(sotu(list(range(1, 51))), 6)
+    1.0
+    >>> round(sotu([1, 2]), 4), sotu([1, 2], profile="release")  # log 2 / log 50; log 2 / log 2
+    (0.1772, 1.0)
+    """
+    prof = get_profile(profile)
+    bins = pd.to_numeric(pd.Series(list(hazard_bins), dtype=object), errors="coerce")
+    bins = bins[bins.notna() & (bins >= 1)].to_numpy(dtype=np.int64)
+    if np.any(bins > N_BINS):
+        raise ValueError(f"hazard bins must be in 1..{N_BINS}, got {int(bins.max())}")
+    hist = np.bincount(bins - 1, minlength=N_BINS).astype(np.float64)
+    return float(normalised_entropy(hist[None, :], prof.sotu_normaliser)[0])
+
+
+# --------------------------------------------------------------------------------------------
+# Validation and collapsing rollouts to prefix points
+# --------------------------------------------------------------------------------------------
+
+
+def _check_rollouts(rollouts: pd.DataFrame, table: str = "rollouts") -> None:
+    if not isinstance(rollouts, pd.DataFrame):
+        raise SchemaError(table, f"expected a pandas DataFrame, got {type(rollouts).__name__}")
+    missing = [c for c in ROLLOUT_COLUMNS if c not in rollouts.columns]
+    if missing:
+        raise SchemaError(table, f"missing column(s) {missing}", column=missing[0])
+    for col in ROLLOUT_COLUMNS:
+        nulls = rollouts[col].isna().to_numpy()
+        if nulls.any():
+            raise SchemaError(table, "value is missing (null)", int(nulls.argmax()), col)
+    numbers = {}
+    for col in ("k", "m", "correct"):
+        try:
+            numbers[col] = rollouts[col].to_numpy(dtype=np.float64)
+        except (TypeError, ValueError):
+            values = pd.to_numeric(rollouts[col], errors="coerce").isna().to_numpy()
+            raise SchemaError(table, "value is not a number", int(values.argmax()), col) from None
+    checks = (
+        ("k", ~np.isfinite(numbers["k"]) | (numbers["k"] % 1 != 0), "k must be a whole number"),
+        ("m", ~np.isfinite(numbers["m"]) | (numbers["m"] % 1 != 0), "m must be a whole number"),
+        ("m", numbers["m"] < 1, "m (steps in the trace) must be at least 1"),
+        ("k", (numbers["k"] < 0) | (numbers["k"] > numbers["m"]), "k must be in 0..m"),
+        (
+            "correct",
+            ~((numbers["correct"] >= 0) & (numbers["correct"] <= 1)),
+            "correct must be in [0, 1]",
+        ),
+    )
+    for col, bad, message in checks:
+        if bad.any():
+            row = int(bad.argmax())
+            value = rollouts[col].iloc[row]
+            raise SchemaError(table, f"{message} (got {value!r})", row, col)
+
+
+def _group_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_index=True, return_inverse=True)`` via a stable argsort, which
+    runs in near-linear time on the mostly sorted keys that rollout tables have."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.r_[True, ordered[1:] != ordered[:-1]] if len(keys) else np.zeros(0, dtype=bool)
+    inverse = np.empty(len(keys), dtype=np.int64)
+    inverse[order] = np.cumsum(starts) - 1
+    return ordered[starts], order[starts], inverse
+
+
+def _check_trace_consistency(
+    rollouts: pd.DataFrame, trace_code: np.ndarray, table: str = "rollouts"
+) -> None:
+    """teacher, dataset, problem_id and m must not change within one trace_id."""
+    _, first_row, _ = _group_keys(trace_code)
+    for col in ("teacher", "dataset", "problem_id", "m"):
+        codes, _ = pd.factorize(rollouts[col])
+        bad = codes != codes[first_row][trace_code]
+        if bad.any():
+            row = int(bad.argmax())
+            trace = rollouts["trace_id"].iloc[row]
+            raise SchemaError(
+                table,
+                f"trace {trace!r} has more than one {col} "
+                f"({rollouts[col].iloc[first_row[trace_code[row]]]!r} and "
+                f"{rollouts[col].iloc[row]!r})",
+                row,
+                col,
+            )
+
+
+@dataclass(frozen=True)
+class _Prefixes:
+    """Rollouts collapsed to one point per (trace, student, k), sorted by pair then k."""
+
+    pairs: pd.DataFrame  # TRACE_COLUMNS, one row per (trace, student), sorted
+    pair: np.ndarray  # per point: row of ``pairs``
+    k: np.ndarray
+    y: np.ndarray  # mean correctness over samples (partial credit included)
+    solved: np.ndarray  # share of samples fully correct (correct = 1)
+    bin: np.ndarray  # 1..50 for k >= 1, 0 for k = 0
+
+    @property
+    def n_pairs(self) -> int:
+        return len(self.pairs)
+
+
+def _collapse(rollouts: pd.DataFrame, profile: TransferProfile) -> _Prefixes:
+    _check_rollouts(rollouts)
+    k_all = rollouts["k"].to_numpy(dtype=np.int64)
+    m_all = rollouts["m"].to_numpy(dtype=np.int64)
+    trace_all, _ = pd.factorize(rollouts["trace_id"], sort=True)
+    _check_trace_consistency(rollouts, trace_all)
+
+    keep = np.ones(len(rollouts), dtype=bool) if profile.keep_full_trace else k_all < m_all
+    rows = np.flatnonzero(keep)
+    trace_code = trace_all[rows]
+    student_code, students = pd.factorize(rollouts["student"].iloc[rows], sort=True)
+    pair_key = trace_code.astype(np.int64) * max(len(students), 1) + student_code
+    _, first, pair = _group_keys(pair_key)
+    pairs = rollouts.iloc[rows[first]][list(TRACE_COLUMNS)].reset_index(drop=True)
+
+    k = k_all[rows]
+    stride = int(k.max()) + 1 if len(k) else 1
+    point_key, _, point = _group_keys(pair * stride + k)
+    correct = rollouts["correct"].to_numpy(dtype=np.float64)[rows]
+    n_samples = np.bincount(point)
+    y = np.bincount(point, weights=correct) / n_samples
+    # The hazard asks for a full solve: partial credit (Connections: groups right / 4) counts
+    # in the curve but not here (SPEC section 7).
+    solved = np.bincount(point, weights=(correct >= FULLY_CORRECT)) / n_samples
+    point_pair = point_key // stride
+    point_k = point_key % stride
+    point_m = pairs["m"].to_numpy(dtype=np.int64)[point_pair]
+    bins = np.zeros(len(point_k), dtype=np.int64)
+    later = point_k >= 1
+    bins[later] = profile.bin_of(point_k[later], point_m[later])
+    if later.any() and (bins[later].min() < 1 or bins[later].max() > N_BINS):
+        raise ValueError(f"profile {profile.name!r} put a prefix outside bins 1..{N_BINS}")
+    return _Prefixes(pairs=pairs, pair=point_pair, k=point_k, y=y, solved=solved, bin=bins)
+
+
+# --------------------------------------------------------------------------------------------
+# Per (trace, student) quantities
+# --------------------------------------------------------------------------------------------
+
+
+def _nanmean(values: np.ndarray, axis: int) -> np.ndarray:
+    """Mean over non-NaN entries; NaN (without a warning) where there are none."""
+    present = ~np.isnan(values)
+    count = present.sum(axis=axis)
+    total = np.where(present, values, 0.0).sum(axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def _bin_sums(pre: _Prefixes) -> tuple[np.ndarray, np.ndarray]:
+    """Per pair and bin: sum of prefix correctness and number of prefixes (k >= 1)."""
+    later = pre.k >= 1
+    flat = pre.pair[later] * N_BINS + pre.bin[later] - 1
+    size = pre.n_pairs * N_BINS
+    sums = np.bincount(flat, weights=pre.y[later], minlength=size).reshape(-1, N_BINS)
+    counts = np.bincount(flat, minlength=size).reshape(-1, N_BINS).astype(np.float64)
+    return sums, counts
+
+
+@dataclass(frozen=True)
+class _ObservedBins:
+    """Mean correctness of the prefixes (k >= 1) in each observed (pair, bin), sorted."""
+
+    row: np.ndarray
+    bin: np.ndarray  # 1..50
+    value: np.ndarray
+
+
+def _observed_bins(pre: _Prefixes) -> _ObservedBins:
+    later = pre.k >= 1
+    key = pre.pair[later] * (N_BINS + 1) + pre.bin[later]
+    cells, _, cell = _group_keys(key)
+    value = np.bincount(cell, weights=pre.y[later]) / np.bincount(cell)
+    return _ObservedBins(cells // (N_BINS + 1), cells % (N_BINS + 1), value)
+
+
+def _fotu(pre: _Prefixes, grid: CurveGrid) -> np.ndarray:
+    obs = _observed_bins(pre)
+    return grid.area(obs.row, obs.bin, obs.value, pre.n_pairs)
+
+
+def _curves(pre: _Prefixes, grid: CurveGrid) -> np.ndarray:
+    obs = _observed_bins(pre)
+    observed = np.full((pre.n_pairs, N_BINS), np.nan)
+    observed[obs.row, obs.bin - 1] = obs.value
+    return grid.fill(observed)
+
+
+@dataclass(frozen=True)
+class _PairMetrics:
+    fotu: np.ndarray
+    hazard: np.ndarray  # 1..50, 0 = never solved
+    n_later: np.ndarray  # number of prefixes with k >= 1
+    regression_count: np.ndarray
+    regression_rate: np.ndarray
+    baseline: np.ndarray
+
+
+def _pair_metrics(pre: _Prefixes, fotu: np.ndarray) -> _PairMetrics:
+    n = pre.n_pairs
+
+    later = np.flatnonzero(pre.k >= 1)
+    pair_l = pre.pair[later]
+    y_l = pre.y[later]
+    # Points are sorted by (pair, k): the first solved point of a pair is its hazard.
+    solved = pre.solved[later] >= SOLVED_THRESHOLD
+    hazard = np.zeros(n, dtype=np.int64)
+    solved_pair = pair_l[solved]  # sorted, so a pair's first entry is its smallest k
+    first_solved = np.r_[True, solved_pair[1:] != solved_pair[:-1]][: len(solved_pair)]
+    hazard[solved_pair[first_solved]] = pre.bin[later][solved][first_solved]
+
+    drops = (pair_l[1:] == pair_l[:-1]) & (y_l[1:] < y_l[:-1])
+    regression_count = np.bincount(pair_l[1:][drops], minlength=n)
+    n_later = np.bincount(pair_l, minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        regression_rate = np.where(n_later >= 2, regression_count / (n_later - 1), np.nan)
+
+    baseline = np.full(n, np.nan)
+    start = pre.k == 0
+    baseline[pre.pair[start]] = pre.y[start]
+    return _PairMetrics(fotu, hazard, n_later, regression_count, regression_rate, baseline)
+
+
+def _trace_frame(pre: _Prefixes, pm: _PairMetrics) -> pd.DataFrame:
+    out = pre.pairs.copy()
+    out["fotu"] = pm.fotu
+    out["hazard_bin"] = pd.arrays.IntegerArray(pm.hazard.astype(np.int64), pm.hazard == 0)
+    out["regression_count"] = pm.regression_count.astype(np.int64)
+    out["regression_rate"] = pm.regression_rate
+    out["baseline"] = pm.baseline
+    out["lift"] = pm.fotu - pm.baseline
+    return out
+
+
+def trace_metrics(
+    rollouts: pd.DataFrame, profile: str | TransferProfile = "paper", grid: Grid | None = None
+) -> pd.DataFrame:
+    """Transfer utility of each (trace, student) pair.
+
+    Rollouts (one row per generation; columns :data:`ROLLOUT_COLUMNS`) are first averaged over
+    samples of the same (trace, student, k). For prefixes ``k >= 1`` at ``x = k/m``:
+
+    * ``f_p(b)`` = mean correctness of the prefixes in bin ``b = ceil(50 k / m)``; empty bins are
+      interpolated (``grid="interpolate"``) or skipped (``grid="observed"``);
+    * ``fotu`` = mean of ``f_p`` over the 50 bins (over the observed bins with ``"observed"``);
+      NaN when the pair has no prefix ``k >= 1``;
+    * ``hazard_bin`` = bin of the smallest ``k >= 1`` at which at least half of the samples are
+      fully correct (``correct = 1``; partial credit does not count), null if none; with one
+      binary sample per prefix this is the first correct rollout;
+    * ``regression_count`` = #{i : y_{i+1} < y_i} over the prefixes ``k >= 1`` in order of k,
+      ``regression_rate`` = count / (K - 1), NaN when K < 2;
+    * ``baseline`` = correctness at ``k = 0`` (NaN if absent); ``lift`` = fotu - baseline.
+
+    Args:
+        rollouts: rollouts table (extra columns are ignored).
+        profile: a key of :data:`PROFILES` or a :class:`TransferProfile`.
+        grid: ``"interpolate"`` or ``"observed"``; None = the profile's default.
+
+    Returns:
+        One row per (trace_id, student), sorted, with :data:`TRACE_COLUMNS` then ``fotu,
+        hazard_bin, regression_count, regression_rate, baseline, lift`` (the ``trace_transfer``
+        table of the store).
+
+    Reference: Legi-Val (arXiv 2603.20508), transfer utility; SPEC section 3.
+
+    >>> rollouts = pd.DataFrame({"teacher": "T", "dataset": "D", "student": "S",
+    ...     "trace_id": "t1", "problem_id": "p1", "k": [0, 3, 6, 9], "m": 9,
+    ...     "correct": [0.0, 0.0, 1.0, 1.0]})
+    >>> row = trace_metrics(rollouts).iloc[0]
+    >>> float(row.fotu), int(row.hazard_bin), int(row.regression_count), float(row.lift)
+    (0.5, 34, 0, 0.5)
+    """
+    prof = get_profile(profile)
+    pre = _collapse(rollouts, prof)
+    return _trace_frame(pre, _pair_metrics(pre, _fotu(pre, _grid_of(prof, grid))))
+
+
+def trace_curves(
+    rollouts: pd.DataFrame, profile: str | TransferProfile = "paper", grid: Grid | None = None
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """Per-trace curves ``f_p`` on the 50-bin grid.
+
+    Returns ``(index, curves)``: ``index`` has :data:`TRACE_COLUMNS` (one row per (trace,
+    student), the same order as :func:`trace_metrics`), ``curves`` is ``[n, 50]`` (NaN for bins
+    left empty by ``grid="observed"``). Bin ``b`` (1-based) is ``curves[:, b - 1]``; its centre
+    is :func:`bin_centres`. Reference: Legi-Val (arXiv 2603.20508); SPEC section 3.
+
+    >>> rollouts = pd.DataFrame({"teacher": "T", "dataset": "D", "student": "S",
+    ...     "trace_id": "t1", "problem_id": "p1", "k": [3, 6], "m": 6, "correct": [0.0, 1.0]})
+    >>> index, curves = trace_curves(rollouts)
+    >>> curves[0, [0, 24, 37, 49]].tolist()  # bin 25 -> 0, bin 38 -> 13/25, bin 50 -> 1
+    [0.0, 0.0, 0.52, 1.0]
+    """
+    prof = get_profile(profile)
+    pre = _collapse(rollouts, prof)
+    return pre.pairs.copy(), _curves(pre, _grid_of(prof, grid))
+
+
+# --------------------------------------------------------------------------------------------
+# Teacher level: group blocks, bootstrap weights, aggregation
+# --------------------------------------------------------------------------------------------
+
+
+def _as_columns(by: GroupBy) -> list[str]:
+    columns = [by] if isinstance(by, str) else list(by)
+    unknown = [c for c in columns if c not in TRACE_COLUMNS]
+    if not columns or unknown:
+        raise ValueError(
+            f"cannot group transfer metrics by {unknown or columns}; use {TRACE_COLUMNS}"
+        )
+    return columns
+
+
+@dataclass(frozen=True)
+class _Block:
+    """The (trace, student) pairs of one group laid out as a dense [traces, students] grid."""
+
+    key: tuple[Hashable, ...]
+    rows: np.ndarray  # rows of the pairs table
+    trace: np.ndarray  # per row: local trace index
+    student: np.ndarray  # per row: local student index
+    n_traces: int
+    n_students: int
+
+    def dense(self, values: np.ndarray, fill: float = np.nan) -> np.ndarray:
+        """``values[rows]`` (shape ``[rows, ...]``) placed on ``[n_traces, n_students, ...]``."""
+        values = np.asarray(values, dtype=np.float64)[self.rows]
+        out = np.full((self.n_traces, self.n_students, *values.shape[1:]), fill)
+        out[self.trace, self.student] = values
+        return out
+
+
+def _blocks(pairs: pd.DataFrame, by: list[str]) -> Iterator[_Block]:
+    group = pairs.groupby(by, sort=True, observed=True, dropna=False).ngroup().to_numpy()
+    trace_code, _ = pd.factorize(pairs["trace_id"])
+    student_code, _ = pd.factorize(pairs["student"])
+    order = np.argsort(group, kind="stable")
+    bounds = np.flatnonzero(np.diff(group[order])) + 1
+    for rows in np.split(order, bounds):
+        if len(rows) == 0:
+            continue
+        traces, trace = np.unique(trace_code[rows], return_inverse=True)
+        students, student = np.unique(student_code[rows], return_inverse=True)
+        key = tuple(pairs[c].iloc[rows[0]] for c in by)
+        yield _Block(key, rows, trace, student, len(traces), len(students))
+
+
+_REPLICATES_PER_CHUNK = 64
+
+
+def _bootstrap_weights(n: int, n_boot: int, seed: int, key: tuple[Hashable, ...]) -> np.ndarray:
+    """``[n, n_boot]`` resampling counts: column b says how often each of the n traces was
+    drawn in replicate b (n draws with replacement).
+
+    Traces are the rows so that gathering or summing traces touches contiguous memory. The
+    stream is seeded by ``seed`` and the group key, so a group's interval does not change when
+    other groups are added or removed.
+    """
+    salt = zlib.crc32(repr(key).encode())
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), salt]))
+    # float32 is exact for these small counts and halves the memory the products stream
+    # through; the point estimates use float64 unit weights.
+    weights = np.empty((n, n_boot), dtype=np.float32)
+    # A few replicates at a time keep the draws and the counting in cache.
+    for start in range(0, n_boot, _REPLICATES_PER_CHUNK):
+        width = min(_REPLICATES_PER_CHUNK, n_boot - start)
+        picks = rng.integers(0, n, size=(width, n))
+        picks *= width
+        picks += np.arange(width)[:, None]
+        counts = np.bincount(picks.ravel(), minlength=n * width)
+        weights[:, start : start + width] = counts.reshape(n, width)
+    return weights
+
+
+def _unit_weights(n: int) -> np.ndarray:
+    """The point estimate as a single "replicate" in which every trace counts once."""
+    return np.ones((n, 1))
+
+
+def _weighted_student_means(weights: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per replicate and student: weighted mean over traces of ``values [t, s, ...]`` (NaN =
+    absent), with ``weights [t, B]``. Returns ``[B, s, ...]``."""
+    n_t = values.shape[0]
+    flat = values.reshape(n_t, -1)
+    present = ~np.isnan(flat)
+    # Numerators and denominators in one product: one pass over the weights.
+    both = np.concatenate([np.where(present, flat, 0.0), present], axis=1).astype(weights.dtype)
+    num, den = np.split(weights.T @ both, 2, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(den > 0, num / np.maximum(den, 1e-300), np.nan)
+    return out.reshape(weights.shape[1], *values.shape[1:])
+
+
+# Per-pair scalar quantities averaged over traces then students, in this order.
+_MEAN_QUANTITIES = ("fotu", "regression_rate", "never_solved", "baseline")
+
+
+def _pair_inputs(pm: _PairMetrics, pre: _Prefixes, pooled: bool) -> dict[str, np.ndarray]:
+    """Per-pair arrays that teacher-level aggregation needs; NaN / 0 mean absent."""
+    never_solved = np.where(pm.n_later > 0, (pm.hazard == 0).astype(np.float64), np.nan)
+    inputs = {
+        "scalars": np.stack([pm.fotu, pm.regression_rate, never_solved, pm.baseline], axis=1),
+        "hazards": pm.hazard.astype(np.float64),
+    }
+    if pooled:
+        inputs["sums"], inputs["counts"] = _bin_sums(pre)
+    return inputs
+
+
+# Absent pairs are NaN for means, 0 for histograms and pooled sums.
+_ABSENT_FILL = {"scalars": np.nan, "hazards": 0.0, "sums": 0.0, "counts": 0.0}
+
+
+def _block_inputs(block: _Block, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {name: block.dense(values, _ABSENT_FILL[name]) for name, values in inputs.items()}
+
+
+def _weighted_histograms(weights: np.ndarray, hazards: np.ndarray) -> np.ndarray:
+    """``[B, s, 50]`` hazard histograms: for replicate b, student s and bin j, the total weight
+    of the traces whose hazard is j (``hazards [t, s]``: 1..50, 0 = never solved or absent;
+    ``weights [t, B]``)."""
+    from scipy import sparse
+
+    n_t, n_students = hazards.shape
+    codes = hazards.astype(np.int64)
+    trace, student = np.nonzero(codes > 0)
+    # A sparse [s * 50, t] indicator times the weights: one pass over the solved traces.
+    indicator = sparse.csr_matrix(
+        (
+            np.ones(len(trace), dtype=weights.dtype),
+            (student * N_BINS + codes[trace, student] - 1, trace),
+        ),
+        shape=(n_students * N_BINS, n_t),
+    )
+    histograms = np.asarray(indicator @ weights)
+    return histograms.reshape(n_students, N_BINS, -1).transpose(2, 0, 1)
+
+
+def _pooled_curve(weights: np.ndarray, sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Release: each student's bin means pooled over traces, plain average over students."""
+    from scipy import sparse
+
+    n_t = sums.shape[0]
+    # Most (trace, bin) cells are empty: sparse products touch only the observed ones.
+    num = np.asarray(sparse.csr_matrix(sums.reshape(n_t, -1).T) @ weights).T
+    den = np.asarray(sparse.csr_matrix(counts.reshape(n_t, -1).T) @ weights).T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        student_bins = np.where(den > 0, num / np.maximum(den, 1e-300), np.nan)
+    student_bins = student_bins.reshape(weights.shape[1], sums.shape[1], N_BINS)
+    return _nanmean(student_bins, axis=1)  # [B, 50]
+
+
+def _aggregate(
+    weights: np.ndarray, inputs: dict[str, np.ndarray], profile: TransferProfile
+) -> dict[str, np.ndarray]:
+    """Teacher-level quantities for each row of ``weights`` (trace multiplicities)."""
+    per_student = _weighted_student_means(weights, inputs["scalars"])  # [B, s, 4]
+    teacher = _nanmean(per_student, axis=1)  # [B, 4]
+    out = {name: teacher[:, i] for i, name in enumerate(_MEAN_QUANTITIES)}
+    if profile.pooled_student_curves:
+        out["fotu"] = _nanmean(_pooled_curve(weights, inputs["sums"], inputs["counts"]), axis=1)
+    histograms = _weighted_histograms(weights, inputs["hazards"])
+    out["sotu"] = _nanmean(normalised_entropy(histograms, profile.sotu_normaliser), axis=1)
+    out["lift"] = out["fotu"] - out["baseline"]
+    return out
+
+
+def _interval(samples: np.ndarray, alpha: float) -> tuple[float, float]:
+    finite = samples[~np.isnan(samples)]
+    if len(finite) == 0:
+        return math.nan, math.nan
+    lo, hi = np.quantile(finite, [alpha / 2, 1 - alpha / 2])
+    return float(lo), float(hi)
+
+
+def _check_boot(n_boot: int, seed: int, alpha: float) -> None:
+    if int(n_boot) != n_boot or n_boot < 0:
+        raise ValueError(f"n_boot must be a whole number >= 0, got {n_boot!r}")
+    if int(seed) != seed or seed < 0:
+        raise ValueError(f"seed must be a whole number >= 0, got {seed!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+
+
+def teacher_metrics(
+    rollouts: pd.DataFrame,
+    profile: str | TransferProfile = "paper",
+    n_boot: int = 1000,
+    seed: int = 0,
+    *,
+    by: GroupBy = ("teacher", "dataset"),
+    grid: Grid | None = None,
+    alpha: float = 0.05,
+) -> pd.DataFrame:
+    """Teacher-level transfer utility, one row per group (default: per teacher and dataset).
+
+    Per group, every per-trace quantity of :func:`trace_metrics` is averaged over the group's
+    traces for each student, then over students: ``fotu``, ``regression_rate``, ``baseline``
+    and ``never_solved`` (share of traces with no solved prefix). ``lift = fotu - baseline``.
+    ``sotu`` per student = ``H(hazard histogram over 50 bins) / log 50`` (never-solved traces
+    left out), then the mean over students. With the ``release`` profile, ``fotu`` is the mean
+    over non-empty bins of the plain average over students of each student's bin means (pooled
+    over traces), and SOTU is divided by log(non-empty bins).
+
+    Confidence intervals (``<q>_lo``, ``<q>_hi``) are percentile intervals from ``n_boot``
+    resamples of the group's traces with replacement (a resampled trace brings all its
+    students); the random stream depends only on ``seed`` and the group key. ``n_boot = 0``
+    leaves them NaN.
+
+    Args:
+        rollouts: rollouts table (see :data:`ROLLOUT_COLUMNS`).
+        profile: a key of :data:`PROFILES`.
+        n_boot: bootstrap replicates.
+        seed: seed of the bootstrap.
+        by: grouping columns among :data:`TRACE_COLUMNS`; add ``"student"`` for a per-student
+            table (cross-student stability).
+        grid: per-trace grid; None = the profile's default.
+        alpha: 1 - confidence level.
+
+    Returns:
+        The ``by`` columns, ``n_traces``, ``n_students``, then for each of
+        :data:`TEACHER_QUANTITIES` the value and its ``_lo`` / ``_hi`` bounds.
+
+    Reference: Legi-Val (arXiv 2603.20508), FOTU / SOTU; SPEC section 3.
+
+    >>> rollouts = pd.DataFrame({"teacher": "T", "dataset": "D", "student": "S",
+    ...     "trace_id": ["a"] * 3 + ["b"] * 3, "problem_id": ["p", "p", "p", "q", "q", "q"],
+    ...     "k": [0, 1, 2] * 2, "m": 2, "correct": [0, 1, 1, 0, 0, 1]})
+    >>> row = teacher_metrics(rollouts, n_boot=0).iloc[0]
+    >>> # trace a: bins 25, 50 both solved -> fotu 1; trace b: 0 at bin 25, 1 at bin 50 ->
+    >>> # fotu (sum_{i=1..24} i/25 + 1) / 50 = 13/50; hazards 25 and 50 -> log 2 / log 50
+    >>> float(row.fotu), round(float(row.sotu), 4), float(row.never_solved)
+    (0.63, 0.1772, 0.0)
+    """
+    _check_boot(n_boot, seed, alpha)
+    prof = get_profile(profile)
+    columns = _as_columns(by)
+    pre = _collapse(rollouts, prof)
+    fotu = _fotu(pre, _grid_of(prof, grid))
+    pair_inputs = _pair_inputs(_pair_metrics(pre, fotu), pre, prof.pooled_student_curves)
+
+    records = []
+    for block in _blocks(pre.pairs, columns):
+        inputs = _block_inputs(block, pair_inputs)
+        point = _aggregate(_unit_weights(block.n_traces), inputs, prof)
+        record: dict[str, object] = dict(zip(columns, block.key, strict=True))
+        record["n_traces"] = block.n_traces
+        record["n_students"] = block.n_students
+        boot = (
+            _aggregate(_bootstrap_weights(block.n_traces, n_boot, seed, block.key), inputs, prof)
+            if n_boot
+            else None
+        )
+        for name in TEACHER_QUANTITIES:
+            record[name] = float(point[name][0])
+            lo, hi = _interval(boot[name], alpha) if boot is not None else (math.nan, math.nan)
+            record[f"{name}_lo"] = lo
+            record[f"{name}_hi"] = hi
+        records.append(record)
+    names = [*columns, "n_traces", "n_students"]
+    for name in TEACHER_QUANTITIES:
+        names += [name, f"{name}_lo", f"{name}_hi"]
+    return pd.DataFrame.from_records(records, columns=names)
+
+
+_CURVE_COLUMNS = (
+    "bin",
+    "x",
+    "mean",
+    "lo",
+    "hi",
+    "baseline",
+    "baseline_lo",
+    "baseline_hi",
+    "n_traces",
+)
+
+
+def curve(
+    rollouts: pd.DataFrame,
+    by: GroupBy = "teacher",
+    n_boot: int = 200,
+    seed: int = 0,
+    *,
+    profile: str | TransferProfile = "paper",
+    grid: Grid | None = None,
+    alpha: float = 0.05,
+) -> pd.DataFrame:
+    """Mean transfer curve ``mu_T(x)`` per group with a bootstrap band, for plotting.
+
+    ``mu_T(b)`` = mean over students of the mean over traces of ``f_p(b)`` (so its mean over
+    the 50 bins is the teacher FOTU); with the ``release`` profile, the plain average over
+    students of each student's pooled bin means. ``lo`` / ``hi`` come from ``n_boot``
+    resamples of traces. ``baseline`` (with ``baseline_lo`` / ``baseline_hi``) is the student
+    alone (k = 0), averaged the same way, repeated on every row of the group.
+
+    Returns:
+        Long table: the ``by`` columns, ``bin`` (1..50), ``x`` (bin centre), ``mean``, ``lo``,
+        ``hi``, ``baseline``, ``baseline_lo``, ``baseline_hi``, ``n_traces``.
+
+    Reference: Legi-Val (arXiv 2603.20508), transfer curves; SPEC section 3.
+
+    >>> rollouts = pd.DataFrame({"teacher": "T", "dataset": "D", "student": "S",
+    ...     "trace_id": "a", "problem_id": "p", "k": [0, 1, 2], "m": 2, "correct": [0, 0, 1]})
+    >>> c = curve(rollouts, n_boot=0)
+    >>> c["mean"].iloc[[0, 24, 37, 49]].tolist(), float(c["baseline"].iloc[0])
+    ([0.0, 0.0, 0.52, 1.0], 0.0)
+    """
+    _check_boot(n_boot, seed, alpha)
+    prof = get_profile(profile)
+    columns = _as_columns(by)
+    pre = _collapse(rollouts, prof)
+    curves = _curves(pre, _grid_of(prof, grid))
+    pm = _pair_metrics(pre, _nanmean(curves, axis=1))
+    sums, counts = _bin_sums(pre)
+
+    def summarise(weights: np.ndarray, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        # [B, 51]: the 50 curve values, then the baseline.
+        if prof.pooled_student_curves:
+            mean_curve = _pooled_curve(weights, inputs["sums"], inputs["counts"])
+        else:
+            mean_curve = _nanmean(_weighted_student_means(weights, inputs["curves"]), axis=1)
+        base = _nanmean(_weighted_student_means(weights, inputs["baseline"]), axis=1)
+        return np.column_stack([mean_curve, base])
+
+    frames = []
+    for block in _blocks(pre.pairs, columns):
+        inputs = {"curves": block.dense(curves), "baseline": block.dense(pm.baseline)}
+        if prof.pooled_student_curves:
+            inputs["sums"] = block.dense(sums, fill=0.0)
+            inputs["counts"] = block.dense(counts, fill=0.0)
+        point = summarise(_unit_weights(block.n_traces), inputs)[0]
+        if n_boot:
+            boot = summarise(_bootstrap_weights(block.n_traces, n_boot, seed, block.key), inputs)
+            bounds = np.array([_interval(boot[:, j], alpha) for j in range(N_BINS + 1)])
+        else:
+            bounds = np.full((N_BINS + 1, 2), np.nan)
+        frame = pd.DataFrame(
+            {
+                "bin": np.arange(1, N_BINS + 1),
+                "x": bin_centres(),
+                "mean": point[:N_BINS],
+                "lo": bounds[:N_BINS, 0],
+                "hi": bounds[:N_BINS, 1],
+                "baseline": point[N_BINS],
+                "baseline_lo": bounds[N_BINS, 0],
+                "baseline_hi": bounds[N_BINS, 1],
+                "n_traces": block.n_traces,
+            }
+        )
+        for name, value in zip(columns, block.key, strict=True):
+            frame.insert(columns.index(name), name, value)
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=[*columns, *_CURVE_COLUMNS])
+    return pd.concat(frames, ignore_index=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Answer leak
+# --------------------------------------------------------------------------------------------
+
+
+def answer_leak_points(
+    steps: pd.DataFrame,
+    contains_correct_answer: Callable[[str, str], bool],
+    *,
+    reasoning: Mapping[str, str] | pd.Series | None = None,
+    joiner: str = " ",
+) -> pd.DataFrame:
+    """First prefix of each teacher trace that already states a correct, extractable answer.
+
+    For k = 1..m the teacher's own prefix (steps 1..k) is passed to
+    ``contains_correct_answer(trace_id, prefix_text)``; the task's extractor and grader decide
+    (close over the gold answers). ``leak_k`` is the first k where it returns True, null if
+    never. The prefix is the exact span ``reasoning[trace_id][:end of step k]`` when
+    ``reasoning`` is given (steps need an ``end`` column), else the step texts joined with
+    ``joiner``. The callable runs once per prefix until the first hit (model text is untrusted:
+    the callable must not execute it).
+
+    Args:
+        steps: steps table with ``trace_id``, ``step`` (0-based, contiguous) and ``text``.
+        contains_correct_answer: ``(trace_id, prefix_text) -> bool``.
+        reasoning: optional trace_id -> reasoning text.
+        joiner: separator between step texts when ``reasoning`` is not given.
+
+    Returns:
+        ``trace_id``, ``m`` (number of steps), ``leak_k`` (nullable Int64).
+
+    Reference: Legi-Val (arXiv 2603.20508); SPEC section 3, answer-leak point.
+
+    >>> steps = pd.DataFrame({"trace_id": "t", "step": [0, 1, 2],
+    ...     "text": ["Add them.", "So the answer is 4.", "Check: 2+2=4."]})
+    >>> answer_leak_points(steps, lambda tid, text: "answer is 4" in text).leak_k.tolist()
+    [2]
+    """
+    table = "steps"
+    need = ["trace_id", "step"] + (["end"] if reasoning is not None else ["text"])
+    missing = [c for c in need if c not in steps.columns]
+    if missing:
+        raise SchemaError(table, f"missing column(s) {missing}", column=missing[0])
+    for col in need:
+        nulls = steps[col].isna().to_numpy()
+        if nulls.any():
+            raise SchemaError(table, "value is missing (null)", int(nulls.argmax()), col)
+    ordered = steps.reset_index(drop=True).sort_values(["trace_id", "step"], kind="stable")
+    records = []
+    for trace_id, group in ordered.groupby("trace_id", sort=True):
+        step_index = group["step"].to_numpy()
+        if not np.array_equal(step_index, np.arange(len(group))):
+            row = int(group.index[np.flatnonzero(step_index != np.arange(len(group)))[0]])
+            raise SchemaError(
+                table, f"steps of trace {trace_id!r} are not numbered 0..m-1", row, "step"
+            )
+        if reasoning is not None:
+            if trace_id not in reasoning:
+                raise SchemaError(table, f"no reasoning text for trace {trace_id!r}")
+            text = reasoning[trace_id]
+            prefixes = (text[:end] for end in group["end"].astype(int).tolist())
+        else:
+            texts = group["text"].tolist()
+            prefixes = (joiner.join(texts[: i + 1]) for i in range(len(texts)))
+        leak = None
+        for k, prefix in enumerate(prefixes, start=1):
+            if contains_correct_answer(str(trace_id), prefix):
+                leak = k
+                break
+        records.append((trace_id, len(group), leak))
+    out = pd.DataFrame.from_records(records, columns=["trace_id", "m", "leak_k"])
+    out["m"] = out["m"].astype(np.int64)
+    out["leak_k"] = pd.array(out["leak_k"].tolist(), dtype="Int64")
+    return out
+
+
+def fotu_before_leak(
+    rollouts: pd.DataFrame,
+    leaks: pd.DataFrame,
+    profile: str | TransferProfile = "paper",
+    grid: Grid | None = None,
+) -> pd.DataFrame:
+    """FOTU computed only from prefixes shown before the answer leaks.
+
+    Keeps the rollouts with ``k < leak_k`` (all of them when ``leak_k`` is null), builds the
+    per-trace curve from those, and averages it over bins ``1..B`` where ``B`` is the bin of the
+    last kept prefix (the curve is not extrapolated past it) **[choice]**. A trace that never
+    leaks gets its ordinary FOTU (paper profile: ``B = 50``); one that leaks at ``k = 1`` gets
+    NaN; a trace missing from ``leaks`` gets NaN.
+
+    Args:
+        rollouts: rollouts table.
+        leaks: :func:`answer_leak_points` output (``trace_id``, ``leak_k``).
+
+    Returns:
+        :data:`TRACE_COLUMNS`, ``leak_k``, ``fotu`` (ordinary), ``fotu_before_leak``.
+
+    Reference: Legi-Val (arXiv 2603.20508); SPEC section 3, answer-leak point.
+
+    >>> rollouts = pd.DataFrame({"teacher": "T", "dataset": "D", "student": "S",
+    ...     "trace_id": "t", "problem_id": "p", "k": [1, 2, 3, 4], "m": 4,
+    ...     "correct": [0.0, 1.0, 1.0, 1.0]})
+    >>> leaks = pd.DataFrame({"trace_id": ["t"], "leak_k": [3]})
+    >>> out = fotu_before_leak(rollouts, leaks).iloc[0]
+    >>> # bins 13 (0), 25 (1), 38, 50 (1): fotu (11*12/2/12 + 26) / 50 = 31.5/50;
+    >>> # before the leak only bins 13 and 25 count, mean over bins 1..25: (5.5 + 1) / 25
+    >>> float(out.fotu), float(out.fotu_before_leak)
+    (0.63, 0.26)
+    """
+    for col in ("trace_id", "leak_k"):
+        if col not in leaks.columns:
+            raise SchemaError("leaks", "missing column", column=col)
+    prof = get_profile(profile)
+    curve_grid = _grid_of(prof, grid)
+    pre = _collapse(rollouts, prof)
+    leak_map = pd.Series(
+        pd.array(leaks["leak_k"], dtype="Int64").to_numpy(dtype=np.float64, na_value=np.inf),
+        index=leaks["trace_id"].to_numpy(),
+    )
+    if leak_map.index.has_duplicates:
+        dup = leak_map.index[leak_map.index.duplicated()][0]
+        raise SchemaError("leaks", f"trace {dup!r} appears more than once", column="trace_id")
+    pair_leak = leak_map.reindex(pre.pairs["trace_id"].to_numpy()).to_numpy()  # NaN = unknown
+    point_leak = pair_leak[pre.pair]
+    keep = pre.k < point_leak  # NaN compares False: unknown traces keep nothing
+    kept = _Prefixes(
+        pre.pairs, pre.pair[keep], pre.k[keep], pre.y[keep], pre.solved[keep], pre.bin[keep]
+    )
+    curves = _curves(kept, curve_grid)
+    later = kept.k >= 1
+    last_bin = np.zeros(kept.n_pairs, dtype=np.int64)
+    np.maximum.at(last_bin, kept.pair[later], kept.bin[later])
+    within = np.arange(1, N_BINS + 1)[None, :] <= last_bin[:, None]
+    before = _nanmean(np.where(within, curves, np.nan), axis=1)
+    out = pre.pairs.copy()
+    known = np.isfinite(pair_leak)
+    out["leak_k"] = pd.arrays.IntegerArray(np.where(known, pair_leak, 0).astype(np.int64), ~known)
+    out["fotu"] = _fotu(pre, curve_grid)
+    out["fotu_before_leak"] = before
+    return out

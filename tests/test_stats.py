@@ -1,0 +1,316 @@
+"""Tests of legival_core.stats; expected numbers are worked out by hand in the comments."""
+
+from __future__ import annotations
+
+import math
+from importlib import resources
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from legival_core.stats import (
+    bootstrap_ci,
+    pareto_front,
+    partial_spearman,
+    rank_stability,
+    rank_table,
+    spearman,
+    spearman_matrix,
+)
+
+PUBLISHED_METRICS = {
+    "tokens": False,
+    "redundancy_pct": False,
+    "backtracking_pct": False,
+    "fotu_pct": True,
+    "sotu_pct": True,
+    "regression_rate_pct": False,
+}
+
+
+def published_table() -> pd.DataFrame:
+    path = resources.files("legival_core") / "data/published/legival_table7_published.csv"
+    with path.open() as handle:
+        return pd.read_csv(handle)
+
+
+# ---------------------------------------------------------------------------------------------
+# rank_table on the published per-dataset table
+# ---------------------------------------------------------------------------------------------
+
+
+def test_published_overall_ranking_accuracy_and_fotu():
+    table = rank_table(published_table(), PUBLISHED_METRICS, by="model", accuracy="accuracy_pct")
+    assert len(table) == 12 and (table["n_dataset"] == 3).all()
+    row = table.set_index("model")
+    # Means of the three datasets (Connections, GPQA, MATH), by hand:
+    #   gpt-oss-120b  accuracy (81 + 70 + 96) / 3 = 82.33   FOTU (28.4 + 50.3 + 34.7) / 3 = 37.80
+    #   deep-r1-0528  accuracy (90 + 55 + 85) / 3 = 76.67   FOTU (44.2 + 63.3 + 54.9) / 3 = 54.13
+    #   openreas-32b  accuracy (42 + 29 + 81) / 3 = 50.67   FOTU (37.5 + 67.4 + 57.7) / 3 = 54.20
+    #   llama-nano    accuracy (28 + 37 + 84) / 3 = 49.67   FOTU (47.5 + 84.4 + 40.7) / 3 = 57.53
+    assert row.loc["gpt-oss-120b", "accuracy_pct"] == pytest.approx(247 / 3)
+    assert row.loc["deep-r1-0528", "fotu_pct"] == pytest.approx(162.4 / 3)
+    assert row.loc["openreas-32b", "fotu_pct"] == pytest.approx(162.6 / 3)
+    assert row.loc["llama-nano", "accuracy_pct"] == pytest.approx(149 / 3)
+
+    # Accuracy, best first. qwen3-4b (71+42+89 = 202) and gemma-3-27b-it (76+42+84 = 202) tie at
+    # 67.33 and share rank 7 ("min" ties); the next model is 9th.
+    accuracy_ranks = dict(zip(table["model"], table["accuracy_pct_rank"], strict=True))
+    assert accuracy_ranks == {
+        "gpt-oss-120b": 1,  # 82.33
+        "deep-r1-0528": 2,  # 76.67
+        "r1-distill": 3,  # (91 + 59 + 79) / 3 = 76.33
+        "magistral-s": 4,  # (86 + 48 + 85) / 3 = 73.00
+        "qwen3-8b": 5,  # (76 + 50 + 90) / 3 = 72.00
+        "gpt-oss-20b": 6,  # (55 + 62 + 94) / 3 = 70.33
+        "gemma-3-27b-it": 7,  # 67.33
+        "qwen3-4b": 7,  # 67.33
+        "gemma-3-12b-it": 9,  # (69 + 37 + 83) / 3 = 63.00
+        "qwq-32b": 10,  # (90 + 50 + 40) / 3 = 60.00
+        "openreas-32b": 11,  # 50.67
+        "llama-nano": 12,  # 49.67
+    }
+    # FOTU, higher is better; change = accuracy rank - FOTU rank.
+    fotu_order = table.sort_values("fotu_pct_rank")["model"].tolist()
+    assert fotu_order == [
+        "llama-nano",  # 57.53
+        "openreas-32b",  # 54.20
+        "deep-r1-0528",  # 54.13
+        "qwq-32b",  # (43.4 + 54.4 + 50.1) / 3 = 49.30
+        "qwen3-8b",  # (43.0 + 56.0 + 43.0) / 3 = 47.33
+        "r1-distill",  # (53.2 + 47.3 + 40.6) / 3 = 47.03
+        "gemma-3-27b-it",  # (52.1 + 47.4 + 40.2) / 3 = 46.57
+        "qwen3-4b",  # (41.7 + 52.7 + 41.6) / 3 = 45.33
+        "gemma-3-12b-it",  # (45.1 + 50.1 + 39.1) / 3 = 44.77
+        "magistral-s",  # (49.4 + 50.5 + 34.2) / 3 = 44.70
+        "gpt-oss-120b",  # 37.80
+        "gpt-oss-20b",  # (22.1 + 50.9 + 35.9) / 3 = 36.30
+    ]
+    assert table["fotu_pct_rank"].tolist() == [11, 3, 6, 10, 5, 12, 7, 8, 9, 4, 2, 1]
+    # llama-nano: 12 - 1 = +11 (far better at teaching than at solving); gpt-oss-120b: 1 - 11
+    assert row.loc["llama-nano", "fotu_pct_change"] == 11
+    assert row.loc["gpt-oss-120b", "fotu_pct_change"] == -10
+    assert row.loc["openreas-32b", "fotu_pct_change"] == 9
+
+
+def test_published_overall_ranking_tokens():
+    table = rank_table(published_table(), PUBLISHED_METRICS, by="model", accuracy="accuracy_pct")
+    # Mean tokens, lower is better:
+    #   gemma-3-27b-it (524 + 766 + 610) / 3 = 633.33
+    #   gemma-3-12b-it (559 + 757 + 593) / 3 = 636.33
+    #   magistral-s    (1075 + 735 + 684) / 3 = 831.33
+    #   llama-nano     (267 + 854 + 1977) / 3 = 1032.67
+    #   gpt-oss-120b   (3117 + 1262 + 581) / 3 = 1653.33
+    #   r1-distill     (1808 + 3535 + 1318) / 3 = 2220.33
+    #   gpt-oss-20b    (5614 + 1847 + 748) / 3 = 2736.33
+    #   qwen3-4b       (2947 + 4211 + 2092) / 3 = 3083.33
+    #   qwen3-8b       (3010 + 4354 + 2377) / 3 = 3247.00
+    #   qwq-32b        (3863 + 4611 + 1311) / 3 = 3261.67
+    #   deep-r1-0528   (3779 + 5552 + 3456) / 3 = 4262.33
+    #   openreas-32b   (7159 + 6816 + 4471) / 3 = 6148.67
+    assert table.sort_values("tokens_rank")["model"].tolist() == [
+        "gemma-3-27b-it",
+        "gemma-3-12b-it",
+        "magistral-s",
+        "llama-nano",
+        "gpt-oss-120b",
+        "r1-distill",
+        "gpt-oss-20b",
+        "qwen3-4b",
+        "qwen3-8b",
+        "qwq-32b",
+        "deep-r1-0528",
+        "openreas-32b",
+    ]
+    row = table.set_index("model")
+    # gemma-3-12b-it: accuracy rank 9, token rank 2 -> change +7
+    assert row.loc["gemma-3-12b-it", "tokens_change"] == 7
+    # redundancy: gpt-oss-120b (17.1 + 4.3 + 4.7) / 3 and gpt-oss-20b (15.6 + 4.9 + 5.6) / 3 both
+    # 26.1 / 3 = 8.70: a tie, both rank 5 (lowest: llama-nano 6.57, gemma-12b 7.13, gemma-27b 7.27,
+    # magistral 8.13)
+    assert row.loc["gpt-oss-120b", "redundancy_pct_rank"] == 5
+    assert row.loc["gpt-oss-20b", "redundancy_pct_rank"] == 5
+    assert row.loc["qwq-32b", "redundancy_pct_rank"] == 7
+
+
+def test_rank_table_rounding_keeps_float_noise_from_splitting_ties():
+    df = pd.DataFrame({"teacher": ["a", "b", "c"], "accuracy": [1.0, 2.0, 3.0]})
+    df["x"] = [0.1 + 0.2, 0.3, 0.5]  # 0.30000000000000004 vs 0.3
+    tied = rank_table(df, {"x": False}, average_over=None).set_index("teacher")
+    assert tied.loc["a", "x_rank"] == tied.loc["b", "x_rank"] == 1
+    split = rank_table(df, {"x": False}, average_over=None, decimals=None).set_index("teacher")
+    assert (split.loc["b", "x_rank"], split.loc["a", "x_rank"]) == (1, 2)
+
+
+def test_rank_table_errors_name_the_problem():
+    df = pd.DataFrame({"teacher": ["a", "a"], "dataset": ["X", "X"], "accuracy": [1, 2]})
+    with pytest.raises(ValueError, match=r"row 1: more than one row for teacher='a', dataset='X'"):
+        rank_table(df, {})
+    with pytest.raises(ValueError, match=r"missing column\(s\) \['fotu'\]"):
+        rank_table(df, {"fotu": True})
+    bad = pd.DataFrame({"teacher": ["a", "b"], "dataset": ["X", "X"], "accuracy": [1, "high"]})
+    with pytest.raises(ValueError, match=r"row 1, field 'accuracy': 'high' is not a number"):
+        rank_table(bad, {})
+
+
+# ---------------------------------------------------------------------------------------------
+# Correlations
+# ---------------------------------------------------------------------------------------------
+
+
+def test_spearman_matrix_by_hand_with_pairwise_nan():
+    # a = 1..5, b = 2,1,4,3,5: d = -1,1,-1,1,0, sum d^2 = 4, rho = 1 - 6*4/(5*24) = 0.8
+    # c = a reversed: rho(a, c) = -1; rho(b, c) = -0.8
+    # d has a NaN in row 4: pairs with a use rows 0..3: a = 1..4, d = 1,2,4,3: sum d^2 = 2,
+    # rho = 1 - 6*2/(4*15) = 0.8
+    df = pd.DataFrame(
+        {
+            "a": [1, 2, 3, 4, 5],
+            "b": [2, 1, 4, 3, 5],
+            "c": [5, 4, 3, 2, 1],
+            "d": [1, 2, 4, 3, np.nan],
+        }
+    )
+    rho, p = spearman_matrix(df, ["a", "b", "c", "d"])
+    assert rho.loc["a", "b"] == pytest.approx(0.8)
+    assert rho.loc["a", "c"] == pytest.approx(-1.0) and p.loc["a", "c"] == 0.0
+    assert rho.loc["b", "c"] == pytest.approx(-0.8)
+    assert rho.loc["a", "d"] == pytest.approx(0.8)
+    assert (np.diag(rho.to_numpy()) == 1.0).all()
+    # p for rho = 0.8, n = 5: t = 0.8 sqrt(3 / 0.36) = 2.3094, two-sided with 3 dof -> 0.1041
+    assert p.loc["a", "b"] == pytest.approx(0.1041, abs=1e-4)
+    assert spearman([1, 2], [2, 1]).n == 2 and math.isnan(spearman([1, 2], [2, 1]).rho)
+
+
+def test_partial_spearman_by_hand():
+    # ranks x = 1..5, y = 2,1,4,3,5, z = 1,3,2,5,4
+    # r_xy = 0.8 (sum d^2 = 4); r_xz = 1 - 6*4/120 = 0.8; r_yz: d = 1,-2,2,-2,1, sum 14,
+    # 1 - 84/120 = 0.3.  partial = (0.8 - 0.8*0.3) / sqrt((1 - 0.64)(1 - 0.09))
+    #                            = 0.56 / sqrt(0.3276) = 0.978400
+    df = pd.DataFrame({"x": [1, 2, 3, 4, 5], "y": [2, 1, 4, 3, 5], "tokens": [1, 3, 2, 5, 4]})
+    result = partial_spearman(df, "x", "y")
+    expected = 0.56 / math.sqrt(0.3276)
+    assert result.rho == pytest.approx(expected, abs=1e-12)
+    # n - 3 = 2 dof: t = r sqrt(2 / (1 - r^2)) and for 2 dof the two-sided p is
+    # 1 - t / sqrt(t^2 + 2) = 1 - |r|  ->  0.021600
+    assert result.pvalue == pytest.approx(1 - expected, abs=1e-12)
+    assert result.n == 5
+    # monotone transforms of any column change nothing (ranks)
+    df2 = df.assign(x=np.exp(df["x"]), tokens=df["tokens"] ** 3)
+    assert partial_spearman(df2, "x", "y").rho == pytest.approx(expected, abs=1e-12)
+
+
+def test_rank_stability_across_datasets_and_students():
+    # X ranks a<b<c<d; Y reverses it (rho -1); Z repeats X (rho 1)
+    df = pd.DataFrame(
+        {
+            "teacher": list("abcd") * 3,
+            "dataset": ["X"] * 4 + ["Y"] * 4 + ["Z"] * 4,
+            "fotu": [0.1, 0.2, 0.3, 0.4, 0.9, 0.8, 0.7, 0.6, 0.5, 0.6, 0.7, 0.8],
+        }
+    )
+    rho, _ = rank_stability(df, "fotu")
+    assert list(rho.index) == ["X", "Y", "Z"]
+    assert rho.loc["X", "Y"] == pytest.approx(-1.0)
+    assert rho.loc["X", "Z"] == pytest.approx(1.0)
+    # across students: per-(teacher, dataset, student) rows are averaged over datasets first.
+    per_student = pd.DataFrame(
+        {
+            "teacher": ["a", "a", "b", "b", "c", "c"] * 2,
+            "dataset": ["X", "Y"] * 6,
+            "student": ["s"] * 6 + ["u"] * 6,
+            "fotu": [1, 3, 2, 4, 3, 5, 6, 6, 5, 5, 1, 1],
+        }
+    )
+    # s: a (1+3)/2 = 2, b (2+4)/2 = 3, c (3+5)/2 = 4; u: a 6, b 5, c 1 -> opposite, rho -1
+    rho, _ = rank_stability(per_student, "fotu", across="student")
+    assert rho.loc["s", "u"] == pytest.approx(-1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bootstrap
+# ---------------------------------------------------------------------------------------------
+
+
+def test_bootstrap_ci_by_hand_and_seeded():
+    # Resampling [0, 1] twice gives means 0 (p 1/4), 0.5 (1/2), 1 (1/4): with 4000 replicates
+    # the 2.5% quantile is 0 and the 97.5% one is 1.
+    assert bootstrap_ci([0.0, 1.0], n_boot=4000, seed=1) == (0.5, 0.0, 1.0)
+    # a constant sample has a zero-width interval
+    assert bootstrap_ci([0.3] * 7, n_boot=100) == pytest.approx((0.3, 0.3, 0.3))
+    values = np.random.default_rng(0).normal(size=50)
+    first = bootstrap_ci(values, n_boot=500, seed=4)
+    assert bootstrap_ci(values, n_boot=500, seed=4) == first
+    assert bootstrap_ci(values, n_boot=500, seed=5) != first
+    assert first.lo < first.estimate < first.hi
+    # a statistic without an axis argument sees the very same samples
+    plain = bootstrap_ci(values, stat=lambda v: float(np.mean(v)), n_boot=500, seed=4)
+    assert plain == pytest.approx(first)
+    # median of 1..5 is 3; NaNs are dropped
+    assert bootstrap_ci([1, 2, np.nan, 3, 4, 5], stat=np.median, n_boot=200).estimate == 3.0
+    with pytest.raises(ValueError, match="n_boot"):
+        bootstrap_ci([1.0], n_boot=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pareto front
+# ---------------------------------------------------------------------------------------------
+
+
+def brute_force_front(xs: list[float], ys: list[float]) -> list[bool]:
+    front = []
+    for i in range(len(xs)):
+        dominated = any(
+            xs[j] >= xs[i] and ys[j] >= ys[i] and (xs[j] > xs[i] or ys[j] > ys[i])
+            for j in range(len(xs))
+        )
+        front.append(not dominated)
+    return front
+
+
+def test_pareto_front_by_hand():
+    # (tokens, fotu): lower tokens and higher FOTU are better.
+    #   a (100, 0.4)  b (200, 0.6)  c (300, 0.5) dominated by b  d (100, 0.3) dominated by a
+    #   e (200, 0.6) duplicates b: neither dominates the other   f (NaN, 0.9) never on the front
+    df = pd.DataFrame(
+        {"tokens": [100, 200, 300, 100, 200, np.nan], "fotu": [0.4, 0.6, 0.5, 0.3, 0.6, 0.9]},
+        index=list("abcdef"),
+    )
+    mask = pareto_front(df, "tokens", "fotu", maximize=(False, True))
+    assert mask.to_dict() == {"a": True, "b": True, "c": False, "d": False, "e": True, "f": False}
+    # maximising both: (300, 0.5) is now best on x; (200, 0.6) on y; (100, *) dominated
+    both = pareto_front(df, "tokens", "fotu")
+    assert both[both].index.tolist() == ["b", "c", "e"]
+
+
+points = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=25)
+
+
+@settings(max_examples=200, deadline=None)
+@given(points, st.tuples(st.booleans(), st.booleans()))
+def test_property_pareto_matches_brute_force_and_holds_each_axis_best(pts, maximize):
+    df = pd.DataFrame(pts, columns=["x", "y"]).astype(float)
+    mask = pareto_front(df, "x", "y", maximize=maximize).to_numpy()
+    sx = df["x"].to_numpy() * (1 if maximize[0] else -1)
+    sy = df["y"].to_numpy() * (1 if maximize[1] else -1)
+    assert mask.tolist() == brute_force_front(sx.tolist(), sy.tolist())
+    # The best row on each axis (ties broken by the other axis) is always on the front.
+    best_x = np.lexsort((-sy, -sx))[0]
+    best_y = np.lexsort((-sx, -sy))[0]
+    assert mask[best_x] and mask[best_y]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(-10, 10), min_size=3, max_size=30), st.integers(0, 10))
+def test_property_spearman_is_bounded_and_symmetric(xs, seed):
+    ys = np.random.default_rng(seed).permutation(xs)
+    a = spearman(xs, ys)
+    b = spearman(ys, xs)
+    if math.isnan(a.rho):
+        assert math.isnan(b.rho)
+    else:
+        assert -1.0 <= a.rho <= 1.0 and a.rho == pytest.approx(b.rho)
+        assert 0.0 <= a.pvalue <= 1.0
