@@ -23,8 +23,9 @@ config = parse_app_args(sys.argv[1:], os.environ)
 common.set_config(config)
 
 PAGES = [
-    st.Page("pages/leaderboard.py", title="Leaderboard", icon="🏆", url_path="leaderboard",
-            default=True),
+    st.Page(
+        "pages/leaderboard.py", title="Leaderboard", icon="🏆", url_path="leaderboard", default=True
+    ),
     st.Page("pages/transfer.py", title="Transfer curves", icon="📈", url_path="transfer"),
     st.Page("pages/pareto.py", title="Pareto", icon="⚖️", url_path="pareto"),
     st.Page("pages/correlations.py", title="Correlations", icon="🧮", url_path="correlations"),
@@ -34,6 +35,5 @@ PAGES = [
     st.Page("pages/about.py", title="About", icon="ℹ️", url_path="about"),
 ]
 
-navigation = st.navigation(PAGES)
-common.store_chooser()
-navigation.run()
+# Each page draws the store chooser itself (common.page_setup), so it works run on its own too.
+st.navigation(PAGES).run()

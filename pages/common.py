@@ -3,11 +3,16 @@
 Everything a person would share (store, dataset, teacher, student, metric, trace) is kept in
 ``st.query_params`` so a copied URL reopens the same view. Values coming from a URL are checked
 against the options on screen; an unknown value gives a short message, never an error.
+
+Reads and derived views are cached with ``st.cache_data`` keyed on the store's path and the
+modification time of its manifest, so a store rewritten by a pipeline run is picked up at the
+next rerun while an unchanged one costs nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +22,12 @@ import streamlit as st
 from legival_core.app_config import AppConfig, parse_app_args
 
 _CONFIG_KEY = "_legival_config"
+ALL = "All"
+#: How the bundled stores are made, for the message shown when one is missing.
+BUILD_HINTS = {
+    "demo": "python -m precompute demo",
+    "published": "python -m precompute.build_published",
+}
 
 
 def set_config(config: AppConfig) -> None:
@@ -26,8 +37,6 @@ def set_config(config: AppConfig) -> None:
 def get_config() -> AppConfig:
     config = st.session_state.get(_CONFIG_KEY)
     if config is None:  # a page run on its own (tests): bundled stores only
-        import os
-
         config = parse_app_args([], os.environ)
         set_config(config)
     return config
@@ -38,15 +47,26 @@ def store_chooser() -> None:
     config = get_config()
     names = list(config.stores)
     requested = st.query_params.get("store")
-    name, message = config.resolve(requested)
-    if message:
-        st.sidebar.info(message)
+    current = st.session_state.get("store_select")
+    if requested is not None and requested != st.session_state.get("_store_url"):
+        # A new URL decides; afterwards the widget does (and a URL without ?store= keeps the
+        # current choice, e.g. after moving to another page).
+        current, message = config.resolve(requested)
+        if message:
+            st.sidebar.info(message)
+    elif current not in names:
+        current = config.default
+    # Assigned on every run: a widget on another page is a new widget, and this carries the
+    # choice over to it.
+    st.session_state["store_select"] = current
     chosen = st.sidebar.selectbox(
-        "Results store", names, index=names.index(name), key="store_select",
+        "Results store",
+        names,
+        key="store_select",
         help="The bundled demo, the papers' published numbers, or a store given at launch.",
     )
-    if chosen != config.default or "store" in st.query_params:
-        st.query_params["store"] = chosen
+    st.query_params["store"] = chosen  # always in the URL, so a shared link names its store
+    st.session_state["_store_url"] = st.query_params.get("store")
     st.session_state["store_name"] = chosen
     if config.readonly:
         st.sidebar.caption("Read-only mode: nothing is written to disk.")
@@ -66,23 +86,79 @@ def current_store_path() -> Path:
 
 def _manifest_stamp(path: Path) -> float:
     manifest = path / "manifest.json"
-    return manifest.stat().st_mtime if manifest.exists() else 0.0
+    try:
+        return manifest.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def _read_table(path: str, stamp: float, table: str, columns: tuple[str, ...] | None) -> pd.DataFrame:
+def store_key() -> tuple[str, float]:
+    """(path, manifest mtime): the cache key of everything read from the current store."""
+    path = current_store_path()
+    return str(path), _manifest_stamp(path)
+
+
+# Tables are cached as shared resources, not copies: ``st.cache_data`` would pickle a
+# multi-million-row frame on every hit. Pages and views never modify a frame they read.
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _read_table(
+    path: str,
+    stamp: float,
+    table: str,
+    columns: tuple[str, ...] | None,
+    categorical: tuple[str, ...] = (),
+) -> pd.DataFrame:
     from legival_core.store import Store
+    from legival_core.views import arrow_to_frame
 
     store = Store.open(path)
     if not store.has(table):
         return pd.DataFrame()
+    if categorical:
+        arrow = store.read_arrow(table, columns=list(columns) if columns else None)
+        return arrow_to_frame(arrow, categorical)
     return store.read(table, columns=list(columns) if columns else None)
 
 
-def load_table(table: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
-    """A table of the current store (cached until the store's manifest changes)."""
-    path = current_store_path()
-    return _read_table(str(path), _manifest_stamp(path), table, tuple(columns) if columns else None)
+def load_table(
+    table: str, columns: Sequence[str] | None = None, categorical: Sequence[str] = ()
+) -> pd.DataFrame:
+    """A table of the current store (cached until the store's manifest changes); empty if absent.
+
+    ``categorical`` names string columns to load as categoricals (big tables group faster).
+    The frame is shared between reruns and sessions: treat it as read-only.
+    """
+    path, stamp = store_key()
+    return _read_table(path, stamp, table, tuple(columns) if columns else None, tuple(categorical))
+
+
+#: Rollout columns the transfer code needs, and which of them to load as categoricals.
+ROLLOUT_CATEGORIES = ("teacher", "dataset", "student", "trace_id", "problem_id")
+
+
+def load_rollouts() -> pd.DataFrame:
+    """The rollouts table with the columns transfer metrics need (ids as categoricals)."""
+    from legival_core.transfer import ROLLOUT_COLUMNS
+
+    return load_table("rollouts", list(ROLLOUT_COLUMNS), ROLLOUT_CATEGORIES)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _distinct(path: str, stamp: float, table: str, column: str) -> list[str]:
+    import pyarrow.compute as pc
+
+    from legival_core.store import Store
+
+    store = Store.open(path)
+    if not store.has(table):
+        return []
+    values = pc.unique(store.read_arrow(table, columns=[column]).column(column))
+    return sorted(str(v) for v in values.to_pylist() if v is not None)
+
+
+def distinct(table: str, column: str) -> list[str]:
+    """Sorted distinct values of one column (read with Arrow: cheap even on big tables)."""
+    return _distinct(*store_key(), table, column)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -93,50 +169,175 @@ def _read_manifest(path: str, stamp: float) -> dict[str, Any]:
 
 
 def load_manifest() -> dict[str, Any]:
-    path = current_store_path()
-    return _read_manifest(str(path), _manifest_stamp(path))
+    return _read_manifest(*store_key())
+
+
+def has_table(table: str) -> bool:
+    """Whether the current store has rows in ``table`` (from the cached manifest)."""
+    entry = (load_manifest().get("tables") or {}).get(table) or {}
+    return bool(entry.get("rows"))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _derived(path: str, stamp: float, name: str, args: tuple[Any, ...]) -> Any:
+    return _DERIVED[name](*args)
+
+
+_DERIVED: dict[str, Callable[..., Any]] = {}
+
+
+def derived(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a page computation whose result is cached per store state and arguments.
+
+    The decorated function receives plain (hashable) arguments and reads tables with
+    :func:`load_table`; calling it goes through ``st.cache_data`` keyed on the store path,
+    the manifest mtime, the function name and the arguments.
+    """
+
+    def register(function: Callable[..., Any]) -> Callable[..., Any]:
+        _DERIVED[name] = function
+
+        def cached(*args: Any) -> Any:
+            return _derived(*store_key(), name, tuple(args))
+
+        cached.__doc__ = function.__doc__
+        return cached
+
+    return register
+
+
+def _leave_pages_directory_mode() -> None:
+    """Make sure ``app.py`` and its explicit ``st.navigation`` run, not the old folder mode.
+
+    Streamlit (1.67) runs an app that has a ``pages/`` folder beside its main script in the old
+    multipage mode (every file a page, the main script skipped) until some run calls
+    ``st.navigation``. A first request that deep-links to a page therefore lands here without
+    ``app.py`` having run; switching the mode off once and rerunning puts ``app.py`` in charge.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
+def page_setup(page: str, *, needs_store: bool = True) -> None:
+    """Start a page: the store chooser in the sidebar, the page's widget namespace, and (with
+    ``needs_store``) a polite stop when the current store cannot be opened.
+
+    Pages draw the chooser themselves (not ``app.py``), so a page run on its own behaves the
+    same as under ``st.navigation``.
+    """
+    if _CONFIG_KEY not in st.session_state:
+        _leave_pages_directory_mode()
+    st.session_state["_page"] = page
+    store_chooser()
+    if needs_store:
+        _stop_without_store()
 
 
 def store_or_stop() -> None:
+    """Start a page (older name of :func:`page_setup`; the page is named after its file)."""
+    import inspect
+
+    page_setup(Path(inspect.stack()[1].filename).stem)
+
+
+def _stop_without_store() -> None:
     """Stop the page with a friendly message when the current store cannot be opened."""
     from legival_core.store import Store, StoreError
 
+    name = current_store_name()
     path = current_store_path()
     try:
         Store.open(path)
     except (StoreError, OSError) as error:
-        st.warning(f"The store '{current_store_name()}' cannot be opened: {error}")
+        hint = BUILD_HINTS.get(name)
+        if hint and not path.exists():
+            st.info(
+                f"The bundled store '{name}' has not been built yet. Build it with `{hint}`, "
+                "or pick another store in the sidebar."
+            )
+        else:
+            st.warning(f"The store '{name}' cannot be opened: {error}")
+        st.stop()
+
+
+def need_tables(*tables: str, what: str = "This page") -> None:
+    """Stop politely when the current store lacks one of ``tables``."""
+    missing = [t for t in tables if not has_table(t)]
+    if missing:
+        st.info(
+            f"{what} needs the table(s) {', '.join(missing)}, which the store "
+            f"'{current_store_name()}' does not have. Pick another store in the sidebar, or run "
+            "the precompute stages that write them (`python -m precompute run ...`)."
+        )
         st.stop()
 
 
 def url_select(
-    label: str, options: Sequence[Any], param: str, *, default: Any = None,
-    sidebar: bool = False, help: str | None = None, format_func: Any = str,
+    label: str,
+    options: Sequence[Any],
+    param: str,
+    *,
+    default: Any = None,
+    where: Any = None,
+    help: str | None = None,
+    format_func: Callable[[Any], str] = str,
+    key: str | None = None,
 ) -> Any:
-    """A selectbox whose value lives in ``?param=``; unknown URL values fall back politely."""
+    """A selectbox whose value lives in ``?param=``; unknown URL values fall back politely.
+
+    The URL decides on a first visit and whenever it names a value other than the one the
+    widget showed last; afterwards the widget decides and writes its value back to the URL.
+    """
     options = list(options)
     if not options:
         return None
-    where = st.sidebar if sidebar else st
+    where = where or st
+    # Widget keys are per page: the same parameter on two pages is two different widgets.
+    key = key or f"qp_{st.session_state.get('_page', 'app')}_{param}"
+    as_text = [str(o) for o in options]
     wanted = st.query_params.get(param)
-    index = options.index(default) if default in options else 0
-    if wanted is not None:
-        as_text = [str(o) for o in options]
+    fallback = options.index(default) if default in options else 0
+    state = st.session_state.get(key)
+    if wanted is not None and wanted != st.session_state.get(f"_{key}_url"):
         if wanted in as_text:
-            index = as_text.index(wanted)
+            state = options[as_text.index(wanted)]
         else:
             shown = wanted if len(wanted) <= 40 else wanted[:37] + "..."
-            where.info(f"{label}: {shown!r} is not available here; showing {options[index]!s}.")
-    value = where.selectbox(
-        label, options, index=index, key=f"qp_{param}", help=help, format_func=format_func
-    )
+            where.info(f"{label}: {shown!r} is not available here; showing {options[fallback]}.")
+            state = options[fallback]
+    elif state not in options:
+        state = options[fallback]
+    st.session_state[key] = state
+    value = where.selectbox(label, options, key=key, help=help, format_func=format_func)
     st.query_params[param] = str(value)
+    st.session_state[f"_{key}_url"] = str(value)
     return value
 
 
 def download_csv(frame: pd.DataFrame, name: str, label: str = "Download CSV") -> None:
     """Every table has a CSV export."""
     st.download_button(
-        label, frame.to_csv(index=False).encode(), file_name=f"{name}.csv", mime="text/csv",
-        key=f"csv_{name}", on_click="ignore",
+        label,
+        frame.to_csv(index=False).encode(),
+        file_name=f"{name}.csv",
+        mime="text/csv",
+        key=f"csv_{name}",
+        on_click="ignore",
     )
+
+
+def table(frame: pd.DataFrame | Any, name: str, **kwargs: Any) -> None:
+    """A dataframe with its CSV export underneath (``frame`` may be a pandas Styler)."""
+    data = frame.data if hasattr(frame, "data") and not isinstance(frame, pd.DataFrame) else frame
+    st.dataframe(frame, hide_index=True, **kwargs)
+    download_csv(data, name)
+
+
+def metric_label(name: str) -> str:
+    from legival_core.views import METRICS
+
+    metric = METRICS.get(name)
+    return metric.label if metric else name

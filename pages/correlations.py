@@ -1,0 +1,150 @@
+"""Correlations: Spearman heatmaps (model and trace level), partial ρ, rank stability."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from legival_core import views
+from pages import common
+
+st.title("🧮 Correlations")
+st.caption(
+    "Spearman ρ between metrics; stars mark significance (* p < 0.05, ** p < 0.01, "
+    "*** p < 0.001). Partial ρ holds token length fixed."
+)
+common.page_setup("correlations")
+common.need_tables("teacher_metrics", what="The correlations page")
+
+
+@common.derived("correlation_input")
+def correlation_input(level: str, correct_only: bool, dataset: str | None) -> pd.DataFrame:
+    efficiency = common.load_table("trace_efficiency")
+    efficiency = views.filter_rows(efficiency, dataset=dataset)
+    if level == "model":
+        teacher_metrics = views.filter_rows(common.load_table("teacher_metrics"), dataset=dataset)
+        return views.model_level_frame(teacher_metrics, efficiency, correct_only)
+    transfer = views.filter_rows(common.load_table("trace_transfer"), dataset=dataset)
+    return views.trace_level_frame(efficiency, transfer, correct_only)
+
+
+@common.derived("matrices")
+def matrices(
+    level: str, correct_only: bool, dataset: str | None, partial: bool
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from legival_core.stats import spearman_matrix
+
+    frame = correlation_input(level, correct_only, dataset)
+    columns = views.ranked_metrics(frame, list(views.METRICS))
+    columns = [c for c in columns if frame[c].nunique(dropna=True) > 1]
+    if partial:
+        return views.partial_matrix(frame, columns, control="tokens")
+    return spearman_matrix(frame, columns)
+
+
+@common.derived("per_student")
+def per_student() -> pd.DataFrame:
+    return views.student_transfer_metrics(common.load_rollouts())
+
+
+def heatmap(rho: pd.DataFrame, pvalue: pd.DataFrame, key: str, title: str) -> None:
+    labels = [common.metric_label(c) for c in rho.columns]
+    text = [
+        [
+            "" if np.isnan(r) else f"{r:.2f}" + ("" if i == j else views.significance_stars(p))
+            for j, (r, p) in enumerate(zip(rho_row, p_row, strict=True))
+        ]
+        for i, (rho_row, p_row) in enumerate(zip(rho.to_numpy(), pvalue.to_numpy(), strict=True))
+    ]
+    figure = go.Figure(
+        go.Heatmap(
+            z=rho.to_numpy(),
+            x=labels,
+            y=labels,
+            text=text,
+            texttemplate="%{text}",
+            zmin=-1,
+            zmax=1,
+            colorscale="RdBu",
+            reversescale=True,
+            customdata=pvalue.to_numpy(),
+            hovertemplate="%{y} vs %{x}<br>ρ = %{z:.3f}<br>p = %{customdata:.3g}<extra></extra>",
+        )
+    )
+    figure.update_layout(title=title, height=460, yaxis_autorange="reversed")
+    st.plotly_chart(figure, key=key)
+    export = rho.round(4).reset_index(names="metric")
+    common.download_csv(export, f"{key}_rho", label="Download ρ (CSV)")
+
+
+teacher_metrics = common.load_table("teacher_metrics")
+datasets = sorted(teacher_metrics["dataset"].unique())
+left, middle, right = st.columns(3)
+dataset = common.url_select("Dataset", [common.ALL, *datasets], "dataset", where=left)
+chosen_dataset = None if dataset == common.ALL else dataset
+has_traces = common.has_table("trace_efficiency")
+levels = ["model", "trace"] if has_traces else ["model"]
+level = common.url_select(
+    "Level",
+    levels,
+    "level",
+    where=middle,
+    format_func=lambda v: {
+        "model": "model (one point per teacher)",
+        "trace": "trace (one point per trace)",
+    }[v],
+)
+with right:
+    traces_choice = st.radio(
+        "Traces",
+        ["all", "correct only"],
+        horizontal=True,
+        key="traces_choice",
+        disabled=not has_traces,
+        help="Correct-only recomputes tokens, redundancy and "
+        "backtracking from the correct traces (transfer metrics are correct-only already).",
+    )
+    partial = st.toggle("Partial ρ (control: tokens)", key="partial")
+correct_only = traces_choice == "correct only" and has_traces
+rho, pvalue = matrices(level, correct_only, chosen_dataset, partial)
+if rho.shape[0] < 2:
+    st.info("Fewer than two metrics vary in this selection; no correlation to show.")
+else:
+    what = "Partial Spearman ρ given tokens" if partial else "Spearman ρ"
+    heatmap(rho, pvalue, "correlation_heatmap", f"{what}, {level} level, {traces_choice} traces")
+
+st.subheader("Rank stability")
+st.caption("Spearman ρ between the teacher rankings a metric gives on two datasets / students.")
+metrics = views.ranked_metrics(teacher_metrics)
+metric = common.url_select(
+    "Metric",
+    metrics,
+    "metric",
+    format_func=common.metric_label,
+    default="fotu" if "fotu" in metrics else metrics[0],
+)
+stability_left, stability_right = st.columns(2)
+with stability_left:
+    if teacher_metrics["dataset"].nunique() > 1:
+        from legival_core.stats import rank_stability
+
+        rho_d, p_d = rank_stability(teacher_metrics, metric, across="dataset")
+        st.markdown("**Across datasets**")
+        common.table(rho_d.round(3).reset_index(names="dataset"), "stability_datasets")
+    else:
+        st.info("One dataset only: no cross-dataset stability.")
+with stability_right:
+    if common.has_table("rollouts") and metric in views.STUDENT_METRICS:
+        from legival_core.stats import rank_stability
+
+        students = per_student()
+        if students["student"].nunique() > 1:
+            rho_s, p_s = rank_stability(students, metric, across="student")
+            st.markdown("**Across students**")
+            common.table(rho_s.round(3).reset_index(names="student"), "stability_students")
+        else:
+            st.info("One student only: no cross-student stability.")
+    else:
+        st.info("Cross-student stability needs rollouts and a transfer metric (FOTU, SOTU, …).")

@@ -1,0 +1,152 @@
+"""Efficiency: Kaiser et al.'s E0 decomposition, Δlog waterfall, VŌ vs κ, audits, failure modes."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+import streamlit as st
+
+from legival_core import views
+from pages import common
+
+st.title("⏱️ Efficiency decomposition")
+st.caption(
+    "E0 = 1000 · P(correct) / E[T] correct answers per 1,000 tokens = 1000 · r_ctx · r_logic / "
+    "E[T], and E[T] = E[W] · VŌ · κ (Kaiser et al., arXiv 2602.09805)."
+)
+common.page_setup("efficiency")
+common.need_tables("decomposition", what="The efficiency page")
+
+
+@common.derived("audits")
+def audits(benchmark: str) -> dict[str, pd.DataFrame]:
+    instances = views.decomposition_instances(
+        common.load_table(
+            "traces",
+            columns=[
+                "trace_id",
+                "problem_id",
+                "dataset",
+                "teacher",
+                "sample",
+                "tokens",
+                "truncated",
+            ],
+        ),
+        common.load_table("grades", columns=["trace_id", "correct"]),
+    )
+    return views.workload_audits(instances[instances["benchmark"] == benchmark])
+
+
+decomposition = common.load_table("decomposition")
+benchmarks = sorted(decomposition["benchmark"].unique())
+left, middle = st.columns(2)
+benchmark = common.url_select("Benchmark", benchmarks, "dataset", where=left)
+rows = decomposition[decomposition["benchmark"] == benchmark]
+layers = sorted(rows["layer"].unique())
+layer = common.url_select(
+    "Workload layer",
+    layers,
+    "layer",
+    where=middle,
+    default="native",
+    help="native: the benchmark's own workload W; solver: W from the best-E0 model that solved "
+    "each instance; trace: compressed-signal tokens σ·T in place of T.",
+)
+rows = rows[rows["layer"] == layer]
+
+board = views.e0_board(rows)
+st.subheader("E0 board")
+common.table(board, "e0_board")
+figure = px.bar(
+    board,
+    x="model",
+    y="e0",
+    hover_data=[
+        c for c in ("accuracy", "r_ctx", "r_logic", "mean_tokens", "vo", "kappa") if c in board
+    ],
+    labels={"e0": "E0 (correct per 1,000 tokens)"},
+    height=340,
+)
+st.plotly_chart(figure, key="e0_chart")
+
+st.subheader("Δlog waterfall")
+models = list(board["model"])
+pick_left, pick_right = st.columns(2)
+model = common.url_select(
+    "Model", models, "teacher", where=pick_left, default=models[-1] if models else None
+)
+reference = common.url_select(
+    "Reference", models, "reference", where=pick_right, default=models[0] if models else None
+)
+model_row = rows[rows["model"] == model].iloc[0].to_dict()
+reference_row = rows[rows["model"] == reference].iloc[0].to_dict()
+terms = views.delta_log_terms(model_row, reference_row)
+waterfall = go.Figure(
+    go.Waterfall(
+        x=terms["term"],
+        y=terms["value"].fillna(0.0),
+        measure=terms["measure"],
+        text=[f"{v:+.3f}" if pd.notna(v) else "n/a" for v in terms["value"]],
+        textposition="outside",
+    )
+)
+waterfall.update_layout(
+    title=f"{model} vs {reference}: Δlog E0 = sum of the bars",
+    height=420,
+    yaxis_title="log ratio (model / reference)",
+)
+st.plotly_chart(waterfall, key="waterfall_chart")
+st.caption(
+    "Terms from the stored rows; 'rounding' is what the stored terms leave over (non-zero for "
+    "published tables, which are rounded)."
+)
+common.download_csv(terms, "waterfall")
+
+if rows["vo"].notna().any() and rows["kappa"].notna().any():
+    st.subheader("Overhead VŌ vs coupling κ")
+    scatter = px.scatter(
+        rows,
+        x="vo",
+        y="kappa",
+        hover_name="model",
+        text="model",
+        height=420,
+        hover_data={c: ":.4g" for c in ("e0", "accuracy", "mean_tokens", "r_ctx", "r_logic")},
+        labels={"vo": "VŌ = mean T/W", "kappa": "κ = E[T] / (E[W] · VŌ)"},
+    )
+    scatter.update_traces(textposition="top center")
+    scatter.add_hline(y=1.0, line_dash="dot", line_color="#888")
+    st.plotly_chart(scatter, key="vo_kappa_chart")
+
+st.subheader("Failure modes (against the benchmark's best-E0 model)")
+modes = views.failure_mode_table(rows)
+common.table(
+    modes[
+        [
+            "model",
+            "reference",
+            "failure_mode",
+            "dlog_e0",
+            "dlog_r_ctx",
+            "dlog_r_logic",
+            "dlog_tokens",
+            "dlog_vo",
+            "dlog_kappa",
+        ]
+    ],
+    "failure_modes",
+)
+
+st.subheader("Solver-derived workload audits")
+if common.has_table("traces") and common.has_table("grades"):
+    result = audits(benchmark)
+    st.caption(
+        "ρ between VŌ rankings under the full pool and under reduced pools (leave-self-out, "
+        "leave-top-k) or between two random half pools (median and 5–95% over 200 splits)."
+    )
+    common.table(result["audits"], "workload_audits")
+    common.table(result["concentration"], "solver_concentration")
+else:
+    st.info("Audits need the per-instance tables (traces, grades), which this store lacks.")

@@ -1,0 +1,239 @@
+"""Trace inspector: one trace step by step — redundancy, backtracking, leak point, students."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from legival_core import views
+from pages import common
+
+STEPS_PER_PAGE = 60
+NONE = "(none)"
+
+st.title("🔬 Trace inspector")
+st.caption(
+    "Steps are shaded by redundancy (their best cosine match to an earlier step; hover for the "
+    "value, ↩ jumps to the matched step). Markers: J = LLM judge, L = lexical cues, H = human "
+    "label. Coloured cells after the step number: each student's correctness after seeing the "
+    "trace up to that step (green right, red wrong, grey no rollout)."
+)
+common.page_setup("inspector")
+common.need_tables("traces", "steps", what="The trace inspector")
+
+
+@common.derived("trace_index")
+def trace_index() -> pd.DataFrame:
+    return common.load_table(
+        "traces", columns=["trace_id", "problem_id", "dataset", "teacher", "sample"]
+    )
+
+
+@common.derived("trace_bundle")
+def trace_bundle(trace_id: str) -> dict[str, Any]:
+    """Everything the inspector shows about one trace (read with filters: one trace only)."""
+    from legival_core.store import Store
+
+    store = Store.open(common.current_store_path())
+    one = {"trace_id": trace_id}
+
+    def read(table: str) -> pd.DataFrame:
+        return store.read(table, filters=one) if store.has(table) else pd.DataFrame()
+
+    trace = read("traces").iloc[0].to_dict()
+    grades = read("grades")
+    problems = (
+        store.read("problems", filters={"problem_id": trace["problem_id"]})
+        if store.has("problems")
+        else pd.DataFrame()
+    )
+    judgments = read("judgments")
+    steps = read("steps")
+    table = views.step_table(steps, read("similarity"), judgments)
+    problem = problems.iloc[0].to_dict() if len(problems) else {}
+    task = problem.get("task")
+    if "flag_lexical" not in table and task and len(table):
+        from legival_core.backtracking import lexical_backtracking
+        from legival_core.tasks import get_task
+
+        try:
+            family = get_task(str(task)).family
+        except KeyError:
+            family = "math"
+        flagged = set(lexical_backtracking(table["text"].astype(str).tolist(), family))
+        table["flag_lexical"] = table["number"].isin(flagged)
+    return {
+        "trace": trace,
+        "grade": grades.iloc[0].to_dict() if len(grades) else {},
+        "problem": problem,
+        "steps": table,
+        "ends": steps.sort_values("step")["end"].tolist() if len(steps) else [],
+        "strip": views.student_strip(read("rollouts")),
+        "labelers": sorted(judgments["labeler"].astype(str)) if len(judgments) else [],
+    }
+
+
+@common.derived("leak")
+def leak(trace_id: str) -> int | None:
+    """The first prefix k already stating the correct answer (the task extracts and grades)."""
+    bundle = trace_bundle(trace_id)
+    problem, table = bundle["problem"], bundle["steps"]
+    if not problem.get("task") or not len(table):
+        return None
+    from legival_core.tasks import get_task
+
+    try:
+        task = get_task(str(problem["task"]))
+    except KeyError:
+        return None
+    gold = str(problem.get("gold", ""))
+    verdicts: dict[str, bool] = {}
+
+    def is_correct(prefix: str) -> bool:
+        extracted = task.extract_answer(prefix, problem=problem)
+        if extracted is None:
+            return False
+        if extracted not in verdicts:
+            verdicts[extracted] = (
+                extracted.strip() == gold.strip()
+                or task.grade(extracted, gold, problem=problem).correct
+            )
+        return verdicts[extracted]
+
+    return views.leak_point(table, str(bundle["trace"]["reasoning"]), bundle["ends"], is_correct)
+
+
+index = trace_index()
+wanted = st.query_params.get("trace")
+if wanted is not None and wanted != st.session_state.get("_inspector_trace"):
+    match = index[index["trace_id"] == wanted]
+    if len(match):
+        row = match.iloc[0]
+        for param, column in (
+            ("dataset", "dataset"),
+            ("teacher", "teacher"),
+            ("problem", "problem_id"),
+            ("sample", "sample"),
+        ):
+            st.query_params[param] = str(row[column])
+    else:
+        shown = wanted if len(wanted) <= 40 else wanted[:37] + "..."
+        st.info(f"There is no trace {shown!r} in this store; pick one below.")
+
+top = st.columns(4)
+dataset = common.url_select("Dataset", sorted(index["dataset"].unique()), "dataset", where=top[0])
+in_dataset = index[index["dataset"] == dataset]
+teacher = common.url_select(
+    "Teacher", sorted(in_dataset["teacher"].unique()), "teacher", where=top[1]
+)
+of_teacher = in_dataset[in_dataset["teacher"] == teacher]
+problem_id = common.url_select(
+    "Problem", sorted(of_teacher["problem_id"].unique()), "problem", where=top[2]
+)
+samples = sorted(of_teacher[of_teacher["problem_id"] == problem_id]["sample"].astype(int).unique())
+sample = common.url_select("Sample", samples, "sample", where=top[3])
+chosen = of_teacher[(of_teacher["problem_id"] == problem_id) & (of_teacher["sample"] == sample)]
+trace_id = str(chosen["trace_id"].iloc[0])
+st.query_params["trace"] = trace_id
+st.session_state["_inspector_trace"] = trace_id
+
+others = sorted(
+    set(index[(index["problem_id"] == problem_id) & (index["trace_id"] != trace_id)]["teacher"])
+)
+compare_teacher = common.url_select(
+    "Compare with another teacher on this problem", [NONE, *others], "compare"
+)
+
+bundle = trace_bundle(trace_id)
+problem = bundle["problem"]
+if problem:
+    with st.expander("Problem", expanded=False):
+        st.text(str(problem.get("prompt", "")))
+        st.text(f"Gold answer: {problem.get('gold', '')}")
+
+
+def show_trace(trace: str, where: Any, slot: str) -> None:
+    data = trace_bundle(trace)
+    info, table, strip = data["trace"], data["steps"], data["strip"]
+    grade = data["grade"]
+    with where:
+        st.markdown(f"**{'Teacher' if slot == 'main' else 'Compared'}:**")
+        st.text(f"{info['teacher']} · {info['trace_id']}")
+        facts = st.columns(4)
+        facts[0].metric("Correct", {True: "yes", False: "no"}.get(grade.get("correct"), "?"))
+        facts[1].metric("Steps m", len(table))
+        facts[2].metric("Tokens", "–" if pd.isna(info.get("tokens")) else int(info["tokens"]))
+        leak_k = leak(trace)
+        facts[3].metric("Answer leak k", "–" if leak_k is None else leak_k)
+        labelers = ", ".join(data["labelers"]) or "none stored"
+        st.caption(
+            f"Backtracking labelers: {labelers}"
+            + (
+                " (+ lexical cues computed here)"
+                if "lexical" not in data["labelers"] and "flag_lexical" in table
+                else ""
+            )
+        )
+        if not strip.empty:
+            columns = [k for k in strip.columns if k >= 1]
+            heat = go.Figure(
+                go.Heatmap(
+                    z=strip[columns].to_numpy(),
+                    x=columns,
+                    y=[str(s) for s in strip.index],
+                    zmin=0,
+                    zmax=1,
+                    colorscale=[[0, "#e74c3c"], [1, "#27ae60"]],
+                    showscale=False,
+                    xgap=1,
+                    ygap=2,
+                    hovertemplate="%{y} after step %{x}: %{z:.2f}<extra></extra>",
+                )
+            )
+            heat.update_layout(
+                height=60 + 30 * len(strip),
+                margin={"t": 10, "b": 30, "l": 10, "r": 10},
+                xaxis_title="steps shown k",
+            )
+            st.plotly_chart(heat, key=f"strip_{slot}")
+            baseline = strip[0] if 0 in strip.columns else None
+            if baseline is not None:
+                st.caption(
+                    "Student alone (k = 0): "
+                    + ", ".join(f"{s} {v:.2f}" for s, v in baseline.items())
+                )
+        pages = views.step_page(len(table), 1, STEPS_PER_PAGE).pages
+        page = (
+            st.number_input(
+                f"Page (of {pages}, {STEPS_PER_PAGE} steps each)", 1, pages, 1, key=f"page_{slot}"
+            )
+            if pages > 1
+            else 1
+        )
+        bounds = views.step_page(len(table), int(page), STEPS_PER_PAGE)
+        body = views.trace_html(
+            table,
+            anchor=f"lv-{slot}",
+            start=bounds.start,
+            stop=bounds.stop,
+            leak_k=leak_k,
+            strip=strip,
+        )
+        # A scrolling box only when the page is long; a short trace shows whole.
+        with st.container(height=620 if bounds.stop - bounds.start > 25 else "content"):
+            st.html(body)
+        with st.expander("Answer and raw output"):
+            st.text(str(info.get("answer_text") or ""))
+        common.download_csv(table, f"steps_{slot}", label="Download steps (CSV)")
+
+
+if compare_teacher == NONE:
+    show_trace(trace_id, st.container(), "main")
+else:
+    other = index[(index["problem_id"] == problem_id) & (index["teacher"] == compare_teacher)]
+    left, right = st.columns(2)
+    show_trace(trace_id, left, "main")
+    show_trace(str(other["trace_id"].iloc[0]), right, "compare")

@@ -1,0 +1,283 @@
+"""Small results stores for the app's tests, built through the real store API.
+
+The inputs (problems, traces, steps, similarities, rollouts, judgments) are clearly synthetic:
+three made-up teachers answer six made-up problems, and two made-up students continue their
+correct traces with a fixed, readable success pattern. Everything derived from them
+(``trace_efficiency``, ``trace_transfer``, ``teacher_metrics``, ``decomposition``) is computed
+by the real metric code of the ``metrics`` stage, exactly as a pipeline run would.
+
+One trace carries HTML/JS payloads in its reasoning, its answer and its teacher-facing text, so
+the tests can check that the app shows them as text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from legival_core.backtracking import lexical_backtracking
+from legival_core.schema import trace_id_for
+from legival_core.store import Store
+
+#: Teacher -> (Hugging Face id, transfer "skill").
+#: The skill is the share of the trace a student needs to see before it answers correctly.
+TEACHERS: dict[str, tuple[str, float]] = {
+    "alpha-mini": ("org-a/Alpha-Mini", 0.30),
+    "beta-large": ("org-b/Beta-Large", 0.70),
+    "gamma-r1": ("org-a/Gamma-R1", 0.50),
+}
+STUDENTS: dict[str, float] = {"stu-small": 0.0, "stu-tiny": 0.2}
+DATASETS = ("toy-math", "toy-logic")
+XSS_SCRIPT = "<script>alert(1)</script>"
+XSS_IMG = "<img src=x onerror=alert(1)>"
+#: The trace whose reasoning carries the payloads (teacher, problem).
+XSS_TRACE = ("gamma-r1", "toy-math/p2")
+#: The trace the tiny student never solves (teacher, problem).
+NEVER_SOLVED = ("alpha-mini", "toy-logic/p2")
+#: A long trace for the inspector's paging (teacher, problem, number of steps).
+LONG_TRACE = ("beta-large", "toy-logic/p1", 130)
+
+
+@dataclass(frozen=True)
+class ToyProblem:
+    problem_id: str
+    dataset: str
+    prompt: str
+    gold: str
+    workload: float | None
+
+
+PROBLEMS = (
+    ToyProblem("toy-math/p0", "toy-math", "What is 2 + 3?", "5", 2.0),
+    ToyProblem("toy-math/p1", "toy-math", "What is 4 * 6?", "24", 3.0),
+    ToyProblem("toy-math/p2", "toy-math", "What is 10 - 7?", "3", 2.0),
+    ToyProblem("toy-logic/p0", "toy-logic", "How many legs do 2 cats have?", "8", None),
+    ToyProblem("toy-logic/p1", "toy-logic", "How many sides do 3 triangles have?", "9", None),
+    ToyProblem("toy-logic/p2", "toy-logic", "How many wheels do 4 bikes have?", "8", None),
+)
+
+#: (teacher, problem) pairs the teacher gets wrong; everything else is right.
+WRONG = {
+    ("alpha-mini", "toy-math/p1"),
+    ("beta-large", "toy-logic/p2"),
+    ("gamma-r1", "toy-logic/p0"),
+}
+
+
+def _steps_for(teacher: str, problem: ToyProblem) -> list[str]:
+    answer = problem.gold if (teacher, problem.problem_id) not in WRONG else "0"
+    steps = [
+        f"Let me read the question: {problem.prompt}",
+        "I will work it out step by step.",
+        "Wait, let me check the numbers again.",
+        "The numbers are small, so I can count directly.",
+        "Let me read the question again to be sure.",
+        f"So the answer is \\boxed{{{answer}}}.",
+    ]
+    if (teacher, problem.problem_id) == XSS_TRACE:
+        steps.insert(2, f"A model once wrote {XSS_SCRIPT} here.")
+        steps.insert(3, f"And also {XSS_IMG} in its notes.")
+    if (teacher, problem.problem_id) == LONG_TRACE[:2]:
+        filler = [f"Counting item {i}: one more side is added." for i in range(LONG_TRACE[2] - 6)]
+        steps = steps[:4] + filler + steps[4:]
+    if teacher == "beta-large":
+        # The large teacher restates itself: two extra near-duplicate steps.
+        steps.insert(-1, "Let me read the question again, carefully.")
+        steps.insert(-1, "I will work it out step by step, once more.")
+    return steps
+
+
+def _similarities(steps: list[str]) -> list[tuple[float | None, int | None]]:
+    """Synthetic per-step redundancy: steps that repeat an earlier one get 0.9, others 0.3."""
+    out: list[tuple[float | None, int | None]] = [(None, None)]
+    for i, text in enumerate(steps[1:], start=1):
+        words = set(re.findall(r"[a-z]+", text.lower()))
+        best_j, best = 0, 0.0
+        for j in range(i):
+            other = set(re.findall(r"[a-z]+", steps[j].lower()))
+            overlap = len(words & other) / max(1, len(words | other))
+            if overlap > best:
+                best_j, best = j, overlap
+        out.append((0.9 if best >= 0.4 else 0.3, best_j))
+    return out
+
+
+def build_store(path: str | Path, *, with_rollouts: bool = True) -> Store:
+    """Write a complete small store at ``path`` (inputs + derived tables) and return it."""
+    from precompute.stages.metrics import (
+        decomposition_table,
+        efficiency_table,
+        teacher_table,
+        transfer_table,
+    )
+
+    store = Store.create(path, config={"kind": "app test fixture", "synthetic": True})
+    problems = pd.DataFrame(
+        {
+            "problem_id": [p.problem_id for p in PROBLEMS],
+            "dataset": [p.dataset for p in PROBLEMS],
+            "task": "math",
+            "prompt": [p.prompt for p in PROBLEMS],
+            "gold": [p.gold for p in PROBLEMS],
+            "workload": [p.workload for p in PROBLEMS],
+            "workload_kind": ["gold_steps" if p.workload else None for p in PROBLEMS],
+        }
+    )
+    traces, grades, steps, similarity, judgments, rollouts = [], [], [], [], [], []
+    for teacher, (hf_id, skill) in TEACHERS.items():
+        for problem in PROBLEMS:
+            trace_id = trace_id_for(teacher, problem.problem_id)
+            texts = _steps_for(teacher, problem)
+            reasoning = " ".join(texts)
+            correct = (teacher, problem.problem_id) not in WRONG
+            traces.append(
+                {
+                    "trace_id": trace_id,
+                    "problem_id": problem.problem_id,
+                    "dataset": problem.dataset,
+                    "teacher": teacher,
+                    "sample": 0,
+                    "reasoning": reasoning,
+                    "answer_text": f"Final: {problem.gold if correct else '0'}",
+                    "complete": True,
+                    "tokens": 12 * len(texts) + len(teacher),
+                    "truncated": teacher == "beta-large" and not correct,
+                    "source": f"test-fixture:{hf_id}",
+                }
+            )
+            grades.append(
+                {
+                    "trace_id": trace_id,
+                    "extracted": problem.gold if correct else "0",
+                    "correct": correct,
+                    "score": float(correct),
+                    "status": "ok",
+                }
+            )
+            start = 0
+            for index, text in enumerate(texts):
+                steps.append(
+                    {
+                        "trace_id": trace_id,
+                        "step": index,
+                        "start": start,
+                        "end": start + len(text),
+                        "text": text,
+                        "tokens": len(text.split()),
+                    }
+                )
+                start += len(text) + 1
+            for index, (sim, matched) in enumerate(_similarities(texts)):
+                similarity.append(
+                    {
+                        "trace_id": trace_id,
+                        "step": index,
+                        "max_similarity": sim,
+                        "matched_step": matched,
+                    }
+                )
+            lexical = lexical_backtracking(texts, "math")
+            judged = sorted({*lexical, len(texts) // 2})
+            judgments += [
+                {
+                    "trace_id": trace_id,
+                    "labeler": "lexical",
+                    "backtracking_detected": bool(lexical),
+                    "steps": lexical,
+                    "valid": True,
+                },
+                {
+                    "trace_id": trace_id,
+                    "labeler": "judge:toy-judge",
+                    "backtracking_detected": True,
+                    "steps": judged,
+                    "reasons": ["re-checks earlier work"] * len(judged),
+                    "confidence": 0.8,
+                    "valid": True,
+                },
+            ]
+            if (teacher, problem.problem_id) == XSS_TRACE:
+                judgments.append(
+                    {
+                        "trace_id": trace_id,
+                        "labeler": "human",
+                        "backtracking_detected": True,
+                        "steps": [3],
+                        "valid": True,
+                    }
+                )
+            if correct and with_rollouts:
+                rollouts += _rollouts(trace_id, teacher, problem, len(texts), skill)
+    store.write("problems", problems, stage="fixture")
+    store.write("traces", pd.DataFrame(traces), stage="fixture")
+    store.write("grades", pd.DataFrame(grades), stage="fixture")
+    store.write("steps", pd.DataFrame(steps), stage="fixture")
+    store.write("similarity", pd.DataFrame(similarity), stage="fixture")
+    store.write("judgments", pd.DataFrame(judgments), stage="fixture")
+    rollout_frame = pd.DataFrame(rollouts)
+    if with_rollouts:
+        store.write("rollouts", rollout_frame, stage="fixture")
+
+    # Derived tables: the real metric code of the ``metrics`` stage.
+    trace_frame = store.read("traces")
+    efficiency = efficiency_table(
+        trace_frame,
+        store.read("grades"),
+        store.read("steps"),
+        store.read("similarity"),
+        store.read("judgments"),
+        threshold=0.8,
+        labeler="judge:toy-judge",
+        encoding="cl100k_base",
+    )
+    store.write("trace_efficiency", efficiency, stage="metrics")
+    rollout_frame = store.read("rollouts") if with_rollouts else pd.DataFrame()
+    if with_rollouts:
+        store.write(
+            "trace_transfer", transfer_table(rollout_frame, "paper", "interpolate"), stage="metrics"
+        )
+    teacher = teacher_table(efficiency, rollout_frame, "paper", "interpolate", 0)
+    teacher["hf_id"] = [TEACHERS[t][0] for t in teacher["teacher"]]
+    store.write("teacher_metrics", teacher, stage="metrics")
+    from legival_core.views import decomposition_instances
+
+    instances = decomposition_instances(trace_frame, store.read("grades"), problems)
+    store.write("decomposition", decomposition_table(instances), stage="metrics")
+    store.record_stage("fixture", note="synthetic inputs for the app's tests")
+    return store
+
+
+def _rollouts(
+    trace_id: str, teacher: str, problem: ToyProblem, m: int, skill: float
+) -> list[dict[str, object]]:
+    """Prefixes k = 0..m (every step): correct once k/m >= skill + the student's handicap + a
+    tenth per problem index, with one deliberate drop (a regression) for the tiny student and
+    one trace the tiny student never solves."""
+    rows = []
+    index = int(problem.problem_id.rsplit("p", 1)[1])
+    for student, handicap in STUDENTS.items():
+        for k in range(m + 1):
+            solved = k >= 1 and k / m >= min(1.0, skill + handicap + 0.1 * index)
+            if student == "stu-tiny" and k == m - 1:
+                solved = False
+            if student == "stu-tiny" and (teacher, problem.problem_id) == NEVER_SOLVED:
+                solved = False
+            rows.append(
+                {
+                    "trace_id": trace_id,
+                    "student": student,
+                    "k": k,
+                    "sample": 0,
+                    "teacher": teacher,
+                    "dataset": problem.dataset,
+                    "problem_id": problem.problem_id,
+                    "m": m,
+                    "completion": "answer " + ("right" if solved else "wrong"),
+                    "correct": float(solved),
+                    "status": "ok",
+                }
+            )
+    return rows

@@ -1,0 +1,434 @@
+"""Headless tests of every page with streamlit's AppTest, on small stores built by the real code.
+
+Each test checks content against ``legival_core`` run on the same store, not just "no
+exception": ranks, curve values, frontier membership, correlation matrices, waterfall bars.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+st = pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from legival_core import stats, transfer, views  # noqa: E402
+from legival_core.schema import trace_id_for  # noqa: E402
+from legival_core.store import Store  # noqa: E402
+from tests import app_fixtures  # noqa: E402
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+@pytest.fixture(scope="module")
+def toy_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    return app_fixtures.build_store(tmp_path_factory.mktemp("stores") / "toy")
+
+
+@pytest.fixture(scope="module")
+def published_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    from precompute.build_published import build
+
+    return build(tmp_path_factory.mktemp("stores") / "paper")
+
+
+@pytest.fixture(autouse=True)
+def _clear_caches() -> None:
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def run_page(
+    page: str,
+    monkeypatch: pytest.MonkeyPatch,
+    stores: list[Store | Path],
+    params: dict[str, str] | None = None,
+    readonly: bool = False,
+) -> AppTest:
+    """Run ``app.py`` on ``page`` with the given stores configured at launch."""
+    paths = [s.path if isinstance(s, Store) else s for s in stores]
+    monkeypatch.setenv("LEGIVAL_STORE", ":".join(str(p) for p in paths))
+    if readonly:
+        monkeypatch.setenv("LEGIVAL_READONLY", "1")
+    else:
+        monkeypatch.delenv("LEGIVAL_READONLY", raising=False)
+    at = AppTest.from_file(APP, default_timeout=60)
+    if page != "leaderboard":
+        # AppTest needs one run of the main script before it can switch to a page that
+        # st.navigation registered; then the URL is set as a link to that page would set it.
+        at.run()
+        at.query_params.clear()
+        at.switch_page(f"pages/{page}.py")
+    for key, value in (params or {}).items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def figures(at: AppTest) -> list[dict[str, Any]]:
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def values(data: Any) -> np.ndarray:
+    """Plotly 7 arrays: plain lists or ``{"dtype", "bdata"}`` base64 blocks."""
+    if isinstance(data, dict) and "bdata" in data:
+        flat = np.frombuffer(base64.b64decode(data["bdata"]), data["dtype"])
+        if "shape" in data:
+            return flat.reshape([int(n) for n in str(data["shape"]).split(",")])
+        return flat
+    return np.asarray(data)
+
+
+def select(at: AppTest, label: str) -> Any:
+    return next(s for s in at.selectbox if s.label == label)
+
+
+# --- leaderboard ----------------------------------------------------------------------------------
+
+
+def test_leaderboard_ranks_equal_rank_table(toy_store: Store, monkeypatch) -> None:
+    at = run_page("leaderboard", monkeypatch, [toy_store])
+    shown = at.dataframe[0].value
+    stored = toy_store.read("teacher_metrics")
+    metrics = views.ranked_metrics(stored)
+    expected = stats.rank_table(
+        stored[["teacher", "dataset", *metrics]],
+        {m: views.METRICS[m].higher_is_better for m in metrics if m != "accuracy"},
+    )
+    assert shown["teacher"].tolist() == expected["teacher"].tolist()
+    for metric in metrics:
+        label = views.METRICS[metric].label
+        assert shown[f"{label} rank"].astype(int).tolist() == expected[f"{metric}_rank"].tolist()
+        np.testing.assert_allclose(shown[label].to_numpy(float), expected[metric].to_numpy(float))
+    # The change arrows say acc_rank - metric_rank.
+    for row, exp in zip(shown.itertuples(), expected.itertuples(), strict=True):
+        change = int(exp.tokens_change)
+        text = getattr(row, "_" + str(list(shown.columns).index("Tokens Δ") + 1))
+        assert text == (f"▲ {change}" if change > 0 else f"▼ {-change}" if change else "=")
+    assert dict(at.query_params)["store"] == "toy"
+
+
+def test_leaderboard_dataset_filter_changes_table_and_figure(toy_store: Store, monkeypatch):
+    at = run_page("leaderboard", monkeypatch, [toy_store])
+    before = values(figures(at)[0]["data"][0]["y"]).tolist()
+    select(at, "Dataset").select("toy-logic").run()
+    assert at.query_params["dataset"] == "toy-logic"
+    stored = toy_store.read("teacher_metrics")
+    logic = stored[stored["dataset"] == "toy-logic"].set_index("teacher")
+    shown = at.dataframe[0].value.set_index("teacher")
+    np.testing.assert_allclose(shown["FOTU"], logic.loc[shown.index, "fotu"])
+    after = values(figures(at)[0]["data"][0]["y"]).tolist()
+    assert before != after
+
+
+def test_leaderboard_student_filter_uses_that_students_rollouts(toy_store: Store, monkeypatch):
+    at = run_page("leaderboard", monkeypatch, [toy_store], {"student": "stu-tiny"})
+    rollouts = toy_store.read("rollouts")
+    per_pair = transfer.teacher_metrics(rollouts[rollouts["student"] == "stu-tiny"], n_boot=0)
+    expected = per_pair.groupby("teacher")["fotu"].mean()
+    shown = at.dataframe[0].value.set_index("teacher")["FOTU"]
+    np.testing.assert_allclose(shown.sort_index(), expected.sort_index())
+    # and it differs from the all-students value
+    assert not np.allclose(
+        shown.sort_index(), toy_store.read("teacher_metrics").groupby("teacher")["fotu"].mean()
+    )
+
+
+def test_leaderboard_composite_and_exports(toy_store: Store, monkeypatch):
+    at = run_page("leaderboard", monkeypatch, [toy_store])
+    next(n for n in at.number_input if n.key == "weight_accuracy").set_value(2.0)
+    next(n for n in at.number_input if n.key == "weight_fotu").set_value(1.0).run()
+    shown = at.dataframe[0].value.set_index("teacher")
+    board = views.leaderboard(toy_store.read("teacher_metrics"))
+    expected = views.composite_score(board, {"accuracy": 2.0, "fotu": 1.0})
+    expected.index = board["teacher"]
+    np.testing.assert_allclose(shown["composite"], expected.loc[shown.index])
+    assert shown["composite rank"].min() == 1
+    labels = [b.label for b in at.get("download_button")]
+    assert "Download CSV" in labels and "Download LaTeX" in labels
+
+
+def test_leaderboard_intervals_match_bootstrap(toy_store: Store, monkeypatch):
+    at = run_page("leaderboard", monkeypatch, [toy_store], {"metric": "accuracy"})
+    at.toggle(key="show_ci").set_value(True).run()
+    intervals = at.dataframe[1].value
+    efficiency = toy_store.read("trace_efficiency")
+    group = efficiency[(efficiency.teacher == "alpha-mini") & (efficiency.dataset == "toy-math")]
+    ci = stats.bootstrap_ci(group["correct"].astype(float).to_numpy(), n_boot=200)
+    row = intervals[(intervals.teacher == "alpha-mini") & (intervals.dataset == "toy-math")]
+    assert (row["value"].item(), row["lo"].item(), row["hi"].item()) == pytest.approx(tuple(ci))
+    error_bars = figures(at)[0]["data"][0]["error_y"]
+    assert error_bars["type"] == "data"
+
+
+# --- transfer -------------------------------------------------------------------------------------
+
+
+def test_transfer_curves_equal_library_and_follow_filters(toy_store: Store, monkeypatch):
+    at = run_page("transfer", monkeypatch, [toy_store])
+    rollouts = toy_store.read("rollouts")
+    expected = transfer.curve(rollouts, by="teacher", n_boot=200)
+    lines = {d["name"]: d for d in figures(at)[0]["data"] if d.get("mode") == "lines"}
+    for teacher in app_fixtures.TEACHERS:
+        mine = expected[expected["teacher"] == teacher]
+        np.testing.assert_allclose(values(lines[teacher]["y"]), mine["mean"])
+    # the dashed student baseline: mean over students of mean k=0 correctness (all 0 here)
+    shapes = figures(at)[0]["layout"]["shapes"]
+    assert shapes[0]["line"]["dash"] == "dash" and shapes[0]["y0"] == pytest.approx(0.0)
+
+    select(at, "Dataset").select("toy-math").run()
+    math_only = transfer.curve(rollouts[rollouts["dataset"] == "toy-math"], n_boot=200)
+    lines = {d["name"]: d for d in figures(at)[0]["data"] if d.get("mode") == "lines"}
+    beta = math_only[math_only["teacher"] == "beta-large"]["mean"]
+    np.testing.assert_allclose(values(lines["beta-large"]["y"]), beta)
+
+    select(at, "Profile").select("release").run()
+    release = transfer.curve(
+        rollouts[rollouts["dataset"] == "toy-math"], n_boot=200, profile="release"
+    )
+    lines = {d["name"]: d for d in figures(at)[0]["data"] if d.get("mode") == "lines"}
+    got = values(lines["gamma-r1"]["y"])
+    want = release[release["teacher"] == "gamma-r1"]["mean"].to_numpy()
+    np.testing.assert_allclose(got, want)  # NaN where the release leaves bins empty
+    assert at.query_params["profile"] == "release"
+
+
+def test_transfer_hazards_and_summary(toy_store: Store, monkeypatch):
+    at = run_page("transfer", monkeypatch, [toy_store], {"student": "stu-tiny"})
+    rollouts = toy_store.read("rollouts")
+    tiny = rollouts[rollouts["student"] == "stu-tiny"]
+    summary = at.dataframe[0].value.set_index("teacher")
+    expected = transfer.teacher_metrics(tiny, n_boot=0, by="teacher").set_index("teacher")
+    for column in ("fotu", "sotu", "never_solved", "regression_rate", "baseline", "lift"):
+        np.testing.assert_allclose(summary[column], expected.loc[summary.index, column])
+    # alpha-mini has one never-solved trace out of its correct ones for the tiny student
+    alpha = tiny[tiny["teacher"] == "alpha-mini"]["trace_id"].nunique()
+    assert summary.loc["alpha-mini", "never_solved"] == pytest.approx(1 / alpha)
+    hazard = figures(at)[1]
+    alpha_bars = next(d for d in hazard["data"] if d["name"] == "alpha-mini")
+    shares = dict(zip(values(alpha_bars["x"]), values(alpha_bars["y"]), strict=True))
+    assert shares[0.0] == pytest.approx(1 / alpha)  # bin 0 = never solved
+    assert sum(shares.values()) == pytest.approx(1.0)
+
+
+# --- pareto, correlations -------------------------------------------------------------------------
+
+
+def test_pareto_frontier_matches_library(toy_store: Store, monkeypatch):
+    at = run_page("pareto", monkeypatch, [toy_store], {"x": "tokens", "y": "fotu"})
+    board = views.leaderboard(toy_store.read("teacher_metrics"))
+    mask = stats.pareto_front(board, "tokens", "fotu", maximize=(False, True))
+    expected = sorted(board.loc[mask, "teacher"])
+    table = at.dataframe[0].value
+    assert sorted(table[table["frontier"]]["teacher"]) == expected
+    line = next(d for d in figures(at)[0]["data"] if d.get("name") == "frontier")
+    assert len(values(line["x"])) == len(expected)
+    # alpha-mini: fewest tokens and highest FOTU in the fixture -> the only frontier teacher
+    assert expected == ["alpha-mini"]
+
+
+def test_correlation_heatmap_equals_spearman_matrix(toy_store: Store, monkeypatch):
+    at = run_page("correlations", monkeypatch, [toy_store])
+    heat = figures(at)[0]["data"][0]
+    frame = views.model_level_frame(toy_store.read("teacher_metrics"))
+    columns = [
+        c for c in views.ranked_metrics(frame, list(views.METRICS)) if frame[c].nunique() > 1
+    ]
+    rho, _ = stats.spearman_matrix(frame, columns)
+    z = values(heat["z"]).astype(float)
+    np.testing.assert_allclose(z, rho.to_numpy(), equal_nan=True)
+    assert heat["x"] == [views.METRICS[c].label for c in columns]
+
+    select(at, "Level").select("trace").run()
+    at.toggle(key="partial").set_value(True).run()
+    heat = figures(at)[0]["data"][0]
+    trace_frame = views.trace_level_frame(
+        toy_store.read("trace_efficiency"), toy_store.read("trace_transfer")
+    )
+    columns = [
+        c
+        for c in views.ranked_metrics(trace_frame, list(views.METRICS))
+        if trace_frame[c].nunique() > 1
+    ]
+    partial, _ = views.partial_matrix(trace_frame, columns, control="tokens")
+    z = values(heat["z"]).astype(float)
+    np.testing.assert_allclose(z, partial.to_numpy(), equal_nan=True)
+    assert "Tokens" not in heat["x"]
+
+
+def test_correlations_rank_stability_tables(toy_store: Store, monkeypatch):
+    at = run_page("correlations", monkeypatch, [toy_store], {"metric": "fotu"})
+    across_datasets = at.dataframe[0].value
+    rho, _ = stats.rank_stability(toy_store.read("teacher_metrics"), "fotu", across="dataset")
+    assert across_datasets.iloc[0, 2] == pytest.approx(round(rho.iloc[0, 1], 3))
+    assert list(at.dataframe[1].value["student"]) == ["stu-small", "stu-tiny"]
+
+
+# --- efficiency -----------------------------------------------------------------------------------
+
+
+def test_efficiency_waterfall_on_published_numbers(published_store: Store, monkeypatch):
+    at = run_page(
+        "efficiency",
+        monkeypatch,
+        [published_store],
+        {"dataset": "CogniLoad", "teacher": "GPT-5", "reference": "o3"},
+    )
+    board = at.dataframe[0].value
+    assert board.iloc[0]["model"] == "o3" and board.iloc[0]["e0_rank"] == 1
+    waterfall = next(f for f in figures(at) if f["data"][0]["type"] == "waterfall")["data"][0]
+    bars = dict(zip(waterfall["x"], values(waterfall["y"]), strict=True))
+    # Published: E0 13.41 vs 15.25 (x100), r_ctx 98 vs 98, r_logic 95 vs 91.
+    assert bars["Δlog E0"] == pytest.approx(math.log(13.41 / 15.25))
+    assert bars["Δlog r_ctx"] == pytest.approx(0.0)
+    assert bars["Δlog r_logic"] == pytest.approx(math.log(95 / 91))
+    # VO 24.17 vs 19.84, kappa 0.58 vs 0.60
+    assert bars["−Δlog VŌ"] == pytest.approx(-math.log(24.17 / 19.84))
+    assert bars["−Δlog κ"] == pytest.approx(-math.log(0.58 / 0.60))
+    relative = [v for k, v in bars.items() if k != "Δlog E0"]
+    assert sum(relative) == pytest.approx(bars["Δlog E0"])
+    modes = at.dataframe[1].value.set_index("model")["failure_mode"]
+    assert modes["o3"] == "no-shortfall"
+    assert set(modes) <= {
+        "no-shortfall",
+        "logic-limited",
+        "context-limited",
+        "verbosity-limited",
+        "redundancy-limited",
+        "undetermined",
+    }
+    assert any("Audits need" in i.value for i in at.info)
+
+
+def test_efficiency_audits_on_toy_store(toy_store: Store, monkeypatch):
+    at = run_page(
+        "efficiency", monkeypatch, [toy_store], {"dataset": "toy-math", "layer": "solver"}
+    )
+    tables = [d.value for d in at.dataframe]
+    audits = next(t for t in tables if "audit" in t.columns)
+    assert set(audits["audit"]) == {"leave_self_out", "leave_top_k", "held_out_pools"}
+    concentration = next(t for t in tables if "top1_share" in t.columns)
+    assert 0 < concentration["top1_share"].item() <= 1
+    board = tables[0]
+    stored = toy_store.read("decomposition")
+    stored = stored[(stored.benchmark == "toy-math") & (stored.layer == "solver")]
+    np.testing.assert_allclose(
+        board.set_index("model")["e0"].sort_index(), stored.set_index("model")["e0"].sort_index()
+    )
+
+
+# --- inspector ------------------------------------------------------------------------------------
+
+
+def html_of(at: AppTest) -> str:
+    return "".join(h.proto.body for h in at.get("html"))
+
+
+def test_inspector_deep_link_opens_trace_and_escapes_payloads(toy_store: Store, monkeypatch):
+    teacher, problem = app_fixtures.XSS_TRACE
+    trace_id = trace_id_for(teacher, problem)
+    at = run_page("inspector", monkeypatch, [toy_store], {"trace": trace_id})
+    assert select(at, "Teacher").value == teacher
+    assert select(at, "Problem").value == problem
+    assert at.query_params["trace"] == trace_id
+    body = html_of(at)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+    assert "&lt;img src=x onerror=alert(1)&gt;" in body
+    assert "<script" not in body and "<img" not in body
+    # three labeler kinds are distinguished, and the leak point is marked
+    assert "lv-bt-judge" in body and "lv-bt-lexical" in body and "lv-bt-human" in body
+    assert "leak point k = " in body
+    leak = next(m for m in at.metric if m.label == "Answer leak k")
+    # the answer "\\boxed{3}" is stated in the last step: k = m
+    steps = toy_store.read("steps", filters={"trace_id": trace_id})
+    assert int(leak.value) == len(steps)
+
+
+def test_inspector_pages_a_long_trace_and_compares(toy_store: Store, monkeypatch):
+    teacher, problem, _ = app_fixtures.LONG_TRACE
+    at = run_page(
+        "inspector",
+        monkeypatch,
+        [toy_store],
+        {"trace": trace_id_for(teacher, problem), "compare": "gamma-r1"},
+    )
+    page_input = next(n for n in at.number_input if n.key == "page_main")
+    assert "of 3" in page_input.label
+    first = html_of(at)
+    assert 'id="lv-main-s1"' in first and 'id="lv-main-s61"' not in first
+    assert 'id="lv-compare-s1"' in first  # the compared trace is drawn beside it
+    page_input.set_value(3).run()
+    third = html_of(at)
+    assert 'id="lv-main-s121"' in third and 'id="lv-main-s1"' not in third
+    strip = next(f for f in figures(at) if f["data"][0]["type"] == "heatmap")
+    assert [*strip["data"][0]["y"]] == ["stu-small", "stu-tiny"]
+
+
+def test_unknown_or_hostile_url_values_are_refused_politely(toy_store: Store, monkeypatch):
+    at = run_page(
+        "inspector",
+        monkeypatch,
+        [toy_store],
+        {"store": "../../etc/passwd", "trace": "x" * 5000, "dataset": "<b>nope</b>"},
+    )
+    messages = " ".join(i.value for i in [*at.info, *at.sidebar.info])
+    assert "no store called '../../etc/passwd'" in messages
+    assert "There is no trace" in messages and "x" * 100 not in messages
+    assert at.query_params["store"] == "toy"
+
+
+def test_missing_store_gets_a_friendly_message(tmp_path: Path, monkeypatch):
+    at = run_page("transfer", monkeypatch, [tmp_path / "not-built"])
+    assert any("cannot be opened" in w.value for w in at.warning)
+
+
+# --- published, about -----------------------------------------------------------------------------
+
+
+def test_published_tables_and_matching_teachers(toy_store: Store, tmp_path: Path, monkeypatch):
+    from legival_core import published
+
+    at = run_page("published", monkeypatch, [toy_store])
+    table7 = at.dataframe[0].value
+    expected = published.legival_table7()
+    np.testing.assert_allclose(table7["fotu"], expected["fotu"])
+    assert len(at.dataframe[-1].value) == 25  # CogniLoad rows
+
+    # A store whose teacher carries a published Hugging Face id shows up beside the paper.
+    mine = Store.create(tmp_path / "mine")
+    mine.write(
+        "teacher_metrics",
+        pd.DataFrame(
+            {
+                "teacher": ["my-qwen"],
+                "dataset": ["math"],
+                "accuracy": [0.5],
+                "fotu": [0.4],
+                "hf_id": ["Qwen/Qwen3-8B"],
+            }
+        ),
+    )
+    at = run_page("published", monkeypatch, [mine])
+    beside = next(d.value for d in at.dataframe if "your_teacher" in d.value.columns)
+    row = beside.iloc[0]
+    assert (row["model"], row["your_teacher"], row["fotu_yours"]) == ("qwen3-8b", "my-qwen", 0.4)
+    paper = expected[(expected.model == "qwen3-8b") & (expected.dataset == "MATH")]
+    assert row["fotu_published"] == pytest.approx(paper["fotu"].item())
+
+
+def test_about_lists_tables_and_hides_paths_when_readonly(toy_store: Store, monkeypatch):
+    at = run_page("about", monkeypatch, [toy_store], readonly=True)
+    overview = at.dataframe[0].value.set_index("table")
+    assert overview.loc["rollouts", "rows"] == len(toy_store.read("rollouts"))
+    texts = " ".join(t.value for t in at.text)
+    assert str(toy_store.path) not in texts
+    assert "Read-only mode" in " ".join(c.value for c in at.caption)
+    assert "2603.20508" in texts and "2602.09805" in texts

@@ -1,0 +1,239 @@
+"""Real-browser tests: the app served by ``streamlit run`` and driven by Debian's Chromium.
+
+One server for the module, on 127.0.0.1, showing a small store built by the real code. Each
+test opens a page, interacts, checks that Plotly drew, and saves a full-page screenshot under
+``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = "/usr/lib/chromium/chromium"
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "test-artifacts"
+FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Chromium is not installed"),
+    pytest.mark.timeout(120),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from tests.app_fixtures import build_store
+
+    store = build_store(tmp_path_factory.mktemp("browser") / "toy")
+    port = _free_port()
+    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+    env.pop("LEGIVAL_STORE", None)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.address",
+            "127.0.0.1",
+            "--server.port",
+            str(port),
+            "--server.fileWatcherType",
+            "none",
+            "--browser.gatherUsageStats",
+            "false",
+            "--",
+            "--store",
+            f"toy={store.path}",
+        ],
+        cwd=REPO,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("streamlit did not come up") from None
+                time.sleep(0.3)
+        yield base
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    with tempfile.TemporaryDirectory() as profile, playwright_api.sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            profile,
+            executable_path=CHROMIUM,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1400, "height": 900},
+        )
+        yield context
+        context.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    tab = browser.new_page()
+    dialogs: list[str] = []
+    tab.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    tab.dialogs = dialogs
+    yield tab
+    tab.close()
+
+
+def wait_idle(page: Any, timeout: float = 30_000) -> None:
+    page.wait_for_selector(
+        '[data-testid="stApp"][data-test-connection-state="CONNECTED"]'
+        '[data-test-script-state="notRunning"]',
+        timeout=timeout,
+    )
+    page.wait_for_timeout(300)  # let Plotly finish drawing
+    page.wait_for_selector(
+        '[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout
+    )
+
+
+def open_page(page: Any, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector('[data-testid="stApp"]', timeout=30_000)
+    wait_idle(page)
+
+
+def drawn(page: Any, selector: str) -> int:
+    """How many ``selector`` elements Plotly drew, after waiting for the first (Plotly draws
+    after the script run ends, and only once the chart scrolls into view)."""
+    page.wait_for_selector(selector, state="attached", timeout=15_000)
+    return page.locator(selector).count()
+
+
+def screenshot(page: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    page.set_viewport_size({"width": 1400, "height": max(900, min(int(height) + 40, 8000))})
+    page.wait_for_timeout(400)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    return path
+
+
+def choose(page: Any, label: str, option: str) -> None:
+    """Pick ``option`` in the selectbox labelled ``label``."""
+    page.get_by_role("combobox", name=label, exact=True).click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def test_leaderboard_filters_and_draws(page: Any, server: str) -> None:
+    open_page(page, f"{server}/leaderboard?store=toy")
+    page.wait_for_selector('[data-testid="stDataFrame"]')
+    assert drawn(page, ".js-plotly-plot .trace") >= 1
+    before = drawn(page, ".js-plotly-plot .trace .point path")
+    choose(page, "Dataset", "toy-math")
+    page.wait_for_function("() => window.location.search.includes('dataset=toy-math')")
+    wait_idle(page)
+    assert "dataset=toy-math" in page.url and "store=toy" in page.url
+    assert drawn(page, ".js-plotly-plot .trace .point path") == before  # 3 bars
+    screenshot(page, "leaderboard")
+
+
+def test_transfer_curves_draw_bands_and_hazards(page: Any, server: str) -> None:
+    open_page(page, f"{server}/transfer?store=toy&student=stu-tiny")
+    assert drawn(page, ".js-plotly-plot") == 2
+    assert drawn(page, ".js-plotly-plot .scatterlayer .trace") >= 6  # 3 bands + 3 lines
+    assert drawn(page, ".js-plotly-plot .barlayer .trace") == 3
+    screenshot(page, "transfer")
+
+
+def test_pareto_and_correlations(page: Any, server: str) -> None:
+    open_page(page, f"{server}/pareto?store=toy&x=tokens&y=fotu")
+    assert drawn(page, ".js-plotly-plot .scatterlayer .trace") >= 2
+    assert page.get_by_text("On the frontier: alpha-mini").count() == 1
+    screenshot(page, "pareto")
+    open_page(page, f"{server}/correlations?store=toy")
+    assert drawn(page, ".js-plotly-plot .heatmaplayer .hm") == 1
+    screenshot(page, "correlations")
+
+
+def test_efficiency_waterfall(page: Any, server: str) -> None:
+    open_page(page, f"{server}/efficiency?store=toy&dataset=toy-math&layer=solver")
+    page.get_by_text("Δlog waterfall").scroll_into_view_if_needed()
+    assert drawn(page, ".js-plotly-plot .waterfalllayer .trace") == 1
+    screenshot(page, "efficiency")
+
+
+def test_inspector_shows_hostile_text_as_text(page: Any, server: str) -> None:
+    from legival_core.schema import trace_id_for
+    from tests.app_fixtures import XSS_TRACE
+
+    trace_id = trace_id_for(*XSS_TRACE)
+    open_page(page, f"{server}/inspector?store=toy&trace={trace_id}&compare=alpha-mini")
+    page.wait_for_selector(".lv-trace")
+    text = page.locator("#lv-main").inner_text()
+    assert "<script>alert(1)</script>" in text and "<img src=x onerror=alert(1)>" in text
+    assert page.locator(".lv-trace script, .lv-trace img").count() == 0
+    assert page.locator("#lv-compare").count() == 1
+    # the jump link moves to the matched step
+    page.locator("#lv-main a.lv-jump").first.click()
+    page.wait_for_timeout(300)
+    assert not page.dialogs
+    screenshot(page, "inspector")
+
+
+def test_published_about_and_store_kept_across_pages(page: Any, server: str) -> None:
+    open_page(page, f"{server}/published?store=toy")
+    assert drawn(page, ".js-plotly-plot .barlayer .trace") == 3
+    screenshot(page, "published")
+    page.get_by_role("link", name="About").click()
+    page.wait_for_url("**/about**")
+    wait_idle(page)
+    assert page.get_by_text("Store 'toy'").count() == 1
+    screenshot(page, "about")
