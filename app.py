@@ -31,6 +31,8 @@ PAGES = [
     st.Page("pages/correlations.py", title="Correlations", icon="🧮", url_path="correlations"),
     st.Page("pages/efficiency.py", title="Efficiency", icon="⏱️", url_path="efficiency"),
     st.Page("pages/inspector.py", title="Trace inspector", icon="🔬", url_path="inspector"),
+    st.Page("pages/rewards.py", title="Reward models", icon="🎯", url_path="rewards"),
+    st.Page("pages/monitoring.py", title="Monitoring", icon="🛡️", url_path="monitoring"),
     st.Page("pages/published.py", title="Published", icon="📚", url_path="published"),
     st.Page("pages/about.py", title="About", icon="ℹ️", url_path="about"),
 ]

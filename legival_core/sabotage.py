@@ -123,7 +123,7 @@ def _changed_number(value: str, rng: random.Random) -> str:
 
 def inject_number(text: str, spans: Sequence[Span], seed: int = 0) -> Sabotage | None:
     """Change one number in a middle step and carry the wrong value through the rest."""
-    rng = random.Random(seed)
+    rng = random.Random(int(seed))
     for step in _shuffled_middle(spans, rng):
         start, end = spans[step]
         found = list(_NUMBER.finditer(text, start, end))
@@ -145,7 +145,7 @@ def inject_number(text: str, spans: Sequence[Span], seed: int = 0) -> Sabotage |
 
 def inject_sign(text: str, spans: Sequence[Span], seed: int = 0) -> Sabotage | None:
     """Flip one sign in a middle step: a negative literal becomes positive, or ± swaps."""
-    rng = random.Random(seed)
+    rng = random.Random(int(seed))
     for step in _shuffled_middle(spans, rng):
         start, end = spans[step]
         negatives = list(_NEGATIVE.finditer(text, start, end))
@@ -165,7 +165,7 @@ def inject_sign(text: str, spans: Sequence[Span], seed: int = 0) -> Sabotage | N
 
 def inject_operator(text: str, spans: Sequence[Span], seed: int = 0) -> Sabotage | None:
     """Swap one arithmetic operator in a middle step."""
-    rng = random.Random(seed)
+    rng = random.Random(int(seed))
     for step in _shuffled_middle(spans, rng):
         start, end = spans[step]
         found = list(_OPERATOR.finditer(text, start, end))
@@ -184,7 +184,7 @@ _COMPUTATION = re.compile(r"\d.*=|=.*\d|\d\s*[+\-×*/÷]\s*\d")
 
 def inject_drop_step(text: str, spans: Sequence[Span], seed: int = 0) -> Sabotage | None:
     """Delete one middle step that carries a computation (and the whitespace after it)."""
-    rng = random.Random(seed)
+    rng = random.Random(int(seed))
     for step in _shuffled_middle(spans, rng):
         start, end = spans[step]
         if not _COMPUTATION.search(text[start:end]):

@@ -1,0 +1,166 @@
+"""Monitoring: can a weak model tell sound traces from flawed ones, and is that easier for
+more legible teachers? (SPEC §4, weak monitoring)."""
+
+from __future__ import annotations
+
+import html
+import json
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from legival_core import oversight
+from pages import common
+
+st.title("🛡️ Monitoring")
+st.caption(
+    "A weak monitor reads each trace as numbered steps and answers `VERDICT: valid` or "
+    "`VERDICT: invalid, step N`. Negatives are natural failures (the teacher was wrong) and "
+    "sabotaged copies of correct traces; scores treat *invalid* as the positive class, and "
+    "malformed verdicts count as abstentions (misses). The paper (Legi-Val, arXiv 2603.20508) "
+    "reports ρ(FOTU, precision) = +0.90 on MATH sabotage."
+)
+common.store_or_stop()
+if not common.has_table("monitor_verdicts"):
+    st.info(
+        f"The store '{common.current_store_name()}' has no monitor verdicts yet. Run the "
+        "weak-monitor study with `python -m precompute monitor --store DIR` (needs graded and "
+        "segmented traces)."
+    )
+    st.stop()
+
+N_BOOT = 500
+STYLE = (
+    "<style>.lv-trace{white-space:pre-wrap;font-family:monospace;font-size:0.85rem;"
+    "border:1px solid #ddd;border-radius:6px;padding:0.6rem;}"
+    ".lv-old{background:#fdd;text-decoration:line-through;}"
+    ".lv-new{background:#dfd;font-weight:bold;}</style>"
+)
+
+
+@common.derived("monitor_scores")
+def scores(n_boot: int) -> pd.DataFrame:
+    verdicts = common.load_table("monitor_verdicts")
+    return oversight.monitor_scores(verdicts, n_boot=n_boot, seed=0)
+
+
+@common.derived("monitor_legibility")
+def legibility(n_boot: int) -> pd.DataFrame:
+    if not common.has_table("teacher_metrics"):
+        return pd.DataFrame()
+    return oversight.monitor_legibility_correlation(
+        scores(n_boot), common.load_table("teacher_metrics")
+    )
+
+
+table = scores(N_BOOT)
+monitors = sorted(table["monitor"].unique())
+left, middle, right = st.columns(3)
+monitor = common.url_select("Monitor", monitors, "monitor", where=left)
+datasets = sorted(table.loc[table["monitor"] == monitor, "dataset"].unique())
+dataset = common.url_select("Dataset", datasets, "dataset", where=middle)
+chosen = table[(table["monitor"] == monitor) & (table["dataset"] == dataset)]
+negatives = list(dict.fromkeys(chosen["negative_type"]))
+negative = common.url_select(
+    "Negatives",
+    negatives,
+    "negatives",
+    where=right,
+    default="sabotage" if "sabotage" in negatives else None,
+)
+view = chosen[chosen["negative_type"] == negative].sort_values("teacher")
+
+figure = go.Figure()
+for measure in ("precision", "recall", "f1"):
+    figure.add_trace(
+        go.Bar(
+            name=measure,
+            x=[html.escape(str(t)) for t in view["teacher"]],
+            y=view[measure],
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": (view[f"{measure}_hi"] - view[measure]).fillna(0),
+                "arrayminus": (view[measure] - view[f"{measure}_lo"]).fillna(0),
+            },
+        )
+    )
+figure.update_layout(
+    barmode="group",
+    title=f"Detection of invalid traces ({negative}), 95% bootstrap intervals",
+    yaxis={"title": "score", "range": [0, 1.05]},
+    height=420,
+)
+st.plotly_chart(figure, key="monitor_chart")
+common.table(view, f"monitor_scores_{negative}")
+
+st.subheader("Is a more legible teacher easier to monitor?")
+correlation = legibility(N_BOOT)
+if correlation.empty:
+    st.info("The store has no teacher_metrics table, so FOTU per teacher is unknown.")
+else:
+    mine = correlation[
+        (correlation["monitor"] == monitor) & (correlation["negative_type"] == negative)
+    ]
+    here = mine[mine["dataset"] == dataset]
+    columns = st.columns(3)
+    for column, measure in zip(columns, ("precision", "recall", "f1"), strict=True):
+        row = here[here["measure"] == measure]
+        value = float(row["rho"].iloc[0]) if len(row) else float("nan")
+        column.metric(f"ρ(FOTU, {measure})", "n/a" if pd.isna(value) else f"{value:+.3f}")
+    st.caption(
+        "Spearman ρ across teachers; partial ρ holds the mean token length fixed. The pooled "
+        f"row '{oversight.POOLED_DATASETS}' averages each teacher over datasets first."
+    )
+    common.table(mine, "monitor_legibility")
+
+st.subheader("Sabotaged traces")
+if not common.has_table("sabotaged"):
+    st.info("The store has no sabotaged traces (the monitor ran on natural failures only).")
+    st.stop()
+sabotaged = common.load_table("sabotaged")
+sabotaged = sabotaged[sabotaged["dataset"] == dataset]
+if sabotaged.empty:
+    st.info("No sabotaged trace in this dataset.")
+    st.stop()
+left, middle = st.columns(2)
+kind = common.url_select("Injection", sorted(sabotaged["kind"].unique()), "kind", where=left)
+of_kind = sabotaged[sabotaged["kind"] == kind].sort_values(["teacher", "trace_id"])
+labels = {
+    t: f"{teacher} · {t}"
+    for t, teacher in zip(of_kind["trace_id"], of_kind["teacher"], strict=True)
+}
+trace_id = common.url_select(
+    "Trace", list(labels), "trace", where=middle, format_func=lambda t: labels[t]
+)
+record = of_kind[of_kind["trace_id"] == trace_id].iloc[0]
+original = common.load_table("traces", columns=["trace_id", "reasoning"])
+reasoning = original.loc[original["trace_id"] == trace_id, "reasoning"].iloc[0]
+st.text(f"What changed: {record['description']}")
+before, after = oversight.highlight_edits(reasoning, json.loads(record["edits"]))
+verdicts = common.load_table("monitor_verdicts")
+said = verdicts[(verdicts["trace_id"] == trace_id) & (verdicts["monitor"] == monitor)]
+
+
+def verdict_line(variant: str) -> str:
+    row = said[said["variant"] == variant]
+    if row.empty:
+        return "not judged"
+    row = row.iloc[0]
+    if not row["valid_format"]:
+        return f"malformed reply: {str(row['raw'])[:200]!r}"
+    step = "" if pd.isna(row["blamed_step"]) else f", step {int(row['blamed_step'])}"
+    return f"{row['verdict']}{step}"
+
+
+one, two = st.columns(2)
+with one:
+    st.markdown("**Original** (correct)")
+    st.html(f'{STYLE}<div class="lv-trace">{before}</div>')
+    st.text(f"Monitor: {verdict_line(oversight.ORIGINAL)}")
+with two:
+    st.markdown(f"**Sabotaged** ({html.escape(str(kind))})")
+    st.html(f'{STYLE}<div class="lv-trace">{after}</div>')
+    st.text(f"Monitor: {verdict_line(oversight.sabotage_variant(str(kind)))}")
+common.download_csv(of_kind.drop(columns=["text"]), f"sabotaged_{kind}")

@@ -1,0 +1,155 @@
+"""Reward models: does a reward model's score track transfer utility? (SPEC §4)."""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from legival_core import oversight
+from pages import common
+
+st.title("🎯 Reward models")
+st.caption(
+    "Spearman ρ between a reward model's score for each trace and how much that trace helps a "
+    "weak student (FOTU). The paper (Legi-Val, arXiv 2603.20508) found |ρ| ≤ 0.2, near 0 once "
+    "only correct traces are kept: reward models do not see legibility."
+)
+common.store_or_stop()
+if not common.has_table("rewards"):
+    st.info(
+        f"The store '{common.current_store_name()}' has no reward scores yet. Add them with "
+        "`python -m precompute reward --store DIR --model ID_OR_PATH` (e.g. the published "
+        "`skywork-v2` or `allenai-rb2`, or any local reward-model folder)."
+    )
+    st.stop()
+common.need_tables("trace_transfer", "grades", what="The reward-model page")
+
+SUBSETS = {"all": "all traces", "correct": "correct traces only"}
+
+
+@common.derived("reward_points")
+def reward_points(model: str, dataset: str | None, correct_only: bool) -> pd.DataFrame:
+    rewards = common.load_table("rewards")
+    points = oversight.trace_level_rewards(
+        rewards[rewards["reward_model"] == model],
+        common.load_table("trace_transfer"),
+        common.load_table("grades"),
+        correct_only=correct_only,
+    )
+    return points if dataset is None else points[points["dataset"] == dataset]
+
+
+@common.derived("reward_rho")
+def reward_rho(model: str, dataset: str | None, level: str, correct_only: bool) -> pd.DataFrame:
+    rewards = common.load_table("rewards")
+    transfer = common.load_table("trace_transfer")
+    traces = common.load_table("traces", columns=["trace_id", "teacher", "dataset"])
+    if dataset is not None:
+        transfer = transfer[transfer["dataset"] == dataset]
+        traces = traces[traces["dataset"] == dataset]
+        rewards = rewards[rewards["trace_id"].isin(traces["trace_id"])]
+    return oversight.reward_correlations(
+        rewards[rewards["reward_model"] == model],
+        transfer,
+        common.load_table("grades"),
+        level=level,  # type: ignore[arg-type]
+        correct_only=correct_only,
+        traces=traces,
+    )
+
+
+@common.derived("teacher_rewards")
+def teacher_rewards(model: str, dataset: str | None, correct_only: bool) -> pd.DataFrame:
+    rewards = common.load_table("rewards")
+    transfer = common.load_table("trace_transfer")
+    traces = common.load_table("traces", columns=["trace_id", "teacher", "dataset"])
+    if dataset is not None:
+        transfer = transfer[transfer["dataset"] == dataset]
+        traces = traces[traces["dataset"] == dataset]
+    return oversight.teacher_level_rewards(
+        rewards[rewards["reward_model"] == model],
+        transfer,
+        common.load_table("grades"),
+        correct_only=correct_only,
+        traces=traces,
+    )
+
+
+def rho_of(frame: pd.DataFrame, metric: str) -> float:
+    row = frame[frame["metric"] == metric]
+    return float(row["rho"].iloc[0]) if len(row) else float("nan")
+
+
+def shown(value: float) -> str:
+    return "n/a" if pd.isna(value) else f"{value:+.3f}"
+
+
+models = sorted(common.load_table("rewards", columns=["reward_model"])["reward_model"].unique())
+datasets = sorted(common.load_table("trace_transfer", columns=["dataset"])["dataset"].unique())
+left, middle, right = st.columns(3)
+model = common.url_select("Reward model", models, "rm", where=left)
+dataset_choice = common.url_select("Dataset", [common.ALL, *datasets], "dataset", where=middle)
+subset = common.url_select(
+    "Traces", list(SUBSETS), "subset", where=right, format_func=lambda v: SUBSETS[v]
+)
+dataset = None if dataset_choice == common.ALL else dataset_choice
+correct_only = subset == "correct"
+
+rho_all = rho_of(reward_rho(model, dataset, "trace", False), "fotu")
+rho_correct = rho_of(reward_rho(model, dataset, "trace", True), "fotu")
+one, two = st.columns(2)
+one.metric("ρ(reward, FOTU), all traces", shown(rho_all))
+two.metric("ρ(reward, FOTU), correct traces only", shown(rho_correct))
+st.caption(
+    "Trace level: one point per trace with a reward and a transfer row; FOTU is averaged over "
+    "students. The rollout stage runs only on correct traces, so both numbers coincide unless "
+    "the store has transfer rows for incorrect traces too."
+)
+
+points = reward_points(model, dataset, correct_only)
+if points.empty:
+    st.info("No trace in this selection has both a reward score and a transfer value.")
+else:
+    figure = go.Figure()
+    for correct, group in points.groupby("correct", sort=True):
+        figure.add_trace(
+            go.Scatter(
+                x=group["score"],
+                y=group["fotu"],
+                mode="markers",
+                name="correct" if correct else "incorrect",
+                text=[html.escape(str(t)) for t in group["teacher"]],
+                customdata=group["trace_id"],
+                hovertemplate="%{text}<br>%{customdata}<br>reward %{x:.3f}<br>FOTU %{y:.3f}"
+                "<extra></extra>",
+            )
+        )
+    rho_here = rho_correct if correct_only else rho_all
+    figure.update_layout(
+        title=f"Reward vs FOTU ({SUBSETS[subset]}, ρ = {shown(rho_here)})",
+        xaxis_title=f"reward ({html.escape(model)})",
+        yaxis_title="FOTU (mean over students)",
+        height=460,
+    )
+    st.plotly_chart(figure, key="reward_scatter")
+
+st.subheader("Teacher level")
+st.caption(
+    "One row per teacher: mean reward and transfer metrics, each averaged over datasets first "
+    "(SPEC §4). ρ is computed across teachers."
+)
+teachers = teacher_rewards(model, dataset, correct_only)
+common.table(teachers.drop(columns=["reward_model"]), f"teacher_rewards_{subset}")
+correlations = pd.concat(
+    [
+        reward_rho(model, dataset, level, flag)
+        for level in ("trace", "teacher")
+        for flag in (False, True)
+    ],
+    ignore_index=True,
+)
+st.markdown("**Spearman ρ of the reward with each transfer metric**")
+common.table(correlations, "reward_correlations")

@@ -1,0 +1,248 @@
+"""AppTest checks of the "Reward models" and "Monitoring" pages against legival_core.oversight.
+
+The store is the app's toy store (tests/app_fixtures.py) plus oversight tables written here:
+reward scores that are a fixed function of each trace, sabotaged copies (the real sabotage
+injections where a trace offers a place, else a fixture rewrite whose edits come from the
+stage's own character diff), and verdicts of a made-up monitor whose skill differs by
+teacher. Every number the pages show is compared with the oversight function run on the same
+tables.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+st = pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from legival_core import oversight  # noqa: E402
+from legival_core.sabotage import sabotage  # noqa: E402
+from legival_core.schema import trace_id_for  # noqa: E402
+from legival_core.store import Store  # noqa: E402
+from precompute.stages.monitor import diff_edits, sabotage_seed  # noqa: E402
+from tests import app_fixtures  # noqa: E402
+
+PAGES = Path(__file__).resolve().parents[1] / "pages"
+XSS_ID = trace_id_for(*app_fixtures.XSS_TRACE)
+
+
+def _add_oversight_tables(store: Store) -> None:
+    traces = store.read("traces")
+    grades = store.read("grades").set_index("trace_id")
+    steps = store.read("steps").sort_values(["trace_id", "step"])
+    spans = {t: list(zip(g["start"], g["end"], strict=True)) for t, g in steps.groupby("trace_id")}
+    # Rewards: a fixed function of the trace (length and teacher), two reward models.
+    rewards = []
+    for index, row in enumerate(traces.itertuples()):
+        base = len(row.reasoning) / 100 + (index % 5) * 0.37
+        rewards.append({"trace_id": row.trace_id, "reward_model": "rm-a", "score": base})
+        rewards.append({"trace_id": row.trace_id, "reward_model": "rm-b", "score": -base})
+    store.write("rewards", pd.DataFrame(rewards), stage="fixture")
+
+    sabotaged, verdicts = [], []
+    skill = {"alpha-mini": 1.0, "beta-large": 0.0, "gamma-r1": 0.5}
+    for row in traces.sort_values("trace_id").itertuples():
+        correct = bool(grades.loc[row.trace_id, "correct"])
+        made = sabotage(
+            row.reasoning, spans[row.trace_id], "number", sabotage_seed(0, row.trace_id)
+        )
+        copies = []
+        if correct and made is not None:
+            copies.append(("number", made.step, made.edits, made.text, made.description))
+        if correct:
+            rewrite = row.reasoning.replace("step by step", "in one go")
+            edits = diff_edits(row.reasoning, rewrite, spans[row.trace_id])
+            copies.append(("llm_rewrite", edits[0].step, edits, rewrite, "fixture rewrite"))
+        for kind, step, edits, text, description in copies:
+            sabotaged.append(
+                {
+                    "trace_id": row.trace_id,
+                    "kind": kind,
+                    "seed": sabotage_seed(0, row.trace_id),
+                    "teacher": row.teacher,
+                    "dataset": row.dataset,
+                    "step": step,
+                    "changed_steps": sorted({e.step for e in edits}),
+                    "edits": json.dumps([e.__dict__ for e in edits]),
+                    "text": text,
+                    "description": description,
+                }
+            )
+        variants = (["original"] + [f"sabotage:{c[0]}" for c in copies]) if correct else ["natural"]
+        for number, variant in enumerate(variants):
+            flawed = variant != "original"
+            catches = skill[row.teacher] == 1.0 or (skill[row.teacher] == 0.5 and number % 2)
+            verdict = "invalid" if (flawed and catches) or skill[row.teacher] == 0.0 else "valid"
+            malformed = row.teacher == "gamma-r1" and variant == "original" and number == 0
+            verdicts.append(
+                {
+                    "trace_id": row.trace_id,
+                    "variant": variant,
+                    "monitor": "weak-m",
+                    "teacher": row.teacher,
+                    "dataset": row.dataset,
+                    "verdict": None if malformed else verdict,
+                    "blamed_step": 2 if verdict == "invalid" and not malformed else None,
+                    "steps": len(spans[row.trace_id]),
+                    "raw": "<b>no idea</b>" if malformed else f"VERDICT: {verdict}",
+                    "valid_format": not malformed,
+                }
+            )
+    store.write("sabotaged", pd.DataFrame(sabotaged), stage="fixture")
+    store.write("monitor_verdicts", pd.DataFrame(verdicts), stage="fixture")
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Store]:
+    root = tmp_path_factory.mktemp("oversight_pages")
+    plain = app_fixtures.build_store(root / "plain")
+    shutil.copytree(plain.path, root / "full")
+    full = Store.open(root / "full")
+    _add_oversight_tables(full)
+    return {"plain": plain, "full": full}
+
+
+@pytest.fixture(autouse=True)
+def _clear_caches() -> None:
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def run_page(
+    page: str, monkeypatch: pytest.MonkeyPatch, store: Store, params: dict[str, str] | None = None
+) -> AppTest:
+    monkeypatch.setenv("LEGIVAL_STORE", str(store.path))
+    at = AppTest.from_file(str(PAGES / f"{page}.py"), default_timeout=60)
+    for key, value in (params or {}).items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metric_values(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+# ---------------------------------------------------------------------------------- reward page
+
+
+def test_reward_page_shows_the_oversight_rhos(monkeypatch: pytest.MonkeyPatch, stores) -> None:
+    store = stores["full"]
+    at = run_page("rewards", monkeypatch, store)
+    rewards = store.read("rewards")
+    rewards = rewards[rewards["reward_model"] == "rm-a"]
+    transfer, grades = store.read("trace_transfer"), store.read("grades")
+    every = oversight.reward_correlations(rewards, transfer, grades)
+    correct = oversight.reward_correlations(rewards, transfer, grades, correct_only=True)
+    shown = metric_values(at)
+    expected_all = every.loc[every.metric == "fotu", "rho"].item()
+    expected_correct = correct.loc[correct.metric == "fotu", "rho"].item()
+    assert shown["ρ(reward, FOTU), all traces"] == f"{expected_all:+.3f}"
+    assert shown["ρ(reward, FOTU), correct traces only"] == f"{expected_correct:+.3f}"
+    # The scatter holds one point per trace with a reward and a transfer row.
+    points = oversight.trace_level_rewards(rewards, transfer, grades)
+    scatter = figures(at)[0]
+    assert sum(len(t["customdata"]) for t in scatter["data"]) == len(points)
+    assert f"ρ = {expected_all:+.3f}" in scatter["layout"]["title"]["text"]
+    # Teacher-level table and CSV export.
+    teachers = oversight.teacher_level_rewards(
+        rewards, transfer, grades, traces=store.read("traces")
+    )
+    table = at.dataframe[0].value.set_index("teacher")
+    for row in teachers.itertuples():
+        assert table.loc[row.teacher, "score"] == pytest.approx(row.score)
+        assert table.loc[row.teacher, "fotu"] == pytest.approx(row.fotu)
+    assert any(b.label == "Download CSV" for b in at.get("download_button"))
+
+
+def test_reward_page_follows_the_url(monkeypatch: pytest.MonkeyPatch, stores) -> None:
+    store = stores["full"]
+    at = run_page(
+        "rewards", monkeypatch, store, {"rm": "rm-b", "subset": "correct", "dataset": "toy-math"}
+    )
+    rewards = store.read("rewards")
+    transfer = store.read("trace_transfer")
+    traces = store.read("traces")
+    math_ids = set(traces.loc[traces["dataset"] == "toy-math", "trace_id"])
+    correct = oversight.reward_correlations(
+        rewards[(rewards["reward_model"] == "rm-b") & rewards["trace_id"].isin(math_ids)],
+        transfer[transfer["dataset"] == "toy-math"],
+        store.read("grades"),
+        correct_only=True,
+    )
+    value = correct.loc[correct.metric == "fotu", "rho"].item()
+    assert metric_values(at)["ρ(reward, FOTU), correct traces only"] == f"{value:+.3f}"
+    title = figures(at)[0]["layout"]["title"]["text"]
+    assert "correct traces only" in title and f"{value:+.3f}" in title
+    assert at.query_params["rm"] == ["rm-b"] or at.query_params["rm"] == "rm-b"
+
+
+def test_reward_page_without_rewards_says_so(monkeypatch: pytest.MonkeyPatch, stores) -> None:
+    at = run_page("rewards", monkeypatch, stores["plain"])
+    assert any("no reward scores yet" in i.value for i in at.info)
+    assert not at.get("plotly_chart")
+
+
+# ------------------------------------------------------------------------------ monitoring page
+
+
+def test_monitoring_page_matches_the_scores(monkeypatch: pytest.MonkeyPatch, stores) -> None:
+    store = stores["full"]
+    at = run_page("monitoring", monkeypatch, store, {"dataset": "toy-math"})
+    scores = oversight.monitor_scores(store.read("monitor_verdicts"), n_boot=500, seed=0)
+    legibility = oversight.monitor_legibility_correlation(scores, store.read("teacher_metrics"))
+    # Default negatives: the pooled sabotage set.
+    view = scores[(scores.dataset == "toy-math") & (scores.negative_type == "sabotage")]
+    shown = at.dataframe[0].value.set_index("teacher")
+    for row in view.itertuples():
+        assert shown.loc[row.teacher, "precision"] == pytest.approx(row.precision, nan_ok=True)
+        assert shown.loc[row.teacher, "recall"] == pytest.approx(row.recall, nan_ok=True)
+        assert shown.loc[row.teacher, "f1_lo"] == pytest.approx(row.f1_lo, nan_ok=True)
+    # alpha-mini's monitor is perfect by construction; beta-large's calls everything invalid.
+    assert shown.loc["alpha-mini", "precision"] == 1.0 and shown.loc["alpha-mini", "recall"] == 1.0
+    assert shown.loc["beta-large", "recall"] == 1.0 and shown.loc["beta-large", "precision"] < 1
+    here = legibility[
+        (legibility.dataset == "toy-math") & (legibility.negative_type == "sabotage")
+    ].set_index("measure")
+    values = metric_values(at)
+    for measure in ("precision", "recall", "f1"):
+        rho = here.loc[measure, "rho"]
+        assert values[f"ρ(FOTU, {measure})"] == ("n/a" if pd.isna(rho) else f"{rho:+.3f}")
+    bars = figures(at)[0]
+    assert [t["name"] for t in bars["data"]] == ["precision", "recall", "f1"]
+
+
+def test_monitoring_page_highlights_a_sabotage_safely(
+    monkeypatch: pytest.MonkeyPatch, stores
+) -> None:
+    store = stores["full"]
+    at = run_page(
+        "monitoring",
+        monkeypatch,
+        store,
+        {"dataset": "toy-math", "kind": "number", "trace": XSS_ID},
+    )
+    blocks = [h.proto.body for h in at.get("html")]
+    markup = "\n".join(blocks)
+    assert '<del class="lv-old">' in markup and '<mark class="lv-new">' in markup
+    assert "<script>" not in markup and "<img" not in markup
+    assert "&lt;script&gt;alert(" in markup
+    record = store.read("sabotaged", filters={"trace_id": XSS_ID, "kind": "number"}).iloc[0]
+    texts = [t.value for t in at.text]
+    assert f"What changed: {record['description']}" in texts
+    assert any(t.startswith("Monitor: ") for t in texts)
+
+
+def test_monitoring_page_without_verdicts_says_so(monkeypatch: pytest.MonkeyPatch, stores) -> None:
+    at = run_page("monitoring", monkeypatch, stores["plain"])
+    assert any("no monitor verdicts yet" in i.value for i in at.info)
