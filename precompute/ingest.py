@@ -201,7 +201,8 @@ class _RawRow:
 def _excerpt(text: str | bytes) -> str:
     if isinstance(text, bytes):
         text = text[: _EXCERPT_CHARS * 4].decode("utf-8", errors="replace")
-    return text[:_EXCERPT_CHARS]
+    # Lone surrogates (from JSON escapes like "\ud800") cannot be written as UTF-8.
+    return text[:_EXCERPT_CHARS].encode("utf-8", errors="replace").decode("utf-8")
 
 
 def _row_excerpt(values: Mapping[str, Any] | None) -> str | None:
@@ -235,6 +236,9 @@ def _jsonl(path: Path) -> Iterator[_RawRow]:
                     _excerpt(text),
                 )
                 continue
+            except RecursionError:
+                yield _RawRow(row, line_number, None, "invalid JSON: nested too deeply", None)
+                continue
             if not isinstance(value, dict):
                 yield _RawRow(
                     row,
@@ -250,7 +254,7 @@ def _jsonl(path: Path) -> Iterator[_RawRow]:
 def _json_array(path: Path) -> Iterator[_RawRow]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         yield from _jsonl(path)  # JSON lines under a .json name
         return
     if isinstance(data, dict):
@@ -316,12 +320,21 @@ def _parquet(path: Path) -> Iterator[_RawRow]:
     try:
         parquet = pq.ParquetFile(path)
     except Exception as err:  # pyarrow's own error types
-        raise IngestError(f"{path}: not a readable Parquet file ({err})") from None
+        raise IngestError(f"{path}: not a readable Parquet file ({_one_line(err)})") from None
     row = 0
-    for batch in parquet.iter_batches(batch_size=512):
-        for values in batch.to_pylist():
-            row += 1
-            yield _RawRow(row, None, values)
+    try:
+        for batch in parquet.iter_batches(batch_size=512):
+            for values in batch.to_pylist():
+                row += 1
+                yield _RawRow(row, None, values)
+    except Exception as err:  # a corrupt page or column chunk further into the file
+        raise IngestError(
+            f"{path}: Parquet data unreadable after row {row} ({_one_line(err)})"
+        ) from None
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:300]
 
 
 def _hub(name: str, split: str | None, config: str | None) -> Iterator[_RawRow]:
@@ -381,6 +394,10 @@ def _as_text(name: str, value: Any, *, allow_numbers: bool = False) -> str | Non
     if _missing(value):
         return None
     if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _FieldError(name, "is not valid Unicode (holds a lone surrogate)") from None
         return value
     if allow_numbers and isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
@@ -399,7 +416,7 @@ def _as_bool(name: str, value: Any) -> bool | None:
     raise _FieldError(name, f"expected true/false, got {_short(value)}")
 
 
-def _as_count(name: str, value: Any) -> int | None:
+def _as_count(name: str, value: Any, maximum: int = 2**63 - 1) -> int | None:
     if _missing(value):
         return None
     number: int | None = None
@@ -413,6 +430,8 @@ def _as_count(name: str, value: Any) -> int | None:
         number = int(value)
     if number is None or number < 0:
         raise _FieldError(name, f"expected a whole number >= 0, got {_short(value)}")
+    if number > maximum:  # the store's integer columns are int32/int64
+        raise _FieldError(name, f"{_short(value)} is above the largest allowed, {maximum}")
     return number
 
 
@@ -478,11 +497,14 @@ def _record(raw_row: _RawRow, mapping: Mapping[str, str], teacher: str, max_byte
         )
     gold = _lookup(values, "gold", mapping)
     if isinstance(gold, list | dict):
-        gold = json.dumps(gold, ensure_ascii=False)
+        try:
+            gold = json.dumps(gold, ensure_ascii=False)
+        except (TypeError, ValueError):  # e.g. bytes or timestamps inside a Parquet struct
+            raise _FieldError("gold", f"cannot be stored as JSON text: {_short(gold)}") from None
     row_teacher = _as_text("teacher", _lookup(values, "teacher", mapping))
     if row_teacher is not None and not row_teacher.strip():
         raise _FieldError("teacher", "empty")
-    sample = _as_count("sample", _lookup(values, "sample", mapping))
+    sample = _as_count("sample", _lookup(values, "sample", mapping), maximum=2**31 - 1)
     return _Record(
         line=raw_row.line,
         row=raw_row.row,
@@ -542,7 +564,7 @@ def _write_quarantine(target: Path, file_key: str, teacher: str, bad: list[Quara
     """Replace this file's (and teacher's) entries in the store's quarantine.jsonl, atomically."""
     kept_lines: list[str] = []
     if target.exists():
-        for line in target.read_text(encoding="utf-8", errors="replace").splitlines():
+        for line in target.read_text(encoding="utf-8", errors="replace").split("\n"):
             if not line.strip():
                 continue
             try:
