@@ -218,6 +218,27 @@ JUDGMENTS = _register(
     )
 )
 
+ERROR_LABELS = _register(
+    TableSpec(
+        "error_labels",
+        _s(
+            ("trace_id", STR),
+            ("labeler", STR),  # "human" for CHAMP's annotations
+            ("teacher", STR),
+            ("problem_id", STR),
+            ("annotated", STR),  # the source conversation the annotation was made on
+            ("error_found", BOOL),  # False = the annotator found no mistake
+            ("step", I32),  # 1-based step holding the first wrong step (null when none)
+            ("start", I64),  # char span of the wrong step in traces.reasoning
+            ("end", I64),
+            ("wrong_step_text", LSTR),
+        ),
+        keys=("trace_id", "labeler"),
+        required=("error_found",),
+        description="First-wrong-step labels of a trace (e.g. CHAMP's human annotations).",
+    )
+)
+
 REWARDS = _register(
     TableSpec(
         "rewards",

@@ -1,0 +1,55 @@
+"""Rendering chat messages into a prompt string with a tokenizer's chat template.
+
+Shared by every engine that holds a local tokenizer (transformers, vLLM, llama.cpp, and the
+OpenAI engine when given one), so that all of them feed the model the same text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from precompute.backends.base import GenerationRequest, RequestError
+
+
+def render_prompt(tokenizer: Any, request: GenerationRequest) -> str:
+    """The prompt text for ``request`` under the tokenizer's chat template.
+
+    With ``continue_final_message`` the final assistant message is left open: the text ends
+    with the teacher prefix (modulo trailing whitespace the template trims), not with an
+    end-of-turn marker or a fresh assistant header. Otherwise a generation prompt (the
+    assistant header) is appended.
+    """
+    try:
+        text = tokenizer.apply_chat_template(
+            request.messages,
+            tokenize=False,
+            add_generation_prompt=not request.continue_final_message,
+            continue_final_message=request.continue_final_message,
+        )
+    except Exception as exc:  # template errors are the request's fault, not the engine's
+        raise RequestError(f"request {request.key!r}: chat template failed: {exc}") from exc
+    if not isinstance(text, str):
+        raise RequestError(f"request {request.key!r}: chat template did not return text")
+    return text
+
+
+def encode_prompt(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of a rendered prompt.
+
+    The chat template already wrote the special tokens it wants, so none are added here
+    (adding them would double a BOS on templates that spell it out).
+    """
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def load_tokenizer(model: str) -> Any:
+    """A Hugging Face tokenizer from a local folder, a ``.gguf`` file, or a cached hub id."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoTokenizer
+
+    if str(model).endswith(".gguf"):
+        folder, filename = os.path.split(os.path.abspath(model))
+        return AutoTokenizer.from_pretrained(folder, gguf_file=filename)
+    return AutoTokenizer.from_pretrained(model)

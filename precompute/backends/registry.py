@@ -1,0 +1,37 @@
+"""Engines by name, built lazily so that naming one never imports another's heavy deps."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from precompute.backends.base import Engine
+
+ENGINES: dict[str, str] = {
+    "transformers": "precompute.backends.transformers_engine:TransformersEngine",
+    "openai": "precompute.backends.openai_engine:OpenAIEngine",
+    "vllm": "precompute.backends.vllm_engine:VLLMEngine",
+    "llamacpp": "precompute.backends.llamacpp_engine:LlamaCppEngine",
+}
+"""Engine name → ``module:Class`` of its implementation."""
+
+
+def engine_class(name: str) -> type:
+    """The class registered under ``name``."""
+    try:
+        target = ENGINES[name]
+    except KeyError:
+        raise ValueError(f"unknown engine {name!r}; known engines: {sorted(ENGINES)}") from None
+    module, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def make_engine(name: str, model: str, **options: Any) -> Engine:
+    """Build the engine ``name`` for ``model`` with engine-specific ``options``.
+
+    >>> make_engine("nope", "m")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown engine 'nope'; known engines: ['llamacpp', 'openai', 'transformers', 'vllm']
+    """
+    return engine_class(name)(model, **options)

