@@ -273,6 +273,7 @@ def _set_threads(count: int) -> None:
 
     if count < 1:
         raise UsageError(f"--threads must be at least 1, got {count}")
+    os.environ["LEGIVAL_THREADS"] = str(count)  # read by the llama.cpp engine
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[variable] = str(count)
     if "torch" in sys.modules:

@@ -53,7 +53,9 @@ class LlamaCppEngine:
     Args:
         model: a ``.gguf`` file or a packaged short name (``smollm2-135m``).
         n_ctx: context window in tokens (prompt + completion).
-        n_threads: CPU threads (default: ``os.cpu_count()``).
+        n_threads: CPU threads (default: ``$LEGIVAL_THREADS``, set by ``--threads``, else
+            ``os.cpu_count()``). On a busy machine one thread is several times faster than
+            two that spin-wait for each other.
         n_gpu_layers: layers offloaded to a GPU when llama.cpp was built with one.
     """
 
@@ -76,7 +78,7 @@ class LlamaCppEngine:
         self.llm = Llama(
             model_path=path,
             n_ctx=self.n_ctx,
-            n_threads=n_threads or os.cpu_count() or 1,
+            n_threads=n_threads or int(os.environ.get("LEGIVAL_THREADS", 0)) or os.cpu_count() or 1,
             n_gpu_layers=n_gpu_layers,
             verbose=False,
         )

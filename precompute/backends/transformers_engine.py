@@ -115,6 +115,10 @@ class TransformersEngine:
         self._cache: Any = None
         self._cache_ids: list[int] = []
 
+    def clear_prefix_cache(self) -> None:
+        """Forget the cached prefix (``prefix_reuse``), e.g. between benchmark runs."""
+        self._cache, self._cache_ids = None, []
+
     # -- prompts ---------------------------------------------------------------------------
     def render(self, request: GenerationRequest) -> str:
         """The prompt text this engine feeds the model for ``request``."""

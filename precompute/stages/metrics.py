@@ -5,6 +5,9 @@
   (share of steps flagged by the primary labeler), compression σ (SPEC §2, §5).
 * ``trace_transfer`` — per (trace, student): FOTU, hazard bin, regressions, baseline, lift
   (:func:`legival_core.transfer.trace_metrics`, SPEC §3).
+* ``transfer_curves`` — the transfer page's curves, hazards and summaries for every dataset x
+  student selection and profile (:func:`legival_core.views.transfer_curve_table`), so the app
+  need not read the rollouts.
 * ``teacher_metrics`` — per (teacher, dataset): accuracy and the means of the efficiency
   columns, plus FOTU, SOTU, regression rate, never-solved share and baseline from
   :func:`legival_core.transfer.teacher_metrics`.
@@ -33,6 +36,7 @@ __all__ = [
     "primary_labeler",
     "run_metrics",
     "teacher_table",
+    "transfer_curves_table",
     "transfer_table",
 ]
 
@@ -127,6 +131,14 @@ def transfer_table(rollouts: pd.DataFrame, profile: str, grid: str) -> pd.DataFr
 
     table = trace_metrics(rollouts, profile=profile, grid=grid)
     return table[spec("trace_transfer").columns]
+
+
+def transfer_curves_table(rollouts: pd.DataFrame, stamp: str, seed: int) -> pd.DataFrame:
+    """Rows of ``transfer_curves``: every view of the transfer page, bands from 200 resamples
+    (what the page draws), stamped with the state of the rollouts they came from."""
+    from legival_core.views import transfer_curve_table
+
+    return transfer_curve_table(rollouts, n_boot=200, seed=seed, stamp=stamp)
 
 
 def teacher_table(
@@ -275,7 +287,13 @@ def decomposition_table(instances: pd.DataFrame) -> pd.DataFrame:
 @register_stage(
     "metrics",
     reads=("problems", "traces", "grades", "steps", "similarity", "judgments", "rollouts"),
-    writes=("trace_efficiency", "trace_transfer", "teacher_metrics", "decomposition"),
+    writes=(
+        "trace_efficiency",
+        "trace_transfer",
+        "transfer_curves",
+        "teacher_metrics",
+        "decomposition",
+    ),
     help="derived tables: trace efficiency, transfer utility, teacher summary, decomposition",
     shardable=False,
 )
@@ -290,6 +308,9 @@ def run_metrics(ctx: StageContext) -> StageResult:
     steps = read_or_empty(store, "steps", ["trace_id", "step"])
     similarity = read_or_empty(store, "similarity", ["trace_id", "step", "max_similarity"])
     judgments = read_or_empty(store, "judgments", ["trace_id", "labeler", "steps", "valid"])
+    from legival_core.views import rollouts_stamp
+
+    stamp = rollouts_stamp(store.manifest)  # before the read: a later write makes it stale
     rollouts = read_or_empty(store, "rollouts")
     problems = read_or_empty(store, "problems", ["problem_id", "workload"])
     labeler = primary_labeler(ctx)
@@ -309,6 +330,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     tables: dict[str, pd.DataFrame] = {"trace_efficiency": efficiency}
     if len(rollouts):
         tables["trace_transfer"] = transfer_table(rollouts, cfg.profile, cfg.grid)
+        tables["transfer_curves"] = transfer_curves_table(rollouts, stamp, 0)
     tables["teacher_metrics"] = teacher_table(
         efficiency, rollouts, cfg.profile, cfg.grid, ctx.config.seed
     )
