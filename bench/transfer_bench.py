@@ -4,10 +4,15 @@ Builds a seeded synthetic rollouts table (12 teachers x 3 datasets x 2 students;
 k = 0, 3, 6, ..., m), times :func:`legival_core.transfer.trace_metrics` and
 :func:`legival_core.transfer.teacher_metrics` (with and without the bootstrap), then recomputes
 the same per-trace and per-teacher numbers with a straightforward per-trace Python loop and
-checks that both agree to 1e-9.
+checks that both agree to 1e-9. Wall and CPU seconds (this process, all threads) are printed
+side by side: on a shared machine the wall time says as much about the neighbours as about
+the code.
 
     python bench/transfer_bench.py                  # 2,000,000 rollouts, full loop
     python bench/transfer_bench.py --loop-traces 20000   # loop on a subset, extrapolated
+    python bench/transfer_bench.py --against 5246650     # also time that git revision's
+                                                         # transfer.py, in the same run, and
+                                                         # check its tables are bit-identical
 
 The loop is an independent implementation of SPEC section 3 (paper profile): it shares no code
 with the library.
@@ -16,20 +21,27 @@ with the library.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import math
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 
-from legival_core.transfer import teacher_metrics, trace_metrics
+from legival_core import transfer  # noqa: E402
+from legival_core.transfer import teacher_metrics, trace_metrics  # noqa: E402
 
 N_BINS = 50
 
@@ -227,12 +239,57 @@ def compare(rollouts: pd.DataFrame) -> tuple[tuple[float, float], int, int]:
     return loop_seconds, len(vec_pairs), checked
 
 
+def revision_module(revision: str) -> ModuleType:
+    """``legival_core/transfer.py`` as it was at git ``revision``, loaded as its own module."""
+    source = subprocess.run(
+        ["git", "-C", str(REPO), "show", f"{revision}:legival_core/transfer.py"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    folder = Path(tempfile.mkdtemp(prefix="transfer-rev-"))
+    path = folder / "transfer_at_revision.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("transfer_at_revision", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def assert_identical(old: pd.DataFrame, new: pd.DataFrame, what: str) -> None:
+    """Same columns, dtypes and values, bit for bit (NaN where NaN)."""
+    assert list(old.columns) == list(new.columns), (what, list(old.columns), list(new.columns))
+    assert len(old) == len(new), (what, len(old), len(new))
+    for column in old.columns:
+        a, b = old[column], new[column]
+        assert a.dtype == b.dtype, (what, column, a.dtype, b.dtype)
+        if pd.api.types.is_float_dtype(a.dtype):
+            same = np.array_equal(a.to_numpy(), b.to_numpy(), equal_nan=True)
+        else:
+            same = a.astype(str).tolist() == b.astype(str).tolist()
+        assert same, (what, column)
+
+
+def timed(call: Callable[[], object]) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    call()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--n-boot", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--against",
+        default="",
+        help="a git revision whose transfer.py is timed alongside (same run) and must give "
+        "bit-identical tables",
+    )
     parser.add_argument(
         "--loop-traces",
         type=int,
@@ -250,32 +307,69 @@ def main() -> None:
         f"{rollouts['student'].nunique()} students (built in {time.perf_counter() - t0:.1f} s)"
     )
 
+    modules = {"now": transfer}
+    if args.against:
+        modules = {args.against: revision_module(args.against), "now": transfer}
     # Warm-up: the first call imports scipy.sparse (about 0.1-0.2 s once per process).
-    teacher_metrics(rollouts.iloc[:1000], n_boot=10)
-    # Best of --repeats runs (the machine may be shared); CPU seconds of that run alongside.
-    timings = {}
-    for label, call in (
-        ("trace_metrics", lambda: trace_metrics(rollouts)),
-        ("teacher_metrics n_boot=0", lambda: teacher_metrics(rollouts, n_boot=0)),
-        (
-            f"teacher_metrics n_boot={args.n_boot}",
-            lambda: teacher_metrics(rollouts, n_boot=args.n_boot, seed=args.seed),
+    for module in modules.values():
+        module.teacher_metrics(rollouts.iloc[:1000], n_boot=10)
+    # Best of --repeats runs (the machine may be shared), the revisions taking turns so that
+    # both see the same load; CPU seconds of the best run alongside.
+    calls: dict[str, Callable[[ModuleType], object]] = {
+        "trace_metrics": lambda m: m.trace_metrics(rollouts),
+        "teacher_metrics n_boot=0": lambda m: m.teacher_metrics(rollouts, n_boot=0),
+        f"teacher_metrics n_boot={args.n_boot}": lambda m: m.teacher_metrics(
+            rollouts, n_boot=args.n_boot, seed=args.seed
         ),
-    ):
-        runs = []
+    }
+    timings: dict[str, tuple[float, float]] = {}
+    for label, call in calls.items():
+        runs: dict[str, list[tuple[float, float]]] = {name: [] for name in modules}
         for _ in range(args.repeats):
-            wall, cpu = time.perf_counter(), time.process_time()
-            call()
-            runs.append((time.perf_counter() - wall, time.process_time() - cpu))
-        timings[label] = min(runs)
-        print(
-            f"vectorised {label:<28s} {timings[label][0]:6.2f} s wall "
-            f"({timings[label][1]:.2f} s CPU), best of {args.repeats}"
+            for name, module in modules.items():
+                runs[name].append(timed(lambda call=call, module=module: call(module)))
+        timings[label] = min(runs["now"])
+        line = "   ".join(
+            f"{name}: {min(r)[0]:5.2f} s wall ({min(r)[1]:.2f} s CPU)" for name, r in runs.items()
         )
-    full = timings[f"teacher_metrics n_boot={args.n_boot}"][0]
+        print(f"{label:<28s} {line}   best of {args.repeats}")
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        threadpool_limits = None
+    if threadpool_limits is not None:
+        # The bootstrap's products are small: a second BLAS thread mostly spins. One thread
+        # saves CPU; the float32 sums then run in another order (CI bounds move in the 7th
+        # decimal), as they always did with OPENBLAS_NUM_THREADS=1.
+        with threadpool_limits(1, user_api="blas"):
+            runs_one = [
+                timed(lambda: teacher_metrics(rollouts, n_boot=args.n_boot, seed=args.seed))
+                for _ in range(args.repeats)
+            ]
+        print(
+            f"{'  same, BLAS on one thread':<28s} now: {min(runs_one)[0]:5.2f} s wall "
+            f"({min(runs_one)[1]:.2f} s CPU)   best of {args.repeats}"
+        )
+    if args.against:
+        old = modules[args.against]
+        assert_identical(old.trace_metrics(rollouts), trace_metrics(rollouts), "trace_metrics")
+        for by in (("teacher", "dataset"), ("teacher", "dataset", "student")):
+            assert_identical(
+                old.teacher_metrics(rollouts, n_boot=args.n_boot, seed=args.seed, by=by),
+                teacher_metrics(rollouts, n_boot=args.n_boot, seed=args.seed, by=by),
+                f"teacher_metrics by {by}",
+            )
+        assert_identical(
+            old.curve(rollouts, n_boot=200), transfer.curve(rollouts, n_boot=200), "curve"
+        )
+        print(
+            f"bit-identical to {args.against}: trace_metrics, teacher_metrics with "
+            f"{args.n_boot} resamples (by teacher x dataset, and x student), curve with 200"
+        )
+    full_wall, full_cpu = timings[f"teacher_metrics n_boot={args.n_boot}"]
     print(
         f"all teacher metrics incl. per-trace work and {args.n_boot} bootstrap resamples: "
-        f"{full:.2f} s (target < 2 s on 2 cores)"
+        f"{full_wall:.2f} s wall, {full_cpu:.2f} s CPU (target < 2 s on 2 cores)"
     )
     load = " ".join(f"{v:.1f}" for v in os.getloadavg())
     print(f"load average now: {load} on {os.cpu_count()} CPUs")

