@@ -73,6 +73,7 @@ def trace_bundle(trace_id: str) -> dict[str, Any]:
         "ends": steps.sort_values("step")["end"].tolist() if len(steps) else [],
         "strip": views.student_strip(read("rollouts")),
         "labelers": sorted(judgments["labeler"].astype(str)) if len(judgments) else [],
+        "error_labels": read("error_labels"),
     }
 
 
@@ -177,6 +178,15 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
                 else ""
             )
         )
+        for label in data["error_labels"].to_dict(orient="records"):
+            # First-wrong-step labels (e.g. CHAMP's human annotations): errors, not backtracking.
+            if label.get("error_found"):
+                st.text(
+                    f"{label['labeler']} label: first wrong step = step {label.get('step')}: "
+                    f"{str(label.get('wrong_step_text') or '')[:300]}"
+                )
+            else:
+                st.text(f"{label['labeler']} label: no mistake found in this trace")
         if not strip.empty:
             columns = [k for k in strip.columns if k >= 1]
             heat = go.Figure(
