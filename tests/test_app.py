@@ -432,3 +432,29 @@ def test_about_lists_tables_and_hides_paths_when_readonly(toy_store: Store, monk
     assert str(toy_store.path) not in texts
     assert "Read-only mode" in " ".join(c.value for c in at.caption)
     assert "2603.20508" in texts and "2602.09805" in texts
+
+
+def test_inspector_shows_first_wrong_step_labels(tmp_path: Path, monkeypatch):
+    # A store with one CHAMP-style human annotation: the first wrong step is step 2.
+    store = app_fixtures.build_store(tmp_path / "labelled", with_rollouts=False)
+    teacher, problem = app_fixtures.XSS_TRACE
+    trace_id = trace_id_for(teacher, problem)
+    store.write(
+        "error_labels",
+        pd.DataFrame(
+            [
+                {
+                    "trace_id": trace_id,
+                    "labeler": "human",
+                    "teacher": teacher,
+                    "problem_id": problem,
+                    "error_found": True,
+                    "step": 2,
+                    "wrong_step_text": "<b>2 + 2 = 5</b>",
+                }
+            ]
+        ),
+    )
+    at = run_page("inspector", monkeypatch, [store], {"trace": trace_id})
+    texts = [t.value for t in at.text]
+    assert "human label: first wrong step = step 2: <b>2 + 2 = 5</b>" in texts
