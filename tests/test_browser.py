@@ -52,8 +52,10 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from tests.app_fixtures import build_store
+    from tests.test_oversight_pages import _add_oversight_tables
 
     store = build_store(tmp_path_factory.mktemp("browser") / "toy")
+    _add_oversight_tables(store)  # rewards, sabotaged copies and monitor verdicts
     port = _free_port()
     env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
     env.pop("LEGIVAL_STORE", None)
@@ -237,3 +239,16 @@ def test_published_about_and_store_kept_across_pages(page: Any, server: str) -> 
     wait_idle(page)
     assert page.get_by_text("Store 'toy'").count() == 1
     screenshot(page, "about")
+
+
+def test_reward_and_monitoring_pages(page: Any, server: str) -> None:
+    open_page(page, f"{server}/rewards?store=toy")
+    assert drawn(page, ".js-plotly-plot .scatterlayer .trace") >= 1
+    assert page.get_by_text("Spearman ρ of the reward with each transfer metric").count() == 1
+    screenshot(page, "rewards")
+    open_page(page, f"{server}/monitoring?store=toy")
+    assert drawn(page, ".js-plotly-plot .trace") >= 1
+    # the injected change is highlighted next to the original, as markup we built ourselves
+    assert page.locator("mark.lv-new").count() >= 1
+    assert page.locator("del.lv-old").count() >= 1
+    screenshot(page, "monitoring")
