@@ -6,9 +6,15 @@ OpenAI engine when given one), so that all of them feed the model the same text.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from precompute.backends.base import GenerationRequest, RequestError
+from precompute.backends.base import (
+    Completion,
+    GenerationRequest,
+    RequestError,
+    error_completions,
+)
 
 
 def render_prompt(tokenizer: Any, request: GenerationRequest) -> str:
@@ -40,6 +46,32 @@ def encode_prompt(tokenizer: Any, text: str) -> list[int]:
     (adding them would double a BOS on templates that spell it out).
     """
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def encode_requests(
+    tokenizer: Any,
+    requests: Sequence[GenerationRequest],
+    render: Callable[[GenerationRequest], str],
+) -> tuple[dict[tuple[int, int], Completion], list[tuple[int, int, GenerationRequest, list[int]]]]:
+    """Render and encode every request for an engine holding a local tokenizer.
+
+    Returns ``(results, rows)``: ``results`` already holds the error completions of malformed
+    requests, keyed by (request index, sample); ``rows`` lists ``(index, sample, request,
+    prompt ids)`` to decode, one row per sample, except that a greedy request gets a single
+    row (its samples are identical, so engines decode once and copy).
+    """
+    results: dict[tuple[int, int], Completion] = {}
+    rows: list[tuple[int, int, GenerationRequest, list[int]]] = []
+    for index, request in enumerate(requests):
+        try:
+            ids = encode_prompt(tokenizer, render(request))
+        except RequestError as exc:
+            for completion in error_completions(request, str(exc)):
+                results[(index, completion.sample)] = completion
+            continue
+        samples = 1 if request.greedy else request.n
+        rows.extend((index, sample, request, ids) for sample in range(samples))
+    return results, rows
 
 
 def load_tokenizer(model: str) -> Any:

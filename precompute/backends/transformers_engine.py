@@ -23,13 +23,11 @@ from precompute.backends.base import (
     FinishReason,
     GenerationRequest,
     Progress,
-    RequestError,
     cut_at_stop,
-    error_completions,
     shortest_satisfying,
     validate_request,
 )
-from precompute.backends.chat import encode_prompt, render_prompt
+from precompute.backends.chat import encode_prompt, encode_requests, render_prompt
 from precompute.backends.engine_stats import EngineStats
 
 
@@ -132,18 +130,9 @@ class TransformersEngine:
     def generate(
         self, requests: Sequence[GenerationRequest], *, progress: Progress | None = None
     ) -> list[Completion]:
-        results: dict[tuple[int, int], Completion] = {}
-        rows: list[_Row] = []
-        for index, request in enumerate(requests):
-            try:
-                ids = encode_prompt(self.tokenizer, self.render(request))
-            except RequestError as exc:
-                for completion in error_completions(request, str(exc)):
-                    results[(index, completion.sample)] = completion
-                continue
-            # Greedy samples are identical: decode once, copy (see _copy_greedy_samples).
-            samples = 1 if request.greedy else request.n
-            rows.extend(_Row(index, s, request, ids) for s in range(samples))
+        # Greedy samples are identical: decoded once, then copied (see _copy_greedy_samples).
+        results, encoded = encode_requests(self.tokenizer, requests, self.render)
+        rows = [_Row(index, sample, request, ids) for index, sample, request, ids in encoded]
 
         total = sum(r.n for r in requests)
         done = len(results)

@@ -29,9 +29,7 @@ from precompute.backends.base import (
     Completion,
     GenerationRequest,
     Progress,
-    RequestError,
     cut_at_stop,
-    error_completions,
     shortest_satisfying,
     validate_request,
 )
@@ -157,19 +155,10 @@ class VLLMEngine:
     def generate(
         self, requests: Sequence[GenerationRequest], *, progress: Progress | None = None
     ) -> list[Completion]:
-        from precompute.backends.chat import encode_prompt
+        from precompute.backends.chat import encode_requests
 
-        results: dict[tuple[int, int], Completion] = {}
-        pending: list[_Pending] = []
-        for index, request in enumerate(requests):
-            try:
-                ids = encode_prompt(self.tokenizer, self.render(request))
-            except RequestError as exc:
-                for completion in error_completions(request, str(exc)):
-                    results[(index, completion.sample)] = completion
-                continue
-            samples = 1 if request.greedy else request.n
-            pending.extend(_Pending(index, s, request, ids) for s in range(samples))
+        results, encoded = encode_requests(self.tokenizer, requests, self.render)
+        pending = [_Pending(index, sample, request, ids) for index, sample, request, ids in encoded]
         # Neighbouring prompts share the longest prefixes: rollouts of one trace, k ascending.
         pending.sort(key=lambda p: (p.prompt_ids, p.sample))
         total = sum(r.n for r in requests)
