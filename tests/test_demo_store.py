@@ -1,0 +1,89 @@
+"""The bundled demo store: real CHAMP traces, a real small student, and every page opens on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from legival_core.app_config import BUNDLED_STORES
+from legival_core.store import Store
+
+DEMO = BUNDLED_STORES["demo"]
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+TEACHERS = {"gpt-3.5", "gpt-4", "gpt-4-turbo", "palm-2-medium", "human"}
+
+
+@pytest.fixture(scope="module")
+def demo() -> Store:
+    return Store.open(DEMO)
+
+
+def test_demo_store_is_complete_and_sound(demo: Store) -> None:
+    assert demo.verify() == []
+    problems = demo.read("problems")
+    assert len(problems) >= 50
+    traces = demo.read("traces", columns=["trace_id", "teacher"])
+    assert set(traces["teacher"]) == TEACHERS
+    for table in (
+        "grades",
+        "steps",
+        "similarity",
+        "rollouts",
+        "judgments",
+        "error_labels",
+        "trace_efficiency",
+        "trace_transfer",
+        "teacher_metrics",
+        "decomposition",
+        "rewards",
+        "monitor_verdicts",
+        "sabotaged",
+        "transfer_curves",
+    ):
+        assert demo.has(table), table
+    rollouts = demo.read("rollouts", columns=["student", "trace_id", "k", "m"])
+    assert set(rollouts["student"]) == {"smollm2-135m"}
+    # every correct trace has its whole k grid: 0, 3, 6, ..., and m
+    grades = demo.read("grades", columns=["trace_id", "correct"])
+    correct = set(grades.loc[grades["correct"].astype(bool), "trace_id"])
+    assert set(rollouts["trace_id"]) == correct
+
+
+def test_demo_teachers_differ_and_include_the_human_reference(demo: Store) -> None:
+    board = demo.read("teacher_metrics").set_index("teacher")
+    assert set(board.index) == TEACHERS
+    assert board.loc["human", "accuracy"] == 1.0
+    for metric in ("fotu", "redundancy", "tokens"):
+        assert board[metric].nunique() == len(TEACHERS), metric
+    native = demo.read("decomposition", filters={"layer": "native"}).set_index("model")
+    assert native["e0"].nunique() == len(TEACHERS)
+
+
+def test_every_page_opens_on_the_demo_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    st = pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.delenv("LEGIVAL_STORE", raising=False)
+    monkeypatch.delenv("LEGIVAL_READONLY", raising=False)
+    st.cache_data.clear()
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    # the home page is the leaderboard of the demo store, with all five teachers
+    board = at.dataframe[0].value
+    assert set(board["teacher"]) == TEACHERS
+    for page in (
+        "transfer",
+        "pareto",
+        "correlations",
+        "efficiency",
+        "inspector",
+        "rewards",
+        "monitoring",
+        "published",
+        "about",
+    ):
+        at.switch_page(f"pages/{page}.py")
+        at.run()
+        assert not at.exception, (page, [e.value for e in at.exception])
