@@ -505,27 +505,14 @@ def reward_correlations(
     records: list[dict[str, object]] = []
     if level == "trace":
         points = trace_level_rewards(rewards, trace_transfer, grades, correct_only=correct_only)
-        for model, group in points.groupby("reward_model", sort=True, observed=True):
-            for metric in TRACE_LEVEL_METRICS:
-                result = spearman(group["score"].to_numpy(float), group[metric].to_numpy(float))
-                records.append(
-                    dict(
-                        reward_model=model,
-                        level=level,
-                        subset=subset,
-                        metric=metric,
-                        rho=result.rho,
-                        pvalue=result.pvalue,
-                        n=result.n,
-                    )
-                )
-        return pd.DataFrame.from_records(records, columns=names)
-
-    points = teacher_level_rewards(
-        rewards, trace_transfer, grades, correct_only=correct_only, traces=traces
-    )
+        metrics = TRACE_LEVEL_METRICS
+    else:
+        points = teacher_level_rewards(
+            rewards, trace_transfer, grades, correct_only=correct_only, traces=traces
+        )
+        metrics = TEACHER_LEVEL_METRICS
     for model, group in points.groupby("reward_model", sort=True, observed=True):
-        for metric in TEACHER_LEVEL_METRICS:
+        for metric in metrics:
             result = spearman(group["score"].to_numpy(float), group[metric].to_numpy(float))
             records.append(
                 dict(
