@@ -12,6 +12,7 @@ render that with the chat template in continue-final-message mode (no new assist
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Literal, Protocol, runtime_checkable
@@ -189,6 +190,22 @@ def _find_all(text: str, needle: str) -> list[int]:
         found.append(pos)
         start = pos + 1
     return found
+
+
+def ordered_completions(
+    requests: Sequence[GenerationRequest], results: dict[tuple[int, int], Completion]
+) -> list[Completion]:
+    """Completions in request order then sample order.
+
+    A greedy request's samples are identical by definition, so engines decode sample 0 only;
+    its other samples are filled here as copies of it.
+    """
+    for index, request in enumerate(requests):
+        if request.greedy and request.n > 1 and (index, 0) in results:
+            first = results[(index, 0)]
+            for sample in range(1, request.n):
+                results.setdefault((index, sample), dataclasses.replace(first, sample=sample))
+    return [results[(i, s)] for i, r in enumerate(requests) for s in range(r.n)]
 
 
 def expand_samples(requests: Sequence[GenerationRequest]) -> list[tuple[int, int]]:

@@ -34,6 +34,7 @@ from precompute.backends.base import (
     RequestError,
     cut_at_stop,
     error_completions,
+    ordered_completions,
     shortest_satisfying,
     validate_request,
 )
@@ -203,20 +204,7 @@ class OpenAIEngine:
                 results[(index, sample)] = future.result()
                 if progress is not None:
                     progress(len(results), total)
-        for index, request in enumerate(requests):
-            if request.greedy and request.n > 1:
-                first = results[(index, 0)]
-                for sample in range(1, request.n):
-                    results[(index, sample)] = Completion(
-                        first.key,
-                        first.text,
-                        first.prompt_tokens,
-                        first.completion_tokens,
-                        first.finish_reason,
-                        first.error,
-                        sample,
-                    )
-        out = [results[(i, s)] for i, r in enumerate(requests) for s in range(r.n)]
+        out = ordered_completions(requests, results)
         self.stats.requests += len(out)
         return out
 

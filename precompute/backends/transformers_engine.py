@@ -24,6 +24,7 @@ from precompute.backends.base import (
     GenerationRequest,
     Progress,
     cut_at_stop,
+    ordered_completions,
     shortest_satisfying,
     validate_request,
 )
@@ -130,7 +131,7 @@ class TransformersEngine:
     def generate(
         self, requests: Sequence[GenerationRequest], *, progress: Progress | None = None
     ) -> list[Completion]:
-        # Greedy samples are identical: decoded once, then copied (see _copy_greedy_samples).
+        # Greedy samples are identical: decoded once, then copied (see base.ordered_completions).
         results, encoded = encode_requests(self.tokenizer, requests, self.render)
         rows = [_Row(index, sample, request, ids) for index, sample, request, ids in encoded]
 
@@ -153,8 +154,7 @@ class TransformersEngine:
             for batch in self._batches(rows):
                 self._run_safely(batch, results, reuse=False)
                 report(batch)
-        self._copy_greedy_samples(requests, results)
-        out = [results[(i, s)] for i, r in enumerate(requests) for s in range(r.n)]
+        out = ordered_completions(requests, results)
         self.stats.requests += len(out)
         return out
 
@@ -199,15 +199,6 @@ class TransformersEngine:
             ]
         for row, completion in zip(batch, completions, strict=True):
             results[(row.request_index, row.sample)] = completion
-
-    def _copy_greedy_samples(
-        self, requests: Sequence[GenerationRequest], results: dict[tuple[int, int], Completion]
-    ) -> None:
-        for index, request in enumerate(requests):
-            if request.greedy and request.n > 1 and (index, 0) in results:
-                first = results[(index, 0)]
-                for sample in range(1, request.n):
-                    results.setdefault((index, sample), _with_sample(first, sample))
 
     def _decode_batch(self, batch: list[_Row], *, reuse: bool) -> list[Completion]:
         import torch
@@ -352,15 +343,3 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
             break
         n += 1
     return n
-
-
-def _with_sample(completion: Completion, sample: int) -> Completion:
-    return Completion(
-        completion.key,
-        completion.text,
-        completion.prompt_tokens,
-        completion.completion_tokens,
-        completion.finish_reason,
-        completion.error,
-        sample,
-    )

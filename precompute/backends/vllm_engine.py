@@ -30,6 +30,7 @@ from precompute.backends.base import (
     GenerationRequest,
     Progress,
     cut_at_stop,
+    ordered_completions,
     shortest_satisfying,
     validate_request,
 )
@@ -210,20 +211,7 @@ class VLLMEngine:
                     progress(len(results), total)
             pending = still
 
-        for index, request in enumerate(requests):
-            if request.greedy and request.n > 1 and (index, 0) in results:
-                first = results[(index, 0)]
-                for sample in range(1, request.n):
-                    results[(index, sample)] = Completion(
-                        first.key,
-                        first.text,
-                        first.prompt_tokens,
-                        first.completion_tokens,
-                        first.finish_reason,
-                        first.error,
-                        sample,
-                    )
-        out = [results[(i, s)] for i, r in enumerate(requests) for s in range(r.n)]
+        out = ordered_completions(requests, results)
         self.stats.requests += len(out)
         return out
 
