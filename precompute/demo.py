@@ -108,7 +108,7 @@ class DemoOptions:
     out: Path = Path("results/demo")
     engine: str = "llamacpp"
     student: str = "smollm2-135m"
-    max_tokens: int = 256
+    max_tokens: int = 192
     forcing_tokens: int = 128
     interval: int = 3
     batch_size: int = 8
@@ -256,7 +256,8 @@ def _oversight(ctx: Any, options: DemoOptions) -> dict[str, float]:
         "reward": {
             "model": str(reward_model),
             "name": "smollm2-135m-standin-untrained",
-            "batch_size": 8,
+            # One trace per forward pass: on a CPU a padded batch costs more per trace.
+            "batch_size": 1,
         },
         "monitor": {"engine": options.engine, "max_tokens": 8, "limit": options.monitor_limit},
     }
