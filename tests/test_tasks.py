@@ -194,6 +194,19 @@ def test_champ_grades_alternatives_words_and_ascii_math() -> None:
     assert not champ.grade("2^{n}", "@@2^(n-1)@@").correct
 
 
+def test_champ_floor_gold_is_not_matched_by_its_leading_number() -> None:
+    # CHAMP P_Combinatorics gold "2^floor(n/2)*floor(n/2)!": before floor/ceil were translated
+    # the parser read only the leading "2", so the answer "2" was graded correct.
+    gold = "@@2^floor(n/2)*floor(n/2)!@@"
+    assert champ_ascii_to_latex("2^floor(n/2)") == r"2^{\lfloor n/2 \rfloor}"
+    assert champ_ascii_to_latex("ceil(n/3)") == r"{\lceil n/3 \rceil}"
+    champ = get_task("champ")
+    assert not champ.grade("2", gold).correct
+    assert champ.grade(r"2^{\lfloor n/2 \rfloor} \cdot \lfloor n/2 \rfloor!", gold).correct
+    # n = 4 gives 2^2 * 2! = 8; a constant is still not the formula.
+    assert not champ.grade("8", gold).correct
+
+
 def test_every_real_champ_gold_accepts_its_own_answer_written_in_latex() -> None:
     # All 270 gold answers shipped by champ-dataset (MIT): the first accepted form, turned
     # into LaTeX the way a model would box it, must grade correct, and no gold may error.

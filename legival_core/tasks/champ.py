@@ -54,7 +54,8 @@ def _replace_call(text: str, function: str, render: Any) -> str:
 
 
 def champ_ascii_to_latex(expression: str) -> str:
-    """CHAMP's ASCII math (``sqrt(3)/3``, ``C(n+1, 2m+1)``, ``sum_(i=1)^n``) as LaTeX.
+    """CHAMP's ASCII math (``sqrt(3)/3``, ``C(n+1, 2m+1)``, ``floor(n/2)``, ``sum_(i=1)^n``)
+    as LaTeX.
 
     Example:
         >>> champ_ascii_to_latex("sqrt(3)/3 + C(n, 2)")
@@ -69,6 +70,15 @@ def champ_ascii_to_latex(expression: str) -> str:
         "C",
         lambda args: f"\\binom{{{args[0]}}}{{{args[1]}}}" if len(args) == 2 else f"C({args})",
     )
+    # Braced, so that "2^floor(n/2)" keeps the whole floor as its exponent; unbraced, the
+    # parser read only the leading "2" and then matched any answer "2".
+    for function, left, right in (
+        ("floor", r"\lfloor ", r" \rfloor"),
+        ("ceil", r"\lceil ", r" \rceil"),
+    ):
+        latex = _replace_call(
+            latex, function, lambda args, a=left, b=right: "{" + a + ", ".join(args) + b + "}"
+        )
     latex = re.sub(r"\b(sum|prod)_\(([^()]*)\)\^(\w+|\([^()]*\))", r"\\\1_{\2}^{\3}", latex)
     return latex
 
