@@ -269,3 +269,22 @@ def test_function_errors_are_ingest_errors(tmp_path: Path) -> None:
         ingest(tmp_path / "nope.jsonl", tmp_path / "s", "t")
     with pytest.raises(IngestError, match="teacher"):
         ingest(FIXTURES / "traces_mixed.jsonl", tmp_path / "s", " ")
+
+
+def test_grade_stage_leaves_traces_without_a_gold_answer_ungraded(
+    mixed_file: Path, tmp_path: Path
+) -> None:
+    from precompute.config import ExperimentConfig
+    from precompute.stages import StageContext, run_stage
+
+    store = Store.create(tmp_path / "store")
+    ingest(mixed_file, store, "my-model")
+    result = run_stage("grade", StageContext(store=store, config=ExperimentConfig()))
+    grades = store.read("grades").set_index("trace_id")
+    # p1 ("4") and p2 ("9") have golds and are graded; p4 and the 5 MB row have none: no
+    # grades row (counting them wrong would lower accuracy for want of a gold answer).
+    with_gold = {trace_id_for("my-model", p, 0) for p in ("mixed/p1", "mixed/p2")}
+    assert set(grades.index) == with_gold
+    assert bool(grades.loc[trace_id_for("my-model", "mixed/p2", 0), "correct"]) is True
+    assert result.notes == ["2 trace(s) left ungraded: their problem has no gold answer"]
+    assert result.provenance["no_gold"] == 2

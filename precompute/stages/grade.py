@@ -4,16 +4,38 @@ The answer is extracted from the trace's answer part (what follows the reasoning
 that holds none, from the whole raw output (models without a think block write everything in
 one piece; recorded traces keep their full text as reasoning). Grading runs under the task's
 deadline: a check that overruns counts as wrong with status ``timeout`` (SPEC §7).
+
+Problems whose gold answer is unknown (ingested traces without one: ``gold = ""`` and
+``meta.gold_known = false``) are not graded: their traces get no grades row, so accuracy and
+the decomposition leave them out instead of counting them wrong; the stage notes how many.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from precompute.stages.base import BatchWriter, StageContext, StageResult, register_stage
 from precompute.stages.common import done_ids, is_missing, problem_rows, read_or_empty, task_of
 
-__all__ = ["extract_trace_answer", "run_grade"]
+__all__ = ["extract_trace_answer", "gold_is_known", "run_grade"]
+
+
+def gold_is_known(problem: dict[str, Any]) -> bool:
+    """False when the problem's loader recorded that it has no gold answer.
+
+    >>> gold_is_known({"gold": "", "meta": '{"gold_known": false}'})
+    False
+    >>> gold_is_known({"gold": "4", "meta": None})
+    True
+    """
+    meta = problem.get("meta")
+    if isinstance(meta, str) and meta:
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            meta = None
+    return not (isinstance(meta, dict) and meta.get("gold_known") is False)
 
 
 def extract_trace_answer(task: Any, trace: dict[str, Any], problem: dict[str, Any]) -> str | None:
@@ -52,6 +74,7 @@ def run_grade(ctx: StageContext) -> StageResult:
     result.skipped = sum(1 for t in traces["trace_id"] if ctx.shard.owns(t) and t in done)
     result.todo = len(todo)
     timeout = ctx.config.grade.timeout_s
+    no_gold = 0
     bar = ctx.bar(len(todo), "grade", "trace")
     with BatchWriter(ctx.store, "grades", "grade", ctx.config.grade.batch_size) as writer:
         for trace in todo:
@@ -63,6 +86,10 @@ def run_grade(ctx: StageContext) -> StageResult:
                     f"table 'traces', trace {trace['trace_id']}: problem_id "
                     f"{trace['problem_id']!r} is not in table 'problems'"
                 )
+            if not gold_is_known(problem):
+                no_gold += 1
+                bar.update(1)
+                continue
             task = task_of(problem)
             extracted = extract_trace_answer(task, trace, problem)
             grade = task.grade(extracted, problem["gold"], timeout_s=timeout, problem=problem)
@@ -78,5 +105,7 @@ def run_grade(ctx: StageContext) -> StageResult:
             bar.update(1)
     bar.close()
     result.written["grades"] = writer.written
-    result.provenance = {"timeout_s": timeout}
+    result.provenance = {"timeout_s": timeout, "no_gold": no_gold}
+    if no_gold:
+        result.notes.append(f"{no_gold} trace(s) left ungraded: their problem has no gold answer")
     return result
