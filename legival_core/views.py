@@ -94,7 +94,14 @@ METRICS: dict[str, Metric] = {
     m.name: m
     for m in (
         Metric("accuracy", "Accuracy", True, True, "share of traces graded correct"),
-        Metric("tokens", "Tokens", False, False, "mean generated tokens of a trace"),
+        Metric(
+            "tokens",
+            "Tokens",
+            False,
+            False,
+            "mean reasoning length in cl100k tokens (tiktoken): one ruler for every model; "
+            "the efficiency page's E[T] counts each model's own generated tokens",
+        ),
         Metric(
             "redundancy",
             "Redundancy",

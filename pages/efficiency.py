@@ -66,7 +66,10 @@ figure = px.bar(
     hover_data=[
         c for c in ("accuracy", "r_ctx", "r_logic", "mean_tokens", "vo", "kappa") if c in board
     ],
-    labels={"e0": "E0 (correct per 1,000 tokens)"},
+    labels={
+        "e0": "E0 (correct per 1,000 tokens)",
+        "mean_tokens": "E[T] (the model's own generated tokens)",
+    },
     height=340,
 )
 st.plotly_chart(figure, key="e0_chart")
