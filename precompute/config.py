@@ -21,6 +21,7 @@ names the file, the section and the key.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -118,6 +119,8 @@ class _Section:
             return default
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self._fail(key, f"expected a number, got {value!r}")
+        if not math.isfinite(value):  # TOML allows nan and inf; no setting means either
+            raise self._fail(key, f"expected a finite number, got {value!r}")
         if (low is not None and value < low) or (high is not None and value > high):
             raise self._fail(key, f"must be within [{low}, {high}], got {value}")
         return float(value)

@@ -81,6 +81,17 @@ def test_gpu_config_loads() -> None:
     assert config.judge.model is not None and config.judge.model.engine == "openai"
 
 
+def test_ray_config_loads_and_names_registered_engines() -> None:
+    from precompute.backends import ENGINES
+
+    config = load_config(CONFIGS / "example_ray.toml")
+    engines = {m.engine for m in (*config.teachers, *config.students)}
+    assert engines == {"ray-vllm"}
+    assert config.judge.model is not None and config.judge.model.engine == "ray-http"
+    assert {*engines, config.judge.model.engine} <= set(ENGINES)
+    assert config.teachers[0].options["concurrency"] == 8
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
@@ -91,6 +102,8 @@ def test_gpu_config_loads() -> None:
         ("[judge]\nlabelers = ['llm', 'oracle']\n", "unknown labeler 'oracle'"),
         ("[bogus]\n", "unknown section(s) ['bogus']"),
         ("[rollout\n", "invalid TOML"),
+        ("[metrics]\nthreshold = nan\n", "[metrics] threshold: expected a finite number"),
+        ("[grade]\ntimeout_s = inf\n", "[grade] timeout_s: expected a finite number"),
     ],
 )
 def test_config_errors_name_file_section_and_key(tmp_path: Path, text: str, fragment: str) -> None:
