@@ -66,6 +66,26 @@ DIALECTS: dict[str, Callable[[GenerationRequest], dict[str, Any]]] = {
 }
 """Server-specific request fields, by server family."""
 
+
+def sampling_body(
+    model: str, request: GenerationRequest, sample: int, dialect: str
+) -> dict[str, Any]:
+    """The JSON fields of a completion request other than the prompt: model, budget,
+    sampling, stop strings and the dialect's extras (raises RequestError for a setting the
+    dialect cannot express)."""
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": request.max_tokens,
+        "temperature": request.temperature,
+        "top_p": request.top_p,
+        "seed": request.seed + sample,
+    }
+    if request.stop:
+        body["stop"] = list(request.stop)
+    body.update(DIALECTS[dialect](request))
+    return body
+
+
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 
 
@@ -236,16 +256,7 @@ class OpenAIEngine:
         )
 
     def _body(self, request: GenerationRequest, sample: int) -> tuple[str, dict[str, Any]]:
-        body: dict[str, Any] = {
-            "model": self.model_id,
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-            "top_p": request.top_p,
-            "seed": request.seed + sample,
-        }
-        if request.stop:
-            body["stop"] = list(request.stop)
-        body.update(DIALECTS[self.dialect](request))
+        body = sampling_body(self.model_id, request, sample, self.dialect)
         if self.tokenizer is not None:
             body["prompt"] = self.render(request)
             return "/completions", body
