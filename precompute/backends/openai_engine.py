@@ -327,7 +327,7 @@ class OpenAIEngine:
         body = {**body, "stream": True}
         pieces: list[str] = []
         chunks = 0
-        finish: FinishReason = "length"
+        finish: FinishReason | None = None
         usage: dict[str, Any] = {}
         checked = 0
         longest = max((len(s) for s in request.stop_when_after), default=0)
@@ -364,6 +364,13 @@ class OpenAIEngine:
                         finish = "length" if choice["finish_reason"] == "length" else "stop"
         except (httpx.TimeoutException, httpx.TransportError) as exc:
             raise TransientError(f"{type(exc).__name__}: {exc}") from exc
+        if finish is None:
+            # A stream that ends without saying why was cut short: llama.cpp's server, for one,
+            # ends a stream with [DONE] when another request arrives (`interrupt_requests`).
+            # Keeping the text would store a truncated completion as if it were finished.
+            raise TransientError(
+                f"stream ended after {chunks} chunk(s) without a finish reason (cut short)"
+            )
         text, _ = cut_at_stop("".join(pieces), request.stop)
         tokens = int(usage.get("completion_tokens") or chunks)
         return _Reply(text, usage.get("prompt_tokens"), tokens, finish)
