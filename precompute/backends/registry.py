@@ -12,6 +12,9 @@ ENGINES: dict[str, str] = {
     "openai": "precompute.backends.openai_engine:OpenAIEngine",
     "vllm": "precompute.backends.vllm_engine:VLLMEngine",
     "llamacpp": "precompute.backends.llamacpp_engine:LlamaCppEngine",
+    # Ray Data LLM (optional extra, requirements-cluster.txt): the cluster path.
+    "ray-vllm": "precompute.backends.ray_engine:RayVLLMEngine",
+    "ray-http": "precompute.backends.ray_engine:RayHTTPEngine",
 }
 """Engine name → ``module:Class`` of its implementation."""
 
@@ -29,9 +32,9 @@ def engine_class(name: str) -> type:
 def make_engine(name: str, model: str, **options: Any) -> Engine:
     """Build the engine ``name`` for ``model`` with engine-specific ``options``.
 
-    >>> make_engine("nope", "m")
+    >>> make_engine("nope", "m")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: unknown engine 'nope'; known engines: ['llamacpp', 'openai', 'transformers', 'vllm']
+    ValueError: unknown engine 'nope'; known engines: ['llamacpp', 'openai', 'ray-http', ...]
     """
     return engine_class(name)(model, **options)
