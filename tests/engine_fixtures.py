@@ -87,7 +87,7 @@ def running_llama_server(gguf: Path, *, interrupt_requests: bool = False) -> Ite
             time.sleep(0.5)
         yield base
     finally:
-        _stop_group(process)
+        stop_process_group(process)
         log.close()
 
 
@@ -98,7 +98,8 @@ def llama_server(gguf: Path) -> Iterator[str]:
         yield base
 
 
-def _stop_group(process: subprocess.Popen[bytes]) -> None:
+def stop_process_group(process: subprocess.Popen[Any]) -> None:
+    """Stop a server started with ``start_new_session=True``: TERM its group, then KILL."""
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGTERM)
         try:

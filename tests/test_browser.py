@@ -8,8 +8,6 @@ test opens a page, interacts, checks that Plotly drew, and saves a full-page scr
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.engine_fixtures import free_port, stop_process_group
 
 CHROMIUM = "/usr/lib/chromium/chromium"
 REPO = Path(__file__).resolve().parents[1]
@@ -43,12 +43,6 @@ pytestmark = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from tests.app_fixtures import build_store
@@ -56,7 +50,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     store = build_store(tmp_path_factory.mktemp("browser") / "toy")
     _add_oversight_tables(store)  # rewards, sabotaged copies and monitor verdicts
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
     env.pop("LEGIVAL_STORE", None)
     process = subprocess.Popen(
@@ -100,11 +94,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 time.sleep(0.3)
         yield base
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+        stop_process_group(process)
 
 
 @pytest.fixture(scope="module")

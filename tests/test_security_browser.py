@@ -12,8 +12,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from tests.engine_fixtures import free_port, stop_process_group
 from tests.xss_payloads import INJECTED_SELECTORS, PAYLOADS, build_hostile_store
 
 CHROMIUM = "/usr/lib/chromium/chromium"
@@ -50,12 +49,6 @@ def app_pages() -> list[str]:
     return paths
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
     return {
         str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
@@ -73,7 +66,7 @@ def hostile_store() -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def server(hostile_store: Path) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
            "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
     env.pop("LEGIVAL_STORE", None)
@@ -101,12 +94,7 @@ def server(hostile_store: Path) -> Iterator[str]:
             time.sleep(0.3)
         yield base
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
+        stop_process_group(process)
     assert _snapshot(hostile_store) == before, "the read-only app changed the store"
 
 
