@@ -140,11 +140,20 @@ def open_page(page: Any, url: str) -> None:
     wait_idle(page)
 
 
-def drawn(page: Any, selector: str) -> int:
-    """How many ``selector`` elements Plotly drew, after waiting for the first (Plotly draws
-    after the script run ends, and only once the chart scrolls into view)."""
+def drawn(page: Any, selector: str, at_least: int = 1) -> int:
+    """How many ``selector`` elements Plotly drew, once there are ``at_least`` of them (or
+    15 s have passed). Plotly draws after the script run ends, chart by chart, and only once a
+    chart scrolls into view, so the charts are scrolled into view while waiting; counting as
+    soon as the first appeared raced the second chart of a page."""
     page.wait_for_selector(selector, state="attached", timeout=15_000)
-    return page.locator(selector).count()
+    locator = page.locator(selector)
+    deadline = time.monotonic() + 15
+    while locator.count() < at_least and time.monotonic() < deadline:
+        charts = page.locator('[data-testid="stPlotlyChart"]')
+        for index in range(charts.count()):
+            charts.nth(index).scroll_into_view_if_needed()
+        page.wait_for_timeout(250)
+    return locator.count()
 
 
 def screenshot(page: Any, name: str) -> Path:
@@ -179,15 +188,15 @@ def test_leaderboard_filters_and_draws(page: Any, server: str) -> None:
 
 def test_transfer_curves_draw_bands_and_hazards(page: Any, server: str) -> None:
     open_page(page, f"{server}/transfer?store=toy&student=stu-tiny")
-    assert drawn(page, ".js-plotly-plot") == 2
-    assert drawn(page, ".js-plotly-plot .scatterlayer .trace") >= 6  # 3 bands + 3 lines
-    assert drawn(page, ".js-plotly-plot .barlayer .trace") == 3
+    assert drawn(page, ".js-plotly-plot", at_least=2) == 2
+    assert drawn(page, ".js-plotly-plot .scatterlayer .trace", at_least=6) >= 6  # bands, lines
+    assert drawn(page, ".js-plotly-plot .barlayer .trace", at_least=3) == 3
     screenshot(page, "transfer")
 
 
 def test_pareto_and_correlations(page: Any, server: str) -> None:
     open_page(page, f"{server}/pareto?store=toy&x=tokens&y=fotu")
-    assert drawn(page, ".js-plotly-plot .scatterlayer .trace") >= 2
+    assert drawn(page, ".js-plotly-plot .scatterlayer .trace", at_least=2) >= 2
     assert page.get_by_text("On the frontier: alpha-mini").count() == 1
     screenshot(page, "pareto")
     open_page(page, f"{server}/correlations?store=toy")
@@ -222,7 +231,7 @@ def test_inspector_shows_hostile_text_as_text(page: Any, server: str) -> None:
 
 def test_published_about_and_store_kept_across_pages(page: Any, server: str) -> None:
     open_page(page, f"{server}/published?store=toy")
-    assert drawn(page, ".js-plotly-plot .barlayer .trace") == 3
+    assert drawn(page, ".js-plotly-plot .barlayer .trace", at_least=3) == 3
     screenshot(page, "published")
     page.get_by_role("link", name="About").click()
     page.wait_for_url("**/about**")
