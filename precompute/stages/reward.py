@@ -10,8 +10,8 @@ Scores go to the ``rewards`` table under the label ``--name`` (default: the mode
 hub name), keyed by (trace_id, reward_model); a rerun skips the keys already there. Traces are
 scored shortest first (little padding) and written in parts of whole batches (at least 16
 rows), so a kill loses at most one part. On a CPU, batching does not pay: with SmolLM2-135M a
-batch of 8 took 3.1 s per trace and single traces 1.2 s (32 demo traces, 2 cores), so the
-demo scores one at a time; on a GPU larger batches do pay.
+batch of 8 took 3.00 s per trace and single traces 1.09 s (``bench/reward_bench.py``, 32 demo
+traces, 2 cores), so the demo scores one at a time; on a GPU larger batches do pay.
 
 Models. The published analysis (Legi-Val, arXiv 2603.20508) used two 8B reward models, which
 have short names here: ``skywork-v2`` = ``Skywork/Skywork-Reward-V2-Llama-3.1-8B`` and
