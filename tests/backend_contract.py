@@ -12,6 +12,19 @@ import pytest
 
 from precompute.backends.base import Completion, Engine, GenerationRequest
 
+#: What a test module collects with ``from tests.backend_contract import *``: the contract.
+__all__ = [
+    "test_bad_request_fails_alone",
+    "test_completions_come_back_in_request_order",
+    "test_continue_final_message_continues_the_assistant_text",
+    "test_early_stop_check_ends_generation_early",
+    "test_early_stop_with_trigger_strings_cuts_after_the_trigger",
+    "test_greedy_decoding_is_deterministic",
+    "test_max_tokens_is_respected",
+    "test_n_samples_give_one_completion_each",
+    "test_stop_strings_cut_the_text",
+]
+
 SYSTEM = "You answer questions clearly."
 
 

@@ -29,18 +29,8 @@ from precompute.backends.base import (
     validate_request,
 )
 from precompute.backends.vllm_engine import RoundResult, settle_round
-from tests.backend_contract import (  # noqa: F401 - collected here, parametrised by `engine`
-    chat,
-    test_bad_request_fails_alone,
-    test_completions_come_back_in_request_order,
-    test_continue_final_message_continues_the_assistant_text,
-    test_early_stop_check_ends_generation_early,
-    test_early_stop_with_trigger_strings_cuts_after_the_trigger,
-    test_greedy_decoding_is_deterministic,
-    test_max_tokens_is_respected,
-    test_n_samples_give_one_completion_each,
-    test_stop_strings_cut_the_text,
-)
+from tests.backend_contract import *  # noqa: F403 - the engine contract, run on `engine`
+from tests.backend_contract import chat
 from tests.engine_fixtures import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parent.parent
