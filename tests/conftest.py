@@ -12,6 +12,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("STREAMLIT_BROWSER_GATHER_USAGE_STATS", "false")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a local Ray reports nothing home
 # Two cores shared by the test process and the servers/subprocesses it starts: one thread per
 # process is several times faster than OpenMP/BLAS threads spin-waiting for each other.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
