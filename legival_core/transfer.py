@@ -1160,7 +1160,8 @@ def teacher_metrics(
     return pd.DataFrame.from_records(records, columns=names)
 
 
-_CURVE_COLUMNS = (
+#: Columns of one curve row (per group, per grid bin); ``curve`` returns them after the keys.
+CURVE_COLUMNS = (
     "bin",
     "x",
     "mean",
@@ -1285,7 +1286,7 @@ def _curve_frame(
             frame.insert(columns.index(name), name, value)
         frames.append(frame)
     if not frames:
-        return pd.DataFrame(columns=[*columns, *_CURVE_COLUMNS])
+        return pd.DataFrame(columns=[*columns, *CURVE_COLUMNS])
     return pd.concat(frames, ignore_index=True)
 
 

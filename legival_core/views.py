@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from legival_core.transfer import CURVE_COLUMNS
+
 __all__ = [
     "ALL_ROWS",
     "LABELER_KINDS",
@@ -489,18 +491,7 @@ SUMMARY_COLUMNS = (
 )
 #: ``dataset`` / ``student`` of a ``transfer_curves`` row that pools every dataset / student.
 ALL_ROWS = "*"
-_CURVE_VIEW_COLUMNS = (
-    "teacher",
-    "bin",
-    "x",
-    "mean",
-    "lo",
-    "hi",
-    "baseline",
-    "baseline_lo",
-    "baseline_hi",
-    "n_traces",
-)
+_CURVE_VIEW_COLUMNS = ("teacher", *CURVE_COLUMNS)
 _BAND_COLUMNS = ("lo", "hi", "baseline_lo", "baseline_hi")
 
 
