@@ -98,10 +98,8 @@ def early_stop_text(request: GenerationRequest, text: str) -> tuple[str, bool]:
     text, cut = cut_at_stop(text, request.stop)
     if request.stop_when is not None:
         end = shortest_satisfying(text, request.stop_when, request.stop_when_after)
-        if end is not None and end < len(text):
-            return text[:end], True
         if end is not None:
-            return text, True
+            return text[:end], True
     return text, cut
 
 
@@ -120,7 +118,7 @@ class _RayDataEngine:
         batch_size: int,
     ) -> None:
         # Ray first: a missing extra should fail before any model is loaded.
-        self.ray = connect_ray(address, runtime_env)
+        connect_ray(address, runtime_env)
         if isinstance(tokenizer, str | os.PathLike):
             from precompute.backends.chat import load_tokenizer
 
@@ -154,13 +152,20 @@ class _RayDataEngine:
     ) -> list[Completion]:
         from precompute.backends.chat import encode_requests
 
-        results, encoded = encode_requests(self.tokenizer, requests, self.render)
+        prompts: dict[int, str] = {}  # request id -> rendered text, rendered once
+
+        def render(request: GenerationRequest) -> str:
+            prompts[id(request)] = self.render(request)
+            return prompts[id(request)]
+
+        results, encoded = encode_requests(self.tokenizer, requests, render)
         # Neighbouring rows share the longest prefixes (rollouts of one trace, k ascending).
         encoded.sort(key=lambda item: (item[3], item[1]))
         rows = []
         for position, (index, sample, request, ids) in enumerate(encoded):
             try:
-                rows.append({POSITION: position, **self._row(request, sample, ids)})
+                row = self._row(request, sample, ids, prompts[id(request)])
+                rows.append({POSITION: position, **row})
             except RequestError as exc:  # a setting this server cannot express
                 results[(index, sample)] = Completion(
                     request.key, "", len(ids), 0, "error", str(exc), sample
@@ -221,7 +226,10 @@ class _RayDataEngine:
         return processor(dataset).take_all()
 
     # -- per processor -----------------------------------------------------------------------
-    def _row(self, request: GenerationRequest, sample: int, ids: list[int]) -> dict[str, Any]:
+    def _row(
+        self, request: GenerationRequest, sample: int, ids: list[int], prompt: str
+    ) -> dict[str, Any]:
+        """The input row of one (request, sample): ``ids`` and ``prompt`` are its rendering."""
         raise NotImplementedError
 
     def _processor_config(self) -> Any:
@@ -294,7 +302,9 @@ class RayVLLMEngine(_RayDataEngine):
             batch_size=batch_size,
         )
 
-    def _row(self, request: GenerationRequest, sample: int, ids: list[int]) -> dict[str, Any]:
+    def _row(
+        self, request: GenerationRequest, sample: int, ids: list[int], prompt: str
+    ) -> dict[str, Any]:
         sampling: dict[str, Any] = {
             "n": 1,
             "max_tokens": request.max_tokens,
@@ -310,11 +320,7 @@ class RayVLLMEngine(_RayDataEngine):
         seed = _sampling_seed(request, sample)
         if seed is not None:
             sampling["seed"] = seed
-        return {
-            "tokenized_prompt": list(ids),
-            "sampling_params": sampling,
-            "max_tokens": request.max_tokens,
-        }
+        return {"tokenized_prompt": list(ids), "sampling_params": sampling}
 
     def _processor_config(self) -> Any:
         from ray.data.llm import vLLMEngineProcessorConfig
@@ -343,7 +349,6 @@ class RayVLLMEngine(_RayDataEngine):
     def _postprocess(row: dict[str, Any]) -> dict[str, Any]:
         return {
             POSITION: row[POSITION],
-            "max_tokens": row.get("max_tokens"),
             "generated_text": row.get("generated_text") or "",
             "num_generated_tokens": int(row.get("num_generated_tokens") or 0),
             "error": row.get("__inference_error__") or "",
@@ -416,12 +421,17 @@ class RayHTTPEngine(_RayDataEngine):
             batch_size=batch_size,
         )
 
-    def _row(self, request: GenerationRequest, sample: int, ids: list[int]) -> dict[str, Any]:
+    def _row(
+        self, request: GenerationRequest, sample: int, ids: list[int], prompt: str
+    ) -> dict[str, Any]:
         from precompute.backends.openai_engine import sampling_body
 
-        payload = sampling_body(self.model_id, request, sample, self.dialect)
-        payload["prompt"] = self.render(request)
-        return {"payload": payload}
+        return {
+            "payload": {
+                **sampling_body(self.model_id, request, sample, self.dialect),
+                "prompt": prompt,
+            }
+        }
 
     def _processor_config(self) -> Any:
         from ray.data.llm import HttpRequestProcessorConfig
