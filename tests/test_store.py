@@ -441,9 +441,11 @@ _KILLED_WRITER = textwrap.dedent(
     import pandas as pd
     from legival_core.store import Store
     store = Store.open(sys.argv[1])
+    run = sys.argv[2]
     for i in range(100000):
         rows = [
-            {"trace_id": f"t{i:05d}-{j}", "reward_model": "rm", "score": j / 10} for j in range(10)
+            {"trace_id": f"{run}-t{i:05d}-{j}", "reward_model": "rm", "score": j / 10}
+            for j in range(10)
         ]
         store.write("rewards", pd.DataFrame(rows), stage="killed")
     """
@@ -454,12 +456,23 @@ def test_a_writer_killed_at_random_moments_never_breaks_the_store(tmp_path: Path
     store = Store.create(tmp_path / "s")
     rng = np.random.default_rng(7)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    for _ in range(3):
-        proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(store.path)], env=env)
-        deadline = time.time() + 60
-        while not store.has("rewards") and time.time() < deadline:
+    for run in range(3):
+        # Each writer writes keys of its own, so the rows read back count every part on disk
+        # (a restarted writer rewriting the first writer's keys would be deduplicated by the read).
+        before = len(store.parts("rewards")) if store.has("rewards") else 0
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _KILLED_WRITER, str(store.path), f"run{run}"], env=env
+        )
+        # Kill only once this writer is really writing (an event, not a guessed start-up time),
+        # then at a random moment while it keeps writing parts.
+        deadline = time.time() + 120
+        while time.time() < deadline and proc.poll() is None:
+            if store.has("rewards") and len(store.parts("rewards")) > before:
+                break
             time.sleep(0.02)
-        time.sleep(float(rng.uniform(0.05, 0.4)))
+        assert proc.poll() is None, "the writer stopped before it was killed"
+        assert len(store.parts("rewards")) > before, "the writer wrote no part within 120 s"
+        time.sleep(float(rng.uniform(0.0, 0.3)))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         assert store.verify() == []
