@@ -11,7 +11,6 @@ when a value does not fit, raises :class:`SchemaError` naming the table, the row
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -571,9 +570,3 @@ def _python_values(series: Any, dtype: pa.DataType) -> Any:
 def key_columns(name: str) -> tuple[str, ...]:
     """The key columns of a table (what a stage checks to resume)."""
     return spec(name).keys
-
-
-def describe_tables(names: Sequence[str] | None = None) -> Mapping[str, str]:
-    """Table name -> one-line description, for docs and the app's About page."""
-    chosen = names or sorted(TABLES)
-    return {n: TABLES[n].description for n in chosen}

@@ -15,14 +15,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
 
-st = pytest.importorskip("streamlit")
-from streamlit.testing.v1 import AppTest  # noqa: E402
-
-from legival_core import stats, transfer, views  # noqa: E402
-from legival_core.schema import trace_id_for  # noqa: E402
-from legival_core.store import Store  # noqa: E402
-from tests import app_fixtures  # noqa: E402
+from legival_core import stats, transfer, views
+from legival_core.schema import trace_id_for
+from legival_core.store import Store
+from tests import app_fixtures
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 

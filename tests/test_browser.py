@@ -99,7 +99,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    playwright_api = pytest.importorskip("playwright.sync_api")
+    from playwright import sync_api as playwright_api
     with tempfile.TemporaryDirectory() as profile, playwright_api.sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
             profile,

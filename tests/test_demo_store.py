@@ -61,7 +61,7 @@ def test_demo_teachers_differ_and_include_the_human_reference(demo: Store) -> No
 
 
 def test_every_page_opens_on_the_demo_store(monkeypatch: pytest.MonkeyPatch) -> None:
-    st = pytest.importorskip("streamlit")
+    import streamlit as st
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.delenv("LEGIVAL_STORE", raising=False)

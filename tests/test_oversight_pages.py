@@ -16,16 +16,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
 
-st = pytest.importorskip("streamlit")
-from streamlit.testing.v1 import AppTest  # noqa: E402
-
-from legival_core import oversight  # noqa: E402
-from legival_core.sabotage import sabotage  # noqa: E402
-from legival_core.schema import trace_id_for  # noqa: E402
-from legival_core.store import Store  # noqa: E402
-from precompute.stages.monitor import diff_edits, sabotage_seed  # noqa: E402
-from tests import app_fixtures  # noqa: E402
+from legival_core import oversight
+from legival_core.sabotage import sabotage
+from legival_core.schema import trace_id_for
+from legival_core.store import Store
+from precompute.stages.monitor import diff_edits, sabotage_seed
+from tests import app_fixtures
 
 PAGES = Path(__file__).resolve().parents[1] / "pages"
 XSS_ID = trace_id_for(*app_fixtures.XSS_TRACE)

@@ -26,12 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
 
-st = pytest.importorskip("streamlit")
-from streamlit.testing.v1 import AppTest  # noqa: E402
-
-from legival_core.store import Store  # noqa: E402
-from tests.xss_payloads import PAYLOADS, build_hostile_store  # noqa: E402
+from legival_core.store import Store
+from tests.xss_payloads import PAYLOADS, build_hostile_store
 
 REPO = Path(__file__).resolve().parents[1]
 APP = str(REPO / "app.py")

@@ -170,7 +170,22 @@ def test_standin_reward_model_builds_and_scores(tmp_path: Path) -> None:
     assert (folder / "config.json").is_file() and not (tmp_path / "standin.partial").exists()
     scorer = RewardScorer(str(folder), device="cpu")
     values = scorer.score(PAIRS[:3], batch_size=3)
-    assert len(set(values)) == 3 and all(abs(v) < 1e4 for v in values)
+    assert len(set(values)) == 3
+    # Each score is the model's one logit on the pair rendered with the chat template, computed
+    # here straight through transformers, one unpadded pair at a time.
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    model = AutoModelForSequenceClassification.from_pretrained(folder, local_files_only=True)
+    direct = []
+    for prompt, response in PAIRS[:3]:
+        chat = [{"role": "user", "content": prompt}, {"role": "assistant", "content": response}]
+        text = tokenizer.apply_chat_template(chat, tokenize=False)
+        ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            direct.append(float(model(input_ids=ids).logits[0, 0]))
+    assert values == pytest.approx(direct, abs=1e-4)
     # The same seed gives the same (untrained) head, so the same scores.
     again = RewardScorer(str(build_standin_reward_model(tmp_path / "again", seed=0)), device="cpu")
     assert again.score(PAIRS[:3], batch_size=1) == pytest.approx(values, abs=1e-4)

@@ -100,7 +100,7 @@ def server(hostile_store: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    playwright_api = pytest.importorskip("playwright.sync_api")
+    from playwright import sync_api as playwright_api
     profile = tempfile.mkdtemp(prefix="legival-chromium-")
     with playwright_api.sync_playwright() as p:
         context = p.chromium.launch_persistent_context(

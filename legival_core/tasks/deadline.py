@@ -188,11 +188,6 @@ _POOL = _WorkerPool()
 atexit.register(_POOL.shutdown)
 
 
-def shutdown_workers() -> None:
-    """Stop every idle grading worker (they are restarted on demand)."""
-    _POOL.shutdown()
-
-
 def _callable_address(func: Callable[..., Any]) -> tuple[str, str]:
     module = getattr(func, "__module__", None)
     qualname = getattr(func, "__qualname__", None)
