@@ -14,7 +14,7 @@ import re
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
 
 
-def _box_spans(text: str) -> list[tuple[int, int]]:
+def box_content_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) of the content of every closed box, outermost boxes only, in order.
 
     One pass with a stack of open braces (linear time even on adversarial text such as
@@ -54,7 +54,7 @@ def boxed_contents(text: str) -> list[str]:
         >>> boxed_contents(r"first \\boxed{1}, then \\boxed{\\frac{1}{2}}")
         ['1', '\\\\frac{1}{2}']
     """
-    return [text[start:end].strip() for start, end in _box_spans(text)]
+    return [text[start:end].strip() for start, end in box_content_spans(text)]
 
 
 def last_boxed(text: str) -> str | None:

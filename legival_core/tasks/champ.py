@@ -104,15 +104,115 @@ def champ_accepted_answers(gold: str) -> list[str]:
     return accepted
 
 
+# Words of three or more letters outside LaTeX commands: what makes a text a sentence.
+_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}(?![A-Za-z])")
+_STOP_WORDS = frozenset(
+    {"the", "a", "an", "is", "are", "was", "were", "of", "in", "on", "to", "and", "that", "this"}
+    | {"there", "it", "its", "be", "for", "with", "by", "as", "any", "all", "which", "such"}
+)
+_NUMBER_WORDS = {
+    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
+    "seven": "7", "eight": "8", "nine": "9", "ten": "10",
+}  # fmt: skip
+_UNICODE_POWERS = {"²": "^2", "³": "^3", "⁴": "^4", "ⁿ": "^n"}
+
+
+_INLINE_MATHS = re.compile(r"\$\$.+?\$\$|\$[^$]+\$|\\\(.+?\\\)|\\\[.+?\\\]", re.DOTALL)
+#: At most this many other content words may stand between two consecutive words of a
+#: statement gold in the text that states it.
+STATEMENT_GAP = 2
+
+
+def _content_words(text: str) -> list[str]:
+    """Lower-cased words and numbers of ``text`` without stop words, plural "s" dropped."""
+    words = []
+    for token in re.findall(r"[a-z]+|\d+", text.lower()):
+        token = _NUMBER_WORDS.get(token, token)
+        if token in _STOP_WORDS:
+            continue
+        words.append(token[:-1] if len(token) > 3 and token.endswith("s") else token)
+    return words
+
+
+def is_statement_answer(answer: str) -> bool:
+    """True when a gold answer is a sentence ("No integer solutions"), not a value.
+
+    >>> is_statement_answer("No positive integer solutions"), is_statement_answer("2^(n-1)")
+    (True, False)
+    """
+    return len(_WORD.findall(answer)) >= 2
+
+
+def statement_matches(statement: str, text: str) -> bool:
+    """A statement gold is stated by ``text`` when the content words of the gold (numbers and
+    negations included; "one" read as 1, plurals as singulars) occur in ``text`` in the same
+    order, at most :data:`STATEMENT_GAP` other content words apart (inline maths skipped).
+
+    >>> statement_matches("No integer solutions", "There are no integer solutions for x > 0.")
+    True
+    >>> statement_matches("No integer solutions", "There are integer solutions.")
+    False
+    >>> statement_matches("No solutions", "It has no simple general form; all solutions vary.")
+    False
+    """
+    wanted = _content_words(statement)
+    have = _content_words(_INLINE_MATHS.sub(" ", text))
+    for first in (i for i, word in enumerate(have) if wanted and word == wanted[0]):
+        position, matched = first, 1
+        for word in wanted[1:]:
+            window = have[position + 1 : position + 2 + STATEMENT_GAP]
+            if word not in window:
+                break
+            position += 1 + window.index(word)
+            matched += 1
+        if matched == len(wanted):
+            return True
+    return False
+
+
+def champ_answer_for_math(answer: str) -> str:
+    """A model's answer with Unicode maths CHAMP models write (√2, n², ≥) made ASCII/LaTeX.
+
+    >>> print(champ_answer_for_math("(√2 + 1)/(4√2)"))
+    (\\sqrt{2} + 1)/(4\\sqrt{2})
+    """
+    for power, ascii_power in _UNICODE_POWERS.items():
+        answer = answer.replace(power, ascii_power)
+    answer = re.sub(r"√\s*\(", "sqrt(", answer)
+    answer = re.sub(r"√\s*([0-9A-Za-z]+)", r"\\sqrt{\1}", answer)
+    return champ_ascii_to_latex(answer)
+
+
 def champ_answer_matches(accepted: str, answer: str) -> bool:
-    """One accepted CHAMP answer against one model answer (words, then mathematics)."""
+    """One accepted CHAMP answer against one model answer (words, then mathematics).
+
+    A statement gold is matched word by word (:func:`statement_matches`); a value gold never
+    matches a candidate that is itself a sentence (three or more words), so that a number inside
+    prose is not taken for the answer.
+    """
     accepted_text = normalise_text_answer(accepted)
     answer_text = normalise_text_answer(answer)
     if accepted_text in _WORD_ANSWERS:
         return answer_text == accepted_text
     if accepted_text == answer_text:
         return True
-    return math_verify_equal(f"${champ_ascii_to_latex(accepted)}$", answer)
+    if is_statement_answer(accepted):
+        return statement_matches(accepted, answer)
+    if len(_WORD.findall(answer)) >= 3:
+        return False
+    return math_verify_equal(f"${champ_ascii_to_latex(accepted)}$", champ_answer_for_math(answer))
+
+
+def champ_statement_answers(gold: str) -> list[str]:
+    """Statements a CHAMP gold gives in words inside an "(i.e., ...)" remark.
+
+    >>> champ_statement_answers("0 (i.e., no real-valued zeros)")
+    ['no real-valued zeros']
+    >>> champ_statement_answers("252")
+    []
+    """
+    remarks = re.findall(r"\((?:i\.e\.|e\.g\.),?\s*([^()]*)\)", gold, re.IGNORECASE)
+    return [r.strip() for r in remarks if is_statement_answer(r)]
 
 
 @register_task
@@ -126,4 +226,5 @@ class ChampTask(MathTask):
         accepted = champ_accepted_answers(gold)
         if not accepted:
             raise ValueError(f"CHAMP gold answer is empty: {gold!r}")
+        accepted += champ_statement_answers(gold)
         return 1.0 if any(champ_answer_matches(a, extracted) for a in accepted) else 0.0
