@@ -336,7 +336,7 @@ def final_answer_candidates(text: str) -> list[AnswerCandidate]:
     """The candidates that state ``text``'s *final* answer, most trusted first.
 
     The last box if there is one; else the last answer phrase; else every candidate of the
-    closing sentence (see the module docstring). Empty when the text states nothing.
+    closing sentence (see the module docstring), the whole sentence last. Empty for empty text.
 
     >>> [c.text for c in final_answer_candidates(r"Maybe \\boxed{3}. No: \\boxed{4}. Done.")]
     ['4']
@@ -344,7 +344,9 @@ def final_answer_candidates(text: str) -> list[AnswerCandidate]:
     ['7']
     >>> [(c.kind, c.text) for c in final_answer_candidates("No, it cannot be done.")]
     [('copula_tail', 'done'), ('yes_no', 'No'), ('sentence', 'No, it cannot be done')]
-    >>> final_answer_candidates("I am not sure.")
+    >>> [c.kind for c in final_answer_candidates("I am not sure.")]  # only for statement golds
+    ['sentence']
+    >>> final_answer_candidates("")
     []
     """
     boxed = list(FINDERS["boxed"](text))
