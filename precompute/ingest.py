@@ -58,7 +58,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pandas as pd
 
@@ -68,6 +68,7 @@ __all__ = [
     "ALIASES",
     "DEFAULT_MAX_TRACE_MB",
     "FIELDS",
+    "MAX_GOLD_DEPTH",
     "IngestError",
     "IngestReport",
     "Quarantined",
@@ -76,6 +77,10 @@ __all__ = [
 ]
 
 DEFAULT_MAX_TRACE_MB = 50.0
+#: Deepest nesting of brackets (or of JSON lists and objects) accepted in a gold answer.
+MAX_GOLD_DEPTH = 64
+#: Floats are exact integers up to 2**53; a whole float beyond that is no reliable id.
+_LARGEST_EXACT_FLOAT = 2**53
 FIELDS = (
     "problem_id",
     "prompt",
@@ -213,10 +218,38 @@ def _row_excerpt(values: Mapping[str, Any] | None) -> str | None:
     return _excerpt(json.dumps(short, default=str, ensure_ascii=False))
 
 
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _byte_lines(handle: BinaryIO, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+    """The lines of a binary file, without their ends. ``\\n``, ``\\r\\n`` and a lone ``\\r``
+    each end a line, as in Python's text mode: a file saved with old Mac line ends is not one
+    long row. (JSON text never holds a raw CR inside a string, so no row is split wrongly.)"""
+    pending: list[bytes] = []  # pieces of a line longer than one chunk
+    after_cr = False
+    while chunk := handle.read(chunk_size):
+        if after_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]  # the \n of a \r\n split between two chunks
+        start = 0
+        for end in _LINE_END.finditer(chunk):
+            pending.append(chunk[start : end.start()])
+            yield b"".join(pending)
+            pending = []
+            start = end.end()
+        if start < len(chunk):
+            pending.append(chunk[start:])
+        after_cr = chunk.endswith(b"\r")
+    if pending:
+        yield b"".join(pending)
+
+
 def _jsonl(path: Path) -> Iterator[_RawRow]:
     row = 0
     with path.open("rb") as handle:
-        for line_number, data in enumerate(handle, start=1):
+        for line_number, data in enumerate(_byte_lines(handle), start=1):
+            if line_number == 1 and data.startswith(_UTF8_BOM):
+                data = data[len(_UTF8_BOM) :]  # written by some Windows tools; not content
             if not data.strip():
                 continue
             row += 1
@@ -268,10 +301,40 @@ def _json_array(path: Path) -> Iterator[_RawRow]:
             yield _RawRow(number, None, None, f"expected an object, got {type(value).__name__}")
 
 
+class _LineFeed:
+    """Physical lines of a text file for :mod:`csv`, with the lines of the record being read
+    kept, so that a broken record can be given back and read again from its second line."""
+
+    def __init__(self, handle: Iterator[str]):
+        self._handle = handle
+        self._given_back: list[str] = []  # a stack: the next line is last
+        self.taken: list[str] = []
+        self.next_line = 1  # physical line number of the next line handed out
+
+    def __iter__(self) -> _LineFeed:
+        return self
+
+    def __next__(self) -> str:
+        line = self._given_back.pop() if self._given_back else next(self._handle)
+        self.taken.append(line)
+        self.next_line += 1
+        return line
+
+    def start_record(self) -> None:
+        self.taken = []
+
+    def give_back(self, lines: Sequence[str]) -> None:
+        self._given_back.extend(reversed(lines))
+        self.next_line -= len(lines)
+        self.taken = []
+
+
 def _csv(path: Path, delimiter: str) -> Iterator[_RawRow]:
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # a long trace is one big cell
-    with path.open(newline="", encoding="utf-8", errors="surrogateescape") as handle:
-        reader = csv.reader(handle, delimiter=delimiter)
+    # utf-8-sig: a byte order mark is not part of the first column's name.
+    with path.open(newline="", encoding="utf-8-sig", errors="surrogateescape") as handle:
+        feed = _LineFeed(handle)
+        reader = csv.reader(feed, delimiter=delimiter)
         try:
             header = next(reader)
         except StopIteration:
@@ -279,39 +342,65 @@ def _csv(path: Path, delimiter: str) -> Iterator[_RawRow]:
         except csv.Error as err:
             raise IngestError(f"{path}: cannot read the CSV header ({err})") from None
         row = 0
-        start_line = reader.line_num + 1
         while True:
+            feed.start_record()
+            line = feed.next_line
             try:
-                cells = next(reader)
+                cells: list[str] = next(reader)
+                error = None
             except StopIteration:
                 return
             except csv.Error as err:
-                row += 1
-                yield _RawRow(row, start_line, None, f"malformed CSV ({err})")
-                start_line = reader.line_num + 1
+                cells, error = [], f"malformed CSV ({err})"
+            if error is None and (not cells or all(not c.strip() for c in cells)):
                 continue
-            line, start_line = start_line, reader.line_num + 1
-            if not cells or all(not c.strip() for c in cells):
-                continue
-            row += 1
             joined = delimiter.join(cells)
+            if error is None and len(cells) != len(header):
+                error = f"has {len(cells)} fields, the header has {len(header)}"
+            if error is None and len(feed.taken) > 1:
+                error = _strict_error(feed.taken, delimiter)
+            row += 1
+            if error is not None and len(feed.taken) > 1:
+                # A stray quote made the reader run on into the next lines. Only the line
+                # where the record began is bad; the lines it swallowed are read again.
+                first = feed.taken[0]
+                feed.give_back(feed.taken[1:])
+                reader = csv.reader(feed, delimiter=delimiter)
+                yield _RawRow(
+                    row,
+                    line,
+                    None,
+                    f"malformed CSV: a quote opened on this line is not closed on it ({error}); "
+                    "the lines after it are read on their own",
+                    _excerpt(first.rstrip("\r\n").encode(errors="replace")),
+                )
+                continue
             if any("\udc80" <= ch <= "\udcff" for ch in joined):
                 yield _RawRow(
                     row, line, None, "not UTF-8", _excerpt(joined.encode(errors="replace"))
                 )
                 continue
-            if len(cells) != len(header):
-                yield _RawRow(
-                    row,
-                    line,
-                    None,
-                    f"has {len(cells)} fields, the header has {len(header)}",
-                    _excerpt(joined),
-                )
+            if error is not None:
+                yield _RawRow(row, line, None, error, _excerpt(joined) if cells else None)
                 continue
             yield _RawRow(
                 row, line, {k: (None if v == "" else v) for k, v in zip(header, cells, strict=True)}
             )
+
+
+def _strict_error(lines: Sequence[str], delimiter: str) -> str | None:
+    """Why a record that spans several lines is not one well-formed CSV record (None: it is).
+
+    A CSV writer quotes a cell that holds a line break, so such a record parses under
+    :mod:`csv`'s strict rules. A stray quote instead makes the lenient reader run on until
+    the next quote in the file (or its end) and return everything in between as one cell,
+    which the strict rules reject: text right after the closing quote, or no closing quote.
+    """
+    try:
+        records = list(csv.reader(iter(lines), delimiter=delimiter, strict=True))
+    except csv.Error as err:
+        return str(err)
+    return None if len(records) == 1 else "the record breaks apart under strict rules"
 
 
 def _parquet(path: Path) -> Iterator[_RawRow]:
@@ -435,6 +524,32 @@ def _as_count(name: str, value: Any, maximum: int = 2**63 - 1) -> int | None:
     return number
 
 
+def _structure_depth(value: Any) -> int:
+    """How deeply lists and dicts nest in ``value`` (iterative: no recursion limit)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, list | dict):
+            deepest = max(deepest, depth)
+            if depth > MAX_GOLD_DEPTH:
+                return depth  # deep enough to refuse; no need to walk the rest
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _bracket_depth(text: str) -> int:
+    """The deepest nesting of (), [] and {} in ``text`` (closers without an opener ignored)."""
+    depth = deepest = 0
+    for char in text:
+        if char in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in ")]}" and depth:
+            depth -= 1
+    return deepest
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -471,10 +586,13 @@ def _record(raw_row: _RawRow, mapping: Mapping[str, str], teacher: str, max_byte
     problem = _lookup(values, "problem_id", mapping)
     if _missing(problem) or (isinstance(problem, str) and not problem.strip()):
         raise _FieldError("problem_id", "missing")
+    if isinstance(problem, float):
+        # Parquet and pandas store an integer column with gaps as floats: 2.0 is problem 2.
+        if not (problem.is_integer() and abs(problem) <= _LARGEST_EXACT_FLOAT):
+            raise _FieldError("problem_id", f"expected text or a whole number, got {problem!r}")
+        problem = int(problem)
     problem_text = _as_text("problem_id", problem, allow_numbers=True)
     assert problem_text is not None
-    if isinstance(problem, float):
-        raise _FieldError("problem_id", f"expected text or a whole number, got {problem!r}")
 
     raw = _as_text("raw", _lookup(values, "raw", mapping))
     reasoning = _as_text("reasoning", _lookup(values, "reasoning", mapping))
@@ -496,11 +614,19 @@ def _record(raw_row: _RawRow, mapping: Mapping[str, str], teacher: str, max_byte
             "(raise it with --max-trace-mb)",
         )
     gold = _lookup(values, "gold", mapping)
+    if isinstance(gold, list | dict) and _structure_depth(gold) > MAX_GOLD_DEPTH:
+        raise _FieldError("gold", f"nested more than {MAX_GOLD_DEPTH} levels deep")
     if isinstance(gold, list | dict):
         try:
             gold = json.dumps(gold, ensure_ascii=False)
         except (TypeError, ValueError):  # e.g. bytes or timestamps inside a Parquet struct
             raise _FieldError("gold", f"cannot be stored as JSON text: {_short(gold)}") from None
+    if isinstance(gold, str) and _bracket_depth(gold) > MAX_GOLD_DEPTH:
+        # Grading parses the gold answer; its cost grows steeply with the nesting (a
+        # 900-deep gold took 6-9 s per row), and no real answer comes near this depth.
+        raise _FieldError(
+            "gold", f"brackets nested more than {MAX_GOLD_DEPTH} levels deep (too costly to grade)"
+        )
     row_teacher = _as_text("teacher", _lookup(values, "teacher", mapping))
     if row_teacher is not None and not row_teacher.strip():
         raise _FieldError("teacher", "empty")
