@@ -3,7 +3,8 @@
 ::
 
     python -m precompute.ingest FILE --store DIR --teacher NAME --task math \\
-        [--dataset NAME] [--map COLUMN_FIELD=COLUMN ...] [--max-trace-mb 50] [--overwrite]
+        [--dataset NAME] [--map COLUMN_FIELD=COLUMN ...] [--max-trace-mb 50] [--overwrite] \\
+        [--batch-rows 2000]
 
 ``FILE`` is JSONL (read line by line), JSON (an array of rows), Parquet, CSV/TSV, or the name
 of a Hugging Face dataset (``owner/name``; ``--split``/``--config`` pick the part).
@@ -36,7 +37,9 @@ the store with the file, line (JSONL/CSV) or row number, field and reason; a mal
 one bad row, never a failed file. Trace ids are ``schema.trace_id_for(teacher, problem_id,
 sample)``, so ingesting the same file again changes nothing: rows whose trace is already in
 the store are skipped (``--overwrite`` rewrites them) and the file's earlier quarantine
-entries are replaced.
+entries are replaced. Resuming is per table: when an earlier ingest of the same file was
+killed after a batch's traces part landed but before its grades (or problems) part, the rerun
+writes the missing rows and keeps the traces.
 
 Exit codes: 0 at least one row kept (some may be quarantined) · 1 no row could be kept
 (empty file, or every row bad) · 2 could not run (missing file, unknown task, unusable store,
@@ -47,13 +50,11 @@ interrupted.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import json
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -106,7 +107,6 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "gold": ("gold_answer", "target", "reference_answer"),
     "tokens": ("n_tokens", "output_tokens", "completion_tokens"),
 }
-QUARANTINE_FILE = "quarantine.jsonl"
 _EXCERPT_CHARS = 300
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f"}
@@ -686,40 +686,6 @@ def _existing_problems(store: Any) -> dict[str, dict[str, Any]]:
     return {str(r["problem_id"]): r for r in frame.to_dict("records")}
 
 
-def _write_quarantine(target: Path, file_key: str, teacher: str, bad: list[Quarantined]) -> Path:
-    """Replace this file's (and teacher's) entries in the store's quarantine.jsonl, atomically."""
-    kept_lines: list[str] = []
-    if target.exists():
-        for line in target.read_text(encoding="utf-8", errors="replace").split("\n"):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                kept_lines.append(line)
-                continue
-            same = (
-                isinstance(entry, dict)
-                and entry.get("file") == file_key
-                and entry.get("teacher") == teacher
-            )
-            if not same:
-                kept_lines.append(line)
-    kept_lines += [json.dumps(q.to_record(teacher), ensure_ascii=False) for q in bad]
-    fd, tmp = tempfile.mkstemp(prefix=".quarantine-", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write("".join(line + "\n" for line in kept_lines))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return target
-
-
 class _Writer:
     """Collects good records and writes them to the store in batches."""
 
@@ -741,8 +707,13 @@ class _Writer:
         self.overwrite = overwrite
         self.batch_rows = batch_rows
         self.pending: list[_Record] = []
-        self.done_traces: set[str] = (
-            {k[0] for k in store.done_keys("traces")} if store.has("traces") else set()
+        # Resume per table: a kill between a batch's traces part and its grades part must
+        # leave the grades to the rerun, so each table's own keys are looked up.
+        self.trace_sources: dict[str, str | None] = _trace_sources(store)
+        self.done_grades: set[str] = (
+            {k[0] for k in store.done_keys("grades", ["trace_id"])}
+            if store.has("grades")
+            else set()
         )
         self.new_problems: set[str] = set()
         for table in ("problems", "traces", "grades"):
@@ -760,7 +731,16 @@ class _Writer:
         from legival_core.tokens import count_tokens_many
 
         problems, traces, grades = [], [], []
-        fresh = [r for r in records if self.overwrite or self._trace_id(r) not in self.done_traces]
+        fresh = [
+            r for r in records if self.overwrite or self._trace_id(r) not in self.trace_sources
+        ]
+        # A trace this file wrote earlier may still lack its problem or grade row (the
+        # ingest was killed between parts): those rows are completed, the trace is kept.
+        resumed = [
+            r
+            for r in records
+            if not self.overwrite and self.trace_sources.get(self._trace_id(r), "") == self.source
+        ]
         self.report.already_present += len(records) - len(fresh)
         needs_count = [r for r in fresh if r.tokens is None]
         counts = count_tokens_many(
@@ -768,14 +748,25 @@ class _Writer:
         )
         for record, count in zip(needs_count, counts, strict=True):
             record.tokens = count
+        for record in resumed:
+            known = self.existing.get(record.problem_id)
+            problem = self._new_problem(record, known)
+            if problem is not None:
+                problems.append(problem)
+            trace_id = self._trace_id(record)
+            if trace_id not in self.done_grades:
+                grade = self._grade_row(trace_id, record, known)
+                if grade is not None:
+                    grades.append(grade)
+                    self.done_grades.add(trace_id)
         for record in fresh:
             dataset = self.report.dataset
             known = self.existing.get(record.problem_id)
             if known is not None:
                 dataset = str(known.get("dataset") or dataset)
-            elif record.prompt is not None and record.problem_id not in self.new_problems:
-                self.new_problems.add(record.problem_id)
-                problems.append(self._problem_row(record))
+            problem = self._new_problem(record, known)
+            if problem is not None:
+                problems.append(problem)
             trace_id = self._trace_id(record)
             traces.append(
                 {
@@ -797,7 +788,8 @@ class _Writer:
             grade = self._grade_row(trace_id, record, known)
             if grade is not None:
                 grades.append(grade)
-            self.done_traces.add(trace_id)
+                self.done_grades.add(trace_id)
+            self.trace_sources[trace_id] = self.source
         stage = "ingest"
         for table, rows in (("problems", problems), ("traces", traces), ("grades", grades)):
             if rows:
@@ -807,6 +799,16 @@ class _Writer:
 
     def _trace_id(self, record: _Record) -> str:
         return trace_id_for(record.teacher, record.problem_id, record.sample)
+
+    def _new_problem(
+        self, record: _Record, known: Mapping[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """The problems row this record adds: only for a problem neither in the store nor
+        already added by this ingest, and only when the row gives its prompt."""
+        if known is not None or record.prompt is None or record.problem_id in self.new_problems:
+            return None
+        self.new_problems.add(record.problem_id)
+        return self._problem_row(record)
 
     def _problem_row(self, record: _Record) -> dict[str, Any]:
         meta = {"source": self.source, "gold_known": record.gold is not None}
@@ -869,6 +871,16 @@ class _Writer:
         }
 
 
+def _trace_sources(store: Any) -> dict[str, str | None]:
+    """trace_id -> ``source`` of every trace already in the store."""
+    if not store.has("traces"):
+        return {}
+    frame = store.read_arrow("traces", columns=["trace_id", "source"])
+    return dict(
+        zip(frame.column("trace_id").to_pylist(), frame.column("source").to_pylist(), strict=True)
+    )
+
+
 def _joined(reasoning: str, answer: str | None) -> str:
     return reasoning if not answer else f"{reasoning}\n{answer}"
 
@@ -915,6 +927,8 @@ def ingest(
         raise IngestError("--teacher: a teacher name is required")
     if max_trace_mb <= 0:
         raise IngestError(f"--max-trace-mb must be > 0, got {max_trace_mb}")
+    if batch_rows < 1:
+        raise IngestError(f"--batch-rows must be >= 1, got {batch_rows}")
     mapping = dict(mapping or {})
     unknown = sorted(set(mapping) - set(FIELDS))
     if unknown:
@@ -983,8 +997,14 @@ def ingest(
         report.kept += 1
         writer.add(record)
     writer.flush()
-    target = Path(getattr(the_store, "quarantine_path", store_path / QUARANTINE_FILE))
-    report.quarantine_path = str(_write_quarantine(target, file_key, teacher, report.quarantined))
+    # Under the store lock, appended: concurrent ingests keep every entry, and this file's
+    # entries from an earlier ingest are replaced rather than repeated.
+    report.quarantine_path = str(
+        the_store.add_quarantine(
+            [q.to_record(teacher) for q in report.quarantined],
+            replacing={"file": file_key, "teacher": teacher},
+        )
+    )
     if report.kept:
         the_store.record_stage(
             "ingest",
@@ -1033,6 +1053,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--split", default=None, help="hub datasets: the split")
     parser.add_argument("--config", default=None, help="hub datasets: the config")
     parser.add_argument("--overwrite", action="store_true", help="rewrite traces already stored")
+    parser.add_argument(
+        "--batch-rows",
+        type=int,
+        default=2000,
+        help="rows per written part (default: 2000); smaller parts lose less to a kill",
+    )
     return parser
 
 
@@ -1061,6 +1087,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             split=args.split,
             config=args.config,
             overwrite=args.overwrite,
+            batch_rows=args.batch_rows,
         )
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

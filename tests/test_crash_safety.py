@@ -21,6 +21,7 @@ so what survives a process kill does not depend on the disk (fsync matters only 
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -38,7 +39,7 @@ import pyarrow as pa
 import pytest
 
 from legival_core.schema import spec
-from legival_core.store import Store
+from legival_core.store import KILL_AFTER_PART_ENV, Store
 from precompute.cli import main
 from precompute.config import load_config
 from precompute.stages import STAGES, StageContext, run_stage
@@ -283,3 +284,169 @@ def test_verify_cli_names_a_truncated_part(chain: Chain) -> None:
     assert str(victim) in done.stdout
     assert "Traceback" not in done.stderr + done.stdout
     shutil.rmtree(store_dir, ignore_errors=True)
+
+
+# --- ingest: a kill between the tables of one batch; concurrent ingests --------------------------
+
+#: Rows of the ingest file: 5 batches of 8 (``--batch-rows 8``). Each batch writes a problems,
+#: a traces and a grades part, in that order.
+INGEST_ROWS = 40
+INGEST_BATCH = 8
+
+
+def _ingest_file(folder: Path, name: str = "traces.jsonl", bad_rows: int = 0) -> Path:
+    """Real-looking math traces: every row has a prompt and an answer; most give ``correct``,
+    every fourth gives only ``gold`` (graded by math-verify during the ingest)."""
+    lines = []
+    for i in range(INGEST_ROWS):
+        a, b = i, i + 3
+        row: dict[str, object] = {
+            "problem_id": f"p{i:03d}",
+            "prompt": f"What is {a} + {b}?",
+            "reasoning": f"We add {a} and {b}. Counting on from {a} by {b} gives {a + b}.",
+            "answer": f"\\boxed{{{a + b}}}",
+        }
+        if i % 4 == 3:
+            row["gold"] = str(a + b)
+        else:
+            row["correct"] = i % 5 != 0
+        lines.append(json.dumps(row))
+    lines += ['{"problem_id": "broken", "prompt": '] * bad_rows  # invalid JSON
+    path = folder / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _ingest_command(source: Path, store_dir: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "precompute.ingest",
+        str(source),
+        "--store",
+        str(store_dir),
+        "--teacher",
+        "adder",
+        "--batch-rows",
+        str(INGEST_BATCH),
+    ]
+
+
+def test_ingest_killed_between_a_batchs_traces_and_grades_resumes_every_table(
+    tmp_path: Path,
+) -> None:
+    """The test hook SIGKILLs the ingest right after its 3rd traces part lands, before that
+    batch's grades part: the rerun must write the missing grades, not call the batch done."""
+    source = _ingest_file(tmp_path)
+    clean = tmp_path / "clean"
+    done = subprocess.run(
+        _ingest_command(source, clean),
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+
+    killed = tmp_path / "killed"
+    env = {**_env(), KILL_AFTER_PART_ENV: "traces:3"}
+    first = subprocess.run(
+        _ingest_command(source, killed),
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert first.returncode == -signal.SIGKILL, first.stderr[-2000:]
+    store = Store.open(killed)
+    # The kill landed in the window: three batches of traces, two of grades.
+    assert len(store.read("traces")) == 3 * INGEST_BATCH
+    assert len(store.read("grades")) == 2 * INGEST_BATCH
+    assert store.verify() == []
+
+    again = subprocess.run(
+        _ingest_command(source, killed),
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert again.returncode == 0, again.stderr
+    assert f"already in the store: {3 * INGEST_BATCH}" in again.stdout
+    assert Store.open(killed).verify() == []
+    for table in ("problems", "traces", "grades"):
+        got, want = Store.open(killed).read(table), Store.open(clean).read(table)
+        assert len(want) == INGEST_ROWS
+        pd.testing.assert_frame_equal(got, want, obj=f"table {table}")
+
+
+def test_ingest_redoes_the_grades_of_a_quarantined_part(tmp_path: Path) -> None:
+    """Store.quarantine_part promises that the stage redoes the rows of a part it moves
+    aside; for ingest that holds for its grades too, not only for its traces."""
+    from precompute.ingest import ingest
+
+    source = _ingest_file(tmp_path)
+    store = Store.create(tmp_path / "store")
+    ingest(source, store, "adder", batch_rows=INGEST_BATCH)
+    want = store.read("grades")
+    store.quarantine_part(store.parts("grades")[1], reason="test")
+    assert len(store.read("grades")) == INGEST_ROWS - INGEST_BATCH
+
+    report = ingest(source, store, "adder", batch_rows=INGEST_BATCH)
+    assert report.written == {"problems": 0, "traces": 0, "grades": INGEST_BATCH}
+    assert report.already_present == INGEST_ROWS
+    pd.testing.assert_frame_equal(store.read("grades"), want)
+    assert store.verify() == []
+
+
+def test_concurrent_ingests_keep_every_quarantine_entry(tmp_path: Path) -> None:
+    """Three ingests at once, each with one bad row, into a store whose quarantine file is
+    already large: all three entries are kept, and the earlier bytes are appended to in place
+    (same file, same first bytes), never read and rewritten whole."""
+    store_dir = tmp_path / "store"
+    store = Store.create(store_dir)
+    earlier = {
+        "file": "/elsewhere/old.jsonl",
+        "line": 1,
+        "row": 1,
+        "field": None,
+        "reason": "invalid JSON",
+        "teacher": "old",
+        "excerpt": "x" * 400,
+    }
+    line = (json.dumps(earlier) + "\n").encode()
+    before = line * (20_000_000 // len(line))  # about 20 MB of earlier entries
+    store.quarantine_path.write_bytes(before)
+    inode = store.quarantine_path.stat().st_ino
+
+    sources = [_ingest_file(tmp_path, f"batch{n}.jsonl", bad_rows=1) for n in range(3)]
+    processes = []
+    for source in sources:
+        command = _ingest_command(source, store_dir)
+        processes.append(
+            subprocess.Popen(
+                command,
+                cwd=REPO,
+                env=_env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    for process in processes:
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+        assert "quarantined: 1" in out
+
+    assert store.quarantine_path.stat().st_ino == inode
+    with store.quarantine_path.open("rb") as handle:
+        assert handle.read(len(before)) == before
+        added = [json.loads(text) for text in handle.read().decode().splitlines()]
+    assert sorted(entry["file"] for entry in added) == sorted(str(s.resolve()) for s in sources)
+    assert all(entry["line"] == INGEST_ROWS + 1 for entry in added)
+    # Every file's good rows landed too (each file is its own dataset: its own problem ids).
+    assert len(Store.open(store_dir).read("traces")) == 3 * INGEST_ROWS
+    assert Store.open(store_dir).verify() == []
