@@ -1095,6 +1095,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except IngestError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:
+        from precompute.disk import describe_os_error, disk_error
+
+        if not disk_error(err):
+            print(f"error: {type(err).__name__}: {_one_line(err)}", file=sys.stderr)
+            return 2
+        print(
+            f"error: ingest cannot write to the store {args.store}: {describe_os_error(err)} "
+            "(parts already written are kept; rerun once the disk takes writes again)",
+            file=sys.stderr,
+        )
+        return 2
     except Exception as err:  # top-level guard: one line, never a traceback
         message = " ".join(str(err).split())[:300]
         print(f"error: {type(err).__name__}: {message}", file=sys.stderr)

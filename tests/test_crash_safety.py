@@ -450,3 +450,97 @@ def test_concurrent_ingests_keep_every_quarantine_entry(tmp_path: Path) -> None:
     # Every file's good rows landed too (each file is its own dataset: its own problem ids).
     assert len(Store.open(store_dir).read("traces")) == 3 * INGEST_ROWS
     assert Store.open(store_dir).verify() == []
+
+
+# --- a full disk: one line naming the store and the stage, no tracebacks --------------------------
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 3 MB tmpfs (we run as root in CI); skipped, saying why, where mounting is refused."""
+    mount_point = tmp_path / "small-disk"
+    mount_point.mkdir()
+    try:
+        mounted = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount_point)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except FileNotFoundError:
+        pytest.skip("no `mount` command here to make a small tmpfs")
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a 3 MB tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", str(mount_point)], capture_output=True, timeout=30)
+
+
+def _fill(disk: Path) -> Path:
+    """Take every free byte of ``disk`` with one file; return it (delete it to free space)."""
+    stats = os.statvfs(disk)
+    filler = disk / "filler"
+    with filler.open("wb") as handle:
+        handle.write(bytes(stats.f_bavail * stats.f_frsize))
+    assert os.statvfs(disk).f_bavail == 0
+    return filler
+
+
+def test_full_disk_is_one_line_naming_the_store_and_the_stage(small_tmpfs: Path) -> None:
+    from precompute.champ import write_champ
+
+    store_dir = small_tmpfs / "store"
+    write_champ(Store.create(store_dir), models=["GPT-4", "PaLM 2 Medium"], limit=40)
+    filler = _fill(small_tmpfs)
+
+    segment = [sys.executable, "-m", "precompute", "segment", "--store", str(store_dir),
+               "--no-progress"]  # fmt: skip
+    full = subprocess.run(segment, cwd=REPO, env=_env(), capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert full.returncode == 4, full.stderr[-3000:]
+    assert "Logging error" not in full.stderr and "Traceback" not in full.stderr
+    lines = full.stderr.strip().splitlines()
+    assert len(lines) == 1, full.stderr[-3000:]
+    assert str(store_dir) in lines[0] and "'segment'" in lines[0]
+    assert "No space left on device" in lines[0]
+
+    source = small_tmpfs.parent / "more.jsonl"
+    source.write_text(json.dumps({"problem_id": "x", "prompt": "1 + 1?", "reasoning": "Two."})
+                      + "\n", encoding="utf-8")  # fmt: skip
+    ingest = [sys.executable, "-m", "precompute.ingest", str(source), "--store", str(store_dir),
+              "--teacher", "t"]  # fmt: skip
+    refused = subprocess.run(ingest, cwd=REPO, env=_env(), capture_output=True, text=True,
+                             timeout=300)  # fmt: skip
+    assert refused.returncode == 2
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    assert str(store_dir) in lines[0] and "No space left on device" in lines[0]
+
+    # Nothing was damaged: with space again the same command finishes the work.
+    filler.unlink()
+    again = subprocess.run(segment, cwd=REPO, env=_env(), capture_output=True, text=True,
+                           timeout=300)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    store = Store.open(store_dir)
+    assert store.verify() == []
+    assert set(store.read("steps")["trace_id"]) == set(store.read("traces")["trace_id"])
+
+
+def test_an_unwritable_log_is_one_warning_not_a_traceback_per_record(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """/dev/full accepts the open and fails every write with ENOSPC, like a log file on a full
+    disk. A stage that otherwise succeeds says once that its log is incomplete."""
+    from precompute.progress import stage_logging
+
+    if not os.access("/dev/full", os.W_OK):
+        pytest.skip("no writable /dev/full on this system")
+    with stage_logging(Path("/dev/full"), "segment") as logger:
+        for number in range(30):
+            logger.info("record %d", number)
+    err = capsys.readouterr().err
+    assert "Logging error" not in err and "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err[-2000:]
+    assert "'segment'" in lines[0] and "No space left on device" in lines[0]
