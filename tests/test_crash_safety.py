@@ -452,6 +452,71 @@ def test_concurrent_ingests_keep_every_quarantine_entry(tmp_path: Path) -> None:
     assert Store.open(store_dir).verify() == []
 
 
+# --- stages that write more than one table: killed between two of their tables ------------------
+
+#: Every registered stage that writes several tables, with the table after whose first part
+#: the hook kills it. A new multi-table stage must get a kill-window test here.
+KILL_WINDOWS = {"metrics": "trace_efficiency", "monitor": "sabotaged"}
+
+
+def test_every_multi_table_stage_has_a_kill_window_test() -> None:
+    several = {name for name, info in STAGES.items() if len(info.writes) > 1}
+    assert several == set(KILL_WINDOWS), "add a kill-window test for the new stage"
+
+
+def test_metrics_killed_between_its_tables_resumes(chain: Chain) -> None:
+    """metrics writes trace_efficiency first; killed right after that part lands, the rerun
+    recomputes every table and ends with the uninterrupted store."""
+    store_dir = chain.root / "kill-window-metrics"
+    shutil.copytree(chain.before["metrics"], store_dir)
+    command = [sys.executable, "-m", "precompute", "metrics", "--store", str(store_dir),
+               "--config", str(chain.config), "--no-progress"]  # fmt: skip
+    env = {**_env(), KILL_AFTER_PART_ENV: f"{KILL_WINDOWS['metrics']}:1"}
+    killed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=300)  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    store = Store.open(store_dir)
+    assert store.has("trace_efficiency") and not store.has("teacher_metrics")
+    assert store.verify() == []
+
+    _run_in_process("metrics", store_dir, chain.config)
+    _assert_same_store(store_dir, chain.after["metrics"])
+    assert Store.open(store_dir).verify() == []
+    shutil.rmtree(store_dir, ignore_errors=True)
+
+
+def test_monitor_killed_between_its_tables_resumes(tmp_path: Path) -> None:
+    """monitor writes the sabotaged copies, then asks the weak monitor (real SmolLM2 through
+    llama.cpp) about them; killed right after the sabotaged part lands, the rerun keeps that
+    part and writes every verdict."""
+    from tests import oversight_helpers
+
+    store_dir = tmp_path / "store"
+    oversight_helpers.build_small_store(store_dir)
+    command = [sys.executable, "-m", "precompute", "monitor", "--store", str(store_dir),
+               "--engine", "llamacpp", "--max-tokens", "4", "--kinds", "number",
+               "--limit", "1", "--no-natural", "--no-progress"]  # fmt: skip
+    env = {**_env(), KILL_AFTER_PART_ENV: f"{KILL_WINDOWS['monitor']}:1"}
+    killed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=300)  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    store = Store.open(store_dir)
+    sabotaged = store.read("sabotaged")
+    assert len(sabotaged) and not store.has("monitor_verdicts")
+
+    again = subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True,
+                           timeout=600)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    store = Store.open(store_dir)
+    pd.testing.assert_frame_equal(store.read("sabotaged"), sabotaged)
+    assert _raw_rows(store_dir, "sabotaged") == len(sabotaged)  # kept, not written again
+    verdicts = store.read("monitor_verdicts")
+    wanted = {(t, "original") for t in sabotaged["trace_id"]}
+    wanted |= {(t, "sabotage:number") for t in sabotaged["trace_id"]}
+    assert set(zip(verdicts["trace_id"], verdicts["variant"], strict=True)) == wanted
+    assert store.verify() == []
+
+
 # --- a full disk: one line naming the store and the stage, no tracebacks --------------------------
 
 
