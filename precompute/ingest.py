@@ -286,7 +286,7 @@ def _jsonl(path: Path) -> Iterator[_RawRow]:
 
 def _json_array(path: Path) -> Iterator[_RawRow]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))  # a BOM is not content
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         yield from _jsonl(path)  # JSON lines under a .json name
         return

@@ -622,6 +622,17 @@ def test_a_stray_csv_quote_costs_only_its_own_line(scratch: Path, case: str) -> 
         assert cell == "a cell written on\ntwo lines, kept whole"
 
 
+def test_a_byte_order_mark_before_a_json_array_is_not_content(scratch: Path) -> None:
+    folder = _fresh(scratch, "bom-json")
+    source = folder / "traces.json"
+    rows = [
+        {"problem_id": f"p{i}", "prompt": "What is 1 + 1?", "reasoning": "Two."} for i in range(3)
+    ]
+    source.write_bytes(_BOM + json.dumps(rows, indent=1).encode())
+    report = ingest(source, folder / "store", "t", dataset="fz")
+    assert report.kept == 3 and not report.quarantined, report.summary()
+
+
 def test_whole_float_problem_ids_from_parquet_are_integers(scratch: Path) -> None:
     """pandas writes an integer column with a gap as float64: 2.0 is problem 2. Fractions,
     infinities and floats too large to be exact integers stay errors naming the field."""
