@@ -6,7 +6,7 @@ Layout of a store ``<root>/``::
     tables/<name>/part-<seq>-<pid>-<uid>.arrow   Arrow IPC file (Feather v2), zstd-compressed
     tables/<name>/corrupt/            parts moved aside by :meth:`Store.quarantine_part`
     logs/<stage>.log                  stage logs (:meth:`Store.log_path`)
-    quarantine.jsonl                  input rows an ingest rejected (written by the ingest stage)
+    quarantine.jsonl                  input rows an ingest rejected (appended under the lock)
     .lock                             advisory lock taken by writers (``fcntl.flock``)
 
 Rules that make the store safe to interrupt and to share between processes:
@@ -47,6 +47,7 @@ import json
 import math
 import os
 import re
+import signal
 import socket
 import sys
 import threading
@@ -90,6 +91,12 @@ STORE_FORMAT = "legival-store"
 #: A temp file older than this is deleted by the next writer even if its owner looks alive
 #: (e.g. it came from another host sharing the disk).
 TEMP_MAX_AGE_S = 6 * 3600
+
+#: Test hook for the crash tests, never set in normal use: ``TABLE:N`` makes the process SIGKILL
+#: itself right after the N-th part it writes to TABLE has landed (renamed into place and listed
+#: in the manifest), so a test can stop a writer exactly between two parts without a timed kill.
+KILL_AFTER_PART_ENV = "LEGIVAL_TEST_KILL_AFTER_PART"
+_parts_landed: dict[str, int] = {}
 
 #: Rows per record batch aim at about this many bytes before compression.
 _BATCH_TARGET_BYTES = 64 * 1024 * 1024
@@ -152,6 +159,25 @@ def _digest(path: Path) -> str:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _kill_if_asked(table: str) -> None:
+    """The :data:`KILL_AFTER_PART_ENV` test hook: count this process's parts of ``table`` and
+    SIGKILL the process when the count reaches the one asked for."""
+    wanted = os.environ.get(KILL_AFTER_PART_ENV)
+    if not wanted:
+        return
+    target, _, count = wanted.partition(":")
+    if target != table:
+        return
+    _parts_landed[table] = _parts_landed.get(table, 0) + 1
+    if count.isdigit() and _parts_landed[table] == int(count):
+        os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
+
+
+def _timeless(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A quarantine entry without its time stamp (two ingests of one file compare equal)."""
+    return {k: v for k, v in entry.items() if k != "time"}
 
 
 def _fsync_file(path: Path) -> None:
@@ -919,6 +945,7 @@ class Store:
                 self._save_manifest(manifest)
         finally:
             temp.unlink(missing_ok=True)
+        _kill_if_asked(table)
         return final
 
     def record_stage(self, stage: str, **provenance: Any) -> None:
@@ -943,6 +970,94 @@ class Store:
     def quarantine_path(self) -> Path:
         """``<store>/quarantine.jsonl``: where an ingest puts input rows it rejected."""
         return self.path / QUARANTINE_NAME
+
+    def add_quarantine(
+        self,
+        entries: Sequence[Mapping[str, Any]],
+        *,
+        replacing: Mapping[str, Any] | None = None,
+    ) -> Path:
+        """Add ``entries`` (JSON objects) to :attr:`quarantine_path`, under the store lock.
+
+        ``replacing`` names the earlier entries these supersede: those whose fields equal every
+        item of it (an ingest passes its file and teacher, so a re-ingest does not repeat
+        them). The file is only appended to, which keeps a large quarantine file cheap and
+        leaves every earlier byte in place, unless earlier entries must go: when they equal
+        the new ones (time stamps aside) nothing is written; when they differ the file is
+        copied line by line without them and replaced atomically. Concurrent ingests lose no
+        entry: each holds the lock from reading the file to its last write.
+        """
+        lines = [_quarantine_line(e) for e in entries]
+        target = self.quarantine_path
+        with self._locked():
+            superseded = self._superseded_quarantine(replacing) if replacing else []
+            if superseded:
+                if [_timeless(e) for e in superseded] == [
+                    _timeless(json.loads(line)) for line in lines
+                ]:
+                    return target  # the same entries again: the file stays as it is
+                self._rewrite_quarantine(replacing or {}, lines)
+                return target
+            with open(target, "ab") as handle:  # created even when empty: ingest ran here
+                # A writer killed mid-line left a partial last line: start on a fresh line.
+                needs_newline = handle.tell() > 0 and _last_byte(target) != b"\n"
+                data = "".join(line + "\n" for line in lines).encode("utf-8")
+                handle.write((b"\n" if needs_newline else b"") + data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        return target
+
+    def _quarantine_entries(
+        self, only: Mapping[str, Any] | None = None
+    ) -> Iterator[tuple[str, dict[str, Any] | None]]:
+        """Each line of the quarantine file with its JSON object (None when it is not one).
+
+        With ``only``, lines that cannot match it (a text value absent from the line) are
+        given without parsing them: a re-ingest scans a large file in a fraction of the time.
+        """
+        needles = [_quarantine_line(v) for v in (only or {}).values() if isinstance(v, str)]
+        if not self.quarantine_path.exists():
+            return
+        with open(self.quarantine_path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                text = line.rstrip("\n")
+                if not text.strip():
+                    continue
+                if not all(needle in text for needle in needles):
+                    yield text, None
+                    continue
+                try:
+                    entry = json.loads(text)
+                except ValueError:
+                    yield text, None
+                    continue
+                yield text, entry if isinstance(entry, dict) else None
+
+    def _superseded_quarantine(self, replacing: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return [
+            entry
+            for _, entry in self._quarantine_entries(replacing)
+            if entry is not None and _matches(entry, replacing)
+        ]
+
+    def _rewrite_quarantine(self, replacing: Mapping[str, Any], lines: Sequence[str]) -> None:
+        """Copy the quarantine file without the superseded entries, add ``lines``, replace it
+        atomically (the caller holds the lock)."""
+        temp = self.path / _temp_name(".jsonl")
+        try:
+            with open(temp, "w", encoding="utf-8") as out:
+                for text, entry in self._quarantine_entries(replacing):
+                    if entry is not None and _matches(entry, replacing):
+                        continue
+                    out.write(text + "\n")
+                out.write("".join(line + "\n" for line in lines))
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temp, self.quarantine_path)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        _fsync_dir(self.path)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -1294,6 +1409,23 @@ class Store:
                 temp.unlink(missing_ok=True)
             written.append(target)
         return written
+
+
+def _quarantine_line(value: Any) -> str:
+    """One JSON line (no newline). A lone surrogate becomes a ``\\udXXX`` escape, which keeps
+    the line valid UTF-8 and valid JSON."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _matches(entry: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
+    return all(entry.get(k) == v for k, v in fields.items())
+
+
+def _last_byte(path: Path) -> bytes:
+    with open(path, "rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1)
 
 
 def _check_stage_name(stage: str) -> None:

@@ -3,7 +3,8 @@
 ::
 
     python -m precompute.ingest FILE --store DIR --teacher NAME --task math \\
-        [--dataset NAME] [--map COLUMN_FIELD=COLUMN ...] [--max-trace-mb 50] [--overwrite]
+        [--dataset NAME] [--map COLUMN_FIELD=COLUMN ...] [--max-trace-mb 50] [--overwrite] \\
+        [--batch-rows 2000]
 
 ``FILE`` is JSONL (read line by line), JSON (an array of rows), Parquet, CSV/TSV, or the name
 of a Hugging Face dataset (``owner/name``; ``--split``/``--config`` pick the part).
@@ -36,7 +37,9 @@ the store with the file, line (JSONL/CSV) or row number, field and reason; a mal
 one bad row, never a failed file. Trace ids are ``schema.trace_id_for(teacher, problem_id,
 sample)``, so ingesting the same file again changes nothing: rows whose trace is already in
 the store are skipped (``--overwrite`` rewrites them) and the file's earlier quarantine
-entries are replaced.
+entries are replaced. Resuming is per table: when an earlier ingest of the same file was
+killed after a batch's traces part landed but before its grades (or problems) part, the rerun
+writes the missing rows and keeps the traces.
 
 Exit codes: 0 at least one row kept (some may be quarantined) · 1 no row could be kept
 (empty file, or every row bad) · 2 could not run (missing file, unknown task, unusable store,
@@ -47,18 +50,16 @@ interrupted.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import json
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pandas as pd
 
@@ -68,6 +69,7 @@ __all__ = [
     "ALIASES",
     "DEFAULT_MAX_TRACE_MB",
     "FIELDS",
+    "MAX_GOLD_DEPTH",
     "IngestError",
     "IngestReport",
     "Quarantined",
@@ -76,6 +78,10 @@ __all__ = [
 ]
 
 DEFAULT_MAX_TRACE_MB = 50.0
+#: Deepest nesting of brackets (or of JSON lists and objects) accepted in a gold answer.
+MAX_GOLD_DEPTH = 64
+#: Floats are exact integers up to 2**53; a whole float beyond that is no reliable id.
+_LARGEST_EXACT_FLOAT = 2**53
 FIELDS = (
     "problem_id",
     "prompt",
@@ -101,7 +107,6 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "gold": ("gold_answer", "target", "reference_answer"),
     "tokens": ("n_tokens", "output_tokens", "completion_tokens"),
 }
-QUARANTINE_FILE = "quarantine.jsonl"
 _EXCERPT_CHARS = 300
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f"}
@@ -213,10 +218,38 @@ def _row_excerpt(values: Mapping[str, Any] | None) -> str | None:
     return _excerpt(json.dumps(short, default=str, ensure_ascii=False))
 
 
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _byte_lines(handle: BinaryIO, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+    """The lines of a binary file, without their ends. ``\\n``, ``\\r\\n`` and a lone ``\\r``
+    each end a line, as in Python's text mode: a file saved with old Mac line ends is not one
+    long row. (JSON text never holds a raw CR inside a string, so no row is split wrongly.)"""
+    pending: list[bytes] = []  # pieces of a line longer than one chunk
+    after_cr = False
+    while chunk := handle.read(chunk_size):
+        if after_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]  # the \n of a \r\n split between two chunks
+        start = 0
+        for end in _LINE_END.finditer(chunk):
+            pending.append(chunk[start : end.start()])
+            yield b"".join(pending)
+            pending = []
+            start = end.end()
+        if start < len(chunk):
+            pending.append(chunk[start:])
+        after_cr = chunk.endswith(b"\r")
+    if pending:
+        yield b"".join(pending)
+
+
 def _jsonl(path: Path) -> Iterator[_RawRow]:
     row = 0
     with path.open("rb") as handle:
-        for line_number, data in enumerate(handle, start=1):
+        for line_number, data in enumerate(_byte_lines(handle), start=1):
+            if line_number == 1 and data.startswith(_UTF8_BOM):
+                data = data[len(_UTF8_BOM) :]  # written by some Windows tools; not content
             if not data.strip():
                 continue
             row += 1
@@ -253,7 +286,7 @@ def _jsonl(path: Path) -> Iterator[_RawRow]:
 
 def _json_array(path: Path) -> Iterator[_RawRow]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))  # a BOM is not content
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         yield from _jsonl(path)  # JSON lines under a .json name
         return
@@ -268,10 +301,40 @@ def _json_array(path: Path) -> Iterator[_RawRow]:
             yield _RawRow(number, None, None, f"expected an object, got {type(value).__name__}")
 
 
+class _LineFeed:
+    """Physical lines of a text file for :mod:`csv`, with the lines of the record being read
+    kept, so that a broken record can be given back and read again from its second line."""
+
+    def __init__(self, handle: Iterator[str]):
+        self._handle = handle
+        self._given_back: list[str] = []  # a stack: the next line is last
+        self.taken: list[str] = []
+        self.next_line = 1  # physical line number of the next line handed out
+
+    def __iter__(self) -> _LineFeed:
+        return self
+
+    def __next__(self) -> str:
+        line = self._given_back.pop() if self._given_back else next(self._handle)
+        self.taken.append(line)
+        self.next_line += 1
+        return line
+
+    def start_record(self) -> None:
+        self.taken = []
+
+    def give_back(self, lines: Sequence[str]) -> None:
+        self._given_back.extend(reversed(lines))
+        self.next_line -= len(lines)
+        self.taken = []
+
+
 def _csv(path: Path, delimiter: str) -> Iterator[_RawRow]:
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # a long trace is one big cell
-    with path.open(newline="", encoding="utf-8", errors="surrogateescape") as handle:
-        reader = csv.reader(handle, delimiter=delimiter)
+    # utf-8-sig: a byte order mark is not part of the first column's name.
+    with path.open(newline="", encoding="utf-8-sig", errors="surrogateescape") as handle:
+        feed = _LineFeed(handle)
+        reader = csv.reader(feed, delimiter=delimiter)
         try:
             header = next(reader)
         except StopIteration:
@@ -279,39 +342,65 @@ def _csv(path: Path, delimiter: str) -> Iterator[_RawRow]:
         except csv.Error as err:
             raise IngestError(f"{path}: cannot read the CSV header ({err})") from None
         row = 0
-        start_line = reader.line_num + 1
         while True:
+            feed.start_record()
+            line = feed.next_line
             try:
-                cells = next(reader)
+                cells: list[str] = next(reader)
+                error = None
             except StopIteration:
                 return
             except csv.Error as err:
-                row += 1
-                yield _RawRow(row, start_line, None, f"malformed CSV ({err})")
-                start_line = reader.line_num + 1
+                cells, error = [], f"malformed CSV ({err})"
+            if error is None and (not cells or all(not c.strip() for c in cells)):
                 continue
-            line, start_line = start_line, reader.line_num + 1
-            if not cells or all(not c.strip() for c in cells):
-                continue
-            row += 1
             joined = delimiter.join(cells)
+            if error is None and len(cells) != len(header):
+                error = f"has {len(cells)} fields, the header has {len(header)}"
+            if error is None and len(feed.taken) > 1:
+                error = _strict_error(feed.taken, delimiter)
+            row += 1
+            if error is not None and len(feed.taken) > 1:
+                # A stray quote made the reader run on into the next lines. Only the line
+                # where the record began is bad; the lines it swallowed are read again.
+                first = feed.taken[0]
+                feed.give_back(feed.taken[1:])
+                reader = csv.reader(feed, delimiter=delimiter)
+                yield _RawRow(
+                    row,
+                    line,
+                    None,
+                    f"malformed CSV: a quote opened on this line is not closed on it ({error}); "
+                    "the lines after it are read on their own",
+                    _excerpt(first.rstrip("\r\n").encode(errors="replace")),
+                )
+                continue
             if any("\udc80" <= ch <= "\udcff" for ch in joined):
                 yield _RawRow(
                     row, line, None, "not UTF-8", _excerpt(joined.encode(errors="replace"))
                 )
                 continue
-            if len(cells) != len(header):
-                yield _RawRow(
-                    row,
-                    line,
-                    None,
-                    f"has {len(cells)} fields, the header has {len(header)}",
-                    _excerpt(joined),
-                )
+            if error is not None:
+                yield _RawRow(row, line, None, error, _excerpt(joined) if cells else None)
                 continue
             yield _RawRow(
                 row, line, {k: (None if v == "" else v) for k, v in zip(header, cells, strict=True)}
             )
+
+
+def _strict_error(lines: Sequence[str], delimiter: str) -> str | None:
+    """Why a record that spans several lines is not one well-formed CSV record (None: it is).
+
+    A CSV writer quotes a cell that holds a line break, so such a record parses under
+    :mod:`csv`'s strict rules. A stray quote instead makes the lenient reader run on until
+    the next quote in the file (or its end) and return everything in between as one cell,
+    which the strict rules reject: text right after the closing quote, or no closing quote.
+    """
+    try:
+        records = list(csv.reader(iter(lines), delimiter=delimiter, strict=True))
+    except csv.Error as err:
+        return str(err)
+    return None if len(records) == 1 else "the record breaks apart under strict rules"
 
 
 def _parquet(path: Path) -> Iterator[_RawRow]:
@@ -435,6 +524,32 @@ def _as_count(name: str, value: Any, maximum: int = 2**63 - 1) -> int | None:
     return number
 
 
+def _structure_depth(value: Any) -> int:
+    """How deeply lists and dicts nest in ``value`` (iterative: no recursion limit)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, list | dict):
+            deepest = max(deepest, depth)
+            if depth > MAX_GOLD_DEPTH:
+                return depth  # deep enough to refuse; no need to walk the rest
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _bracket_depth(text: str) -> int:
+    """The deepest nesting of (), [] and {} in ``text`` (closers without an opener ignored)."""
+    depth = deepest = 0
+    for char in text:
+        if char in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in ")]}" and depth:
+            depth -= 1
+    return deepest
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -471,10 +586,13 @@ def _record(raw_row: _RawRow, mapping: Mapping[str, str], teacher: str, max_byte
     problem = _lookup(values, "problem_id", mapping)
     if _missing(problem) or (isinstance(problem, str) and not problem.strip()):
         raise _FieldError("problem_id", "missing")
+    if isinstance(problem, float):
+        # Parquet and pandas store an integer column with gaps as floats: 2.0 is problem 2.
+        if not (problem.is_integer() and abs(problem) <= _LARGEST_EXACT_FLOAT):
+            raise _FieldError("problem_id", f"expected text or a whole number, got {problem!r}")
+        problem = int(problem)
     problem_text = _as_text("problem_id", problem, allow_numbers=True)
     assert problem_text is not None
-    if isinstance(problem, float):
-        raise _FieldError("problem_id", f"expected text or a whole number, got {problem!r}")
 
     raw = _as_text("raw", _lookup(values, "raw", mapping))
     reasoning = _as_text("reasoning", _lookup(values, "reasoning", mapping))
@@ -496,11 +614,19 @@ def _record(raw_row: _RawRow, mapping: Mapping[str, str], teacher: str, max_byte
             "(raise it with --max-trace-mb)",
         )
     gold = _lookup(values, "gold", mapping)
+    if isinstance(gold, list | dict) and _structure_depth(gold) > MAX_GOLD_DEPTH:
+        raise _FieldError("gold", f"nested more than {MAX_GOLD_DEPTH} levels deep")
     if isinstance(gold, list | dict):
         try:
             gold = json.dumps(gold, ensure_ascii=False)
         except (TypeError, ValueError):  # e.g. bytes or timestamps inside a Parquet struct
             raise _FieldError("gold", f"cannot be stored as JSON text: {_short(gold)}") from None
+    if isinstance(gold, str) and _bracket_depth(gold) > MAX_GOLD_DEPTH:
+        # Grading parses the gold answer; its cost grows steeply with the nesting (a
+        # 900-deep gold took 6-9 s per row), and no real answer comes near this depth.
+        raise _FieldError(
+            "gold", f"brackets nested more than {MAX_GOLD_DEPTH} levels deep (too costly to grade)"
+        )
     row_teacher = _as_text("teacher", _lookup(values, "teacher", mapping))
     if row_teacher is not None and not row_teacher.strip():
         raise _FieldError("teacher", "empty")
@@ -560,40 +686,6 @@ def _existing_problems(store: Any) -> dict[str, dict[str, Any]]:
     return {str(r["problem_id"]): r for r in frame.to_dict("records")}
 
 
-def _write_quarantine(target: Path, file_key: str, teacher: str, bad: list[Quarantined]) -> Path:
-    """Replace this file's (and teacher's) entries in the store's quarantine.jsonl, atomically."""
-    kept_lines: list[str] = []
-    if target.exists():
-        for line in target.read_text(encoding="utf-8", errors="replace").split("\n"):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                kept_lines.append(line)
-                continue
-            same = (
-                isinstance(entry, dict)
-                and entry.get("file") == file_key
-                and entry.get("teacher") == teacher
-            )
-            if not same:
-                kept_lines.append(line)
-    kept_lines += [json.dumps(q.to_record(teacher), ensure_ascii=False) for q in bad]
-    fd, tmp = tempfile.mkstemp(prefix=".quarantine-", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write("".join(line + "\n" for line in kept_lines))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return target
-
-
 class _Writer:
     """Collects good records and writes them to the store in batches."""
 
@@ -615,8 +707,13 @@ class _Writer:
         self.overwrite = overwrite
         self.batch_rows = batch_rows
         self.pending: list[_Record] = []
-        self.done_traces: set[str] = (
-            {k[0] for k in store.done_keys("traces")} if store.has("traces") else set()
+        # Resume per table: a kill between a batch's traces part and its grades part must
+        # leave the grades to the rerun, so each table's own keys are looked up.
+        self.trace_sources: dict[str, str | None] = _trace_sources(store)
+        self.done_grades: set[str] = (
+            {k[0] for k in store.done_keys("grades", ["trace_id"])}
+            if store.has("grades")
+            else set()
         )
         self.new_problems: set[str] = set()
         for table in ("problems", "traces", "grades"):
@@ -634,7 +731,16 @@ class _Writer:
         from legival_core.tokens import count_tokens_many
 
         problems, traces, grades = [], [], []
-        fresh = [r for r in records if self.overwrite or self._trace_id(r) not in self.done_traces]
+        fresh = [
+            r for r in records if self.overwrite or self._trace_id(r) not in self.trace_sources
+        ]
+        # A trace this file wrote earlier may still lack its problem or grade row (the
+        # ingest was killed between parts): those rows are completed, the trace is kept.
+        resumed = [
+            r
+            for r in records
+            if not self.overwrite and self.trace_sources.get(self._trace_id(r), "") == self.source
+        ]
         self.report.already_present += len(records) - len(fresh)
         needs_count = [r for r in fresh if r.tokens is None]
         counts = count_tokens_many(
@@ -642,14 +748,25 @@ class _Writer:
         )
         for record, count in zip(needs_count, counts, strict=True):
             record.tokens = count
+        for record in resumed:
+            known = self.existing.get(record.problem_id)
+            problem = self._new_problem(record, known)
+            if problem is not None:
+                problems.append(problem)
+            trace_id = self._trace_id(record)
+            if trace_id not in self.done_grades:
+                grade = self._grade_row(trace_id, record, known)
+                if grade is not None:
+                    grades.append(grade)
+                    self.done_grades.add(trace_id)
         for record in fresh:
             dataset = self.report.dataset
             known = self.existing.get(record.problem_id)
             if known is not None:
                 dataset = str(known.get("dataset") or dataset)
-            elif record.prompt is not None and record.problem_id not in self.new_problems:
-                self.new_problems.add(record.problem_id)
-                problems.append(self._problem_row(record))
+            problem = self._new_problem(record, known)
+            if problem is not None:
+                problems.append(problem)
             trace_id = self._trace_id(record)
             traces.append(
                 {
@@ -671,7 +788,8 @@ class _Writer:
             grade = self._grade_row(trace_id, record, known)
             if grade is not None:
                 grades.append(grade)
-            self.done_traces.add(trace_id)
+                self.done_grades.add(trace_id)
+            self.trace_sources[trace_id] = self.source
         stage = "ingest"
         for table, rows in (("problems", problems), ("traces", traces), ("grades", grades)):
             if rows:
@@ -681,6 +799,16 @@ class _Writer:
 
     def _trace_id(self, record: _Record) -> str:
         return trace_id_for(record.teacher, record.problem_id, record.sample)
+
+    def _new_problem(
+        self, record: _Record, known: Mapping[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """The problems row this record adds: only for a problem neither in the store nor
+        already added by this ingest, and only when the row gives its prompt."""
+        if known is not None or record.prompt is None or record.problem_id in self.new_problems:
+            return None
+        self.new_problems.add(record.problem_id)
+        return self._problem_row(record)
 
     def _problem_row(self, record: _Record) -> dict[str, Any]:
         meta = {"source": self.source, "gold_known": record.gold is not None}
@@ -743,6 +871,16 @@ class _Writer:
         }
 
 
+def _trace_sources(store: Any) -> dict[str, str | None]:
+    """trace_id -> ``source`` of every trace already in the store."""
+    if not store.has("traces"):
+        return {}
+    frame = store.read_arrow("traces", columns=["trace_id", "source"])
+    return dict(
+        zip(frame.column("trace_id").to_pylist(), frame.column("source").to_pylist(), strict=True)
+    )
+
+
 def _joined(reasoning: str, answer: str | None) -> str:
     return reasoning if not answer else f"{reasoning}\n{answer}"
 
@@ -789,6 +927,8 @@ def ingest(
         raise IngestError("--teacher: a teacher name is required")
     if max_trace_mb <= 0:
         raise IngestError(f"--max-trace-mb must be > 0, got {max_trace_mb}")
+    if batch_rows < 1:
+        raise IngestError(f"--batch-rows must be >= 1, got {batch_rows}")
     mapping = dict(mapping or {})
     unknown = sorted(set(mapping) - set(FIELDS))
     if unknown:
@@ -857,8 +997,14 @@ def ingest(
         report.kept += 1
         writer.add(record)
     writer.flush()
-    target = Path(getattr(the_store, "quarantine_path", store_path / QUARANTINE_FILE))
-    report.quarantine_path = str(_write_quarantine(target, file_key, teacher, report.quarantined))
+    # Under the store lock, appended: concurrent ingests keep every entry, and this file's
+    # entries from an earlier ingest are replaced rather than repeated.
+    report.quarantine_path = str(
+        the_store.add_quarantine(
+            [q.to_record(teacher) for q in report.quarantined],
+            replacing={"file": file_key, "teacher": teacher},
+        )
+    )
     if report.kept:
         the_store.record_stage(
             "ingest",
@@ -907,6 +1053,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--split", default=None, help="hub datasets: the split")
     parser.add_argument("--config", default=None, help="hub datasets: the config")
     parser.add_argument("--overwrite", action="store_true", help="rewrite traces already stored")
+    parser.add_argument(
+        "--batch-rows",
+        type=int,
+        default=2000,
+        help="rows per written part (default: 2000); smaller parts lose less to a kill",
+    )
     return parser
 
 
@@ -935,12 +1087,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             split=args.split,
             config=args.config,
             overwrite=args.overwrite,
+            batch_rows=args.batch_rows,
         )
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
     except IngestError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        from precompute.disk import describe_os_error, disk_error
+
+        if not disk_error(err):
+            print(f"error: {type(err).__name__}: {_one_line(err)}", file=sys.stderr)
+            return 2
+        print(
+            f"error: ingest cannot write to the store {args.store}: {describe_os_error(err)} "
+            "(parts already written are kept; rerun once the disk takes writes again)",
+            file=sys.stderr,
+        )
         return 2
     except Exception as err:  # top-level guard: one line, never a traceback
         message = " ".join(str(err).split())[:300]

@@ -7,6 +7,7 @@ for scripts.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -15,7 +16,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LOGGER_NAME", "progress_bar", "progress_enabled", "stage_logging"]
+__all__ = [
+    "LOGGER_NAME",
+    "QuietFileHandler",
+    "progress_bar",
+    "progress_enabled",
+    "stage_logging",
+]
 
 LOGGER_NAME = "precompute"
 
@@ -70,15 +77,65 @@ class _SilentBar:
         self.close()
 
 
+class QuietFileHandler(logging.FileHandler):
+    """A log file that stops at its first write error instead of printing a traceback.
+
+    The standard handler prints ``--- Logging error ---`` and a traceback to stderr for every
+    record it cannot write: on a full disk that buried the stage's one-line error under dozens
+    of tracebacks. This one remembers the first error (:attr:`failure`), closes the file and
+    drops the records after it; the caller decides whether to say so.
+    """
+
+    def __init__(self, filename: Path, encoding: str = "utf-8"):
+        super().__init__(filename, encoding=encoding, delay=True)
+        self.failure: OSError | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.failure is None:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        error = sys.exc_info()[1]
+        if not isinstance(error, OSError):
+            super().handleError(record)  # a bad log call is a bug: report it as usual
+            return
+        self.failure = self.failure or error
+        self._drop_stream()
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except OSError as error:
+            self.failure = self.failure or error
+            self._drop_stream()
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except OSError as error:  # the final flush on a full disk
+            self.failure = self.failure or error
+        finally:
+            self.stream = None  # type: ignore[assignment]
+
+    def _drop_stream(self) -> None:
+        stream, self.stream = self.stream, None  # type: ignore[assignment]
+        if stream is not None:
+            # Its buffered lines cannot reach the disk either.
+            with contextlib.suppress(OSError):
+                stream.close()
+
+
 @contextmanager
 def stage_logging(log_file: Path, stage: str) -> Iterator[logging.Logger]:
     """Send the ``precompute.<stage>`` logger (and library warnings) to ``log_file``.
 
     The handler is removed again on exit, so running several stages in one process (the
-    ``run`` command) gives each its own file.
+    ``run`` command) gives each its own file. A log that cannot be written (a full disk) never
+    prints tracebacks: when the stage itself succeeds, one warning line on stderr says the
+    log is incomplete; when it fails, its own error says what went wrong.
     """
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(log_file, encoding="utf-8")
+    handler = QuietFileHandler(log_file, encoding="utf-8")
     handler.setFormatter(logging.Formatter(_FORMAT))
     handler.setLevel(logging.INFO)
     root = logging.getLogger(LOGGER_NAME)
@@ -87,9 +144,20 @@ def stage_logging(log_file: Path, stage: str) -> Iterator[logging.Logger]:
     # Warnings of the libraries the stages call (legival_core, transformers) go to the file too.
     core = logging.getLogger("legival_core")
     core.addHandler(handler)
+    failed = False
     try:
         yield logging.getLogger(f"{LOGGER_NAME}.{stage}")
+    except BaseException:
+        failed = True
+        raise
     finally:
         root.removeHandler(handler)
         core.removeHandler(handler)
         handler.close()
+        if handler.failure is not None and not failed:
+            reason = handler.failure.strerror or str(handler.failure)
+            print(
+                f"precompute: warning: stage '{stage}': the log {log_file} is incomplete "
+                f"({reason})",
+                file=sys.stderr,
+            )

@@ -21,6 +21,7 @@ so what survives a process kill does not depend on the disk (fsync matters only 
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -38,7 +39,7 @@ import pyarrow as pa
 import pytest
 
 from legival_core.schema import spec
-from legival_core.store import Store
+from legival_core.store import KILL_AFTER_PART_ENV, Store
 from precompute.cli import main
 from precompute.config import load_config
 from precompute.stages import STAGES, StageContext, run_stage
@@ -283,3 +284,328 @@ def test_verify_cli_names_a_truncated_part(chain: Chain) -> None:
     assert str(victim) in done.stdout
     assert "Traceback" not in done.stderr + done.stdout
     shutil.rmtree(store_dir, ignore_errors=True)
+
+
+# --- ingest: a kill between the tables of one batch; concurrent ingests --------------------------
+
+#: Rows of the ingest file: 5 batches of 8 (``--batch-rows 8``). Each batch writes a problems,
+#: a traces and a grades part, in that order.
+INGEST_ROWS = 40
+INGEST_BATCH = 8
+
+
+def _ingest_file(folder: Path, name: str = "traces.jsonl", bad_rows: int = 0) -> Path:
+    """Real-looking math traces: every row has a prompt and an answer; most give ``correct``,
+    every fourth gives only ``gold`` (graded by math-verify during the ingest)."""
+    lines = []
+    for i in range(INGEST_ROWS):
+        a, b = i, i + 3
+        row: dict[str, object] = {
+            "problem_id": f"p{i:03d}",
+            "prompt": f"What is {a} + {b}?",
+            "reasoning": f"We add {a} and {b}. Counting on from {a} by {b} gives {a + b}.",
+            "answer": f"\\boxed{{{a + b}}}",
+        }
+        if i % 4 == 3:
+            row["gold"] = str(a + b)
+        else:
+            row["correct"] = i % 5 != 0
+        lines.append(json.dumps(row))
+    lines += ['{"problem_id": "broken", "prompt": '] * bad_rows  # invalid JSON
+    path = folder / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _ingest_command(source: Path, store_dir: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "precompute.ingest",
+        str(source),
+        "--store",
+        str(store_dir),
+        "--teacher",
+        "adder",
+        "--batch-rows",
+        str(INGEST_BATCH),
+    ]
+
+
+def test_ingest_killed_between_a_batchs_traces_and_grades_resumes_every_table(
+    tmp_path: Path,
+) -> None:
+    """The test hook SIGKILLs the ingest right after its 3rd traces part lands, before that
+    batch's grades part: the rerun must write the missing grades, not call the batch done."""
+    source = _ingest_file(tmp_path)
+    clean = tmp_path / "clean"
+    done = subprocess.run(
+        _ingest_command(source, clean),
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+
+    killed = tmp_path / "killed"
+    env = {**_env(), KILL_AFTER_PART_ENV: "traces:3"}
+    first = subprocess.run(
+        _ingest_command(source, killed),
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert first.returncode == -signal.SIGKILL, first.stderr[-2000:]
+    store = Store.open(killed)
+    # The kill landed in the window: three batches of traces, two of grades.
+    assert len(store.read("traces")) == 3 * INGEST_BATCH
+    assert len(store.read("grades")) == 2 * INGEST_BATCH
+    assert store.verify() == []
+
+    again = subprocess.run(
+        _ingest_command(source, killed),
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert again.returncode == 0, again.stderr
+    assert f"already in the store: {3 * INGEST_BATCH}" in again.stdout
+    assert Store.open(killed).verify() == []
+    for table in ("problems", "traces", "grades"):
+        got, want = Store.open(killed).read(table), Store.open(clean).read(table)
+        assert len(want) == INGEST_ROWS
+        pd.testing.assert_frame_equal(got, want, obj=f"table {table}")
+
+
+def test_ingest_redoes_the_grades_of_a_quarantined_part(tmp_path: Path) -> None:
+    """Store.quarantine_part promises that the stage redoes the rows of a part it moves
+    aside; for ingest that holds for its grades too, not only for its traces."""
+    from precompute.ingest import ingest
+
+    source = _ingest_file(tmp_path)
+    store = Store.create(tmp_path / "store")
+    ingest(source, store, "adder", batch_rows=INGEST_BATCH)
+    want = store.read("grades")
+    store.quarantine_part(store.parts("grades")[1], reason="test")
+    assert len(store.read("grades")) == INGEST_ROWS - INGEST_BATCH
+
+    report = ingest(source, store, "adder", batch_rows=INGEST_BATCH)
+    assert report.written == {"problems": 0, "traces": 0, "grades": INGEST_BATCH}
+    assert report.already_present == INGEST_ROWS
+    pd.testing.assert_frame_equal(store.read("grades"), want)
+    assert store.verify() == []
+
+
+def test_concurrent_ingests_keep_every_quarantine_entry(tmp_path: Path) -> None:
+    """Three ingests at once, each with one bad row, into a store whose quarantine file is
+    already large: all three entries are kept, and the earlier bytes are appended to in place
+    (same file, same first bytes), never read and rewritten whole."""
+    store_dir = tmp_path / "store"
+    store = Store.create(store_dir)
+    earlier = {
+        "file": "/elsewhere/old.jsonl",
+        "line": 1,
+        "row": 1,
+        "field": None,
+        "reason": "invalid JSON",
+        "teacher": "old",
+        "excerpt": "x" * 400,
+    }
+    line = (json.dumps(earlier) + "\n").encode()
+    before = line * (20_000_000 // len(line))  # about 20 MB of earlier entries
+    store.quarantine_path.write_bytes(before)
+    inode = store.quarantine_path.stat().st_ino
+
+    sources = [_ingest_file(tmp_path, f"batch{n}.jsonl", bad_rows=1) for n in range(3)]
+    processes = []
+    for source in sources:
+        command = _ingest_command(source, store_dir)
+        processes.append(
+            subprocess.Popen(
+                command,
+                cwd=REPO,
+                env=_env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    for process in processes:
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+        assert "quarantined: 1" in out
+
+    assert store.quarantine_path.stat().st_ino == inode
+    with store.quarantine_path.open("rb") as handle:
+        assert handle.read(len(before)) == before
+        added = [json.loads(text) for text in handle.read().decode().splitlines()]
+    assert sorted(entry["file"] for entry in added) == sorted(str(s.resolve()) for s in sources)
+    assert all(entry["line"] == INGEST_ROWS + 1 for entry in added)
+    # Every file's good rows landed too (each file is its own dataset: its own problem ids).
+    assert len(Store.open(store_dir).read("traces")) == 3 * INGEST_ROWS
+    assert Store.open(store_dir).verify() == []
+
+
+# --- stages that write more than one table: killed between two of their tables ------------------
+
+#: Every registered stage that writes several tables, with the table after whose first part
+#: the hook kills it. A new multi-table stage must get a kill-window test here.
+KILL_WINDOWS = {"metrics": "trace_efficiency", "monitor": "sabotaged"}
+
+
+def test_every_multi_table_stage_has_a_kill_window_test() -> None:
+    several = {name for name, info in STAGES.items() if len(info.writes) > 1}
+    assert several == set(KILL_WINDOWS), "add a kill-window test for the new stage"
+
+
+def test_metrics_killed_between_its_tables_resumes(chain: Chain) -> None:
+    """metrics writes trace_efficiency first; killed right after that part lands, the rerun
+    recomputes every table and ends with the uninterrupted store."""
+    store_dir = chain.root / "kill-window-metrics"
+    shutil.copytree(chain.before["metrics"], store_dir)
+    command = [sys.executable, "-m", "precompute", "metrics", "--store", str(store_dir),
+               "--config", str(chain.config), "--no-progress"]  # fmt: skip
+    env = {**_env(), KILL_AFTER_PART_ENV: f"{KILL_WINDOWS['metrics']}:1"}
+    killed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=300)  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    store = Store.open(store_dir)
+    assert store.has("trace_efficiency") and not store.has("teacher_metrics")
+    assert store.verify() == []
+
+    _run_in_process("metrics", store_dir, chain.config)
+    _assert_same_store(store_dir, chain.after["metrics"])
+    assert Store.open(store_dir).verify() == []
+    shutil.rmtree(store_dir, ignore_errors=True)
+
+
+def test_monitor_killed_between_its_tables_resumes(tmp_path: Path) -> None:
+    """monitor writes the sabotaged copies, then asks the weak monitor (real SmolLM2 through
+    llama.cpp) about them; killed right after the sabotaged part lands, the rerun keeps that
+    part and writes every verdict."""
+    from tests import oversight_helpers
+
+    store_dir = tmp_path / "store"
+    oversight_helpers.build_small_store(store_dir)
+    command = [sys.executable, "-m", "precompute", "monitor", "--store", str(store_dir),
+               "--engine", "llamacpp", "--max-tokens", "4", "--kinds", "number",
+               "--limit", "1", "--no-natural", "--no-progress"]  # fmt: skip
+    env = {**_env(), KILL_AFTER_PART_ENV: f"{KILL_WINDOWS['monitor']}:1"}
+    killed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=300)  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    store = Store.open(store_dir)
+    sabotaged = store.read("sabotaged")
+    assert len(sabotaged) and not store.has("monitor_verdicts")
+
+    again = subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True,
+                           timeout=600)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    store = Store.open(store_dir)
+    pd.testing.assert_frame_equal(store.read("sabotaged"), sabotaged)
+    assert _raw_rows(store_dir, "sabotaged") == len(sabotaged)  # kept, not written again
+    verdicts = store.read("monitor_verdicts")
+    wanted = {(t, "original") for t in sabotaged["trace_id"]}
+    wanted |= {(t, "sabotage:number") for t in sabotaged["trace_id"]}
+    assert set(zip(verdicts["trace_id"], verdicts["variant"], strict=True)) == wanted
+    assert store.verify() == []
+
+
+# --- a full disk: one line naming the store and the stage, no tracebacks --------------------------
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 3 MB tmpfs (we run as root in CI); skipped, saying why, where mounting is refused."""
+    mount_point = tmp_path / "small-disk"
+    mount_point.mkdir()
+    try:
+        mounted = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount_point)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except FileNotFoundError:
+        pytest.skip("no `mount` command here to make a small tmpfs")
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a 3 MB tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", str(mount_point)], capture_output=True, timeout=30)
+
+
+def _fill(disk: Path) -> Path:
+    """Take every free byte of ``disk`` with one file; return it (delete it to free space)."""
+    stats = os.statvfs(disk)
+    filler = disk / "filler"
+    with filler.open("wb") as handle:
+        handle.write(bytes(stats.f_bavail * stats.f_frsize))
+    assert os.statvfs(disk).f_bavail == 0
+    return filler
+
+
+def test_full_disk_is_one_line_naming_the_store_and_the_stage(small_tmpfs: Path) -> None:
+    from precompute.champ import write_champ
+
+    store_dir = small_tmpfs / "store"
+    write_champ(Store.create(store_dir), models=["GPT-4", "PaLM 2 Medium"], limit=40)
+    filler = _fill(small_tmpfs)
+
+    segment = [sys.executable, "-m", "precompute", "segment", "--store", str(store_dir),
+               "--no-progress"]  # fmt: skip
+    full = subprocess.run(segment, cwd=REPO, env=_env(), capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert full.returncode == 4, full.stderr[-3000:]
+    assert "Logging error" not in full.stderr and "Traceback" not in full.stderr
+    lines = full.stderr.strip().splitlines()
+    assert len(lines) == 1, full.stderr[-3000:]
+    assert str(store_dir) in lines[0] and "'segment'" in lines[0]
+    assert "No space left on device" in lines[0]
+
+    source = small_tmpfs.parent / "more.jsonl"
+    source.write_text(json.dumps({"problem_id": "x", "prompt": "1 + 1?", "reasoning": "Two."})
+                      + "\n", encoding="utf-8")  # fmt: skip
+    ingest = [sys.executable, "-m", "precompute.ingest", str(source), "--store", str(store_dir),
+              "--teacher", "t"]  # fmt: skip
+    refused = subprocess.run(ingest, cwd=REPO, env=_env(), capture_output=True, text=True,
+                             timeout=300)  # fmt: skip
+    assert refused.returncode == 2
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    assert str(store_dir) in lines[0] and "No space left on device" in lines[0]
+
+    # Nothing was damaged: with space again the same command finishes the work.
+    filler.unlink()
+    again = subprocess.run(segment, cwd=REPO, env=_env(), capture_output=True, text=True,
+                           timeout=300)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    store = Store.open(store_dir)
+    assert store.verify() == []
+    assert set(store.read("steps")["trace_id"]) == set(store.read("traces")["trace_id"])
+
+
+def test_an_unwritable_log_is_one_warning_not_a_traceback_per_record(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """/dev/full accepts the open and fails every write with ENOSPC, like a log file on a full
+    disk. A stage that otherwise succeeds says once that its log is incomplete."""
+    from precompute.progress import stage_logging
+
+    if not os.access("/dev/full", os.W_OK):
+        pytest.skip("no writable /dev/full on this system")
+    with stage_logging(Path("/dev/full"), "segment") as logger:
+        for number in range(30):
+            logger.info("record %d", number)
+    err = capsys.readouterr().err
+    assert "Logging error" not in err and "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err[-2000:]
+    assert "'segment'" in lines[0] and "No space left on device" in lines[0]

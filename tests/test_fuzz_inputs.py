@@ -24,6 +24,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -329,7 +330,14 @@ def _check_ingest(
         assert not traces["trace_id"].duplicated().any()
 
 
-def _jsonl_bytes(rows: list[Row], blank_every: int) -> tuple[bytes, list[int]]:
+#: Line ends seen in the wild: Unix, Windows and classic Mac OS (a lone CR).
+_LINE_ENDS = (b"\n", b"\r\n", b"\r")
+_BOM = b"\xef\xbb\xbf"
+
+
+def _jsonl_bytes(
+    rows: list[Row], blank_every: int, line_end: bytes = b"\n", bom: bool = False
+) -> tuple[bytes, list[int]]:
     out, lines, number = [], [], 0
     for i, row in enumerate(rows):
         if blank_every and i % blank_every == 0:
@@ -339,19 +347,24 @@ def _jsonl_bytes(rows: list[Row], blank_every: int) -> tuple[bytes, list[int]]:
         out.append(data)
         number += 1
         lines.append(number)
-    return b"\n".join(out) + b"\n", lines
+    return (_BOM if bom else b"") + line_end.join(out) + line_end, lines
 
 
 def test_ingest_jsonl_fuzz(scratch: Path) -> None:
     tried = 0
 
     @_settings(220)
-    @given(rows=trace_files(), blank_every=st.integers(0, 3))
-    def check(rows: list[Row], blank_every: int) -> None:
+    @given(
+        rows=trace_files(),
+        blank_every=st.integers(0, 3),
+        line_end=st.sampled_from(_LINE_ENDS),
+        bom=st.booleans(),
+    )
+    def check(rows: list[Row], blank_every: int, line_end: bytes, bom: bool) -> None:
         nonlocal tried
         tried += 1
         folder = _fresh(scratch, "jsonl")
-        data, lines = _jsonl_bytes(rows, blank_every)
+        data, lines = _jsonl_bytes(rows, blank_every, line_end, bom)
         source = folder / "traces.jsonl"
         source.write_bytes(data)
         report = ingest(source, folder / "store", "fuzz-teacher", task="math", dataset="fz")
@@ -384,10 +397,15 @@ _CSV_BREAKS: list[tuple[dict[str, str] | str, str | None]] = [
 ]
 
 
-def _csv_line(cells: list[str]) -> bytes:
+def _csv_line(cells: list[str], line_end: str = "\n") -> bytes:
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow(cells)
+    csv.writer(buffer, lineterminator=line_end).writerow(cells)
     return buffer.getvalue().encode()
+
+
+def _line_breaks(data: bytes) -> int:
+    """Physical lines ended in ``data``: CRLF, a lone CR and a lone LF each end one."""
+    return len(re.findall(rb"\r\n|\r|\n", data))
 
 
 def _csv_cell(value: Any) -> str:
@@ -414,22 +432,24 @@ def csv_files(draw: st.DrawFn) -> tuple[bytes, list[Row], list[int]]:
     if n_good and draw(st.booleans()):
         rows.append(Row(dict(rows[0].values or {}), bad_field=_TWIN))
     rows = _in_order(rows, draw(st.permutations(range(len(rows)))))
-    chunks, lines, number = [_csv_line(_CSV_FIELDS)], [], 1
+    end = draw(st.sampled_from(_LINE_ENDS)).decode()
+    bom = _BOM if draw(st.booleans()) else b""
+    chunks, lines, number = [bom + _csv_line(_CSV_FIELDS, end)], [], 1
     for row in rows:
         values = dict(row.values or {})
         change = values.pop("_", None)
         if change == "short":
-            data = _csv_line(["a", "b"])
+            data = _csv_line(["a", "b"], end)
         elif change == "long":
-            data = _csv_line(["a"] * 9)
+            data = _csv_line(["a"] * 9, end)
         elif change == "latin1":
-            data = "x,caf\xe9 problem,r\xe9sum\xe9 of steps,,,,\n".encode("latin-1")
+            data = f"x,caf\xe9 problem,r\xe9sum\xe9 of steps,,,,{end}".encode("latin-1")
         else:
             values.update(change or {})
-            data = _csv_line([_csv_cell(values.get(f)) for f in _CSV_FIELDS])
+            data = _csv_line([_csv_cell(values.get(f)) for f in _CSV_FIELDS], end)
         chunks.append(data)
         lines.append(number + 1)
-        number += data.count(b"\n")  # a quoted newline inside a cell spans lines
+        number += _line_breaks(data)  # a quoted newline inside a cell spans lines
     return b"".join(chunks), rows, lines
 
 
@@ -551,6 +571,114 @@ def test_ingest_corrupt_parquet_is_one_clear_error(scratch: Path) -> None:
 
     check()
     _record("ingest-parquet-bytes", tried, 60)
+
+
+# --- files seen in the wild: stray quotes, whole-float ids, deeply nested gold answers ----------
+
+_QUOTE_CASES = {
+    # A quote opened in the prompt and never closed: the lenient reader ran on to the next
+    # quote (g2's prompt), then on through its text, and read three lines as one bad row.
+    "unclosed-in-the-middle": (
+        "g1,What is 1 + 1?,One and one is two.,2\n"
+        'b1,"What is 2 + 2?,Two and two,4\n'
+        'g2,"What is 3 + 3?","Three and three, six",6\n'
+        "g3,What is 4 + 4?,Four and four is eight.,8\n",
+        [3],
+        ["g1", "g2", "g3"],
+    ),
+    # Unclosed in the last cell: no later quote, so the file's end closed it; the record then
+    # had the right number of cells and swallowed every row after it without a word.
+    "unclosed-to-the-end": (
+        "g1,q,r,1\n"
+        'b1,q,"runs on to the end,2\n'
+        'g2,q,"a cell written on\ntwo lines, kept whole",3\n'
+        "g3,q,r,4\n",
+        [3],
+        ["g1", "g2", "g3"],
+    ),
+    "two-stray-quotes": (
+        'b1,"q,r,1\ng1,q,r,2\nb2,q,"r,3\ng2,"q ""quoted""","r, with a comma",4\n',
+        [2, 4],
+        ["g1", "g2"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_QUOTE_CASES))
+def test_a_stray_csv_quote_costs_only_its_own_line(scratch: Path, case: str) -> None:
+    body, bad_lines, kept = _QUOTE_CASES[case]
+    folder = _fresh(scratch, "quote")
+    source = folder / "traces.csv"
+    source.write_text("problem_id,prompt,reasoning,answer\n" + body, encoding="utf-8")
+    report = ingest(source, folder / "store", "t", dataset="fz")
+    assert sorted(q.line for q in report.quarantined) == bad_lines, report.summary()
+    for entry in report.quarantined:
+        _one_line(entry.reason)
+        assert entry.field is None and "quote" in entry.reason
+    traces = Store.open(folder / "store").read("traces")
+    assert sorted(traces["problem_id"]) == [f"fz/{p}" for p in kept]
+    if "g2" in kept and case == "unclosed-to-the-end":
+        cell = traces.set_index("problem_id").loc["fz/g2", "reasoning"]
+        assert cell == "a cell written on\ntwo lines, kept whole"
+
+
+def test_a_byte_order_mark_before_a_json_array_is_not_content(scratch: Path) -> None:
+    folder = _fresh(scratch, "bom-json")
+    source = folder / "traces.json"
+    rows = [
+        {"problem_id": f"p{i}", "prompt": "What is 1 + 1?", "reasoning": "Two."} for i in range(3)
+    ]
+    source.write_bytes(_BOM + json.dumps(rows, indent=1).encode())
+    report = ingest(source, folder / "store", "t", dataset="fz")
+    assert report.kept == 3 and not report.quarantined, report.summary()
+
+
+def test_whole_float_problem_ids_from_parquet_are_integers(scratch: Path) -> None:
+    """pandas writes an integer column with a gap as float64: 2.0 is problem 2. Fractions,
+    infinities and floats too large to be exact integers stay errors naming the field."""
+    folder = _fresh(scratch, "float-ids")
+    source = folder / "traces.parquet"
+    ids = [2.0, 7.0, 2.5, None, 1e300, float("inf"), -3.0]
+    pq.write_table(
+        pa.table(
+            {
+                "problem_id": pa.array(ids, pa.float64()),
+                "prompt": ["What is 1 + 1?"] * len(ids),
+                "reasoning": ["One and one is two."] * len(ids),
+            }
+        ),
+        source,
+    )
+    report = ingest(source, folder / "store", "t", dataset="fz")
+    assert {q.row: q.field for q in report.quarantined} == {
+        3: "problem_id",
+        4: "problem_id",
+        5: "problem_id",
+        6: "problem_id",
+    }, report.summary()
+    traces = Store.open(folder / "store").read("traces")
+    assert sorted(traces["problem_id"]) == ["fz/-3", "fz/2", "fz/7"]
+
+
+def test_deeply_nested_gold_is_quarantined_before_grading(scratch: Path) -> None:
+    """A 900-deep gold answer took 6-9 s per row to grade; it is now refused up front, as a
+    JSON structure and as text alike, while a gold nested 20 deep is still graded."""
+    folder = _fresh(scratch, "deep-gold")
+    source = folder / "traces.jsonl"
+    base = {"prompt": "What is one half?", "reasoning": "It is \\boxed{\\frac{1}{2}}."}
+    rows = [
+        {**base, "problem_id": "nested-list", "gold": json.loads("[" * 900 + "]" * 900)},
+        {**base, "problem_id": "nested-text", "gold": "(" * 900 + "1" + ")" * 900},
+        {**base, "problem_id": "twenty-deep", "gold": "(" * 20 + "1" + ")" * 20},
+        {**base, "problem_id": "plain", "gold": "\\frac{1}{2}"},
+    ]
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    report = ingest(source, folder / "store", "t", dataset="fz")
+    assert {q.line: q.field for q in report.quarantined} == {1: "gold", 2: "gold"}
+    assert all("nested more than" in q.reason for q in report.quarantined)
+    grades = Store.open(folder / "store").read("grades")
+    assert len(grades) == 2  # both kept rows were graded against their gold
+    assert grades.set_index("trace_id")["correct"].sum() == 1  # 1/2 matches the plain gold
 
 
 # --- problem files (the ``problems`` stage's ``local`` loader) ---------------------------------

@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from precompute.config import ExperimentConfig, ModelConfig
+from precompute.disk import describe_os_error, disk_error
 from precompute.progress import progress_bar, stage_logging
 from precompute.sharding import Shard
 
@@ -222,6 +223,22 @@ def run_stage(name: str, ctx: StageContext, **provenance: Any) -> StageResult:
             f"stage {name!r} works on the whole store and cannot be sharded; "
             "merge the shards first, then run it without --shard"
         )
+    try:
+        return _run_logged(info, ctx, provenance)
+    except OSError as error:
+        if not disk_error(error):
+            raise
+        from legival_core.store import StoreError
+
+        store = getattr(ctx.store, "path", ctx.store)
+        raise StoreError(
+            f"stage '{name}' cannot write to the store {store}: {describe_os_error(error)} "
+            "(parts already written are kept; rerun once the disk takes writes again)"
+        ) from None
+
+
+def _run_logged(info: StageInfo, ctx: StageContext, provenance: Mapping[str, Any]) -> StageResult:
+    name = info.name
     started = time.monotonic()
     with stage_logging(ctx.store.log_path(name), name) as logger:
         ctx.logger = logger
