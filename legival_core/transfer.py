@@ -73,19 +73,22 @@ def paper_bin(k: np.ndarray, m: np.ndarray) -> np.ndarray:
 
 
 def release_bin(k: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """Bin used by the authors' released code, as an index ``1..50``.
+    """Bin used by the authors' released code, as an index ``1..50``, in floating point.
 
-    The release puts a prefix at ``pct = 100 k / m`` and labels it with the bin centre
-    ``floor(pct / 2) * 2 + 1`` (1, 3, ..., 99); the index of that centre is
-    ``floor(pct / 2) + 1 = floor(50 k / m) + 1``, computed here in integers. Valid for
-    ``0 <= k < m`` (the release never shows the whole trace).
+    The release stores ``pct = k / m * 100`` (a float, computed in that order) and labels a
+    prefix with the centre ``int(pct / 2) * 2 + 1`` (1, 3, ..., 99); the index of that centre
+    is ``int(pct / 2) + 1``. Float rounding is kept on purpose: ``k = 87, m = 150`` gives
+    ``pct = 57.99999...`` and centre 57 (index 29), where exact arithmetic gives 59. ``k = 0``
+    gives centre 1. Valid for ``0 <= k < m`` (the release never shows the whole trace).
 
-    >>> release_bin(np.array([3, 6, 8]), np.array([9, 9, 9])).tolist()
-    [17, 34, 45]
+    Reference: ``src/viz/db_backend.py`` (``percentage_complete``) and ``migrate_database.py``
+    (``bin_center``) of the released scripts; SPEC section 7.
+
+    >>> release_bin(np.array([3, 6, 8, 0, 87]), np.array([9, 9, 9, 9, 150])).tolist()
+    [17, 34, 45, 1, 29]
     """
-    k = np.asarray(k, dtype=np.int64)
-    m = np.asarray(m, dtype=np.int64)
-    return (N_BINS * k) // m + 1
+    pct = np.asarray(k, dtype=np.float64) / np.asarray(m, dtype=np.float64) * 100.0
+    return np.floor(pct / 2.0).astype(np.int64) + 1
 
 
 def bin_centres() -> np.ndarray:
@@ -198,12 +201,6 @@ def _log_all_bins(histograms: np.ndarray) -> np.ndarray:
     return np.full(histograms.shape[:-1], math.log(N_BINS))
 
 
-def _log_nonempty_bins(histograms: np.ndarray) -> np.ndarray:
-    # Release: divide by log(number of non-empty bins); entropy is 0 there when <= 1 bin.
-    nonempty = (histograms > 0).sum(axis=-1)
-    return np.log(np.maximum(nonempty, 2))
-
-
 def normalised_entropy(
     histograms: np.ndarray, normaliser: Callable[[np.ndarray], np.ndarray] = _log_all_bins
 ) -> np.ndarray:
@@ -224,9 +221,45 @@ def normalised_entropy(
     return out
 
 
+#: Epsilon the released SOTU formula adds inside the logarithm: ``-sum q log(q + 1e-12)``.
+RELEASE_SOTU_EPS = 1e-12
+
+
+def _paper_sotu(histograms: np.ndarray, curve_centres: np.ndarray | None) -> np.ndarray:
+    """Paper SOTU of hazard histograms ``[..., 50]``: entropy / log 50 (centres unused)."""
+    return normalised_entropy(histograms, _log_all_bins)
+
+
+def _release_sotu(histograms: np.ndarray, curve_centres: np.ndarray | None) -> np.ndarray:
+    """Released SOTU formula (``src/viz/db_backend.py``, leaderboard statistics).
+
+    ``q`` = hazard masses over the bins divided by their total; ``H = -sum q log(q + 1e-12)``;
+    the result is ``H / log(C)`` where ``C`` is the number of curve centres the teacher has data
+    in (not the number of non-empty hazard bins), and ``H / 1`` when ``C <= 1`` (so a single
+    centre gives ``-log(1 + 1e-12)``, about -1e-12, as released). NaN where no mass.
+    ``curve_centres`` broadcasts against ``histograms.shape[:-1]``.
+    """
+    if curve_centres is None:
+        raise ValueError(
+            "the release SOTU divides by log(number of curve centres the teacher has data "
+            "in): pass curve_centres"
+        )
+    histograms = np.asarray(histograms, dtype=np.float64)
+    total = histograms.sum(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = histograms / total
+        entropy = -(np.where(q > 0, q, 0.0) * np.log(q + RELEASE_SOTU_EPS)).sum(axis=-1)
+    centres = np.asarray(curve_centres, dtype=np.float64)
+    denominator = np.where(centres > 1, np.log(np.maximum(centres, 1.0)), 1.0)
+    return np.where(total[..., 0] > 0, entropy / denominator, np.nan)
+
+
 # --------------------------------------------------------------------------------------------
 # Profiles
 # --------------------------------------------------------------------------------------------
+
+Regression = Literal["drop_rate", "any_drop"]
+TraceFotu = Literal["curve", "trace_score"]
 
 
 @dataclass(frozen=True)
@@ -236,13 +269,28 @@ class TransferProfile:
     Attributes:
         name: registry key.
         description: one line for the app and the README.
-        bin_of: ``(k, m) -> bin index 1..50`` for prefixes ``k >= 1``.
+        bin_of: ``(k, m) -> bin index 1..50`` for the binned prefixes (``k >= 1``, and ``k = 0``
+            too when ``pool_baseline``).
         keep_full_trace: keep the prefix ``k = m`` (the whole trace); the release drops it.
         grid: default per-trace grid, a key of :data:`GRIDS`.
-        sotu_normaliser: denominator of the hazard entropy (see :func:`normalised_entropy`).
         pooled_student_curves: teacher curve / FOTU from each student's bin means pooled over
-            all traces, then a plain average over students (release), instead of the mean of
-            per-trace curves (paper).
+            all traces, then a plain average over students per bin (release), instead of the
+            mean of per-trace curves (paper).
+        pool_baseline: the ``k = 0`` rollout (no prefix) is binned like any other prefix
+            (``bin_of(0, m)``, the first bin) and counts in the curve, FOTU, hazard and
+            regression (release); otherwise it is kept apart as the baseline only (paper).
+        last_sample_wins: one sample per (trace, student, k): a later row replaces an earlier
+            one (release); otherwise the samples are averaged (paper).
+        regression: ``"drop_rate"`` = drops / (K - 1) over the binned prefixes (paper);
+            ``"any_drop"`` = 1 if the trace has at least one drop from a prefix whose score is
+            > 0 to one whose score is 0, else 0, so its mean is the share of traces with a drop
+            (release).
+        trace_fotu: per-trace ``fotu``: ``"curve"`` = mean of the trace's curve (paper);
+            ``"trace_score"`` = mean correctness over all its rollouts, unbinned (release:
+            it has no per-trace FOTU).
+        sotu_entropy: ``(histograms [..., 50], curve_centres [...]) -> SOTU``: the normalised
+            entropy of hazard histograms; ``curve_centres`` is the number of bins the
+            teacher's curve has data in.
     """
 
     name: str
@@ -250,8 +298,12 @@ class TransferProfile:
     bin_of: Callable[[np.ndarray, np.ndarray], np.ndarray]
     keep_full_trace: bool
     grid: Grid
-    sotu_normaliser: Callable[[np.ndarray], np.ndarray]
     pooled_student_curves: bool
+    pool_baseline: bool = False
+    last_sample_wins: bool = False
+    regression: Regression = "drop_rate"
+    trace_fotu: TraceFotu = "curve"
+    sotu_entropy: Callable[[np.ndarray, np.ndarray | None], np.ndarray] = _paper_sotu
 
 
 PROFILES: dict[str, TransferProfile] = {}
@@ -263,6 +315,10 @@ def register_profile(profile: TransferProfile) -> TransferProfile:
         raise ValueError(f"transfer profile {profile.name!r} is already registered")
     if profile.grid not in GRIDS:
         raise ValueError(f"transfer profile {profile.name!r}: unknown grid {profile.grid!r}")
+    if profile.regression not in ("drop_rate", "any_drop"):
+        raise ValueError(f"transfer profile {profile.name!r}: unknown regression rule")
+    if profile.trace_fotu not in ("curve", "trace_score"):
+        raise ValueError(f"transfer profile {profile.name!r}: unknown per-trace FOTU rule")
     PROFILES[profile.name] = profile
     return profile
 
@@ -270,11 +326,13 @@ def register_profile(profile: TransferProfile) -> TransferProfile:
 register_profile(
     TransferProfile(
         name="paper",
-        description="Paper: bin = ceil(50k/m), k = m kept, interpolated curves, SOTU / log 50.",
+        description=(
+            "Paper: bin = ceil(50k/m), k = 0 kept apart as the baseline, k = m kept, samples "
+            "averaged, interpolated curves, SOTU / log 50, regression = drops / (K - 1)."
+        ),
         bin_of=paper_bin,
         keep_full_trace=True,
         grid="interpolate",
-        sotu_normaliser=_log_all_bins,
         pooled_student_curves=False,
     )
 )
@@ -282,14 +340,20 @@ register_profile(
     TransferProfile(
         name="release",
         description=(
-            "Authors' released code: bin = floor(pct/2)*2+1, last prefix m-1, observed bins only,"
-            " SOTU / log(non-empty bins), plain average of student bin means."
+            "Authors' released code: centre = int(pct/2)*2+1 with float pct = k/m*100, k = 0 "
+            "pooled into centre 1, last prefix m-1, last sample per prefix wins, student bin "
+            "means averaged per bin, SOTU / log(curve centres), regression = share of traces "
+            "with a drop; per-trace 'fotu' is the trace score (mean correctness, unbinned)."
         ),
         bin_of=release_bin,
         keep_full_trace=False,
         grid="observed",
-        sotu_normaliser=_log_nonempty_bins,
         pooled_student_curves=True,
+        pool_baseline=True,
+        last_sample_wins=True,
+        regression="any_drop",
+        trace_fotu="trace_score",
+        sotu_entropy=_release_sotu,
     )
 )
 
@@ -314,22 +378,30 @@ def _grid_of(profile: TransferProfile, grid: Grid | None) -> CurveGrid:
         raise ValueError(f"unknown grid {name!r} (known: {known})") from None
 
 
-def sotu(hazard_bins: Sequence[float | None] | np.ndarray, profile: str = "paper") -> float:
+def sotu(
+    hazard_bins: Sequence[float | None] | np.ndarray,
+    profile: str | TransferProfile = "paper",
+    *,
+    curve_centres: int | None = None,
+) -> float:
     """SOTU of a set of traces: normalised entropy of their hazard histogram.
 
     ``SOTU = -sum_b p_b log p_b / log 50`` with ``p_b`` the share of solved traces whose hazard
     falls in bin ``b`` (1..50); never-solved traces (None / NaN / 0) are left out. The
-    ``release`` profile divides by the log of the number of non-empty bins instead (0 when at
-    most one bin is used). NaN when no trace was solved.
+    ``release`` profile computes ``-sum_b p_b log(p_b + 1e-12) / log C`` instead, with ``C`` =
+    ``curve_centres``, the number of bins the teacher's curve has data in (not the number of
+    non-empty hazard bins; ``/ 1`` when ``C <= 1``). NaN when no trace was solved.
 
-    Reference: Legi-Val (arXiv 2603.20508), second-order transfer utility; SPEC section 3.
+    Reference: Legi-Val (arXiv 2603.20508), second-order transfer utility; SPEC sections 3
+    and 7 (``src/viz/db_backend.py`` of the released scripts for ``release``).
 
     >>> sotu([7, 7, 7, None])
     0.0
     >>> round(sotu(list(range(1, 51))), 6)
     1.0
-    >>> round(sotu([1, 2]), 4), sotu([1, 2], profile="release")  # log 2 / log 50; log 2 / log 2
-    (0.1772, 1.0)
+    >>> # two hazard centres among five curve centres: log 2 / log 50 (paper), log 2 / log 5
+    >>> round(sotu([1, 2]), 4), round(sotu([1, 2], "release", curve_centres=5), 4)
+    (0.1772, 0.4307)
     """
     prof = get_profile(profile)
     bins = pd.to_numeric(pd.Series(list(hazard_bins), dtype=object), errors="coerce")
@@ -337,7 +409,8 @@ def sotu(hazard_bins: Sequence[float | None] | np.ndarray, profile: str = "paper
     if np.any(bins > N_BINS):
         raise ValueError(f"hazard bins must be in 1..{N_BINS}, got {int(bins.max())}")
     hist = np.bincount(bins - 1, minlength=N_BINS).astype(np.float64)
-    return float(normalised_entropy(hist[None, :], prof.sotu_normaliser)[0])
+    centres = None if curve_centres is None else np.array([curve_centres])
+    return float(prof.sotu_entropy(hist[None, :], centres)[0])
 
 
 # --------------------------------------------------------------------------------------------
@@ -525,13 +598,16 @@ def _changes(keys: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class _Later:
-    """The points with ``k >= 1`` (the curve, hazard and regression use only these)."""
+class _Binned:
+    """The points that have a bin (``bin >= 1``): ``k >= 1``, and ``k = 0`` too when the
+    profile pools the baseline into the first bin. The curve, hazard and regression use only
+    these."""
 
     pair: np.ndarray
     bin: np.ndarray
     y: np.ndarray
     solved: np.ndarray
+    scored: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -543,25 +619,29 @@ class _Prefixes:
     k: np.ndarray
     y: np.ndarray  # mean correctness over samples (partial credit included)
     solved: np.ndarray  # share of samples fully correct (correct = 1)
-    bin: np.ndarray  # 1..50 for k >= 1, 0 for k = 0
+    scored: np.ndarray  # share of samples with any credit (correct > 0)
+    bin: np.ndarray  # 1..50 for binned points, 0 for a k = 0 kept apart
 
     @property
     def n_pairs(self) -> int:
         return len(self.pairs)
 
     @functools.cached_property
-    def later(self) -> _Later:
-        keep = self.k >= 1
+    def binned(self) -> _Binned:
+        keep = self.bin >= 1
         if keep.all():
-            return _Later(self.pair, self.bin, self.y, self.solved)
+            return _Binned(self.pair, self.bin, self.y, self.solved, self.scored)
         index = np.flatnonzero(keep)
-        return _Later(self.pair[index], self.bin[index], self.y[index], self.solved[index])
+        return _Binned(
+            self.pair[index], self.bin[index], self.y[index], self.solved[index],
+            self.scored[index],
+        )  # fmt: skip
 
     def points(self, keep: np.ndarray) -> _Prefixes:
         """The same pairs with only the points where ``keep`` is True."""
         return _Prefixes(
             self.pairs, self.pair[keep], self.k[keep], self.y[keep], self.solved[keep],
-            self.bin[keep],
+            self.scored[keep], self.bin[keep],
         )  # fmt: skip
 
 
@@ -583,6 +663,12 @@ def _run_order(pair_key: np.ndarray, point_key: np.ndarray) -> np.ndarray | None
         shift = run_start[run_order] - (np.cumsum(length) - length)
         return np.repeat(shift, length) + np.arange(len(pair_key))
     return np.argsort(point_key, kind="stable")
+
+
+def _sample_shares(correct: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One sample per point: its value, fully correct (0/1) and any credit (0/1)."""
+    y = correct + 0.0  # + 0.0 as in a bincount, so -0.0 reads 0.0
+    return y, (correct >= FULLY_CORRECT).astype(np.float64), (correct > 0).astype(np.float64)
 
 
 def _collapse(rollouts: pd.DataFrame, profile: TransferProfile) -> _Prefixes:
@@ -613,10 +699,16 @@ def _collapse(rollouts: pd.DataFrame, profile: TransferProfile) -> _Prefixes:
         k, m, correct = k[order], m[order], correct[order]
     starts = _changes(point_key)
     if starts.all():
-        # One sample per prefix (the usual design): the mean is the sample itself (+ 0.0 as
-        # in the bincount below, so -0.0 reads 0.0).
-        y = correct + 0.0
-        solved = (correct >= FULLY_CORRECT).astype(np.float64)
+        # One sample per prefix (the usual design): the mean is the sample itself.
+        y, solved, scored = _sample_shares(correct)
+    elif profile.last_sample_wins:
+        # The release keeps one row per (trace, student, k): a later insert replaces an
+        # earlier one. The sort is stable, so the last entry of a run is the last row.
+        last_sample = np.r_[np.flatnonzero(starts)[1:] - 1, len(starts) - 1]
+        y, solved, scored = _sample_shares(correct[last_sample])
+        first_sample = np.flatnonzero(starts)
+        pair_key, k, m = pair_key[first_sample], k[first_sample], m[first_sample]
+        source = first_sample if source is None else source[first_sample]
     else:
         point = _dense_rank(starts)
         n_samples = np.bincount(point)
@@ -624,6 +716,7 @@ def _collapse(rollouts: pd.DataFrame, profile: TransferProfile) -> _Prefixes:
         # The hazard asks for a full solve: partial credit (Connections: groups right / 4)
         # counts in the curve but not here (SPEC section 7).
         solved = np.bincount(point, weights=(correct >= FULLY_CORRECT)) / n_samples
+        scored = np.bincount(point, weights=(correct > 0)) / n_samples
         first_sample = np.flatnonzero(starts)
         pair_key, k, m = pair_key[first_sample], k[first_sample], m[first_sample]
         source = first_sample if source is None else source[first_sample]
@@ -635,7 +728,7 @@ def _collapse(rollouts: pd.DataFrame, profile: TransferProfile) -> _Prefixes:
     if rows is not None:
         first_rows = rows[first_rows]
     pairs = rollouts[list(TRACE_COLUMNS)].iloc[first_rows].reset_index(drop=True)
-    return _with_bins(pairs, point_pair, k, m, y, solved, profile)
+    return _with_bins(pairs, point_pair, k, m, y, solved, scored, profile)
 
 
 def _collapse_wide(
@@ -653,12 +746,18 @@ def _collapse_wide(
     stride = int(k.max()) + 1
     point_key, _, point = _group_keys(pair * stride + k)
     correct = numbers.correct[rows]
-    n_samples = np.bincount(point)
-    y = np.bincount(point, weights=correct) / n_samples
-    solved = np.bincount(point, weights=(correct >= FULLY_CORRECT)) / n_samples
+    if profile.last_sample_wins:
+        last_sample = np.zeros(len(point_key), dtype=np.int64)
+        np.maximum.at(last_sample, point, np.arange(len(point)))
+        y, solved, scored = _sample_shares(correct[last_sample])
+    else:
+        n_samples = np.bincount(point)
+        y = np.bincount(point, weights=correct) / n_samples
+        solved = np.bincount(point, weights=(correct >= FULLY_CORRECT)) / n_samples
+        scored = np.bincount(point, weights=(correct > 0)) / n_samples
     point_pair = point_key // stride
     point_m = pairs["m"].to_numpy(dtype=np.int64)[point_pair]
-    return _with_bins(pairs, point_pair, point_key % stride, point_m, y, solved, profile)
+    return _with_bins(pairs, point_pair, point_key % stride, point_m, y, solved, scored, profile)
 
 
 def _with_bins(
@@ -668,14 +767,17 @@ def _with_bins(
     point_m: np.ndarray,
     y: np.ndarray,
     solved: np.ndarray,
+    scored: np.ndarray,
     profile: TransferProfile,
 ) -> _Prefixes:
     bins = np.zeros(len(point_k), dtype=np.int64)
-    later = point_k >= 1
-    bins[later] = profile.bin_of(point_k[later], point_m[later])
-    if later.any() and (bins[later].min() < 1 or bins[later].max() > N_BINS):
+    binned = np.ones(len(point_k), dtype=bool) if profile.pool_baseline else point_k >= 1
+    bins[binned] = profile.bin_of(point_k[binned], point_m[binned])
+    if binned.any() and (bins[binned].min() < 1 or bins[binned].max() > N_BINS):
         raise ValueError(f"profile {profile.name!r} put a prefix outside bins 1..{N_BINS}")
-    return _Prefixes(pairs=pairs, pair=point_pair, k=point_k, y=y, solved=solved, bin=bins)
+    return _Prefixes(
+        pairs=pairs, pair=point_pair, k=point_k, y=y, solved=solved, scored=scored, bin=bins
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -693,18 +795,18 @@ def _nanmean(values: np.ndarray, axis: int) -> np.ndarray:
 
 
 def _bin_sums(pre: _Prefixes) -> tuple[np.ndarray, np.ndarray]:
-    """Per pair and bin: sum of prefix correctness and number of prefixes (k >= 1)."""
-    later = pre.later
-    flat = later.pair * N_BINS + later.bin - 1
+    """Per pair and bin: sum of prefix correctness and number of binned prefixes."""
+    binned = pre.binned
+    flat = binned.pair * N_BINS + binned.bin - 1
     size = pre.n_pairs * N_BINS
-    sums = np.bincount(flat, weights=later.y, minlength=size).reshape(-1, N_BINS)
+    sums = np.bincount(flat, weights=binned.y, minlength=size).reshape(-1, N_BINS)
     counts = np.bincount(flat, minlength=size).reshape(-1, N_BINS).astype(np.float64)
     return sums, counts
 
 
 @dataclass(frozen=True)
 class _ObservedBins:
-    """Mean correctness of the prefixes (k >= 1) in each observed (pair, bin), sorted."""
+    """Mean correctness of the binned prefixes in each observed (pair, bin), sorted."""
 
     row: np.ndarray
     bin: np.ndarray  # 1..50
@@ -712,21 +814,28 @@ class _ObservedBins:
 
 
 def _observed_bins(pre: _Prefixes) -> _ObservedBins:
-    later = pre.later
-    key = later.pair * (N_BINS + 1) + later.bin
+    binned = pre.binned
+    key = binned.pair * (N_BINS + 1) + binned.bin
     if not _is_sorted(key):  # a profile whose bins do not rise with k
         cells, _, cell = _group_keys(key)
-        value = np.bincount(cell, weights=later.y) / np.bincount(cell)
+        value = np.bincount(cell, weights=binned.y) / np.bincount(cell)
         return _ObservedBins(cells // (N_BINS + 1), cells % (N_BINS + 1), value)
     starts = _changes(key)
     if starts.all():  # one prefix per bin: its mean is its value (+ 0.0 as in a bincount)
-        return _ObservedBins(later.pair, later.bin, later.y + 0.0)
+        return _ObservedBins(binned.pair, binned.bin, binned.y + 0.0)
     cell = _dense_rank(starts)
-    value = np.bincount(cell, weights=later.y) / np.bincount(cell)
-    return _ObservedBins(later.pair[starts], later.bin[starts], value)
+    value = np.bincount(cell, weights=binned.y) / np.bincount(cell)
+    return _ObservedBins(binned.pair[starts], binned.bin[starts], value)
 
 
-def _fotu(pre: _Prefixes, grid: CurveGrid) -> np.ndarray:
+def _fotu(pre: _Prefixes, grid: CurveGrid, profile: TransferProfile) -> np.ndarray:
+    """Per-pair ``fotu``: the area under the trace's curve, or (``trace_fotu =
+    "trace_score"``, release) the mean correctness over all its points, k = 0 included."""
+    if profile.trace_fotu == "trace_score":
+        counts = np.bincount(pre.pair, minlength=pre.n_pairs)
+        sums = np.bincount(pre.pair, weights=pre.y, minlength=pre.n_pairs)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
     obs = _observed_bins(pre)
     return grid.area(obs.row, obs.bin, obs.value, pre.n_pairs)
 
@@ -742,35 +851,42 @@ def _curves(pre: _Prefixes, grid: CurveGrid) -> np.ndarray:
 class _PairMetrics:
     fotu: np.ndarray
     hazard: np.ndarray  # 1..50, 0 = never solved
-    n_later: np.ndarray  # number of prefixes with k >= 1
+    n_binned: np.ndarray  # number of binned prefixes (k >= 1; k = 0 too when pooled)
     regression_count: np.ndarray
     regression_rate: np.ndarray
     baseline: np.ndarray
 
 
-def _pair_metrics(pre: _Prefixes, fotu: np.ndarray) -> _PairMetrics:
+def _pair_metrics(pre: _Prefixes, fotu: np.ndarray, profile: TransferProfile) -> _PairMetrics:
     n = pre.n_pairs
 
-    later = pre.later
-    pair_l = later.pair
-    y_l = later.y
+    binned = pre.binned
+    pair_b = binned.pair
     # Points are sorted by (pair, k): the first solved point of a pair is its hazard.
-    solved = np.flatnonzero(later.solved >= SOLVED_THRESHOLD)
+    solved = np.flatnonzero(binned.solved >= SOLVED_THRESHOLD)
     hazard = np.zeros(n, dtype=np.int64)
-    solved_pair = pair_l[solved]  # sorted, so a pair's first entry is its smallest k
+    solved_pair = pair_b[solved]  # sorted, so a pair's first entry is its smallest k
     first_solved = _changes(solved_pair)
-    hazard[solved_pair[first_solved]] = later.bin[solved[first_solved]]
+    hazard[solved_pair[first_solved]] = binned.bin[solved[first_solved]]
 
-    drops = (pair_l[1:] == pair_l[:-1]) & (y_l[1:] < y_l[:-1])
-    regression_count = np.bincount(pair_l[1:][drops], minlength=n)
-    n_later = np.bincount(pair_l, minlength=n)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        regression_rate = np.where(n_later >= 2, regression_count / (n_later - 1), np.nan)
+    same_pair = pair_b[1:] == pair_b[:-1]
+    n_binned = np.bincount(pair_b, minlength=n)
+    if profile.regression == "any_drop":
+        # Release: the share of samples with any credit, a drop = from >= 0.5 to < 0.5.
+        hit = binned.scored >= SOLVED_THRESHOLD
+        drops = same_pair & hit[:-1] & ~hit[1:]
+        regression_count = np.bincount(pair_b[1:][drops], minlength=n)
+        regression_rate = np.where(n_binned >= 1, (regression_count > 0).astype(np.float64), np.nan)
+    else:
+        drops = same_pair & (binned.y[1:] < binned.y[:-1])
+        regression_count = np.bincount(pair_b[1:][drops], minlength=n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            regression_rate = np.where(n_binned >= 2, regression_count / (n_binned - 1), np.nan)
 
     baseline = np.full(n, np.nan)
     start = pre.k == 0
     baseline[pre.pair[start]] = pre.y[start]
-    return _PairMetrics(fotu, hazard, n_later, regression_count, regression_rate, baseline)
+    return _PairMetrics(fotu, hazard, n_binned, regression_count, regression_rate, baseline)
 
 
 def _trace_frame(pre: _Prefixes, pm: _PairMetrics) -> pd.DataFrame:
@@ -803,10 +919,20 @@ def trace_metrics(
       ``regression_rate`` = count / (K - 1), NaN when K < 2;
     * ``baseline`` = correctness at ``k = 0`` (NaN if absent); ``lift`` = fotu - baseline.
 
+    With ``profile="release"`` (the authors' released scripts, SPEC section 7): one sample per
+    (trace, student, k), the last row winning; ``k = m`` is dropped; ``k = 0`` is binned with
+    the others (centre 1) by :func:`release_bin`; ``fotu`` is the release's **trace score**
+    (mean correctness over all the pair's rollouts, k = 0 included, unbinned: the release has
+    no per-trace FOTU); ``hazard_bin`` = bin of the first k (k = 0 included) whose sample is
+    fully correct; ``regression_count`` = drops from a sample with credit (> 0) to one
+    without along k = 0, 3, ..., and ``regression_rate`` = 1 if there is at least one drop,
+    else 0 (its mean over traces is the release's share of traces with a regression).
+
     Args:
         rollouts: rollouts table (extra columns are ignored).
         profile: a key of :data:`PROFILES` or a :class:`TransferProfile`.
-        grid: ``"interpolate"`` or ``"observed"``; None = the profile's default.
+        grid: ``"interpolate"`` or ``"observed"``; None = the profile's default (it does not
+            change the release's trace score).
 
     Returns:
         One row per (trace_id, student), sorted, with :data:`TRACE_COLUMNS` then ``fotu,
@@ -824,7 +950,7 @@ def trace_metrics(
     """
     prof = get_profile(profile)
     pre = _collapse(rollouts, prof)
-    return _trace_frame(pre, _pair_metrics(pre, _fotu(pre, _grid_of(prof, grid))))
+    return _trace_frame(pre, _pair_metrics(pre, _fotu(pre, _grid_of(prof, grid), prof), prof))
 
 
 def trace_curves(
@@ -976,7 +1102,7 @@ _MEAN_QUANTITIES = ("fotu", "regression_rate", "never_solved", "baseline")
 
 def _pair_inputs(pm: _PairMetrics, pre: _Prefixes, pooled: bool) -> dict[str, np.ndarray]:
     """Per-pair arrays that teacher-level aggregation needs; NaN / 0 mean absent."""
-    never_solved = np.where(pm.n_later > 0, (pm.hazard == 0).astype(np.float64), np.nan)
+    never_solved = np.where(pm.n_binned > 0, (pm.hazard == 0).astype(np.float64), np.nan)
     inputs = {
         "scalars": np.stack([pm.fotu, pm.regression_rate, never_solved, pm.baseline], axis=1),
         "hazards": pm.hazard.astype(np.float64),
@@ -1041,10 +1167,14 @@ def _aggregate(
     per_student = _weighted_student_means(weights, inputs["scalars"])  # [B, s, 4]
     teacher = _nanmean(per_student, axis=1)  # [B, 4]
     out = {name: teacher[:, i] for i, name in enumerate(_MEAN_QUANTITIES)}
+    centres = None
     if profile.pooled_student_curves:
-        out["fotu"] = _nanmean(_pooled_curve(weights, inputs["sums"], inputs["counts"]), axis=1)
+        mean_curve = _pooled_curve(weights, inputs["sums"], inputs["counts"])  # [B, 50]
+        out["fotu"] = _nanmean(mean_curve, axis=1)
+        # The centres the teacher's curve has data in (the release's SOTU denominator).
+        centres = (~np.isnan(mean_curve)).sum(axis=1)[:, None]
     histograms = _weighted_histograms(weights, inputs["hazards"])
-    out["sotu"] = _nanmean(normalised_entropy(histograms, profile.sotu_normaliser), axis=1)
+    out["sotu"] = _nanmean(profile.sotu_entropy(histograms, centres), axis=1)
     out["lift"] = out["fotu"] - out["baseline"]
     return out
 
@@ -1094,9 +1224,16 @@ def teacher_metrics(
     traces for each student, then over students: ``fotu``, ``regression_rate``, ``baseline``
     and ``never_solved`` (share of traces with no solved prefix). ``lift = fotu - baseline``.
     ``sotu`` per student = ``H(hazard histogram over 50 bins) / log 50`` (never-solved traces
-    left out), then the mean over students. With the ``release`` profile, ``fotu`` is the mean
-    over non-empty bins of the plain average over students of each student's bin means (pooled
-    over traces), and SOTU is divided by log(non-empty bins).
+    left out), then the mean over students.
+
+    With the ``release`` profile (SPEC section 7), as the released leaderboard computes them:
+    ``fotu`` = the mean over the centres with data of the teacher curve, whose value at a centre
+    is the plain average over the students with data there of each student's mean correctness
+    pooled over traces (k = 0 in centre 1); ``regression_rate`` = per student the share of
+    traces with at least one drop along k = 0, 3, ..., then the mean over students; ``sotu``
+    per student = ``-sum q log(q + 1e-12) / log C`` over the hazard shares ``q`` (hazard = first
+    correct k, k = 0 included), ``C`` = the number of centres the teacher curve has data in,
+    then the mean over the students with a solved trace.
 
     Confidence intervals (``<q>_lo``, ``<q>_hi``) are percentile intervals from ``n_boot``
     resamples of the group's traces with replacement (a resampled trace brings all its
@@ -1132,8 +1269,8 @@ def teacher_metrics(
     prof = get_profile(profile)
     columns = _as_columns(by)
     pre = _collapse(rollouts, prof)
-    fotu = _fotu(pre, _grid_of(prof, grid))
-    pair_inputs = _pair_inputs(_pair_metrics(pre, fotu), pre, prof.pooled_student_curves)
+    fotu = _fotu(pre, _grid_of(prof, grid), prof)
+    pair_inputs = _pair_inputs(_pair_metrics(pre, fotu, prof), pre, prof.pooled_student_curves)
 
     records = []
     for block in _blocks(pre.pairs, columns):
@@ -1188,9 +1325,11 @@ def curve(
 
     ``mu_T(b)`` = mean over students of the mean over traces of ``f_p(b)`` (so its mean over
     the 50 bins is the teacher FOTU); with the ``release`` profile, the plain average over
-    students of each student's pooled bin means. ``lo`` / ``hi`` come from ``n_boot``
-    resamples of traces. ``baseline`` (with ``baseline_lo`` / ``baseline_hi``) is the student
-    alone (k = 0), averaged the same way, repeated on every row of the group.
+    students of each student's pooled bin means, k = 0 in the first bin (centre 1), NaN in the
+    bins without data (its mean over the other bins is the release teacher FOTU). ``lo`` /
+    ``hi`` come from ``n_boot`` resamples of traces. ``baseline`` (with ``baseline_lo`` /
+    ``baseline_hi``) is the student alone (k = 0), averaged the same way, repeated on every row
+    of the group.
 
     Returns:
         Long table: the ``by`` columns, ``bin`` (1..50), ``x`` (bin centre), ``mean``, ``lo``,
@@ -1209,7 +1348,7 @@ def curve(
     columns = _as_columns(by)
     pre = _collapse(rollouts, prof)
     curves = _curves(pre, _grid_of(prof, grid))
-    pm = _pair_metrics(pre, _nanmean(curves, axis=1))
+    pm = _pair_metrics(pre, _nanmean(curves, axis=1), prof)
     return _curve_frame(_CurveInputs.of(pre, curves, pm, prof), columns, prof, n_boot, seed, alpha)
 
 
@@ -1327,7 +1466,7 @@ def selection_curves(
     columns = _as_columns(by)
     curve_grid = _grid_of(prof, grid)
     pre = _collapse(rollouts, prof)
-    pm = _pair_metrics(pre, _fotu(pre, curve_grid))
+    pm = _pair_metrics(pre, _fotu(pre, curve_grid, prof), prof)
     per_trace = _trace_frame(pre, pm)
     data = _CurveInputs.of(pre, _curves(pre, curve_grid), pm, prof)
     for selection in selections:
@@ -1471,14 +1610,13 @@ def fotu_before_leak(
     keep = pre.k < point_leak  # NaN compares False: unknown traces keep nothing
     kept = pre.points(keep)
     curves = _curves(kept, curve_grid)
-    later = kept.k >= 1
     last_bin = np.zeros(kept.n_pairs, dtype=np.int64)
-    np.maximum.at(last_bin, kept.pair[later], kept.bin[later])
+    np.maximum.at(last_bin, kept.pair, kept.bin)  # bin 0 (a k = 0 kept apart) changes nothing
     within = np.arange(1, N_BINS + 1)[None, :] <= last_bin[:, None]
     before = _nanmean(np.where(within, curves, np.nan), axis=1)
     out = pre.pairs.copy()
     known = np.isfinite(pair_leak)
     out["leak_k"] = pd.arrays.IntegerArray(np.where(known, pair_leak, 0).astype(np.int64), ~known)
-    out["fotu"] = _fotu(pre, curve_grid)
+    out["fotu"] = _fotu(pre, curve_grid, prof)
     out["fotu_before_leak"] = before
     return out

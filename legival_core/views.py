@@ -439,7 +439,8 @@ def transfer_summary(
     ``curves`` is :func:`legival_core.transfer.curve` by teacher and ``per_trace`` is
     :func:`legival_core.transfer.trace_metrics` on the same rollouts, so no third pass over
     the rollouts is needed: FOTU = mean of μ_T over the (non-empty) bins; SOTU = mean over
-    students of :func:`legival_core.transfer.sotu` of their hazards; never solved = mean over
+    the students with a solved trace of :func:`legival_core.transfer.sotu` of their hazards
+    (``release``: divided by log of the number of bins μ_T has data in); never solved = mean over
     students of the share of traces without a hazard; regression rate = mean over students of
     the mean over traces; baseline = the curve's baseline. These
     equal :func:`legival_core.transfer.teacher_metrics` grouped by teacher.
@@ -451,15 +452,18 @@ def transfer_summary(
     for teacher, group in curves.groupby("teacher", observed=True, sort=True):
         pairs = usable[usable["teacher"] == teacher]
         by_student = pairs.groupby("student", observed=True)
+        centres = int(group["mean"].notna().sum())
+        per_student = np.array(
+            [sotu(g["hazard_bin"], profile, curve_centres=centres) for _, g in by_student]
+        )
+        solved = per_student[~np.isnan(per_student)]
         rows.append(
             {
                 "teacher": teacher,
                 "n_traces": int(group["n_traces"].iloc[0]),
                 "n_students": int(pairs["student"].nunique()),
                 "fotu": float(np.nanmean(group["mean"].to_numpy(dtype=float))),
-                "sotu": float(np.mean([sotu(g["hazard_bin"], profile) for _, g in by_student]))
-                if len(pairs)
-                else math.nan,
+                "sotu": float(solved.mean()) if len(solved) else math.nan,
                 "never_solved": float(
                     by_student["hazard_bin"].apply(lambda h: h.isna().mean()).mean()
                 )
@@ -549,6 +553,47 @@ def transfer_view(
         selected, [{}], by="teacher", n_boot=n_boot, seed=seed, profile=profile
     )
     return _view_of(curves, per_trace, profile)
+
+
+#: Label of the per-trace ``fotu`` column under a profile whose per-trace number is the
+#: release's trace score (the released scripts have no per-trace FOTU).
+TRACE_SCORE_LABEL = "Trace score (release)"
+#: What that trace score is, for captions.
+TRACE_SCORE_NOTE = (
+    "Profile 'release': the authors' released code has no per-trace FOTU, so each trace's "
+    "number is its trace score, the mean correctness over all its rollouts (k = 0 included, "
+    "unbinned), not the area under its curve."
+)
+
+
+def trace_metric_label(name: str, profile: str = "paper") -> str:
+    """Label of a per-trace column of ``trace_transfer`` computed with ``profile``.
+
+    >>> trace_metric_label("fotu"), trace_metric_label("fotu", "release")
+    ('FOTU', 'Trace score (release)')
+    """
+    from legival_core.transfer import get_profile
+
+    if name == "fotu" and get_profile(profile).trace_fotu == "trace_score":
+        return TRACE_SCORE_LABEL
+    metric = METRICS.get(name)
+    return metric.label if metric else name
+
+
+def metrics_profile(manifest: Mapping[str, Any]) -> str:
+    """The transfer profile a store's ``teacher_metrics`` / ``trace_transfer`` were computed
+    with: the latest ``metrics`` provenance entry, else the stored config, else ``"paper"``.
+
+    >>> metrics_profile({"provenance": [{"stage": "metrics", "profile": "release"}]})
+    'release'
+    >>> metrics_profile({"config": {"metrics": {"profile": "paper"}}, "provenance": []})
+    'paper'
+    """
+    for entry in reversed(manifest.get("provenance") or []):
+        if isinstance(entry, Mapping) and entry.get("stage") == "metrics" and entry.get("profile"):
+            return str(entry["profile"])
+    config = (manifest.get("config") or {}).get("metrics") or {}
+    return str(config.get("profile") or "paper")
 
 
 def rollouts_stamp(manifest: Mapping[str, Any]) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -45,12 +47,18 @@ def matrices(
 
 
 @common.derived("per_student")
-def per_student() -> pd.DataFrame:
-    return views.student_transfer_metrics(common.load_rollouts())
+def per_student(profile: str) -> pd.DataFrame:
+    return views.student_transfer_metrics(common.load_rollouts(), profile)
 
 
-def heatmap(rho: pd.DataFrame, pvalue: pd.DataFrame, key: str, title: str) -> None:
-    labels = [common.metric_label(c) for c in rho.columns]
+def heatmap(
+    rho: pd.DataFrame,
+    pvalue: pd.DataFrame,
+    key: str,
+    title: str,
+    label: Callable[[str], str] = common.metric_label,
+) -> None:
+    labels = [label(c) for c in rho.columns]
     text = [
         [
             "" if np.isnan(r) else f"{r:.2f}" + ("" if i == j else views.significance_stars(p))
@@ -80,6 +88,8 @@ def heatmap(rho: pd.DataFrame, pvalue: pd.DataFrame, key: str, title: str) -> No
 
 
 teacher_metrics = common.load_table("teacher_metrics")
+# the transfer profile the stored transfer tables were computed with
+profile = views.metrics_profile(common.load_manifest())
 datasets = sorted(teacher_metrics["dataset"].unique())
 left, middle, right = st.columns(3)
 dataset = common.url_select("Dataset", [common.ALL, *datasets], "dataset", where=left)
@@ -113,7 +123,19 @@ if rho.shape[0] < 2:
     st.info("Fewer than two metrics vary in this selection; no correlation to show.")
 else:
     what = "Partial Spearman ρ given tokens" if partial else "Spearman ρ"
-    heatmap(rho, pvalue, "correlation_heatmap", f"{what}, {level} level, {traces_choice} traces")
+    title = f"{what}, {level} level, {traces_choice} traces"
+    trace_score = views.trace_metric_label("fotu", profile) == views.TRACE_SCORE_LABEL
+    if level == "trace" and trace_score and "fotu" in rho.columns:
+        heatmap(
+            rho,
+            pvalue,
+            "correlation_heatmap",
+            title,
+            label=lambda c: views.trace_metric_label(c, profile),
+        )
+        st.caption(views.TRACE_SCORE_NOTE)
+    else:
+        heatmap(rho, pvalue, "correlation_heatmap", title)
 
 st.subheader("Rank stability")
 st.caption("Spearman ρ between the teacher rankings a metric gives on two datasets / students.")
@@ -139,7 +161,7 @@ with stability_right:
     if common.has_table("rollouts") and metric in views.STUDENT_METRICS:
         from legival_core.stats import rank_stability
 
-        students = per_student()
+        students = per_student(profile)
         if students["student"].nunique() > 1:
             rho_s, p_s = rank_stability(students, metric, across="student")
             st.markdown("**Across students**")

@@ -36,7 +36,9 @@ def intervals(student: str | None, n_boot: int) -> pd.DataFrame:
         )
     if common.has_table("rollouts"):
         rollouts = views.filter_rows(common.load_rollouts(), student=student)
-        transfer = teacher_metrics(rollouts, n_boot=n_boot)
+        # the profile the stored teacher_metrics were computed with, so the CIs match them
+        profile = views.metrics_profile(common.load_manifest())
+        transfer = teacher_metrics(rollouts, profile=profile, n_boot=n_boot)
         for name in ("fotu", "sotu", "regression_rate", "never_solved", "lift"):
             frames.append(
                 pd.DataFrame(
@@ -60,7 +62,8 @@ def board_rows(dataset: str | None, student: str | None) -> tuple[pd.DataFrame, 
     and the metrics they have values for."""
     frame = views.filter_rows(common.load_table("teacher_metrics"), dataset=dataset)
     if student is not None:
-        frame = views.with_student(frame, student_metrics("paper"), student)
+        profile = views.metrics_profile(common.load_manifest())
+        frame = views.with_student(frame, student_metrics(profile), student)
     return frame, views.ranked_metrics(frame)
 
 

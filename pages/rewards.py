@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from legival_core import oversight
+from legival_core import oversight, views
 from pages import common
 
 st.title("🎯 Reward models")
@@ -98,16 +98,21 @@ subset = common.url_select(
 dataset = None if dataset_choice == common.ALL else dataset_choice
 correct_only = subset == "correct"
 
+# trace_transfer's "fotu" is the release's trace score when the store used that profile
+profile = views.metrics_profile(common.load_manifest())
+fotu_name = views.trace_metric_label("fotu", profile)
 rho_all = rho_of(reward_rho(model, dataset, "trace", False), "fotu")
 rho_correct = rho_of(reward_rho(model, dataset, "trace", True), "fotu")
 one, two = st.columns(2)
-one.metric("ρ(reward, FOTU), all traces", shown(rho_all))
-two.metric("ρ(reward, FOTU), correct traces only", shown(rho_correct))
+one.metric(f"ρ(reward, {fotu_name}), all traces", shown(rho_all))
+two.metric(f"ρ(reward, {fotu_name}), correct traces only", shown(rho_correct))
 st.caption(
-    "Trace level: one point per trace with a reward and a transfer row; FOTU is averaged over "
-    "students. The rollout stage runs only on correct traces, so both numbers coincide unless "
-    "the store has transfer rows for incorrect traces too."
+    f"Trace level: one point per trace with a reward and a transfer row; {fotu_name} is "
+    "averaged over students. The rollout stage runs only on correct traces, so both numbers "
+    "coincide unless the store has transfer rows for incorrect traces too."
 )
+if fotu_name == views.TRACE_SCORE_LABEL:
+    st.caption(views.TRACE_SCORE_NOTE)
 
 points = reward_points(model, dataset, correct_only)
 if points.empty:
@@ -123,15 +128,16 @@ else:
                 name="correct" if correct else "incorrect",
                 text=[html.escape(str(t)) for t in group["teacher"]],
                 customdata=group["trace_id"],
-                hovertemplate="%{text}<br>%{customdata}<br>reward %{x:.3f}<br>FOTU %{y:.3f}"
-                "<extra></extra>",
+                hovertemplate="%{text}<br>%{customdata}<br>reward %{x:.3f}<br>"
+                + html.escape(fotu_name)
+                + " %{y:.3f}<extra></extra>",
             )
         )
     rho_here = rho_correct if correct_only else rho_all
     figure.update_layout(
-        title=f"Reward vs FOTU ({SUBSETS[subset]}, ρ = {shown(rho_here)})",
+        title=f"Reward vs {fotu_name} ({SUBSETS[subset]}, ρ = {shown(rho_here)})",
         xaxis_title=f"reward ({html.escape(model)})",
-        yaxis_title="FOTU (mean over students)",
+        yaxis_title=f"{fotu_name} (mean over students)",
         height=460,
     )
     st.plotly_chart(figure, key="reward_scatter")

@@ -148,8 +148,10 @@ with right:
         "Profile",
         list(PROFILES),
         "profile",
-        help="paper: the paper's definitions; release: "
-        "the authors' released code (bins, last prefix, SOTU normaliser).",
+        help="paper: the paper's definitions; release: the authors' released code, bug for "
+        "bug (float centres, k = 0 pooled into centre 1, last prefix m - 1, last sample wins, "
+        "SOTU / log(curve centres), regression = share of traces with a drop). It switches "
+        "the curves, bands, hazards and every number of the summary.",
     )
     st.caption(PROFILES[profile].description)
 bands = st.toggle(
@@ -175,5 +177,11 @@ st.caption(
     "holds the pairs never solved. Flat histograms mean high SOTU, peaks mean low SOTU."
 )
 st.plotly_chart(hazard_figure, key="hazard_chart")
+if PROFILES[profile].pool_baseline:
+    st.caption(
+        "Profile 'release': the student alone (k = 0) is pooled into the first bin, so a trace "
+        "the student solves without any prefix has its hazard in bin 1, and the curve's first "
+        "bin mixes k = 0 with the shortest prefixes."
+    )
 st.caption("Pooled over the selected traces (not averaged over datasets as the leaderboard is).")
 common.table(view.summary[view.summary["teacher"].isin(picked)], "transfer_summary")

@@ -13,7 +13,9 @@ Sections (every one optional; defaults follow SPEC's **[choice]** values)::
     [[students]]   like a teacher, plus forcing_tokens (second pass budget)
     [rollout]      interval, samples, batch_size, include_full (k = m)
     [judge]        labelers (["lexical", "llm"]), model fields as for a teacher, batch_size
-    [metrics]      threshold, profile, grid, primary_labeler, encoding
+    [metrics]      threshold, profile, grid, primary_labeler, encoding (``profile =
+                   "release"`` also sets threshold = 0.85 and [rollout] include_full = false
+                   unless they are given)
 
 Unknown keys are errors (a typo must not silently fall back to a default); every error
 names the file, the section and the key.
@@ -30,6 +32,7 @@ from typing import Any
 
 __all__ = [
     "DEFAULT_STAGES",
+    "PROFILE_THRESHOLDS",
     "ConfigError",
     "EmbedConfig",
     "ExperimentConfig",
@@ -267,6 +270,11 @@ class JudgeConfig:
     batch_size: int = 4
 
 
+#: Redundancy τ of each transfer profile when ``[metrics]`` gives no ``threshold`` (the same
+#: values as :data:`legival_core.efficiency.REDUNDANCY_THRESHOLDS`; a test keeps them equal).
+PROFILE_THRESHOLDS = {"paper": 0.8, "release": 0.85}
+
+
 @dataclass(frozen=True)
 class MetricsConfig:
     threshold: float = 0.8
@@ -384,11 +392,14 @@ def _parse(data: Mapping[str, Any], source: str) -> ExperimentConfig:
     emb.finish()
 
     ro = _Section(source, "rollout", data.get("rollout"))
+    metrics_table = data.get("metrics")
+    release = isinstance(metrics_table, Mapping) and metrics_table.get("profile") == "release"
     rollout = RolloutConfig(
         interval=ro.integer("interval", 3, minimum=1),
         samples=ro.integer("samples", 1, minimum=1),
         batch_size=ro.integer("batch_size", 8, minimum=1),
-        include_full=ro.boolean("include_full", True),
+        # the released scripts never show the whole trace (last prefix m - 1)
+        include_full=ro.boolean("include_full", not release),
         reuse_baseline=ro.boolean("reuse_baseline", True),
     )
     ro.finish()
@@ -411,9 +422,12 @@ def _parse(data: Mapping[str, Any], source: str) -> ExperimentConfig:
     jd.finish()
 
     me = _Section(source, "metrics", data.get("metrics"))
+    profile = me.choice("profile", "paper", ("paper", "release"))
     metrics = MetricsConfig(
-        threshold=me.number("threshold", 0.8, low=0.0, high=1.0),
-        profile=me.choice("profile", "paper", ("paper", "release")),
+        # The profile brings its redundancy τ (release: the scripts' 0.85) unless the config
+        # names a threshold of its own.
+        threshold=me.number("threshold", PROFILE_THRESHOLDS[profile], low=0.0, high=1.0),
+        profile=profile,
         grid=me.choice("grid", "interpolate", ("interpolate", "observed")),
         primary_labeler=me.string("primary_labeler"),
         encoding=me.string("encoding", "cl100k_base") or "cl100k_base",

@@ -218,6 +218,43 @@ def test_transfer_hazards_and_summary(toy_store: Store, monkeypatch):
     assert sum(shares.values()) == pytest.approx(1.0)
 
 
+def test_transfer_profile_toggle_switches_every_number(toy_store: Store, monkeypatch):
+    at = run_page("transfer", monkeypatch, [toy_store], {"profile": "release"})
+    rollouts = toy_store.read("rollouts")
+    # the curves
+    curves = transfer.curve(rollouts, by="teacher", n_boot=200, profile="release")
+    lines = {d["name"]: d for d in figures(at)[0]["data"] if d.get("mode") == "lines"}
+    for teacher in app_fixtures.TEACHERS:
+        mine = curves[curves["teacher"] == teacher]["mean"].to_numpy()
+        np.testing.assert_allclose(values(lines[teacher]["y"]), mine)
+    # every number of the summary is the release's
+    summary = at.dataframe[0].value.set_index("teacher")
+    release = transfer.teacher_metrics(rollouts, "release", n_boot=0, by="teacher")
+    paper = transfer.teacher_metrics(rollouts, n_boot=0, by="teacher").set_index("teacher")
+    release = release.set_index("teacher")
+    columns = ("fotu", "sotu", "never_solved", "regression_rate", "baseline", "lift")
+    for column in columns:
+        np.testing.assert_allclose(summary[column], release.loc[summary.index, column])
+    for column in ("fotu", "sotu", "regression_rate"):
+        assert not np.allclose(release[column], paper[column]), column  # the toggle matters
+    # the hazard histogram: release hazards (k = 0 included, release bins)
+    traces = transfer.trace_metrics(rollouts, profile="release")
+    hazard = figures(at)[1]
+    for teacher in app_fixtures.TEACHERS:
+        bars = next(d for d in hazard["data"] if d["name"] == teacher)
+        mine = traces[traces["teacher"] == teacher]["hazard_bin"]
+        bins = mine.fillna(0).astype(int).to_numpy()
+        want = np.bincount(bins, minlength=51) / len(bins)
+        shown_bins = np.round(values(bars["x"]) * 50).astype(int)
+        got = dict(zip(shown_bins, values(bars["y"]), strict=True))
+        np.testing.assert_allclose([got.get(b, 0.0) for b in range(51)], want)
+    # back to paper: the summary follows
+    select(at, "Profile").select("paper").run()
+    summary = at.dataframe[0].value.set_index("teacher")
+    for column in columns:
+        np.testing.assert_allclose(summary[column], paper.loc[summary.index, column])
+
+
 # --- pareto, correlations -------------------------------------------------------------------------
 
 

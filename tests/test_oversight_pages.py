@@ -186,6 +186,26 @@ def test_reward_page_follows_the_url(monkeypatch: pytest.MonkeyPatch, stores) ->
     assert at.query_params["rm"] == ["rm-b"] or at.query_params["rm"] == "rm-b"
 
 
+def test_reward_page_labels_the_release_trace_score(
+    monkeypatch: pytest.MonkeyPatch, stores, tmp_path: Path
+) -> None:
+    # A store whose metrics stage ran with profile "release": its trace_transfer "fotu" is the
+    # release's trace score (the release has no per-trace FOTU), and the page says so.
+    shutil.copytree(stores["full"].path, tmp_path / "release")
+    store = Store.open(tmp_path / "release")
+    from legival_core.transfer import trace_metrics
+
+    release = trace_metrics(store.read("rollouts"), profile="release")
+    store.write("trace_transfer", release[store.read("trace_transfer").columns], stage="metrics")
+    store.record_stage("metrics", profile="release")
+    at = run_page("rewards", monkeypatch, store)
+    shown = metric_values(at)
+    assert "ρ(reward, Trace score (release)), all traces" in shown
+    assert not any("FOTU" in label for label in shown)
+    assert any("no per-trace FOTU" in c.value for c in at.caption)
+    assert "Trace score (release)" in figures(at)[0]["layout"]["yaxis"]["title"]["text"]
+
+
 def test_reward_page_without_rewards_says_so(monkeypatch: pytest.MonkeyPatch, stores) -> None:
     at = run_page("rewards", monkeypatch, stores["plain"])
     assert any("no reward scores yet" in i.value for i in at.info)

@@ -115,6 +115,38 @@ def test_config_errors_name_file_section_and_key(tmp_path: Path, text: str, frag
     assert fragment in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "threshold"),
+    [
+        ("", 0.8),
+        ("[metrics]\nprofile = 'paper'\n", 0.8),
+        ("[metrics]\nprofile = 'release'\n", 0.85),  # the scripts' τ comes with the profile
+        ("[metrics]\nprofile = 'release'\nthreshold = 0.8\n", 0.8),  # unless τ is given
+        ("[metrics]\nthreshold = 0.85\n", 0.85),
+    ],
+)
+def test_release_profile_brings_its_redundancy_threshold(
+    tmp_path: Path, text: str, threshold: float
+) -> None:
+    from legival_core.efficiency import REDUNDANCY_THRESHOLDS
+    from precompute.config import PROFILE_THRESHOLDS
+
+    assert PROFILE_THRESHOLDS == REDUNDANCY_THRESHOLDS
+    path = tmp_path / "metrics.toml"
+    path.write_text(text)
+    config = load_config(path)
+    assert config.metrics.threshold == threshold
+    assert ExperimentConfig.from_dict(config.to_dict()).metrics.threshold == threshold
+    # the release never shows the whole trace: its k grid stops at m - 1
+    assert config.rollout.include_full == ("release" not in text)
+
+
+def test_release_profile_keeps_an_explicit_include_full(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.toml"
+    path.write_text("[rollout]\ninclude_full = true\n[metrics]\nprofile = 'release'\n")
+    assert load_config(path).rollout.include_full is True
+
+
 def test_duplicate_model_names_are_rejected(tmp_path: Path) -> None:
     path = tmp_path / "dup.toml"
     path.write_text(
@@ -309,6 +341,53 @@ def test_efficiency_table_values_by_hand() -> None:
     assert table.loc["b", "backtracking"] == 0.0
     # compression: "" is 1 by definition; short texts are capped at 1
     assert table.loc["c", "compression"] == 1.0
+
+
+def test_efficiency_table_release_counts_blank_reasoning_as_zero_tokens() -> None:
+    traces, *rest = _efficiency_inputs()
+    traces = traces.assign(reasoning=["hello world", "hello world hello world", " \n\n "])
+    kwargs = {"threshold": 0.8, "labeler": "lexical", "encoding": "cl100k_base"}
+    paper = efficiency_table(traces, *rest, **kwargs)
+    release = efficiency_table(traces, *rest, **kwargs, profile="release")
+    # tiktoken counts the whitespace of trace c; the released scripts' count_tokens gives 0
+    assert paper["tokens"].tolist()[:2] == [2, 4] and paper["tokens"].iloc[2] > 0
+    assert release["tokens"].tolist() == [2, 4, 0]
+
+
+def test_rollout_release_takes_traces_with_teacher_score_above_half(tmp_path: Path) -> None:
+    from precompute.stages.rollout import _correct_traces
+
+    store = Store.create(tmp_path / "s")
+    ids = ["full", "three", "half", "none", "noscore"]
+    store.write(
+        "traces",
+        pd.DataFrame(
+            {
+                "trace_id": ids,
+                "problem_id": "p",
+                "dataset": "connections",
+                "teacher": "T",
+                "reasoning": "x",
+            }
+        ),
+        stage="generate",
+    )
+    store.write(
+        "grades",
+        pd.DataFrame(
+            {
+                "trace_id": ids,
+                # Connections: groups right / 4; correct means all four
+                "correct": [True, False, False, False, True],
+                "score": [1.0, 0.75, 0.5, 0.0, None],
+                "status": "ok",
+            }
+        ),
+        stage="grade",
+    )
+    assert _correct_traces(store)["trace_id"].tolist() == ["full", "noscore"]
+    # release: teacher_score > 0.5 (3 of 4 groups is enough; 2 of 4 is not)
+    assert _correct_traces(store, "release")["trace_id"].tolist() == ["full", "noscore", "three"]
 
 
 def test_efficiency_table_uses_the_primary_labeler() -> None:

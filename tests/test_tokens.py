@@ -57,6 +57,18 @@ def test_counts_equal_tiktoken_on_any_text(text):
     assert count_tokens(text) == len(enc.encode(text, disallowed_special=()))
 
 
+def test_release_counts_whitespace_only_text_as_zero():
+    # tiktoken counts whitespace; the released scripts return 0 for a text whose strip() is
+    # empty, and count any other text in full
+    blanks = ["", " ", "\n\n", " \t\n ", "\u3000"]
+    assert all(count_tokens(t) > 0 for t in blanks[1:])
+    assert [count_tokens(t, blank_is_zero=True) for t in blanks] == [0] * len(blanks)
+    assert count_tokens_many(blanks, blank_is_zero=True) == [0] * len(blanks)
+    assert count_tokens(" hi ", blank_is_zero=True) == count_tokens(" hi ")
+    mixed = ["hello world", "  ", " a "]
+    assert count_tokens_many(mixed, blank_is_zero=True) == [2, 0, count_tokens(" a ")]
+
+
 def test_encoding_object_is_cached():
     assert get_encoding("cl100k_base") is get_encoding("cl100k_base")
 

@@ -118,15 +118,17 @@ def test_worked_trace_observed_grid_averages_observed_bins_only():
 
 
 def test_worked_trace_release_profile():
-    # release drops k = m = 9; k=3 -> floor(150/9)+1 = 17, k=6 -> floor(300/9)+1 = 34;
-    # no interpolation: FOTU = mean of observed bins = (0 + 1) / 2 = 0.5
+    # release drops k = m = 9 and keeps k = 0 with the others: points k = 0, 3, 6 with 0, 0, 1.
+    # Per-trace "fotu" is the release's trace score: mean correctness, unbinned = 1/3.
     row = trace_metrics(WORKED, profile="release").iloc[0]
-    assert row["fotu"] == pytest.approx(0.5, abs=1e-12)
+    assert row["fotu"] == pytest.approx(1 / 3, abs=1e-12)
+    # first correct k = 6: pct 66.67 -> int(33.3) = 33 -> centre 67 = bin 34
     assert row["hazard_bin"] == 34
-    # prefixes 0, 1 -> no drop, rate 0 / (2 - 1) = 0
+    # credit along k = 0, 3, 6: 0, 0, 1 -> no drop
     assert row["regression_count"] == 0
     assert row["regression_rate"] == 0.0
     assert row["baseline"] == 0.0
+    assert row["lift"] == pytest.approx(1 / 3, abs=1e-12)
 
 
 def test_regression_one_drop_in_three_prefixes():
@@ -208,10 +210,13 @@ def test_sotu_extremes_and_never_solved():
     # two bins, 2 and 1 traces: H = -(2/3 log 2/3 + 1/3 log 1/3) = 0.6365; / log 50 = 0.1627
     expected = -(2 / 3 * math.log(2 / 3) + 1 / 3 * math.log(1 / 3)) / LOG50
     assert sotu([3, 3, 40, None]) == pytest.approx(expected, abs=1e-12)
-    # release divides by log(non-empty bins) = log 2
-    assert sotu([3, 3, 40], profile="release") == pytest.approx(expected * LOG50 / math.log(2))
-    assert sotu([3, 3, 3], profile="release") == 0.0
+    # release divides by log(curve centres) and puts 1e-12 inside the log
+    h_eps = -(2 / 3 * math.log(2 / 3 + 1e-12) + 1 / 3 * math.log(1 / 3 + 1e-12))
+    got = sotu([3, 3, 40], profile="release", curve_centres=7)
+    assert got == pytest.approx(h_eps / math.log(7), abs=1e-15)
     assert math.isnan(sotu([None, None]))
+    with pytest.raises(ValueError, match="curve_centres"):
+        sotu([3], profile="release")
 
 
 def test_teacher_sotu_uniform_hazards_is_one_and_never_solved_is_excluded():
@@ -277,23 +282,138 @@ TWO_STUDENTS = rollouts_of(
 )
 
 
-def test_release_teacher_fotu_is_plain_average_of_student_bin_means():
-    # release bins: t1 k=1 (of 2) -> floor(25)+1 = 26 (k=2 = m dropped);
-    #               t2 k=1,2,3 (of 4) -> floor(12.5)+1 = 13, floor(25)+1 = 26, floor(37.5)+1 = 38
-    # student A bin means pooled over traces: 13 -> 1, 26 -> (1 + 0)/2 = 0.5, 38 -> 1
-    # student B:                              13 -> 0, 26 -> (0 + 0)/2 = 0,   38 -> 1
-    # plain average: 13 -> 0.5, 26 -> 0.25, 38 -> 1; FOTU = (0.5 + 0.25 + 1) / 3 = 0.58333
+def test_release_teacher_metrics_on_two_students():
+    # release centres (pct = k/m*100, centre = int(pct/2)*2+1, bin = (centre+1)/2):
+    #   t1 (m=2): k=0 -> centre 1 (bin 1), k=1 -> 51 (bin 26), k=2 = m dropped;
+    #   t2 (m=4): k=1 -> 25 (bin 13), k=2 -> 51 (bin 26), k=3 -> 75 (bin 38).
+    # student A pooled over traces: bin 1 -> 0, 13 -> 1, 26 -> (1 + 0)/2 = 0.5, 38 -> 1
+    # student B:                    bin 1 -> 0, 13 -> 0, 26 -> (0 + 0)/2 = 0,   38 -> 1
+    # average per bin: 0, 0.5, 0.25, 1; FOTU = 1.75 / 4 = 0.4375
     row = teacher_metrics(TWO_STUDENTS, profile="release", n_boot=0).iloc[0]
-    assert row["fotu"] == pytest.approx(1.75 / 3, abs=1e-12)
-    # hazards A: t1 -> 26, t2 -> 13: two bins, H = log 2, / log 2 = 1;
-    #         B: t1 never, t2 -> 38: one bin -> 0.  SOTU = (1 + 0) / 2 = 0.5
-    assert row["sotu"] == pytest.approx(0.5, abs=1e-12)
+    assert row["fotu"] == pytest.approx(0.4375, abs=1e-12)
+    # hazards (first correct k, k = 0 included) A: t1 -> bin 26, t2 -> bin 13; B: t2 -> 38.
+    # The curve has data in C = 4 centres: A -log(1/2 + 1e-12) / log 4 = 0.5 (to 1e-12);
+    # B: -log(1 + 1e-12) / log 4 = -7e-13.  SOTU = mean = 0.25
+    assert row["sotu"] == pytest.approx(0.25, abs=1e-11)
     # never solved: A 0/2, B 1/2 -> 0.25; baseline: only t1 has k=0, both 0 -> 0
     assert row["never_solved"] == 0.25
     assert row["baseline"] == 0.0
-    assert row["lift"] == pytest.approx(1.75 / 3)
-    # regression: A t1 (k=1 only) NaN, t2 1,0,1 -> 1/2; B t1 NaN, t2 0,0,1 -> 0 -> (0.5 + 0) / 2
+    assert row["lift"] == pytest.approx(0.4375)
+    # regression = share of traces with a drop along k = 0, 1, ...: A t1 0,1 no; t2 1,0,1 yes
+    # -> 1/2; B t1 0,0 no; t2 0,0,1 no -> 0.  Mean over students = 0.25
     assert row["regression_rate"] == 0.25
+    traces = trace_metrics(TWO_STUDENTS, profile="release")
+    # trace scores: A t1 (0+1)/2, B t1 0, A t2 2/3, B t2 1/3
+    assert traces["fotu"].tolist() == pytest.approx([0.5, 0.0, 2 / 3, 1 / 3], abs=1e-12)
+    assert traces["regression_rate"].tolist() == [0.0, 0.0, 1.0, 0.0]
+    assert traces["hazard_bin"].tolist() == [26, pd.NA, 13, 38]
+
+
+# ---------------------------------------------------------------------------------------------
+# The release profile, rule by rule, each on its smallest case (SPEC section 7)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_release_pools_k0_into_centre_1():
+    # m = 2, k = 0, 1 with 1, 0: k = 0 -> centre 1 (value 1), k = 1 -> pct 50 -> centre 51
+    # (value 0). Release FOTU = (1 + 0) / 2 = 0.5.  Paper keeps k = 0 apart: only bin 25 (0),
+    # interpolated flat -> 0.
+    r = one_trace([0, 1], 2, [1.0, 0.0])
+    assert teacher_metrics(r, profile="release", n_boot=0).iloc[0]["fotu"] == 0.5
+    assert teacher_metrics(r, n_boot=0).iloc[0]["fotu"] == 0.0
+    c = curve(r, n_boot=0, profile="release").dropna(subset=["mean"])
+    assert c["bin"].tolist() == [1, 26] and c["mean"].tolist() == [1.0, 0.0]
+    # the baseline is still the k = 0 rollout, and the hazard may be k = 0 (centre 1 = bin 1)
+    row = trace_metrics(r, profile="release").iloc[0]
+    assert row["baseline"] == 1.0 and row["hazard_bin"] == 1
+
+
+def test_release_bins_in_floating_point():
+    # 87/150*100 = 57.99999999999999 -> int(29.0 - eps) = 28 -> centre 57 (exact: 58 -> 59);
+    # 28/50*100 = 56.00000000000001 -> 28 -> centre 57; 59/100*100 = 59.0 -> 29 -> centre 59.
+    assert 87 / 150 * 100 < 58 and int(87 / 150 * 100 / 2) * 2 + 1 == 57
+    rows = rollouts_of(
+        [
+            ("T", "D", "S", "a", 87, 150, 1.0),
+            ("T", "D", "S", "b", 28, 50, 1.0),
+            ("T", "D", "S", "c", 59, 100, 0.0),
+        ]
+    )
+    # float: centre 57 -> (1 + 1)/2 = 1, centre 59 -> 0: FOTU 0.5.
+    # exact bins would give centre 57 -> 1 (b), centre 59 -> (1 + 0)/2 (a, c): 0.75.
+    assert teacher_metrics(rows, profile="release", n_boot=0).iloc[0]["fotu"] == 0.5
+    c = curve(rows, n_boot=0, profile="release").dropna(subset=["mean"])
+    assert c["bin"].tolist() == [29, 30]  # centres 57, 59
+    assert release_bin(np.array([87, 28, 59]), np.array([150, 50, 100])).tolist() == [29, 29, 30]
+
+
+def test_release_regression_is_share_of_traces_with_a_drop_from_k0():
+    # m = 4, k = 0, 3 with 1, 0: the drop 1 -> 0 from k = 0 counts -> trace regressed -> 1.0.
+    # Paper: drops / (K - 1) over k >= 1 has one prefix only -> undefined (NaN).
+    r = one_trace([0, 3], 4, [1.0, 0.0])
+    assert teacher_metrics(r, profile="release", n_boot=0).iloc[0]["regression_rate"] == 1.0
+    assert math.isnan(teacher_metrics(r, n_boot=0).iloc[0]["regression_rate"])
+    # a drop needs credit before and none after: partial credit 0.25 -> 0 is a drop,
+    # 1 -> 0.25 is not (score > 0 counts as correct there), and two drops still count once
+    r2 = rollouts_of(
+        [("T", "D", "S", "a", k, 9, y) for k, y in zip([0, 3, 6], [1.0, 0.25, 0.0], strict=True)]
+        + [("T", "D", "S", "b", k, 9, y) for k, y in zip([0, 3, 6], [1.0, 0.0, 1.0], strict=True)]
+        + [("T", "D", "S", "c", k, 9, y) for k, y in zip([0, 3, 6], [0.0, 0.0, 0.0], strict=True)]
+        + [("T", "D", "S", "d", k, 9, y) for k, y in zip([0, 3, 6, 8], [1, 0, 1, 0], strict=True)]
+    )
+    traces = trace_metrics(r2, profile="release")
+    assert traces["regression_count"].tolist() == [1, 1, 0, 2]
+    assert traces["regression_rate"].tolist() == [1.0, 1.0, 0.0, 1.0]
+    assert teacher_metrics(r2, profile="release", n_boot=0).iloc[0]["regression_rate"] == 0.75
+
+
+def test_release_sotu_divides_by_log_of_curve_centres():
+    # m = 100, k = 0, 50, 60, 74, 80 -> centres 1, 51, 61, 75, 81 (C = 5).
+    # trace a first correct at k = 50 (centre 51 = bin 26), b at k = 74 (centre 75 = bin 38):
+    # q = (1/2, 1/2), H = -log(1/2 + 1e-12) = log 2, SOTU = log 2 / log 5 = 0.4307
+    # (the old normaliser, log(non-empty hazard bins) = log 2, gave 1.0).
+    ks = [0, 50, 60, 74, 80]
+    r = pd.concat(
+        [
+            one_trace(ks, 100, [0, 1, 1, 1, 1], trace="a"),
+            one_trace(ks, 100, [0, 0, 0, 1, 1], trace="b"),
+        ]
+    )
+    assert trace_metrics(r, profile="release")["hazard_bin"].tolist() == [26, 38]
+    c = curve(r, n_boot=0, profile="release").dropna(subset=["mean"])
+    assert (2 * c["bin"] - 1).tolist() == [1, 51, 61, 75, 81]
+    want = -math.log(0.5 + 1e-12) / math.log(5)
+    assert want == pytest.approx(math.log(2) / math.log(5), abs=1e-11)
+    assert round(want, 3) == 0.431
+    row = teacher_metrics(r, profile="release", n_boot=0).iloc[0]
+    assert row["sotu"] == pytest.approx(want, abs=1e-15)
+    assert sotu([26, 38], "release", curve_centres=5) == pytest.approx(want, abs=1e-15)
+    # per student, then the plain mean over students; a student with no solved trace is left out
+    other = r.assign(student="U", correct=0.0)
+    both = teacher_metrics(pd.concat([r, other]), profile="release", n_boot=0).iloc[0]
+    assert both["sotu"] == pytest.approx(want, abs=1e-15)
+
+
+def test_release_keeps_the_last_sample_of_a_prefix():
+    # k = 1 of m = 3 written twice, 1 then 0: the release keeps the later row (0).
+    # Paper averages the two samples (0.5).
+    r = one_trace([0, 1, 1, 2], 3, [0.0, 1.0, 0.0, 1.0])
+    release = trace_metrics(r, profile="release").iloc[0]
+    # points k = 0, 1, 2: 0, 0, 1 -> trace score 1/3; first correct k = 2 -> pct 66.7 -> bin 34
+    assert release["fotu"] == pytest.approx(1 / 3)
+    assert release["hazard_bin"] == 34
+    # in the other order the later row is the 1: k = 1 solved (pct 33.3 -> centre 33 = bin 17)
+    swapped = r.iloc[[0, 2, 1, 3]]
+    again = trace_metrics(swapped, profile="release").iloc[0]
+    assert again["fotu"] == pytest.approx(2 / 3) and again["hazard_bin"] == 17
+    paper_curve = curve(r, n_boot=0)
+    assert paper_curve["mean"].iloc[16] == pytest.approx(0.5)  # bin ceil(50/3) = 17: mean 0.5
+
+
+def test_release_fotu_per_trace_is_the_trace_score_whatever_the_grid():
+    r = one_trace([0, 3, 6, 8], 9, [1.0, 0.0, 0.5, 1.0])
+    for grid in ("observed", "interpolate"):
+        assert trace_metrics(r, profile="release", grid=grid).iloc[0]["fotu"] == 0.625
 
 
 def test_paper_teacher_metrics_on_two_students():
@@ -367,11 +487,13 @@ def test_curve_mean_matches_teacher_fotu_and_baseline():
     assert c["mean"].mean() == pytest.approx(0.5325, abs=1e-12)
     assert c["baseline"].iloc[0] == 0.0
     assert np.all((c["lo"] <= c["mean"] + 1e-12) & (c["mean"] <= c["hi"] + 1e-12))
-    # release: the pooled curve has values only on bins 13, 26, 38 (0.5, 0.25, 1)
+    # release: the pooled curve has values only on bins 1, 13, 26, 38 (0, 0.5, 0.25, 1), and
+    # its mean is the release teacher FOTU (0.4375 above)
     r = curve(TWO_STUDENTS, n_boot=0, profile="release")
     observed = r.dropna(subset=["mean"])
-    assert observed["bin"].tolist() == [13, 26, 38]
-    assert observed["mean"].tolist() == pytest.approx([0.5, 0.25, 1.0])
+    assert observed["bin"].tolist() == [1, 13, 26, 38]
+    assert observed["mean"].tolist() == pytest.approx([0.0, 0.5, 0.25, 1.0])
+    assert observed["mean"].mean() == pytest.approx(0.4375)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -494,7 +616,6 @@ def test_profiles_are_a_registry():
         bin_of=paper_bin,
         keep_full_trace=True,
         grid="observed",
-        sotu_normaliser=get_profile("paper").sotu_normaliser,
         pooled_student_curves=False,
     )
     register_profile(custom)
@@ -595,7 +716,8 @@ def test_property_fotu_and_sotu_are_in_unit_interval(rollouts, profile):
     teachers = teacher_metrics(rollouts, profile=profile, n_boot=20)
     for values in (traces["fotu"], teachers["fotu"], teachers["sotu"], teachers["fotu_lo"]):
         finite = values.dropna()
-        assert ((finite >= -1e-12) & (finite <= 1 + 1e-12)).all()
+        # (the release SOTU of a one-centre curve is -log(1 + 1e-12), about -1e-12, as released)
+        assert ((finite >= -2e-12) & (finite <= 1 + 1e-12)).all()
 
 
 @PROPERTY_SETTINGS
@@ -604,11 +726,8 @@ def test_property_all_correct_teacher_has_fotu_one(rollouts, profile):
     teachers = teacher_metrics(rollouts, profile=profile, n_boot=0)
     finite = teachers["fotu"].dropna()
     assert np.allclose(finite, 1.0)
-    has_prefix = (
-        rollouts["k"] >= 1
-        if profile == "paper"
-        else (rollouts["k"] >= 1) & (rollouts["k"] < rollouts["m"])
-    )
+    # release pools k = 0 into the first bin and drops k = m
+    has_prefix = rollouts["k"] >= 1 if profile == "paper" else rollouts["k"] < rollouts["m"]
     assert len(finite) == rollouts[has_prefix]["teacher"].nunique()
 
 
@@ -626,16 +745,158 @@ def test_property_all_wrong_student_never_raises_teacher_fotu(rollouts, profile)
 
 
 @PROPERTY_SETTINGS
-@given(
-    random_rollouts(),
-    st.sampled_from(["paper", "release"]),
-    st.sampled_from(["interpolate", "observed"]),
-)
-def test_property_closed_form_fotu_equals_mean_of_the_dense_curve(rollouts, profile, grid):
+@given(random_rollouts(), st.sampled_from(["interpolate", "observed"]))
+def test_property_closed_form_fotu_equals_mean_of_the_dense_curve(rollouts, grid):
     # trace_metrics integrates the curve in closed form from the observed bins; trace_curves
-    # builds the 50 bins explicitly. Their means must agree.
+    # builds the 50 bins explicitly. Their means must agree. (Only for the paper profile: the
+    # release's per-trace number is its unbinned trace score, tested against the oracle below.)
+    profile = "paper"
     fotu = trace_metrics(rollouts, profile=profile, grid=grid)["fotu"].to_numpy()
     _, curves = trace_curves(rollouts, profile=profile, grid=grid)
     with np.errstate(invalid="ignore"):
         dense = np.array([np.nan if np.isnan(c).all() else np.nanmean(c) for c in curves])
     assert np.allclose(fotu, dense, atol=1e-12, equal_nan=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The release profile against a plain-Python rendering of the released pipeline
+# ---------------------------------------------------------------------------------------------
+
+
+def released_pipeline(rows: list[tuple]) -> dict[str, dict]:
+    """The authors' released pipeline (commit 921eedd), restated with loops and dicts.
+
+    ``rows`` are (teacher, dataset, student, trace_id, k, m, correct) in insertion order, as
+    ``db_backend.insert_pedagogical_utility`` receives them. It stores one row per (dataset,
+    student, teacher, trace, k), a later insert replacing an earlier one, with
+    pct = k / m * 100. ``migrate_database.py`` bins pct as int(pct / 2) * 2 + 1 and takes the
+    mean score per (dataset, teacher, student, centre); its regression cache counts, per
+    trace, steps from a mean of (score > 0) >= 0.5 to one < 0.5 along k. The leaderboard
+    (``db_backend.get_pu_leaderboard_stats`` / ``get_pu_leaderboard_regressions``) averages
+    the student curves per centre, takes the mean over centres (FOTU), the mean over students
+    of the regressed share, and the SOTU formula over the curve centres, here fed with the
+    first fully correct k of each trace (the release leaves that input empty).
+    """
+    table: dict[tuple, tuple[int, float]] = {}
+    for teacher, dataset, student, trace, k, m, score in rows:
+        table[(dataset, student, teacher, trace, k)] = (m, score)
+
+    centre_scores: dict[tuple, dict[str, dict[int, list[float]]]] = {}
+    by_trace: dict[tuple, list[tuple[int, int, float]]] = {}
+    for (dataset, student, teacher, trace, k), (m, score) in table.items():
+        pct = k / m * 100
+        centre = int(pct / 2.0) * 2 + 1
+        group = centre_scores.setdefault((teacher, dataset), {})
+        group.setdefault(student, {}).setdefault(centre, []).append(score)
+        by_trace.setdefault((teacher, dataset, student, trace), []).append((k, centre, score))
+
+    out: dict[str, dict] = {"fotu": {}, "curve": {}, "regression": {}, "sotu": {}}
+    out["trace_score"] = {}
+    out["hazard_centre"] = {}
+    for key, steps in by_trace.items():
+        steps.sort()
+        out["trace_score"][key] = sum(s for _, _, s in steps) / len(steps)
+        out["hazard_centre"][key] = next((c for _, c, s in steps if s == 1.0), None)
+
+    for (teacher, dataset), per_student in centre_scores.items():
+        student_means: dict[int, list[float]] = {}
+        for centres in per_student.values():
+            for centre, scores in centres.items():
+                student_means.setdefault(centre, []).append(sum(scores) / len(scores))
+        points = sorted(student_means)
+        curve_values = {c: sum(v) / len(v) for c, v in student_means.items()}
+        out["curve"][(teacher, dataset)] = curve_values
+        out["fotu"][(teacher, dataset)] = sum(curve_values.values()) / len(curve_values)
+
+        shares, entropies = [], []
+        for student in sorted(per_student):
+            traces = [
+                key[3]
+                for key in by_trace
+                if key[0] == teacher and key[1] == dataset and key[2] == student
+            ]
+            regressed = 0
+            masses = dict.fromkeys(points, 0.0)
+            for trace in traces:
+                steps = by_trace[(teacher, dataset, student, trace)]
+                hits = [1.0 if score > 0 else 0.0 for _, _, score in steps]
+                drops = 0
+                for i in range(1, len(hits)):  # LAG over the k order
+                    if hits[i - 1] >= 0.5 and hits[i] < 0.5:
+                        drops += 1
+                if drops > 0:
+                    regressed += 1
+                hazard = out["hazard_centre"][(teacher, dataset, student, trace)]
+                if hazard is not None:
+                    masses[hazard] += 1.0
+            shares.append(regressed / len(traces))
+            total = sum(masses.values())
+            if total > 0:
+                h = 0.0
+                for c in points:
+                    q = masses[c] / total
+                    h -= q * math.log(q + 1e-12)
+                denominator = math.log(len(points)) if len(points) > 1 else 1.0
+                entropies.append(h / denominator)
+        out["regression"][(teacher, dataset)] = sum(shares) / len(shares)
+        out["sotu"][(teacher, dataset)] = sum(entropies) / len(entropies) if entropies else None
+    return out
+
+
+@st.composite
+def release_design(draw) -> list[tuple]:
+    """Synthetic rollouts as the release makes them: two students, k on the grid 0, 3, 6, ...
+    and m - 1 (or any k < m), one sample per prefix, some prefixes written twice, rows in
+    any order."""
+    rows = []
+    for teacher in ("A", "B"):
+        for i in range(draw(st.integers(1, 4))):
+            dataset = draw(st.sampled_from(["math", "connections"]))
+            # m a multiple of 50 allows k/m = 0.58, whose float pct 57.99... bins one centre
+            # lower than exact arithmetic (the only such k/m for m <= 400)
+            m = draw(st.one_of(st.integers(1, 400), st.sampled_from(range(50, 401, 50))))
+            if draw(st.booleans()):
+                ks = set(range(0, m, 3)) | {m - 1}
+            else:
+                drawn = st.lists(st.integers(0, m - 1), min_size=1, max_size=10, unique=True)
+                ks = set(draw(drawn))
+            if m % 50 == 0 and draw(st.booleans()):
+                ks.add(m * 29 // 50)
+            ks = sorted(ks)
+            for student in ("s1", "s2"):
+                for k in ks:
+                    for _ in range(draw(st.sampled_from([1, 1, 1, 2]))):
+                        y = draw(st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]))
+                        rows.append((teacher, dataset, student, f"{teacher}-{i}", k, m, y))
+    return draw(st.permutations(rows)) if draw(st.booleans()) else rows
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(release_design())
+def test_property_release_equals_the_released_pipeline(rows):
+    want = released_pipeline(rows)
+    rollouts = rollouts_of(rows)
+    teachers = teacher_metrics(rollouts, profile="release", n_boot=0)
+    assert len(teachers) == len(want["fotu"])
+    for row in teachers.itertuples():
+        key = (row.teacher, row.dataset)
+        assert abs(row.fotu - want["fotu"][key]) < 1e-9
+        assert abs(row.regression_rate - want["regression"][key]) < 1e-9
+        if want["sotu"][key] is None:
+            assert math.isnan(row.sotu)
+        else:
+            assert abs(row.sotu - want["sotu"][key]) < 1e-9
+    curves = curve(rollouts, by=["teacher", "dataset"], n_boot=0, profile="release")
+    for (teacher, dataset), group in curves.groupby(["teacher", "dataset"]):
+        expected = want["curve"][(teacher, dataset)]
+        got = {int(2 * b - 1): v for b, v in zip(group["bin"], group["mean"], strict=True)}
+        assert {c for c, v in got.items() if not math.isnan(v)} == set(expected)
+        for centre, value in expected.items():
+            assert abs(got[centre] - value) < 1e-9
+    traces = trace_metrics(rollouts, profile="release")
+    for row in traces.itertuples():
+        key = (row.teacher, row.dataset, row.student, row.trace_id)
+        assert abs(row.fotu - want["trace_score"][key]) < 1e-9
+        centre = want["hazard_centre"][key]
+        hazard = None if pd.isna(row.hazard_bin) else int(row.hazard_bin)
+        assert hazard == (None if centre is None else (centre + 1) // 2)

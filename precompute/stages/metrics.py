@@ -94,8 +94,14 @@ def efficiency_table(
     threshold: float,
     labeler: str,
     encoding: str,
+    profile: str = "paper",
 ) -> pd.DataFrame:
-    """Rows of ``trace_efficiency`` (SPEC §2): one per trace."""
+    """Rows of ``trace_efficiency`` (SPEC §2): one per trace.
+
+    ``profile="release"`` counts a whitespace-only reasoning as 0 tokens, as the authors'
+    released scripts do (SPEC §7); the redundancy τ is ``threshold`` in either case (the
+    config gives 0.85 for ``release`` unless it names a threshold).
+    """
     from legival_core.efficiency import compression_ratio, normalised_lengths
     from legival_core.tokens import count_tokens_many
 
@@ -103,7 +109,7 @@ def efficiency_table(
     correct = dict(zip(grades["trace_id"], grades["correct"], strict=True))
     frame["correct"] = [correct.get(t) for t in frame["trace_id"]]
     reasoning = frame["reasoning"].fillna("").astype(str).tolist()
-    frame["tokens"] = count_tokens_many(reasoning, encoding)
+    frame["tokens"] = count_tokens_many(reasoning, encoding, blank_is_zero=profile == "release")
     step_counts = steps.groupby("trace_id").size() if len(steps) else pd.Series(dtype=int)
     frame["steps"] = [int(step_counts.get(t, 0)) for t in frame["trace_id"]]
     norm_input = frame.assign(correct=frame["correct"].astype("boolean").fillna(False))
@@ -326,6 +332,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
         threshold=cfg.threshold,
         labeler=labeler,
         encoding=cfg.encoding,
+        profile=cfg.profile,
     )
     tables: dict[str, pd.DataFrame] = {"trace_efficiency": efficiency}
     if len(rollouts):

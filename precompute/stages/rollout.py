@@ -178,15 +178,24 @@ def _forcing_request(job: RolloutJob, first_text: str) -> Any:
     )
 
 
-def _correct_traces(store: Any) -> pd.DataFrame:
-    """Correct traces with their reasoning, teacher and step ends (sorted by trace id)."""
-    grades = read_or_empty(store, "grades", ["trace_id", "correct"])
+def _correct_traces(store: Any, profile: str = "paper") -> pd.DataFrame:
+    """Correct traces with their reasoning, teacher and step ends (sorted by trace id).
+
+    ``profile="release"`` takes the traces whose teacher score is > 0.5, as the authors'
+    released scripts do (``migrate_database.py``: ``teacher_score > 0.5``; SPEC §7): the same
+    traces for right/wrong tasks, and Connections traces with 3 of 4 groups right too.
+    """
+    grades = read_or_empty(store, "grades", ["trace_id", "correct", "score"])
     if grades.empty:
         raise StageError(
             "stage 'rollout' needs table 'grades', which is empty; run "
             "`python -m precompute grade` first"
         )
-    correct_ids = set(grades.loc[grades["correct"].fillna(False).astype(bool), "trace_id"])
+    chosen = grades["correct"].astype("boolean").fillna(False).astype(bool)
+    if profile == "release" and "score" in grades:
+        score = pd.to_numeric(grades["score"], errors="coerce").astype("float64")
+        chosen = (score > 0.5).where(score.notna(), chosen).astype(bool)
+    correct_ids = set(grades.loc[chosen.to_numpy(), "trace_id"])
     traces = read_or_empty(
         store, "traces", ["trace_id", "problem_id", "dataset", "teacher", "reasoning"]
     )
@@ -202,7 +211,7 @@ def _step_ends(store: Any, trace_ids: set[str]) -> dict[str, list[int]]:
 def plan_jobs(ctx: StageContext, students: Sequence[ModelConfig]) -> tuple[list[RolloutJob], int]:
     """Every (trace, student, k, sample) the shard still has to run, and how many are done."""
     cfg = ctx.config.rollout
-    traces = _correct_traces(ctx.store)
+    traces = _correct_traces(ctx.store, ctx.config.metrics.profile)
     traces = shard_rows(traces, ctx.shard)
     ends = _step_ends(ctx.store, set(traces["trace_id"]))
     unsegmented = sorted(set(traces["trace_id"]) - set(ends))
