@@ -223,7 +223,9 @@ def _leave_pages_directory_mode() -> None:
     Streamlit (1.67) runs an app that has a ``pages/`` folder beside its main script in the old
     multipage mode (every file a page, the main script skipped) until some run calls
     ``st.navigation``. A first request that deep-links to a page therefore lands here without
-    ``app.py`` having run; switching the mode off once and rerunning puts ``app.py`` in charge.
+    ``app.py`` having run; switching the mode off and rerunning puts ``app.py`` in charge, and
+    with it :func:`run_page`, which turns store errors into messages. Checked at every page
+    start: Streamlit's AppTest switches the old mode back on before each of its runs.
     """
     from streamlit.runtime.pages_manager import PagesManager
 
@@ -239,8 +241,7 @@ def page_setup(page: str, *, needs_store: bool = True) -> None:
     Pages draw the chooser themselves (not ``app.py``), so a page run on its own behaves the
     same as under ``st.navigation``.
     """
-    if _CONFIG_KEY not in st.session_state:
-        _leave_pages_directory_mode()
+    _leave_pages_directory_mode()
     st.session_state["_page"] = page
     store_chooser()
     if needs_store:
