@@ -141,6 +141,8 @@ def test_readonly_pages_show_no_path_and_no_traceback(
         expected = READERS.get(state, set(screens))
         silent = sorted(page for page in expected if PROBLEM not in screens[page])
         assert silent == [], f"{state}: no message naming the store on {silent}"
+        # The Published page needs no store for the papers' own tables: they stay.
+        assert "CogniLoad efficiency (Kaiser et al.)" in screens["published"]
 
 
 def test_readonly_about_hides_the_bundled_demo_paths(
@@ -159,3 +161,41 @@ def test_readonly_about_hides_the_bundled_demo_paths(
         leaked += [path for path in recorded if path in text]
         assert leaked == [], f"demo, {page}: a server path is on screen: {leaked}"
     assert "…/" + Path(recorded[0]).name in screens["about"]
+
+
+BROKEN_PAGE = """
+import streamlit as st
+from legival_core.app_config import AppConfig
+from pages import common
+
+common.set_config(AppConfig({}, "none", readonly=READONLY))
+
+
+class BrokenPage:
+    def run(self) -> None:
+        st.text("drawn before the error")
+        raise ValueError("/srv/secret/runs/tables/traces: a bug, not a store problem")
+
+
+common.run_page(BrokenPage())
+"""
+
+
+@pytest.mark.parametrize("readonly", [True, False])
+def test_run_page_keeps_other_errors_off_a_hosted_screen(readonly: bool) -> None:
+    """Any other error of a page: hosted, a generic line (traceback to the server log); for the
+    local user, Streamlit's usual exception box with the details."""
+    at = AppTest.from_string(BROKEN_PAGE.replace("READONLY", str(readonly)), default_timeout=60)
+    at.run()
+    text = screen_text(at)
+    assert "drawn before the error" in text
+    if readonly:
+        assert not at.exception
+        assert "/srv/secret" not in text and "Traceback" not in text
+        assert [e.value for e in at.error] == [
+            "This page could not be drawn for this store. The details are in the server log."
+        ]
+    else:
+        assert [e.value for e in at.exception] == [
+            "/srv/secret/runs/tables/traces: a bug, not a store problem"
+        ]
