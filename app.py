@@ -38,4 +38,4 @@ PAGES = [
 ]
 
 # Each page draws the store chooser itself (common.page_setup), so it works run on its own too.
-st.navigation(PAGES).run()
+common.run_page(st.navigation(PAGES))

@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from legival_core.safe_text import markdown_literal
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_STORES: dict[str, Path] = {
     "demo": REPO_ROOT / "results" / "demo",
@@ -40,23 +42,51 @@ class AppConfig:
         """Return ``(store name, message)`` for a store name taken from a URL or a widget.
 
         Unknown or malformed names fall back to the default with a friendly message; the
-        name is never interpreted as a path.
+        name is never interpreted as a path. The message is Streamlit Markdown in which the
+        requested name (cut to 40 characters) shows literally.
 
         >>> cfg = AppConfig({"demo": Path("d"), "mine": Path("m")}, default="demo")
         >>> cfg.resolve("mine")
         ('mine', None)
         >>> cfg.resolve("../../etc/passwd")[0]
         'demo'
+        >>> print(cfg.resolve(":red[x] $y$")[1].split(" here")[0])
+        There is no store called \\'\\:red\\[x\\] \\$y\\$\\'
         """
         if requested is None or requested == "":
             return self.default, None
         if requested in self.stores:
             return requested, None
-        shown = requested if len(requested) <= 40 else requested[:37] + "..."
-        return self.default, (
-            f"There is no store called {shown!r} here; showing '{self.default}' instead. "
-            f"Available: {', '.join(self.stores)}."
+        return self.default, markdown_literal(
+            f"There is no store called {shorten(requested)} here; showing '{self.default}' "
+            f"instead. Available: {', '.join(self.stores)}."
         )
+
+    def store_problem(self, name: str, error: BaseException) -> str:
+        """The message (Streamlit Markdown) shown when the store ``name`` cannot be read.
+
+        Outside read-only mode the local user sees the error, with the file it names; a hosted
+        app (``readonly``) names the store by its configured name only, never a path.
+
+        >>> error = OSError("/srv/stores/runs/tables/traces/part-1.arrow: truncated")
+        >>> print(AppConfig({"runs": Path("/srv/stores/runs")}, "runs", True).store_problem(
+        ...     "runs", error))
+        The store \\'runs\\' cannot be read\\: a file of it is missing or damaged\\.
+        """
+        if self.readonly:
+            return markdown_literal(
+                f"The store '{name}' cannot be read: a file of it is missing or damaged."
+            )
+        return markdown_literal(f"The store '{name}' cannot be read: {error}")
+
+
+def shorten(value: str, limit: int = 40) -> str:
+    """``value`` quoted and cut to ``limit`` characters, for messages about URL values.
+
+    >>> shorten("abc"), shorten("x" * 50, 10)
+    ("'abc'", "'xxxxxxx...'")
+    """
+    return repr(value if len(value) <= limit else value[: limit - 3] + "...")
 
 
 def _store_argument(value: str) -> tuple[str | None, Path]:

@@ -14,10 +14,9 @@ the second. Neither module imports streamlit or plotly: they are pure string fun
 
 from __future__ import annotations
 
-import html
 import re
 
-__all__ = ["markdown_literal", "plotly_literal", "plotly_literals"]
+__all__ = ["markdown_literal", "plotly_literal", "plotly_literals", "without_local_paths"]
 
 # Every ASCII punctuation character may be backslash-escaped in CommonMark, and an escaped one
 # is always shown literally. Escaping all of them (not only today's special ones) also covers
@@ -25,13 +24,28 @@ __all__ = ["markdown_literal", "plotly_literal", "plotly_literals"]
 _MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
 # Line breaks would start new blocks (headings, lists, quotes); shown as a visible space instead.
 _LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
+# Where GitHub-style autolink literals start: "://", "www." and an e-mail's "@" (the joiner
+# goes at the empty match).
+_AUTOLINK_START = re.compile(r"(?<=:)(?=//)|(?i:(?<=www)(?=\.))|(?<=@)")
+# An absolute local path (POSIX, home-relative, Windows drive or file: URL). It must not follow a
+# character that would make it the middle of a word, URL or relative path ("org/model" and
+# "https://host/x" are not local paths).
+_LOCAL_PATH = re.compile(
+    r"(?<![\w.:/\\~-])(?:file://)?(?:~?/|[A-Za-z]:[\\/])[^\s\"'<>|,;()\[\]{}]*"
+)
+_PLOTLY_ENTITIES = str.maketrans(
+    {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;", "$": "&#36;"}
+)
 
 
 def markdown_literal(text: object) -> str:
     r"""``text`` escaped so that Streamlit's Markdown shows it literally, on one line.
 
-    Formula: every ASCII punctuation character ``c`` becomes ``\c`` (CommonMark backslash
-    escapes), and every run of line breaks becomes one space.
+    Formula: every run of line breaks becomes one space; an invisible word joiner (U+2060) goes
+    into ``://``, after ``www`` before ``.`` and after ``@``; then every ASCII punctuation
+    character ``c`` becomes ``\c`` (CommonMark backslash escapes). The word joiner is needed
+    because GitHub-style autolinks (``https://…``, ``www.…``, ``a@b.org``) are found in the text
+    *after* escapes are resolved, so no escape stops them.
 
     Args:
         text: anything; ``str(text)`` is escaped.
@@ -39,29 +53,35 @@ def markdown_literal(text: object) -> str:
     Returns:
         A string to embed in Markdown (inside ``**…**`` too).
 
-    >>> print(markdown_literal("![t](http://h/t.png)"))
-    \!\[t\]\(http\:\/\/h\/t\.png\)
     >>> print(markdown_literal("$x^2$ :red[hi]"))
     \$x\^2\$ \:red\[hi\]
+    >>> print(markdown_literal("![t](http://h/t.png) a@b.org").replace("\u2060", "|"))
+    \!\[t\]\(http\:|\/\/h\/t\.png\) a\@|b\.org
     >>> print(markdown_literal("a\n# b"))
     a \# b
     """
     one_line = _LINE_BREAKS.sub(" ", str(text))
-    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", one_line)
+    unlinked = _AUTOLINK_START.sub("\u2060", one_line)
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", unlinked)
 
 
 def plotly_literal(text: object) -> str:
     """``text`` escaped so that a Plotly label shows it literally.
 
-    Plotly parses a small HTML subset in every label; entities are decoded. So ``&``, ``<``,
-    ``>`` and quotes become entities (:func:`html.escape`), which Plotly shows as the characters.
+    Plotly parses a small HTML subset in every label and decodes numeric entities but only a
+    handful of named ones (``&amp;``, ``&lt;``, ``&gt;`` among them; not ``&quot;``). So ``&``,
+    ``<`` and ``>`` become named entities, quotes and ``$`` (a label between ``$`` is typeset
+    as LaTeX where MathJax is loaded) numeric ones.
+
+    Formula: ``&`` → ``&amp;``, ``<`` → ``&lt;``, ``>`` → ``&gt;``, ``"`` → ``&#34;``,
+    ``'`` → ``&#39;``, ``$`` → ``&#36;``; every other character is kept.
 
     >>> plotly_literal('<a href="https://e.x/p">X</a>')
-    '&lt;a href=&quot;https://e.x/p&quot;&gt;X&lt;/a&gt;'
-    >>> plotly_literal("R&D")
-    'R&amp;D'
+    '&lt;a href=&#34;https://e.x/p&#34;&gt;X&lt;/a&gt;'
+    >>> plotly_literal("R&D costs $5")
+    'R&amp;D costs &#36;5'
     """
-    return html.escape(str(text), quote=True)
+    return str(text).translate(_PLOTLY_ENTITIES)
 
 
 def plotly_literals(values: object) -> list[str]:
@@ -71,3 +91,25 @@ def plotly_literals(values: object) -> list[str]:
     ['&lt;b&gt;a&lt;/b&gt;', '3']
     """
     return [plotly_literal(v) for v in values]  # type: ignore[attr-defined]
+
+
+def without_local_paths(text: object) -> str:
+    r"""``text`` with every absolute local path cut to its last component, for a hosted app.
+
+    Formula: each match of an absolute path (``/…``, ``~/…``, ``C:\…``, ``file:///…``) not
+    preceded by a word, URL or path character becomes ``…/`` + its last non-empty component.
+
+    >>> without_local_paths('{"model": "/root/.cache/legival/models/rm-standin"}')
+    '{"model": "…/rm-standin"}'
+    >>> without_local_paths("org/model at https://hf.co/org/model, not ~/data/x.jsonl")
+    'org/model at https://hf.co/org/model, not …/x.jsonl'
+    """
+    return _LOCAL_PATH.sub(_last_component, str(text))
+
+
+def _last_component(match: re.Match[str]) -> str:
+    path = match.group(0)
+    core = path.rstrip(":.")  # "…/part.arrow: truncated" keeps its colon
+    parts = [p for p in re.split(r"[\\/]", core) if p and p not in ("~", "file:")]
+    last = parts[-1] if parts and not re.fullmatch(r"[A-Za-z]:", parts[-1]) else ""
+    return ("…/" + last if last else "…") + path[len(core) :]

@@ -1427,21 +1427,47 @@ def store_overview(manifest: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["table", "rows", "parts", "bytes", "description"])
 
 
-def provenance_table(manifest: Mapping[str, Any]) -> pd.DataFrame:
-    """The manifest's provenance records as rows: time, stage, and the rest as JSON text."""
+def provenance_table(manifest: Mapping[str, Any], *, hide_paths: bool = False) -> pd.DataFrame:
+    """The manifest's provenance records as rows: time, stage, and the rest as JSON text.
+
+    With ``hide_paths`` (a hosted app) every absolute local path in the details is cut to its
+    last component (:func:`legival_core.safe_text.without_local_paths`).
+
+    >>> record = {"time": "t0", "stage": "reward", "model": "/home/me/models/rm"}
+    >>> provenance_table({"provenance": [record]}, hide_paths=True)["details"].iloc[0]
+    '{"model": "…/rm"}'
+    """
+    from legival_core.safe_text import without_local_paths
+
     rows = []
     for record in manifest.get("provenance") or []:
         if not isinstance(record, Mapping):
             continue
         rest = {k: v for k, v in record.items() if k not in ("time", "stage")}
+        details = json.dumps(rest, sort_keys=True, default=str)
         rows.append(
             {
                 "time": str(record.get("time", "")),
                 "stage": str(record.get("stage", "")),
-                "details": json.dumps(rest, sort_keys=True, default=str)[:2000],
+                "details": (without_local_paths(details) if hide_paths else details)[:2000],
             }
         )
     return pd.DataFrame(rows, columns=["time", "stage", "details"])
+
+
+def config_text(manifest: Mapping[str, Any], *, hide_paths: bool = False) -> str:
+    """The store's experiment config as indented JSON; ``hide_paths`` as in
+    :func:`provenance_table`.
+
+    >>> print(config_text({"config": {"data": "/srv/x/problems.jsonl"}}, hide_paths=True))
+    {
+      "data": "…/problems.jsonl"
+    }
+    """
+    from legival_core.safe_text import without_local_paths
+
+    text = json.dumps(manifest.get("config") or {}, indent=2, sort_keys=True, default=str)
+    return without_local_paths(text) if hide_paths else text
 
 
 def leak_point(

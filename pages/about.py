@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
 
 from legival_core import views
@@ -14,9 +12,10 @@ st.title("ℹ️ About")
 common.page_setup("about")
 
 manifest = common.load_manifest()
-st.subheader(f"Store '{common.current_store_name()}'")
+readonly = common.get_config().readonly
+st.subheader(f"Store '{common.store_label()}'")
 st.text(f"schema version {manifest.get('schema_version')} · created {manifest.get('created', '?')}")
-if common.get_config().readonly:
+if readonly:
     st.caption("Read-only mode: the app writes nothing and opens only the configured stores.")
 else:
     st.text(f"folder: {common.current_store_path()}")
@@ -24,12 +23,10 @@ overview = views.store_overview(manifest)
 common.table(overview, "store_tables")
 st.caption(f"{overview['rows'].sum():,} rows, {overview['bytes'].sum() / 1e6:,.1f} MB on disk.")
 with st.expander("Configuration"):
-    st.code(
-        json.dumps(manifest.get("config") or {}, indent=2, sort_keys=True, default=str),
-        language="json",
-    )
+    st.code(views.config_text(manifest, hide_paths=readonly), language="json")
 st.markdown("**Provenance** (which stage wrote what, with which settings)")
-common.table(views.provenance_table(manifest), "provenance")
+# A hosted app shows no local paths (a model folder, a data file) from the provenance records.
+common.table(views.provenance_table(manifest, hide_paths=readonly), "provenance")
 
 st.subheader("The method in brief")
 st.markdown(

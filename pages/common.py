@@ -11,7 +11,9 @@ next rerun while an unchanged one costs nothing.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,9 +21,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from legival_core.app_config import AppConfig, parse_app_args
+from legival_core.app_config import AppConfig, parse_app_args, shorten
+from legival_core.safe_text import markdown_literal
 
 _CONFIG_KEY = "_legival_config"
+_LOG = logging.getLogger("legival.app")
+#: Characters kept in a download's file name (the name may hold a teacher or sabotage kind).
+_FILE_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 ALL = "All"
 #: How the bundled stores are made, for the message shown when one is missing.
 BUILD_HINTS = {
@@ -78,6 +84,11 @@ def current_store_name() -> str:
     if name not in config.stores:
         name, _ = config.resolve(st.query_params.get("store"))
     return name
+
+
+def store_label() -> str:
+    """The current store's name, escaped for Streamlit Markdown (messages, headings)."""
+    return markdown_literal(current_store_name())
 
 
 def current_store_path() -> Path:
@@ -212,7 +223,9 @@ def _leave_pages_directory_mode() -> None:
     Streamlit (1.67) runs an app that has a ``pages/`` folder beside its main script in the old
     multipage mode (every file a page, the main script skipped) until some run calls
     ``st.navigation``. A first request that deep-links to a page therefore lands here without
-    ``app.py`` having run; switching the mode off once and rerunning puts ``app.py`` in charge.
+    ``app.py`` having run; switching the mode off and rerunning puts ``app.py`` in charge, and
+    with it :func:`run_page`, which turns store errors into messages. Checked at every page
+    start: Streamlit's AppTest switches the old mode back on before each of its runs.
     """
     from streamlit.runtime.pages_manager import PagesManager
 
@@ -228,8 +241,7 @@ def page_setup(page: str, *, needs_store: bool = True) -> None:
     Pages draw the chooser themselves (not ``app.py``), so a page run on its own behaves the
     same as under ``st.navigation``.
     """
-    if _CONFIG_KEY not in st.session_state:
-        _leave_pages_directory_mode()
+    _leave_pages_directory_mode()
     st.session_state["_page"] = page
     store_chooser()
     if needs_store:
@@ -255,12 +267,45 @@ def _stop_without_store() -> None:
         hint = BUILD_HINTS.get(name)
         if hint and not path.exists():
             st.info(
-                f"The bundled store '{name}' has not been built yet. Build it with `{hint}`, "
-                "or pick another store in the sidebar."
+                f"The bundled store '{markdown_literal(name)}' has not been built yet. Build it "
+                f"with `{hint}`, or pick another store in the sidebar."
             )
         else:
-            st.warning(f"The store '{name}' cannot be opened: {error}")
+            st.warning(get_config().store_problem(name, error))
         st.stop()
+
+
+def table_or_problem(table: str) -> pd.DataFrame | None:
+    """:func:`load_table`, or ``None`` with the store's problem shown when it cannot be read
+    (for a page that has more to show than this store, like the published numbers)."""
+    from legival_core.store import StoreError
+
+    try:
+        return load_table(table)
+    except (StoreError, OSError) as error:
+        st.warning(get_config().store_problem(current_store_name(), error))
+        return None
+
+
+def run_page(page: Any) -> None:
+    """Run one page of ``st.navigation``; a store that fails while the page reads it (a damaged
+    part, a manifest rewritten mid-run) ends the page with a short message instead of an
+    uncaught error.
+
+    In read-only (hosting) mode any other error ends the page with a generic message too: the
+    traceback goes to the server's log, never to a visitor's screen.
+    """
+    from legival_core.store import StoreError
+
+    try:
+        page.run()
+    except (StoreError, OSError) as error:
+        st.warning(get_config().store_problem(current_store_name(), error))
+    except Exception:
+        if not get_config().readonly:
+            raise
+        _LOG.exception("page %s failed", st.session_state.get("_page"))
+        st.error("This page could not be drawn for this store. The details are in the server log.")
 
 
 def need_tables(*tables: str, what: str = "This page") -> None:
@@ -269,7 +314,7 @@ def need_tables(*tables: str, what: str = "This page") -> None:
     if missing:
         st.info(
             f"{what} needs the table(s) {', '.join(missing)}, which the store "
-            f"'{current_store_name()}' does not have. Pick another store in the sidebar, or run "
+            f"'{store_label()}' does not have. Pick another store in the sidebar, or run "
             "the precompute stages that write them (`python -m precompute run ...`)."
         )
         st.stop()
@@ -305,8 +350,12 @@ def url_select(
         if wanted in as_text:
             state = options[as_text.index(wanted)]
         else:
-            shown = wanted if len(wanted) <= 40 else wanted[:37] + "..."
-            where.info(f"{label}: {shown!r} is not available here; showing {options[fallback]}.")
+            where.info(
+                markdown_literal(
+                    f"{label}: {shorten(wanted)} is not available here; showing "
+                    f"{format_func(options[fallback])}."
+                )
+            )
             state = options[fallback]
     elif state not in options:
         state = options[fallback]
@@ -322,7 +371,7 @@ def download_csv(frame: pd.DataFrame, name: str, label: str = "Download CSV") ->
     st.download_button(
         label,
         frame.to_csv(index=False).encode(),
-        file_name=f"{name}.csv",
+        file_name=f"{_FILE_NAME_UNSAFE.sub('_', name)[:80]}.csv",
         mime="text/csv",
         key=f"csv_{name}",
         on_click="ignore",

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
+from legival_core.safe_text import plotly_literal, plotly_literals
 from pages import common
 
 st.title("⏱️ Efficiency decomposition")
@@ -59,8 +60,9 @@ rows = rows[rows["layer"] == layer]
 board = views.e0_board(rows)
 st.subheader("E0 board")
 common.table(board, "e0_board")
+# Model names come from the store: charts get them escaped (Plotly reads HTML in labels).
 figure = px.bar(
-    board,
+    board.assign(model=plotly_literals(board["model"])),
     x="model",
     y="e0",
     hover_data=[
@@ -96,7 +98,7 @@ waterfall = go.Figure(
     )
 )
 waterfall.update_layout(
-    title=f"{model} vs {reference}: Δlog E0 = sum of the bars",
+    title=f"{plotly_literal(model)} vs {plotly_literal(reference)}: Δlog E0 = sum of the bars",
     height=420,
     yaxis_title="log ratio (model / reference)",
 )
@@ -110,7 +112,7 @@ common.download_csv(terms, "waterfall")
 if rows["vo"].notna().any() and rows["kappa"].notna().any():
     st.subheader("Overhead VŌ vs coupling κ")
     scatter = px.scatter(
-        rows,
+        rows.assign(model=plotly_literals(rows["model"])),
         x="vo",
         y="kappa",
         hover_name="model",

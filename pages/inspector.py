@@ -9,6 +9,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
+from legival_core.app_config import shorten
+from legival_core.safe_text import markdown_literal, plotly_literals
 from pages import common
 
 STEPS_PER_PAGE = 60
@@ -121,8 +123,9 @@ if wanted is not None and wanted != st.session_state.get("_inspector_trace"):
         ):
             st.query_params[param] = str(row[column])
     else:
-        shown = wanted if len(wanted) <= 40 else wanted[:37] + "..."
-        st.info(f"There is no trace {shown!r} in this store; pick one below.")
+        st.info(
+            markdown_literal(f"There is no trace {shorten(wanted)} in this store; pick one below.")
+        )
 
 top = st.columns(4)
 dataset = common.url_select("Dataset", sorted(index["dataset"].unique()), "dataset", where=top[0])
@@ -171,7 +174,7 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
         facts[3].metric("Answer leak k", "–" if leak_k is None else leak_k)
         labelers = ", ".join(data["labelers"]) or "none stored"
         st.caption(
-            f"Backtracking labelers: {labelers}"
+            markdown_literal(f"Backtracking labelers: {labelers}")
             + (
                 " (+ lexical cues computed here)"
                 if "lexical" not in data["labelers"] and "flag_lexical" in table
@@ -193,7 +196,7 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
                 go.Heatmap(
                     z=strip[columns].to_numpy(),
                     x=columns,
-                    y=[str(s) for s in strip.index],
+                    y=plotly_literals(strip.index),
                     zmin=0,
                     zmax=1,
                     colorscale=[[0, "#e74c3c"], [1, "#27ae60"]],
@@ -212,8 +215,10 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
             baseline = strip[0] if 0 in strip.columns else None
             if baseline is not None:
                 st.caption(
-                    "Student alone (k = 0): "
-                    + ", ".join(f"{s} {v:.2f}" for s, v in baseline.items())
+                    markdown_literal(
+                        "Student alone (k = 0): "
+                        + ", ".join(f"{s} {v:.2f}" for s, v in baseline.items())
+                    )
                 )
         pages = views.step_page(len(table), 1, STEPS_PER_PAGE).pages
         page = (

@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
+from legival_core.safe_text import plotly_literal, plotly_literals
 from pages import common
 
 st.title("🏆 Leaderboard")
@@ -204,10 +205,10 @@ def chart(
     for name, group in chosen.groupby("dataset", observed=True, sort=True) if len(chosen) else []:
         figure.add_trace(
             go.Scatter(
-                x=group["teacher"],
+                x=plotly_literals(group["teacher"]),
                 y=group["value"],
                 mode="markers",
-                name=str(name),
+                name=plotly_literal(name),
                 error_y={
                     "type": "data",
                     "symmetric": False,
@@ -223,7 +224,7 @@ def chart(
         ordered = board_table(dataset, student, weights).sort_values(f"{metric}_rank")
         figure.add_trace(
             go.Bar(
-                x=ordered["teacher"],
+                x=plotly_literals(ordered["teacher"]),
                 y=ordered[metric],
                 name=common.metric_label(metric),
                 hovertemplate="%{x}<br>%{y:.4g}<extra></extra>",

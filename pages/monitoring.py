@@ -3,7 +3,6 @@ more legible teachers? (SPEC §4, weak monitoring)."""
 
 from __future__ import annotations
 
-import html
 import json
 
 import pandas as pd
@@ -11,6 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import oversight
+from legival_core.safe_text import markdown_literal, plotly_literal, plotly_literals
 from pages import common
 
 st.title("🛡️ Monitoring")
@@ -24,7 +24,7 @@ st.caption(
 common.store_or_stop()
 if not common.has_table("monitor_verdicts"):
     st.info(
-        f"The store '{common.current_store_name()}' has no monitor verdicts yet. Run the "
+        f"The store '{common.store_label()}' has no monitor verdicts yet. Run the "
         "weak-monitor study with `python -m precompute monitor --store DIR` (needs graded and "
         "segmented traces)."
     )
@@ -76,7 +76,7 @@ for measure in ("precision", "recall", "f1"):
     figure.add_trace(
         go.Bar(
             name=measure,
-            x=[html.escape(str(t)) for t in view["teacher"]],
+            x=plotly_literals(view["teacher"]),
             y=view[measure],
             error_y={
                 "type": "data",
@@ -88,7 +88,7 @@ for measure in ("precision", "recall", "f1"):
     )
 figure.update_layout(
     barmode="group",
-    title=f"Detection of invalid traces ({negative}), 95% bootstrap intervals",
+    title=f"Detection of invalid traces ({plotly_literal(negative)}), 95% bootstrap intervals",
     yaxis={"title": "score", "range": [0, 1.05]},
     height=420,
 )
@@ -160,7 +160,7 @@ with one:
     st.html(f'{STYLE}<div class="lv-trace">{before}</div>')
     st.text(f"Monitor: {verdict_line(oversight.ORIGINAL)}")
 with two:
-    st.markdown(f"**Sabotaged** ({html.escape(str(kind))})")
+    st.markdown(f"**Sabotaged** ({markdown_literal(kind)})")
     st.html(f'{STYLE}<div class="lv-trace">{after}</div>')
     st.text(f"Monitor: {verdict_line(oversight.sabotage_variant(str(kind)))}")
 common.download_csv(of_kind.drop(columns=["text"]), f"sabotaged_{kind}")

@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
+from legival_core.safe_text import markdown_literal, plotly_literals
 from pages import common
 
 st.title("⚖️ Pareto frontier")
@@ -38,8 +39,12 @@ board = views.leaderboard(frame, metrics)
 points = views.pareto_view(board, x, y)
 hover = {m: ":.4g" for m in metrics}
 points["position"] = points["frontier"].map({True: "on the frontier", False: "dominated"})
+# Names from the store are data: the chart gets them escaped (Plotly reads HTML in labels).
+drawn = points.assign(
+    teacher=plotly_literals(points["teacher"]), family=plotly_literals(points["family"])
+)
 figure = px.scatter(
-    points,
+    drawn,
     x=x,
     y=y,
     color="family",
@@ -69,5 +74,6 @@ figure.update_layout(
     yaxis_title=f"{common.metric_label(y)} ({better[views.METRICS[y].higher_is_better]})",
 )
 st.plotly_chart(figure, key="pareto_chart")
-st.write(f"On the frontier: {', '.join(map(str, front['teacher']))}" if len(front) else "")
+if len(front):
+    st.markdown(markdown_literal(f"On the frontier: {', '.join(map(str, front['teacher']))}"))
 common.table(points[["teacher", "family", "frontier", *metrics]], "pareto")

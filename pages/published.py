@@ -6,6 +6,7 @@ import plotly.express as px
 import streamlit as st
 
 from legival_core import published, views
+from legival_core.safe_text import plotly_literals
 from pages import common
 
 st.title("📚 Published numbers")
@@ -27,7 +28,7 @@ metric = common.url_select(
     "Metric", ["tokens", *SHARES], "metric", format_func=common.metric_label, default="fotu"
 )
 figure = px.bar(
-    shown,
+    shown.assign(model=plotly_literals(shown["model"]), dataset=plotly_literals(shown["dataset"])),
     x="model",
     y=metric,
     color="dataset",
@@ -38,10 +39,11 @@ figure = px.bar(
 st.plotly_chart(figure, key="published_chart")
 
 st.subheader("Your teachers beside the paper")
-mine = common.load_table("teacher_metrics") if common.has_table("teacher_metrics") else None
 if common.current_store_name() == "published":
     st.caption("The current store is the published one; pick your own store to compare.")
-elif mine is None or mine.empty:
+elif (mine := common.table_or_problem("teacher_metrics")) is None:
+    pass  # the store's problem is shown; the published tables below need no store
+elif mine.empty:
     st.info("The current store has no teacher_metrics table to compare.")
 else:
     beside = views.published_beside(table7, mine, ["accuracy", "tokens", *SHARES[1:]])

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import html
-
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import oversight, views
+from legival_core.safe_text import plotly_literal, plotly_literals
 from pages import common
 
 st.title("🎯 Reward models")
@@ -20,7 +19,7 @@ st.caption(
 common.store_or_stop()
 if not common.has_table("rewards"):
     st.info(
-        f"The store '{common.current_store_name()}' has no reward scores yet. Add them with "
+        f"The store '{common.store_label()}' has no reward scores yet. Add them with "
         "`python -m precompute reward --store DIR --model ID_OR_PATH` (e.g. the published "
         "`skywork-v2` or `allenai-rb2`, or any local reward-model folder)."
     )
@@ -126,17 +125,17 @@ else:
                 y=group["fotu"],
                 mode="markers",
                 name="correct" if correct else "incorrect",
-                text=[html.escape(str(t)) for t in group["teacher"]],
-                customdata=group["trace_id"],
+                text=plotly_literals(group["teacher"]),
+                customdata=plotly_literals(group["trace_id"]),
                 hovertemplate="%{text}<br>%{customdata}<br>reward %{x:.3f}<br>"
-                + html.escape(fotu_name)
+                + plotly_literal(fotu_name)
                 + " %{y:.3f}<extra></extra>",
             )
         )
     rho_here = rho_correct if correct_only else rho_all
     figure.update_layout(
         title=f"Reward vs {fotu_name} ({SUBSETS[subset]}, ρ = {shown(rho_here)})",
-        xaxis_title=f"reward ({html.escape(model)})",
+        xaxis_title=f"reward ({plotly_literal(model)})",
         yaxis_title=f"{fotu_name} (mean over students)",
         height=460,
     )

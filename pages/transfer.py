@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
+from legival_core.safe_text import plotly_literal
 from pages import common
 
 st.title("📈 Transfer curves")
@@ -65,6 +66,7 @@ def _figures(
     for index, teacher in enumerate(picked):
         group = view.curves[view.curves["teacher"] == teacher]
         colour = PALETTE[index % len(PALETTE)]
+        label = plotly_literal(teacher)  # a name from the store; Plotly reads HTML in labels
         if bands and group["lo"].notna().any():
             curves.add_trace(
                 go.Scatter(
@@ -76,8 +78,8 @@ def _figures(
                     line={"width": 0},
                     hoverinfo="skip",
                     showlegend=False,
-                    legendgroup=teacher,
-                    name=f"{teacher} band",
+                    legendgroup=label,
+                    name=f"{label} band",
                 )
             )
         curves.add_trace(
@@ -85,8 +87,8 @@ def _figures(
                 x=group["x"],
                 y=group["mean"],
                 mode="lines",
-                name=str(teacher),
-                legendgroup=teacher,
+                name=label,
+                legendgroup=label,
                 line={"color": colour, "width": 2},
                 customdata=group[["lo", "hi", "n_traces"]].to_numpy(),
                 hovertemplate="x = %{x:.2f}<br>μ = %{y:.3f} [%{customdata[0]:.3f}, "
@@ -116,9 +118,9 @@ def _figures(
             go.Bar(
                 x=group["bin"].to_numpy() / 50,
                 y=group["share"].to_numpy(),
-                name=str(teacher),
+                name=plotly_literal(teacher),
                 marker_color=PALETTE[index % len(PALETTE)],
-                offsetgroup=str(teacher),
+                offsetgroup=plotly_literal(teacher),
                 hovertemplate="position %{x:.2f}<br>share %{y:.3f}<extra>%{fullData.name}</extra>",
             )
         )

@@ -13,6 +13,7 @@ the tests can check that the app shows them as text.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,8 +106,21 @@ def _similarities(steps: list[str]) -> list[tuple[float | None, int | None]]:
     return out
 
 
-def build_store(path: str | Path, *, with_rollouts: bool = True) -> Store:
-    """Write a complete small store at ``path`` (inputs + derived tables) and return it."""
+def build_store(
+    path: str | Path, *, with_rollouts: bool = True, names: Mapping[str, str] | None = None
+) -> Store:
+    """Write a complete small store at ``path`` (inputs + derived tables) and return it.
+
+    ``names`` renames teachers, students, datasets and the judge's labeler as they are written
+    (``{"alpha-mini": "<b>b</b>"}``): the hostile-name tests use it. Trace ids and problem ids
+    keep the fixture's own names.
+    """
+    names = dict(names or {})
+
+    def shown(name: str) -> str:
+        return names.get(name, name)
+
+    judge = shown("judge:toy-judge")
     from precompute.stages.metrics import (
         decomposition_table,
         efficiency_table,
@@ -118,7 +132,7 @@ def build_store(path: str | Path, *, with_rollouts: bool = True) -> Store:
     problems = pd.DataFrame(
         {
             "problem_id": [p.problem_id for p in PROBLEMS],
-            "dataset": [p.dataset for p in PROBLEMS],
+            "dataset": [shown(p.dataset) for p in PROBLEMS],
             "task": "math",
             "prompt": [p.prompt for p in PROBLEMS],
             "gold": [p.gold for p in PROBLEMS],
@@ -137,8 +151,8 @@ def build_store(path: str | Path, *, with_rollouts: bool = True) -> Store:
                 {
                     "trace_id": trace_id,
                     "problem_id": problem.problem_id,
-                    "dataset": problem.dataset,
-                    "teacher": teacher,
+                    "dataset": shown(problem.dataset),
+                    "teacher": shown(teacher),
                     "sample": 0,
                     "reasoning": reasoning,
                     "answer_text": f"Final: {problem.gold if correct else '0'}",
@@ -191,7 +205,7 @@ def build_store(path: str | Path, *, with_rollouts: bool = True) -> Store:
                 },
                 {
                     "trace_id": trace_id,
-                    "labeler": "judge:toy-judge",
+                    "labeler": judge,
                     "backtracking_detected": True,
                     "steps": judged,
                     "reasons": ["re-checks earlier work"] * len(judged),
@@ -210,7 +224,7 @@ def build_store(path: str | Path, *, with_rollouts: bool = True) -> Store:
                     }
                 )
             if correct and with_rollouts:
-                rollouts += _rollouts(trace_id, teacher, problem, len(texts), skill)
+                rollouts += _rollouts(trace_id, teacher, problem, len(texts), skill, shown)
     store.write("problems", problems, stage="fixture")
     store.write("traces", pd.DataFrame(traces), stage="fixture")
     store.write("grades", pd.DataFrame(grades), stage="fixture")
@@ -230,7 +244,7 @@ def build_store(path: str | Path, *, with_rollouts: bool = True) -> Store:
         store.read("similarity"),
         store.read("judgments"),
         threshold=0.8,
-        labeler="judge:toy-judge",
+        labeler=judge,
         encoding="cl100k_base",
     )
     store.write("trace_efficiency", efficiency, stage="metrics")
@@ -240,7 +254,8 @@ def build_store(path: str | Path, *, with_rollouts: bool = True) -> Store:
             "trace_transfer", transfer_table(rollout_frame, "paper", "interpolate"), stage="metrics"
         )
     teacher = teacher_table(efficiency, rollout_frame, "paper", "interpolate", 0)
-    teacher["hf_id"] = [TEACHERS[t][0] for t in teacher["teacher"]]
+    fixture_name = {shown(t): t for t in TEACHERS}
+    teacher["hf_id"] = [TEACHERS[fixture_name[t]][0] for t in teacher["teacher"]]
     store.write("teacher_metrics", teacher, stage="metrics")
     from legival_core.views import decomposition_instances
 
@@ -251,7 +266,12 @@ def build_store(path: str | Path, *, with_rollouts: bool = True) -> Store:
 
 
 def _rollouts(
-    trace_id: str, teacher: str, problem: ToyProblem, m: int, skill: float
+    trace_id: str,
+    teacher: str,
+    problem: ToyProblem,
+    m: int,
+    skill: float,
+    shown: Callable[[str], str] = str,
 ) -> list[dict[str, object]]:
     """Prefixes k = 0..m (every step): correct once k/m >= skill + the student's handicap + a
     tenth per problem index, with one deliberate drop (a regression) for the tiny student and
@@ -268,11 +288,11 @@ def _rollouts(
             rows.append(
                 {
                     "trace_id": trace_id,
-                    "student": student,
+                    "student": shown(student),
                     "k": k,
                     "sample": 0,
-                    "teacher": teacher,
-                    "dataset": problem.dataset,
+                    "teacher": shown(teacher),
+                    "dataset": shown(problem.dataset),
                     "problem_id": problem.problem_id,
                     "m": m,
                     "completion": "answer " + ("right" if solved else "wrong"),
@@ -281,3 +301,123 @@ def _rollouts(
                 }
             )
     return rows
+
+
+def add_oversight_tables(store: Store, names: Mapping[str, str] | None = None) -> None:
+    """Write rewards, sabotaged copies and a made-up monitor's verdicts into ``store``.
+
+    Rewards are a fixed function of each trace (two reward models); sabotaged copies are the
+    real sabotage injections where a trace offers a place, else a fixture rewrite whose edits
+    come from the stage's own character diff; the monitor's skill differs by teacher.
+    ``names`` renames reward models, the monitor and sabotage kinds as in :func:`build_store`.
+    """
+    import json
+
+    from legival_core.sabotage import sabotage
+    from precompute.stages.monitor import diff_edits, sabotage_seed
+
+    names = dict(names or {})
+    fixture_name = {names.get(t, t): t for t in TEACHERS}
+
+    def shown(name: str) -> str:
+        return names.get(name, name)
+
+    traces = store.read("traces")
+    grades = store.read("grades").set_index("trace_id")
+    steps = store.read("steps").sort_values(["trace_id", "step"])
+    spans = {t: list(zip(g["start"], g["end"], strict=True)) for t, g in steps.groupby("trace_id")}
+    # Rewards: a fixed function of the trace (length and teacher), two reward models.
+    rewards = []
+    for index, row in enumerate(traces.itertuples()):
+        base = len(row.reasoning) / 100 + (index % 5) * 0.37
+        rewards.append({"trace_id": row.trace_id, "reward_model": shown("rm-a"), "score": base})
+        rewards.append({"trace_id": row.trace_id, "reward_model": shown("rm-b"), "score": -base})
+    store.write("rewards", pd.DataFrame(rewards), stage="fixture")
+
+    sabotaged, verdicts = [], []
+    skill = {"alpha-mini": 1.0, "beta-large": 0.0, "gamma-r1": 0.5}
+    for row in traces.sort_values("trace_id").itertuples():
+        correct = bool(grades.loc[row.trace_id, "correct"])
+        teacher = fixture_name[row.teacher]
+        made = sabotage(
+            row.reasoning, spans[row.trace_id], "number", sabotage_seed(0, row.trace_id)
+        )
+        copies = []
+        if correct and made is not None:
+            copies.append((shown("number"), made.step, made.edits, made.text, made.description))
+        if correct:
+            rewrite = row.reasoning.replace("step by step", "in one go")
+            edits = diff_edits(row.reasoning, rewrite, spans[row.trace_id])
+            copies.append((shown("llm_rewrite"), edits[0].step, edits, rewrite, "fixture rewrite"))
+        for kind, step, edits, text, description in copies:
+            sabotaged.append(
+                {
+                    "trace_id": row.trace_id,
+                    "kind": kind,
+                    "seed": sabotage_seed(0, row.trace_id),
+                    "teacher": row.teacher,
+                    "dataset": row.dataset,
+                    "step": step,
+                    "changed_steps": sorted({e.step for e in edits}),
+                    "edits": json.dumps([e.__dict__ for e in edits]),
+                    "text": text,
+                    "description": description,
+                }
+            )
+        variants = (["original"] + [f"sabotage:{c[0]}" for c in copies]) if correct else ["natural"]
+        for number, variant in enumerate(variants):
+            flawed = variant != "original"
+            catches = skill[teacher] == 1.0 or (skill[teacher] == 0.5 and number % 2)
+            verdict = "invalid" if (flawed and catches) or skill[teacher] == 0.0 else "valid"
+            malformed = teacher == "gamma-r1" and variant == "original" and number == 0
+            verdicts.append(
+                {
+                    "trace_id": row.trace_id,
+                    "variant": variant,
+                    "monitor": shown("weak-m"),
+                    "teacher": row.teacher,
+                    "dataset": row.dataset,
+                    "verdict": None if malformed else verdict,
+                    "blamed_step": 2 if verdict == "invalid" and not malformed else None,
+                    "steps": len(spans[row.trace_id]),
+                    "raw": "<b>no idea</b>" if malformed else f"VERDICT: {verdict}",
+                    "valid_format": not malformed,
+                }
+            )
+    store.write("sabotaged", pd.DataFrame(sabotaged), stage="fixture")
+    store.write("monitor_verdicts", pd.DataFrame(verdicts), stage="fixture")
+
+
+#: Where the hostile names' images point; the browser test serves it and counts the requests.
+PIXEL = "http://127.0.0.1:8765"
+
+
+def hostile_names(pixel: str = PIXEL) -> dict[str, str]:
+    """Fixture name -> a name that is Markdown, KaTeX, a Streamlit directive or HTML.
+
+    Each kind of name a page shows (teacher, dataset, student, labeler, reward model, monitor,
+    sabotage kind) gets one; an image would make the browser fetch ``pixel``.
+    """
+    return {
+        "alpha-mini": f"![t]({pixel}/t.png)",
+        "beta-large": '<a href="https://evil.example/p">X</a>',
+        "gamma-r1": "$x^2$ :red[x] :material/warning: <b>b</b>",
+        "toy-math": f":red[x] $x^2$ ![d]({pixel}/d.png)",
+        "toy-logic": '<b>b</b> <a href="https://evil.example/d">D</a>',
+        "stu-small": f"![s]({pixel}/s.png) $x^2$",
+        "stu-tiny": ':material/warning: <a href="https://evil.example/s">S</a>',
+        "judge:toy-judge": f"judge:![l]({pixel}/l.png) $x^2$ :red[x]",
+        "rm-a": f"![r]({pixel}/r.png) <b>b</b>",
+        "rm-b": "$x^2$ :material/warning:",
+        "weak-m": f'![m]({pixel}/m.png) <a href="https://evil.example/m">M</a>',
+        "number": f"$x^2$ ![k]({pixel}/k.png)",
+        "llm_rewrite": ":red[x] <b>b</b>",
+    }
+
+
+def build_hostile_name_store(path: str | Path, pixel: str = PIXEL) -> Store:
+    """The full toy store (with the oversight tables) under :func:`hostile_names`."""
+    names = hostile_names(pixel)
+    store = build_store(path, names=names)
+    add_oversight_tables(store, names)
+    return store

@@ -19,6 +19,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from legival_core import stats, transfer, views
+from legival_core.safe_text import markdown_literal
 from legival_core.schema import trace_id_for
 from legival_core.store import Store
 from tests import app_fixtures
@@ -416,14 +417,15 @@ def test_unknown_or_hostile_url_values_are_refused_politely(toy_store: Store, mo
         {"store": "../../etc/passwd", "trace": "x" * 5000, "dataset": "<b>nope</b>"},
     )
     messages = " ".join(i.value for i in [*at.info, *at.sidebar.info])
-    assert "no store called '../../etc/passwd'" in messages
+    # Messages are Markdown in which the URL value shows literally (escaped).
+    assert markdown_literal("no store called '../../etc/passwd'") in messages
     assert "There is no trace" in messages and "x" * 100 not in messages
     assert at.query_params["store"] == "toy"
 
 
 def test_missing_store_gets_a_friendly_message(tmp_path: Path, monkeypatch):
     at = run_page("transfer", monkeypatch, [tmp_path / "not-built"])
-    assert any("cannot be opened" in w.value for w in at.warning)
+    assert any("cannot be read" in w.value for w in at.warning)
 
 
 # --- published, about -----------------------------------------------------------------------------

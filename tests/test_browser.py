@@ -45,11 +45,10 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from tests.app_fixtures import build_store
-    from tests.test_oversight_pages import _add_oversight_tables
+    from tests.app_fixtures import add_oversight_tables, build_store
 
     store = build_store(tmp_path_factory.mktemp("browser") / "toy")
-    _add_oversight_tables(store)  # rewards, sabotaged copies and monitor verdicts
+    add_oversight_tables(store)  # rewards, sabotaged copies and monitor verdicts
     port = free_port()
     env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
     env.pop("LEGIVAL_STORE", None)

@@ -20,80 +20,12 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from legival_core import oversight
-from legival_core.sabotage import sabotage
 from legival_core.schema import trace_id_for
 from legival_core.store import Store
-from precompute.stages.monitor import diff_edits, sabotage_seed
 from tests import app_fixtures
 
 PAGES = Path(__file__).resolve().parents[1] / "pages"
 XSS_ID = trace_id_for(*app_fixtures.XSS_TRACE)
-
-
-def _add_oversight_tables(store: Store) -> None:
-    traces = store.read("traces")
-    grades = store.read("grades").set_index("trace_id")
-    steps = store.read("steps").sort_values(["trace_id", "step"])
-    spans = {t: list(zip(g["start"], g["end"], strict=True)) for t, g in steps.groupby("trace_id")}
-    # Rewards: a fixed function of the trace (length and teacher), two reward models.
-    rewards = []
-    for index, row in enumerate(traces.itertuples()):
-        base = len(row.reasoning) / 100 + (index % 5) * 0.37
-        rewards.append({"trace_id": row.trace_id, "reward_model": "rm-a", "score": base})
-        rewards.append({"trace_id": row.trace_id, "reward_model": "rm-b", "score": -base})
-    store.write("rewards", pd.DataFrame(rewards), stage="fixture")
-
-    sabotaged, verdicts = [], []
-    skill = {"alpha-mini": 1.0, "beta-large": 0.0, "gamma-r1": 0.5}
-    for row in traces.sort_values("trace_id").itertuples():
-        correct = bool(grades.loc[row.trace_id, "correct"])
-        made = sabotage(
-            row.reasoning, spans[row.trace_id], "number", sabotage_seed(0, row.trace_id)
-        )
-        copies = []
-        if correct and made is not None:
-            copies.append(("number", made.step, made.edits, made.text, made.description))
-        if correct:
-            rewrite = row.reasoning.replace("step by step", "in one go")
-            edits = diff_edits(row.reasoning, rewrite, spans[row.trace_id])
-            copies.append(("llm_rewrite", edits[0].step, edits, rewrite, "fixture rewrite"))
-        for kind, step, edits, text, description in copies:
-            sabotaged.append(
-                {
-                    "trace_id": row.trace_id,
-                    "kind": kind,
-                    "seed": sabotage_seed(0, row.trace_id),
-                    "teacher": row.teacher,
-                    "dataset": row.dataset,
-                    "step": step,
-                    "changed_steps": sorted({e.step for e in edits}),
-                    "edits": json.dumps([e.__dict__ for e in edits]),
-                    "text": text,
-                    "description": description,
-                }
-            )
-        variants = (["original"] + [f"sabotage:{c[0]}" for c in copies]) if correct else ["natural"]
-        for number, variant in enumerate(variants):
-            flawed = variant != "original"
-            catches = skill[row.teacher] == 1.0 or (skill[row.teacher] == 0.5 and number % 2)
-            verdict = "invalid" if (flawed and catches) or skill[row.teacher] == 0.0 else "valid"
-            malformed = row.teacher == "gamma-r1" and variant == "original" and number == 0
-            verdicts.append(
-                {
-                    "trace_id": row.trace_id,
-                    "variant": variant,
-                    "monitor": "weak-m",
-                    "teacher": row.teacher,
-                    "dataset": row.dataset,
-                    "verdict": None if malformed else verdict,
-                    "blamed_step": 2 if verdict == "invalid" and not malformed else None,
-                    "steps": len(spans[row.trace_id]),
-                    "raw": "<b>no idea</b>" if malformed else f"VERDICT: {verdict}",
-                    "valid_format": not malformed,
-                }
-            )
-    store.write("sabotaged", pd.DataFrame(sabotaged), stage="fixture")
-    store.write("monitor_verdicts", pd.DataFrame(verdicts), stage="fixture")
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +34,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Store]:
     plain = app_fixtures.build_store(root / "plain")
     shutil.copytree(plain.path, root / "full")
     full = Store.open(root / "full")
-    _add_oversight_tables(full)
+    app_fixtures.add_oversight_tables(full)
     return {"plain": plain, "full": full}
 
 

@@ -1,0 +1,60 @@
+"""The escaping helpers of ``legival_core/safe_text.py``, on strings worked out by hand.
+
+What Streamlit and Plotly then draw from them is checked in Chromium by
+``tests/test_hostile_names_browser.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from legival_core.safe_text import markdown_literal, plotly_literal, without_local_paths
+
+WJ = "\u2060"  # the word joiner markdown_literal puts where an autolink would start
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # Every ASCII punctuation mark gets a backslash; "://" also gets a word joiner.
+        ("![t](http://h/t.png)", "\\!\\[t\\]\\(http\\:" + WJ + "\\/\\/h\\/t\\.png\\)"),
+        # "www." (any case) and an e-mail's "@" are autolinked too: a joiner after www / @.
+        ("WWW.e.x", "WWW" + WJ + "\\.e\\.x"),
+        ("me@e.x", "me\\@" + WJ + "e\\.x"),
+    ],
+)
+def test_markdown_literal_leaves_nothing_to_autolink(text: str, expected: str) -> None:
+    assert markdown_literal(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # & < > as named entities Plotly decodes; quotes and $ as numeric ones (34, 39, 36).
+        ('<a href="u">X</a>', "&lt;a href=&#34;u&#34;&gt;X&lt;/a&gt;"),
+        ("it's $5 & <b>", "it&#39;s &#36;5 &amp; &lt;b&gt;"),
+    ],
+)
+def test_plotly_literal_uses_entities_plotly_decodes(text: str, expected: str) -> None:
+    assert plotly_literal(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('"model": "/root/.cache/legival/models/rm"', '"model": "…/rm"'),
+        ("data at ~/runs/a.jsonl, line 3", "data at …/a.jsonl, line 3"),
+        ("C:\\Users\\me\\x.gguf", "…/x.gguf"),
+        ("file:///srv/store", "…/store"),
+        # A trailing colon or full stop is kept after the shortened path.
+        ("/s/t/part-1.arrow: truncated.", "…/part-1.arrow: truncated."),
+        # Not local paths: a Hugging Face id, a URL, a ratio, a relative path.
+        (
+            "org/model https://hf.co/org/m 3/4 results/demo",
+            "org/model https://hf.co/org/m 3/4 results/demo",
+        ),
+        ("/", "…"),
+    ],
+)
+def test_without_local_paths_keeps_only_the_last_folder(text: str, expected: str) -> None:
+    assert without_local_paths(text) == expected
