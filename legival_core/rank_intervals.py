@@ -393,7 +393,7 @@ def frontier_shares(
 ) -> np.ndarray:
     """Per teacher, the share of resamples in which it is on the Pareto frontier of (x, y).
 
-    The frontier of each resample is :func:`legival_core.stats.pareto_front` of that
+    The frontier of each resample is :func:`legival_core.stats.pareto_mask` of that
     resample's values; resamples where a teacher has no value count as off the frontier.
 
     >>> x = MetricResamples(("a", "b"), np.array([1.0, 2.0]),
@@ -403,15 +403,12 @@ def frontier_shares(
     >>> frontier_shares(x, y, (True, True)).tolist()  # b wins resample 0, a resample 1
     [0.5, 0.5]
     """
-    from legival_core.stats import pareto_front
+    from legival_core.stats import pareto_mask
 
     xs, ys = np.atleast_2d(x.replicates), np.atleast_2d(y.replicates)
-    on_front = np.zeros(xs.shape, dtype=bool)
-    for b in range(xs.shape[0]):
-        frame = pd.DataFrame({"x": xs[b], "y": ys[b]})
-        on_front[b] = pareto_front(frame, "x", "y", maximize=maximize).to_numpy()
-    if not len(on_front):
+    if not len(xs):
         return np.full(len(x.teachers), np.nan)
+    on_front = np.array([pareto_mask(xb, yb, maximize) for xb, yb in zip(xs, ys, strict=True)])
     return on_front.mean(axis=0)
 
 

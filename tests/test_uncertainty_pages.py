@@ -169,3 +169,59 @@ def test_paired_resampling_separates_a_uniform_gap() -> None:
     alone = rank_intervals.metric_resamples(rows, "value", ["a", "b"], problems, other)
     flips = (alone.replicates[:, 0] > paired.replicates[:, 1]).mean()
     assert flips > 0.2
+
+
+def open_page(monkeypatch: pytest.MonkeyPatch, store: str, page: str, params: dict) -> AppTest:
+    monkeypatch.setenv("LEGIVAL_STORE", store)
+    monkeypatch.delenv("LEGIVAL_READONLY", raising=False)
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.run()
+    at.query_params.clear()
+    at.switch_page(f"pages/{page}.py")
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_pareto_frontier_share_hand_worked(hand_store: Store, monkeypatch) -> None:
+    # Accuracy is 1 for all; ace has fewer tokens than both twins in every resample, so ace
+    # dominates them in every resample: frontier share 1 for ace, 0 for each twin.
+    at = open_page(monkeypatch, str(hand_store.path), "pareto", {"x": "tokens", "y": "accuracy"})
+    table = at.dataframe[0].value.set_index("teacher")
+    shares = table["on frontier in resamples"].to_dict()
+    assert shares == {"ace": 1.0, "twin-a": 0.0, "twin-b": 0.0}
+
+
+def test_correlations_show_n_and_fade_few_points(tmp_path: Path, monkeypatch) -> None:
+    from tests.app_fixtures import build_store
+
+    store = build_store(tmp_path / "toy")
+    at = open_page(monkeypatch, str(store.path), "correlations", {})
+    strong, faded = json_figure(at)["data"][:2]
+    # model level: one point per teacher, 3 teachers -> every cell n 3 < 8, all faded
+    assert faded["opacity"] == pytest.approx(0.3) and strong["opacity"] == 1
+    assert all(t == "" for row in strong["text"] for t in row)
+    assert all(t.endswith("<br>n 3") for row in faded["text"] for t in row if t)
+    assert any("number of teachers" in c.value for c in at.caption)
+    # trace level: 3 teachers x 6 problems = 18 traces; transfer metrics exist for the 15
+    # correct ones only (3 wrong), so tokens-vs-redundancy has n 18 and tokens-vs-FOTU n 15,
+    # both >= 8: drawn at full strength
+    next(s for s in at.selectbox if s.label == "Level").select("trace").run()
+    strong, faded = json_figure(at)["data"][:2]
+    labels = strong["x"]
+    text = {
+        (y, x): t
+        for y, row in zip(labels, strong["text"], strict=True)
+        for x, t in zip(labels, row, strict=True)
+    }
+    assert text[("Tokens", "Redundancy")].endswith("<br>n 18")
+    assert text[("Tokens", "FOTU")].endswith("<br>n 15")
+    assert all(t == "" for row in faded["text"] for t in row)
+
+
+def json_figure(at: AppTest) -> dict:
+    import json
+
+    return json.loads(at.get("plotly_chart")[0].proto.spec)
