@@ -249,11 +249,12 @@ def weighted(weights: Mapping[str, float]) -> dict[str, float]:
     return {m: float(w) for m, w in weights.items() if w > 0}
 
 
-_ASCII = {"–": "--", "·": ";", "×": "x", LOW_N_MARK: "low n", "▲": "+", "▼": "-"}
+_ASCII = {"–": "--", "·": ";", "×": "x", LOW_N_MARK: "low n", "▲": "+", "▼": "-", "Δ": "change"}
 
 
 def ascii_cells(frame: pd.DataFrame) -> pd.DataFrame:
-    """The text table with plain-ASCII marks, for LaTeX (pdflatex has no ⚠ or ▲).
+    """The text table (cells and headers) with plain-ASCII marks, for LaTeX (pdflatex has no
+    ⚠, ▲ or Δ).
 
     >>> ascii_cells(pd.DataFrame({"a": ["24.0% [12.0–36.0] · n 5 × 2 students · ⚠ low n"]})).a[0]
     '24.0% [12.0--36.0] ; n 5 x 2 students ; low n'
@@ -266,4 +267,6 @@ def ascii_cells(frame: pd.DataFrame) -> pd.DataFrame:
             value = value.replace(mark, _ASCII[mark])
         return value
 
-    return frame.apply(lambda column: column.map(plain))
+    out = frame.apply(lambda column: column.map(plain))
+    out.columns = [plain(c) for c in frame.columns]
+    return out

@@ -180,8 +180,10 @@ else:
         "This store has no per-trace tables to resample (the published store holds the papers' "
         f"averages only), so every value says “{board_layout.NO_INTERVAL}”."
     )
+# The chosen metric's columns come first, so they are on screen without scrolling.
+in_order = [metric, *[m for m in metrics if m != metric]]
 shown = board_layout.uncertainty_board(
-    board, interval_rows, metrics, config.low_n_traces, with_composite=bool(weights)
+    board, interval_rows, in_order, config.low_n_traces, with_composite=bool(weights)
 )
 if weights:
     order = board["composite_rank"].astype("Float64").fillna(float("inf")).to_numpy()
@@ -229,7 +231,8 @@ focus = st.radio(
     focus_options,
     format_func=common.metric_label,
     horizontal=True,
-    key="focus_metric",
+    # One radio per chosen metric, so choosing another metric above also shows its intervals.
+    key=f"focus_{metric}",
     index=focus_options.index(metric) if metric in focus_options else 0,
 )
 detail = board_layout.metric_detail(board, interval_rows, focus, config.low_n_traces)
@@ -312,8 +315,11 @@ selection = (
     config.low_n_traces,
 )
 st.plotly_chart(chart(*common.store_key(), selection, focus), key="leaderboard_chart")
-if focus in views.METRICS:
-    st.caption(views.METRICS[focus].description.capitalize() + ".")
+what = views.METRICS[focus].description.capitalize() + ". " if focus in views.METRICS else ""
+st.caption(
+    f"{what}Error bars: 95% intervals over problem resamples. Pale hatched bars rest on fewer "
+    f"than {config.low_n_traces} traces."
+)
 
 show_ci = st.toggle("Per dataset: values with 95% bootstrap intervals over traces", key="show_ci")
 if show_ci:

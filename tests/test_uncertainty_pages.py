@@ -130,7 +130,7 @@ def test_hand_worked_composite_interval(hand_store: Store, monkeypatch) -> None:
     at = leaderboard(monkeypatch, str(hand_store.path), {"metric": "tokens"})
     next(n for n in at.number_input if n.key == "weight_accuracy").set_value(1.0)
     next(n for n in at.number_input if n.key == "weight_tokens").set_value(1.0).run()
-    at.radio(key="focus_metric").set_value("composite").run()
+    at.radio(key="focus_tokens").set_value("composite").run()
     table = detail(at).set_index("teacher")
     assert table["value"].to_dict() == pytest.approx({"ace": 1.0, "twin-a": 0.75, "twin-b": 0.75})
     assert table["95% lo"].to_dict() == pytest.approx({"ace": 1.0, "twin-a": 0.75, "twin-b": 0.75})
