@@ -82,8 +82,9 @@ class TeacherResamples:
 def problem_draws(n_problems: int, n_boot: int, seed: int = 0) -> np.ndarray:
     """How often each problem is drawn in each of ``n_boot`` resamples (rows sum to P).
 
-    Row b is a multinomial draw of P problems with equal probability 1/P each, from a numpy
-    generator seeded with ``seed``: the same seed gives the same resamples.
+    Row b counts P draws of a problem index uniformly with replacement (a multinomial with
+    probabilities 1/P), from a numpy generator seeded with ``seed``: the same seed gives the
+    same resamples.
 
     >>> draws = problem_draws(4, n_boot=3, seed=0)
     >>> draws.shape, draws.sum(axis=1).tolist()
@@ -96,19 +97,22 @@ def problem_draws(n_problems: int, n_boot: int, seed: int = 0) -> np.ndarray:
     if n_problems == 0:
         return np.zeros((n_boot, 0))
     rng = np.random.default_rng(seed)
-    return rng.multinomial(n_problems, np.full(n_problems, 1.0 / n_problems), size=n_boot).astype(
-        np.float64
-    )
+    picks = rng.integers(0, n_problems, size=(n_boot, n_problems))
+    # Count the picks of each row in one bincount: row b's picks are offset by b * P.
+    offsets = np.arange(n_boot, dtype=np.int64)[:, None] * n_problems
+    counts = np.bincount((picks + offsets).ravel(), minlength=n_boot * n_problems)
+    return counts.reshape(n_boot, n_problems).astype(np.float64)
 
 
 def _cells(rows: pd.DataFrame, teachers: Sequence[str]) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Teacher index, cell index (dataset x student) per row, and the number of each."""
     teacher_index = pd.Index(teachers).get_indexer(rows["teacher"].astype(str))
-    dataset = rows["dataset"].astype(str)
-    student = rows["student"].astype(str) if "student" in rows else pd.Series("", index=rows.index)
-    datasets = pd.Index(sorted(set(dataset)))
-    students = pd.Index(sorted(set(student)))
-    cell = datasets.get_indexer(dataset) * len(students) + students.get_indexer(student)
+    dataset, datasets = pd.factorize(rows["dataset"].astype(str), sort=True)
+    if "student" in rows:
+        student, students = pd.factorize(rows["student"].astype(str), sort=True)
+    else:
+        student, students = np.zeros(len(rows), dtype=np.int64), [""]
+    cell = dataset * len(students) + student
     return teacher_index, np.asarray(cell), len(datasets), len(students)
 
 
@@ -211,6 +215,10 @@ def metric_resamples(
     )
 
 
+# Above this many cells, the problem-by-column matrix stays sparse (the hazard histograms).
+_DENSE_LIMIT = 5_000_000
+
+
 def _weighted_sums(
     draws: np.ndarray,
     problem_index: np.ndarray,
@@ -219,12 +227,17 @@ def _weighted_sums(
     width: int,
 ) -> np.ndarray:
     """``draws @ A`` where A[p, c] sums ``weights`` of the rows of problem p and column c."""
+    n_problems = draws.shape[1]
+    if n_problems * width <= _DENSE_LIMIT:
+        flat = np.bincount(
+            problem_index * width + column_index, weights=weights, minlength=n_problems * width
+        )
+        return draws @ flat.reshape(n_problems, width)
     from scipy import sparse
 
-    matrix = sparse.csc_matrix(
-        (weights, (problem_index, column_index)), shape=(draws.shape[1], width)
-    )
-    return np.asarray((matrix.T @ draws.T).T)
+    matrix = sparse.csr_matrix((weights, (problem_index, column_index)), shape=(n_problems, width))
+    matrix.sum_duplicates()
+    return np.ascontiguousarray((matrix.T @ draws.T).T)
 
 
 def _nanmean(values: np.ndarray, axis: int) -> np.ndarray:
@@ -441,19 +454,17 @@ def resample_teachers(
         "transfer": trace_transfer if trace_transfer is not None else pd.DataFrame(),
     }
     present = [f for f in frames.values() if len(f)]
-    teachers = tuple(sorted({str(t) for f in present for t in pd.unique(f["teacher"])}))
-    keys = sorted(
-        {
-            (str(d), str(p))
-            for f in present
-            for d, p in zip(f["dataset"].astype(str), f["problem_id"].astype(str), strict=True)
-        }
-    )
+    teachers = tuple(sorted({str(t) for f in present for t in pd.unique(f["teacher"].astype(str))}))
+    keys = [
+        pd.MultiIndex.from_arrays([f["dataset"].astype(str), f["problem_id"].astype(str)])
+        for f in present
+    ]
     problems = (
-        pd.MultiIndex.from_tuples(keys, names=["dataset", "problem_id"])
+        keys[0].append(keys[1:]).unique().sort_values()
         if keys
-        else (pd.MultiIndex.from_tuples([("", "")])[:0])
+        else pd.MultiIndex.from_tuples([("", "")])[:0]
     )
+    problems.names = ["dataset", "problem_id"]
     draws = problem_draws(len(problems), n_boot, seed)
     out: dict[str, MetricResamples] = {}
     efficiency = frames["efficiency"]
