@@ -8,6 +8,7 @@ import streamlit as st
 
 from legival_core import board as board_layout
 from legival_core import views
+from legival_core.rank_intervals import TeacherResamples
 from legival_core.safe_text import plotly_literal, plotly_literals
 from pages import common
 
@@ -74,17 +75,13 @@ def board_table(
     return views.leaderboard(frame, metrics, dict(weights) or None)
 
 
-@common.derived("uncertainty")
-def uncertainty(
-    dataset: str | None,
-    student: str | None,
-    weights: tuple[tuple[str, float], ...],
-    n_boot: int,
-    seed: int,
-) -> pd.DataFrame:
-    """Value and rank intervals per (metric, teacher) from paired resamples of problems
-    (legival_core.rank_intervals); empty when the store has no per-trace tables."""
-    from legival_core.rank_intervals import interval_table, resample_teachers
+@common.derived("resamples")
+def resamples(
+    dataset: str | None, student: str | None, n_boot: int, seed: int
+) -> TeacherResamples | None:
+    """Every ranked metric per teacher on paired resamples of problems
+    (legival_core.rank_intervals); None when the store has no per-trace tables."""
+    from legival_core.rank_intervals import resample_teachers
 
     efficiency = (
         views.filter_rows(common.load_table("trace_efficiency"), dataset=dataset)
@@ -97,11 +94,28 @@ def uncertainty(
         else None
     )
     if (efficiency is None or efficiency.empty) and (transfer is None or transfer.empty):
-        return pd.DataFrame()
+        return None
     _frame, metrics = board_rows(dataset, student)
-    resamples = resample_teachers(efficiency, transfer, metrics, n_boot=n_boot, seed=seed)
+    return resample_teachers(efficiency, transfer, metrics, n_boot=n_boot, seed=seed)
+
+
+@common.derived("uncertainty")
+def uncertainty(
+    dataset: str | None,
+    student: str | None,
+    weights: tuple[tuple[str, float], ...],
+    n_boot: int,
+    seed: int,
+) -> pd.DataFrame:
+    """Value and rank intervals per (metric, teacher), the composite's too when weighted; empty
+    without resamples. New weights reuse the cached resamples."""
+    from legival_core.rank_intervals import interval_table
+
+    drawn = resamples(dataset, student, n_boot, seed)
+    if drawn is None:
+        return pd.DataFrame()
     directions = {m: views.METRICS[m].higher_is_better for m in views.METRICS}
-    return interval_table(resamples, directions, dict(weights) or None)
+    return interval_table(drawn, directions, dict(weights) or None)
 
 
 def student_options() -> list[str]:

@@ -225,3 +225,29 @@ def json_figure(at: AppTest) -> dict:
     import json
 
     return json.loads(at.get("plotly_chart")[0].proto.spec)
+
+
+@pytest.mark.parametrize("student", [None, "stu-tiny"])
+def test_interval_points_are_the_leaderboard_values(tmp_path: Path, student: str | None) -> None:
+    # The intervals must sit around the numbers the table shows: the resampler's point values
+    # (recomputed from trace_efficiency / trace_transfer) equal views.leaderboard's (from
+    # teacher_metrics, or the rollouts of one student) for every metric.
+    from legival_core import views
+    from tests.app_fixtures import build_store
+
+    store = build_store(tmp_path / "toy")
+    stored = store.read("teacher_metrics")
+    if student is not None:
+        stored = views.with_student(
+            stored, views.student_transfer_metrics(store.read("rollouts")), student
+        )
+    metrics = views.ranked_metrics(stored)
+    board = views.leaderboard(stored, metrics).set_index("teacher")
+    transfer = views.filter_rows(store.read("trace_transfer"), student=student)
+    drawn = rank_intervals.resample_teachers(
+        store.read("trace_efficiency"), transfer, metrics, n_boot=10
+    )
+    assert sorted(drawn.metrics) == sorted(metrics)
+    for metric, resampled in drawn.metrics.items():
+        expected = board.loc[list(drawn.teachers), metric].to_numpy(dtype=float)
+        np.testing.assert_allclose(resampled.point, expected, rtol=1e-12, err_msg=metric)
