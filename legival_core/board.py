@@ -12,7 +12,7 @@ Pure pandas, no Streamlit, no HTML: text goes out as text.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 
@@ -238,15 +238,6 @@ def metric_detail(
     out["rank (upper bound)"] = column("rank_ub").astype("Int64").to_numpy()
     out["not separated from"] = column("not_separated").fillna("").astype(str).to_numpy()
     return out.sort_values(["rank", "teacher"], kind="stable").reset_index(drop=True)
-
-
-def weighted(weights: Mapping[str, float]) -> dict[str, float]:
-    """The weights above zero (a composite is only shown when there is one).
-
-    >>> weighted({"fotu": 1.0, "tokens": 0.0})
-    {'fotu': 1.0}
-    """
-    return {m: float(w) for m, w in weights.items() if w > 0}
 
 
 _ASCII = {"–": "--", "·": ";", "×": "x", LOW_N_MARK: "low n", "▲": "+", "▼": "-", "Δ": "change"}
