@@ -21,6 +21,7 @@ from legival_core.views import METRICS
 __all__ = [
     "LOW_N_MARK",
     "NO_INTERVAL",
+    "NO_INTERVAL_HERE",
     "ascii_cells",
     "board_numbers",
     "change_arrow",
@@ -33,6 +34,9 @@ __all__ = [
 
 #: What a cell says when the store has no per-trace data to resample (the published numbers).
 NO_INTERVAL = "published, no interval"
+#: What a cell says when other metrics of the store have intervals but this one has none
+#: (its per-trace table is missing, or recomputing it does not give the stored value).
+NO_INTERVAL_HERE = "no interval"
 #: Appended to a cell with fewer traces than the low-n threshold.
 LOW_N_MARK = "⚠ low n"
 
@@ -70,10 +74,11 @@ def value_cell(
     n_students: object,
     metric: str,
     low_n: int,
+    no_interval: str = NO_INTERVAL,
 ) -> str:
     """One cell: value, 95% interval, n (traces, "× students" when more than one), low-n mark.
 
-    Without an interval (``lo`` missing) the cell says :data:`NO_INTERVAL`.
+    Without an interval (``lo`` missing) the cell says ``no_interval``.
 
     >>> value_cell(0.24, 0.12, 0.36, 50, 1, "accuracy", low_n=20)
     '24.0% [12.0–36.0] · n 50'
@@ -86,7 +91,7 @@ def value_cell(
     if _missing(value):
         return text
     if _missing(lo) or _missing(hi):
-        return f"{text} · {NO_INTERVAL}"
+        return f"{text} · {no_interval}"
     text += f" [{_bound(lo, metric)}–{_bound(hi, metric)}]"  # type: ignore[arg-type]
     if not _missing(n_traces):
         traces = int(n_traces)  # type: ignore[call-overload]
@@ -142,12 +147,15 @@ def uncertainty_board(
     ``board`` is :func:`legival_core.views.leaderboard`'s table (its ranks and changes are the
     ones shown); ``intervals`` is :func:`legival_core.rank_intervals.interval_table` for the
     same selection, or empty when there is nothing to resample (then every value cell says
-    :data:`NO_INTERVAL` and ranks show no interval). Columns: ``teacher``, then per metric
-    its label, ``<label> rank`` and (except accuracy) ``<label> Δ``; with ``with_composite``
-    first ``composite`` and ``composite rank``. Rows in the order of ``board``.
+    :data:`NO_INTERVAL`; a metric missing from a non-empty ``intervals`` says
+    :data:`NO_INTERVAL_HERE`; ranks without an interval show the rank alone). Columns:
+    ``teacher``, then per metric its label, ``<label> rank`` and (except accuracy)
+    ``<label> Δ``; with ``with_composite`` first ``composite`` and ``composite rank``. Rows in
+    the order of ``board``.
     """
     shown = pd.DataFrame({"teacher": board["teacher"].astype(str).to_numpy()})
     names = [*(["composite"] if with_composite else []), *metrics]
+    no_interval = NO_INTERVAL if intervals.empty else NO_INTERVAL_HERE
     for metric in names:
         label = METRICS[metric].label if metric in METRICS else metric
         rows = _by_teacher(intervals, metric)
@@ -169,6 +177,7 @@ def uncertainty_board(
                         get("n_students"),
                         metric,
                         low_n,
+                        no_interval,
                     )
                 )
             ranks.append(rank_cell(rank, get("rank_lo"), get("rank_hi")))
@@ -213,8 +222,8 @@ def metric_detail(
     """One metric (or ``"composite"``) per teacher, best first: value, interval, n, low-n flag,
     rank, rank interval, upper-bound rank and the teachers it is not separated from.
 
-    Without resamples the interval columns are empty and ``rank interval`` says
-    :data:`NO_INTERVAL`.
+    Without resamples the interval columns are empty and ``rank 95% interval`` says
+    :data:`NO_INTERVAL` (:data:`NO_INTERVAL_HERE` when only this metric has none).
     """
     rows = _by_teacher(intervals, metric)
     out = pd.DataFrame({"teacher": board["teacher"].astype(str).to_numpy()})
@@ -231,8 +240,9 @@ def metric_detail(
     out["low n"] = (out["n traces"] < low_n).fillna(False).astype(bool).to_numpy()
     out["rank"] = board[f"{metric}_rank"].astype("Int64").to_numpy()
     lo, hi = column("rank_lo"), column("rank_hi")
+    no_interval = NO_INTERVAL if intervals.empty else NO_INTERVAL_HERE
     out["rank 95% interval"] = [
-        NO_INTERVAL if _missing(a) or _missing(b) else f"{int(a)}–{int(b)}"
+        no_interval if _missing(a) or _missing(b) else f"{int(a)}–{int(b)}"
         for a, b in zip(lo, hi, strict=True)
     ]
     out["rank (upper bound)"] = column("rank_ub").astype("Int64").to_numpy()

@@ -33,6 +33,7 @@ import pandas as pd
 __all__ = [
     "MetricResamples",
     "TeacherResamples",
+    "agreeing_intervals",
     "composite_resamples",
     "composite_scores",
     "frontier_shares",
@@ -517,3 +518,36 @@ def interval_table(
         return pd.DataFrame(columns=["metric", "teacher"])
     table = pd.concat(frames, ignore_index=True)
     return table[["metric", *[c for c in table.columns if c != "metric"]]]
+
+
+def agreeing_intervals(intervals: pd.DataFrame, board: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``intervals`` whose metric's point values equal the ``board``'s values.
+
+    An interval is only shown around the number it belongs to. The resamples recompute each
+    metric from the per-trace tables with the paper profile's definitions; a store whose
+    teacher table was made otherwise (the ``release`` profile) or has gone stale gives other
+    point values, and that metric's rows are dropped (relative tolerance 1e-9). The composite is
+    kept only when every metric is.
+
+    >>> board = pd.DataFrame({"teacher": ["a", "b"], "fotu": [0.5, 0.2], "tokens": [10.0, 20]})
+    >>> intervals = pd.DataFrame({"metric": ["fotu", "fotu", "tokens", "tokens"],
+    ...     "teacher": ["a", "b", "a", "b"], "value": [0.5, 0.2, 10.0, 25.0]})
+    >>> sorted(set(agreeing_intervals(intervals, board)["metric"]))
+    ['fotu']
+    """
+    if intervals.empty:
+        return intervals
+    shown = board.set_index(board["teacher"].astype(str))
+    keep = []
+    for metric, rows in intervals.groupby("metric", sort=False):
+        if metric == "composite" or metric not in shown:
+            continue
+        expected = shown[metric].reindex(rows["teacher"].astype(str)).to_numpy(dtype=np.float64)
+        got = rows["value"].to_numpy(dtype=np.float64)
+        same = np.isclose(got, expected, rtol=1e-9, atol=0.0) | (np.isnan(got) & np.isnan(expected))
+        if same.all():
+            keep.append(metric)
+    has_composite = (intervals["metric"] == "composite").any()
+    if has_composite and set(intervals["metric"]) - {"composite"} <= set(keep):
+        keep.append("composite")
+    return intervals[intervals["metric"].isin(keep)].reset_index(drop=True)

@@ -109,13 +109,14 @@ def uncertainty(
 ) -> pd.DataFrame:
     """Value and rank intervals per (metric, teacher), the composite's too when weighted; empty
     without resamples. New weights reuse the cached resamples."""
-    from legival_core.rank_intervals import interval_table
+    from legival_core.rank_intervals import agreeing_intervals, interval_table
 
     drawn = resamples(dataset, student, n_boot, seed)
     if drawn is None:
         return pd.DataFrame()
     directions = {m: views.METRICS[m].higher_is_better for m in views.METRICS}
-    return interval_table(drawn, directions, dict(weights) or None)
+    table = interval_table(drawn, directions, dict(weights) or None)
+    return agreeing_intervals(table, board_table(dataset, student, weights))
 
 
 def student_options() -> list[str]:

@@ -167,7 +167,12 @@ def _transfer_view(store: Store) -> views.TransferView | None:
 def publish(store_path: Path, out: Path, options: PublishOptions | None = None) -> list[Path]:
     """Write ``index.html``, ``leaderboard.csv`` and ``leaderboard.tex`` for the store at
     ``store_path`` into ``out`` (created if needed); return the paths written."""
-    from legival_core.rank_intervals import frontier_shares, interval_table, resample_teachers
+    from legival_core.rank_intervals import (
+        agreeing_intervals,
+        frontier_shares,
+        interval_table,
+        resample_teachers,
+    )
     from precompute.stages.base import StageError
 
     options = options or PublishOptions()
@@ -188,7 +193,7 @@ def publish(store_path: Path, out: Path, options: PublishOptions | None = None) 
     intervals = pd.DataFrame()
     if any(t is not None and len(t) for t in tables.values()):
         resamples = resample_teachers(*tables.values(), metrics, options.n_boot, options.seed)
-        intervals = interval_table(resamples, directions)
+        intervals = agreeing_intervals(interval_table(resamples, directions), board)
 
     text_table = board_layout.uncertainty_board(board, intervals, metrics, options.low_n)
     numbers = board_layout.board_numbers(board, intervals, metrics)

@@ -251,3 +251,29 @@ def test_interval_points_are_the_leaderboard_values(tmp_path: Path, student: str
     for metric, resampled in drawn.metrics.items():
         expected = board.loc[list(drawn.teachers), metric].to_numpy(dtype=float)
         np.testing.assert_allclose(resampled.point, expected, rtol=1e-12, err_msg=metric)
+
+
+def test_no_interval_around_a_number_it_does_not_belong_to(tmp_path: Path, monkeypatch) -> None:
+    # A store whose metrics stage ran with the authors' release profile: its teacher FOTU pools
+    # bin means over traces, so the mean of per-trace FOTU (what the resamples recompute)
+    # is another number. The page then shows FOTU without an interval, and keeps the
+    # intervals of the metrics that agree (accuracy, tokens, ...).
+    from precompute.stages.metrics import teacher_table, transfer_table
+    from tests.app_fixtures import build_store
+
+    store = build_store(tmp_path / "toy")
+    rollouts = store.read("rollouts")
+    store.write("trace_transfer", transfer_table(rollouts, "release", "observed"), stage="metrics")
+    release = teacher_table(store.read("trace_efficiency"), rollouts, "release", "observed", 0)
+    release["hf_id"] = (
+        store.read("teacher_metrics")
+        .set_index("teacher")["hf_id"]
+        .reindex(release["teacher"])
+        .to_numpy()
+    )
+    store.write("teacher_metrics", release, stage="metrics")
+    at = leaderboard(monkeypatch, str(store.path), {"metric": "fotu"})
+    board = at.dataframe[0].value
+    assert all(cell.endswith("· no interval") for cell in board["FOTU"]), board["FOTU"].tolist()
+    assert all(" [" in cell and "· n " in cell for cell in board["Accuracy"])
+    assert set(detail(at)["rank 95% interval"]) == {"no interval"}
