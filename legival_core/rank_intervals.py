@@ -39,6 +39,7 @@ __all__ = [
     "frontier_shares",
     "interval_table",
     "metric_resamples",
+    "points_agree",
     "problem_draws",
     "rank_intervals",
     "replicate_ranks",
@@ -542,12 +543,30 @@ def agreeing_intervals(intervals: pd.DataFrame, board: pd.DataFrame) -> pd.DataF
     for metric, rows in intervals.groupby("metric", sort=False):
         if metric == "composite" or metric not in shown:
             continue
-        expected = shown[metric].reindex(rows["teacher"].astype(str)).to_numpy(dtype=np.float64)
-        got = rows["value"].to_numpy(dtype=np.float64)
-        same = np.isclose(got, expected, rtol=1e-9, atol=0.0) | (np.isnan(got) & np.isnan(expected))
-        if same.all():
+        expected = shown[metric].reindex(rows["teacher"].astype(str))
+        if _same_values(rows["value"], expected):
             keep.append(metric)
     has_composite = (intervals["metric"] == "composite").any()
     if has_composite and set(intervals["metric"]) - {"composite"} <= set(keep):
         keep.append("composite")
     return intervals[intervals["metric"].isin(keep)].reset_index(drop=True)
+
+
+def _same_values(got: object, expected: object) -> bool:
+    """Equal to a relative 1e-9, NaN matching NaN."""
+    a = np.asarray(got, dtype=np.float64)
+    b = np.asarray(expected, dtype=np.float64)
+    return bool((np.isclose(a, b, rtol=1e-9, atol=0.0) | (np.isnan(a) & np.isnan(b))).all())
+
+
+def points_agree(resampled: MetricResamples, board: pd.DataFrame, metric: str) -> bool:
+    """Whether the resampled metric's point values are ``board[metric]`` for its teachers
+    (see :func:`agreeing_intervals` for why this is checked).
+
+    >>> res = MetricResamples(("a",), np.array([0.5]), np.zeros((1, 1)), np.array([1]),
+    ...     np.array([1]))
+    >>> points_agree(res, pd.DataFrame({"teacher": ["a"], "fotu": [0.5]}), "fotu")
+    True
+    """
+    shown = board.set_index(board["teacher"].astype(str))[metric]
+    return _same_values(resampled.point, shown.reindex(list(resampled.teachers)))

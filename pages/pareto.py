@@ -43,7 +43,7 @@ def frontier_shares(
 ) -> dict[str, float]:
     """Teacher -> share of paired problem resamples in which it is on the frontier; empty
     when the store has no per-trace tables to resample."""
-    from legival_core.rank_intervals import frontier_shares, resample_teachers
+    from legival_core.rank_intervals import frontier_shares, points_agree, resample_teachers
 
     tables = {
         name: views.filter_rows(common.load_table(name), dataset=dataset)
@@ -54,8 +54,11 @@ def frontier_shares(
     if all(t is None or t.empty for t in tables.values()):
         return {}
     resamples = resample_teachers(*tables.values(), [x, y], n_boot=n_boot, seed=seed)
-    if x not in resamples.metrics or y not in resamples.metrics:
-        return {}
+    board = views.leaderboard(views.filter_rows(teacher_metrics, dataset=dataset), [x, y])
+    if not all(
+        m in resamples.metrics and points_agree(resamples.metrics[m], board, m) for m in (x, y)
+    ):
+        return {}  # shares only for the values drawn (see rank_intervals.agreeing_intervals)
     maximize = (views.METRICS[x].higher_is_better, views.METRICS[y].higher_is_better)
     shares = frontier_shares(resamples.metrics[x], resamples.metrics[y], maximize)
     return dict(zip(resamples.teachers, shares.tolist(), strict=True))

@@ -171,6 +171,7 @@ def publish(store_path: Path, out: Path, options: PublishOptions | None = None) 
         agreeing_intervals,
         frontier_shares,
         interval_table,
+        points_agree,
         resample_teachers,
     )
     from precompute.stages.base import StageError
@@ -257,7 +258,9 @@ def publish(store_path: Path, out: Path, options: PublishOptions | None = None) 
     if x in metrics and y in metrics:
         points = views.pareto_view(board, x, y)
         shares: dict[str, float] = {}
-        if resamples is not None and x in resamples.metrics and y in resamples.metrics:
+        if resamples is not None and all(
+            m in resamples.metrics and points_agree(resamples.metrics[m], board, m) for m in (x, y)
+        ):
             maximize = (directions[x], directions[y])
             values = frontier_shares(resamples.metrics[x], resamples.metrics[y], maximize)
             shares = dict(zip(resamples.teachers, values.tolist(), strict=True))

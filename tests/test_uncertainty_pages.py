@@ -277,3 +277,8 @@ def test_no_interval_around_a_number_it_does_not_belong_to(tmp_path: Path, monke
     assert all(cell.endswith("· no interval") for cell in board["FOTU"]), board["FOTU"].tolist()
     assert all(" [" in cell and "· n " in cell for cell in board["Accuracy"])
     assert set(detail(at)["rank 95% interval"]) == {"no interval"}
+    # the Pareto page likewise: no frontier shares with FOTU on an axis, shares with accuracy
+    at = open_page(monkeypatch, str(store.path), "pareto", {"x": "tokens", "y": "fotu"})
+    assert at.dataframe[0].value["on frontier in resamples"].isna().all()
+    at = open_page(monkeypatch, str(store.path), "pareto", {"x": "tokens", "y": "accuracy"})
+    assert at.dataframe[0].value["on frontier in resamples"].notna().all()
