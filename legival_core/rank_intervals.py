@@ -118,6 +118,18 @@ def _cells(rows: pd.DataFrame, teachers: Sequence[str]) -> tuple[np.ndarray, np.
     return teacher_index, np.asarray(cell), len(datasets), len(students)
 
 
+def _counts(rows: pd.DataFrame, teachers: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct traces and students per teacher among the rows that carry a value."""
+    teacher = rows["teacher"].astype(str).to_numpy()
+    ids = rows["trace_id"] if "trace_id" in rows else rows["problem_id"]
+    n_traces = ids.groupby(teacher).nunique().reindex(teachers, fill_value=0)
+    if "student" in rows:
+        n_students = rows["student"].groupby(teacher).nunique().reindex(teachers, fill_value=0)
+    else:
+        n_students = (n_traces > 0).astype(np.int64)
+    return n_traces.to_numpy(dtype=np.int64), n_students.to_numpy(dtype=np.int64)
+
+
 def metric_resamples(
     rows: pd.DataFrame,
     value: str,
@@ -139,7 +151,8 @@ def metric_resamples(
       ``H(h) / log 50``.
 
     The teacher's value is the mean over students of each dataset's cells, then the mean over
-    datasets (cells with no weight are left out).
+    datasets (cells with no weight are left out). ``n_traces`` and ``n_students`` count the
+    rows with a value (for SOTU: the traces some prefix of which the student solves).
 
     >>> rows = pd.DataFrame({"teacher": ["a", "a", "b", "b"], "dataset": "d",
     ...     "problem_id": ["p", "q", "p", "q"], "v": [1.0, 0.0, 0.5, 0.5]})
@@ -159,22 +172,9 @@ def metric_resamples(
         raise ValueError(
             f"metric_resamples: statistic must be 'mean' or 'entropy', not {statistic!r}"
         )
-    counted = rows[pd.Index(rows["teacher"].astype(str)).isin(teachers)]
-    n_traces = np.zeros(n_teachers, dtype=np.int64)
-    n_students = np.zeros(n_teachers, dtype=np.int64)
-    if len(counted):
-        index = pd.Index(teachers)
-        per_teacher = counted.assign(teacher=counted["teacher"].astype(str)).groupby("teacher")
-        ids = "trace_id" if "trace_id" in counted else "problem_id"
-        n_traces[index.get_indexer(per_teacher.groups.keys())] = per_teacher[ids].nunique()
-        if "student" in counted:
-            n_students[index.get_indexer(per_teacher.groups.keys())] = per_teacher[
-                "student"
-            ].nunique()
-        else:
-            n_students[index.get_indexer(per_teacher.groups.keys())] = 1
     used = rows[keep]
     values = values[keep]
+    n_traces, n_students = _counts(used, teachers)
     teacher_index, cell, n_datasets, n_student_levels = _cells(used, teachers)
     problem_index = problems.get_indexer(
         pd.MultiIndex.from_arrays([used["dataset"].astype(str), used["problem_id"].astype(str)])
