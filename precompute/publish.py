@@ -137,6 +137,7 @@ def _pareto_figure(points: pd.DataFrame, x: str, y: str) -> str:
     better = {True: "higher is better", False: "lower is better"}
     figure.update_layout(
         height=500,
+        margin={"t": 30},
         showlegend=False,
         xaxis_title=f"{views.METRICS[x].label} ({better[views.METRICS[x].higher_is_better]})",
         yaxis_title=f"{views.METRICS[y].label} ({better[views.METRICS[y].higher_is_better]})",
