@@ -21,6 +21,12 @@ st.set_page_config(page_title="Legi-Val", page_icon="🔎", layout="wide")
 
 config = parse_app_args(sys.argv[1:], os.environ)
 common.set_config(config)
+if config.readonly and st.get_option("client.toolbarMode") != "viewer":
+    # Hosted: the viewer's toolbar (no Deploy button, no developer menu) whatever the host's
+    # config.toml says. The toolbar mode reaches the browser with each run's start message,
+    # so the run that changes it starts over once.
+    st.set_option("client.toolbarMode", "viewer")
+    st.rerun()
 
 PAGES = [
     st.Page(

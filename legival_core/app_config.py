@@ -29,14 +29,27 @@ BUNDLED_STORES: dict[str, Path] = {
 }
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
+#: How the app shows uncertainty (issue 17): resamples of problems behind every interval and
+#: rank interval, their seed, the trace count under which a leaderboard cell is marked low-n,
+#: and the number of points under which a correlation coefficient is drawn faded.
+RANK_RESAMPLES = 1000
+RESAMPLE_SEED = 0
+LOW_N_TRACES = 20
+FEW_CORRELATION_POINTS = 8
+
 
 @dataclass(frozen=True)
 class AppConfig:
-    """The stores the app may show (name -> folder), the default one, and the hosting mode."""
+    """The stores the app may show (name -> folder), the default one, the hosting mode, and
+    how uncertainty is shown (resamples, seed, low-n and few-points thresholds)."""
 
     stores: dict[str, Path] = field(default_factory=dict)
     default: str = "demo"
     readonly: bool = False
+    rank_resamples: int = RANK_RESAMPLES
+    resample_seed: int = RESAMPLE_SEED
+    low_n_traces: int = LOW_N_TRACES
+    few_correlation_points: int = FEW_CORRELATION_POINTS
 
     def resolve(self, requested: str | None) -> tuple[str, str | None]:
         """Return ``(store name, message)`` for a store name taken from a URL or a widget.

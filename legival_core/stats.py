@@ -225,6 +225,26 @@ def spearman_matrix(df: pd.DataFrame, columns: Sequence[str]) -> tuple[pd.DataFr
     return rho, pvalue
 
 
+def pairwise_counts(
+    df: pd.DataFrame, columns: Sequence[str], control: str | Sequence[str] = ()
+) -> pd.DataFrame:
+    """How many rows each coefficient of :func:`spearman_matrix` (or, with ``control``, of a
+    partial matrix) is computed from: n[a, b] = rows where a, b and every control are numbers.
+
+    >>> df = pd.DataFrame({"a": [1, 2, None, 4], "b": [1, None, 3, 4], "c": [1, 2, 3, None]})
+    >>> pairwise_counts(df, ["a", "b", "c"]).values.tolist()
+    [[3, 2, 2], [2, 3, 2], [2, 2, 3]]
+    """
+    controls = _as_list(control)
+    cols = list(columns)
+    _require(df, [*cols, *controls], "pairwise_counts input")
+    present = _numeric(df, [*dict.fromkeys([*cols, *controls])], "pairwise_counts input").notna()
+    base = present[controls].all(axis=1).to_numpy() if controls else np.ones(len(df), bool)
+    mask = present[cols].to_numpy() & base[:, None]
+    counts = mask.T.astype(np.int64) @ mask.astype(np.int64)
+    return pd.DataFrame(counts, index=cols, columns=cols)
+
+
 def partial_spearman(
     df: pd.DataFrame, x: str, y: str, control: str | Sequence[str] = "tokens"
 ) -> Correlation:
@@ -364,10 +384,23 @@ def pareto_front(
     """
     _require(df, [x, y], "pareto_front input")
     values = _numeric(df, [x, y], "pareto_front input")
-    xs = values[x].to_numpy() * (1 if maximize[0] else -1)
-    ys = values[y].to_numpy() * (1 if maximize[1] else -1)
+    mask = pareto_mask(values[x].to_numpy(), values[y].to_numpy(), maximize)
+    return pd.Series(mask, index=df.index, name="pareto")
+
+
+def pareto_mask(
+    xs: np.ndarray, ys: np.ndarray, maximize: tuple[bool, bool] = (True, True)
+) -> np.ndarray:
+    """:func:`pareto_front` on two plain arrays (no DataFrame: cheap enough to run once per
+    bootstrap resample).
+
+    >>> pareto_mask(np.array([1.0, 2, 3, 2]), np.array([5.0, 4, 3, 2])).tolist()
+    [True, True, True, False]
+    """
+    xs = np.asarray(xs, dtype=np.float64) * (1 if maximize[0] else -1)
+    ys = np.asarray(ys, dtype=np.float64) * (1 if maximize[1] else -1)
     valid = ~(np.isnan(xs) | np.isnan(ys))
-    mask = np.zeros(len(df), dtype=bool)
+    mask = np.zeros(len(xs), dtype=bool)
     idx = np.flatnonzero(valid)
     if len(idx):
         # Best x first; within equal x, best y first.
@@ -380,4 +413,4 @@ def pareto_front(
         better_x_best_y = np.r_[-np.inf, np.maximum.accumulate(group_best_y)[:-1]]
         on_front = (sy == group_best_y[group]) & (sy > better_x_best_y[group])
         mask[order] = on_front
-    return pd.Series(mask, index=df.index, name="pareto")
+    return mask

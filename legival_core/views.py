@@ -257,22 +257,19 @@ def composite_score(ranks: pd.DataFrame, weights: Mapping[str, float]) -> pd.Ser
     >>> composite_score(ranks, {"accuracy": 2, "tokens": 1}).round(4).tolist()
     [0.6667, 0.6667, 0.1667]
     """
-    total = pd.Series(0.0, index=ranks.index)
-    weight_sum = pd.Series(0.0, index=ranks.index)
+    from legival_core.rank_intervals import composite_scores
+
+    # One definition of the composite: composite_scores also scores each bootstrap resample.
+    columns = {
+        metric: pd.to_numeric(ranks[f"{metric}_rank"], errors="coerce").to_numpy(dtype="float64")
+        for metric in weights
+        if f"{metric}_rank" in ranks.columns
+    }
     for metric, weight in weights.items():
-        column = f"{metric}_rank"
         if weight < 0 or not math.isfinite(weight):
             raise ValueError(f"composite_score: weight of {metric!r} must be >= 0, got {weight}")
-        if weight == 0 or column not in ranks.columns:
-            continue
-        rank = pd.to_numeric(ranks[column], errors="coerce").astype("float64")
-        n = int(rank.notna().sum())
-        score = (n - rank) / (n - 1) if n > 1 else rank.where(rank.isna(), 1.0)
-        present = score.notna()
-        total[present] += weight * score[present]
-        weight_sum[present] += weight
-    out = total / weight_sum.where(weight_sum > 0)
-    return out.rename("composite")
+    scores = composite_scores(columns, weights) if columns else np.full(len(ranks), np.nan)
+    return pd.Series(np.broadcast_to(scores, (len(ranks),)), index=ranks.index, name="composite")
 
 
 def leaderboard(

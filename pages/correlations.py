@@ -10,12 +10,14 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
+from legival_core.safe_text import plotly_literal
 from pages import common
 
 st.title("🧮 Correlations")
 st.caption(
     "Spearman ρ between metrics; stars mark significance (* p < 0.05, ** p < 0.01, "
-    "*** p < 0.001). Partial ρ holds token length fixed."
+    "*** p < 0.001); n is the number of points behind each ρ. Partial ρ holds token length "
+    "fixed."
 )
 common.page_setup("correlations")
 common.need_tables("teacher_metrics", what="The correlations page")
@@ -35,15 +37,18 @@ def correlation_input(level: str, correct_only: bool, dataset: str | None) -> pd
 @common.derived("matrices")
 def matrices(
     level: str, correct_only: bool, dataset: str | None, partial: bool
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from legival_core.stats import spearman_matrix
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """ρ, p and n (the points behind each coefficient) for the selection."""
+    from legival_core.stats import pairwise_counts, spearman_matrix
 
     frame = correlation_input(level, correct_only, dataset)
     columns = views.ranked_metrics(frame, list(views.METRICS))
     columns = [c for c in columns if frame[c].nunique(dropna=True) > 1]
     if partial:
-        return views.partial_matrix(frame, columns, control="tokens")
-    return spearman_matrix(frame, columns)
+        rho, pvalue = views.partial_matrix(frame, columns, control="tokens")
+        return rho, pvalue, pairwise_counts(frame, list(rho.columns), control="tokens")
+    rho, pvalue = spearman_matrix(frame, columns)
+    return rho, pvalue, pairwise_counts(frame, columns)
 
 
 @common.derived("per_student")
@@ -54,37 +59,60 @@ def per_student(profile: str) -> pd.DataFrame:
 def heatmap(
     rho: pd.DataFrame,
     pvalue: pd.DataFrame,
+    counts: pd.DataFrame,
     key: str,
     title: str,
     label: Callable[[str], str] = common.metric_label,
 ) -> None:
-    labels = [label(c) for c in rho.columns]
+    """ρ with stars and n in every cell; cells from fewer than the app config's
+    ``few_correlation_points`` points drawn faded (a second, translucent heatmap)."""
+    few = common.get_config().few_correlation_points
+    labels = [plotly_literal(label(c)) for c in rho.columns]
+    n = counts.loc[rho.index, rho.columns].to_numpy()
     text = [
         [
-            "" if np.isnan(r) else f"{r:.2f}" + ("" if i == j else views.significance_stars(p))
-            for j, (r, p) in enumerate(zip(rho_row, p_row, strict=True))
+            ""
+            if np.isnan(r)
+            else f"{r:.2f}" + ("" if i == j else views.significance_stars(p)) + f"<br>n {k}"
+            for j, (r, p, k) in enumerate(zip(rho_row, p_row, n_row, strict=True))
         ]
-        for i, (rho_row, p_row) in enumerate(zip(rho.to_numpy(), pvalue.to_numpy(), strict=True))
-    ]
-    figure = go.Figure(
-        go.Heatmap(
-            z=rho.to_numpy(),
-            x=labels,
-            y=labels,
-            text=text,
-            texttemplate="%{text}",
-            zmin=-1,
-            zmax=1,
-            colorscale="RdBu",
-            reversescale=True,
-            customdata=pvalue.to_numpy(),
-            hovertemplate="%{y} vs %{x}<br>ρ = %{z:.3f}<br>p = %{customdata:.3g}<extra></extra>",
+        for i, (rho_row, p_row, n_row) in enumerate(
+            zip(rho.to_numpy(), pvalue.to_numpy(), n, strict=True)
         )
-    )
+    ]
+    z = rho.to_numpy()
+    figure = go.Figure()
+    for faded in (False, True):
+        chosen = (n < few) if faded else (n >= few)
+        figure.add_trace(
+            go.Heatmap(
+                z=np.where(chosen, z, np.nan),
+                x=labels,
+                y=labels,
+                text=np.where(chosen, np.array(text, dtype=object), "").tolist(),
+                texttemplate="%{text}",
+                zmin=-1,
+                zmax=1,
+                colorscale="RdBu",
+                reversescale=True,
+                opacity=0.3 if faded else 1.0,
+                showscale=not faded,
+                name=f"fewer than {few} points" if faded else f"{few} points or more",
+                customdata=np.dstack([pvalue.to_numpy(), n]),
+                hovertemplate="%{y} vs %{x}<br>ρ = %{z:.3f}<br>p = %{customdata[0]:.3g}"
+                "<br>n = %{customdata[1]}<extra>%{fullData.name}</extra>",
+            )
+        )
     figure.update_layout(title=title, height=460, yaxis_autorange="reversed")
     st.plotly_chart(figure, key=key)
+    if (n < few).any():
+        st.caption(
+            f"Faded cells: ρ from fewer than {few} points, where one point moving can flip the "
+            "sign; read them as hints, not findings."
+        )
     export = rho.round(4).reset_index(names="metric")
     common.download_csv(export, f"{key}_rho", label="Download ρ (CSV)")
+    common.download_csv(counts.reset_index(names="metric"), f"{key}_n", label="Download n (CSV)")
 
 
 teacher_metrics = common.load_table("teacher_metrics")
@@ -118,7 +146,13 @@ with right:
     )
     partial = st.toggle("Partial ρ (control: tokens)", key="partial")
 correct_only = traces_choice == "correct only" and has_traces
-rho, pvalue = matrices(level, correct_only, chosen_dataset, partial)
+rho, pvalue, counts = matrices(level, correct_only, chosen_dataset, partial)
+if level == "model":
+    st.caption(
+        "At model level n is the number of teachers — one point per teacher, each already "
+        "averaged over its traces — not the number of traces. With a handful of teachers a "
+        "coefficient has few possible values and wide uncertainty, whatever the trace count."
+    )
 if rho.shape[0] < 2:
     st.info("Fewer than two metrics vary in this selection; no correlation to show.")
 else:
@@ -129,13 +163,14 @@ else:
         heatmap(
             rho,
             pvalue,
+            counts,
             "correlation_heatmap",
             title,
             label=lambda c: views.trace_metric_label(c, profile),
         )
         st.caption(views.TRACE_SCORE_NOTE)
     else:
-        heatmap(rho, pvalue, "correlation_heatmap", title)
+        heatmap(rho, pvalue, counts, "correlation_heatmap", title)
 
 st.subheader("Rank stability")
 st.caption("Spearman ρ between the teacher rankings a metric gives on two datasets / students.")

@@ -6,14 +6,16 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from legival_core import board as board_layout
 from legival_core import views
+from legival_core.rank_intervals import TeacherResamples
 from legival_core.safe_text import plotly_literal, plotly_literals
 from pages import common
 
 st.title("🏆 Leaderboard")
 st.caption(
-    "Rank 1 = best. Values are averaged over the chosen datasets first; the arrow after each "
-    "rank is its change against the accuracy rank (▲ = better than its accuracy suggests)."
+    "Rank 1 = best. Values are averaged over the chosen datasets first; Δ is each rank's change "
+    "against the accuracy rank (▲ = better than its accuracy suggests)."
 )
 common.page_setup("leaderboard")
 common.need_tables("teacher_metrics", what="The leaderboard")
@@ -76,6 +78,50 @@ def board_table(
     return views.leaderboard(frame, metrics, dict(weights) or None)
 
 
+@common.derived("resamples")
+def resamples(
+    dataset: str | None, student: str | None, n_boot: int, seed: int
+) -> TeacherResamples | None:
+    """Every ranked metric per teacher on paired resamples of problems
+    (legival_core.rank_intervals); None when the store has no per-trace tables."""
+    from legival_core.rank_intervals import resample_teachers
+
+    efficiency = (
+        views.filter_rows(common.load_table("trace_efficiency"), dataset=dataset)
+        if common.has_table("trace_efficiency")
+        else None
+    )
+    transfer = (
+        views.filter_rows(common.load_table("trace_transfer"), dataset=dataset, student=student)
+        if common.has_table("trace_transfer")
+        else None
+    )
+    if (efficiency is None or efficiency.empty) and (transfer is None or transfer.empty):
+        return None
+    _frame, metrics = board_rows(dataset, student)
+    return resample_teachers(efficiency, transfer, metrics, n_boot=n_boot, seed=seed)
+
+
+@common.derived("uncertainty")
+def uncertainty(
+    dataset: str | None,
+    student: str | None,
+    weights: tuple[tuple[str, float], ...],
+    n_boot: int,
+    seed: int,
+) -> pd.DataFrame:
+    """Value and rank intervals per (metric, teacher), the composite's too when weighted; empty
+    without resamples. New weights reuse the cached resamples."""
+    from legival_core.rank_intervals import agreeing_intervals, interval_table
+
+    drawn = resamples(dataset, student, n_boot, seed)
+    if drawn is None:
+        return pd.DataFrame()
+    directions = {m: views.METRICS[m].higher_is_better for m in views.METRICS}
+    table = interval_table(drawn, directions, dict(weights) or None)
+    return agreeing_intervals(table, board_table(dataset, student, weights))
+
+
 def student_options() -> list[str]:
     """Students with rollouts: from the small transfer_curves table when it is current, so a
     cold start does not read a column of the (possibly millions of rows) rollouts table."""
@@ -130,27 +176,36 @@ with st.expander("Composite score (weights per metric)"):
 weights = {m: w for m, w in weights.items() if w > 0}
 
 board = board_table(chosen_dataset, chosen_student, tuple(sorted(weights.items())))
-
-
-def arrow(change: object) -> str:
-    if change is None or pd.isna(change):
-        return ""
-    change = int(change)
-    return f"▲ {change}" if change > 0 else f"▼ {-change}" if change < 0 else "="
-
-
-shown = board[["teacher"]].copy()
+config = common.get_config()
+interval_rows = uncertainty(
+    chosen_dataset,
+    chosen_student,
+    tuple(sorted(weights.items())),
+    config.rank_resamples,
+    config.resample_seed,
+)
+has_intervals = not interval_rows.empty
+if has_intervals:
+    st.caption(
+        f"Each value shows its 95% interval [lo–hi] from {config.rank_resamples:,} resamples of "
+        "the problems (the same draw for every teacher, so comparisons are paired) and n, the "
+        "traces behind it (× students for transfer metrics). Each rank shows its 95% rank "
+        f"interval in brackets. {board_layout.LOW_N_MARK} marks fewer than "
+        f"{config.low_n_traces} traces."
+    )
+else:
+    st.caption(
+        "This store has no per-trace tables to resample (the published store holds the papers' "
+        f"averages only), so every value says “{board_layout.NO_INTERVAL}”."
+    )
+# The chosen metric's columns come first, so they are on screen without scrolling.
+in_order = [metric, *[m for m in metrics if m != metric]]
+shown = board_layout.uncertainty_board(
+    board, interval_rows, in_order, config.low_n_traces, with_composite=bool(weights)
+)
 if weights:
-    shown["composite"] = board["composite"]
-    shown["composite rank"] = board["composite_rank"]
-for m in metrics:
-    label = common.metric_label(m)
-    shown[label] = board[m]
-    shown[f"{label} rank"] = board[f"{m}_rank"]
-    if m != "accuracy":
-        shown[f"{label} Δ"] = board[f"{m}_change"].map(arrow)
-if weights:
-    shown = shown.sort_values(["composite rank", "teacher"]).reset_index(drop=True)
+    order = board["composite_rank"].astype("Float64").fillna(float("inf")).to_numpy()
+    shown = shown.iloc[order.argsort(kind="stable")].reset_index(drop=True)
 change_columns = [c for c in shown.columns if c.endswith(" Δ")]
 
 
@@ -165,24 +220,46 @@ def colour(text: object) -> str:
     )
 
 
-formats = {common.metric_label(m): "{:.1%}" for m in metrics if views.METRICS[m].share}
-formats.update({common.metric_label(m): "{:,.0f}" for m in metrics if m == "tokens"})
-if weights:
-    formats["composite"] = "{:.3f}"
-styled = shown.style.map(colour, subset=change_columns).format(formats, na_rep="–")
+def faint_low_n(text: object) -> str:
+    return "color: #b9770e" if board_layout.LOW_N_MARK in str(text) else ""
+
+
+value_columns = [c for c in shown.columns if c != "teacher" and not c.endswith((" rank", " Δ"))]
+styled = shown.style.map(colour, subset=change_columns).map(faint_low_n, subset=value_columns)
 st.dataframe(styled, hide_index=True, key="leaderboard_table")
+numbers = board_layout.board_numbers(board, interval_rows, metrics)
 export_left, export_right = st.columns(2)
 with export_left:
-    common.download_csv(board, "leaderboard")
+    common.download_csv(numbers, "leaderboard")
 with export_right:
     st.download_button(
         "Download LaTeX",
-        views.latex_table(shown, caption="Legi-Val rank table"),
+        views.latex_table(
+            board_layout.ascii_cells(shown), caption="Legi-Val rank table with 95% intervals"
+        ),
         file_name="leaderboard.tex",
         mime="text/x-tex",
         key="latex_leaderboard",
         on_click="ignore",
     )
+
+focus_options = (["composite"] if weights else []) + metrics
+focus = st.radio(
+    "Rank intervals of",
+    focus_options,
+    format_func=common.metric_label,
+    horizontal=True,
+    # One radio per chosen metric, so choosing another metric above also shows its intervals.
+    key=f"focus_{metric}",
+    index=focus_options.index(metric) if metric in focus_options else 0,
+)
+detail = board_layout.metric_detail(board, interval_rows, focus, config.low_n_traces)
+st.caption(
+    "Rank (upper bound) = 1 + the number of teachers whose 95% value interval lies entirely on "
+    "the better side of this one's. Teachers whose rank intervals overlap are not separated: "
+    "the data cannot tell their order apart."
+)
+common.table(detail, "leaderboard_rank_intervals")
 
 
 def ci_rows(dataset: str | None, student: str | None, metric: str) -> pd.DataFrame:
@@ -194,61 +271,81 @@ def ci_rows(dataset: str | None, student: str | None, metric: str) -> pd.DataFra
 def chart(
     path: str,
     stamp: float,
-    selection: tuple[str | None, str | None, tuple[tuple[str, float], ...]],
+    selection: tuple[str | None, str | None, tuple[tuple[str, float], ...], int, int, int],
     metric: str,
-    with_ci: bool,
 ) -> go.Figure:
-    """The chart under the table (shared, read-only: drawing it does not change it)."""
-    dataset, student, weights = selection
-    figure = go.Figure()
-    chosen = ci_rows(dataset, student, metric) if with_ci else pd.DataFrame()
-    for name, group in chosen.groupby("dataset", observed=True, sort=True) if len(chosen) else []:
-        figure.add_trace(
-            go.Scatter(
-                x=plotly_literals(group["teacher"]),
-                y=group["value"],
-                mode="markers",
-                name=plotly_literal(name),
-                error_y={
-                    "type": "data",
-                    "symmetric": False,
-                    "array": group["hi"] - group["value"],
-                    "arrayminus": group["value"] - group["lo"],
-                },
-                customdata=group[["lo", "hi", "n"]].to_numpy(),
-                hovertemplate="%{x}<br>%{y:.4g} [%{customdata[0]:.4g}, %{customdata[1]:.4g}]"
-                "<br>n = %{customdata[2]}<extra>%{fullData.name}</extra>",
-            )
+    """Bars of one metric per teacher, best first, with 95% error bars and low-n bars pale
+    (shared, read-only: drawing it does not change it)."""
+    dataset, student, weights, n_boot, seed, low_n = selection
+    table = board_layout.metric_detail(
+        board_table(dataset, student, weights),
+        uncertainty(dataset, student, weights, n_boot, seed),
+        metric,
+        low_n,
+    )
+    with_ci = table["95% lo"].notna()
+    figure = go.Figure(
+        go.Bar(
+            x=plotly_literals(table["teacher"]),
+            y=table["value"],
+            name=plotly_literal(common.metric_label(metric)),
+            marker={
+                "color": ["#aab7c4" if low else "#2e86c1" for low in table["low n"]],
+                "pattern": {"shape": ["/" if low else "" for low in table["low n"]]},
+            },
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": (table["95% hi"] - table["value"]).where(with_ci),
+                "arrayminus": (table["value"] - table["95% lo"]).where(with_ci),
+                "visible": bool(with_ci.any()),
+            },
+            customdata=[
+                [board_layout.format_value(lo, metric), board_layout.format_value(hi, metric), n, r]
+                for lo, hi, n, r in zip(
+                    table["95% lo"],
+                    table["95% hi"],
+                    table["n traces"].astype(object).where(table["n traces"].notna(), "–"),
+                    table["rank 95% interval"],
+                    strict=True,
+                )
+            ],
+            hovertemplate="%{x}<br>%{y:.4g} [%{customdata[0]}, %{customdata[1]}]"
+            "<br>n traces = %{customdata[2]}<br>rank interval %{customdata[3]}<extra></extra>",
         )
-    if not figure.data:
-        ordered = board_table(dataset, student, weights).sort_values(f"{metric}_rank")
-        figure.add_trace(
-            go.Bar(
-                x=plotly_literals(ordered["teacher"]),
-                y=ordered[metric],
-                name=common.metric_label(metric),
-                hovertemplate="%{x}<br>%{y:.4g}<extra></extra>",
-            )
-        )
+    )
+    suffix = "95% intervals over problems" if with_ci.any() else board_layout.NO_INTERVAL
     figure.update_layout(
-        title=f"{common.metric_label(metric)} per teacher",
+        title=f"{plotly_literal(common.metric_label(metric))} per teacher ({suffix})",
         height=380,
-        yaxis_title=common.metric_label(metric),
+        yaxis_title=plotly_literal(common.metric_label(metric)),
         margin={"t": 50, "b": 40},
     )
     return figure
 
 
-show_ci = st.toggle("Raw values per dataset with 95% bootstrap CIs", key="show_ci")
+selection = (
+    chosen_dataset,
+    chosen_student,
+    tuple(sorted(weights.items())),
+    config.rank_resamples,
+    config.resample_seed,
+    config.low_n_traces,
+)
+st.plotly_chart(chart(*common.store_key(), selection, focus), key="leaderboard_chart")
+what = views.METRICS[focus].description.capitalize() + ". " if focus in views.METRICS else ""
+st.caption(
+    f"{what}Error bars: 95% intervals over problem resamples. Pale hatched bars rest on fewer "
+    f"than {config.low_n_traces} traces."
+)
+
+show_ci = st.toggle("Per dataset: values with 95% bootstrap intervals over traces", key="show_ci")
 if show_ci:
     chosen = ci_rows(chosen_dataset, chosen_student, metric)
     if chosen.empty:
         st.info(
             "This store has no per-trace tables to bootstrap from (e.g. the published store), "
-            "so no intervals can be shown; the chart shows the stored values."
+            "so no intervals can be shown."
         )
     else:
         common.table(chosen, "leaderboard_intervals")
-selection = (chosen_dataset, chosen_student, tuple(sorted(weights.items())))
-st.plotly_chart(chart(*common.store_key(), selection, metric, show_ci), key="leaderboard_chart")
-st.caption(views.METRICS[metric].description.capitalize() + ".")

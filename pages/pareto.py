@@ -6,6 +6,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
+from legival_core import board as board_layout
 from legival_core import views
 from legival_core.safe_text import markdown_literal, plotly_literals
 from pages import common
@@ -35,9 +36,43 @@ y = common.url_select(
     "y axis", y_options, "y", where=right, format_func=common.metric_label, default="fotu"
 )
 
+
+@common.derived("frontier_shares")
+def frontier_shares(
+    dataset: str | None, x: str, y: str, n_boot: int, seed: int
+) -> dict[str, float]:
+    """Teacher -> share of paired problem resamples in which it is on the frontier; empty
+    when the store has no per-trace tables to resample."""
+    from legival_core.rank_intervals import frontier_shares, points_agree, resample_teachers
+
+    tables = {
+        name: views.filter_rows(common.load_table(name), dataset=dataset)
+        if common.has_table(name)
+        else None
+        for name in ("trace_efficiency", "trace_transfer")
+    }
+    if all(t is None or t.empty for t in tables.values()):
+        return {}
+    resamples = resample_teachers(*tables.values(), [x, y], n_boot=n_boot, seed=seed)
+    board = views.leaderboard(views.filter_rows(teacher_metrics, dataset=dataset), [x, y])
+    if not all(
+        m in resamples.metrics and points_agree(resamples.metrics[m], board, m) for m in (x, y)
+    ):
+        return {}  # shares only for the values drawn (see rank_intervals.agreeing_intervals)
+    maximize = (views.METRICS[x].higher_is_better, views.METRICS[y].higher_is_better)
+    shares = frontier_shares(resamples.metrics[x], resamples.metrics[y], maximize)
+    return dict(zip(resamples.teachers, shares.tolist(), strict=True))
+
+
+config = common.get_config()
 board = views.leaderboard(frame, metrics)
 points = views.pareto_view(board, x, y)
+shares = frontier_shares(
+    None if dataset == common.ALL else dataset, x, y, config.rank_resamples, config.resample_seed
+)
+points["on frontier in resamples"] = points["teacher"].astype(str).map(shares).astype("float64")
 hover = {m: ":.4g" for m in metrics}
+hover["on frontier in resamples"] = ":.0%"
 points["position"] = points["frontier"].map({True: "on the frontier", False: "dominated"})
 # Names from the store are data: the chart gets them escaped (Plotly reads HTML in labels).
 drawn = points.assign(
@@ -76,4 +111,17 @@ figure.update_layout(
 st.plotly_chart(figure, key="pareto_chart")
 if len(front):
     st.markdown(markdown_literal(f"On the frontier: {', '.join(map(str, front['teacher']))}"))
-common.table(points[["teacher", "family", "frontier", *metrics]], "pareto")
+if shares:
+    st.caption(
+        f"The frontier is drawn from averages of few traces. In {config.rank_resamples:,} "
+        "resamples of the problems (the same draw for every teacher), *on frontier in "
+        "resamples* is the share in which each teacher is on the frontier: near 100% is a "
+        "solid place, near 50% a coin toss."
+    )
+else:
+    st.caption(f"Frontier shares need per-trace tables to resample ({board_layout.NO_INTERVAL}).")
+common.table(
+    points[["teacher", "family", "frontier", "on frontier in resamples", *metrics]],
+    "pareto",
+    column_config={"on frontier in resamples": st.column_config.NumberColumn(format="percent")},
+)

@@ -7,6 +7,8 @@ Commands::
     merge   --store DIR [--table NAME]                 compact each table's parts into one
     export  --store DIR --out DIR [--format parquet|csv] [--tables a,b]
     verify  --store DIR                                list problems (truncated parts, dup keys)
+    publish --store DIR --out DIR [--resamples N] [--seed S]
+                                                       static leaderboard snapshot (HTML, CSV, TeX)
     demo    [--problems N] [--out DIR]                 build the bundled CHAMP demo store
     list                                               the stages, what they read and write
 
@@ -112,6 +114,20 @@ def _build_parser() -> argparse.ArgumentParser:
 
     verify = sub.add_parser("verify", help="check a store for corrupt parts and duplicate keys")
     verify.add_argument("--store", required=True, type=Path)
+
+    publish = sub.add_parser(
+        "publish",
+        help="write a self-contained static leaderboard (index.html, CSV, LaTeX)",
+        description="Write the leaderboard with 95%% value and rank intervals, the transfer "
+        "curves and the Pareto chart as one HTML file that opens offline, plus the table as "
+        "CSV and LaTeX.",
+    )
+    publish.add_argument("--store", required=True, type=Path)
+    publish.add_argument("--out", required=True, type=Path, help="folder to write into")
+    publish.add_argument(
+        "--resamples", type=int, default=None, help="problem resamples (default: the app's)"
+    )
+    publish.add_argument("--seed", type=int, default=None, help="resampling seed")
 
     demo = sub.add_parser("demo", help="build the bundled CHAMP demo store (offline)")
     demo.add_argument("--problems", type=int, default=None, help="number of CHAMP problems")
@@ -233,6 +249,24 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_publish(args: argparse.Namespace) -> int:
+    from precompute.publish import PublishOptions, publish
+
+    options = PublishOptions()
+    if args.resamples is not None:
+        if args.resamples < 1:
+            raise UsageError(f"--resamples must be at least 1, got {args.resamples}")
+        options = PublishOptions(n_boot=args.resamples, seed=options.seed)
+    if args.seed is not None:
+        options = PublishOptions(n_boot=options.n_boot, seed=args.seed)
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} exists and is not a folder")
+    _open_store(args.store, create=False)  # a missing or damaged store is exit 4, not 1
+    for path in publish(args.store, args.out, options):
+        print(path)
+    return EXIT_OK
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from precompute.demo import DemoOptions, build_demo
 
@@ -289,6 +323,7 @@ _COMMANDS = {
     "merge": _cmd_merge,
     "export": _cmd_export,
     "verify": _cmd_verify,
+    "publish": _cmd_publish,
     "demo": _cmd_demo,
     "list": _cmd_list,
 }

@@ -18,6 +18,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from legival_core import board as board_layout
 from legival_core import stats, transfer, views
 from legival_core.safe_text import markdown_literal
 from legival_core.schema import trace_id_for
@@ -94,6 +95,11 @@ def select(at: AppTest, label: str) -> Any:
 # --- leaderboard ----------------------------------------------------------------------------------
 
 
+def detail(at: AppTest) -> pd.DataFrame:
+    """The leaderboard's per-metric table (value, interval, n, ranks) for the chosen metric."""
+    return next(d.value for d in at.dataframe if "rank 95% interval" in d.value.columns)
+
+
 def test_leaderboard_ranks_equal_rank_table(toy_store: Store, monkeypatch) -> None:
     at = run_page("leaderboard", monkeypatch, [toy_store])
     shown = at.dataframe[0].value
@@ -106,8 +112,11 @@ def test_leaderboard_ranks_equal_rank_table(toy_store: Store, monkeypatch) -> No
     assert shown["teacher"].tolist() == expected["teacher"].tolist()
     for metric in metrics:
         label = views.METRICS[metric].label
-        assert shown[f"{label} rank"].astype(int).tolist() == expected[f"{metric}_rank"].tolist()
-        np.testing.assert_allclose(shown[label].to_numpy(float), expected[metric].to_numpy(float))
+        # "2 (1–3)": the rank first, then its 95% interval
+        ranks = [int(text.split()[0]) for text in shown[f"{label} rank"]]
+        assert ranks == expected[f"{metric}_rank"].tolist()
+        for text, value in zip(shown[label], expected[metric], strict=True):
+            assert text.startswith(board_layout.format_value(value, metric) + " ["), text
     # The change arrows say acc_rank - metric_rank.
     for row, exp in zip(shown.itertuples(), expected.itertuples(), strict=True):
         change = int(exp.tokens_change)
@@ -123,8 +132,8 @@ def test_leaderboard_dataset_filter_changes_table_and_figure(toy_store: Store, m
     assert at.query_params["dataset"] == "toy-logic"
     stored = toy_store.read("teacher_metrics")
     logic = stored[stored["dataset"] == "toy-logic"].set_index("teacher")
-    shown = at.dataframe[0].value.set_index("teacher")
-    np.testing.assert_allclose(shown["FOTU"], logic.loc[shown.index, "fotu"])
+    shown = detail(at).set_index("teacher")
+    np.testing.assert_allclose(shown["value"], logic.loc[shown.index, "fotu"])
     after = values(figures(at)[0]["data"][0]["y"]).tolist()
     assert before != after
 
@@ -134,7 +143,7 @@ def test_leaderboard_student_filter_uses_that_students_rollouts(toy_store: Store
     rollouts = toy_store.read("rollouts")
     per_pair = transfer.teacher_metrics(rollouts[rollouts["student"] == "stu-tiny"], n_boot=0)
     expected = per_pair.groupby("teacher")["fotu"].mean()
-    shown = at.dataframe[0].value.set_index("teacher")["FOTU"]
+    shown = detail(at).set_index("teacher")["value"]
     np.testing.assert_allclose(shown.sort_index(), expected.sort_index())
     # and it differs from the all-students value
     assert not np.allclose(
@@ -146,12 +155,14 @@ def test_leaderboard_composite_and_exports(toy_store: Store, monkeypatch):
     at = run_page("leaderboard", monkeypatch, [toy_store])
     next(n for n in at.number_input if n.key == "weight_accuracy").set_value(2.0)
     next(n for n in at.number_input if n.key == "weight_fotu").set_value(1.0).run()
-    shown = at.dataframe[0].value.set_index("teacher")
-    board = views.leaderboard(toy_store.read("teacher_metrics"))
-    expected = views.composite_score(board, {"accuracy": 2.0, "fotu": 1.0})
-    expected.index = board["teacher"]
-    np.testing.assert_allclose(shown["composite"], expected.loc[shown.index])
-    assert shown["composite rank"].min() == 1
+    at.radio(key="focus_fotu").set_value("composite").run()
+    shown = detail(at).set_index("teacher")
+    board_table = views.leaderboard(toy_store.read("teacher_metrics"))
+    expected = views.composite_score(board_table, {"accuracy": 2.0, "fotu": 1.0})
+    expected.index = board_table["teacher"]
+    np.testing.assert_allclose(shown["value"], expected.loc[shown.index])
+    assert shown["rank"].min() == 1
+    assert at.dataframe[0].value.columns[1:3].tolist() == ["composite", "composite rank"]
     labels = [b.label for b in at.get("download_button")]
     assert "Download CSV" in labels and "Download LaTeX" in labels
 
@@ -159,7 +170,7 @@ def test_leaderboard_composite_and_exports(toy_store: Store, monkeypatch):
 def test_leaderboard_intervals_match_bootstrap(toy_store: Store, monkeypatch):
     at = run_page("leaderboard", monkeypatch, [toy_store], {"metric": "accuracy"})
     at.toggle(key="show_ci").set_value(True).run()
-    intervals = at.dataframe[1].value
+    intervals = at.dataframe[-1].value
     efficiency = toy_store.read("trace_efficiency")
     group = efficiency[(efficiency.teacher == "alpha-mini") & (efficiency.dataset == "toy-math")]
     ci = stats.bootstrap_ci(group["correct"].astype(float).to_numpy(), n_boot=200)
@@ -272,21 +283,28 @@ def test_pareto_frontier_matches_library(toy_store: Store, monkeypatch):
     assert expected == ["alpha-mini"]
 
 
+def heat_z(figure: dict[str, Any]) -> np.ndarray:
+    """The ρ matrix of the correlation heatmap: its full-strength cells (trace 0) and its
+    faded cells from few points (trace 1) put back together."""
+    strong, faded = (values(d["z"]).astype(float) for d in figure["data"][:2])
+    return np.where(np.isnan(strong), faded, strong)
+
+
 def test_correlation_heatmap_equals_spearman_matrix(toy_store: Store, monkeypatch):
     at = run_page("correlations", monkeypatch, [toy_store])
-    heat = figures(at)[0]["data"][0]
+    figure = figures(at)[0]
+    heat = figure["data"][0]
     frame = views.model_level_frame(toy_store.read("teacher_metrics"))
     columns = [
         c for c in views.ranked_metrics(frame, list(views.METRICS)) if frame[c].nunique() > 1
     ]
     rho, _ = stats.spearman_matrix(frame, columns)
-    z = values(heat["z"]).astype(float)
-    np.testing.assert_allclose(z, rho.to_numpy(), equal_nan=True)
+    np.testing.assert_allclose(heat_z(figure), rho.to_numpy(), equal_nan=True)
     assert heat["x"] == [views.METRICS[c].label for c in columns]
 
     select(at, "Level").select("trace").run()
     at.toggle(key="partial").set_value(True).run()
-    heat = figures(at)[0]["data"][0]
+    figure = figures(at)[0]
     trace_frame = views.trace_level_frame(
         toy_store.read("trace_efficiency"), toy_store.read("trace_transfer")
     )
@@ -296,9 +314,8 @@ def test_correlation_heatmap_equals_spearman_matrix(toy_store: Store, monkeypatc
         if trace_frame[c].nunique() > 1
     ]
     partial, _ = views.partial_matrix(trace_frame, columns, control="tokens")
-    z = values(heat["z"]).astype(float)
-    np.testing.assert_allclose(z, partial.to_numpy(), equal_nan=True)
-    assert "Tokens" not in heat["x"]
+    np.testing.assert_allclose(heat_z(figure), partial.to_numpy(), equal_nan=True)
+    assert "Tokens" not in figure["data"][0]["x"]
 
 
 def test_correlations_rank_stability_tables(toy_store: Store, monkeypatch):

@@ -199,6 +199,7 @@ def test_pareto_and_correlations(page: Any, server: str) -> None:
     assert page.get_by_text("On the frontier: alpha-mini").count() == 1
     screenshot(page, "pareto")
     open_page(page, f"{server}/correlations?store=toy")
+    # model level, three teachers: every ρ rests on 3 points, so only the faded layer draws
     assert drawn(page, ".js-plotly-plot .heatmaplayer .hm") == 1
     screenshot(page, "correlations")
 

@@ -1,0 +1,273 @@
+"""The leaderboard with its uncertainty, as tables a page or a static snapshot shows.
+
+:mod:`legival_core.rank_intervals` computes the numbers; this module lays them out: every mean
+with its 95% interval and its n ("24.0% [12.0–36.0] · n 50"), marked low-n under a threshold,
+every rank with its 95% rank interval ("2 (1–4)"), and the same table as plain numbers for
+CSV and LaTeX. A store without per-trace tables (the published one) has no resamples: its
+cells say so instead of showing an interval.
+
+Pure pandas, no Streamlit, no HTML: text goes out as text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from legival_core.views import METRICS
+
+__all__ = [
+    "LOW_N_MARK",
+    "NO_INTERVAL",
+    "NO_INTERVAL_HERE",
+    "ascii_cells",
+    "board_numbers",
+    "change_arrow",
+    "format_value",
+    "metric_detail",
+    "rank_cell",
+    "uncertainty_board",
+    "value_cell",
+]
+
+#: What a cell says when the store has no per-trace data to resample (the published numbers).
+NO_INTERVAL = "published, no interval"
+#: What a cell says when other metrics of the store have intervals but this one has none
+#: (its per-trace table is missing, or recomputing it does not give the stored value).
+NO_INTERVAL_HERE = "no interval"
+#: Appended to a cell with fewer traces than the low-n threshold.
+LOW_N_MARK = "⚠ low n"
+
+
+def _missing(value: object) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def format_value(value: object, metric: str) -> str:
+    """A metric value as the leaderboard prints it: shares in %, tokens whole, else 3 digits.
+
+    >>> format_value(0.2417, "accuracy"), format_value(1652.7, "tokens"), format_value(0.5, "x")
+    ('24.2%', '1,653', '0.500')
+    """
+    if _missing(value):
+        return "–"
+    number = float(value)  # type: ignore[arg-type]
+    if metric in METRICS and METRICS[metric].share:
+        return f"{100 * number:.1f}%"
+    if metric == "tokens":
+        return f"{number:,.0f}"
+    return f"{number:.3f}"
+
+
+def _bound(value: float, metric: str) -> str:
+    # The interval's bounds without the % sign, which the value already carries.
+    return format_value(value, metric).rstrip("%")
+
+
+def value_cell(
+    value: object,
+    lo: object,
+    hi: object,
+    n_traces: object,
+    n_students: object,
+    metric: str,
+    low_n: int,
+    no_interval: str = NO_INTERVAL,
+) -> str:
+    """One cell: value, 95% interval, n (traces, "× students" when more than one), low-n mark.
+
+    Without an interval (``lo`` missing) the cell says ``no_interval``.
+
+    >>> value_cell(0.24, 0.12, 0.36, 50, 1, "accuracy", low_n=20)
+    '24.0% [12.0–36.0] · n 50'
+    >>> value_cell(0.3, 0.1, 0.5, 12, 2, "fotu", low_n=20)
+    '30.0% [10.0–50.0] · n 12 × 2 students · ⚠ low n'
+    >>> value_cell(0.378, None, None, None, None, "fotu", low_n=20)
+    '37.8% · published, no interval'
+    """
+    text = format_value(value, metric)
+    if _missing(value):
+        return text
+    if _missing(lo) or _missing(hi):
+        return f"{text} · {no_interval}"
+    text += f" [{_bound(lo, metric)}–{_bound(hi, metric)}]"  # type: ignore[arg-type]
+    if not _missing(n_traces):
+        traces = int(n_traces)  # type: ignore[call-overload]
+        students = 0 if _missing(n_students) else int(n_students)  # type: ignore[call-overload]
+        text += f" · n {traces}" + (f" × {students} students" if students > 1 else "")
+        if traces < low_n:
+            text += f" · {LOW_N_MARK}"
+    return text
+
+
+def rank_cell(rank: object, lo: object, hi: object) -> str:
+    """A rank with its 95% interval: "2 (1–4)"; "2 (2)" when the interval is one rank.
+
+    >>> rank_cell(2, 1, 4), rank_cell(1, 1, 1), rank_cell(3, None, None)
+    ('2 (1–4)', '1 (1)', '3')
+    """
+    if _missing(rank):
+        return "–"
+    text = str(int(rank))  # type: ignore[call-overload]
+    if _missing(lo) or _missing(hi):
+        return text
+    low, high = int(lo), int(hi)  # type: ignore[call-overload]
+    return f"{text} ({low})" if low == high else f"{text} ({low}–{high})"
+
+
+def change_arrow(change: object) -> str:
+    """The change of a rank against the accuracy rank as an arrow: ▲ better, ▼ worse.
+
+    >>> change_arrow(2), change_arrow(-1), change_arrow(0), change_arrow(None)
+    ('▲ 2', '▼ 1', '=', '')
+    """
+    if _missing(change):
+        return ""
+    change = int(change)  # type: ignore[call-overload]
+    return f"▲ {change}" if change > 0 else f"▼ {-change}" if change < 0 else "="
+
+
+def _by_teacher(intervals: pd.DataFrame, metric: str) -> pd.DataFrame:
+    if intervals.empty:
+        return pd.DataFrame()
+    return intervals[intervals["metric"] == metric].set_index("teacher")
+
+
+def uncertainty_board(
+    board: pd.DataFrame,
+    intervals: pd.DataFrame,
+    metrics: Sequence[str],
+    low_n: int,
+    with_composite: bool = False,
+) -> pd.DataFrame:
+    """The rank table as text cells: per metric "value [lo–hi] · n", "rank (lo–hi)", "Δ".
+
+    ``board`` is :func:`legival_core.views.leaderboard`'s table (its ranks and changes are the
+    ones shown); ``intervals`` is :func:`legival_core.rank_intervals.interval_table` for the
+    same selection, or empty when there is nothing to resample (then every value cell says
+    :data:`NO_INTERVAL`; a metric missing from a non-empty ``intervals`` says
+    :data:`NO_INTERVAL_HERE`; ranks without an interval show the rank alone). Columns:
+    ``teacher``, then per metric its label, ``<label> rank`` and (except accuracy)
+    ``<label> Δ``; with ``with_composite`` first ``composite`` and ``composite rank``. Rows in
+    the order of ``board``.
+    """
+    shown = pd.DataFrame({"teacher": board["teacher"].astype(str).to_numpy()})
+    names = [*(["composite"] if with_composite else []), *metrics]
+    no_interval = NO_INTERVAL if intervals.empty else NO_INTERVAL_HERE
+    for metric in names:
+        label = METRICS[metric].label if metric in METRICS else metric
+        rows = _by_teacher(intervals, metric)
+        cells, ranks = [], []
+        for teacher, value, rank in zip(
+            shown["teacher"], board[metric], board[f"{metric}_rank"], strict=True
+        ):
+            row = rows.loc[teacher] if teacher in rows.index else pd.Series(dtype=object)
+            get = row.get
+            if metric == "composite":
+                cells.append(format_value(value, metric))
+            else:
+                cells.append(
+                    value_cell(
+                        value,
+                        get("value_lo"),
+                        get("value_hi"),
+                        get("n_traces"),
+                        get("n_students"),
+                        metric,
+                        low_n,
+                        no_interval,
+                    )
+                )
+            ranks.append(rank_cell(rank, get("rank_lo"), get("rank_hi")))
+        shown[label] = cells
+        shown[f"{label} rank"] = ranks
+        if metric not in ("accuracy", "composite"):
+            shown[f"{label} Δ"] = board[f"{metric}_change"].map(change_arrow).to_numpy()
+    return shown
+
+
+def board_numbers(
+    board: pd.DataFrame, intervals: pd.DataFrame, metrics: Sequence[str]
+) -> pd.DataFrame:
+    """The rank table as numbers (for CSV and LaTeX): per metric value, lo, hi, n, ranks.
+
+    Columns per metric m: ``m``, ``m_lo``, ``m_hi``, ``m_n_traces``, ``m_n_students``,
+    ``m_rank``, ``m_rank_lo``, ``m_rank_hi``, ``m_rank_ub`` (NaN / missing without resamples),
+    plus ``composite`` and its columns when ``board`` has one.
+
+    >>> board = pd.DataFrame({"teacher": ["a"], "accuracy": [0.5], "accuracy_rank": [1]})
+    >>> board_numbers(board, pd.DataFrame(), ["accuracy"]).columns.tolist()[:4]
+    ['teacher', 'accuracy', 'accuracy_lo', 'accuracy_hi']
+    """
+    out = pd.DataFrame({"teacher": board["teacher"].astype(str).to_numpy()})
+    names = [*(["composite"] if "composite" in board else []), *metrics]
+    for metric in names:
+        rows = _by_teacher(intervals, metric)
+        out[metric] = board[metric].to_numpy()
+        for column in ("value_lo", "value_hi", "n_traces", "n_students"):
+            values = rows[column] if column in rows else pd.Series(dtype="float64")
+            out[f"{metric}_{column.removeprefix('value_')}"] = out["teacher"].map(values).to_numpy()
+        out[f"{metric}_rank"] = board[f"{metric}_rank"].to_numpy()
+        for column in ("rank_lo", "rank_hi", "rank_ub"):
+            values = rows[column] if column in rows else pd.Series(dtype="Int64")
+            out[f"{metric}_{column}"] = out["teacher"].map(values).astype("Int64").to_numpy()
+    return out
+
+
+def metric_detail(
+    board: pd.DataFrame, intervals: pd.DataFrame, metric: str, low_n: int
+) -> pd.DataFrame:
+    """One metric (or ``"composite"``) per teacher, best first: value, interval, n, low-n flag,
+    rank, rank interval, upper-bound rank and the teachers it is not separated from.
+
+    Without resamples the interval columns are empty and ``rank 95% interval`` says
+    :data:`NO_INTERVAL` (:data:`NO_INTERVAL_HERE` when only this metric has none).
+    """
+    rows = _by_teacher(intervals, metric)
+    out = pd.DataFrame({"teacher": board["teacher"].astype(str).to_numpy()})
+    out["value"] = board[metric].to_numpy(dtype="float64")
+
+    def column(name: str) -> pd.Series:
+        values = rows[name] if name in rows else pd.Series(dtype="float64")
+        return out["teacher"].map(values)
+
+    out["95% lo"] = column("value_lo").astype("float64").to_numpy()
+    out["95% hi"] = column("value_hi").astype("float64").to_numpy()
+    out["n traces"] = column("n_traces").astype("Int64").to_numpy()
+    out["n students"] = column("n_students").astype("Int64").to_numpy()
+    out["low n"] = (out["n traces"] < low_n).fillna(False).astype(bool).to_numpy()
+    out["rank"] = board[f"{metric}_rank"].astype("Int64").to_numpy()
+    lo, hi = column("rank_lo"), column("rank_hi")
+    no_interval = NO_INTERVAL if intervals.empty else NO_INTERVAL_HERE
+    out["rank 95% interval"] = [
+        no_interval if _missing(a) or _missing(b) else f"{int(a)}–{int(b)}"
+        for a, b in zip(lo, hi, strict=True)
+    ]
+    out["rank (upper bound)"] = column("rank_ub").astype("Int64").to_numpy()
+    out["not separated from"] = column("not_separated").fillna("").astype(str).to_numpy()
+    return out.sort_values(["rank", "teacher"], kind="stable").reset_index(drop=True)
+
+
+_ASCII = {"–": "--", "·": ";", "×": "x", LOW_N_MARK: "low n", "▲": "+", "▼": "-", "Δ": "change"}
+
+
+def ascii_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """The text table (cells and headers) with plain-ASCII marks, for LaTeX (pdflatex has no
+    ⚠, ▲ or Δ).
+
+    >>> ascii_cells(pd.DataFrame({"a": ["24.0% [12.0–36.0] · n 5 × 2 students · ⚠ low n"]})).a[0]
+    '24.0% [12.0--36.0] ; n 5 x 2 students ; low n'
+    """
+
+    def plain(value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        for mark in sorted(_ASCII, key=len, reverse=True):
+            value = value.replace(mark, _ASCII[mark])
+        return value
+
+    out = frame.apply(lambda column: column.map(plain))
+    out.columns = [plain(c) for c in frame.columns]
+    return out

@@ -1,0 +1,213 @@
+"""Real Chromium: the published snapshot opens offline, and the hosted app shows the viewer's
+toolbar.
+
+* ``python -m precompute publish`` (the real CLI) writes a snapshot of the demo store; Chromium
+  opens ``index.html`` from ``file://`` with every non-file request aborted by a route (and the
+  context offline). The test asserts that no such request was even attempted, that the rank
+  table with intervals is there and that Plotly drew both charts.
+* The same on a store with script payloads in every name: no dialog, no injected element, the
+  names readable as text.
+* ``streamlit run app.py -- --readonly``: no Deploy button, and the main menu has no developer
+  entries; the leaderboard of the demo store shows intervals and rank intervals (a screenshot is
+  saved under ``test-artifacts/``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.engine_fixtures import free_port, stop_process_group
+from tests.test_browser import ARTIFACTS, CHROMIUM, FLAGS, REPO, screenshot, wait_idle
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Chromium is not installed"),
+    pytest.mark.timeout(180),
+]
+
+LOCAL_SCHEMES = ("file://", "data:", "blob:")
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        yield browser
+        browser.close()
+
+
+def publish(store: Path, out: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "precompute", "publish", "--store", str(store), "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (out / "index.html").is_file() and (out / "leaderboard.csv").is_file()
+
+
+def open_offline(chromium: Any, page_file: Path) -> tuple[Any, Any, list[str], list[str]]:
+    """Open ``page_file`` in a fresh offline context; every request that is not to a local
+    scheme is recorded and aborted. Returns (context, page, attempted, dialogs)."""
+    context = chromium.new_context(offline=True, viewport={"width": 1400, "height": 900})
+    attempted: list[str] = []
+
+    def guard(route: Any) -> None:
+        url = route.request.url
+        if url.startswith(LOCAL_SCHEMES):
+            route.continue_()
+        else:
+            attempted.append(url)
+            route.abort()
+
+    context.route("**/*", guard)
+    page = context.new_page()
+    page.on("request", lambda request: attempted.append(request.url)
+            if not request.url.startswith(LOCAL_SCHEMES) else None)  # fmt: skip
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    page.goto(page_file.as_uri())
+    page.wait_for_selector("#rank-table", timeout=30_000)
+    return context, page, attempted, dialogs
+
+
+def plotted(page: Any, chart_id: str) -> int:
+    selector = f"#{chart_id} .scatterlayer .trace"
+    page.wait_for_selector(selector, state="attached", timeout=30_000)
+    return page.locator(selector).count()
+
+
+def test_snapshot_opens_offline_with_intervals(chromium: Any, tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    publish(REPO / "results" / "demo", out)
+    context, page, attempted, dialogs = open_offline(chromium, out / "index.html")
+    try:
+        rows = page.locator("#rank-table tbody tr")
+        assert rows.count() == 5  # the demo's five teachers
+        headers = page.locator("#rank-table th").all_inner_texts()
+        assert headers[:3] == ["teacher", "Accuracy", "Accuracy rank"]
+        first = rows.nth(0).locator("td").all_inner_texts()
+        assert first[0] == "human"
+        # value and interval, then n on a line of its own
+        assert first[1].split("\n") == ["100.0% [100.0–100.0]", "n 50"], first[1]
+        assert first[2] == "1 (1)"
+        # FOTU of palm-2-medium rests on two correct traces: marked low-n
+        palm = page.locator("#rank-table tr", has_text="palm-2-medium").locator("td.low-n")
+        assert palm.count() >= 1
+        assert plotted(page, "transfer-curves") >= 5
+        assert plotted(page, "pareto-chart") >= 1
+        assert page.locator("#pareto-shares tbody tr").count() == 5
+        ARTIFACTS.mkdir(exist_ok=True)
+        height = page.evaluate("() => document.body.scrollHeight")
+        page.set_viewport_size({"width": 1400, "height": min(int(height) + 40, 8000)})
+        page.screenshot(path=str(ARTIFACTS / "snapshot-demo.png"), full_page=True)
+        assert attempted == [] and dialogs == []
+    finally:
+        context.close()
+
+
+def test_snapshot_of_published_store_says_no_interval(chromium: Any, tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    publish(REPO / "results" / "published", out)
+    context, page, attempted, dialogs = open_offline(chromium, out / "index.html")
+    try:
+        assert page.locator("#rank-table tbody tr").count() == 12
+        cells = page.locator("#rank-table tbody tr").nth(0).locator("td").all_inner_texts()
+        assert cells[1].split("\n") == ["82.3%", "published, no interval"], cells[1]
+        assert plotted(page, "pareto-chart") >= 1
+        assert attempted == [] and dialogs == []
+    finally:
+        context.close()
+
+
+def test_snapshot_shows_hostile_names_as_text(chromium: Any, tmp_path: Path) -> None:
+    from tests.xss_payloads import INJECTED_SELECTORS, TEACHERS, build_hostile_store
+
+    store = build_hostile_store(tmp_path / "hostile")
+    out = tmp_path / "site"
+    publish(store, out)
+    context, page, attempted, dialogs = open_offline(chromium, out / "index.html")
+    try:
+        plotted(page, "pareto-chart")
+        page.wait_for_timeout(500)  # an injected handler would have fired by now
+        assert dialogs == []
+        for selector in INJECTED_SELECTORS:
+            assert page.locator(selector).count() == 0, selector
+        names = page.locator("#rank-table tbody td:first-child").all_inner_texts()
+        assert sorted(names) == sorted(TEACHERS)
+        # the chart labels too: Plotly shows the names as text, not as markup
+        labels = page.locator("#pareto-chart .textpoint").all_text_contents()
+        assert sorted(labels) == sorted(TEACHERS)
+        assert attempted == []
+    finally:
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def hosted() -> Iterator[str]:
+    port = free_port()
+    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+    for variable in ("LEGIVAL_STORE", "LEGIVAL_READONLY"):
+        env.pop(variable, None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+         "--server.address", "127.0.0.1", "--server.port", str(port),
+         "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false",
+         "--", "--readonly"],
+        cwd=REPO,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise RuntimeError("streamlit did not come up") from None
+                time.sleep(0.3)
+        yield base
+    finally:
+        stop_process_group(process)
+
+
+def test_readonly_app_has_the_viewer_toolbar(chromium: Any, hosted: str) -> None:
+    context = chromium.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    try:
+        page.goto(f"{hosted}/leaderboard?store=demo")
+        page.wait_for_selector('[data-testid="stApp"]', timeout=30_000)
+        wait_idle(page)
+        page.wait_for_selector('[data-testid="stDataFrame"]', timeout=30_000)
+        assert page.locator('[data-testid="stAppDeployButton"]').count() == 0
+        menu = page.locator('[data-testid="stMainMenu"]')
+        if menu.count():
+            menu.click()
+            entries = page.locator('[data-testid="stMainMenuList"]').inner_text()
+            page.keyboard.press("Escape")
+            assert "Clear cache" not in entries and "Deploy" not in entries, entries
+        # the leaderboard itself: interval caption and the rank-interval chart drawn
+        assert page.get_by_text("95% interval [lo–hi] from 1,000 resamples").count() == 1
+        page.wait_for_selector(".js-plotly-plot .barlayer .trace", timeout=15_000)
+        screenshot(page, "leaderboard-intervals-demo")
+    finally:
+        context.close()
