@@ -58,6 +58,10 @@ class AnswerCandidate:
     text: str
     kind: str
 
+    @property
+    def span(self) -> tuple[int, int]:
+        return self.start, self.end
+
 
 Finder = Callable[[str], Iterable[AnswerCandidate]]
 #: kind -> finder. Order matters only for :func:`answer_candidates`' output before sorting.

@@ -127,10 +127,16 @@ GRADES = _register(
         "grades",
         _s(
             ("trace_id", STR),
-            ("extracted", STR),  # the answer the task's extractor found, or null
+            ("extracted", STR),  # the answer graded (see legival_core.answers), or null
             ("correct", BOOL),
             ("score", F64),  # partial credit in [0, 1] (Connections: groups right / 4)
             ("status", STR),  # "ok", "no_answer", "timeout", "error: ..."
+            # Where the graded answer stands: the answer layer's candidate kind ("task" for the
+            # task's own extractor), the trace column that held it and its character span.
+            ("answer_kind", STR),
+            ("answer_field", STR),
+            ("answer_start", I64),
+            ("answer_end", I64),
         ),
         keys=("trace_id",),
         required=("correct", "status"),

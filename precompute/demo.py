@@ -30,7 +30,6 @@ where it stopped.
 from __future__ import annotations
 
 import dataclasses
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,45 +60,6 @@ DEMO_STAGES = ("segment", "embed", "rollout", "judge", "metrics")
 
 # Numbers as written in prose: 252, -3, 0.5, 3/4 (a thousands comma is not expected here).
 # A number only counts when it stands alone: "(n/2)!" or "2^n" hold no answer "2".
-_NUMBER = re.compile(r"(?<![\w.^*/(+\-])-?\d+(?:\.\d+)?(?:/\d+)?(?![\w/^*!(])(?!\.\d)")
-_INLINE_MATH = re.compile(r"\$([^$]+)\$")
-
-
-def recorded_answer(summary: str, problem_text: str) -> str | None:
-    """The answer stated in a recorded one-sentence summary (CHAMP's conversations).
-
-    CHAMP's recorded models were asked to "summarize the answer above in one sentence", not to
-    box it, so the boxed extractor finds nothing. Tried in order: a ``\\boxed{}``; the first
-    inline ``$…$`` maths not already in the problem; the first number not already in the
-    problem (numbers of the problem — "strings of length 6" — are restatements, not answers).
-    A heuristic: the extracted value is stored with the grade so it can be audited.
-
-    >>> recorded_answer("There are 239 strings of length 6 that differ by at most 1.",
-    ...                 "How many strings of length 6 have digits differing by at most 1?")
-    '239'
-    >>> recorded_answer("The mean of {1, 2, 3} is $2.0$ exactly.", "{1, 2, 3}")
-    '2.0'
-    >>> recorded_answer("It cannot be determined.", "x") is None
-    True
-    >>> recorded_answer("The count is (n/2)! when n is even.", "n rooks") is None
-    True
-    """
-    from legival_core.tasks.boxed import last_boxed
-
-    boxed = last_boxed(summary)
-    if boxed:
-        return boxed
-    for match in _INLINE_MATH.finditer(summary):
-        content = match.group(1).strip()
-        if content and content not in problem_text:
-            return content
-    known = set(_NUMBER.findall(problem_text))
-    for number in _NUMBER.findall(summary):
-        if number not in known:
-            return number
-    return None
-
-
 @dataclass(frozen=True)
 class DemoOptions:
     """Knobs of the demo build; the defaults fit a 2-core machine in under an hour."""
@@ -190,14 +150,17 @@ def grade_recorded(store: Any, progress: bool | None = None) -> int:
     """Grade the recorded traces the store has not graded yet; returns rows written.
 
     The human reference is graded on its answer (the gold itself, a sanity check of the
-    grader); a model trace on the answer :func:`recorded_answer` finds in its summary (or, when
-    the summary is missing, in its solution). Grading is the champ task's math-verify check
-    under a 10 s deadline.
+    grader); a model trace on the answer its one-sentence summary states (or, when the summary
+    states none, its solution), read through the answer layer
+    (:meth:`legival_core.tasks.base.Task.grade_text`). Grading is the champ task's check under a
+    10 s deadline.
     """
+    from legival_core.tasks.base import Grade, TextGrade
     from legival_core.tasks.champ import champ_accepted_answers
     from precompute.champ import HUMAN_TEACHER
     from precompute.progress import progress_bar
     from precompute.stages.common import done_ids, get_task_cached, is_missing, problem_rows
+    from precompute.stages.grade import grade_row
 
     problems = problem_rows(store)
     traces = store.read(
@@ -215,19 +178,17 @@ def grade_recorded(store: Any, progress: bool | None = None) -> int:
             # The reference's answer is the gold itself; grade its first accepted form.
             accepted = champ_accepted_answers(summary) if summary else []
             extracted = accepted[0] if accepted else None
+            grade = task.grade(extracted, problem["gold"], timeout_s=10.0, problem=problem)
+            graded = TextGrade(grade, extracted, "gold", "answer_text", None)
         else:
-            source = summary or str(trace["reasoning"] or "")[-400:]
-            extracted = recorded_answer(source, problem["prompt"])
-        grade = task.grade(extracted, problem["gold"], timeout_s=10.0, problem=problem)
-        rows.append(
-            {
-                "trace_id": trace["trace_id"],
-                "extracted": extracted,
-                "correct": grade.correct,
-                "score": grade.score,
-                "status": grade.status,
-            }
-        )
+            # The one-sentence summary first, then the solution (a summary may be missing).
+            texts = {"answer_text": summary, "reasoning": str(trace["reasoning"] or "")}
+            try:
+                graded = task.grade_text(texts, problem["gold"], timeout_s=10.0, problem=problem)
+            except Exception as err:  # recorded text is untrusted; one bad row is one error
+                status = f"error: {type(err).__name__}: {err}"[:200]
+                graded = TextGrade(Grade(False, 0.0, status), None, None, None, None)
+        rows.append({"trace_id": trace["trace_id"], **grade_row(graded)})
         bar.update(1)
     bar.close()
     if rows:
@@ -236,8 +197,9 @@ def grade_recorded(store: Any, progress: bool | None = None) -> int:
         store.write("grades", pd.DataFrame(rows), stage="grade")
     store.record_stage(
         "grade",
-        method="champ task (math-verify) on the answer found in each recorded summary "
-        "(precompute.demo.recorded_answer); human reference graded on the gold answer",
+        method="champ task (math-verify, statement golds word by word) on the answer each "
+        "recorded summary states (legival_core.answers via Task.grade_text); human reference "
+        "graded on the gold answer",
         written={"grades": len(rows)},
     )
     return len(rows)

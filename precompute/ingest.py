@@ -64,6 +64,7 @@ from typing import Any, BinaryIO
 import pandas as pd
 
 from legival_core.schema import TABLES, trace_id_for
+from legival_core.tasks.base import Grade, TextGrade
 
 __all__ = [
     "ALIASES",
@@ -827,32 +828,17 @@ class _Writer:
     ) -> dict[str, Any] | None:
         if record.correct is None and record.gold is None:
             return None
-        extracted = None
         problem = dict(known) if known is not None else self._problem_row(record)
         if record.gold is not None:
             problem["gold"] = record.gold
-        if self.task is not None:
-            text = record.answer if record.answer else record.reasoning
-            try:
-                extracted = self.task.extract_answer(text, problem=problem)
-            except Exception as err:  # untrusted text must never stop an ingest
-                extracted = None
-                if record.correct is None:
-                    return {
-                        "trace_id": trace_id,
-                        "extracted": None,
-                        "correct": False,
-                        "score": 0.0,
-                        "status": f"error: {type(err).__name__}: {err}"[:200],
-                    }
         if record.correct is not None:
-            return {
-                "trace_id": trace_id,
-                "extracted": extracted,
-                "correct": record.correct,
-                "score": 1.0 if record.correct else 0.0,
-                "status": "ok",
-            }
+            # The file's own verdict stands; the answer it states is still located and kept.
+            located = None
+            if self.task is not None and record.gold is not None:
+                located = self._graded(record, record.gold, problem)
+            row = _grade_columns(located) if located is not None else _ungraded_row()
+            row.update(correct=record.correct, score=1.0 if record.correct else 0.0, status="ok")
+            return {"trace_id": trace_id, **row}
         if self.task is None:
             if "no task grader" not in " ".join(self.report.notes):
                 self.report.notes.append(
@@ -861,14 +847,34 @@ class _Writer:
                 )
             return None
         assert record.gold is not None
-        grade = self.task.grade(extracted, record.gold, problem=problem)
-        return {
-            "trace_id": trace_id,
-            "extracted": extracted,
-            "correct": bool(grade.correct),
-            "score": float(grade.score),
-            "status": grade.status,
-        }
+        graded = self._graded(record, record.gold, problem)
+        return {"trace_id": trace_id, **_grade_columns(graded)}
+
+    def _graded(self, record: _Record, gold: str, problem: dict[str, Any]) -> TextGrade:
+        """The record's stated answer graded through the answer layer (answer, then reasoning)."""
+        assert self.task is not None
+        texts = {"answer_text": record.answer, "reasoning": record.reasoning}
+        try:
+            return self.task.grade_text(texts, gold, problem=problem)
+        except Exception as err:  # untrusted text must never stop an ingest
+            status = f"error: {type(err).__name__}: {err}"[:200]
+            return TextGrade(Grade(False, 0.0, status), None, None, None, None)
+
+
+def _grade_columns(graded: TextGrade) -> dict[str, Any]:
+    from precompute.stages.grade import grade_row
+
+    return grade_row(graded)
+
+
+def _ungraded_row() -> dict[str, Any]:
+    return {
+        "extracted": None,
+        "answer_kind": None,
+        "answer_field": None,
+        "answer_start": None,
+        "answer_end": None,
+    }
 
 
 def _trace_sources(store: Any) -> dict[str, str | None]:

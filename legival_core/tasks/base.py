@@ -64,6 +64,7 @@ class Task(ABC):
             :meth:`answer_extractable` instead.
         backtracking_rubric: what counts as backtracking for this family (the judge's rubric).
         warm_imports: heavy modules the grading worker imports before the clock starts.
+        reads_prose_answers: read prose answers through the answer layer (see grade_text).
     """
 
     name: ClassVar[str]
@@ -73,6 +74,9 @@ class Task(ABC):
     stop_strings: ClassVar[tuple[str, ...]] = ()
     backtracking_rubric: ClassVar[str]
     warm_imports: ClassVar[tuple[str, ...]] = ()
+    #: Whether answers stated in prose ("so there are 239 strings") are read through
+    #: :mod:`legival_core.answers` when the task's extractor finds none.
+    reads_prose_answers: ClassVar[bool] = True
 
     def build_messages(self, problem: Mapping[str, Any]) -> list[dict[str, str]]:
         """System and user chat messages asking for step-by-step reasoning and a final answer."""
@@ -134,6 +138,109 @@ class Task(ABC):
         if not 0.0 <= score <= 1.0 or math.isnan(score):
             return Grade(False, 0.0, f"error: score {score!r} outside [0, 1]")
         return Grade(score >= 1.0, score, "ok")
+
+
+    def grade_text(
+        self,
+        texts: Mapping[str, str | None],
+        gold: str,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        problem: Mapping[str, Any] | None = None,
+    ) -> TextGrade:
+        """Grade the final answer that a model's text states, through the answer layer.
+
+        ``texts`` maps field names to texts, most trusted first (e.g. a trace's answer part,
+        then its raw output). In the first field that states anything: the task's own extractor
+        decides when it finds an answer (a box, a letter, a JSON grouping); otherwise, when
+        :attr:`reads_prose_answers` is set, every candidate of
+        :func:`legival_core.answers.final_answer_candidates` is checked by the task's verifier
+        (in their order of trust, under one ``timeout_s`` deadline) and the first one accepted is
+        the answer. When none is accepted, the most trusted candidate is recorded as the answer.
+
+        >>> graded = get_task("champ").grade_text(
+        ...     {"answer_text": "So there are 239 strings of length 6."}, "239")
+        >>> graded.grade.correct, graded.answer, graded.kind, graded.field, graded.span
+        (True, '239', 'copula_tail', 'answer_text', (13, 16))
+        """
+        from legival_core.answers import final_answer_candidates
+
+        for field, text in texts.items():
+            if not isinstance(text, str) or not text.strip():
+                continue
+            extracted = self.extract_answer(text, problem=problem)
+            if extracted is not None:
+                grade = self.grade(extracted, gold, timeout_s=timeout_s, problem=problem)
+                found = final_answer_candidates(text)
+                span = next((c.span for c in found if c.text == extracted), None)
+                return TextGrade(grade, extracted, "task", field, span)
+            if not self.reads_prose_answers:
+                continue
+            candidates = final_answer_candidates(text)[:MAX_PROSE_CANDIDATES]
+            if not candidates:
+                continue
+            outcome = run_with_deadline(
+                first_accepted_answer,
+                self.name,
+                [c.text for c in candidates],
+                gold,
+                self.grading_options(problem),
+                timeout_s=timeout_s,
+                warm_imports=self.warm_imports,
+            )
+            if outcome.status == "timeout":
+                first = candidates[0]
+                return TextGrade(
+                    Grade(False, 0.0, "timeout"), first.text, first.kind, field, first.span
+                )
+            if outcome.status == "error":
+                first = candidates[0]
+                grade = Grade(False, 0.0, f"error: {outcome.detail}")
+                return TextGrade(grade, first.text, first.kind, field, first.span)
+            index = int(outcome.value)
+            chosen = candidates[max(index, 0)]
+            grade = Grade(True, 1.0, "ok") if index >= 0 else Grade(False, 0.0, "ok")
+            return TextGrade(grade, chosen.text, chosen.kind, field, chosen.span)
+        return TextGrade(Grade(False, 0.0, "no_answer"), None, None, None, None)
+
+
+#: At most this many prose candidates of one text are checked (a closing sentence yields a few;
+#: the cap bounds the verifier's work on adversarial text).
+MAX_PROSE_CANDIDATES = 16
+
+
+@dataclass(frozen=True)
+class TextGrade:
+    """A grade with the answer it was given for and where that answer stands.
+
+    Attributes:
+        grade: the :class:`Grade`.
+        answer: the answer graded (the accepted candidate, else the most trusted one), or None.
+        kind: ``"task"`` (the task's own extractor) or the answer layer's candidate kind.
+        field: which of the texts held it (e.g. ``"answer_text"``).
+        span: ``(start, end)`` of the answer in that text, when known.
+    """
+
+    grade: Grade
+    answer: str | None
+    kind: str | None
+    field: str | None
+    span: tuple[int, int] | None
+
+
+def first_accepted_answer(
+    task_name: str, answers: list[str], gold: str, options: Mapping[str, Any]
+) -> int:
+    """Index of the first answer the task's verifier gives full credit, or -1 (runs in the
+    grading worker; an answer whose check raises counts as not accepted)."""
+    score = type(get_task(task_name)).score_answer
+    for index, answer in enumerate(answers):
+        try:
+            if score(answer, gold, options) >= 1.0:
+                return index
+        except Exception:  # a malformed candidate is simply not the answer
+            continue
+    return -1
 
 
 TASKS: dict[str, Task] = {}

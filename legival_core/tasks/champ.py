@@ -23,7 +23,9 @@ from typing import Any, ClassVar
 from legival_core.tasks.base import register_task
 from legival_core.tasks.math import MathTask, math_verify_equal, normalise_text_answer
 
-_ALTERNATIVE_SEPARATOR = re.compile(r",?\s*or equivalently\s*,?\s*", re.IGNORECASE)
+_ALTERNATIVE_SEPARATOR = re.compile(
+    r",?\s*or (?:equivalently|an equivalent form such as)\s*,?\s*", re.IGNORECASE
+)
 # A trailing "(i.e., ...)" remark; it may hold parentheses of its own.
 _IE_REMARK = re.compile(r"\s*\((?:i\.e\.|e\.g\.).*\)\s*$", re.IGNORECASE | re.DOTALL)
 _ONLY_VALUE = re.compile(r"^(.+?)\s+is the only possible value\.?$", re.IGNORECASE)
@@ -140,7 +142,18 @@ def is_statement_answer(answer: str) -> bool:
     >>> is_statement_answer("No positive integer solutions"), is_statement_answer("2^(n-1)")
     (True, False)
     """
-    return len(_WORD.findall(answer)) >= 2
+    return len(_prose_words(answer)) >= 2
+
+
+# Function names that CHAMP's ASCII maths writes as words; they do not make a text prose.
+_MATH_WORDS = frozenset(
+    {"floor", "ceil", "sqrt", "sum", "prod", "log", "sin", "cos", "tan", "exp", "max", "min"}
+    | {"mod", "gcd", "lcm", "binom", "frac", "cdot", "times", "infty", "pmod", "arctan"}
+)
+
+
+def _prose_words(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text) if w.lower() not in _MATH_WORDS]
 
 
 def statement_matches(statement: str, text: str) -> bool:
@@ -198,7 +211,7 @@ def champ_answer_matches(accepted: str, answer: str) -> bool:
         return True
     if is_statement_answer(accepted):
         return statement_matches(accepted, answer)
-    if len(_WORD.findall(answer)) >= 3:
+    if len(_prose_words(answer)) >= 3:
         return False
     return math_verify_equal(f"${champ_ascii_to_latex(accepted)}$", champ_answer_for_math(answer))
 

@@ -184,6 +184,7 @@ class ConnectionsTask(Task):
     forcing_cue: ClassVar[str] = '\n\nFinal grouping:\n```json\n[\n  ["'
     stop_strings: ClassVar[tuple[str, ...]] = ("]\n```", "]```", "] ```")
     backtracking_rubric: ClassVar[str] = PUZZLE_BACKTRACKING_RUBRIC
+    reads_prose_answers: ClassVar[bool] = False  # groupings come as JSON, never in prose
 
     def user_prompt(self, problem: Mapping[str, Any]) -> str:
         puzzle = problem_field(problem, "prompt", task=self.name)

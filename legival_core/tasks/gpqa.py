@@ -111,6 +111,7 @@ class GPQATask(Task):
         for stop in (f"Answer: ({letter})", f"Answer: {letter}\n", f"\\boxed{{{letter}}}")
     )
     backtracking_rubric: ClassVar[str] = SCIENCE_BACKTRACKING_RUBRIC
+    reads_prose_answers: ClassVar[bool] = False  # the answer is an option letter, found above
 
     def user_prompt(self, problem: Mapping[str, Any]) -> str:
         question = problem_field(problem, "prompt", task=self.name)

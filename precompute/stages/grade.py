@@ -1,8 +1,11 @@
 """Stage ``grade``: check each trace's final answer against the gold answer.
 
-The answer is extracted from the trace's answer part (what follows the reasoning) and, when
-that holds none, from the whole raw output (models without a think block write everything in
-one piece; recorded traces keep their full text as reasoning). Grading runs under the task's
+The answer is read from the trace's answer part (what follows the reasoning) and, when that
+states none, from the whole raw output and then the reasoning (models without a think block
+write everything in one piece; recorded traces keep their full text as reasoning). The task's
+own extractor decides first; answers stated in prose go through the answer layer
+(:meth:`legival_core.tasks.base.Task.grade_text`), and every grade records which candidate it
+graded and its span. Grading runs under the task's
 deadline: a check that overruns counts as wrong with status ``timeout`` (SPEC §7).
 
 Problems whose gold answer is unknown (ingested traces without one: ``gold = ""`` and
@@ -15,10 +18,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from legival_core.tasks.base import TextGrade
 from precompute.stages.base import BatchWriter, StageContext, StageResult, register_stage
 from precompute.stages.common import done_ids, is_missing, problem_rows, read_or_empty, task_of
 
-__all__ = ["extract_trace_answer", "gold_is_known", "run_grade"]
+__all__ = ["gold_is_known", "grade_row", "run_grade"]
 
 
 def gold_is_known(problem: dict[str, Any]) -> bool:
@@ -38,16 +42,19 @@ def gold_is_known(problem: dict[str, Any]) -> bool:
     return not (isinstance(meta, dict) and meta.get("gold_known") is False)
 
 
-def extract_trace_answer(task: Any, trace: dict[str, Any], problem: dict[str, Any]) -> str | None:
-    """The answer of a trace: from its answer part first, then from its raw text/reasoning."""
-    for column in ("answer_text", "raw", "reasoning"):
-        text = trace.get(column)
-        if is_missing(text) or not str(text).strip():
-            continue
-        found = task.extract_answer(str(text), problem=problem)
-        if found is not None:
-            return found
-    return None
+def grade_row(graded: TextGrade) -> dict[str, Any]:
+    """The columns of a ``grades`` row (all but ``trace_id``) from a graded text."""
+    span = graded.span or (None, None)
+    return {
+        "extracted": graded.answer,
+        "correct": bool(graded.grade.correct),
+        "score": float(graded.grade.score),
+        "status": graded.grade.status,
+        "answer_kind": graded.kind,
+        "answer_field": graded.field,
+        "answer_start": span[0],
+        "answer_end": span[1],
+    }
 
 
 @register_stage(
@@ -91,17 +98,12 @@ def run_grade(ctx: StageContext) -> StageResult:
                 bar.update(1)
                 continue
             task = task_of(problem)
-            extracted = extract_trace_answer(task, trace, problem)
-            grade = task.grade(extracted, problem["gold"], timeout_s=timeout, problem=problem)
-            writer.add(
-                {
-                    "trace_id": trace["trace_id"],
-                    "extracted": extracted,
-                    "correct": bool(grade.correct),
-                    "score": float(grade.score),
-                    "status": grade.status,
-                }
-            )
+            texts = {
+                c: None if is_missing(trace.get(c)) else str(trace[c])
+                for c in ("answer_text", "raw", "reasoning")
+            }
+            graded = task.grade_text(texts, problem["gold"], timeout_s=timeout, problem=problem)
+            writer.add({"trace_id": trace["trace_id"], **grade_row(graded)})
             bar.update(1)
     bar.close()
     result.written["grades"] = writer.written
