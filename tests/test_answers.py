@@ -153,3 +153,54 @@ def test_grader_agrees_with_the_hand_labels() -> None:
     assert agreement >= 0.95, disagreements.to_string()
     no_mistake = labels[labels["no_mistake_annotation"] == "true"]
     assert len(no_mistake) == 6 and no_mistake["graded"].all()
+
+
+@pytest.mark.slow
+def test_recorded_prose_answers_ingested_as_a_user_would_grade_like_the_hand_labels(
+    tmp_path: Path,
+) -> None:
+    """Issue 13's user path: recorded CHAMP solutions with their prose one-sentence answers in a
+    JSONL file, ``python -m precompute.ingest FILE --task champ``. Before the answer layer
+    every such row graded wrong (no box, no extracted answer)."""
+    import json
+
+    from legival_core.schema import trace_id_for
+    from legival_core.store import Store
+    from precompute import ingest
+    from precompute.champ import champ_problems, champ_traces
+
+    labels = pd.read_csv(LABELS, dtype=str, keep_default_na=False)
+    problems = champ_problems().set_index("problem_id")
+    traces = champ_traces(include_human=False, count_tokens=False).set_index(
+        ["problem_id", "teacher"]
+    )
+    source = tmp_path / "recorded.jsonl"
+    with source.open("w", encoding="utf-8") as out:
+        for row in labels.itertuples():
+            trace = traces.loc[(row.problem_id, row.teacher)]
+            record = {
+                "problem_id": row.problem_id.removeprefix("champ/"),
+                "prompt": problems.loc[row.problem_id, "prompt"],
+                "gold": row.gold,
+                "teacher": row.teacher,
+                "reasoning": trace["reasoning"],
+                "answer": trace["answer_text"],
+            }
+            out.write(json.dumps(record) + "\n")
+    store_path = tmp_path / "store"
+    code = ingest.main(
+        [str(source), "--store", str(store_path), "--teacher", "x", "--task", "champ",
+         "--dataset", "champ"]
+    )  # fmt: skip
+    assert code == 0
+    grades = Store.open(store_path).read("grades").set_index("trace_id")
+    assert len(grades) == len(labels)
+    graded = [
+        bool(grades.loc[trace_id_for(r.teacher, r.problem_id, 0), "correct"])
+        for r in labels.itertuples()
+    ]
+    agreement = (pd.Series(graded) == (labels["label"] == "correct")).mean()
+    assert agreement >= 0.95
+    # every correct grade names the candidate it accepted, inside the answer text
+    accepted = grades[grades["correct"]]
+    assert accepted["answer_kind"].notna().all() and accepted["answer_start"].notna().all()
