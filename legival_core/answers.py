@@ -181,8 +181,11 @@ _TOKEN = (
     r"|[-+*/^!=<>(){}\[\]_⋅·×√π∑∏])"
 )
 _EXPRESSION = re.compile(rf"{_TOKEN}(?:[ \t]*{_TOKEN})*")
-_YES_NO = re.compile(r"^\W*(yes|no)\b", re.IGNORECASE)
-_OPTION = re.compile(r"\(([A-E])\)|\boption\s+([A-E])\b|^\s*([A-E])[.)]\s", re.IGNORECASE)
+# Used with Pattern.match(text, start): anchored at the sentence start ("^" would only match at
+# the start of the whole text).
+_YES_NO = re.compile(r"\W*(yes|no)\b", re.IGNORECASE)
+_OPTION_AT_START = re.compile(r"\s*([A-E])[.)]\s")
+_OPTION = re.compile(r"\(([A-E])\)|\boption\s+([A-E])\b", re.IGNORECASE)
 _INLINE_MATH = re.compile(r"\$\$(.+?)\$\$|\$([^$]+)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
 
 
@@ -250,10 +253,12 @@ def _yes_no(text: str, start: int, end: int) -> Iterator[AnswerCandidate]:
 
 
 def _option(text: str, start: int, end: int) -> Iterator[AnswerCandidate]:
+    if match := _OPTION_AT_START.match(text, start, end):
+        yield AnswerCandidate(match.start(1), match.end(1), match.group(1), "option")
     for match in _OPTION.finditer(text, start, end):
-        group = next(g for g in range(1, 4) if match.group(g) is not None)
+        group = 1 if match.group(1) is not None else 2
         letter = match.group(group)
-        if group == 3 or letter.isupper():
+        if group == 2 or letter.isupper():
             yield AnswerCandidate(match.start(group), match.end(group), letter.upper(), "option")
 
 

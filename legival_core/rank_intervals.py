@@ -49,7 +49,7 @@ __all__ = [
 #: Metrics read from ``trace_efficiency`` (cells = datasets) and from ``trace_transfer``
 #: (cells = dataset x student); ``accuracy`` is the mean of the ``correct`` column.
 EFFICIENCY_METRICS = ("accuracy", "tokens", "redundancy", "backtracking")
-TRANSFER_METRICS = ("fotu", "sotu", "regression_rate")
+TRANSFER_METRICS = ("fotu", "sotu", "regression_rate", "fotu_before_leak")
 _HAZARD_BINS = 50
 # Values are rounded before ranking so that float noise cannot split a tie (as rank_table does).
 _RANK_DECIMALS = 9

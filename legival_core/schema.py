@@ -294,6 +294,10 @@ TRACE_TRANSFER = _register(
             ("regression_rate", F64),
             ("baseline", F64),
             ("lift", F64),
+            # First step whose prefix already states an answer equal to the gold (null: none
+            # found), and FOTU over the prefixes before it (SPEC section 3, answer leak).
+            ("leak_k", I32),
+            ("fotu_before_leak", F64),
         ),
         keys=("trace_id", "student"),
         description="Per-(trace, student) transfer utility (SPEC section 3).",
@@ -315,6 +319,7 @@ TEACHER_METRICS = _register(
             ("regression_rate", F64),
             ("never_solved", F64),
             ("baseline", F64),
+            ("fotu_before_leak", F64),  # FOTU from the prefixes before the answer leaks
             ("n_traces", I64),
             ("hf_id", STR),  # Hugging Face id of the teacher, where known
         ),

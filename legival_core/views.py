@@ -147,6 +147,14 @@ METRICS: dict[str, Metric] = {
             "share of correct traces no prefix of which the student solves",
         ),
         Metric("lift", "Lift", True, True, "FOTU minus the student's baseline (k = 0)"),
+        Metric(
+            "fotu_before_leak",
+            "FOTU before leak",
+            True,
+            True,
+            "FOTU from the prefixes shown before the trace first states the gold answer "
+            "(the student cannot just copy it)",
+        ),
     )
 }
 #: The seven metrics of the published rank table (SPEC section 4), in its order.
@@ -160,7 +168,14 @@ RANKED_METRICS: tuple[str, ...] = (
     "regression_rate",
 )
 #: Transfer metrics that depend on the student (replaced by :func:`with_student`).
-STUDENT_METRICS: tuple[str, ...] = ("fotu", "sotu", "regression_rate", "never_solved", "baseline")
+STUDENT_METRICS: tuple[str, ...] = (
+    "fotu",
+    "sotu",
+    "regression_rate",
+    "never_solved",
+    "baseline",
+    "fotu_before_leak",
+)
 
 
 def ranked_metrics(frame: pd.DataFrame, candidates: Sequence[str] = RANKED_METRICS) -> list[str]:

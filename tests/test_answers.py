@@ -204,3 +204,69 @@ def test_recorded_prose_answers_ingested_as_a_user_would_grade_like_the_hand_lab
     # every correct grade names the candidate it accepted, inside the answer text
     accepted = grades[grades["correct"]]
     assert accepted["answer_kind"].notna().all() and accepted["answer_start"].notna().all()
+
+
+@pytest.mark.parametrize(
+    ("steps", "gold", "leak_k", "stated"),
+    [
+        # the issue's prose answers, each stated in the third step
+        (["We count by cases.", "Length 1 gives 3.", "So there are 239 strings."], "239", 3, "239"),
+        (
+            ["Try n = 1, 2, 3.", "The pattern doubles.", "So the answer is $2^{n-1}$."],
+            "2^(n-1)",
+            3,
+            "$2^{n-1}$",
+        ),
+        (["Suppose it can.", "Then the sum is odd.", "No, it cannot."], "No", 3, "No"),
+        # a box in the second step; the number 4 in step 1 restates the problem, not the gold 6
+        (["We need 4 cards.", r"Thus \boxed{6}.", "Check."], "6", 2, "6"),
+        # never stated: no leak
+        (["We try.", "It is hard.", "Stop."], "239", None, None),
+    ],
+)
+def test_the_leak_step_is_the_first_prefix_that_states_the_gold(
+    steps: list[str], gold: str, leak_k: int | None, stated: str | None
+) -> None:
+    reasoning = " ".join(steps)
+    ends = []
+    for step in steps:
+        ends.append(reasoning.index(step) + len(step))
+    point = get_task("champ").answer_leak_step(reasoning, ends, gold)
+    assert point.status == "ok" and point.k == leak_k
+    if stated is not None:
+        assert point.span is not None and reasoning[point.span[0] : point.span[1]] == stated
+
+
+def test_metrics_tables_carry_the_leak_and_fotu_before_it() -> None:
+    """leak_table + transfer_table + teacher_table on one trace of 4 steps, worked by hand."""
+    from precompute.stages.metrics import leak_table, teacher_table, transfer_table
+
+    reasoning = "Set up. Count pairs. So there are 12 pairs. Done."
+    steps = pd.DataFrame(
+        {"trace_id": "t", "step": [0, 1, 2, 3], "end": [7, 20, 43, 49]}
+    )
+    traces = pd.DataFrame({"trace_id": ["t"], "problem_id": ["p"], "reasoning": [reasoning]})
+    problems = {"p": {"problem_id": "p", "task": "champ", "gold": "12"}}
+    rollouts = pd.DataFrame(
+        {"teacher": "T", "dataset": "D", "student": "S", "trace_id": "t", "problem_id": "p",
+         "k": [0, 1, 2, 3, 4], "m": 4, "sample": 0, "correct": [0.0, 0.0, 1.0, 1.0, 1.0]}
+    )  # fmt: skip
+    leaks = leak_table(rollouts, traces, steps, problems, timeout_s=10.0)
+    assert leaks["leak_k"].tolist() == [3]  # "So there are 12 pairs." is step 3
+    table = transfer_table(rollouts, "paper", "interpolate", leaks).iloc[0]
+    # Paper bins: k=1 -> 13, k=2 -> 25, k=3 -> 38, k=4 -> 50. FOTU: bins 1..13 hold 0,
+    # 14..24 rise linearly to 1 at 25 (sum 11*12/2/12 = 5.5), 25..50 hold 1 (26 bins):
+    # (5.5 + 26) / 50 = 0.63. Before the leak only k = 1, 2 count (bins 13 and 25): mean of the
+    # curve over bins 1..25 = (0*13 + 5.5 + 1) / 25 = 0.26.
+    assert table["leak_k"] == 3
+    assert table["fotu"] == pytest.approx(0.63)
+    assert table["fotu_before_leak"] == pytest.approx(0.26)
+    efficiency = pd.DataFrame(
+        {"teacher": ["T"], "dataset": ["D"], "correct": [True], "tokens": [10],
+         "redundancy": [0.0], "backtracking": [0.0]}
+    )  # fmt: skip
+    tm = teacher_table(
+        efficiency, rollouts, "paper", "interpolate", 0, transfer_table(rollouts, "paper",
+        "interpolate", leaks)
+    )  # fmt: skip
+    assert tm["fotu_before_leak"].iloc[0] == pytest.approx(0.26)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -202,6 +202,88 @@ class Task(ABC):
             grade = Grade(True, 1.0, "ok") if index >= 0 else Grade(False, 0.0, "ok")
             return TextGrade(grade, chosen.text, chosen.kind, field, chosen.span)
         return TextGrade(Grade(False, 0.0, "no_answer"), None, None, None, None)
+
+
+    def answer_leak_step(
+        self,
+        reasoning: str,
+        step_ends: Sequence[int],
+        gold: str,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        problem: Mapping[str, Any] | None = None,
+    ) -> LeakPoint:
+        """The first step k (1-based) whose prefix ``reasoning[:step_ends[k-1]]`` states an
+        answer the task's verifier accepts against ``gold`` — the answer-leak point (SPEC §3).
+
+        Each step adds the candidates (:func:`legival_core.answers.answer_candidates` of the
+        prefix) that end inside it; they are checked in one worker under a ``timeout_s``
+        deadline for the whole trace. ``k`` is None when no prefix states the gold, and the
+        status says ``"timeout"`` or ``"error: ..."`` when the check could not finish.
+
+        >>> text = "We count cases. So there are 239 strings. Check: done."
+        >>> point = get_task("champ").answer_leak_step(text, [15, 41, 54], "239")
+        >>> point.k, text[point.span[0] : point.span[1]], point.status
+        (2, '239', 'ok')
+        """
+        outcome = run_with_deadline(
+            first_leaking_step,
+            self.name,
+            reasoning,
+            [int(e) for e in step_ends],
+            gold,
+            self.grading_options(problem),
+            timeout_s=timeout_s,
+            warm_imports=self.warm_imports,
+        )
+        if outcome.status == "timeout":
+            return LeakPoint(None, None, "timeout")
+        if outcome.status == "error":
+            return LeakPoint(None, None, f"error: {outcome.detail}")
+        found = outcome.value
+        if found is None:
+            return LeakPoint(None, None, "ok")
+        k, start, end = found
+        return LeakPoint(int(k), (int(start), int(end)), "ok")
+
+
+@dataclass(frozen=True)
+class LeakPoint:
+    """Where a trace first states the gold: step ``k`` (1-based) and the answer's span in the
+    reasoning, or ``k = None``; ``status`` as in :class:`Grade`."""
+
+    k: int | None
+    span: tuple[int, int] | None
+    status: str
+
+
+def first_leaking_step(
+    task_name: str, reasoning: str, step_ends: list[int], gold: str, options: Mapping[str, Any]
+) -> tuple[int, int, int] | None:
+    """``(k, start, end)`` of the first step whose prefix states an accepted answer (runs in the
+    grading worker; see :meth:`Task.answer_leak_step`)."""
+    from legival_core.answers import answer_candidates
+
+    score = type(get_task(task_name)).score_answer
+    checked: set[str] = set()
+    previous_end = 0
+    for k, end in enumerate(step_ends, start=1):
+        found = answer_candidates(reasoning[:end])
+        # Specific statements before the whole sentence that holds them.
+        for candidate in sorted(found, key=lambda c: c.kind == "sentence"):
+            # New statements only: what ends inside this step; a text already checked is
+            # not checked again (a restated wrong answer stays wrong).
+            if candidate.end <= previous_end or candidate.text in checked:
+                continue
+            checked.add(candidate.text)
+            try:
+                accepted = score(candidate.text, gold, options) >= 1.0
+            except Exception:  # a malformed candidate is simply not the answer
+                accepted = False
+            if accepted:
+                return k, candidate.start, candidate.end
+        previous_end = end
+    return None
 
 
 #: At most this many prose candidates of one text are checked (a closing sentence yields a few;

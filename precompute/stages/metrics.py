@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from precompute.stages.base import StageContext, StageError, StageResult, register_stage
-from precompute.stages.common import is_missing, read_or_empty
+from precompute.stages.common import is_missing, problem_rows, read_or_empty
 
 __all__ = [
     "decomposition_table",
@@ -130,12 +130,61 @@ def efficiency_table(
     return frame.drop(columns=["reasoning"])
 
 
-def transfer_table(rollouts: pd.DataFrame, profile: str, grid: str) -> pd.DataFrame:
-    """Rows of ``trace_transfer`` (SPEC §3), via :func:`legival_core.transfer.trace_metrics`."""
+def leak_table(
+    rollouts: pd.DataFrame,
+    traces: pd.DataFrame,
+    steps: pd.DataFrame,
+    problems: dict[str, dict[str, Any]],
+    timeout_s: float,
+) -> pd.DataFrame:
+    """``trace_id``, ``leak_k``: for every trace with rollouts, the first step whose prefix
+    already states an answer equal to the gold (:meth:`Task.answer_leak_step`, the answer
+    layer), null when none does or the check did not finish (SPEC §3, answer-leak point)."""
+    from precompute.stages.common import task_of
+
+    wanted = set(rollouts["trace_id"].astype(str))
+    chosen = traces[traces["trace_id"].astype(str).isin(wanted)]
+    ends = (
+        steps[steps["trace_id"].astype(str).isin(wanted)]
+        .sort_values(["trace_id", "step"])
+        .groupby("trace_id", observed=True)["end"]
+        .agg(list)
+    )
+    records = []
+    for trace in chosen.itertuples():
+        problem = problems.get(str(trace.problem_id))
+        step_ends = ends.get(trace.trace_id)
+        if problem is None or step_ends is None or not str(problem.get("gold") or ""):
+            records.append((trace.trace_id, None))
+            continue
+        point = task_of(problem).answer_leak_step(
+            str(trace.reasoning), step_ends, problem["gold"], timeout_s=timeout_s, problem=problem
+        )
+        records.append((trace.trace_id, point.k))
+    out = pd.DataFrame.from_records(records, columns=["trace_id", "leak_k"])
+    out["leak_k"] = pd.array(out["leak_k"].tolist(), dtype="Int64")
+    return out
+
+
+def transfer_table(
+    rollouts: pd.DataFrame, profile: str, grid: str, leaks: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Rows of ``trace_transfer`` (SPEC §3), via :func:`legival_core.transfer.trace_metrics`,
+    with the leak step and FOTU before it (:func:`legival_core.transfer.fotu_before_leak`)."""
     from legival_core.schema import spec
-    from legival_core.transfer import trace_metrics
+    from legival_core.transfer import fotu_before_leak, trace_metrics
 
     table = trace_metrics(rollouts, profile=profile, grid=grid)
+    if leaks is not None and len(leaks):
+        before = fotu_before_leak(rollouts, leaks, profile=profile, grid=grid)
+        table = table.drop(columns=["leak_k", "fotu_before_leak"], errors="ignore").merge(
+            before[["trace_id", "student", "leak_k", "fotu_before_leak"]],
+            on=["trace_id", "student"],
+            how="left",
+        )
+    else:
+        table["leak_k"] = pd.array([None] * len(table), dtype="Int64")
+        table["fotu_before_leak"] = math.nan
     return table[spec("trace_transfer").columns]
 
 
@@ -148,7 +197,12 @@ def transfer_curves_table(rollouts: pd.DataFrame, stamp: str, seed: int) -> pd.D
 
 
 def teacher_table(
-    efficiency: pd.DataFrame, rollouts: pd.DataFrame, profile: str, grid: str, seed: int
+    efficiency: pd.DataFrame,
+    rollouts: pd.DataFrame,
+    profile: str,
+    grid: str,
+    seed: int,
+    trace_transfer: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Rows of ``teacher_metrics``: efficiency means per (teacher, dataset) + transfer terms."""
     from legival_core.transfer import teacher_metrics
@@ -175,6 +229,23 @@ def teacher_table(
     else:
         for column in transfer_cols:
             table[column] = math.nan
+    table["fotu_before_leak"] = math.nan
+    if trace_transfer is not None and len(trace_transfer):
+        # Like FOTU: the mean over a teacher's traces per student, then over students.
+        per_student = (
+            trace_transfer.groupby(["teacher", "dataset", "student"], observed=True)[
+                "fotu_before_leak"
+            ]
+            .mean()
+            .groupby(level=["teacher", "dataset"], observed=True)
+            .mean()
+            .rename("before")
+            .reset_index()
+        )
+        table = table.drop(columns=["fotu_before_leak"]).merge(
+            per_student, on=["teacher", "dataset"], how="left"
+        )
+        table = table.rename(columns={"before": "fotu_before_leak"})
     table["hf_id"] = None
     return table
 
@@ -311,7 +382,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     if traces.empty:
         raise StageError("stage 'metrics' needs rows in table 'traces', which is empty")
     grades = read_or_empty(store, "grades", ["trace_id", "correct"])
-    steps = read_or_empty(store, "steps", ["trace_id", "step"])
+    steps = read_or_empty(store, "steps", ["trace_id", "step", "end"])
     similarity = read_or_empty(store, "similarity", ["trace_id", "step", "max_similarity"])
     judgments = read_or_empty(store, "judgments", ["trace_id", "labeler", "steps", "valid"])
     from legival_core.views import rollouts_stamp
@@ -335,11 +406,21 @@ def run_metrics(ctx: StageContext) -> StageResult:
         profile=cfg.profile,
     )
     tables: dict[str, pd.DataFrame] = {"trace_efficiency": efficiency}
+    leaks_found = 0
     if len(rollouts):
-        tables["trace_transfer"] = transfer_table(rollouts, cfg.profile, cfg.grid)
+        leaks = leak_table(
+            rollouts, traces, steps, problem_rows(store), ctx.config.grade.timeout_s
+        )
+        tables["trace_transfer"] = transfer_table(rollouts, cfg.profile, cfg.grid, leaks)
         tables["transfer_curves"] = transfer_curves_table(rollouts, stamp, 0)
+        leaks_found = int(leaks["leak_k"].notna().sum())
     tables["teacher_metrics"] = teacher_table(
-        efficiency, rollouts, cfg.profile, cfg.grid, ctx.config.seed
+        efficiency,
+        rollouts,
+        cfg.profile,
+        cfg.grid,
+        ctx.config.seed,
+        tables.get("trace_transfer"),
     )
     if len(grades):
         decomposition = decomposition_table(_instances(traces, grades, problems))
@@ -357,5 +438,6 @@ def run_metrics(ctx: StageContext) -> StageResult:
         "primary_labeler": labeler,
         "encoding": cfg.encoding,
         "truncated_correct": TRUNCATED_CORRECT,
+        "answer_leaks_found": leaks_found,
     }
     return result
