@@ -299,6 +299,8 @@ def _value_list_span(text: str, start: int, end: int) -> tuple[int, int] | None:
 @register_finder("closing_sentence")
 def _closing_sentence(text: str) -> Iterator[AnswerCandidate]:
     start, end = closing_sentence_span(text)
+    if text[start:end].rstrip().endswith("?"):
+        return  # a question ("What is 2 + 3?") states no answer
     listed = _value_list_span(text, start, end)
     if listed is not None:
         # One answer made of several values: graded whole, never value by value (a list that

@@ -19,7 +19,7 @@ import html
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +48,6 @@ __all__ = [
     "labeler_kind",
     "latex_table",
     "leaderboard",
-    "leak_point",
     "model_family",
     "model_level_frame",
     "pareto_view",
@@ -1480,21 +1479,3 @@ def config_text(manifest: Mapping[str, Any], *, hide_paths: bool = False) -> str
 
     text = json.dumps(manifest.get("config") or {}, indent=2, sort_keys=True, default=str)
     return without_local_paths(text) if hide_paths else text
-
-
-def leak_point(
-    table: pd.DataFrame, reasoning: str, ends: Sequence[int], is_correct: Callable[[str], bool]
-) -> int | None:
-    """The answer-leak point k of one trace (first prefix already stating a correct answer).
-
-    Uses :func:`legival_core.transfer.answer_leak_points` on exact character spans of the
-    reasoning; ``is_correct(prefix_text)`` extracts and grades (the task decides).
-    """
-    from legival_core.transfer import answer_leak_points
-
-    steps = pd.DataFrame({"trace_id": "t", "step": table["step"].to_numpy(), "end": list(ends)})
-    leaks = answer_leak_points(
-        steps, lambda _tid, text: is_correct(text), reasoning={"t": reasoning}
-    )
-    value = leaks["leak_k"].iloc[0]
-    return None if pd.isna(value) else int(value)

@@ -81,10 +81,12 @@ def trace_bundle(trace_id: str) -> dict[str, Any]:
 
 @common.derived("leak")
 def leak(trace_id: str) -> int | None:
-    """The first prefix k already stating the correct answer (the task extracts and grades)."""
+    """The first step whose prefix already states the gold answer (the answer layer decides:
+    the same check the metrics stage stores as ``trace_transfer.leak_k``)."""
     bundle = trace_bundle(trace_id)
     problem, table = bundle["problem"], bundle["steps"]
-    if not problem.get("task") or not len(table):
+    gold = str(problem.get("gold") or "")
+    if not problem.get("task") or not len(table) or not gold:
         return None
     from legival_core.tasks import get_task
 
@@ -92,21 +94,8 @@ def leak(trace_id: str) -> int | None:
         task = get_task(str(problem["task"]))
     except KeyError:
         return None
-    gold = str(problem.get("gold", ""))
-    verdicts: dict[str, bool] = {}
-
-    def is_correct(prefix: str) -> bool:
-        extracted = task.extract_answer(prefix, problem=problem)
-        if extracted is None:
-            return False
-        if extracted not in verdicts:
-            verdicts[extracted] = (
-                extracted.strip() == gold.strip()
-                or task.grade(extracted, gold, problem=problem).correct
-            )
-        return verdicts[extracted]
-
-    return views.leak_point(table, str(bundle["trace"]["reasoning"]), bundle["ends"], is_correct)
+    reasoning = str(bundle["trace"]["reasoning"])
+    return task.answer_leak_step(reasoning, bundle["ends"], gold, problem=problem).k
 
 
 index = trace_index()

@@ -220,6 +220,8 @@ def test_recorded_prose_answers_ingested_as_a_user_would_grade_like_the_hand_lab
         (["Suppose it can.", "Then the sum is odd.", "No, it cannot."], "No", 3, "No"),
         # a box in the second step; the number 4 in step 1 restates the problem, not the gold 6
         (["We need 4 cards.", r"Thus \boxed{6}.", "Check."], "6", 2, "6"),
+        # a restated question is not an answer, though "2 + 3" equals the gold
+        (["Let me read the question: What is 2 + 3?", "So the total is 5."], "5", 2, "5"),
         # never stated: no leak
         (["We try.", "It is hard.", "Stop."], "239", None, None),
     ],
