@@ -166,6 +166,8 @@ RANKED_METRICS: tuple[str, ...] = (
     "sotu",
     "regression_rate",
 )
+#: What the leaderboard offers: the published seven and FOTU before the answer leaks.
+LEADERBOARD_METRICS: tuple[str, ...] = (*RANKED_METRICS, "fotu_before_leak")
 #: Transfer metrics that depend on the student (replaced by :func:`with_student`).
 STUDENT_METRICS: tuple[str, ...] = (
     "fotu",
@@ -250,6 +252,11 @@ def with_student(
     merged = base.merge(
         chosen[["teacher", "dataset", *columns]], on=["teacher", "dataset"], how="left"
     )
+    # A student metric the per-student table lacks is unknown for one student, not the
+    # average over all of them.
+    for column in STUDENT_METRICS:
+        if column in teacher_metrics.columns and column not in merged.columns:
+            merged[column] = np.nan
     return merged[[c for c in teacher_metrics.columns if c in merged.columns]]
 
 

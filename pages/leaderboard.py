@@ -67,7 +67,7 @@ def board_rows(dataset: str | None, student: str | None) -> tuple[pd.DataFrame, 
     if student is not None:
         profile = views.metrics_profile(common.load_manifest())
         frame = views.with_student(frame, student_metrics(profile), student)
-    return frame, views.ranked_metrics(frame)
+    return frame, views.ranked_metrics(frame, views.LEADERBOARD_METRICS)
 
 
 @common.derived("board")
