@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
+
+import pytest
 
 from tests.engine_fixtures import gguf, llama_server, transformers_engine  # noqa: F401
 
@@ -18,3 +22,15 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a local Ray reports not
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+
+@pytest.fixture(autouse=True)
+def _keep_main_module() -> Iterator[None]:
+    """Put back ``sys.modules["__main__"]`` after each test. Streamlit's AppTest runs a page as
+    ``__main__`` and leaves it there; a later test that starts a process with the "spawn" method
+    would then re-run that page script in the child (a page that raises on purpose made the
+    child exit 1)."""
+    main = sys.modules.get("__main__")
+    yield
+    if main is not None:
+        sys.modules["__main__"] = main
