@@ -193,9 +193,29 @@ def _natural_key(identifier: str) -> tuple[Any, ...]:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", identifier))
 
 
-def _selected(limit: int | None) -> list[_Problem]:
+def _selected(limit: int | None, per_category: int | None = None) -> list[_Problem]:
+    """The first ``limit`` problems in natural order, or the first ``per_category`` of every
+    category (categories in alphabetical order), or all of them."""
     problems = sorted(_load().values(), key=lambda p: _natural_key(p.identifier))
+    if per_category is not None:
+        by_category: dict[str, list[_Problem]] = {}
+        for problem in problems:
+            by_category.setdefault(problem.category, []).append(problem)
+        return [p for c in sorted(by_category) for p in by_category[c][: max(per_category, 0)]]
     return problems if limit is None else problems[: max(limit, 0)]
+
+
+def category_dataset(category: str) -> str:
+    """The dataset name of a CHAMP category, when categories are kept apart as datasets.
+
+    >>> category_dataset("Number-Theory")
+    'champ-number-theory'
+    """
+    return f"{DATASET}-{re.sub(r'[^a-z0-9]+', '-', category.lower()).strip('-')}"
+
+
+def _dataset_of(problem: _Problem, by_category: bool) -> str:
+    return category_dataset(problem.category) if by_category else DATASET
 
 
 def problem_id(identifier: str) -> str:
@@ -230,14 +250,23 @@ def champ_settings() -> list[str]:
     return list(seen)
 
 
-def champ_problems(limit: int | None = None) -> pd.DataFrame:
-    """The CHAMP problems as rows of the ``problems`` table (see the module docstring)."""
+def champ_problems(
+    limit: int | None = None, *, per_category: int | None = None, by_category: bool = False
+) -> pd.DataFrame:
+    """The CHAMP problems as rows of the ``problems`` table (see the module docstring).
+
+    Args:
+        limit: the first N problems only (natural order of identifiers).
+        per_category: instead, the first N problems of each of the five categories.
+        by_category: the dataset of a problem is its category (:func:`category_dataset`), so
+            the app's cross-dataset views compare categories; else every problem is ``champ``.
+    """
     rows = []
-    for p in _selected(limit):
+    for p in _selected(limit, per_category):
         rows.append(
             {
                 "problem_id": problem_id(p.identifier),
-                "dataset": DATASET,
+                "dataset": _dataset_of(p, by_category),
                 "task": "champ",
                 "prompt": p.text,
                 "gold": p.answer,
@@ -275,6 +304,8 @@ def champ_traces(
     include_human: bool = True,
     limit: int | None = None,
     count_tokens: bool = True,
+    per_category: int | None = None,
+    by_category: bool = False,
 ) -> pd.DataFrame:
     """Recorded model solutions (and the human reference) as rows of the ``traces`` table.
 
@@ -284,6 +315,7 @@ def champ_traces(
         include_human: add the human reference solution as teacher ``"human"``.
         limit: first N problems only (natural order of identifiers).
         count_tokens: fill ``tokens`` with the cl100k_base count of the reasoning.
+        per_category, by_category: as in :func:`champ_problems`.
     """
     chosen = list(models) if models is not None else list(CHAMP_MODELS)
     unknown = [m for m in chosen if m not in CHAMP_MODELS]
@@ -293,8 +325,9 @@ def champ_traces(
         raise ChampError(f"unknown CHAMP setting {setting!r}; known: {champ_settings()}")
     sampling = json.dumps({"setting": setting, "recorded_by": "CHAMP"}, sort_keys=True)
     rows: list[dict[str, Any]] = []
-    for p in _selected(limit):
+    for p in _selected(limit, per_category):
         pid = problem_id(p.identifier)
+        dataset = _dataset_of(p, by_category)
         for model in chosen:
             conv = p.conversations.get(f"{model}|{setting}")
             if conv is None or not conv.solution:
@@ -304,7 +337,7 @@ def champ_traces(
                 {
                     "trace_id": trace_id_for(teacher, pid, 0),
                     "problem_id": pid,
-                    "dataset": DATASET,
+                    "dataset": dataset,
                     "teacher": teacher,
                     "sample": 0,
                     "reasoning": conv.solution,
@@ -323,7 +356,7 @@ def champ_traces(
                 {
                     "trace_id": trace_id_for(HUMAN_TEACHER, pid, 0),
                     "problem_id": pid,
-                    "dataset": DATASET,
+                    "dataset": dataset,
                     "teacher": HUMAN_TEACHER,
                     "sample": 0,
                     "reasoning": reasoning,
@@ -364,6 +397,7 @@ def champ_first_wrong_steps(
     models: Iterable[str] | None = None,
     limit: int | None = None,
     segment_mode: str = "paper",
+    per_category: int | None = None,
 ) -> pd.DataFrame:
     """Human first-wrong-step labels for the traces of ``setting`` (see the module docstring).
 
@@ -377,7 +411,7 @@ def champ_first_wrong_steps(
 
     chosen = list(models) if models is not None else list(CHAMP_MODELS)
     rows: list[dict[str, Any]] = []
-    for p in _selected(limit):
+    for p in _selected(limit, per_category):
         pid = problem_id(p.identifier)
         for model in chosen:
             conv = p.conversations.get(f"{model}|{setting}")

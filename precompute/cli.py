@@ -130,7 +130,15 @@ def _build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--seed", type=int, default=None, help="resampling seed")
 
     demo = sub.add_parser("demo", help="build the bundled CHAMP demo store (offline)")
-    demo.add_argument("--problems", type=int, default=None, help="number of CHAMP problems")
+    demo.add_argument(
+        "--problems", type=int, default=None, help="the first N CHAMP problems (one dataset)"
+    )
+    demo.add_argument(
+        "--per-category",
+        type=int,
+        default=None,
+        help="the first N problems of each CHAMP category, one dataset each (default 10)",
+    )
     demo.add_argument("--out", type=Path, default=None, help="store folder")
     demo.add_argument("--max-tokens", type=int, default=None, help="student budget")
     demo.add_argument("--engine", default=None, help="student engine (transformers, llamacpp)")
@@ -276,6 +284,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         if args.problems < 1:
             raise UsageError("--problems must be at least 1")
         overrides["problems"] = args.problems
+    if args.per_category is not None:
+        if args.per_category < 1:
+            raise UsageError("--per-category must be at least 1")
+        if args.problems is not None:
+            raise UsageError("give --problems or --per-category, not both")
+        overrides["per_category"] = args.per_category
     if args.out is not None:
         overrides["out"] = args.out
     if args.max_tokens is not None:

@@ -1,14 +1,16 @@
 """The bundled demo store, built offline from CHAMP: ``python -m precompute demo``.
 
 What it holds
-    * problems: the first N CHAMP problems (competition maths; gold answers; workload = number
-      of steps of the human solution).
+    * problems: the first 10 CHAMP problems of each of its five categories, each category its
+      own dataset (``--problems N`` takes the first N overall instead); competition maths, gold
+      answers, workload = number of steps of the human solution.
     * traces: five teachers per problem — the *recorded* zero-shot solutions of GPT-3.5,
       GPT-4, GPT-4 Turbo and PaLM 2 Medium that ship with CHAMP (nothing is generated for
       them here) and the human reference solution (teacher ``human``).
-    * grades (math-verify), steps (Punkt), similarity (all-MiniLM-L6-v2), lexical backtracking
-      labels, rollouts of the student SmolLM2-135M-Instruct (packaged GGUF) on every correct
-      trace, and the metric tables (efficiency, transfer, decomposition with the native
+    * grades (the answer layer and math-verify: recorded models state answers in prose),
+      steps (Punkt), similarity (all-MiniLM-L6-v2), lexical backtracking labels, rollouts of
+      the student SmolLM2-135M-Instruct (packaged GGUF) on every correct trace, and the metric
+      tables (efficiency, transfer with answer-leak points, decomposition with the native
       workload).
 
 CHAMP's human first-wrong-step annotations are *error* labels, not backtracking labels, so
@@ -58,13 +60,14 @@ CHAMP_CREDIT = (
 #: Stages run after the CHAMP problems, traces and grades are in the store.
 DEMO_STAGES = ("segment", "embed", "rollout", "judge", "metrics")
 
-# Numbers as written in prose: 252, -3, 0.5, 3/4 (a thousands comma is not expected here).
-# A number only counts when it stands alone: "(n/2)!" or "2^n" hold no answer "2".
 @dataclass(frozen=True)
 class DemoOptions:
     """Knobs of the demo build; the defaults fit a 2-core machine in under an hour."""
 
-    problems: int = 50
+    #: The first N problems of each of CHAMP's five categories (each category its own dataset),
+    #: or, when ``problems`` is set, the first N problems overall (one dataset, ``champ``).
+    per_category: int | None = 10
+    problems: int | None = None
     out: Path = Path("results/demo")
     engine: str = "llamacpp"
     student: str = "smollm2-135m"
@@ -77,6 +80,14 @@ class DemoOptions:
     #: Oversight extras: the stand-in reward model and a weak-monitor study of this size.
     oversight: bool = True
     monitor_limit: int = 6
+
+    @property
+    def by_category(self) -> bool:
+        return self.problems is None and self.per_category is not None
+
+    def selection(self) -> tuple[int | None, int | None]:
+        """``(limit, per_category)`` for :mod:`precompute.champ` (``problems`` wins)."""
+        return (self.problems, None) if self.problems is not None else (None, self.per_category)
 
     def replace(self, **changes: Any) -> DemoOptions:
         if "out" in changes:
@@ -100,7 +111,11 @@ def demo_config(options: DemoOptions) -> ExperimentConfig:
         seed=0,
         stages=("problems", *DEMO_STAGES),
         source="precompute.demo",
-        problems=ProblemsConfig(dataset="champ", limit=options.problems),
+        problems=ProblemsConfig(
+            dataset="champ",
+            limit=options.problems,
+            options={"per_category": options.selection()[1], "by_category": options.by_category},
+        ),
         students=(student,),
         grade=GradeConfig(timeout_s=10.0),
         rollout=RolloutConfig(interval=options.interval, batch_size=options.batch_size),
@@ -114,7 +129,9 @@ def _load_champ(store: Any, options: DemoOptions) -> dict[str, int]:
     from precompute.champ import champ_problems, champ_traces
     from precompute.stages.common import done_ids
 
-    problems = champ_problems(limit=options.problems)
+    limit, per_category = options.selection()
+    chosen = {"limit": limit, "per_category": per_category}
+    problems = champ_problems(**chosen, by_category=options.by_category)
     # CHAMP golds use CHAMP's own conventions ("C(10, 5), or equivalently 252"); the "champ"
     # task grades against them (the plain "math" task would not).
     problems["task"] = "champ"
@@ -122,7 +139,9 @@ def _load_champ(store: Any, options: DemoOptions) -> dict[str, int]:
     fresh_problems = problems[~problems["problem_id"].isin(have)]
     if len(fresh_problems):
         store.write("problems", fresh_problems, stage="champ")
-    traces = champ_traces(options.setting, include_human=True, limit=options.problems)
+    traces = champ_traces(
+        options.setting, include_human=True, **chosen, by_category=options.by_category
+    )
     have = done_ids(store, "traces")
     fresh_traces = traces[~traces["trace_id"].isin(have)]
     if len(fresh_traces):
@@ -130,7 +149,7 @@ def _load_champ(store: Any, options: DemoOptions) -> dict[str, int]:
     from precompute.champ import champ_first_wrong_steps
 
     if not store.has("error_labels"):
-        labels = champ_first_wrong_steps(options.setting, limit=options.problems)
+        labels = champ_first_wrong_steps(options.setting, **chosen)
         labels = labels[labels["trace_id"].isin(set(traces["trace_id"]))]
         columns = [c for c in labels.columns if c in TABLES["error_labels"].columns]
         if len(labels):
@@ -261,7 +280,7 @@ def build_demo(options: DemoOptions | None = None, *, progress: bool | None = No
     store.record_stage(
         "demo",
         credit=CHAMP_CREDIT,
-        problems=options.problems,
+        problems={"limit": options.problems, "per_category": options.selection()[1]},
         student={
             "name": options.student,
             "engine": options.engine,
