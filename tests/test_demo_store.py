@@ -87,3 +87,32 @@ def test_every_page_opens_on_the_demo_store(monkeypatch: pytest.MonkeyPatch) -> 
         at.switch_page(f"pages/{page}.py")
         at.run()
         assert not at.exception, (page, [e.value for e in at.exception])
+
+
+def test_shipped_transfer_and_redundancy_tables_match_the_stores_own_rows(demo: Store) -> None:
+    """Recomputed with plain loops from the store's own rollouts and similarities (SPEC §2-3):
+    per-trace FOTU and baseline, teacher FOTU (mean over traces, then students) and per-trace
+    redundancy at the threshold the manifest recorded."""
+    from tests.plain_metrics import plain_fotu, plain_redundancy
+
+    rollouts = demo.read("rollouts", columns=["trace_id", "student", "k", "m", "correct"])
+    stored = demo.read("trace_transfer").set_index(["trace_id", "student"])
+    assert len(stored) == rollouts.groupby(["trace_id", "student"]).ngroups
+    for (trace_id, student), group in rollouts.groupby(["trace_id", "student"]):
+        points = dict(zip(group["k"].astype(int), group["correct"].astype(float), strict=True))
+        row = stored.loc[(trace_id, student)]
+        assert row["baseline"] == points[0]
+        assert row["fotu"] == pytest.approx(plain_fotu(points, int(group["m"].iloc[0])))
+    board = demo.read("teacher_metrics").set_index("teacher")
+    per_teacher = stored.groupby("teacher")["fotu"].mean()
+    for teacher, fotu in per_teacher.items():
+        assert board.loc[teacher, "fotu"] == pytest.approx(fotu)
+
+    metrics = next(r for r in demo.manifest["provenance"] if r["stage"] == "metrics")
+    threshold = float(metrics["threshold"])
+    sims = demo.read("similarity", columns=["trace_id", "step", "max_similarity"])
+    efficiency = demo.read("trace_efficiency").set_index("trace_id")
+    for trace_id, group in sims.groupby("trace_id"):
+        later = group.loc[group["step"] > 0, "max_similarity"].astype(float)
+        expected = plain_redundancy(later, len(group), threshold)
+        assert efficiency.loc[trace_id, "redundancy"] == pytest.approx(expected)

@@ -22,6 +22,7 @@ from precompute.cli import main
 from precompute.config import load_config
 from precompute.stages.judge import parse_verdict
 from precompute.stages.rollout import k_grid
+from tests.plain_metrics import plain_fotu, plain_redundancy
 
 pytestmark = pytest.mark.slow
 
@@ -114,31 +115,6 @@ def test_rollouts_follow_the_k_grid(smoke_store: Store) -> None:
     assert forced["completion"].str.contains("boxed", regex=False).all()
 
 
-def _plain_fotu(points: dict[int, float], m: int) -> float:
-    """FOTU written out from SPEC §3 with loops: bin(k) = ceil(50k/m) for k >= 1, the mean
-    correctness per bin, linear interpolation between observed bins, constant outside them, and
-    the mean over the 50 bins. Independent of ``legival_core.transfer``'s vectorised code."""
-    sums: dict[int, list[float]] = {}
-    for k, correct in points.items():
-        if k >= 1:
-            sums.setdefault(-(-50 * k // m), []).append(correct)
-    observed = sorted((b, sum(v) / len(v)) for b, v in sums.items())
-    curve = []
-    for b in range(1, 51):
-        if b <= observed[0][0]:
-            curve.append(observed[0][1])
-        elif b >= observed[-1][0]:
-            curve.append(observed[-1][1])
-        else:
-            (b0, y0), (b1, y1) = next(
-                (observed[i], observed[i + 1])
-                for i in range(len(observed) - 1)
-                if observed[i][0] <= b <= observed[i + 1][0]
-            )
-            curve.append(y0 + (y1 - y0) * (b - b0) / (b1 - b0))
-    return sum(curve) / 50
-
-
 def test_trace_transfer_equals_recomputation(smoke_store: Store) -> None:
     rollouts = smoke_store.read("rollouts")
     stored = smoke_store.read("trace_transfer").set_index(["trace_id", "student"])
@@ -148,7 +124,7 @@ def test_trace_transfer_equals_recomputation(smoke_store: Store) -> None:
         points = dict(zip(group["k"].astype(int), group["correct"].astype(float), strict=True))
         row = stored.loc[(trace_id, student)]
         assert row["baseline"] == points[0]
-        assert row["fotu"] == pytest.approx(_plain_fotu(points, int(group["m"].iloc[0])))
+        assert row["fotu"] == pytest.approx(plain_fotu(points, int(group["m"].iloc[0])))
 
 
 def test_judgments_valid_or_recorded_invalid(smoke_store: Store) -> None:
@@ -186,7 +162,7 @@ def test_metric_tables(smoke_store: Store) -> None:
     for row in efficiency.itertuples():
         m = int(m_of[row.trace_id])
         later = sims[(sims["trace_id"] == row.trace_id) & (sims["step"] > 0)]["max_similarity"]
-        redundancy = sum(1 for r in later if r > 0.8) / (m - 1) if m > 1 else 0.0
+        redundancy = plain_redundancy(later, m)
         assert row.redundancy == pytest.approx(redundancy)
         flagged = set(int(s) for s in lexical.loc[row.trace_id, "steps"])
         assert row.backtracking == pytest.approx(len(flagged) / m)
