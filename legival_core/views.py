@@ -614,17 +614,26 @@ def metrics_profile(manifest: Mapping[str, Any]) -> str:
     return str(config.get("profile") or "paper")
 
 
+#: Version of the curve definitions behind a stored ``transfer_curves`` table. Raised when a
+#: definition changes (2: the ``release`` profile pools k = 0 into centre 1, bins in floating
+#: point and normalises SOTU by the curve's centres), so tables computed before are stale.
+TRANSFER_CURVES_VERSION = 2
+
+
 def rollouts_stamp(manifest: Mapping[str, Any]) -> str:
-    """Which state of a store's ``rollouts`` table a derived table was computed from.
+    """Which state of a store's ``rollouts`` table, and which curve definitions, a derived
+    table was computed from.
 
     Every write or merge of a table raises its ``last_seq`` in the manifest, so a stored
-    ``transfer_curves`` table whose stamp differs from the store's is stale.
+    ``transfer_curves`` table whose stamp differs from the store's is stale; so is one made
+    under an older :data:`TRANSFER_CURVES_VERSION`.
 
     >>> rollouts_stamp({"tables": {"rollouts": {"last_seq": 3, "rows": 120}}})
-    'seq 3, rows 120'
+    'curves v2, seq 3, rows 120'
     """
     entry = (manifest.get("tables") or {}).get("rollouts") or {}
-    return f"seq {int(entry.get('last_seq') or 0)}, rows {int(entry.get('rows') or 0)}"
+    seq, rows = int(entry.get("last_seq") or 0), int(entry.get("rows") or 0)
+    return f"curves v{TRANSFER_CURVES_VERSION}, seq {seq}, rows {rows}"
 
 
 def fresh_transfer_curves(table: pd.DataFrame, manifest: Mapping[str, Any]) -> pd.DataFrame | None:
@@ -632,8 +641,11 @@ def fresh_transfer_curves(table: pd.DataFrame, manifest: Mapping[str, Any]) -> p
     rollouts (see :func:`rollouts_stamp`), else None.
 
     >>> manifest = {"tables": {"rollouts": {"last_seq": 3, "rows": 120}}}
-    >>> table = pd.DataFrame({"rollouts_stamp": ["seq 3, rows 120"]})
+    >>> table = pd.DataFrame({"rollouts_stamp": ["curves v2, seq 3, rows 120"]})
     >>> fresh_transfer_curves(table, manifest) is table
+    True
+    >>> old = pd.DataFrame({"rollouts_stamp": ["seq 3, rows 120"]})  # older definitions
+    >>> fresh_transfer_curves(old, manifest) is None
     True
     >>> manifest["tables"]["rollouts"]["last_seq"] = 4  # rollouts written since
     >>> fresh_transfer_curves(table, manifest) is None

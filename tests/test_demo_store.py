@@ -116,3 +116,34 @@ def test_shipped_transfer_and_redundancy_tables_match_the_stores_own_rows(demo: 
         later = group.loc[group["step"] > 0, "max_similarity"].astype(float)
         expected = plain_redundancy(later, len(group), threshold)
         assert efficiency.loc[trace_id, "redundancy"] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("profile", ["paper", "release"])
+def test_transfer_page_on_the_demo_shows_the_current_definitions(
+    demo: Store, monkeypatch: pytest.MonkeyPatch, profile: str
+) -> None:
+    """The demo's stored ``transfer_curves`` predate the release profile's corrected rules
+    (issue 14); the page must not show them: its per-teacher FOTU and SOTU are those of
+    ``teacher_metrics`` on the store's rollouts under the chosen profile."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from legival_core.transfer import teacher_metrics
+
+    monkeypatch.delenv("LEGIVAL_STORE", raising=False)
+    monkeypatch.delenv("LEGIVAL_READONLY", raising=False)
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["profile"] = profile
+    at.run()
+    at.switch_page("pages/transfer.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    summary = next(d.value for d in at.dataframe if "sotu" in d.value.columns)
+    summary = summary.set_index("teacher")
+    expected = teacher_metrics(demo.read("rollouts"), profile=profile, n_boot=0)
+    expected = expected.groupby("teacher")[["fotu", "sotu"]].mean()
+    for teacher, row in expected.iterrows():
+        assert summary.loc[teacher, "fotu"] == pytest.approx(row["fotu"]), teacher
+        assert summary.loc[teacher, "sotu"] == pytest.approx(row["sotu"], nan_ok=True), teacher
