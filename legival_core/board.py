@@ -22,6 +22,7 @@ __all__ = [
     "LOW_N_MARK",
     "NO_INTERVAL",
     "NO_INTERVAL_HERE",
+    "REFERENCE_MARK",
     "ascii_cells",
     "board_numbers",
     "change_arrow",
@@ -39,6 +40,8 @@ NO_INTERVAL = "published, no interval"
 NO_INTERVAL_HERE = "no interval"
 #: Appended to a cell with fewer traces than the low-n threshold.
 LOW_N_MARK = "⚠ low n"
+#: What the rank cells of a reference teacher (left out of the ranks) say.
+REFERENCE_MARK = "reference"
 
 
 def _missing(value: object) -> bool:
@@ -151,20 +154,35 @@ def uncertainty_board(
     :data:`NO_INTERVAL_HERE`; ranks without an interval show the rank alone). Columns:
     ``teacher``, then per metric its label, ``<label> rank`` and (except accuracy)
     ``<label> Δ``; with ``with_composite`` first ``composite`` and ``composite rank``. Rows in
-    the order of ``board``.
+    the order of ``board``. A reference teacher left out of the ranks (``board.reference``
+    True, no rank) shows its values with :data:`REFERENCE_MARK` in its rank cells.
+
+    >>> board = pd.DataFrame({"teacher": ["a", "human"], "accuracy": [0.5, 1.0],
+    ...     "accuracy_rank": pd.array([1, None], dtype="Int64"), "reference": [False, True]})
+    >>> uncertainty_board(board, pd.DataFrame(), ["accuracy"], 20).values.tolist()
+    [['a', '50.0% · published, no interval', '1'], ['human', '100.0%', 'reference']]
     """
     shown = pd.DataFrame({"teacher": board["teacher"].astype(str).to_numpy()})
+    is_reference = (
+        board["reference"].fillna(False).astype(bool).to_numpy()
+        if "reference" in board
+        else [False] * len(board)
+    )
     names = [*(["composite"] if with_composite else []), *metrics]
     no_interval = NO_INTERVAL if intervals.empty else NO_INTERVAL_HERE
     for metric in names:
         label = METRICS[metric].label if metric in METRICS else metric
         rows = _by_teacher(intervals, metric)
         cells, ranks = [], []
-        for teacher, value, rank in zip(
-            shown["teacher"], board[metric], board[f"{metric}_rank"], strict=True
+        for teacher, value, rank, reference in zip(
+            shown["teacher"], board[metric], board[f"{metric}_rank"], is_reference, strict=True
         ):
             row = rows.loc[teacher] if teacher in rows.index else pd.Series(dtype=object)
             get = row.get
+            if reference and _missing(rank):
+                cells.append(format_value(value, metric))
+                ranks.append(REFERENCE_MARK)
+                continue
             if metric == "composite":
                 cells.append(format_value(value, metric))
             else:

@@ -433,8 +433,13 @@ def resample_teachers(
     metrics: Sequence[str],
     n_boot: int = 1000,
     seed: int = 0,
+    references: Sequence[str] = (),
+    include_references: bool = False,
 ) -> TeacherResamples:
     """Every metric of ``metrics`` per teacher, on the data and on ``n_boot`` paired resamples.
+
+    Reference teachers (``references``, :mod:`legival_core.references`) are left out, so they
+    take no place in the resampled ranks or frontiers, unless ``include_references``.
 
     Problems are the (dataset, problem_id) pairs of both tables; one :func:`problem_draws`
     serves every metric and every teacher. ``accuracy``, ``tokens``, ``redundancy`` and
@@ -450,10 +455,16 @@ def resample_teachers(
     (('a', 'b'), [1.0, 0.5])
     >>> bool((res.metrics["accuracy"].replicates[:, 0] == 1.0).all())  # a is right everywhere
     True
+    >>> resample_teachers(eff, None, ["accuracy"], n_boot=5, references=["b"]).teachers
+    ('a',)
     """
+    from legival_core.references import keep_teachers
+
     frames = {
-        "efficiency": trace_efficiency if trace_efficiency is not None else pd.DataFrame(),
-        "transfer": trace_transfer if trace_transfer is not None else pd.DataFrame(),
+        name: keep_teachers(frame, references, include_references)
+        if frame is not None
+        else pd.DataFrame()
+        for name, frame in (("efficiency", trace_efficiency), ("transfer", trace_transfer))
     }
     present = [f for f in frames.values() if len(f)]
     teachers = tuple(sorted({str(t) for f in present for t in pd.unique(f["teacher"].astype(str))}))
