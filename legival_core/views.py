@@ -1044,11 +1044,21 @@ def decomposition_instances(
     return out[np.isfinite(out["tokens"])].reset_index(drop=True)
 
 
-def e0_board(decomposition: pd.DataFrame) -> pd.DataFrame:
+def e0_board(
+    decomposition: pd.DataFrame,
+    references: Sequence[str] = (),
+    include_references: bool = False,
+) -> pd.DataFrame:
     """The E0 board: one row per (benchmark, model), ranked by E0 within each benchmark.
 
     Columns: benchmark, model, e0_rank, e0 (correct answers per 1,000 tokens), accuracy,
-    r_ctx, r_logic, mean_tokens (E[T]), vo, kappa (where the layer has them).
+    r_ctx, r_logic, mean_tokens (E[T]), vo, kappa (where the layer has them). Reference
+    teachers (``references``) keep their row but get no rank and sort last, unless
+    ``include_references``.
+
+    >>> d = pd.DataFrame({"benchmark": "b", "model": ["a", "human", "c"], "e0": [0.5, 5.8, 0.1]})
+    >>> e0_board(d, ["human"])[["model", "e0_rank"]].values.tolist()
+    [['a', 1], ['c', 2], ['human', <NA>]]
     """
     columns = [
         c
@@ -1066,10 +1076,12 @@ def e0_board(decomposition: pd.DataFrame) -> pd.DataFrame:
         if c in decomposition
     ]
     board = decomposition[["benchmark", "model", "e0", *columns]].copy()
+    left_out = () if include_references else [str(r) for r in references]
+    ranked = board["e0"].where(~board["model"].astype(str).isin(left_out))
     board.insert(
         2,
         "e0_rank",
-        board.groupby("benchmark", observed=True)["e0"]
+        ranked.groupby(board["benchmark"], observed=True)
         .rank(ascending=False, method="min")
         .astype("Int64"),
     )

@@ -19,6 +19,7 @@ st.caption(
 )
 common.page_setup("leaderboard")
 common.need_tables("teacher_metrics", what="The leaderboard")
+include = common.include_references()
 
 
 @common.derived("student_metrics")
@@ -72,15 +73,21 @@ def board_rows(dataset: str | None, student: str | None) -> tuple[pd.DataFrame, 
 
 @common.derived("board")
 def board_table(
-    dataset: str | None, student: str | None, weights: tuple[tuple[str, float], ...]
+    dataset: str | None,
+    student: str | None,
+    weights: tuple[tuple[str, float], ...],
+    include: bool,
 ) -> pd.DataFrame:
+    """The rank table; reference teachers get a row without a rank unless ``include``."""
     frame, metrics = board_rows(dataset, student)
-    return views.leaderboard(frame, metrics, dict(weights) or None)
+    return views.leaderboard(
+        frame, metrics, dict(weights) or None, common.reference_teachers(), include
+    )
 
 
 @common.derived("resamples")
 def resamples(
-    dataset: str | None, student: str | None, n_boot: int, seed: int
+    dataset: str | None, student: str | None, n_boot: int, seed: int, include: bool
 ) -> TeacherResamples | None:
     """Every ranked metric per teacher on paired resamples of problems
     (legival_core.rank_intervals); None when the store has no per-trace tables."""
@@ -99,7 +106,15 @@ def resamples(
     if (efficiency is None or efficiency.empty) and (transfer is None or transfer.empty):
         return None
     _frame, metrics = board_rows(dataset, student)
-    return resample_teachers(efficiency, transfer, metrics, n_boot=n_boot, seed=seed)
+    return resample_teachers(
+        efficiency,
+        transfer,
+        metrics,
+        n_boot=n_boot,
+        seed=seed,
+        references=common.reference_teachers(),
+        include_references=include,
+    )
 
 
 @common.derived("uncertainty")
@@ -109,17 +124,18 @@ def uncertainty(
     weights: tuple[tuple[str, float], ...],
     n_boot: int,
     seed: int,
+    include: bool,
 ) -> pd.DataFrame:
     """Value and rank intervals per (metric, teacher), the composite's too when weighted; empty
     without resamples. New weights reuse the cached resamples."""
     from legival_core.rank_intervals import agreeing_intervals, interval_table
 
-    drawn = resamples(dataset, student, n_boot, seed)
+    drawn = resamples(dataset, student, n_boot, seed, include)
     if drawn is None:
         return pd.DataFrame()
     directions = {m: views.METRICS[m].higher_is_better for m in views.METRICS}
     table = interval_table(drawn, directions, dict(weights) or None)
-    return agreeing_intervals(table, board_table(dataset, student, weights))
+    return agreeing_intervals(table, board_table(dataset, student, weights, include))
 
 
 def student_options() -> list[str]:
@@ -175,7 +191,7 @@ with st.expander("Composite score (weights per metric)"):
     }
 weights = {m: w for m, w in weights.items() if w > 0}
 
-board = board_table(chosen_dataset, chosen_student, tuple(sorted(weights.items())))
+board = board_table(chosen_dataset, chosen_student, tuple(sorted(weights.items())), include)
 config = common.get_config()
 interval_rows = uncertainty(
     chosen_dataset,
@@ -183,6 +199,7 @@ interval_rows = uncertainty(
     tuple(sorted(weights.items())),
     config.rank_resamples,
     config.resample_seed,
+    include,
 )
 has_intervals = not interval_rows.empty
 if has_intervals:
@@ -207,6 +224,12 @@ if weights:
     order = board["composite_rank"].astype("Float64").fillna(float("inf")).to_numpy()
     shown = shown.iloc[order.argsort(kind="stable")].reset_index(drop=True)
 change_columns = [c for c in shown.columns if c.endswith(" Δ")]
+if "reference" in board and board["reference"].any() and not include:
+    st.caption(
+        f"Rows marked “{board_layout.REFERENCE_MARK}” are reference teachers (a human solution, "
+        "a gold rationale): shown for comparison, left out of the ranks and of everyone's rank "
+        "intervals. Switch on *Include reference teachers* in the sidebar to rank them too."
+    )
 
 
 def colour(text: object) -> str:
@@ -271,15 +294,15 @@ def ci_rows(dataset: str | None, student: str | None, metric: str) -> pd.DataFra
 def chart(
     path: str,
     stamp: float,
-    selection: tuple[str | None, str | None, tuple[tuple[str, float], ...], int, int, int],
+    selection: tuple[str | None, str | None, tuple[tuple[str, float], ...], int, int, int, bool],
     metric: str,
 ) -> go.Figure:
     """Bars of one metric per teacher, best first, with 95% error bars and low-n bars pale
     (shared, read-only: drawing it does not change it)."""
-    dataset, student, weights, n_boot, seed, low_n = selection
+    dataset, student, weights, n_boot, seed, low_n, include = selection
     table = board_layout.metric_detail(
-        board_table(dataset, student, weights),
-        uncertainty(dataset, student, weights, n_boot, seed),
+        board_table(dataset, student, weights, include),
+        uncertainty(dataset, student, weights, n_boot, seed, include),
         metric,
         low_n,
     )
@@ -331,6 +354,7 @@ selection = (
     config.rank_resamples,
     config.resample_seed,
     config.low_n_traces,
+    include,
 )
 st.plotly_chart(chart(*common.store_key(), selection, focus), key="leaderboard_chart")
 what = views.METRICS[focus].description.capitalize() + ". " if focus in views.METRICS else ""
