@@ -213,7 +213,8 @@ def board_numbers(
 
     Columns per metric m: ``m``, ``m_lo``, ``m_hi``, ``m_n_traces``, ``m_n_students``,
     ``m_rank``, ``m_rank_lo``, ``m_rank_hi``, ``m_rank_ub`` (NaN / missing without resamples),
-    plus ``composite`` and its columns when ``board`` has one.
+    plus ``composite`` and its columns when ``board`` has one, and a last ``reference`` column
+    when ``board`` marks reference teachers.
 
     >>> board = pd.DataFrame({"teacher": ["a"], "accuracy": [0.5], "accuracy_rank": [1]})
     >>> board_numbers(board, pd.DataFrame(), ["accuracy"]).columns.tolist()[:4]
@@ -231,6 +232,8 @@ def board_numbers(
         for column in ("rank_lo", "rank_hi", "rank_ub"):
             values = rows[column] if column in rows else pd.Series(dtype="Int64")
             out[f"{metric}_{column}"] = out["teacher"].map(values).astype("Int64").to_numpy()
+    if "reference" in board:  # reference teachers: values without ranks
+        out["reference"] = board["reference"].fillna(False).astype(bool).to_numpy()
     return out
 
 

@@ -35,6 +35,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from legival_core import views
+from legival_core.board import board_numbers
 from legival_core.references import reference_teachers, store_reference_teachers
 from legival_core.stats import rank_table, spearman
 from legival_core.store import Store
@@ -70,8 +71,10 @@ def test_reference_is_unranked_by_default_and_ranked_when_included() -> None:
         "c": False,
         "human": True,
     }
-    # its values are still shown
+    # its values are still shown, and the CSV export says which row is a reference
     assert left_out.set_index("teacher").loc["human", "tokens"] == 100.0
+    numbers = board_numbers(left_out, pd.DataFrame(), ["accuracy", "tokens"])
+    assert numbers["reference"].tolist() == [False, False, False, True]
     included = views.leaderboard(
         BOARD, ["accuracy", "tokens"], references=["human"], include_references=True
     )
