@@ -268,3 +268,63 @@ def test_a_shared_url_includes_references(monkeypatch: pytest.MonkeyPatch) -> No
     assert at.toggle(key="include_references").value is True
     board = at.dataframe[0].value.set_index("teacher")
     assert _rank(board.loc["human", "Accuracy rank"]) == 1
+
+
+def _demo_page(monkeypatch: pytest.MonkeyPatch, page: str, include: bool) -> AppTest:
+    """The demo store's ``page`` with the reference switch set through the URL."""
+    monkeypatch.delenv("LEGIVAL_STORE", raising=False)
+    monkeypatch.delenv("LEGIVAL_READONLY", raising=False)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page(f"pages/{page}.py")
+    at.query_params["references"] = "include" if include else "exclude"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.toggle(key="include_references").value is include
+    return at
+
+
+def _chart(at: AppTest, index: int = 0) -> dict:
+    return json.loads(at.get("plotly_chart")[index].proto.spec)
+
+
+@pytest.mark.usefixtures("_fresh_caches")
+def test_transfer_page_draws_the_reference_dashed(monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _demo_page(monkeypatch, "transfer", include=False)
+    lines = {d["name"]: d["line"].get("dash") for d in _chart(at)["data"] if "line" in d}
+    assert lines["human (reference)"] == "dash"
+    assert lines["gpt-4"] is None
+    at = _demo_page(monkeypatch, "transfer", include=True)
+    lines = {d["name"]: d["line"].get("dash") for d in _chart(at)["data"] if "line" in d}
+    assert "human (reference)" not in lines and lines["human"] is None
+
+
+@pytest.mark.usefixtures("_fresh_caches")
+def test_pareto_page_marks_the_reference_off_the_frontier(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Demo, tokens vs FOTU: the human has the fewest tokens (172 on average against 421-640),
+    # so no model beats it on tokens and, compared, it is on the frontier.
+    at = _demo_page(monkeypatch, "pareto", include=False)
+    points = at.dataframe[0].value.set_index("teacher")
+    assert not points.loc["human", "frontier"] and points.loc["human", "reference"]
+    symbols = {d["name"]: d.get("marker", {}).get("symbol") for d in _chart(at)["data"]}
+    assert symbols["human, reference (not compared)"] == "star-diamond"
+    at = _demo_page(monkeypatch, "pareto", include=True)
+    assert at.dataframe[0].value.set_index("teacher").loc["human", "frontier"]
+
+
+@pytest.mark.usefixtures("_fresh_caches")
+def test_teacher_level_correlations_count_the_reference_only_when_included(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Four model teachers in the demo, plus the human: n = 4 by default, 5 with it.
+    for include, n in ((False, 4), (True, 5)):
+        at = _demo_page(monkeypatch, "correlations", include)
+        # model level, all traces; with 4 or 5 points every cell is in the faded heatmap
+        cells = [c for trace in _chart(at)["data"] for row in trace["text"] for c in row if c]
+        assert cells and all(c.endswith(f"n {n}") for c in cells), (include, cells[:3])
+        at = _demo_page(monkeypatch, "rewards", include)
+        rho = next(d.value for d in at.dataframe if "level" in d.value.columns)
+        assert set(rho.loc[rho["level"] == "teacher", "n"]) == {n}
+        at = _demo_page(monkeypatch, "monitoring", include)
+        legibility = next(d.value for d in at.dataframe if "partial_rho" in d.value.columns)
+        assert legibility.loc[legibility["measure"] == "recall", "n"].max() == n
