@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 
 from legival_core.views import METRICS
@@ -155,12 +156,13 @@ def uncertainty_board(
     ``teacher``, then per metric its label, ``<label> rank`` and (except accuracy)
     ``<label> Δ``; with ``with_composite`` first ``composite`` and ``composite rank``. Rows in
     the order of ``board``. A reference teacher left out of the ranks (``board.reference``
-    True, no rank) shows its values with :data:`REFERENCE_MARK` in its rank cells.
+    True, no rank) shows its values (and their intervals, when ``intervals`` has them) with
+    :data:`REFERENCE_MARK` in its rank cells.
 
     >>> board = pd.DataFrame({"teacher": ["a", "human"], "accuracy": [0.5, 1.0],
     ...     "accuracy_rank": pd.array([1, None], dtype="Int64"), "reference": [False, True]})
-    >>> uncertainty_board(board, pd.DataFrame(), ["accuracy"], 20).values.tolist()
-    [['a', '50.0% · published, no interval', '1'], ['human', '100.0%', 'reference']]
+    >>> uncertainty_board(board, pd.DataFrame(), ["accuracy"], 20)["Accuracy rank"].tolist()
+    ['1', 'reference']
     """
     shown = pd.DataFrame({"teacher": board["teacher"].astype(str).to_numpy()})
     is_reference = (
@@ -179,10 +181,6 @@ def uncertainty_board(
         ):
             row = rows.loc[teacher] if teacher in rows.index else pd.Series(dtype=object)
             get = row.get
-            if reference and _missing(rank):
-                cells.append(format_value(value, metric))
-                ranks.append(REFERENCE_MARK)
-                continue
             if metric == "composite":
                 cells.append(format_value(value, metric))
             else:
@@ -198,7 +196,12 @@ def uncertainty_board(
                         no_interval,
                     )
                 )
-            ranks.append(rank_cell(rank, get("rank_lo"), get("rank_hi")))
+            unranked = reference and _missing(rank)
+            ranks.append(
+                REFERENCE_MARK
+                if unranked
+                else rank_cell(rank, lo=get("rank_lo"), hi=get("rank_hi"))
+            )
         shown[label] = cells
         shown[f"{label} rank"] = ranks
         if metric not in ("accuracy", "composite"):
@@ -262,9 +265,18 @@ def metric_detail(
     out["rank"] = board[f"{metric}_rank"].astype("Int64").to_numpy()
     lo, hi = column("rank_lo"), column("rank_hi")
     no_interval = NO_INTERVAL if intervals.empty else NO_INTERVAL_HERE
+    unranked = (
+        board["reference"].fillna(False).astype(bool).to_numpy() & out["rank"].isna().to_numpy()
+        if "reference" in board
+        else np.zeros(len(out), dtype=bool)
+    )
     out["rank 95% interval"] = [
-        no_interval if _missing(a) or _missing(b) else f"{int(a)}–{int(b)}"
-        for a, b in zip(lo, hi, strict=True)
+        REFERENCE_MARK
+        if apart
+        else no_interval
+        if _missing(a) or _missing(b)
+        else f"{int(a)}–{int(b)}"
+        for a, b, apart in zip(lo, hi, unranked, strict=True)
     ]
     out["rank (upper bound)"] = column("rank_ub").astype("Int64").to_numpy()
     out["not separated from"] = column("not_separated").fillna("").astype(str).to_numpy()

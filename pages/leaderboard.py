@@ -87,10 +87,11 @@ def board_table(
 
 @common.derived("resamples")
 def resamples(
-    dataset: str | None, student: str | None, n_boot: int, seed: int, include: bool
+    dataset: str | None, student: str | None, n_boot: int, seed: int
 ) -> TeacherResamples | None:
     """Every ranked metric per teacher on paired resamples of problems
-    (legival_core.rank_intervals); None when the store has no per-trace tables."""
+    (legival_core.rank_intervals); None when the store has no per-trace tables. Reference
+    teachers are resampled too (for their value intervals); the ranks leave them out."""
     from legival_core.rank_intervals import resample_teachers
 
     efficiency = (
@@ -106,15 +107,7 @@ def resamples(
     if (efficiency is None or efficiency.empty) and (transfer is None or transfer.empty):
         return None
     _frame, metrics = board_rows(dataset, student)
-    return resample_teachers(
-        efficiency,
-        transfer,
-        metrics,
-        n_boot=n_boot,
-        seed=seed,
-        references=common.reference_teachers(),
-        include_references=include,
-    )
+    return resample_teachers(efficiency, transfer, metrics, n_boot=n_boot, seed=seed)
 
 
 @common.derived("uncertainty")
@@ -130,11 +123,12 @@ def uncertainty(
     without resamples. New weights reuse the cached resamples."""
     from legival_core.rank_intervals import agreeing_intervals, interval_table
 
-    drawn = resamples(dataset, student, n_boot, seed, include)
+    drawn = resamples(dataset, student, n_boot, seed)
     if drawn is None:
         return pd.DataFrame()
     directions = {m: views.METRICS[m].higher_is_better for m in views.METRICS}
-    table = interval_table(drawn, directions, dict(weights) or None)
+    apart = () if include else common.reference_teachers()
+    table = interval_table(drawn, directions, dict(weights) or None, references=apart)
     return agreeing_intervals(table, board_table(dataset, student, weights, include))
 
 
@@ -226,9 +220,10 @@ if weights:
 change_columns = [c for c in shown.columns if c.endswith(" Δ")]
 if "reference" in board and board["reference"].any() and not include:
     st.caption(
-        f"Rows marked “{board_layout.REFERENCE_MARK}” are reference teachers (a human solution, "
-        "a gold rationale): shown for comparison, left out of the ranks and of everyone's rank "
-        "intervals. Switch on *Include reference teachers* in the sidebar to rank them too."
+        f"Rows ranked “{board_layout.REFERENCE_MARK}” are reference teachers (a human solution, "
+        "a gold rationale): shown with their values and intervals for comparison, left out of "
+        "the ranks and of everyone's rank intervals. Switch on *Include reference teachers* in "
+        "the sidebar to rank them too."
     )
 
 

@@ -201,10 +201,12 @@ def publish(store_path: Path, out: Path, options: PublishOptions | None = None) 
     resamples = None
     intervals = pd.DataFrame()
     if any(t is not None and len(t) for t in tables.values()):
-        resamples = resample_teachers(
-            *tables.values(), metrics, options.n_boot, options.seed, references, include
+        # reference teachers are resampled for their value intervals, left out of the ranks
+        resamples = resample_teachers(*tables.values(), metrics, options.n_boot, options.seed)
+        apart = () if include else references
+        intervals = agreeing_intervals(
+            interval_table(resamples, directions, references=apart), board
         )
-        intervals = agreeing_intervals(interval_table(resamples, directions), board)
 
     text_table = board_layout.uncertainty_board(board, intervals, metrics, options.low_n)
     numbers = board_layout.board_numbers(board, intervals, metrics)
@@ -279,7 +281,9 @@ def publish(store_path: Path, out: Path, options: PublishOptions | None = None) 
             m in resamples.metrics and points_agree(resamples.metrics[m], board, m) for m in (x, y)
         ):
             maximize = (directions[x], directions[y])
-            values = frontier_shares(resamples.metrics[x], resamples.metrics[y], maximize)
+            values = frontier_shares(
+                resamples.metrics[x], resamples.metrics[y], maximize, () if include else references
+            )
             shares = dict(zip(resamples.teachers, values.tolist(), strict=True))
         points["on frontier in resamples"] = points["teacher"].astype(str).map(shares)
         share_table = pd.DataFrame(

@@ -110,7 +110,7 @@ def test_model_level_correlation_leaves_the_reference_out() -> None:
 
 
 def test_resampled_ranks_leave_the_reference_out() -> None:
-    from legival_core.rank_intervals import interval_table, resample_teachers
+    from legival_core.rank_intervals import frontier_shares, interval_table, resample_teachers
 
     efficiency = pd.DataFrame(
         {
@@ -130,6 +130,18 @@ def test_resampled_ranks_leave_the_reference_out() -> None:
         efficiency, None, ["accuracy"], n_boot=50, references=["human"], include_references=True
     )
     assert everyone.teachers == ("a", "b", "human")
+    # Resampled with everyone, ranked without the human: the human (2/2 right on both
+    # problems, so 1.0 in every draw) keeps its value interval [1, 1] but has no rank, and a
+    # is still rank 1 in every draw although the human beats it in every draw.
+    apart = interval_table(everyone, {"accuracy": True}, references=["human"]).set_index("teacher")
+    assert (apart.loc["human", "value_lo"], apart.loc["human", "value_hi"]) == (1.0, 1.0)
+    assert pd.isna(apart.loc["human", "rank"]) and pd.isna(apart.loc["human", "rank_hi"])
+    assert apart.loc["a", "rank_hi"] == 1
+    accuracy = everyone.metrics["accuracy"]
+    shares = frontier_shares(accuracy, accuracy, (True, True), references=["human"])
+    # on (accuracy, accuracy) a ties or beats b in every draw: a always on the frontier
+    assert shares[0] == 1.0 and pd.isna(shares[2])
+    assert frontier_shares(accuracy, accuracy, (True, True))[0] < 1.0  # the human beats a
 
 
 def test_solver_pool_leaves_the_reference_out() -> None:
@@ -245,7 +257,8 @@ def test_leaderboard_shows_the_reference_row_unranked_and_the_switch_ranks_it(
     board = at.dataframe[0].value.set_index("teacher")
     assert board.loc["human", "Accuracy rank"] == "reference"
     assert board.loc["human", "FOTU rank"] == "reference"
-    assert board.loc["human", "Accuracy"].startswith("100.0%")
+    # its values keep their intervals from the same paired draws
+    assert board.loc["human", "Accuracy"].startswith("100.0% [100.0–100.0]")
     models = board.drop(index="human")
     assert sorted(_rank(c) for c in models["Accuracy rank"]) == [1, 2, 3, 4]
     assert at.query_params["references"] == "exclude"
