@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 
 from legival_core.views import METRICS
@@ -22,6 +23,7 @@ __all__ = [
     "LOW_N_MARK",
     "NO_INTERVAL",
     "NO_INTERVAL_HERE",
+    "REFERENCE_MARK",
     "ascii_cells",
     "board_numbers",
     "change_arrow",
@@ -39,6 +41,8 @@ NO_INTERVAL = "published, no interval"
 NO_INTERVAL_HERE = "no interval"
 #: Appended to a cell with fewer traces than the low-n threshold.
 LOW_N_MARK = "⚠ low n"
+#: What the rank cells of a reference teacher (left out of the ranks) say.
+REFERENCE_MARK = "reference"
 
 
 def _missing(value: object) -> bool:
@@ -151,17 +155,29 @@ def uncertainty_board(
     :data:`NO_INTERVAL_HERE`; ranks without an interval show the rank alone). Columns:
     ``teacher``, then per metric its label, ``<label> rank`` and (except accuracy)
     ``<label> Δ``; with ``with_composite`` first ``composite`` and ``composite rank``. Rows in
-    the order of ``board``.
+    the order of ``board``. A reference teacher left out of the ranks (``board.reference``
+    True, no rank) shows its values (and their intervals, when ``intervals`` has them) with
+    :data:`REFERENCE_MARK` in its rank cells.
+
+    >>> board = pd.DataFrame({"teacher": ["a", "human"], "accuracy": [0.5, 1.0],
+    ...     "accuracy_rank": pd.array([1, None], dtype="Int64"), "reference": [False, True]})
+    >>> uncertainty_board(board, pd.DataFrame(), ["accuracy"], 20)["Accuracy rank"].tolist()
+    ['1', 'reference']
     """
     shown = pd.DataFrame({"teacher": board["teacher"].astype(str).to_numpy()})
+    is_reference = (
+        board["reference"].fillna(False).astype(bool).to_numpy()
+        if "reference" in board
+        else [False] * len(board)
+    )
     names = [*(["composite"] if with_composite else []), *metrics]
     no_interval = NO_INTERVAL if intervals.empty else NO_INTERVAL_HERE
     for metric in names:
         label = METRICS[metric].label if metric in METRICS else metric
         rows = _by_teacher(intervals, metric)
         cells, ranks = [], []
-        for teacher, value, rank in zip(
-            shown["teacher"], board[metric], board[f"{metric}_rank"], strict=True
+        for teacher, value, rank, reference in zip(
+            shown["teacher"], board[metric], board[f"{metric}_rank"], is_reference, strict=True
         ):
             row = rows.loc[teacher] if teacher in rows.index else pd.Series(dtype=object)
             get = row.get
@@ -180,7 +196,12 @@ def uncertainty_board(
                         no_interval,
                     )
                 )
-            ranks.append(rank_cell(rank, get("rank_lo"), get("rank_hi")))
+            unranked = reference and _missing(rank)
+            ranks.append(
+                REFERENCE_MARK
+                if unranked
+                else rank_cell(rank, lo=get("rank_lo"), hi=get("rank_hi"))
+            )
         shown[label] = cells
         shown[f"{label} rank"] = ranks
         if metric not in ("accuracy", "composite"):
@@ -195,7 +216,8 @@ def board_numbers(
 
     Columns per metric m: ``m``, ``m_lo``, ``m_hi``, ``m_n_traces``, ``m_n_students``,
     ``m_rank``, ``m_rank_lo``, ``m_rank_hi``, ``m_rank_ub`` (NaN / missing without resamples),
-    plus ``composite`` and its columns when ``board`` has one.
+    plus ``composite`` and its columns when ``board`` has one, and a last ``reference`` column
+    when ``board`` marks reference teachers.
 
     >>> board = pd.DataFrame({"teacher": ["a"], "accuracy": [0.5], "accuracy_rank": [1]})
     >>> board_numbers(board, pd.DataFrame(), ["accuracy"]).columns.tolist()[:4]
@@ -213,6 +235,8 @@ def board_numbers(
         for column in ("rank_lo", "rank_hi", "rank_ub"):
             values = rows[column] if column in rows else pd.Series(dtype="Int64")
             out[f"{metric}_{column}"] = out["teacher"].map(values).astype("Int64").to_numpy()
+    if "reference" in board:  # reference teachers: values without ranks
+        out["reference"] = board["reference"].fillna(False).astype(bool).to_numpy()
     return out
 
 
@@ -241,9 +265,18 @@ def metric_detail(
     out["rank"] = board[f"{metric}_rank"].astype("Int64").to_numpy()
     lo, hi = column("rank_lo"), column("rank_hi")
     no_interval = NO_INTERVAL if intervals.empty else NO_INTERVAL_HERE
+    unranked = (
+        board["reference"].fillna(False).astype(bool).to_numpy() & out["rank"].isna().to_numpy()
+        if "reference" in board
+        else np.zeros(len(out), dtype=bool)
+    )
     out["rank 95% interval"] = [
-        no_interval if _missing(a) or _missing(b) else f"{int(a)}–{int(b)}"
-        for a, b in zip(lo, hi, strict=True)
+        REFERENCE_MARK
+        if apart
+        else no_interval
+        if _missing(a) or _missing(b)
+        else f"{int(a)}–{int(b)}"
+        for a, b, apart in zip(lo, hi, unranked, strict=True)
     ]
     out["rank (upper bound)"] = column("rank_ub").astype("Int64").to_numpy()
     out["not separated from"] = column("not_separated").fillna("").astype(str).to_numpy()

@@ -404,12 +404,17 @@ def composite_resamples(
 
 
 def frontier_shares(
-    x: MetricResamples, y: MetricResamples, maximize: tuple[bool, bool]
+    x: MetricResamples,
+    y: MetricResamples,
+    maximize: tuple[bool, bool],
+    references: Sequence[str] = (),
 ) -> np.ndarray:
     """Per teacher, the share of resamples in which it is on the Pareto frontier of (x, y).
 
     The frontier of each resample is :func:`legival_core.stats.pareto_mask` of that
     resample's values; resamples where a teacher has no value count as off the frontier.
+    Teachers in ``references`` (reference teachers) take no part: they dominate no one and
+    their share is NaN.
 
     >>> x = MetricResamples(("a", "b"), np.array([1.0, 2.0]),
     ...     np.array([[1.0, 2.0], [3.0, 2.0]]), np.array([1, 1]), np.array([1, 1]))
@@ -420,11 +425,14 @@ def frontier_shares(
     """
     from legival_core.stats import pareto_mask
 
-    xs, ys = np.atleast_2d(x.replicates), np.atleast_2d(y.replicates)
+    xs = np.atleast_2d(np.asarray(x.replicates, dtype=np.float64)).copy()
+    ys = np.atleast_2d(np.asarray(y.replicates, dtype=np.float64))
     if not len(xs):
         return np.full(len(x.teachers), np.nan)
+    left_out = np.array([t in set(references) for t in x.teachers], dtype=bool)
+    xs[:, left_out] = np.nan  # a NaN is never on the frontier and dominates no one
     on_front = np.array([pareto_mask(xb, yb, maximize) for xb, yb in zip(xs, ys, strict=True)])
-    return on_front.mean(axis=0)
+    return np.where(left_out, np.nan, on_front.mean(axis=0))
 
 
 def resample_teachers(
@@ -433,8 +441,13 @@ def resample_teachers(
     metrics: Sequence[str],
     n_boot: int = 1000,
     seed: int = 0,
+    references: Sequence[str] = (),
+    include_references: bool = False,
 ) -> TeacherResamples:
     """Every metric of ``metrics`` per teacher, on the data and on ``n_boot`` paired resamples.
+
+    Reference teachers (``references``, :mod:`legival_core.references`) are left out, so they
+    take no place in the resampled ranks or frontiers, unless ``include_references``.
 
     Problems are the (dataset, problem_id) pairs of both tables; one :func:`problem_draws`
     serves every metric and every teacher. ``accuracy``, ``tokens``, ``redundancy`` and
@@ -450,10 +463,16 @@ def resample_teachers(
     (('a', 'b'), [1.0, 0.5])
     >>> bool((res.metrics["accuracy"].replicates[:, 0] == 1.0).all())  # a is right everywhere
     True
+    >>> resample_teachers(eff, None, ["accuracy"], n_boot=5, references=["b"]).teachers
+    ('a',)
     """
+    from legival_core.references import keep_teachers
+
     frames = {
-        "efficiency": trace_efficiency if trace_efficiency is not None else pd.DataFrame(),
-        "transfer": trace_transfer if trace_transfer is not None else pd.DataFrame(),
+        name: keep_teachers(frame, references, include_references)
+        if frame is not None
+        else pd.DataFrame()
+        for name, frame in (("efficiency", trace_efficiency), ("transfer", trace_transfer))
     }
     present = [f for f in frames.values() if len(f)]
     teachers = tuple(sorted({str(t) for f in present for t in pd.unique(f["teacher"].astype(str))}))
@@ -489,14 +508,43 @@ def resample_teachers(
     return TeacherResamples(teachers=teachers, n_boot=int(n_boot), seed=int(seed), metrics=out)
 
 
+def _teacher_subset(resamples: MetricResamples, keep: np.ndarray) -> MetricResamples:
+    """The columns ``keep`` (a boolean mask over teachers) of ``resamples``."""
+    replicates = np.asarray(resamples.replicates, dtype=np.float64).reshape(
+        -1, len(resamples.teachers)
+    )
+    return MetricResamples(
+        teachers=tuple(t for t, k in zip(resamples.teachers, keep, strict=True) if k),
+        point=np.asarray(resamples.point)[keep],
+        replicates=replicates[:, keep],
+        n_traces=np.asarray(resamples.n_traces)[keep],
+        n_students=np.asarray(resamples.n_students)[keep],
+    )
+
+
+def _value_intervals_only(resamples: MetricResamples, alpha: float) -> pd.DataFrame:
+    """:func:`rank_intervals` columns for teachers shown with their values but not ranked
+    (reference teachers): value interval and n; rank columns missing."""
+    table = rank_intervals(resamples, True, alpha)
+    for column in ("rank", "rank_lo", "rank_hi", "rank_ub"):
+        table[column] = pd.array([pd.NA] * len(table), dtype="Int64")
+    table["not_separated"] = ""
+    return table
+
+
 def interval_table(
     resamples: TeacherResamples,
     higher_is_better: Mapping[str, bool],
     weights: Mapping[str, float] | None = None,
     alpha: float = 0.05,
+    references: Sequence[str] = (),
 ) -> pd.DataFrame:
     """:func:`rank_intervals` of every resampled metric (and of the composite, when weighted),
     stacked: one row per (metric, teacher), ``metric = "composite"`` for the composite.
+
+    Teachers in ``references`` (reference teachers left out of the ranks) get their value
+    interval and n from the same paired draws, but no rank, rank interval or composite, and
+    take no place in the others' ranks (:mod:`legival_core.references`).
 
     >>> eff = pd.DataFrame({"trace_id": list("1234"), "teacher": ["a", "a", "b", "b"],
     ...     "dataset": "d", "problem_id": ["p", "q", "p", "q"], "correct": [1, 1, 0, 1],
@@ -507,13 +555,29 @@ def interval_table(
     [['accuracy', 'a', 1, 1, 1], ['accuracy', 'b', 2, 1, 2]]
     >>> sorted(set(table.metric))
     ['accuracy', 'composite', 'tokens']
+    >>> directions = {"accuracy": True, "tokens": False}
+    >>> apart = interval_table(res, directions, {"accuracy": 1}, references=["b"])
+    >>> apart[apart.metric != "tokens"][["metric", "teacher", "value", "rank"]].values.tolist()
+    [['accuracy', 'a', 1.0, 1], ['accuracy', 'b', 0.5, <NA>], ['composite', 'a', 1.0, 1]]
     """
-    frames = [
-        rank_intervals(r, higher_is_better[m], alpha).assign(metric=m)
-        for m, r in resamples.metrics.items()
-    ]
-    if weights and any(w > 0 and m in resamples.metrics for m, w in weights.items()):
-        composite = composite_resamples(resamples, weights, higher_is_better)
+    wanted = {str(r) for r in references}
+    is_reference = np.array([t in wanted for t in resamples.teachers], dtype=bool)
+    ranked = TeacherResamples(
+        teachers=tuple(t for t in resamples.teachers if t not in wanted),
+        n_boot=resamples.n_boot,
+        seed=resamples.seed,
+        metrics={m: _teacher_subset(r, ~is_reference) for m, r in resamples.metrics.items()},
+    )
+    frames = []
+    for m, r in resamples.metrics.items():
+        frames.append(
+            rank_intervals(ranked.metrics[m], higher_is_better[m], alpha).assign(metric=m)
+        )
+        if is_reference.any():
+            apart = _value_intervals_only(_teacher_subset(r, is_reference), alpha)
+            frames.append(apart.assign(metric=m))
+    if weights and any(w > 0 and m in ranked.metrics for m, w in weights.items()):
+        composite = composite_resamples(ranked, weights, higher_is_better)
         frames.append(rank_intervals(composite, True, alpha).assign(metric="composite"))
     if not frames:
         return pd.DataFrame(columns=["metric", "teacher"])

@@ -113,7 +113,9 @@ TRACES = _register(
             ("complete", BOOL),  # False when a think block was opened and never closed
             ("tokens", I64),  # generated output tokens T (model tokenizer when known)
             ("truncated", BOOL),  # hit the output budget without an extractable answer
-            ("source", STR),  # "generate", "ingest:<file>", "champ:<setting>", ...
+            # "generate", "ingest:<file>", "champ:<setting>", ...; "champ:reference" and
+            # "reference:..." mark a reference teacher (legival_core.references)
+            ("source", STR),
             ("sampling", STR),  # JSON of the sampling parameters
         ),
         keys=("trace_id",),

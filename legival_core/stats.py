@@ -80,6 +80,7 @@ def rank_table(
     *,
     method: str = "min",
     decimals: int | None = 9,
+    references: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Rank models on each metric, 1 = best, and show how each rank moves against accuracy.
 
@@ -99,6 +100,9 @@ def rank_table(
         average_over: the column averaged over first, or None.
         method: ``pandas.Series.rank`` tie method.
         decimals: rounding before ranking; None = none.
+        references: reference teachers (:mod:`legival_core.references`), matched on the first
+            ``by`` column: their rows keep their means but get no rank and no change, sort
+            last, and do not count in the others' ranks.
 
     Returns:
         One row per model, sorted by accuracy rank: the ``by`` columns, ``n_<average_over>``,
@@ -115,6 +119,12 @@ def rank_table(
     0       c      85.0              1            3             -2
     1       a      80.0              2            2              0
     2       b      60.0              3            1              2
+
+    With ``c`` as a reference the two others are ranked 1..2 and ``c`` gets none:
+
+    >>> t = rank_table(df, {"tokens": False}, references=["c"])
+    >>> t[["teacher", "accuracy_rank", "tokens_rank"]].values.tolist()
+    [['a', 1, 2], ['b', 2, 1], ['c', <NA>, <NA>]]
     """
     keys = _as_list(by)
     directions = dict(metrics)
@@ -139,10 +149,12 @@ def rank_table(
         out.insert(0, f"n_{average_over}", grouped[average_over].nunique())
     out = out.reset_index()
 
+    ranked_rows = ~out[keys[0]].astype(str).isin([str(r) for r in references]).to_numpy()
+
     def rank(column: str) -> pd.Series:
         series = out[column] if decimals is None else out[column].round(decimals)
-        ranked = series.rank(ascending=not directions[column], method=method)
-        return ranked.astype("Int64")
+        ranked = series[ranked_rows].rank(ascending=not directions[column], method=method)
+        return ranked.reindex(out.index).astype("Int64")
 
     acc_rank = rank(accuracy)
     columns = [*keys] + ([f"n_{average_over}"] if average_over else [])
@@ -367,23 +379,38 @@ def bootstrap_ci(
 
 
 def pareto_front(
-    df: pd.DataFrame, x: str, y: str, maximize: tuple[bool, bool] = (True, True)
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    maximize: tuple[bool, bool] = (True, True),
+    references: Sequence[str] = (),
+    by: str = "teacher",
 ) -> pd.Series:
     """Boolean mask of the rows not dominated on (``x``, ``y``).
 
     Row i is dominated when another row is at least as good on both axes and strictly better
     on one ("good" = larger when the matching ``maximize`` flag is True). Identical rows do not
     dominate each other. Rows with a NaN are never on the front. O(n log n): sort by x (best
-    first), keep the best y seen among strictly better x.
+    first), keep the best y seen among strictly better x. Rows whose ``by`` value is one of
+    ``references`` (reference teachers) are left out: never on the front, dominating no one.
 
     Reference: Legi-Val (arXiv 2603.20508); SPEC section 4, Pareto frontier.
 
     >>> df = pd.DataFrame({"eff": [1, 2, 3, 2], "fotu": [5, 4, 3, 2]})
     >>> pareto_front(df, "eff", "fotu").tolist()
     [True, True, True, False]
+    >>> df["teacher"] = ["a", "b", "c", "human"]
+    >>> df.loc[3, ["eff", "fotu"]] = [9, 9]  # the reference beats everyone on both axes
+    >>> pareto_front(df, "eff", "fotu", references=["human"]).tolist()
+    [True, True, True, False]
     """
     _require(df, [x, y], "pareto_front input")
     values = _numeric(df, [x, y], "pareto_front input")
+    if references:
+        _require(df, [by], "pareto_front input")
+        left_out = df[by].astype(str).isin([str(r) for r in references]).to_numpy()
+        values = values.astype("float64")
+        values.loc[left_out, :] = np.nan
     mask = pareto_mask(values[x].to_numpy(), values[y].to_numpy(), maximize)
     return pd.Series(mask, index=df.index, name="pareto")
 

@@ -297,6 +297,8 @@ def leaderboard(
     teacher_metrics: pd.DataFrame,
     metrics: Sequence[str] | None = None,
     weights: Mapping[str, float] | None = None,
+    references: Sequence[str] = (),
+    include_references: bool = False,
 ) -> pd.DataFrame:
     """The rank table of SPEC section 4 for the rows given (already filtered by dataset).
 
@@ -304,6 +306,19 @@ def leaderboard(
     against the accuracy rank is given (``<metric>_change = accuracy_rank - metric_rank``), by
     :func:`legival_core.stats.rank_table`. With ``weights``, a ``composite`` column
     (:func:`composite_score`) and its rank are added. ``hf_id`` is carried over where known.
+
+    Reference teachers (``references``, see :mod:`legival_core.references`) keep a row with
+    their values but no rank, no change and no composite, below the ranked teachers, and do
+    not move anyone else's rank; with ``include_references`` they are ranked like the others.
+    When ``references`` is given the table has a boolean ``reference`` column.
+
+    >>> tm = pd.DataFrame({"teacher": ["a", "b", "human"], "dataset": "d",
+    ...     "accuracy": [0.5, 0.4, 1.0]})
+    >>> board = leaderboard(tm, references=["human"])
+    >>> board[["teacher", "accuracy_rank", "reference"]].values.tolist()
+    [['a', 1, False], ['b', 2, False], ['human', <NA>, True]]
+    >>> leaderboard(tm, references=["human"], include_references=True).accuracy_rank.tolist()
+    [1, 2, 3]
     """
     from legival_core.stats import rank_table
 
@@ -312,17 +327,25 @@ def leaderboard(
     if "accuracy" not in chosen:
         chosen.insert(0, "accuracy")
     frame = teacher_metrics[["teacher", "dataset", *chosen]]
-    table = rank_table(frame, {m: METRICS[m].higher_is_better for m in chosen if m != "accuracy"})
+    left_out = () if include_references else tuple(str(r) for r in references)
+    table = rank_table(
+        frame,
+        {m: METRICS[m].higher_is_better for m in chosen if m != "accuracy"},
+        references=left_out,
+    )
     if "hf_id" in teacher_metrics.columns:
         ids = teacher_metrics.dropna(subset=["hf_id"]).drop_duplicates("teacher")
         table.insert(
             1, "hf_id", table["teacher"].map(dict(zip(ids["teacher"], ids["hf_id"], strict=True)))
         )
     if weights:
-        table["composite"] = composite_score(table, weights)
+        ranked = ~table["teacher"].astype(str).isin(left_out)
+        table["composite"] = composite_score(table, weights).where(ranked)
         table["composite_rank"] = (
             table["composite"].round(9).rank(ascending=False, method="min").astype("Int64")
         )
+    if references:
+        table["reference"] = table["teacher"].astype(str).isin([str(r) for r in references])
     return table
 
 
@@ -882,11 +905,27 @@ def model_family(teacher: str, hf_id: object = None) -> str:
     return match.group(0).lower() if match else "other"
 
 
-def pareto_view(table: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+def pareto_view(
+    table: pd.DataFrame,
+    x: str,
+    y: str,
+    references: Sequence[str] = (),
+    include_references: bool = False,
+) -> pd.DataFrame:
     """The teachers of a leaderboard with a ``frontier`` flag on (``x``, ``y``) and a family.
 
     The frontier is :func:`legival_core.stats.pareto_front` with each axis' better direction
     taken from :data:`METRICS`; frontier rows come sorted by ``x`` so they draw as a line.
+    Reference teachers stay in the table (a ``reference`` column marks them) but are never on
+    the frontier and dominate no one, unless ``include_references``.
+
+    >>> board = pd.DataFrame({"teacher": ["a", "b", "human"], "tokens": [300.0, 100.0, 50.0],
+    ...     "fotu": [0.5, 0.2, 0.9]})
+    >>> view = pareto_view(board, "tokens", "fotu", references=["human"])
+    >>> view[["teacher", "frontier", "reference"]].values.tolist()
+    [['human', False, True], ['b', True, False], ['a', True, False]]
+    >>> pareto_view(board, "tokens", "fotu", ["human"], include_references=True).frontier.tolist()
+    [True, False, False]
     """
     from legival_core.stats import pareto_front
 
@@ -894,7 +933,9 @@ def pareto_view(table: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     hf = out["hf_id"] if "hf_id" in out else pd.Series(None, index=out.index, dtype=object)
     out["family"] = [model_family(t, h) for t, h in zip(out["teacher"], hf, strict=True)]
     maximize = (METRICS[x].higher_is_better, METRICS[y].higher_is_better)
-    out["frontier"] = pareto_front(out, x, y, maximize=maximize).to_numpy()
+    left_out = () if include_references else tuple(str(r) for r in references)
+    out["frontier"] = pareto_front(out, x, y, maximize=maximize, references=left_out).to_numpy()
+    out["reference"] = out["teacher"].astype(str).isin([str(r) for r in references])
     return out.sort_values([x, y], kind="stable").reset_index(drop=True)
 
 
@@ -907,14 +948,25 @@ def model_level_frame(
     teacher_metrics: pd.DataFrame,
     trace_efficiency: pd.DataFrame | None = None,
     correct_only: bool = False,
+    references: Sequence[str] = (),
+    include_references: bool = False,
 ) -> pd.DataFrame:
     """One row per teacher, metrics averaged over datasets (the model-level correlation input).
 
     With ``correct_only`` the efficiency metrics (tokens, redundancy, backtracking) are
     recomputed from the correct traces of ``trace_efficiency`` only (transfer metrics are
-    already correct-only) and accuracy, constant there, is dropped.
+    already correct-only) and accuracy, constant there, is dropped. Reference teachers
+    (``references``) are left out, so they add no point to a teacher-level ρ, unless
+    ``include_references``.
+
+    >>> tm = pd.DataFrame({"teacher": ["a", "b", "human"], "dataset": "d",
+    ...     "accuracy": [0.5, 0.4, 1.0]})
+    >>> model_level_frame(tm, references=["human"]).teacher.tolist()
+    ['a', 'b']
     """
-    frame = teacher_metrics.copy()
+    from legival_core.references import keep_teachers
+
+    frame = keep_teachers(teacher_metrics, references, include_references).copy()
     if correct_only:
         if trace_efficiency is None or trace_efficiency.empty:
             raise ValueError("correct-only correlations need the trace_efficiency table")
@@ -1025,11 +1077,21 @@ def decomposition_instances(
     return out[np.isfinite(out["tokens"])].reset_index(drop=True)
 
 
-def e0_board(decomposition: pd.DataFrame) -> pd.DataFrame:
+def e0_board(
+    decomposition: pd.DataFrame,
+    references: Sequence[str] = (),
+    include_references: bool = False,
+) -> pd.DataFrame:
     """The E0 board: one row per (benchmark, model), ranked by E0 within each benchmark.
 
     Columns: benchmark, model, e0_rank, e0 (correct answers per 1,000 tokens), accuracy,
-    r_ctx, r_logic, mean_tokens (E[T]), vo, kappa (where the layer has them).
+    r_ctx, r_logic, mean_tokens (E[T]), vo, kappa (where the layer has them). Reference
+    teachers (``references``) keep their row but get no rank and sort last, unless
+    ``include_references``.
+
+    >>> d = pd.DataFrame({"benchmark": "b", "model": ["a", "human", "c"], "e0": [0.5, 5.8, 0.1]})
+    >>> e0_board(d, ["human"])[["model", "e0_rank"]].values.tolist()
+    [['a', 1], ['c', 2], ['human', <NA>]]
     """
     columns = [
         c
@@ -1047,10 +1109,12 @@ def e0_board(decomposition: pd.DataFrame) -> pd.DataFrame:
         if c in decomposition
     ]
     board = decomposition[["benchmark", "model", "e0", *columns]].copy()
+    left_out = () if include_references else [str(r) for r in references]
+    ranked = board["e0"].where(~board["model"].astype(str).isin(left_out))
     board.insert(
         2,
         "e0_rank",
-        board.groupby("benchmark", observed=True)["e0"]
+        ranked.groupby(board["benchmark"], observed=True)
         .rank(ascending=False, method="min")
         .astype("Int64"),
     )
@@ -1152,15 +1216,22 @@ def failure_mode_table(decomposition: pd.DataFrame) -> pd.DataFrame:
 
 
 def workload_audits(
-    instances: pd.DataFrame, n_splits: int = 200, seed: int = 0
+    instances: pd.DataFrame,
+    n_splits: int = 200,
+    seed: int = 0,
+    references: Sequence[str] = (),
+    include_references: bool = False,
 ) -> dict[str, pd.DataFrame]:
     """Solver-derived workload and its audits (Kaiser et al., arXiv 2602.09805).
 
-    The pool is every model of the instances. Returns ``"audits"`` (leave-self-out,
-    leave-top-k for k = 1, 3, 5, and ``n_splits`` random half-pool splits, one table) and
-    ``"concentration"`` (top-1 solver share, effective number of solvers) from
-    :mod:`legival_core.workload`.
+    The pool is every model of the instances except the reference teachers (``references``:
+    a human solution that carries the gold would solve every instance), unless
+    ``include_references``; the references' instances are left out of the audits too.
+    Returns ``"audits"`` (leave-self-out, leave-top-k for k = 1, 3, 5, and ``n_splits``
+    random half-pool splits, one table) and ``"concentration"`` (top-1 solver share,
+    effective number of solvers) from :mod:`legival_core.workload`.
     """
+    from legival_core.references import keep_teachers
     from legival_core.workload import (
         held_out_pools,
         leave_self_out,
@@ -1169,7 +1240,12 @@ def workload_audits(
         solver_workload,
     )
 
-    base = instances.drop(columns=["workload"], errors="ignore")
+    base = keep_teachers(
+        instances.drop(columns=["workload"], errors="ignore"),
+        references,
+        include_references,
+        column="model",
+    )
     pool = sorted(base["model"].unique())
     audits = pd.concat(
         [

@@ -189,6 +189,53 @@ def has_table(table: str) -> bool:
     return bool(entry.get("rows"))
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def _references(path: str, stamp: float) -> list[str]:
+    from legival_core.references import store_reference_teachers
+
+    return store_reference_teachers(path)
+
+
+def reference_teachers() -> list[str]:
+    """The current store's reference teachers (:mod:`legival_core.references`), cached."""
+    return _references(*store_key())
+
+
+#: URL value of ``?references=`` when reference teachers are included.
+INCLUDE_REFERENCES = "include"
+
+
+def include_references() -> bool:
+    """The sidebar switch "Include reference teachers", bound to ``?references=include``.
+
+    Off by default: reference teachers (a human solution, a gold rationale) are shown apart
+    and left out of ranks, frontiers, teacher-level correlations and solver pools. One switch
+    for every page: its value is kept in the session and the URL as the pages change. Shown
+    only when the store has a reference teacher (else False).
+    """
+    references = reference_teachers()
+    if not references:
+        return False
+    key = "include_references"
+    current = bool(st.session_state.get(key, st.session_state.get(f"_{key}", False)))
+    wanted = st.query_params.get("references")
+    if wanted is not None and wanted != st.session_state.get(f"_{key}_url"):
+        current = wanted == INCLUDE_REFERENCES
+    st.session_state[key] = current
+    value = st.sidebar.toggle(
+        "Include reference teachers",
+        key=key,
+        help="Reference teachers of this store: "
+        + markdown_literal(", ".join(references))
+        + ". Off: they are shown apart (no rank, never on the frontier, no point in "
+        "teacher-level correlations, not in the solver pool). On: ranked like any model.",
+    )
+    st.session_state[f"_{key}"] = value
+    st.query_params["references"] = INCLUDE_REFERENCES if value else "exclude"
+    st.session_state[f"_{key}_url"] = st.query_params.get("references")
+    return bool(value)
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
 def _derived(path: str, stamp: float, name: str, args: tuple[Any, ...]) -> Any:
     return _DERIVED[name](*args)

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
+from legival_core.references import keep_teachers
 from legival_core.safe_text import plotly_literal
 from pages import common
 
@@ -21,27 +22,34 @@ st.caption(
 )
 common.page_setup("correlations")
 common.need_tables("teacher_metrics", what="The correlations page")
+include = common.include_references()
 
 
 @common.derived("correlation_input")
-def correlation_input(level: str, correct_only: bool, dataset: str | None) -> pd.DataFrame:
+def correlation_input(
+    level: str, correct_only: bool, dataset: str | None, include: bool
+) -> pd.DataFrame:
+    """Model level: one row per teacher, reference teachers left out unless ``include``;
+    trace level: one row per trace."""
     efficiency = common.load_table("trace_efficiency")
     efficiency = views.filter_rows(efficiency, dataset=dataset)
     if level == "model":
         teacher_metrics = views.filter_rows(common.load_table("teacher_metrics"), dataset=dataset)
-        return views.model_level_frame(teacher_metrics, efficiency, correct_only)
+        return views.model_level_frame(
+            teacher_metrics, efficiency, correct_only, common.reference_teachers(), include
+        )
     transfer = views.filter_rows(common.load_table("trace_transfer"), dataset=dataset)
     return views.trace_level_frame(efficiency, transfer, correct_only)
 
 
 @common.derived("matrices")
 def matrices(
-    level: str, correct_only: bool, dataset: str | None, partial: bool
+    level: str, correct_only: bool, dataset: str | None, partial: bool, include: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """ρ, p and n (the points behind each coefficient) for the selection."""
     from legival_core.stats import pairwise_counts, spearman_matrix
 
-    frame = correlation_input(level, correct_only, dataset)
+    frame = correlation_input(level, correct_only, dataset, include)
     columns = views.ranked_metrics(frame, list(views.METRICS))
     columns = [c for c in columns if frame[c].nunique(dropna=True) > 1]
     if partial:
@@ -52,8 +60,13 @@ def matrices(
 
 
 @common.derived("per_student")
-def per_student(profile: str) -> pd.DataFrame:
-    return views.student_transfer_metrics(common.load_rollouts(), profile)
+def per_student(profile: str, include: bool) -> pd.DataFrame:
+    """Transfer metrics per (teacher, dataset, student), reference teachers left out unless
+    ``include``."""
+    from legival_core.references import keep_teachers
+
+    frame = views.student_transfer_metrics(common.load_rollouts(), profile)
+    return keep_teachers(frame, common.reference_teachers(), include)
 
 
 def heatmap(
@@ -115,10 +128,12 @@ def heatmap(
     common.download_csv(counts.reset_index(names="metric"), f"{key}_n", label="Download n (CSV)")
 
 
-teacher_metrics = common.load_table("teacher_metrics")
+all_teacher_metrics = common.load_table("teacher_metrics")
+# Teacher-level views (rank stability) leave reference teachers out unless included.
+teacher_metrics = keep_teachers(all_teacher_metrics, common.reference_teachers(), include)
 # the transfer profile the stored transfer tables were computed with
 profile = views.metrics_profile(common.load_manifest())
-datasets = sorted(teacher_metrics["dataset"].unique())
+datasets = sorted(all_teacher_metrics["dataset"].unique())
 left, middle, right = st.columns(3)
 dataset = common.url_select("Dataset", [common.ALL, *datasets], "dataset", where=left)
 chosen_dataset = None if dataset == common.ALL else dataset
@@ -146,13 +161,18 @@ with right:
     )
     partial = st.toggle("Partial ρ (control: tokens)", key="partial")
 correct_only = traces_choice == "correct only" and has_traces
-rho, pvalue, counts = matrices(level, correct_only, chosen_dataset, partial)
+rho, pvalue, counts = matrices(level, correct_only, chosen_dataset, partial, include)
 if level == "model":
     st.caption(
         "At model level n is the number of teachers — one point per teacher, each already "
         "averaged over its traces — not the number of traces. With a handful of teachers a "
         "coefficient has few possible values and wide uncertainty, whatever the trace count."
     )
+    if common.reference_teachers() and not include:
+        st.caption(
+            "Reference teachers (a human solution, a gold rationale) add no point here; "
+            "*Include reference teachers* in the sidebar counts them."
+        )
 if rho.shape[0] < 2:
     st.info("Fewer than two metrics vary in this selection; no correlation to show.")
 else:
@@ -196,7 +216,7 @@ with stability_right:
     if common.has_table("rollouts") and metric in views.STUDENT_METRICS:
         from legival_core.stats import rank_stability
 
-        students = per_student(profile)
+        students = per_student(profile, include)
         if students["student"].nunique() > 1:
             rho_s, p_s = rank_stability(students, metric, across="student")
             st.markdown("**Across students**")

@@ -18,10 +18,12 @@ st.caption(
 )
 common.page_setup("efficiency")
 common.need_tables("decomposition", what="The efficiency page")
+include = common.include_references()
 
 
 @common.derived("audits")
-def audits(benchmark: str) -> dict[str, pd.DataFrame]:
+def audits(benchmark: str, include: bool) -> dict[str, pd.DataFrame]:
+    """Solver-workload audits; the pool leaves reference teachers out unless ``include``."""
     instances = views.decomposition_instances(
         common.load_table(
             "traces",
@@ -37,7 +39,11 @@ def audits(benchmark: str) -> dict[str, pd.DataFrame]:
         ),
         common.load_table("grades", columns=["trace_id", "correct"]),
     )
-    return views.workload_audits(instances[instances["benchmark"] == benchmark])
+    return views.workload_audits(
+        instances[instances["benchmark"] == benchmark],
+        references=common.reference_teachers(),
+        include_references=include,
+    )
 
 
 decomposition = common.load_table("decomposition")
@@ -57,7 +63,7 @@ layer = common.url_select(
 )
 rows = rows[rows["layer"] == layer]
 
-board = views.e0_board(rows)
+board = views.e0_board(rows, common.reference_teachers(), include)
 st.subheader("E0 board")
 common.table(board, "e0_board")
 # Model names come from the store: charts get them escaped (Plotly reads HTML in labels).
@@ -146,7 +152,7 @@ common.table(
 
 st.subheader("Solver-derived workload audits")
 if common.has_table("traces") and common.has_table("grades"):
-    result = audits(benchmark)
+    result = audits(benchmark, include)
     st.caption(
         "ρ between VŌ rankings under the full pool and under reduced pools (leave-self-out, "
         "leave-top-k) or between two random half pools (median and 5–95% over 200 splits)."

@@ -19,6 +19,7 @@ st.caption(
 )
 common.page_setup("leaderboard")
 common.need_tables("teacher_metrics", what="The leaderboard")
+include = common.include_references()
 
 
 @common.derived("student_metrics")
@@ -72,10 +73,16 @@ def board_rows(dataset: str | None, student: str | None) -> tuple[pd.DataFrame, 
 
 @common.derived("board")
 def board_table(
-    dataset: str | None, student: str | None, weights: tuple[tuple[str, float], ...]
+    dataset: str | None,
+    student: str | None,
+    weights: tuple[tuple[str, float], ...],
+    include: bool,
 ) -> pd.DataFrame:
+    """The rank table; reference teachers get a row without a rank unless ``include``."""
     frame, metrics = board_rows(dataset, student)
-    return views.leaderboard(frame, metrics, dict(weights) or None)
+    return views.leaderboard(
+        frame, metrics, dict(weights) or None, common.reference_teachers(), include
+    )
 
 
 @common.derived("resamples")
@@ -83,7 +90,8 @@ def resamples(
     dataset: str | None, student: str | None, n_boot: int, seed: int
 ) -> TeacherResamples | None:
     """Every ranked metric per teacher on paired resamples of problems
-    (legival_core.rank_intervals); None when the store has no per-trace tables."""
+    (legival_core.rank_intervals); None when the store has no per-trace tables. Reference
+    teachers are resampled too (for their value intervals); the ranks leave them out."""
     from legival_core.rank_intervals import resample_teachers
 
     efficiency = (
@@ -109,6 +117,7 @@ def uncertainty(
     weights: tuple[tuple[str, float], ...],
     n_boot: int,
     seed: int,
+    include: bool,
 ) -> pd.DataFrame:
     """Value and rank intervals per (metric, teacher), the composite's too when weighted; empty
     without resamples. New weights reuse the cached resamples."""
@@ -118,8 +127,9 @@ def uncertainty(
     if drawn is None:
         return pd.DataFrame()
     directions = {m: views.METRICS[m].higher_is_better for m in views.METRICS}
-    table = interval_table(drawn, directions, dict(weights) or None)
-    return agreeing_intervals(table, board_table(dataset, student, weights))
+    apart = () if include else common.reference_teachers()
+    table = interval_table(drawn, directions, dict(weights) or None, references=apart)
+    return agreeing_intervals(table, board_table(dataset, student, weights, include))
 
 
 def student_options() -> list[str]:
@@ -175,7 +185,7 @@ with st.expander("Composite score (weights per metric)"):
     }
 weights = {m: w for m, w in weights.items() if w > 0}
 
-board = board_table(chosen_dataset, chosen_student, tuple(sorted(weights.items())))
+board = board_table(chosen_dataset, chosen_student, tuple(sorted(weights.items())), include)
 config = common.get_config()
 interval_rows = uncertainty(
     chosen_dataset,
@@ -183,6 +193,7 @@ interval_rows = uncertainty(
     tuple(sorted(weights.items())),
     config.rank_resamples,
     config.resample_seed,
+    include,
 )
 has_intervals = not interval_rows.empty
 if has_intervals:
@@ -207,6 +218,13 @@ if weights:
     order = board["composite_rank"].astype("Float64").fillna(float("inf")).to_numpy()
     shown = shown.iloc[order.argsort(kind="stable")].reset_index(drop=True)
 change_columns = [c for c in shown.columns if c.endswith(" Δ")]
+if "reference" in board and board["reference"].any() and not include:
+    st.caption(
+        f"Rows ranked “{board_layout.REFERENCE_MARK}” are reference teachers (a human solution, "
+        "a gold rationale): shown with their values and intervals for comparison, left out of "
+        "the ranks and of everyone's rank intervals. Switch on *Include reference teachers* in "
+        "the sidebar to rank them too."
+    )
 
 
 def colour(text: object) -> str:
@@ -271,15 +289,15 @@ def ci_rows(dataset: str | None, student: str | None, metric: str) -> pd.DataFra
 def chart(
     path: str,
     stamp: float,
-    selection: tuple[str | None, str | None, tuple[tuple[str, float], ...], int, int, int],
+    selection: tuple[str | None, str | None, tuple[tuple[str, float], ...], int, int, int, bool],
     metric: str,
 ) -> go.Figure:
     """Bars of one metric per teacher, best first, with 95% error bars and low-n bars pale
     (shared, read-only: drawing it does not change it)."""
-    dataset, student, weights, n_boot, seed, low_n = selection
+    dataset, student, weights, n_boot, seed, low_n, include = selection
     table = board_layout.metric_detail(
-        board_table(dataset, student, weights),
-        uncertainty(dataset, student, weights, n_boot, seed),
+        board_table(dataset, student, weights, include),
+        uncertainty(dataset, student, weights, n_boot, seed, include),
         metric,
         low_n,
     )
@@ -331,6 +349,7 @@ selection = (
     config.rank_resamples,
     config.resample_seed,
     config.low_n_traces,
+    include,
 )
 st.plotly_chart(chart(*common.store_key(), selection, focus), key="leaderboard_chart")
 what = views.METRICS[focus].description.capitalize() + ". " if focus in views.METRICS else ""

@@ -29,6 +29,7 @@ if not common.has_table("monitor_verdicts"):
         "segmented traces)."
     )
     st.stop()
+include = common.include_references()
 
 N_BOOT = 500
 STYLE = (
@@ -46,12 +47,16 @@ def scores(n_boot: int) -> pd.DataFrame:
 
 
 @common.derived("monitor_legibility")
-def legibility(n_boot: int) -> pd.DataFrame:
+def legibility(n_boot: int, include: bool) -> pd.DataFrame:
+    """ρ(FOTU, P/R/F1) across teachers; reference teachers add no point unless ``include``."""
+    from legival_core.references import keep_teachers
+
     if not common.has_table("teacher_metrics"):
         return pd.DataFrame()
-    return oversight.monitor_legibility_correlation(
-        scores(n_boot), common.load_table("teacher_metrics")
+    teachers = keep_teachers(
+        common.load_table("teacher_metrics"), common.reference_teachers(), include
     )
+    return oversight.monitor_legibility_correlation(scores(n_boot), teachers)
 
 
 table = scores(N_BOOT)
@@ -96,7 +101,7 @@ st.plotly_chart(figure, key="monitor_chart")
 common.table(view, f"monitor_scores_{negative}")
 
 st.subheader("Is a more legible teacher easier to monitor?")
-correlation = legibility(N_BOOT)
+correlation = legibility(N_BOOT, include)
 if correlation.empty:
     st.info("The store has no teacher_metrics table, so FOTU per teacher is unknown.")
 else:

@@ -18,6 +18,7 @@ st.caption(
 )
 common.page_setup("pareto")
 common.need_tables("teacher_metrics", what="The Pareto page")
+include = common.include_references()
 
 teacher_metrics = common.load_table("teacher_metrics")
 datasets = sorted(teacher_metrics["dataset"].unique())
@@ -39,7 +40,7 @@ y = common.url_select(
 
 @common.derived("frontier_shares")
 def frontier_shares(
-    dataset: str | None, x: str, y: str, n_boot: int, seed: int
+    dataset: str | None, x: str, y: str, n_boot: int, seed: int, include: bool
 ) -> dict[str, float]:
     """Teacher -> share of paired problem resamples in which it is on the frontier; empty
     when the store has no per-trace tables to resample."""
@@ -53,7 +54,14 @@ def frontier_shares(
     }
     if all(t is None or t.empty for t in tables.values()):
         return {}
-    resamples = resample_teachers(*tables.values(), [x, y], n_boot=n_boot, seed=seed)
+    resamples = resample_teachers(
+        *tables.values(),
+        [x, y],
+        n_boot=n_boot,
+        seed=seed,
+        references=common.reference_teachers(),
+        include_references=include,
+    )
     board = views.leaderboard(views.filter_rows(teacher_metrics, dataset=dataset), [x, y])
     if not all(
         m in resamples.metrics and points_agree(resamples.metrics[m], board, m) for m in (x, y)
@@ -66,14 +74,21 @@ def frontier_shares(
 
 config = common.get_config()
 board = views.leaderboard(frame, metrics)
-points = views.pareto_view(board, x, y)
+points = views.pareto_view(board, x, y, common.reference_teachers(), include)
 shares = frontier_shares(
-    None if dataset == common.ALL else dataset, x, y, config.rank_resamples, config.resample_seed
+    None if dataset == common.ALL else dataset,
+    x,
+    y,
+    config.rank_resamples,
+    config.resample_seed,
+    include,
 )
 points["on frontier in resamples"] = points["teacher"].astype(str).map(shares).astype("float64")
 hover = {m: ":.4g" for m in metrics}
 hover["on frontier in resamples"] = ":.0%"
 points["position"] = points["frontier"].map({True: "on the frontier", False: "dominated"})
+# A reference teacher left out of the frontier is drawn as its own marked point.
+points.loc[points["reference"] & ~points["frontier"], "position"] = "reference (not compared)"
 # Names from the store are data: the chart gets them escaped (Plotly reads HTML in labels).
 drawn = points.assign(
     teacher=plotly_literals(points["teacher"]), family=plotly_literals(points["family"])
@@ -89,7 +104,11 @@ figure = px.scatter(
     text="teacher",
     height=520,
     labels={m: common.metric_label(m) for m in metrics},
-    symbol_map={"on the frontier": "circle", "dominated": "circle-open"},
+    symbol_map={
+        "on the frontier": "circle",
+        "dominated": "circle-open",
+        "reference (not compared)": "star-diamond",
+    },
 )
 figure.update_traces(textposition="top center", marker={"size": 12})
 front = points[points["frontier"]]
@@ -120,8 +139,14 @@ if shares:
     )
 else:
     st.caption(f"Frontier shares need per-trace tables to resample ({board_layout.NO_INTERVAL}).")
+if points["reference"].any() and not include:
+    st.caption(
+        "Reference teachers (a human solution, a gold rationale) are drawn as ◆ for comparison "
+        "but never join the frontier and dominate no one; *Include reference teachers* in the "
+        "sidebar compares them like any model."
+    )
 common.table(
-    points[["teacher", "family", "frontier", "on frontier in resamples", *metrics]],
+    points[["teacher", "family", "frontier", "reference", "on frontier in resamples", *metrics]],
     "pareto",
     column_config={"on frontier in resamples": st.column_config.NumberColumn(format="percent")},
 )

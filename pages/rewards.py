@@ -25,6 +25,7 @@ if not common.has_table("rewards"):
     )
     st.stop()
 common.need_tables("trace_transfer", "grades", what="The reward-model page")
+include = common.include_references()
 
 SUBSETS = {"all": "all traces", "correct": "correct traces only"}
 
@@ -42,13 +43,23 @@ def reward_points(model: str, dataset: str | None, correct_only: bool) -> pd.Dat
 
 
 @common.derived("reward_rho")
-def reward_rho(model: str, dataset: str | None, level: str, correct_only: bool) -> pd.DataFrame:
+def reward_rho(
+    model: str, dataset: str | None, level: str, correct_only: bool, include: bool
+) -> pd.DataFrame:
+    """ρ of reward with each transfer metric; at teacher level reference teachers add no
+    point unless ``include``."""
+    from legival_core.references import keep_teachers
+
     rewards = common.load_table("rewards")
     transfer = common.load_table("trace_transfer")
     traces = common.load_table("traces", columns=["trace_id", "teacher", "dataset"])
+    if level == "teacher":
+        traces = keep_teachers(traces, common.reference_teachers(), include)
+        transfer = transfer[transfer["trace_id"].isin(traces["trace_id"])]
     if dataset is not None:
         transfer = transfer[transfer["dataset"] == dataset]
         traces = traces[traces["dataset"] == dataset]
+    if dataset is not None or level == "teacher":
         rewards = rewards[rewards["trace_id"].isin(traces["trace_id"])]
     return oversight.reward_correlations(
         rewards[rewards["reward_model"] == model],
@@ -100,8 +111,8 @@ correct_only = subset == "correct"
 # trace_transfer's "fotu" is the release's trace score when the store used that profile
 profile = views.metrics_profile(common.load_manifest())
 fotu_name = views.trace_metric_label("fotu", profile)
-rho_all = rho_of(reward_rho(model, dataset, "trace", False), "fotu")
-rho_correct = rho_of(reward_rho(model, dataset, "trace", True), "fotu")
+rho_all = rho_of(reward_rho(model, dataset, "trace", False, include), "fotu")
+rho_correct = rho_of(reward_rho(model, dataset, "trace", True, include), "fotu")
 one, two = st.columns(2)
 one.metric(f"ρ(reward, {fotu_name}), all traces", shown(rho_all))
 two.metric(f"ρ(reward, {fotu_name}), correct traces only", shown(rho_correct))
@@ -150,7 +161,7 @@ teachers = teacher_rewards(model, dataset, correct_only)
 common.table(teachers.drop(columns=["reward_model"]), f"teacher_rewards_{subset}")
 correlations = pd.concat(
     [
-        reward_rho(model, dataset, level, flag)
+        reward_rho(model, dataset, level, flag, include)
         for level in ("trace", "teacher")
         for flag in (False, True)
     ],

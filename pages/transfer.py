@@ -24,6 +24,7 @@ st.caption(
 )
 common.page_setup("transfer")
 common.need_tables("rollouts", what="Transfer curves")
+include = common.include_references()
 
 #: Resamples of traces behind the bands (the metrics stage stores views with the same).
 BAND_RESAMPLES = 200
@@ -58,8 +59,10 @@ def _figures(
     stamp: float,
     selection: tuple[str | None, str | None, str, int],
     picked: tuple[str, ...],
+    dashed: tuple[str, ...] = (),
 ) -> tuple[go.Figure, go.Figure]:
-    """The two charts of one view (shared, read-only: drawing them does not change them)."""
+    """The two charts of one view (shared, read-only: drawing them does not change them).
+    Teachers in ``dashed`` (reference teachers) are drawn as dashed reference lines."""
     view = transfer_view(*selection)
     bands = selection[3] > 0
     curves = go.Figure()
@@ -67,6 +70,8 @@ def _figures(
         group = view.curves[view.curves["teacher"] == teacher]
         colour = PALETTE[index % len(PALETTE)]
         label = plotly_literal(teacher)  # a name from the store; Plotly reads HTML in labels
+        if teacher in dashed:
+            label += " (reference)"
         if bands and group["lo"].notna().any():
             curves.add_trace(
                 go.Scatter(
@@ -89,7 +94,7 @@ def _figures(
                 mode="lines",
                 name=label,
                 legendgroup=label,
-                line={"color": colour, "width": 2},
+                line={"color": colour, "width": 2, "dash": "dash" if teacher in dashed else None},
                 customdata=group[["lo", "hi", "n_traces"]].to_numpy(),
                 hovertemplate="x = %{x:.2f}<br>μ = %{y:.3f} [%{customdata[0]:.3f}, "
                 "%{customdata[1]:.3f}]<br>traces: %{customdata[2]}<extra>%{fullData.name}</extra>",
@@ -169,8 +174,14 @@ view = transfer_view(*selection)
 
 teachers = sorted(view.curves["teacher"].unique())
 picked = st.multiselect("Teachers", teachers, default=teachers, key="curve_teachers")
-curve_figure, hazard_figure = _figures(*common.store_key(), selection, tuple(picked))
+dashed = () if include else tuple(t for t in common.reference_teachers() if t in picked)
+curve_figure, hazard_figure = _figures(*common.store_key(), selection, tuple(picked), dashed)
 st.plotly_chart(curve_figure, key="curves_chart")
+if dashed:
+    st.caption(
+        "Dashed curves are reference teachers (a human solution, a gold rationale), drawn for "
+        "comparison; *Include reference teachers* in the sidebar draws them like any model."
+    )
 common.download_csv(view.curves, "transfer_curves")
 
 st.subheader("Hazard: where students first succeed")

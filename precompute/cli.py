@@ -7,7 +7,7 @@ Commands::
     merge   --store DIR [--table NAME]                 compact each table's parts into one
     export  --store DIR --out DIR [--format parquet|csv] [--tables a,b]
     verify  --store DIR                                list problems (truncated parts, dup keys)
-    publish --store DIR --out DIR [--resamples N] [--seed S]
+    publish --store DIR --out DIR [--resamples N] [--seed S] [--include-references]
                                                        static leaderboard snapshot (HTML, CSV, TeX)
     demo    [--problems N] [--out DIR]                 build the bundled CHAMP demo store
     list                                               the stages, what they read and write
@@ -32,6 +32,7 @@ Exit codes:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -128,6 +129,11 @@ def _build_parser() -> argparse.ArgumentParser:
         "--resamples", type=int, default=None, help="problem resamples (default: the app's)"
     )
     publish.add_argument("--seed", type=int, default=None, help="resampling seed")
+    publish.add_argument(
+        "--include-references",
+        action="store_true",
+        help="rank reference teachers (human solutions, gold rationales) like any model",
+    )
 
     demo = sub.add_parser("demo", help="build the bundled CHAMP demo store (offline)")
     demo.add_argument(
@@ -267,6 +273,8 @@ def _cmd_publish(args: argparse.Namespace) -> int:
         options = PublishOptions(n_boot=args.resamples, seed=options.seed)
     if args.seed is not None:
         options = PublishOptions(n_boot=options.n_boot, seed=args.seed)
+    if args.include_references:
+        options = dataclasses.replace(options, include_references=True)
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} exists and is not a folder")
     _open_store(args.store, create=False)  # a missing or damaged store is exit 4, not 1

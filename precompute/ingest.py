@@ -4,7 +4,10 @@
 
     python -m precompute.ingest FILE --store DIR --teacher NAME --task math \\
         [--dataset NAME] [--map COLUMN_FIELD=COLUMN ...] [--max-trace-mb 50] [--overwrite] \\
-        [--batch-rows 2000]
+        [--batch-rows 2000] [--reference]
+
+``--reference`` marks the file as reference solutions (a human write-up, a gold rationale):
+their teacher is a reference teacher (:mod:`legival_core.references`).
 
 ``FILE`` is JSONL (read line by line), JSON (an array of rows), Parquet, CSV/TSV, or the name
 of a Hugging Face dataset (``owner/name``; ``--split``/``--config`` pick the part).
@@ -699,12 +702,18 @@ class _Writer:
         source_name: str,
         overwrite: bool,
         batch_rows: int,
+        reference: bool = False,
     ):
+        from legival_core.references import reference_source
+
         self.store = store
         self.report = report
         self.task = task
         self.existing = existing
+        # A reference teacher's traces say so in their source (legival_core.references).
         self.source = f"ingest:{source_name}"
+        if reference:
+            self.source = reference_source(self.source)
         self.overwrite = overwrite
         self.batch_rows = batch_rows
         self.pending: list[_Record] = []
@@ -907,6 +916,7 @@ def ingest(
     config: str | None = None,
     overwrite: bool = False,
     batch_rows: int = 2000,
+    reference: bool = False,
 ) -> IngestReport:
     """Ingest a file (or a Hugging Face dataset) of traces into ``store``.
 
@@ -921,6 +931,10 @@ def ingest(
         split, config: for hub datasets.
         overwrite: rewrite traces already in the store (default: skip them).
         batch_rows: rows per written part.
+        reference: the file holds reference solutions (a human write-up, a gold rationale):
+            its traces get the source ``reference:ingest:<file>``, which makes their teacher a
+            reference teacher (:mod:`legival_core.references`), shown apart and left out of
+            ranks, frontiers, teacher-level correlations and solver pools by default.
 
     Returns:
         An :class:`IngestReport`; bad rows are in ``report.quarantined`` and in the store's
@@ -953,7 +967,7 @@ def ingest(
     )
     existing = _existing_problems(the_store)
     writer = _Writer(
-        the_store, report, task_impl, existing, source_path.name, overwrite, batch_rows
+        the_store, report, task_impl, existing, source_path.name, overwrite, batch_rows, reference
     )
     max_bytes = int(max_trace_mb * 1e6)
     first_seen: dict[tuple[str, str, int], str] = {}
@@ -1060,6 +1074,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", default=None, help="hub datasets: the config")
     parser.add_argument("--overwrite", action="store_true", help="rewrite traces already stored")
     parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="the file holds reference solutions (human, gold rationale): its teacher is shown "
+        "apart and left out of ranks, frontiers, correlations and solver pools by default",
+    )
+    parser.add_argument(
         "--batch-rows",
         type=int,
         default=2000,
@@ -1094,6 +1114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             config=args.config,
             overwrite=args.overwrite,
             batch_rows=args.batch_rows,
+            reference=args.reference,
         )
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

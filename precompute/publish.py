@@ -45,6 +45,9 @@ class PublishOptions:
     low_n: int = LOW_N_TRACES
     x: str = "tokens"
     y: str = "fotu"
+    #: Rank reference teachers like any model (by default they get a row without a rank and
+    #: a point never on the frontier, see legival_core.references).
+    include_references: bool = False
 
 
 def _curves_figure(view: views.TransferView) -> str:
@@ -183,9 +186,13 @@ def publish(store_path: Path, out: Path, options: PublishOptions | None = None) 
         raise StageError(
             f"{store.path}: no teacher_metrics table to publish; run the metrics stage first"
         )
+    from legival_core.references import store_reference_teachers
+
     teacher_metrics = store.read("teacher_metrics")
     metrics = views.ranked_metrics(teacher_metrics)
-    board = views.leaderboard(teacher_metrics, metrics)
+    references = store_reference_teachers(store)
+    include = options.include_references
+    board = views.leaderboard(teacher_metrics, metrics, None, references, include)
     tables = {
         name: store.read(name) if store.has(name) else None
         for name in ("trace_efficiency", "trace_transfer")
@@ -194,8 +201,12 @@ def publish(store_path: Path, out: Path, options: PublishOptions | None = None) 
     resamples = None
     intervals = pd.DataFrame()
     if any(t is not None and len(t) for t in tables.values()):
+        # reference teachers are resampled for their value intervals, left out of the ranks
         resamples = resample_teachers(*tables.values(), metrics, options.n_boot, options.seed)
-        intervals = agreeing_intervals(interval_table(resamples, directions), board)
+        apart = () if include else references
+        intervals = agreeing_intervals(
+            interval_table(resamples, directions, references=apart), board
+        )
 
     text_table = board_layout.uncertainty_board(board, intervals, metrics, options.low_n)
     numbers = board_layout.board_numbers(board, intervals, metrics)
@@ -219,6 +230,13 @@ def publish(store_path: Path, out: Path, options: PublishOptions | None = None) 
         rank_note = (
             "This store holds averages only (no per-trace tables), so nothing can be resampled: "
             f"every value says “{board_layout.NO_INTERVAL}”. Rank 1 = best."
+        )
+    shown_apart = [r for r in references if not include and r in set(board["teacher"])]
+    if shown_apart:
+        rank_note += (
+            f" Reference teachers ({', '.join(shown_apart)}: a human solution or gold "
+            f"rationale) are shown for comparison with “{board_layout.REFERENCE_MARK}” in "
+            "place of a rank; they take no place in the ranks, intervals or frontier."
         )
     folded = [
         (
@@ -257,13 +275,15 @@ def publish(store_path: Path, out: Path, options: PublishOptions | None = None) 
 
     x, y = options.x, options.y
     if x in metrics and y in metrics:
-        points = views.pareto_view(board, x, y)
+        points = views.pareto_view(board, x, y, references, include)
         shares: dict[str, float] = {}
         if resamples is not None and all(
             m in resamples.metrics and points_agree(resamples.metrics[m], board, m) for m in (x, y)
         ):
             maximize = (directions[x], directions[y])
-            values = frontier_shares(resamples.metrics[x], resamples.metrics[y], maximize)
+            values = frontier_shares(
+                resamples.metrics[x], resamples.metrics[y], maximize, () if include else references
+            )
             shares = dict(zip(resamples.teachers, values.tolist(), strict=True))
         points["on frontier in resamples"] = points["teacher"].astype(str).map(shares)
         share_table = pd.DataFrame(

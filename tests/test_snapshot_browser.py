@@ -100,10 +100,14 @@ def test_snapshot_opens_offline_with_intervals(chromium: Any, tmp_path: Path) ->
         headers = page.locator("#rank-table th").all_inner_texts()
         assert headers[:3] == ["teacher", "Accuracy", "Accuracy rank"]
         first = rows.nth(0).locator("td").all_inner_texts()
-        assert first[0] == "human"
+        assert first[0] == "gpt-4"
         # value and interval, then n on a line of its own
-        assert first[1].split("\n") == ["100.0% [100.0–100.0]", "n 50"], first[1]
-        assert first[2] == "1 (1)"
+        assert first[1].split("\n") == ["24.0% [14.0–36.0]", "n 50"], first[1]
+        assert first[2] == "1 (1–2)"
+        # the human reference solution: shown last, with its value and interval but no rank
+        last = rows.nth(4).locator("td").all_inner_texts()
+        assert last[0] == "human" and last[2] == "reference", last
+        assert last[1].split("\n") == ["100.0% [100.0–100.0]", "n 50"], last[1]
         # FOTU of palm-2-medium rests on two correct traces: marked low-n
         palm = page.locator("#rank-table tr", has_text="palm-2-medium").locator("td.low-n")
         assert palm.count() >= 1

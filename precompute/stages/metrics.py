@@ -13,7 +13,8 @@
   :func:`legival_core.transfer.teacher_metrics`.
 * ``decomposition`` — per (teacher, dataset, layer): Kaiser et al.'s E0 = 1000·r_ctx·r_logic/E[T]
   with VŌ and κ for the native workload (``problems.workload``), the solver-derived workload
-  (pool = every teacher of the dataset) and the trace layer (σ·T in place of T).
+  (pool = every teacher of the dataset but the reference teachers, see
+  :mod:`legival_core.references`) and the trace layer (σ·T in place of T).
 
 Each run rewrites these tables whole (they are cheap and depend on everything), then
 compacts them to one part. The stage needs the whole store, so it refuses ``--shard``.
@@ -22,6 +23,7 @@ compacts them to one part. The stage needs the whole store, so it refuses ``--sh
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -319,8 +321,13 @@ def _layer_rows(result: pd.DataFrame, layer: str, coverage: dict[tuple[str, str]
     return rows
 
 
-def decomposition_table(instances: pd.DataFrame) -> pd.DataFrame:
-    """Rows of ``decomposition``: native, solver and trace layers per (teacher, dataset)."""
+def decomposition_table(instances: pd.DataFrame, references: Sequence[str] = ()) -> pd.DataFrame:
+    """Rows of ``decomposition``: native, solver and trace layers per (teacher, dataset).
+
+    The solver pool is every model but the ``references`` (a human solution that carries the
+    gold would solve every instance); a reference still gets solver-layer terms, measured
+    against the models' workload.
+    """
     from legival_core.decomposition import decompose
     from legival_core.workload import attach_workload, solver_workload
 
@@ -341,8 +348,9 @@ def decomposition_table(instances: pd.DataFrame) -> pd.DataFrame:
     if result["vo_sig"].notna().any():
         rows += _layer_rows(result[result["vo_sig"].notna()], "trace", coverage)
     # Solver layer: W_i = tokens of the best-E0 teacher that solved instance i.
-    if instances["correct"].any():
-        pool = sorted(instances["model"].unique())
+    left_out = {str(r) for r in references}
+    pool = sorted(m for m in instances["model"].unique() if str(m) not in left_out)
+    if pool and instances["correct"].any():
         solved = solver_workload(instances.drop(columns=["workload"]), pool)
         if len(solved):
             cover = solved.attrs.get("coverage", {})
@@ -423,7 +431,11 @@ def run_metrics(ctx: StageContext) -> StageResult:
         tables.get("trace_transfer"),
     )
     if len(grades):
-        decomposition = decomposition_table(_instances(traces, grades, problems))
+        from legival_core.references import reference_teachers
+
+        decomposition = decomposition_table(
+            _instances(traces, grades, problems), reference_teachers(traces)
+        )
         if len(decomposition):
             tables["decomposition"] = decomposition
     for name, frame in tables.items():
