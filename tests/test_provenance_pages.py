@@ -128,3 +128,9 @@ def test_inspector_says_what_a_traces_tokens_count(monkeypatch: pytest.MonkeyPat
     at = run_page("inspector", monkeypatch, DEMO)
     tokens = next(m for m in at.metric if m.label == "Tokens")
     assert str(tokens.proto.help).replace("\\", "") == "T of this trace: " + TOKEN_KINDS["counted"]
+
+
+def test_pareto_page_says_what_its_token_axis_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    at = run_page("pareto", monkeypatch, DEMO)  # x axis: tokens by default
+    captions = " ".join(texts(at, "caption"))
+    assert "Tokens column: tiktoken cl100k_base count of the reasoning text" in captions
