@@ -392,7 +392,7 @@ def tokens_caption() -> str:
 
     sources = token_sources(load_manifest())
     return markdown_literal(
-        f"Tokens column: {sources.lengths}. E[T] on the efficiency page: {sources.e_t_label()}."
+        f"Tokens: {sources.lengths}. E[T] on the efficiency page: {sources.e_t_label()}."
     )
 
 

@@ -103,7 +103,7 @@ def test_efficiency_and_leaderboard_say_the_demo_counts_recorded_text(
     )
     at = run_page("leaderboard", monkeypatch, DEMO)
     captions = " ".join(texts(at, "caption"))
-    assert "Tokens column: tiktoken cl100k_base count of the reasoning text" in captions
+    assert "Tokens: tiktoken cl100k_base count of the reasoning text" in captions
     assert "E[T] on the efficiency page: a tiktoken count of the recorded text" in captions
 
 
@@ -133,4 +133,4 @@ def test_inspector_says_what_a_traces_tokens_count(monkeypatch: pytest.MonkeyPat
 def test_pareto_page_says_what_its_token_axis_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     at = run_page("pareto", monkeypatch, DEMO)  # x axis: tokens by default
     captions = " ".join(texts(at, "caption"))
-    assert "Tokens column: tiktoken cl100k_base count of the reasoning text" in captions
+    assert "Tokens: tiktoken cl100k_base count of the reasoning text" in captions
