@@ -75,17 +75,27 @@ class TokenSources:
         "mixed: a: the model's own generated tokens (the engine's count); b: a tiktoken count \
 of the recorded text, not the model's own tokens"
         """
-        names = sorted(self.by_teacher) if teachers is None else sorted(set(teachers))
-        if not names:
+        kinds = self.kinds(teachers)
+        if not kinds:
             return TOKEN_KINDS.get(self.e_t, "mixed")
-        kinds: dict[str, list[str]] = {}
-        for name in names:
-            kinds.setdefault(self.by_teacher.get(name, self._fallback()), []).append(name)
         if len(kinds) == 1:
             return TOKEN_KINDS[next(iter(kinds))]
         ordered = sorted(kinds.items(), key=lambda item: item[1][0])
         parts = [f"{', '.join(who)}: {TOKEN_KINDS[kind]}" for kind, who in ordered]
         return "mixed: " + "; ".join(parts)
+
+    def kinds(self, teachers: Iterable[str] | None = None) -> dict[str, list[str]]:
+        """Kind of E[T] → the ``teachers`` (default: all named) counted that way; more than
+        one key means their E[T] are not on one scale.
+
+        >>> TokenSources("x", "mixed", {"a": "generated", "b": "counted"}).kinds(["b", "c"])
+        {'counted': ['b'], 'unknown': ['c']}
+        """
+        names = sorted(self.by_teacher) if teachers is None else sorted(set(teachers))
+        kinds: dict[str, list[str]] = {}
+        for name in names:
+            kinds.setdefault(self.by_teacher.get(name, self._fallback()), []).append(name)
+        return kinds
 
     def _fallback(self) -> str:
         return self.e_t if self.e_t in TOKEN_KINDS else "unknown"

@@ -65,7 +65,7 @@ common.table(board, "e0_board")
 sources = token_sources(common.load_manifest())
 tokens_words = sources.e_t_label(board["model"])
 st.caption(markdown_literal(f"T (tokens per output, so E[T] and E0) is {tokens_words}."))
-if tokens_words.startswith("mixed"):
+if len(sources.kinds(board["model"])) > 1:
     st.warning(
         "These models' token counts were obtained in different ways, so their E0 and E[T] "
         "are not on one scale."
