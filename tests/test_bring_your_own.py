@@ -62,6 +62,7 @@ def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
     return code, err
 
 
+@pytest.mark.slow
 def test_ingested_prose_traces_are_fully_measured_by_one_command(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -110,6 +111,7 @@ def test_ingested_prose_traces_are_fully_measured_by_one_command(
     assert f"embed: 0 similarity rows; {N_PROBLEMS} already done" in err
 
 
+@pytest.mark.slow
 def test_metrics_before_segment_stops_naming_segment(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
