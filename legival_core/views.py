@@ -100,8 +100,8 @@ METRICS: dict[str, Metric] = {
             "Tokens",
             False,
             False,
-            "mean reasoning length in cl100k tokens (tiktoken): one ruler for every model; "
-            "the efficiency page's E[T] counts each model's own generated tokens",
+            "mean reasoning length in tokens (the store's provenance says how they were "
+            "counted: legival_core.provenance.token_sources)",
         ),
         Metric(
             "redundancy",

@@ -432,6 +432,17 @@ def table(frame: pd.DataFrame | Any, name: str, **kwargs: Any) -> None:
     download_csv(data, name)
 
 
+def tokens_caption() -> str:
+    """What the leaderboard's Tokens column and the efficiency page's E[T] count, from the
+    store's provenance (escaped: teacher names come from the store)."""
+    from legival_core.provenance import token_sources
+
+    sources = token_sources(load_manifest())
+    return markdown_literal(
+        f"Tokens: {sources.lengths}. E[T] on the efficiency page: {sources.e_t_label()}."
+    )
+
+
 def metric_label(name: str) -> str:
     from legival_core.views import METRICS
 

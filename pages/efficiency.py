@@ -8,7 +8,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
-from legival_core.safe_text import plotly_literal, plotly_literals
+from legival_core.provenance import token_sources
+from legival_core.safe_text import markdown_literal, plotly_literal, plotly_literals
 from pages import common
 
 st.title("⏱️ Efficiency decomposition")
@@ -66,6 +67,15 @@ rows = rows[rows["layer"] == layer]
 board = views.e0_board(rows, common.reference_teachers(), include)
 st.subheader("E0 board")
 common.table(board, "e0_board")
+# What T counts differs by where a trace came from: say it, from the store's provenance.
+sources = token_sources(common.load_manifest())
+tokens_words = sources.e_t_label(board["model"])
+st.caption(markdown_literal(f"T (tokens per output, so E[T] and E0) is {tokens_words}."))
+if len(sources.kinds(board["model"])) > 1:
+    st.warning(
+        "These models' token counts were obtained in different ways, so their E0 and E[T] "
+        "are not on one scale."
+    )
 # Model names come from the store: charts get them escaped (Plotly reads HTML in labels).
 figure = px.bar(
     board.assign(model=plotly_literals(board["model"])),
@@ -76,7 +86,7 @@ figure = px.bar(
     ],
     labels={
         "e0": "E0 (correct per 1,000 tokens)",
-        "mean_tokens": "E[T] (the model's own generated tokens)",
+        "mean_tokens": plotly_literal(f"E[T] ({tokens_words})"),
     },
     height=340,
 )

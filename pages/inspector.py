@@ -10,6 +10,7 @@ import streamlit as st
 
 from legival_core import views
 from legival_core.app_config import shorten
+from legival_core.provenance import token_sources
 from legival_core.safe_text import markdown_literal, plotly_literals
 from pages import common
 
@@ -158,7 +159,14 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
         facts = st.columns(4)
         facts[0].metric("Correct", {True: "yes", False: "no"}.get(grade.get("correct"), "?"))
         facts[1].metric("Steps m", len(table))
-        facts[2].metric("Tokens", "–" if pd.isna(info.get("tokens")) else int(info["tokens"]))
+        facts[2].metric(
+            "Tokens",
+            "–" if pd.isna(info.get("tokens")) else int(info["tokens"]),
+            help=markdown_literal(
+                "T of this trace: "
+                + token_sources(common.load_manifest()).e_t_label([str(info["teacher"])])
+            ),
+        )
         leak_k = leak(trace)
         facts[3].metric("Answer leak k", "–" if leak_k is None else leak_k)
         labelers = ", ".join(data["labelers"]) or "none stored"

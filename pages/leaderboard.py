@@ -245,6 +245,8 @@ def faint_low_n(text: object) -> str:
 value_columns = [c for c in shown.columns if c != "teacher" and not c.endswith((" rank", " Δ"))]
 styled = shown.style.map(colour, subset=change_columns).map(faint_low_n, subset=value_columns)
 st.dataframe(styled, hide_index=True, key="leaderboard_table")
+if "tokens" in metrics:
+    st.caption(common.tokens_caption())
 numbers = board_layout.board_numbers(board, interval_rows, metrics)
 export_left, export_right = st.columns(2)
 with export_left:

@@ -36,6 +36,8 @@ y_options = [m for m in metrics if m != x]
 y = common.url_select(
     "y axis", y_options, "y", where=right, format_func=common.metric_label, default="fotu"
 )
+if "tokens" in (x, y):
+    st.caption(common.tokens_caption())
 
 
 @common.derived("frontier_shares")

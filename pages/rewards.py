@@ -6,15 +6,19 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from legival_core import oversight, views
-from legival_core.safe_text import plotly_literal, plotly_literals
+from legival_core import oversight, provenance, views
+from legival_core.safe_text import markdown_literal, plotly_literal, plotly_literals
 from pages import common
 
 st.title("🎯 Reward models")
 st.caption(
     "Spearman ρ between a reward model's score for each trace and how much that trace helps a "
-    "weak student (FOTU). The paper (Legi-Val, arXiv 2603.20508) found |ρ| ≤ 0.2, near 0 once "
-    "only correct traces are kept: reward models do not see legibility."
+    "weak student (FOTU)."
+)
+#: The published finding; shown only beside a real reward model's ρ.
+PAPER_FINDING = (
+    "The paper (Legi-Val, arXiv 2603.20508) found |ρ| ≤ 0.2, near 0 once only correct traces "
+    "are kept: reward models do not see legibility."
 )
 common.store_or_stop()
 if not common.has_table("rewards"):
@@ -107,6 +111,17 @@ subset = common.url_select(
 )
 dataset = None if dataset_choice == common.ALL else dataset_choice
 correct_only = subset == "correct"
+
+# A stand-in's ρ must never sit beside the paper's figure without saying what it is.
+standin = provenance.reward_standin(common.load_manifest(), model)
+if standin is not None:
+    st.warning(
+        f"**Stand-in reward model.** {markdown_literal(model)} is "
+        f"{markdown_literal(standin)}. Its ρ below measures nothing about reward models: do "
+        "not compare it with the paper's |ρ| ≤ 0.2 (Legi-Val, arXiv 2603.20508)."
+    )
+else:
+    st.caption(PAPER_FINDING)
 
 # trace_transfer's "fotu" is the release's trace score when the store used that profile
 profile = views.metrics_profile(common.load_manifest())

@@ -56,6 +56,7 @@ from legival_core.store import pandas_dtypes
 
 __all__ = [
     "CHAMP_MODELS",
+    "CHAMP_TOKENS",
     "DATASET",
     "DEFAULT_SETTING",
     "HUMAN_TEACHER",
@@ -473,6 +474,11 @@ def champ_counts() -> dict[str, Any]:
     }
 
 
+#: How the ``tokens`` of CHAMP traces were obtained (recorded in the provenance; read by
+#: ``legival_core.provenance.token_sources``): the package records no token counts.
+CHAMP_TOKENS = "counted: tiktoken cl100k_base count of the recorded solution"
+
+
 def write_champ(
     store: Any,
     setting: str = DEFAULT_SETTING,
@@ -490,7 +496,9 @@ def write_champ(
         "champ",
         setting=setting,
         models=list(models) if models is not None else list(CHAMP_MODELS),
+        teachers=sorted(traces["teacher"].unique().tolist()),
         include_human=include_human,
         source="champ-dataset 1.0.0 (MIT)",
+        tokens=CHAMP_TOKENS,
     )
     return {"problems": len(problems), "traces": len(traces)}

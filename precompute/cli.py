@@ -4,6 +4,9 @@ Commands::
 
     <stage> --store DIR [--config FILE] [--shard i/n]   one stage (see ``list``)
     run     --config FILE [--store DIR] [--shard i/n] [--stages a,b,…]
+    run     --store DIR [--stages a,b,…]           no config: every CPU stage (grade, segment,
+                                                       embed, judge with the lexical labeler,
+                                                       metrics) over the traces already stored
     merge   --store DIR [--table NAME]                 compact each table's parts into one
     export  --store DIR --out DIR [--format parquet|csv] [--tables a,b]
     verify  --store DIR                                list problems (truncated parts, dup keys)
@@ -99,7 +102,11 @@ def _build_parser() -> argparse.ArgumentParser:
         common(stage_parser)
         _stage_hook(info, "add_arguments", stage_parser)
 
-    run = sub.add_parser("run", help="execute a TOML experiment config end to end")
+    run = sub.add_parser(
+        "run",
+        help="execute a TOML experiment config end to end; without --config, every CPU stage "
+        "over the traces in --store",
+    )
     common(run, store_required=False)
     run.add_argument("--stages", help="comma-separated subset, in config order")
 
@@ -204,7 +211,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from precompute.stages import STAGES, StageContext, run_stage
 
     if args.config is None:
-        raise UsageError("run needs --config FILE (an experiment TOML, e.g. configs/smoke.toml)")
+        if args.store is None:
+            raise UsageError(
+                "run needs --config FILE (an experiment TOML, e.g. configs/smoke.toml), or "
+                "--store DIR to run the CPU stages over traces already in a store"
+            )
+        return _cmd_run_cpu(args)
     config = load_config(args.config)
     stages = list(config.stages)
     if args.stages:
@@ -228,6 +240,73 @@ def _cmd_run(args: argparse.Namespace) -> int:
             if not shard.is_whole and not STAGES[name].shardable:
                 print(f"{name}: skipped in a sharded run (run it after merge)", file=sys.stderr)
                 continue
+            result = run_stage(name, ctx)
+            print(result.summary(), file=sys.stderr)
+    finally:
+        ctx.engines.close()
+    print(f"store: {store.path}", file=sys.stderr)
+    return EXIT_OK
+
+
+#: What ``run --store DIR`` without a config runs, in order: every stage that needs neither a
+#: GPU nor a model named in a config (``judge`` with the lexical labeler only).
+CPU_STAGES = ("grade", "segment", "embed", "judge", "metrics")
+
+
+def cpu_config(recorded: ExperimentConfig) -> ExperimentConfig:
+    """The config of a CPU-only run: the store's recorded one with the judge made lexical.
+
+    The LLM judge needs a model, so it is left out; everything else (segment mode, τ, profile,
+    encoding) keeps the recorded values, so a rerun measures the store as it was measured.
+    """
+    from dataclasses import replace
+
+    return replace(
+        recorded,
+        stages=CPU_STAGES,
+        judge=replace(recorded.judge, labelers=("lexical",), model=None),
+    )
+
+
+def _cmd_run_cpu(args: argparse.Namespace) -> int:
+    """``run --store DIR`` with no config: grade, segment, embed, judge, metrics, in order.
+
+    Each stage skips the keys it has already written, so a rerun only finishes the work; a
+    store without traces stops at once with exit 5, naming how to add some.
+    """
+    from precompute.stages import STAGES, StageContext, StageError, run_stage
+
+    if args.shard is not None:
+        raise UsageError("run without --config works on the whole store: drop --shard")
+    stages = list(CPU_STAGES)
+    if args.stages:
+        wanted = [s.strip() for s in args.stages.split(",") if s.strip()]
+        other = [s for s in wanted if s not in CPU_STAGES]
+        if other:
+            unknown = [s for s in other if s not in STAGES]
+            if unknown:
+                raise UsageError(f"--stages: unknown stage(s) {unknown}; known: {sorted(STAGES)}")
+            raise UsageError(
+                f"--stages: {other} need a model from an experiment config; without --config "
+                f"run only {list(CPU_STAGES)}"
+            )
+        stages = [s for s in CPU_STAGES if s in wanted]
+    if not (Path(args.store) / "manifest.json").is_file():
+        raise StageError(
+            f"{args.store} is not a results store yet; add traces first with "
+            f"`python -m precompute.ingest FILE --store {args.store} --teacher NAME --task TASK`"
+        )
+    store = _open_store(args.store, create=False)
+    if not store.has("traces") or store.read("traces", columns=["trace_id"]).empty:
+        raise StageError(
+            f"{store.path}: table 'traces' is empty; add traces first with "
+            "`python -m precompute.ingest FILE --store DIR --teacher NAME --task TASK` "
+            "(or run `generate` with a config)"
+        )
+    config = cpu_config(_config_for(args, store))
+    ctx = StageContext(store=store, config=config, progress=_progress(args))
+    try:
+        for name in stages:
             result = run_stage(name, ctx)
             print(result.summary(), file=sys.stderr)
     finally:

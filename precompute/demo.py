@@ -126,7 +126,7 @@ def demo_config(options: DemoOptions) -> ExperimentConfig:
 
 def _load_champ(store: Any, options: DemoOptions) -> dict[str, int]:
     """Write the CHAMP problems and recorded traces that the store lacks."""
-    from precompute.champ import champ_problems, champ_traces
+    from precompute.champ import CHAMP_TOKENS, champ_problems, champ_traces
     from precompute.stages.common import done_ids
 
     limit, per_category = options.selection()
@@ -161,6 +161,7 @@ def _load_champ(store: Any, options: DemoOptions) -> dict[str, int]:
         teachers=sorted(traces["teacher"].unique().tolist()),
         problems=len(problems),
         traces=len(traces),
+        tokens=CHAMP_TOKENS,
     )
     return {"problems": len(fresh_problems), "traces": len(fresh_traces)}
 
@@ -228,11 +229,12 @@ def _oversight(ctx: Any, options: DemoOptions) -> dict[str, float]:
     """Stand-in reward scores and a small weak-monitor study (see the module docstring)."""
     import sys
 
+    from legival_core.provenance import STANDIN_FOLDER
     from precompute.models import model_cache_dir
     from precompute.stages import run_stage
     from precompute.stages.reward import build_standin_reward_model
 
-    reward_model = build_standin_reward_model(model_cache_dir() / "SmolLM2-135M-reward-standin")
+    reward_model = build_standin_reward_model(model_cache_dir() / STANDIN_FOLDER)
     ctx.stage_options = {
         "reward": {
             "model": str(reward_model),

@@ -726,6 +726,9 @@ class _Writer:
             else set()
         )
         self.new_problems: set[str] = set()
+        #: Traces written with the file's own token count / with a tiktoken count (provenance).
+        self.tokens_given = 0
+        self.tokens_counted = 0
         for table in ("problems", "traces", "grades"):
             report.written.setdefault(table, 0)
 
@@ -758,6 +761,8 @@ class _Writer:
         )
         for record, count in zip(needs_count, counts, strict=True):
             record.tokens = count
+        self.tokens_counted += len(needs_count)
+        self.tokens_given += len(fresh) - len(needs_count)
         for record in resumed:
             known = self.existing.get(record.problem_id)
             problem = self._new_problem(record, known)
@@ -1036,6 +1041,13 @@ def ingest(
             rows_read=report.rows_read,
             kept=report.kept,
             quarantined=len(report.quarantined),
+            # E[T]'s origin for this teacher (legival_core.provenance.token_sources): traces
+            # written with the file's own count, and with a tiktoken count of the text.
+            tokens={
+                "given": writer.tokens_given,
+                "counted": writer.tokens_counted,
+                "counted_with": "tiktoken cl100k_base",
+            },
         )
     return report
 

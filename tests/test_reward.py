@@ -189,3 +189,22 @@ def test_standin_reward_model_builds_and_scores(tmp_path: Path) -> None:
     # The same seed gives the same (untrained) head, so the same scores.
     again = RewardScorer(str(build_standin_reward_model(tmp_path / "again", seed=0)), device="cpu")
     assert again.score(PAIRS[:3], batch_size=1) == pytest.approx(values, abs=1e-4)
+
+
+def test_reward_stage_records_a_standin_explicitly(tmp_path: Path, tiny_model: Path) -> None:
+    """A stand-in's folder carries a marker; the stage writes its reason into the provenance,
+    where legival_core.provenance.reward_standin (and so the Reward models page) finds it.
+    The folder is not named like the demo's, so only the explicit record can tell."""
+    from legival_core.provenance import STANDIN_FOLDER, reward_standin
+    from precompute.stages.reward import STANDIN_MARKER, build_standin_reward_model
+
+    folder = build_standin_reward_model(tmp_path / "my-rm", seed=0)
+    assert folder.name != STANDIN_FOLDER and (folder / STANDIN_MARKER).is_file()
+    store = oversight_helpers.build_small_store(tmp_path / "store")
+    result = run_stage("reward", _context(store, {"model": str(folder), "device": "cpu"}))
+    run_stage("reward", _context(store, {"model": str(tiny_model), "device": "cpu"}))
+    record = next(r for r in store.manifest["provenance"] if r["stage"] == "reward")
+    assert "untrained" in record["models"]["my-rm"]["standin"]
+    assert any("stand-in" in note for note in result.notes)
+    assert "untrained" in (reward_standin(store.manifest, "my-rm") or "")
+    assert reward_standin(store.manifest, "tiny-rm") is None

@@ -18,6 +18,12 @@
 
 Each run rewrites these tables whole (they are cheap and depend on everything), then
 compacts them to one part. The stage needs the whole store, so it refuses ``--shard``.
+
+Before writing anything it checks that the per-trace inputs are complete
+(:func:`missing_input`): every trace with a known gold answer graded, every trace with
+reasoning segmented, embedded and labelled by the primary labeler. When one is not, it stops
+with one line naming the stage to run first (exit 5 on the command line) instead of writing
+rows with holes in them. Rollouts are optional: without them the transfer columns stay empty.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from precompute.stages.common import is_missing, problem_rows, read_or_empty
 __all__ = [
     "decomposition_table",
     "efficiency_table",
+    "missing_input",
     "primary_labeler",
     "run_metrics",
     "teacher_table",
@@ -369,6 +376,85 @@ def decomposition_table(instances: pd.DataFrame, references: Sequence[str] = ())
     return pd.DataFrame(rows)
 
 
+def missing_input(
+    traces: pd.DataFrame,
+    grades: pd.DataFrame,
+    steps: pd.DataFrame,
+    similarity: pd.DataFrame,
+    judgments: pd.DataFrame,
+    problems: pd.DataFrame,
+    *,
+    labeler: str,
+) -> tuple[str, str, int] | None:
+    """The first per-trace input the metrics lack, as (stage to run, table, traces lacking it).
+
+    Checked in pipeline order, so the stage named is the one to run next:
+
+    * ``grade`` — a trace whose problem has a known gold answer has no ``grades`` row
+      (problems recorded without a gold answer stay ungraded on purpose);
+    * ``segment`` — a trace with non-blank reasoning has no ``steps``;
+    * ``embed`` — a trace with steps has no ``similarity`` rows;
+    * ``judge`` — a trace with steps has no ``judgments`` row by ``labeler``.
+
+    ``None`` when nothing is missing.
+
+    >>> t = pd.DataFrame({"trace_id": ["a"], "problem_id": ["p"], "reasoning": ["One. Two."]})
+    >>> none = pd.DataFrame({"trace_id": []})
+    >>> g = pd.DataFrame({"trace_id": ["a"]})
+    >>> p = pd.DataFrame({"problem_id": ["p"], "gold": ["4"], "meta": [None]})
+    >>> missing_input(t, g, none, none, none.assign(labeler=[]), p, labeler="lexical")
+    ('segment', 'steps', 1)
+    """
+    from precompute.stages.grade import gold_is_known
+
+    known_gold = {
+        str(row["problem_id"])
+        for row in problems.to_dict(orient="records")
+        if gold_is_known({"meta": None if is_missing(row.get("meta")) else row.get("meta")})
+    }
+    graded = set(grades["trace_id"])
+    ungraded = [
+        t
+        for t, p in zip(traces["trace_id"], traces["problem_id"], strict=True)
+        if t not in graded and str(p) in known_gold
+    ]
+    if ungraded:
+        return ("grade", "grades", len(ungraded))
+    segmented = set(steps["trace_id"])
+    unsegmented = [
+        t
+        for t, text in zip(traces["trace_id"], traces["reasoning"], strict=True)
+        if t not in segmented and not is_missing(text) and str(text).strip()
+    ]
+    if unsegmented:
+        return ("segment", "steps", len(unsegmented))
+    embedded = set(similarity["trace_id"])
+    unembedded = [t for t in segmented if t not in embedded]
+    if unembedded:
+        return ("embed", "similarity", len(unembedded))
+    labelled = set(judgments.loc[judgments["labeler"] == labeler, "trace_id"])
+    unlabelled = [t for t in segmented if t not in labelled]
+    if unlabelled:
+        return ("judge", "judgments", len(unlabelled))
+    return None
+
+
+def _refuse_missing(
+    found: tuple[str, str, int] | None, n_traces: int, labeler: str, store: Any
+) -> None:
+    """Raise the one-line :class:`StageError` for what :func:`missing_input` found."""
+    if found is None:
+        return
+    stage, table, count = found
+    what = f"table '{table}'" + (f" by labeler {labeler!r}" if stage == "judge" else "")
+    where = getattr(store, "path", store)
+    raise StageError(
+        f"stage 'metrics' needs {what} for {count} of {n_traces} trace(s), which lack it; run "
+        f"`python -m precompute {stage} --store {where}` first (or `python -m precompute run "
+        f"--store {where}` for every CPU stage)"
+    )
+
+
 @register_stage(
     "metrics",
     reads=("problems", "traces", "grades", "steps", "similarity", "judgments", "rollouts"),
@@ -399,8 +485,13 @@ def run_metrics(ctx: StageContext) -> StageResult:
     rollouts = read_or_empty(store, "rollouts")
     problems = read_or_empty(store, "problems", ["problem_id", "workload"])
     labeler = primary_labeler(ctx)
-    if len(judgments) and not (judgments["labeler"] == labeler).any():
-        result.notes.append(f"no judgments by primary labeler {labeler!r}: backtracking is NaN")
+    gold = read_or_empty(store, "problems", ["problem_id", "meta"])
+    _refuse_missing(
+        missing_input(traces, grades, steps, similarity, judgments, gold, labeler=labeler),
+        len(traces),
+        labeler,
+        store,
+    )
 
     efficiency = efficiency_table(
         traces,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -46,6 +47,7 @@ from precompute.stages.common import chunks, problem_rows, read_or_empty, task_o
 
 __all__ = [
     "PUBLISHED_REWARD_MODELS",
+    "STANDIN_MARKER",
     "RewardModelError",
     "RewardOptions",
     "RewardScorer",
@@ -55,6 +57,7 @@ __all__ = [
     "response_text",
     "run_reward",
     "score_rewards",
+    "standin_reason",
 ]
 
 #: Short names of the reward models of the published analysis (hub ids; 8B, GPU).
@@ -354,6 +357,11 @@ def score_rewards(ctx: StageContext, options: RewardOptions) -> StageResult:
         "models": {label: {"model": options.model_id}},
         "reward": {k: v for k, v in asdict(options).items() if k != "model"},
     }
+    standin = standin_reason(options.model_id)
+    if standin is not None:
+        # Recorded explicitly, so every page can say so (legival_core.provenance).
+        result.provenance["models"][label]["standin"] = standin
+        result.notes.append(f"{label} is a stand-in: its scores carry no preference signal")
     if todo.empty:
         result.written["rewards"] = 0
         return result
@@ -415,6 +423,31 @@ def score_rewards(ctx: StageContext, options: RewardOptions) -> StageResult:
     return result
 
 
+#: File a stand-in reward model's folder carries; its ``reason`` goes into the provenance.
+STANDIN_MARKER = "legival-standin.json"
+_STANDIN_REASON = (
+    "an untrained score head on SmolLM2-135M-Instruct (seed {seed}), built for the demo: it "
+    "exercises the reward path but carries no preference signal"
+)
+
+
+def standin_reason(model: str) -> str | None:
+    """The stand-in marker's reason when ``model`` is a folder that carries one, else None."""
+    marker = Path(model) / STANDIN_MARKER
+    if not marker.is_file():
+        return None
+    try:
+        reason = json.loads(marker.read_text(encoding="utf-8")).get("reason")
+    except (OSError, ValueError, AttributeError):
+        reason = None
+    return str(reason) if reason else "marked as a stand-in reward model"
+
+
+def _write_standin_marker(folder: Path, seed: int) -> None:
+    text = json.dumps({"standin": True, "reason": _STANDIN_REASON.format(seed=seed)}, indent=1)
+    (folder / STANDIN_MARKER).write_text(text + "\n", encoding="utf-8")
+
+
 def build_standin_reward_model(out_dir: str | os.PathLike[str], *, seed: int = 0) -> Path:
     """A reward-model-shaped stand-in that runs offline: SmolLM2-135M-Instruct (the packaged
     GGUF, converted once) with a seeded, *untrained* one-output score head.
@@ -430,6 +463,8 @@ def build_standin_reward_model(out_dir: str | os.PathLike[str], *, seed: int = 0
 
     out = Path(out_dir)
     if (out / "config.json").is_file() and any(out.glob("*.safetensors")):
+        if not (out / STANDIN_MARKER).is_file():  # built before the marker existed
+            _write_standin_marker(out, seed)
         return out
     base = smollm2_hf_folder()
     torch.manual_seed(seed)
@@ -443,6 +478,7 @@ def build_standin_reward_model(out_dir: str | os.PathLike[str], *, seed: int = 0
     staging.mkdir(parents=True)
     tokenizer.save_pretrained(staging)
     model.save_pretrained(staging)
+    _write_standin_marker(staging, seed)
     shutil.rmtree(out, ignore_errors=True)
     staging.rename(out)
     return out
