@@ -7,34 +7,16 @@ test opens a page, interacts, checks that Plotly drew, and saves a full-page scr
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.engine_fixtures import free_port, stop_process_group
+from tests.browser_fixtures import CHROMIUM, REPO, chromium_context, streamlit_app
 
-CHROMIUM = "/usr/lib/chromium/chromium"
-REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
-FLAGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
 
 pytestmark = [
     pytest.mark.browser,
@@ -49,66 +31,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     store = build_store(tmp_path_factory.mktemp("browser") / "toy")
     add_oversight_tables(store)  # rewards, sabotaged copies and monitor verdicts
-    port = free_port()
-    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-    env.pop("LEGIVAL_STORE", None)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.headless",
-            "true",
-            "--server.address",
-            "127.0.0.1",
-            "--server.port",
-            str(port),
-            "--server.fileWatcherType",
-            "none",
-            "--browser.gatherUsageStats",
-            "false",
-            "--",
-            "--store",
-            f"toy={store.path}",
-        ],
-        cwd=REPO,
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError("streamlit did not come up") from None
-                time.sleep(0.3)
+    with streamlit_app(["--store", f"toy={store.path}"]) as base:
         yield base
-    finally:
-        stop_process_group(process)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from playwright import sync_api as playwright_api
-    with tempfile.TemporaryDirectory() as profile, playwright_api.sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            profile,
-            executable_path=CHROMIUM,
-            headless=True,
-            args=FLAGS,
-            viewport={"width": 1400, "height": 900},
-        )
+    with chromium_context() as context:
         yield context
-        context.close()
 
 
 @pytest.fixture

@@ -13,13 +13,7 @@ characters are on screen as written.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import threading
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -30,16 +24,8 @@ from typing import Any
 import pytest
 
 from tests import app_fixtures
-from tests.engine_fixtures import free_port, stop_process_group
+from tests.browser_fixtures import CHROMIUM, chromium_context, streamlit_app
 from tests.test_hostile_names import URL_VALUES, app_pages
-
-CHROMIUM = "/usr/lib/chromium/chromium"
-REPO = Path(__file__).resolve().parents[1]
-FLAGS = [
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-dev-shm-usage",
-]  # fmt: skip
 
 pytestmark = [
     pytest.mark.browser,
@@ -95,49 +81,14 @@ def server(pixel: PixelServer, tmp_path_factory: pytest.TempPathFactory) -> Iter
     store = app_fixtures.build_hostile_name_store(
         tmp_path_factory.mktemp("names-browser") / "hostile", pixel.base
     )
-    port = free_port()
-    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
-           "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
-    env.pop("LEGIVAL_STORE", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.address", "127.0.0.1", "--server.port", str(port),
-         "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false",
-         "--", "--readonly", "--store", f"hostile={store.path}"],
-        cwd=REPO, env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError("streamlit did not come up")
-            time.sleep(0.3)
+    with streamlit_app(["--readonly", "--store", f"hostile={store.path}"]) as base:
         yield base
-    finally:
-        stop_process_group(process)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    profile = tempfile.mkdtemp(prefix="legival-chromium-")
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, headless=True, args=FLAGS,
-            viewport={"width": 1400, "height": 1000},
-        )  # fmt: skip
+    with chromium_context(height=1000) as context:
         yield context
-        context.close()
-    shutil.rmtree(profile, ignore_errors=True)
 
 
 #: What the page must not hold: counted in the browser, for one visit.

@@ -9,13 +9,9 @@ values, 10 kB values, paths) give a friendly message and never show a file's con
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -24,16 +20,8 @@ from typing import Any
 
 import pytest
 
-from tests.engine_fixtures import free_port, stop_process_group
+from tests.browser_fixtures import CHROMIUM, REPO, chromium_context, streamlit_app
 from tests.xss_payloads import INJECTED_SELECTORS, PAYLOADS, build_hostile_store
-
-CHROMIUM = "/usr/lib/chromium/chromium"
-REPO = Path(__file__).resolve().parents[1]
-FLAGS = [
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-dev-shm-usage",
-]  # fmt: skip
 
 pytestmark = [
     pytest.mark.browser,
@@ -66,50 +54,16 @@ def hostile_store() -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def server(hostile_store: Path) -> Iterator[str]:
-    port = free_port()
-    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
-           "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
-    env.pop("LEGIVAL_STORE", None)
     before = _snapshot(hostile_store)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.address", "127.0.0.1", "--server.port", str(port),
-         "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false",
-         "--", "--readonly", "--store", f"hostile={hostile_store}"],
-        cwd=REPO, env=env, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise RuntimeError("streamlit did not come up")
-            time.sleep(0.3)
+    with streamlit_app(["--readonly", "--store", f"hostile={hostile_store}"]) as base:
         yield base
-    finally:
-        stop_process_group(process)
     assert _snapshot(hostile_store) == before, "the read-only app changed the store"
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from playwright import sync_api as playwright_api
-    profile = tempfile.mkdtemp(prefix="legival-chromium-")
-    with playwright_api.sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, headless=True, args=FLAGS,
-            viewport={"width": 1400, "height": 1000},
-        )  # fmt: skip
+    with chromium_context(height=1000) as context:
         yield context
-        context.close()
-    shutil.rmtree(profile, ignore_errors=True)
 
 
 class Visit:

@@ -14,19 +14,16 @@ toolbar.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.engine_fixtures import free_port, stop_process_group
-from tests.test_browser import ARTIFACTS, CHROMIUM, FLAGS, REPO, screenshot, wait_idle
+from tests.browser_fixtures import CHROMIUM, FLAGS, REPO, streamlit_app
+from tests.test_browser import ARTIFACTS, screenshot, wait_idle
 
 pytestmark = [
     pytest.mark.browser,
@@ -162,36 +159,8 @@ def test_snapshot_shows_hostile_names_as_text(chromium: Any, tmp_path: Path) -> 
 
 @pytest.fixture(scope="module")
 def hosted() -> Iterator[str]:
-    port = free_port()
-    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-    for variable in ("LEGIVAL_STORE", "LEGIVAL_READONLY"):
-        env.pop(variable, None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.address", "127.0.0.1", "--server.port", str(port),
-         "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false",
-         "--", "--readonly"],
-        cwd=REPO,
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError("streamlit did not come up") from None
-                time.sleep(0.3)
+    with streamlit_app(["--readonly"]) as base:
         yield base
-    finally:
-        stop_process_group(process)
 
 
 def test_readonly_app_has_the_viewer_toolbar(chromium: Any, hosted: str) -> None:

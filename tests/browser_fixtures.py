@@ -1,0 +1,81 @@
+"""What every real-browser test shares: Debian's Chromium, a Streamlit server of the app on a
+free loopback port, and a Chromium context (TESTING.md says why these flags)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from tests.engine_fixtures import free_port, stop_process_group
+
+CHROMIUM = "/usr/lib/chromium/chromium"
+REPO = Path(__file__).resolve().parents[1]
+FLAGS = [
+    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-dev-shm-usage",
+]  # fmt: skip
+
+
+@contextlib.contextmanager
+def streamlit_app(app_args: Sequence[str], *, start_timeout: float = 90) -> Iterator[str]:
+    """Run ``streamlit run app.py -- <app_args>`` on 127.0.0.1 in its own process group; yield
+    its base URL once ``/_stcore/health`` answers; stop the whole group afterwards."""
+    port = free_port()
+    env = {**os.environ, "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
+           "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
+    for variable in ("LEGIVAL_STORE", "LEGIVAL_READONLY"):  # the arguments say what to serve
+        env.pop(variable, None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+         "--server.address", "127.0.0.1", "--server.port", str(port),
+         "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false",
+         "--", *app_args],
+        cwd=REPO, env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + start_timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError("streamlit did not come up")
+            time.sleep(0.3)
+        yield base
+    finally:
+        stop_process_group(process)
+
+
+@contextlib.contextmanager
+def chromium_context(width: int = 1400, height: int = 900) -> Iterator[Any]:
+    """A persistent Chromium context on a fresh temporary profile, closed and removed after."""
+    from playwright.sync_api import sync_playwright
+
+    profile = tempfile.mkdtemp(prefix="legival-chromium-")
+    try:
+        with sync_playwright() as pw:
+            context = pw.chromium.launch_persistent_context(
+                profile, executable_path=CHROMIUM, headless=True, args=FLAGS,
+                viewport={"width": width, "height": height},
+            )  # fmt: skip
+            try:
+                yield context
+            finally:
+                context.close()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
