@@ -125,10 +125,10 @@ def test_reward_page_labels_the_release_trace_score(
     # release's trace score (the release has no per-trace FOTU), and the page says so.
     shutil.copytree(stores["full"].path, tmp_path / "release")
     store = Store.open(tmp_path / "release")
-    from legival_core.transfer import trace_metrics
+    from precompute.stages.metrics import transfer_table
 
-    release = trace_metrics(store.read("rollouts"), profile="release")
-    store.write("trace_transfer", release[store.read("trace_transfer").columns], stage="metrics")
+    release = transfer_table(store.read("rollouts"), "release", "interpolate")
+    store.write("trace_transfer", release, stage="metrics")
     store.record_stage("metrics", profile="release")
     at = run_page("rewards", monkeypatch, store)
     shown = metric_values(at)
