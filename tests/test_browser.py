@@ -26,12 +26,17 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def toy_store(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from tests.app_fixtures import add_oversight_tables, build_store
 
     store = build_store(tmp_path_factory.mktemp("browser") / "toy")
     add_oversight_tables(store)  # rewards, sabotaged copies and monitor verdicts
-    with streamlit_app(["--store", f"toy={store.path}"]) as base:
+    return store
+
+
+@pytest.fixture(scope="module")
+def server(toy_store: Any) -> Iterator[str]:
+    with streamlit_app(["--store", f"toy={toy_store.path}"]) as base:
         yield base
 
 
@@ -102,16 +107,38 @@ def choose(page: Any, label: str, option: str) -> None:
     page.get_by_role("option", name=option, exact=True).click()
 
 
-def test_leaderboard_filters_and_draws(page: Any, server: str) -> None:
-    open_page(page, f"{server}/leaderboard?store=toy")
+#: teacher -> bar height of the first chart, as the browser holds it.
+PLOTTED_BARS = """() => {
+  // _fullData holds the decoded arrays (data[0] keeps Plotly's base64 typed-array form)
+  const data = document.querySelector('.js-plotly-plot')._fullData[0];
+  return Object.fromEntries(Array.from(data.x).map((x, i) => [x, Number(data.y[i])]));
+}"""
+
+
+def test_leaderboard_filters_and_draws(page: Any, server: str, toy_store: Any) -> None:
+    """The bars are the stored FOTU: the mean over the two datasets, then the one chosen."""
+    board = toy_store.read("teacher_metrics")
+    open_page(page, f"{server}/leaderboard?store=toy&metric=fotu")
     page.wait_for_selector('[data-testid="stDataFrame"]')
     assert drawn(page, ".js-plotly-plot .trace") >= 1
-    before = drawn(page, ".js-plotly-plot .trace .point path")
+    everything = board.groupby("teacher")["fotu"].mean()
+    assert page.evaluate(PLOTTED_BARS) == pytest.approx(everything.to_dict())
     choose(page, "Dataset", "toy-math")
     page.wait_for_function("() => window.location.search.includes('dataset=toy-math')")
     wait_idle(page)
     assert "dataset=toy-math" in page.url and "store=toy" in page.url
-    assert drawn(page, ".js-plotly-plot .trace .point path") == before  # 3 bars
+    math = board[board["dataset"] == "toy-math"].set_index("teacher")["fotu"]
+    # Plotly redraws after the script run ends: wait until the bars hold the filtered values
+    # (a filter that changed nothing times out here).
+    page.wait_for_function(
+        f"(want) => {{ const got = ({PLOTTED_BARS})(); return Object.keys(want).every("
+        "t => Math.abs(got[t] - want[t]) < 1e-9) && Object.keys(got).length === "
+        "Object.keys(want).length; }",
+        arg=math.to_dict(),
+        timeout=15_000,
+    )
+    assert page.evaluate(PLOTTED_BARS) == pytest.approx(math.to_dict())
+    assert not math.equals(everything.loc[math.index])  # the filter changes what is drawn
     screenshot(page, "leaderboard")
 
 
