@@ -39,10 +39,13 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from precompute.config import ConfigError, ExperimentConfig, load_config
 from precompute.sharding import ShardError, parse_shard
+
+if TYPE_CHECKING:
+    from precompute.stages import StageContext
 
 __all__ = ["EXIT_CODES", "main"]
 
@@ -208,7 +211,7 @@ def _cmd_stage(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from precompute.stages import STAGES, StageContext, run_stage
+    from precompute.stages import STAGES, StageContext
 
     if args.config is None:
         if args.store is None:
@@ -235,16 +238,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
     store = _open_store(store_path, config)
     shard = parse_shard(args.shard)
     ctx = StageContext(store=store, config=config, shard=shard, progress=_progress(args))
+    return _run_stages(ctx, stages)
+
+
+def _run_stages(ctx: StageContext, stages: list[str]) -> int:
+    """Run ``stages`` in order in one context, printing each summary; close its engines."""
+    from precompute.stages import STAGES, run_stage
+
     try:
         for name in stages:
-            if not shard.is_whole and not STAGES[name].shardable:
+            if not ctx.shard.is_whole and not STAGES[name].shardable:
                 print(f"{name}: skipped in a sharded run (run it after merge)", file=sys.stderr)
                 continue
             result = run_stage(name, ctx)
             print(result.summary(), file=sys.stderr)
     finally:
         ctx.engines.close()
-    print(f"store: {store.path}", file=sys.stderr)
+    print(f"store: {ctx.store.path}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -274,7 +284,7 @@ def _cmd_run_cpu(args: argparse.Namespace) -> int:
     Each stage skips the keys it has already written, so a rerun only finishes the work; a
     store without traces stops at once with exit 5, naming how to add some.
     """
-    from precompute.stages import STAGES, StageContext, StageError, run_stage
+    from precompute.stages import STAGES, StageContext, StageError
 
     if args.shard is not None:
         raise UsageError("run without --config works on the whole store: drop --shard")
@@ -305,14 +315,7 @@ def _cmd_run_cpu(args: argparse.Namespace) -> int:
         )
     config = cpu_config(_config_for(args, store))
     ctx = StageContext(store=store, config=config, progress=_progress(args))
-    try:
-        for name in stages:
-            result = run_stage(name, ctx)
-            print(result.summary(), file=sys.stderr)
-    finally:
-        ctx.engines.close()
-    print(f"store: {store.path}", file=sys.stderr)
-    return EXIT_OK
+    return _run_stages(ctx, stages)
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
