@@ -198,3 +198,27 @@ if PROFILES[profile].pool_baseline:
     )
 st.caption("Pooled over the selected traces (not averaged over datasets as the leaderboard is).")
 common.table(view.summary[view.summary["teacher"].isin(picked)], "transfer_summary")
+
+st.subheader("Before the answer leaks")
+st.caption(
+    "A trace leaks at step k when its first k steps already state the gold answer (the answer "
+    "layer, the same check the inspector marks). A student that first succeeds at or after the "
+    "leak may only have copied the answer; FOTU before the leak keeps the prefixes before it "
+    "(paper definitions, per (trace, student) pair as stored by the metrics stage)."
+)
+pairs = common.load_table("trace_transfer") if common.has_table("trace_transfer") else None
+if pairs is not None and {"leak_k", "fotu_before_leak"} <= set(pairs.columns):
+    from legival_core.leak_summary import leak_summary
+
+    rows = common.load_rollouts()
+    if selection[0] is not None:
+        pairs = pairs[pairs["dataset"] == selection[0]]
+    if selection[1] is not None:
+        pairs = pairs[pairs["student"] == selection[1]]
+    leaks = leak_summary(pairs, rows[rows["trace_id"].isin(set(pairs["trace_id"]))])
+    common.table(leaks[leaks["teacher"].isin(picked)], "transfer_leaks")
+else:
+    st.info(
+        "This store has no leak points yet (`trace_transfer` without `leak_k`): rerun the "
+        "metrics stage (`python -m precompute metrics --store DIR`)."
+    )

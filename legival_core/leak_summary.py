@@ -1,0 +1,99 @@
+"""Where students first succeed relative to the answer leak, per teacher (SPEC §3).
+
+A trace *leaks* at step ``leak_k`` when its first ``leak_k`` steps already state an answer equal
+to the gold (:meth:`legival_core.tasks.base.Task.answer_leak_step`, stored by the metrics stage
+in ``trace_transfer.leak_k``). A student that first succeeds at a prefix ``k ≥ leak_k`` may
+simply have copied the answer; FOTU before the leak (``trace_transfer.fotu_before_leak``) keeps
+only the prefixes before it. This module puts the two side by side per teacher.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+__all__ = ["first_solve_positions", "leak_summary"]
+
+
+def first_solve_positions(rollouts: pd.DataFrame) -> pd.DataFrame:
+    """The smallest prefix size ``k`` a student solves, per (trace, student).
+
+    ``first_k`` is the smallest ``k`` (``k = 0``, the student alone, included) whose rollouts
+    are correct on average at least half the time (with one greedy sample: the sample is
+    correct); pairs never solved get ``<NA>``.
+
+    >>> rows = pd.DataFrame({"trace_id": ["t"] * 4, "student": ["s"] * 4,
+    ...                      "k": [0, 3, 6, 7], "correct": [0.0, 0.0, 1.0, 1.0]})
+    >>> first_solve_positions(rows)
+      trace_id student  first_k
+    0        t       s        6
+    """
+    keys = ["trace_id", "student"]
+    mean = rollouts.groupby([*keys, "k"], observed=True)["correct"].mean().reset_index()
+    solved = mean[mean["correct"] >= 0.5]
+    first = solved.groupby(keys, observed=True)["k"].min().rename("first_k")
+    pairs = mean[keys].drop_duplicates().set_index(keys)
+    out = pairs.join(first).reset_index()
+    out["first_k"] = out["first_k"].astype("Int64")
+    return out
+
+
+def leak_summary(trace_transfer: pd.DataFrame, rollouts: pd.DataFrame) -> pd.DataFrame:
+    """Per teacher: FOTU beside FOTU before the leak, and where first solves fall.
+
+    Columns: ``teacher``, ``pairs`` ((trace, student) pairs), ``leaks`` (pairs whose trace
+    has a leak step), ``first_solves`` (pairs the student ever solves), ``at_or_after_leak``
+    (first solves at a prefix ``k ≥ leak_k``), ``share_at_or_after_leak`` (the ratio of the
+    last two), ``fotu`` and ``fotu_before_leak`` (means over the teacher's pairs; a pair whose
+    trace leaks at step 1 or earlier has no prefix before the leak and is left out of the
+    second mean, as ``trace_transfer`` leaves it NaN).
+
+    >>> tt = pd.DataFrame({"trace_id": ["a", "b"], "student": ["s", "s"],
+    ...                    "teacher": ["T", "T"], "fotu": [0.5, 0.25],
+    ...                    "leak_k": pd.array([6, None], dtype="Int64"),
+    ...                    "fotu_before_leak": [0.0, float("nan")]})
+    >>> ro = pd.DataFrame({"trace_id": ["a"] * 3 + ["b"] * 3, "student": ["s"] * 6,
+    ...                    "k": [0, 3, 6] * 2, "correct": [0, 0, 1, 0, 1, 1]})
+    >>> leak_summary(tt, ro).iloc[0].to_dict()  # doctest: +NORMALIZE_WHITESPACE
+    {'teacher': 'T', 'pairs': 2, 'leaks': 1, 'first_solves': 2, 'at_or_after_leak': 1,
+     'share_at_or_after_leak': 0.5, 'fotu': 0.375, 'fotu_before_leak': 0.0}
+    """
+    columns = [
+        "teacher",
+        "pairs",
+        "leaks",
+        "first_solves",
+        "at_or_after_leak",
+        "share_at_or_after_leak",
+        "fotu",
+        "fotu_before_leak",
+    ]
+    if trace_transfer.empty:
+        return pd.DataFrame(columns=columns)
+    pairs = trace_transfer[
+        ["trace_id", "student", "teacher", "fotu", "leak_k", "fotu_before_leak"]
+    ].merge(first_solve_positions(rollouts), on=["trace_id", "student"], how="left")
+    leak = pd.to_numeric(pairs["leak_k"], errors="coerce")
+    first = pd.to_numeric(pairs["first_k"], errors="coerce")
+    pairs = pairs.assign(
+        has_leak=leak.notna(),
+        solved=first.notna(),
+        after=(first.notna() & leak.notna() & (first >= leak)),
+    )
+    grouped = pairs.groupby("teacher", sort=True, observed=True)
+    out = pd.DataFrame(
+        {
+            "pairs": grouped.size(),
+            "leaks": grouped["has_leak"].sum(),
+            "first_solves": grouped["solved"].sum(),
+            "at_or_after_leak": grouped["after"].sum(),
+            "fotu": grouped["fotu"].mean(),
+            "fotu_before_leak": grouped["fotu_before_leak"].mean(),
+        }
+    )
+    out["share_at_or_after_leak"] = out["at_or_after_leak"] / out["first_solves"].where(
+        out["first_solves"] > 0
+    )
+    out = out.reset_index()
+    for column in ("pairs", "leaks", "first_solves", "at_or_after_leak"):
+        out[column] = out[column].astype(int)
+    return out[columns]
