@@ -35,6 +35,7 @@ PAGES = [
     st.Page("pages/transfer.py", title="Transfer curves", icon="📈", url_path="transfer"),
     st.Page("pages/pareto.py", title="Pareto", icon="⚖️", url_path="pareto"),
     st.Page("pages/correlations.py", title="Correlations", icon="🧮", url_path="correlations"),
+    st.Page("pages/redundancy.py", title="Redundancy threshold", icon="🔁", url_path="redundancy"),
     st.Page(
         "pages/decomposition.py",
         title="Efficiency decomposition",

@@ -163,6 +163,17 @@ def test_pareto_and_correlations(page: Any, server: str) -> None:
     screenshot(page, "correlations")
 
 
+def test_redundancy_threshold_sweep(page: Any, server: str, toy_store: Any) -> None:
+    """One line per teacher of the dataset, drawn, with the store's τ as a dotted line."""
+    traces = toy_store.read("traces", columns=["teacher", "dataset"])
+    teachers = traces.loc[traces["dataset"] == "toy-logic", "teacher"].nunique()
+    open_page(page, f"{server}/redundancy?store=toy&dataset=toy-logic")
+    assert drawn(page, ".js-plotly-plot .scatterlayer .trace", at_least=teachers) == teachers
+    assert page.locator('.js-plotly-plot .shapelayer path[style*="dasharray"]').count() == 1
+    assert page.get_by_text("Page not found").count() == 0
+    screenshot(page, "redundancy")
+
+
 def test_decomposition_waterfall(page: Any, server: str) -> None:
     open_page(page, f"{server}/decomposition?store=toy&dataset=toy-math&layer=solver")
     page.get_by_text("Δlog waterfall").scroll_into_view_if_needed()

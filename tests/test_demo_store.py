@@ -77,6 +77,7 @@ def test_every_page_opens_on_the_demo_store(monkeypatch: pytest.MonkeyPatch) -> 
         "transfer",
         "pareto",
         "correlations",
+        "redundancy",
         "decomposition",
         "inspector",
         "rewards",
