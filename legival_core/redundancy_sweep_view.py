@@ -80,29 +80,38 @@ def _trace_similarities(similarity: pd.DataFrame) -> dict[str, np.ndarray]:
             "r": pd.to_numeric(similarity["max_similarity"], errors="coerce").to_numpy(float),
         }
     ).sort_values(["trace_id", "step"], kind="stable")
-    out: dict[str, np.ndarray] = {}
-    for trace_id, rows in frame.groupby("trace_id", sort=False):
-        found = rows["step"].to_numpy()
-        gaps = np.flatnonzero(found != np.arange(len(found)))
-        if gaps.size:
-            listed = ", ".join(f"{s:g}" for s in found[:10])
-            raise SchemaError(
-                "similarity",
-                f"trace {trace_id!r} has steps {listed}; expected 0..{len(found) - 1}",
-                row=int(rows.index[gaps[0]]),
-                column="step",
-            )
-        sims = rows["r"].to_numpy()
-        holes = np.flatnonzero(np.isnan(sims[1:]))
-        if holes.size:
-            raise SchemaError(
-                "similarity",
-                f"trace {trace_id!r}: step {holes[0] + 1} has no similarity to an earlier step",
-                row=int(rows.index[holes[0] + 1]),
-                column="max_similarity",
-            )
-        out[str(trace_id)] = sims
-    return out
+    if frame.empty:
+        return {}
+    rows = frame.index.to_numpy()
+    trace_ids = frame["trace_id"].to_numpy()
+    steps = frame["step"].to_numpy()
+    sims = frame["r"].to_numpy()
+    # Arrays, not a group-by loop: a store can hold 10⁵ traces. A trace's rows start where its
+    # id changes; its k-th row (in step order) must be step k.
+    starts = np.flatnonzero(np.r_[True, trace_ids[1:] != trace_ids[:-1]])
+    position = np.arange(len(frame)) - np.repeat(starts, np.diff(np.r_[starts, len(frame)]))
+    gaps = np.flatnonzero(steps != position)
+    if gaps.size:
+        first = gaps[0]
+        own = trace_ids == trace_ids[first]
+        listed = ", ".join(f"{s:g}" for s in steps[own][:10])
+        raise SchemaError(
+            "similarity",
+            f"trace {trace_ids[first]!r} has steps {listed}; expected 0..{own.sum() - 1}",
+            row=int(rows[first]),
+            column="step",
+        )
+    holes = np.flatnonzero(np.isnan(sims) & (position > 0))
+    if holes.size:
+        first = holes[0]
+        raise SchemaError(
+            "similarity",
+            f"trace {trace_ids[first]!r}: step {position[first]} has no similarity to an "
+            "earlier step",
+            row=int(rows[first]),
+            column="max_similarity",
+        )
+    return dict(zip(trace_ids[starts].tolist(), np.split(sims, starts[1:]), strict=True))
 
 
 def teacher_redundancy_sweep(
