@@ -35,13 +35,36 @@ PAGES = [
     st.Page("pages/transfer.py", title="Transfer curves", icon="📈", url_path="transfer"),
     st.Page("pages/pareto.py", title="Pareto", icon="⚖️", url_path="pareto"),
     st.Page("pages/correlations.py", title="Correlations", icon="🧮", url_path="correlations"),
-    st.Page("pages/efficiency.py", title="Efficiency", icon="⏱️", url_path="efficiency"),
+    st.Page("pages/redundancy.py", title="Redundancy threshold", icon="🔁", url_path="redundancy"),
+    st.Page(
+        "pages/decomposition.py",
+        title="Efficiency decomposition",
+        icon="⏱️",
+        url_path="decomposition",
+    ),
     st.Page("pages/inspector.py", title="Trace inspector", icon="🔬", url_path="inspector"),
     st.Page("pages/rewards.py", title="Reward models", icon="🎯", url_path="rewards"),
     st.Page("pages/monitoring.py", title="Monitoring", icon="🛡️", url_path="monitoring"),
     st.Page("pages/published.py", title="Published", icon="📚", url_path="published"),
     st.Page("pages/about.py", title="About", icon="ℹ️", url_path="about"),
 ]
+
+
+def _old_decomposition_url() -> None:
+    """/efficiency was the decomposition page's address until it was renamed: a bookmark of it
+    opens the page under its new address, with the bookmark's query parameters."""
+    st.switch_page("pages/decomposition.py", query_params=st.query_params.to_dict())
+
+
+# Hidden: not in the menu, only there so that old links keep working.
+PAGES.append(
+    st.Page(
+        _old_decomposition_url,
+        title="Efficiency decomposition",
+        url_path="efficiency",
+        visibility="hidden",
+    )
+)
 
 # Each page draws the store chooser itself (common.page_setup), so it works run on its own too.
 common.run_page(st.navigation(PAGES))

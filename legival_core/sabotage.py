@@ -56,9 +56,6 @@ class Sabotage:
     description: str
     changed_steps: tuple[int, ...] = field(default=())
 
-    def touches_step(self, step: int) -> bool:
-        return step in self.changed_steps
-
 
 def apply_edits(text: str, edits: Sequence[Edit]) -> str:
     """Apply non-overlapping edits (spans into ``text``) and return the new text.

@@ -381,31 +381,11 @@ def _mean_or_nan(values: np.ndarray) -> float:
     return float(values.mean()) if values.size else float("nan")
 
 
-def loop_summary(audit: pd.DataFrame) -> pd.DataFrame:
-    """Per model and benchmark: number of truncated outputs and mean loop / copy shares.
-
-    >>> a = pd.DataFrame({"model": ["m", "m"], "benchmark": ["b", "b"],
-    ...                   "instance_id": ["1", "2"], "window_chars": [10, 10],
-    ...                   "repeat_share": [0.5, 0.1], "prompt_copy_share": [0.0, 0.2]})
-    >>> r = loop_summary(a).iloc[0]
-    >>> int(r["n_truncated"]), float(r["mean_repeat_share"])
-    (2, 0.3)
-    """
-    _require(audit, ["model", "benchmark", "repeat_share", "prompt_copy_share"], "loop_summary")
-    grouped = audit.groupby(["model", "benchmark"], sort=True, observed=True)
-    return grouped.agg(
-        n_truncated=("repeat_share", "size"),
-        mean_repeat_share=("repeat_share", "mean"),
-        mean_prompt_copy_share=("prompt_copy_share", "mean"),
-    ).reset_index()
-
-
 __all__ = [
     "DEFAULT_LOOP_WINDOW_CHARS",
     "DEFAULT_ZLIB_LEVEL",
     "LOOP_NGRAM",
     "compression_ratio",
-    "loop_summary",
     "oracle_early_stop",
     "prefix_checks",
     "prompt_copy_share",

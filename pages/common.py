@@ -433,13 +433,14 @@ def table(frame: pd.DataFrame | Any, name: str, **kwargs: Any) -> None:
 
 
 def tokens_caption() -> str:
-    """What the leaderboard's Tokens column and the efficiency page's E[T] count, from the
-    store's provenance (escaped: teacher names come from the store)."""
+    """What the leaderboard's Tokens column and the efficiency decomposition page's E[T]
+    count, from the store's provenance (escaped: teacher names come from the store)."""
     from legival_core.provenance import token_sources
 
     sources = token_sources(load_manifest())
     return markdown_literal(
-        f"Tokens: {sources.lengths}. E[T] on the efficiency page: {sources.e_t_label()}."
+        f"Tokens: {sources.lengths}. "
+        f"E[T] on the Efficiency decomposition page: {sources.e_t_label()}."
     )
 
 

@@ -326,12 +326,12 @@ def test_correlations_rank_stability_tables(toy_store: Store, monkeypatch):
     assert list(at.dataframe[1].value["student"]) == ["stu-small", "stu-tiny"]
 
 
-# --- efficiency -----------------------------------------------------------------------------------
+# --- efficiency decomposition ---------------------------------------------------------------------
 
 
-def test_efficiency_waterfall_on_published_numbers(published_store: Store, monkeypatch):
+def test_decomposition_waterfall_on_published_numbers(published_store: Store, monkeypatch):
     at = run_page(
-        "efficiency",
+        "decomposition",
         monkeypatch,
         [published_store],
         {"dataset": "CogniLoad", "teacher": "GPT-5", "reference": "o3"},
@@ -362,9 +362,9 @@ def test_efficiency_waterfall_on_published_numbers(published_store: Store, monke
     assert any("Audits need" in i.value for i in at.info)
 
 
-def test_efficiency_audits_on_toy_store(toy_store: Store, monkeypatch):
+def test_decomposition_audits_on_toy_store(toy_store: Store, monkeypatch):
     at = run_page(
-        "efficiency", monkeypatch, [toy_store], {"dataset": "toy-math", "layer": "solver"}
+        "decomposition", monkeypatch, [toy_store], {"dataset": "toy-math", "layer": "solver"}
     )
     tables = [d.value for d in at.dataframe]
     audits = next(t for t in tables if "audit" in t.columns)

@@ -7,10 +7,12 @@ test opens a page, interacts, checks that Plotly drew, and saves a full-page scr
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -161,11 +163,37 @@ def test_pareto_and_correlations(page: Any, server: str) -> None:
     screenshot(page, "correlations")
 
 
-def test_efficiency_waterfall(page: Any, server: str) -> None:
-    open_page(page, f"{server}/efficiency?store=toy&dataset=toy-math&layer=solver")
+def test_redundancy_threshold_sweep(page: Any, server: str, toy_store: Any) -> None:
+    """One line per teacher of the dataset, drawn, with the store's τ as a dotted line."""
+    traces = toy_store.read("traces", columns=["teacher", "dataset"])
+    teachers = traces.loc[traces["dataset"] == "toy-logic", "teacher"].nunique()
+    open_page(page, f"{server}/redundancy?store=toy&dataset=toy-logic")
+    assert drawn(page, ".js-plotly-plot .scatterlayer .trace", at_least=teachers) == teachers
+    assert page.locator('.js-plotly-plot .shapelayer path[style*="dasharray"]').count() == 1
+    assert page.get_by_text("Page not found").count() == 0
+    screenshot(page, "redundancy")
+
+
+def test_decomposition_waterfall(page: Any, server: str) -> None:
+    open_page(page, f"{server}/decomposition?store=toy&dataset=toy-math&layer=solver")
     page.get_by_text("Δlog waterfall").scroll_into_view_if_needed()
     assert drawn(page, ".js-plotly-plot .waterfalllayer .trace") == 1
-    screenshot(page, "efficiency")
+    screenshot(page, "decomposition")
+
+
+def test_the_old_efficiency_address_opens_the_decomposition_page(page: Any, server: str) -> None:
+    """The decomposition page was at /efficiency until it was renamed: a bookmark of that
+    address lands on /decomposition with its query parameters (Streamlit alone would show the
+    leaderboard behind a "Page not found" dialog)."""
+    open_page(page, f"{server}/efficiency?store=toy&dataset=toy-math&layer=solver")
+    page.wait_for_url(re.compile(r"/decomposition\?"), timeout=30_000)
+    wait_idle(page)
+    query = parse_qs(urlparse(page.url).query)
+    assert query["dataset"] == ["toy-math"] and query["layer"] == ["solver"], query
+    assert page.get_by_role("heading", name="Efficiency decomposition").count() == 1
+    assert page.get_by_text("Page not found").count() == 0
+    page.get_by_text("Δlog waterfall").scroll_into_view_if_needed()
+    assert drawn(page, ".js-plotly-plot .waterfalllayer .trace") == 1
 
 
 def test_inspector_shows_hostile_text_as_text(page: Any, server: str) -> None:

@@ -224,7 +224,15 @@ def test_no_page_renders_store_or_url_text_as_markup(
     assert problems == [], "store or URL text rendered as markup:\n" + "\n".join(map(str, problems))
 
     # The names are on screen (escaped), so the checks above had something to check.
-    for page in ("leaderboard", "pareto", "efficiency", "transfer", "monitoring", "rewards"):
+    for page in (
+        "leaderboard",
+        "pareto",
+        "redundancy",
+        "decomposition",
+        "transfer",
+        "monitoring",
+        "rewards",
+    ):
         text = " ".join(charts[f"pages/{page}.py"])
         assert any(plotly_literal(t) in text for t in TEACHERS), f"{page}: no teacher drawn"
     if params is URL_VALUES:

@@ -2,8 +2,8 @@
 
 * The Reward models page warns when the reward model is a stand-in, read from the manifest,
   and never shows the paper's |ρ| ≤ 0.2 beside a stand-in's ρ without that warning.
-* The efficiency page, the leaderboard and the inspector say what the token counts are, from
-  the same provenance (legival_core.provenance.token_sources).
+* The efficiency decomposition page, the leaderboard and the inspector say what the token
+  counts are, from the same provenance (legival_core.provenance.token_sources).
 
 Stores: the bundled demo (CHAMP recorded traces, the stand-in reward model) and copies of the
 app's toy store with provenance records written the way the stages write them.
@@ -89,10 +89,10 @@ def test_reward_page_quotes_the_paper_for_a_real_model_and_warns_for_a_recorded_
     assert not any(PAPER in caption for caption in texts(at, "caption"))
 
 
-def test_efficiency_and_leaderboard_say_the_demo_counts_recorded_text(
+def test_decomposition_and_leaderboard_say_the_demo_counts_recorded_text(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    at = run_page("efficiency", monkeypatch, DEMO)
+    at = run_page("decomposition", monkeypatch, DEMO)
     captions = " ".join(texts(at, "caption"))
     assert "tiktoken count of the recorded text" in captions
     assert "own generated tokens" not in captions
@@ -104,22 +104,25 @@ def test_efficiency_and_leaderboard_say_the_demo_counts_recorded_text(
     at = run_page("leaderboard", monkeypatch, DEMO)
     captions = " ".join(texts(at, "caption"))
     assert "Tokens: tiktoken cl100k_base count of the reasoning text" in captions
-    assert "E[T] on the efficiency page: a tiktoken count of the recorded text" in captions
+    assert (
+        "E[T] on the Efficiency decomposition page: a tiktoken count of the recorded text"
+        in captions
+    )
 
 
-def test_efficiency_page_labels_generated_and_warns_when_mixed(
+def test_decomposition_page_labels_generated_and_warns_when_mixed(
     monkeypatch: pytest.MonkeyPatch, toy: Path, tmp_path: Path
 ) -> None:
     store = _copy(toy, tmp_path)
     teachers = sorted(app_fixtures.TEACHERS)
     store.record_stage("generate", models={t: {"engine": "vllm"} for t in teachers})
-    at = run_page("efficiency", monkeypatch, store.path)
+    at = run_page("decomposition", monkeypatch, store.path)
     assert any(TOKEN_KINDS["generated"] in c for c in texts(at, "caption"))
     assert not texts(at, "warning")
     # One teacher's traces replaced by an ingest without token counts: the sources differ.
     store.record_stage("ingest", teacher=teachers[0], tokens={"given": 0, "counted": 3})
     st.cache_data.clear()
-    at = run_page("efficiency", monkeypatch, store.path)
+    at = run_page("decomposition", monkeypatch, store.path)
     assert any("mixed" in c for c in texts(at, "caption"))
     assert any("not on one scale" in w for w in texts(at, "warning"))
 

@@ -46,7 +46,7 @@ STATES = (
 )
 #: Pages that read the damaged table on their first run (so they must show the message).
 READERS = {
-    "damaged-traces": {"efficiency", "inspector", "monitoring", "rewards"},
+    "damaged-traces": {"decomposition", "inspector", "monitoring", "redundancy", "rewards"},
     "damaged-teacher_metrics": {"leaderboard", "pareto", "correlations", "published"},
     "damaged-transfer_curves": {"leaderboard", "transfer"},
 }

@@ -1,4 +1,5 @@
-"""Efficiency: Kaiser et al.'s E0 decomposition, Δlog waterfall, VŌ vs κ, audits, failure modes."""
+"""Efficiency decomposition: Kaiser et al.'s E0 board, Δlog waterfall, VŌ vs κ, failure modes and
+solver-workload audits (not the efficiency axis of ``legival_core.efficiency``)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ st.caption(
     "E0 = 1000 · P(correct) / E[T] correct answers per 1,000 tokens = 1000 · r_ctx · r_logic / "
     "E[T], and E[T] = E[W] · VŌ · κ (Kaiser et al., arXiv 2602.09805)."
 )
-common.page_setup("efficiency")
-common.need_tables("decomposition", what="The efficiency page")
+common.page_setup("decomposition")
+common.need_tables("decomposition", what="The efficiency decomposition page")
 include = common.include_references()
 
 

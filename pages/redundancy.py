@@ -1,0 +1,98 @@
+"""Redundancy threshold: each teacher's redundancy share as τ sweeps 0..1 (SPEC §2), from the
+store's ``similarity`` table, with the τ behind the store's other redundancy figures marked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.colors
+import plotly.graph_objects as go
+import streamlit as st
+
+from legival_core.efficiency import REDUNDANCY_THRESHOLDS
+from legival_core.redundancy_sweep_view import (
+    recorded_threshold,
+    sweep_thresholds,
+    teacher_redundancy_sweep,
+)
+from legival_core.safe_text import plotly_literal
+from pages import common
+
+PALETTE = plotly.colors.qualitative.Plotly
+
+st.title("🔁 Redundancy threshold")
+st.caption(
+    "A trace's redundancy is the share of its steps i ≥ 1 whose closest earlier step (cosine "
+    "r_i of MiniLM embeddings) exceeds τ. Each curve is a teacher's mean over its traces as τ "
+    "sweeps the published 21 thresholds 0, 0.05, …, 1 (Legi-Val, arXiv 2603.20508)."
+)
+common.page_setup("redundancy")
+common.need_tables("similarity", "traces", what="The redundancy threshold page")
+include = common.include_references()
+
+recorded = recorded_threshold(common.load_manifest())
+chosen = recorded if recorded is not None else REDUNDANCY_THRESHOLDS["paper"]
+
+
+@common.derived("redundancy_sweep")
+def sweep(chosen: float) -> pd.DataFrame:
+    """Every teacher's and dataset's sweep over the published grid plus ``chosen``."""
+    return teacher_redundancy_sweep(
+        common.load_table("similarity", columns=["trace_id", "step", "max_similarity"]),
+        common.load_table("traces", columns=["trace_id", "teacher", "dataset"]),
+        sweep_thresholds(chosen),
+    )
+
+
+table = sweep(chosen)
+dataset = common.url_select("Dataset", sorted(table["dataset"].unique()), "dataset")
+rows = table[table["dataset"] == dataset]
+dashed = set() if include else set(common.reference_teachers())
+
+figure = go.Figure()
+for index, (teacher, group) in enumerate(rows.groupby("teacher", sort=True)):
+    # A name from the store: Plotly reads HTML in names and hover text.
+    label = plotly_literal(teacher) + (" (reference)" if teacher in dashed else "")
+    figure.add_trace(
+        go.Scatter(
+            x=group["threshold"],
+            y=group["redundancy"],
+            mode="lines+markers",
+            name=label,
+            line={
+                "color": PALETTE[index % len(PALETTE)],
+                "dash": "dash" if teacher in dashed else None,
+            },
+            hovertemplate="τ = %{x:.2f}<br>redundancy %{y:.3f}<extra>%{fullData.name}</extra>",
+        )
+    )
+figure.add_vline(
+    x=chosen,
+    line_dash="dot",
+    line_color="#555",
+    annotation_text=f"τ = {chosen:.2f}",
+    annotation_position="top right",
+)
+figure.update_layout(
+    height=430,
+    xaxis_title="threshold τ",
+    yaxis_title="redundancy share (mean over traces)",
+    yaxis_range=[-0.02, 1.02],
+    legend_title_text="teacher",
+)
+st.plotly_chart(figure, key="sweep_chart")
+if recorded is None:
+    st.caption(
+        f"The dotted line is the paper's τ = {chosen:.2f}: the store's manifest records no τ "
+        "from a metrics run."
+    )
+else:
+    st.caption(
+        f"The dotted line is τ = {chosen:.2f}, the threshold the store's metrics stage used for "
+        "trace_efficiency.redundancy (the leaderboard's and the correlations' redundancy)."
+    )
+
+st.subheader(f"At τ = {chosen:.2f}")
+at_chosen = rows[np.isclose(rows["threshold"], chosen, rtol=0.0, atol=1e-9)]
+common.table(at_chosen[["teacher", "redundancy", "n_traces"]], "redundancy_at_tau")
+common.download_csv(rows, "redundancy_sweep", label="Download the whole sweep (CSV)")
