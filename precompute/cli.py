@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,7 +153,7 @@ def _build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(
             name,
             help=help,
-            description=description or help,
+            description=textwrap.fill(description or help, 79),  # raw text: wrapped here
             epilog=exit_code_table(),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
@@ -457,7 +458,7 @@ def _publish_arguments(p: argparse.ArgumentParser) -> None:
 @command(
     "publish",
     help="write a self-contained static leaderboard (index.html, CSV, LaTeX)",
-    description="Write the leaderboard with 95%% value and rank intervals, the transfer "
+    description="Write the leaderboard with 95% value and rank intervals, the transfer "
     "curves and the Pareto chart as one HTML file that opens offline, plus the table as "
     "CSV and LaTeX.",
     arguments=_publish_arguments,
