@@ -30,7 +30,7 @@ import pandas as pd
 import pyarrow as pa
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO))  # `python bench/x.py` puts bench/ on sys.path, not the repo root
 
 from legival_core import schema  # noqa: E402
 from legival_core.store import Store  # noqa: E402

@@ -15,13 +15,18 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 import time
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
 
-from legival_core.embedding import clear_memory_cache, embed_sentences, load_minilm
-from legival_core.segment import split_steps
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # `python bench/x.py` puts bench/ on sys.path, not the repo root
+
+from legival_core.embedding import clear_memory_cache, embed_sentences, load_minilm  # noqa: E402
+from legival_core.segment import split_steps  # noqa: E402
 
 
 def champ_sentences(limit: int, seed: int) -> list[str]:

@@ -12,15 +12,23 @@ is warmed up first. The scores of the two runs must agree (padding must not chan
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
-from legival_core.store import Store
-from precompute.models import model_cache_dir
-from precompute.stages.common import chunks, is_missing
-from precompute.stages.reward import RewardScorer, build_standin_reward_model, response_text
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # `python bench/x.py` puts bench/ on sys.path, not the repo root
 
-DEMO = Path(__file__).resolve().parent.parent / "results" / "demo"
+from legival_core.store import Store  # noqa: E402
+from precompute.models import model_cache_dir  # noqa: E402
+from precompute.stages.common import chunks, is_missing  # noqa: E402
+from precompute.stages.reward import (  # noqa: E402
+    RewardScorer,
+    build_standin_reward_model,
+    response_text,
+)
+
+DEMO = REPO / "results" / "demo"
 
 
 def encoded_traces(scorer: RewardScorer, count: int) -> list[list[int]]:

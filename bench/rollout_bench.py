@@ -31,10 +31,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # `python bench/x.py` puts bench/ on sys.path, not the repo root
 
-from legival_core.tasks.base import Task, get_task
-from precompute.backends.base import Completion, GenerationRequest
+from legival_core.tasks.base import Task, get_task  # noqa: E402
+from precompute.backends.base import Completion, GenerationRequest  # noqa: E402
 
 ITEMS = [
     "crates of apples",

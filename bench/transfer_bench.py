@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO))  # `python bench/x.py` puts bench/ on sys.path, not the repo root
 
 from legival_core import transfer  # noqa: E402
 from legival_core.transfer import teacher_metrics, trace_metrics  # noqa: E402

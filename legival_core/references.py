@@ -9,7 +9,7 @@ out of ranks, frontiers, teacher-level correlations and solver pools, and shown 
 Where the mark lives: in the ``source`` column of the ``traces`` table (schema: who wrote the
 trace). A source is a reference source when it is ``champ:reference`` (the CHAMP human
 solution, written by :mod:`precompute.champ`) or starts with ``reference:`` (what
-``python -m precompute.ingest ... --reference`` writes: ``reference:ingest:<file>``). A teacher
+``python -m precompute ingest ... --reference`` writes: ``reference:ingest:<file>``). A teacher
 is a reference teacher when **every** one of its traces has a reference source, so a store made
 before this mark existed is read correctly as it is (the demo's ``human`` teacher).
 """

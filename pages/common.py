@@ -32,7 +32,7 @@ ALL = "All"
 #: How the bundled stores are made, for the message shown when one is missing.
 BUILD_HINTS = {
     "demo": "python -m precompute demo",
-    "published": "python -m precompute.build_published",
+    "published": "python -m precompute published",
 }
 
 

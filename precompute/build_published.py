@@ -1,12 +1,14 @@
 """Build the bundled store of published reference numbers.
 
-    python -m precompute.build_published [--out results/published]
+    python -m precompute published [--out results/published]
 
 Reads the two CSVs shipped in ``legival_core/data/published/`` and writes a results store with
 ``teacher_metrics`` (Legi-Val Table 7; shares as fractions, tokens as tokens) and
 ``decomposition`` (Kaiser et al.'s CogniLoad rows, workload layer "native"). The manifest's
 provenance names both papers, the files and their SHA-256. An existing store at ``--out`` is
-replaced as a whole: the new one is built beside it and swapped in.
+replaced as a whole: the new one is built beside it and swapped in. A folder at ``--out`` that
+is not a store, or a built store that fails :meth:`Store.verify`, is a store problem (exit 4 of
+``precompute.cli``).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import sys
 import uuid
 from pathlib import Path
 
-from legival_core import published, schema
+from legival_core import published
 from legival_core.store import MANIFEST_NAME, Store, StoreError
+from precompute.errors import InputUnusableError
 
 STAGE = "published"
 
@@ -78,29 +81,37 @@ def build(out: str | Path) -> Store:
     return Store.open(target)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m precompute.build_published",
-        description="Build the results store of the published reference numbers.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``python -m precompute published`` (the CLI builds its parser from these)."""
     parser.add_argument(
         "--out", default="results/published", help="store folder (default: results/published)"
     )
-    args = parser.parse_args(argv)
+
+
+def build_from_args(args: argparse.Namespace) -> Store:
+    """Build the store :func:`add_arguments` names, check it, print one line per table.
+
+    Raises :class:`StoreError` when ``--out`` holds something else or the built store has
+    problems, and :class:`precompute.errors.InputUnusableError` when a bundled CSV is damaged.
+    """
     try:
         store = build(args.out)
-    except (StoreError, schema.SchemaError, published.PublishedDataError, OSError) as exc:
-        print(f"build_published: error: {exc}", file=sys.stderr)
-        return 2
+    except published.PublishedDataError as err:  # a damaged bundled CSV: an unusable input
+        raise InputUnusableError(str(err)) from None
     problems = store.verify()
     if problems:
-        print(
-            "build_published: the built store has problems:", *problems, sep="\n  ", file=sys.stderr
-        )
-        return 1
+        raise StoreError(f"the built store {store.path} has problems: {'; '.join(problems)}")
     for name in store.tables():
         print(f"{store.path}: {name}: {len(store.read(name))} rows")
-    return 0
+    return store
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m precompute.build_published ARGS``, kept for old scripts: ``python -m
+    precompute published``."""
+    from precompute.cli import main as cli_main
+
+    return cli_main(["published", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -1,12 +1,17 @@
-"""Command line: ``python -m precompute <command> …``.
+"""Command line: ``python -m precompute <command> …`` (installed: ``legival <command> …``).
 
 Commands::
 
-    <stage> --store DIR [--config FILE] [--shard i/n]   one stage (see ``list``)
+    <stage> --store DIR [--config FILE] [--shard i/n]   one stage (see ``list``); a stage's own
+                                                       options are declared where it is
+                                                       registered (``register_stage(options=…)``)
     run     --config FILE [--store DIR] [--shard i/n] [--stages a,b,…]
     run     --store DIR [--stages a,b,…]           no config: every CPU stage (grade, segment,
                                                        embed, judge with the lexical labeler,
                                                        metrics) over the traces already stored
+    ingest  FILE --store DIR --teacher NAME [--task T] your own traces into a store
+    datasets [NAME [SOURCE]] [--list] [--store DIR | --out FILE]   load a benchmark's problems
+    published [--out DIR]                              build the store of the papers' numbers
     merge   --store DIR [--table NAME]                 compact each table's parts into one
     export  --store DIR --out DIR [--format parquet|csv] [--tables a,b]
     verify  --store DIR                                list problems (truncated parts, dup keys)
@@ -16,18 +21,22 @@ Commands::
     list                                               the stages, what they read and write
 
 Without ``--config`` a stage uses the config recorded in the store's manifest (``run``
-records it), else the defaults.
+records it), else the defaults. Every command except the stages is an entry of
+:data:`COMMANDS`, added with :func:`command`.
 
 Errors are one line on stderr, never a traceback (details go to the stage's log file).
-Exit codes:
+Every command uses the same exit codes, :data:`EXIT_CODES` (``--help`` prints them):
 
 ====  ===========================================================================
-0     success
-1     a stage failed while running (model or engine error); see the stage's log
-2     bad command line (unknown command, bad ``--shard``)
+0     success (ingest: at least one row kept; the bad ones are in quarantine.jsonl)
+1     failed while running: an unexpected error (a stage's details are in its log)
+2     bad command line: unknown command or name, an option value out of range
 3     bad experiment config (file, section and key named)
-4     store problem (not a store, corrupt part, a row that does not fit its schema)
-5     missing input: an earlier stage has not run, or a model/asset is not installed
+4     store problem: not a store, a damaged manifest or part, a row that does not fit its
+      schema, a disk that refuses writes
+5     missing input: an earlier stage has not run; a file, model, package, asset or hub
+      dataset is not there
+6     unusable input: a file that cannot be read, or not one of its rows could be kept
 130   interrupted (Ctrl-C); rows written so far are kept, rerun to resume
 ====  ===========================================================================
 """
@@ -37,17 +46,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from precompute.config import ConfigError, ExperimentConfig, load_config
+from precompute.errors import InputMissingError, InputUnusableError, UsageError
 from precompute.sharding import ShardError, parse_shard
 
 if TYPE_CHECKING:
     from precompute.stages import StageContext
 
-__all__ = ["EXIT_CODES", "main"]
+__all__ = ["COMMANDS", "EXIT_CODES", "Command", "UsageError", "command", "main"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -55,21 +67,66 @@ EXIT_USAGE = 2
 EXIT_CONFIG = 3
 EXIT_STORE = 4
 EXIT_MISSING = 5
+EXIT_UNUSABLE = 6
 EXIT_INTERRUPTED = 130
 
+#: The one set of exit codes of every command: code -> what it means.
 EXIT_CODES = {
-    EXIT_OK: "success",
-    EXIT_FAILED: "a stage failed while running",
-    EXIT_USAGE: "bad command line",
+    EXIT_OK: "success (ingest: at least one row kept)",
+    EXIT_FAILED: "failed while running (an unexpected error; a stage's details are in its log)",
+    EXIT_USAGE: "bad command line (unknown command or name, an option value out of range)",
     EXIT_CONFIG: "bad experiment config",
-    EXIT_STORE: "store problem",
-    EXIT_MISSING: "missing input (earlier stage, model or asset)",
-    EXIT_INTERRUPTED: "interrupted",
+    EXIT_STORE: "store problem (not a store, damaged part, schema mismatch, disk full)",
+    EXIT_MISSING: "missing input (earlier stage, file, model, package, asset or hub dataset)",
+    EXIT_UNUSABLE: "unusable input (a file that cannot be read, or no row of it could be kept)",
+    EXIT_INTERRUPTED: "interrupted (rows written so far are kept; rerun to resume)",
 }
 
 
-class UsageError(Exception):
-    """A command line that parses but makes no sense."""
+def exit_code_table() -> str:
+    """:data:`EXIT_CODES` as the lines ``--help`` prints, one code a line.
+
+    >>> exit_code_table().splitlines()[1]
+    '    0  success (ingest: at least one row kept)'
+    """
+    return "exit codes:\n" + "\n".join(f"  {c:>3}  {w}" for c, w in EXIT_CODES.items())
+
+
+Handler = Callable[[argparse.Namespace], int]
+Arguments = Callable[[argparse.ArgumentParser], None]
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command other than a stage: its name, one-line help, options and handler."""
+
+    name: str
+    help: str
+    arguments: Arguments
+    handler: Handler
+    description: str | None = None
+
+
+#: Every command that is not a stage, by name, in the order ``--help`` lists them.
+COMMANDS: dict[str, Command] = {}
+
+
+def command(
+    name: str, *, help: str, arguments: Arguments, description: str | None = None
+) -> Callable[[Handler], Handler]:
+    """Decorator: make the handler runnable as ``python -m precompute <name>``.
+
+    ``arguments`` adds the command's options to its parser; the handler gets the parsed
+    namespace and returns an exit code, or raises (the error's kind picks the code).
+    """
+
+    def add(handler: Handler) -> Handler:
+        if name in COMMANDS:
+            raise ValueError(f"command {name!r} is registered twice")
+        COMMANDS[name] = Command(name, help, arguments, handler, description)
+        return handler
+
+    return add
 
 
 class _Parser(argparse.ArgumentParser):
@@ -85,90 +142,43 @@ def _build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(
         prog="python -m precompute",
-        description="Legi-Val precompute: stages that fill a results store.",
+        description="Legi-Val precompute: stages that fill a results store, and the commands "
+        "around them.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="exit codes: " + "; ".join(f"{c} {w}" for c, w in EXIT_CODES.items()),
+        epilog=exit_code_table(),
     )
     sub = parser.add_subparsers(dest="command", metavar="command", parser_class=_Parser)
 
-    def common(p: argparse.ArgumentParser, *, store_required: bool = True) -> None:
-        p.add_argument("--store", required=store_required, type=Path, help="results store folder")
-        p.add_argument("--config", type=Path, help="TOML experiment config")
-        p.add_argument("--shard", help="process slice i of n (0-based), e.g. 0/4")
-        p.add_argument("--no-progress", action="store_true", help="hide progress bars")
-        p.add_argument(
-            "--threads", type=int, help="CPU threads for torch (1 is fastest on a busy machine)"
+    def add(name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name,
+            help=help,
+            description=textwrap.fill(description or help, 79),  # raw text: wrapped here
+            epilog=exit_code_table(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
 
+    clash = sorted(set(STAGES) & set(COMMANDS))
+    if clash:
+        raise ValueError(f"stage and command share a name: {clash}")
     for name, info in STAGES.items():
-        stage_parser = sub.add_parser(name, help=info.help, description=info.help)
-        common(stage_parser)
-        _stage_hook(info, "add_arguments", stage_parser)
-
-    run = sub.add_parser(
-        "run",
-        help="execute a TOML experiment config end to end; without --config, every CPU stage "
-        "over the traces in --store",
-    )
-    common(run, store_required=False)
-    run.add_argument("--stages", help="comma-separated subset, in config order")
-
-    merge = sub.add_parser("merge", help="compact the parts of each table into one")
-    merge.add_argument("--store", required=True, type=Path)
-    merge.add_argument("--table", help="only this table")
-
-    export = sub.add_parser("export", help="write tables as Parquet or CSV")
-    export.add_argument("--store", required=True, type=Path)
-    export.add_argument("--out", required=True, type=Path)
-    export.add_argument("--format", default="parquet", choices=("parquet", "csv"))
-    export.add_argument("--tables", help="comma-separated table names (default: all)")
-
-    verify = sub.add_parser("verify", help="check a store for corrupt parts and duplicate keys")
-    verify.add_argument("--store", required=True, type=Path)
-
-    publish = sub.add_parser(
-        "publish",
-        help="write a self-contained static leaderboard (index.html, CSV, LaTeX)",
-        description="Write the leaderboard with 95%% value and rank intervals, the transfer "
-        "curves and the Pareto chart as one HTML file that opens offline, plus the table as "
-        "CSV and LaTeX.",
-    )
-    publish.add_argument("--store", required=True, type=Path)
-    publish.add_argument("--out", required=True, type=Path, help="folder to write into")
-    publish.add_argument(
-        "--resamples", type=int, default=None, help="problem resamples (default: the app's)"
-    )
-    publish.add_argument("--seed", type=int, default=None, help="resampling seed")
-    publish.add_argument(
-        "--include-references",
-        action="store_true",
-        help="rank reference teachers (human solutions, gold rationales) like any model",
-    )
-
-    demo = sub.add_parser("demo", help="build the bundled CHAMP demo store (offline)")
-    demo.add_argument(
-        "--problems", type=int, default=None, help="the first N CHAMP problems (one dataset)"
-    )
-    demo.add_argument(
-        "--per-category",
-        type=int,
-        default=None,
-        help="the first N problems of each CHAMP category, one dataset each (default 10)",
-    )
-    demo.add_argument("--out", type=Path, default=None, help="store folder")
-    demo.add_argument("--max-tokens", type=int, default=None, help="student budget")
-    demo.add_argument("--engine", default=None, help="student engine (transformers, llamacpp)")
-    demo.add_argument("--no-progress", action="store_true")
-    demo.add_argument("--threads", type=int, help="CPU threads for torch")
-
-    sub.add_parser("list", help="list the stages")
+        stage_parser = add(name, info.help)
+        _common(stage_parser)
+        info.add_arguments(stage_parser)
+    for cmd in COMMANDS.values():
+        cmd.arguments(add(cmd.name, cmd.help, cmd.description))
     return parser
 
 
-def _stage_hook(info: Any, name: str, arg: Any) -> Any:
-    """Call a stage module's optional hook (``add_arguments`` / ``options_from_args``)."""
-    hook = getattr(sys.modules[info.function.__module__], name, None)
-    return hook(arg) if callable(hook) else None
+def _common(p: argparse.ArgumentParser, *, store_required: bool = True) -> None:
+    """The options every stage (and ``run``) takes."""
+    p.add_argument("--store", required=store_required, type=Path, help="results store folder")
+    p.add_argument("--config", type=Path, help="TOML experiment config")
+    p.add_argument("--shard", help="process slice i of n (0-based), e.g. 0/4")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument(
+        "--threads", type=int, help="CPU threads for torch (1 is fastest on a busy machine)"
+    )
 
 
 def _config_for(args: argparse.Namespace, store: Any | None) -> ExperimentConfig:
@@ -189,19 +199,15 @@ def _open_store(path: Path, config: ExperimentConfig | None = None, create: bool
 
 
 def _cmd_stage(args: argparse.Namespace) -> int:
-    from precompute.stages import StageContext, run_stage
+    from precompute.stages import STAGES, StageContext, run_stage
 
     shard = parse_shard(args.shard)
     file_config = load_config(args.config) if args.config is not None else None
     store = _open_store(args.store, file_config)
     config = file_config or _config_for(args, store)
     ctx = StageContext(store=store, config=config, shard=shard, progress=_progress(args))
-    from precompute.stages import STAGES
-
-    # Stages with options of their own (reward --model, monitor --kinds, ...) parse them here.
-    ctx.stage_options = {
-        args.command: _stage_hook(STAGES[args.command], "options_from_args", args) or {}
-    }
+    # The options the stage declared at registration (reward --model, monitor --kinds, ...).
+    ctx.stage_options = {args.command: STAGES[args.command].option_values(args)}
     try:
         result = run_stage(args.command, ctx)
     finally:
@@ -210,6 +216,17 @@ def _cmd_stage(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _run_arguments(p: argparse.ArgumentParser) -> None:
+    _common(p, store_required=False)
+    p.add_argument("--stages", help="comma-separated subset, in config order")
+
+
+@command(
+    "run",
+    help="execute a TOML experiment config end to end; without --config, every CPU stage "
+    "over the traces in --store",
+    arguments=_run_arguments,
+)
 def _cmd_run(args: argparse.Namespace) -> int:
     from precompute.stages import STAGES, StageContext
 
@@ -304,13 +321,13 @@ def _cmd_run_cpu(args: argparse.Namespace) -> int:
     if not (Path(args.store) / "manifest.json").is_file():
         raise StageError(
             f"{args.store} is not a results store yet; add traces first with "
-            f"`python -m precompute.ingest FILE --store {args.store} --teacher NAME --task TASK`"
+            f"`python -m precompute ingest FILE --store {args.store} --teacher NAME --task TASK`"
         )
     store = _open_store(args.store, create=False)
     if not store.has("traces") or store.read("traces", columns=["trace_id"]).empty:
         raise StageError(
             f"{store.path}: table 'traces' is empty; add traces first with "
-            "`python -m precompute.ingest FILE --store DIR --teacher NAME --task TASK` "
+            "`python -m precompute ingest FILE --store DIR --teacher NAME --task TASK` "
             "(or run `generate` with a config)"
         )
     config = cpu_config(_config_for(args, store))
@@ -318,6 +335,68 @@ def _cmd_run_cpu(args: argparse.Namespace) -> int:
     return _run_stages(ctx, stages)
 
 
+def _ingest_arguments(p: argparse.ArgumentParser) -> None:
+    from precompute.ingest import add_arguments
+
+    add_arguments(p)
+
+
+@command(
+    "ingest",
+    help="load your own traces (JSONL, JSON, Parquet, CSV, a hub dataset) into a store",
+    description="Load your own reasoning traces into a results store. A bad row goes to the "
+    "store's quarantine.jsonl with its file, line and field; the good rows are kept.",
+    arguments=_ingest_arguments,
+)
+def _cmd_ingest(args: argparse.Namespace) -> int:
+    from precompute.ingest import ingest_from_args
+
+    ingest_from_args(args)
+    return EXIT_OK
+
+
+def _datasets_arguments(p: argparse.ArgumentParser) -> None:
+    from precompute.datasets import add_arguments
+
+    add_arguments(p)
+
+
+@command(
+    "datasets",
+    help="list the benchmark loaders, or load one into the problems table",
+    arguments=_datasets_arguments,
+)
+def _cmd_datasets(args: argparse.Namespace) -> int:
+    from precompute.datasets import load_from_args
+
+    load_from_args(args)
+    return EXIT_OK
+
+
+def _published_arguments(p: argparse.ArgumentParser) -> None:
+    from precompute.build_published import add_arguments
+
+    add_arguments(p)
+
+
+@command(
+    "published",
+    help="build the store of the papers' published numbers (results/published)",
+    arguments=_published_arguments,
+)
+def _cmd_published(args: argparse.Namespace) -> int:
+    from precompute.build_published import build_from_args
+
+    build_from_args(args)
+    return EXIT_OK
+
+
+def _merge_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", required=True, type=Path)
+    p.add_argument("--table", help="only this table")
+
+
+@command("merge", help="compact the parts of each table into one", arguments=_merge_arguments)
 def _cmd_merge(args: argparse.Namespace) -> int:
     store = _open_store(args.store, create=False)
     store.merge(args.table)
@@ -325,6 +404,14 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _export_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", required=True, type=Path)
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--format", default="parquet", choices=("parquet", "csv"))
+    p.add_argument("--tables", help="comma-separated table names (default: all)")
+
+
+@command("export", help="write tables as Parquet or CSV", arguments=_export_arguments)
 def _cmd_export(args: argparse.Namespace) -> int:
     store = _open_store(args.store, create=False)
     tables = [t.strip() for t in args.tables.split(",")] if args.tables else None
@@ -333,6 +420,15 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _store_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", required=True, type=Path)
+
+
+@command(
+    "verify",
+    help="check a store for corrupt parts and duplicate keys",
+    arguments=_store_argument,
+)
 def _cmd_verify(args: argparse.Namespace) -> int:
     store = _open_store(args.store, create=False)
     problems = store.verify()
@@ -345,6 +441,28 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _publish_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", required=True, type=Path)
+    p.add_argument("--out", required=True, type=Path, help="folder to write into")
+    p.add_argument(
+        "--resamples", type=int, default=None, help="problem resamples (default: the app's)"
+    )
+    p.add_argument("--seed", type=int, default=None, help="resampling seed")
+    p.add_argument(
+        "--include-references",
+        action="store_true",
+        help="rank reference teachers (human solutions, gold rationales) like any model",
+    )
+
+
+@command(
+    "publish",
+    help="write a self-contained static leaderboard (index.html, CSV, LaTeX)",
+    description="Write the leaderboard with 95% value and rank intervals, the transfer "
+    "curves and the Pareto chart as one HTML file that opens offline, plus the table as "
+    "CSV and LaTeX.",
+    arguments=_publish_arguments,
+)
 def _cmd_publish(args: argparse.Namespace) -> int:
     from precompute.publish import PublishOptions, publish
 
@@ -365,6 +483,24 @@ def _cmd_publish(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--problems", type=int, default=None, help="the first N CHAMP problems (one dataset)"
+    )
+    p.add_argument(
+        "--per-category",
+        type=int,
+        default=None,
+        help="the first N problems of each CHAMP category, one dataset each (default 10)",
+    )
+    p.add_argument("--out", type=Path, default=None, help="store folder")
+    p.add_argument("--max-tokens", type=int, default=None, help="student budget")
+    p.add_argument("--engine", default=None, help="student engine (transformers, llamacpp)")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--threads", type=int, help="CPU threads for torch")
+
+
+@command("demo", help="build the bundled CHAMP demo store (offline)", arguments=_demo_arguments)
 def _cmd_demo(args: argparse.Namespace) -> int:
     from precompute.demo import DemoOptions, build_demo
 
@@ -394,6 +530,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _no_arguments(p: argparse.ArgumentParser) -> None:
+    del p
+
+
+@command("list", help="list the stages", arguments=_no_arguments)
 def _cmd_list(args: argparse.Namespace) -> int:
     del args
     from precompute.stages import STAGES
@@ -422,17 +563,6 @@ def _progress(args: argparse.Namespace) -> bool | None:
     return False if getattr(args, "no_progress", False) else None
 
 
-_COMMANDS = {
-    "run": _cmd_run,
-    "merge": _cmd_merge,
-    "export": _cmd_export,
-    "verify": _cmd_verify,
-    "publish": _cmd_publish,
-    "demo": _cmd_demo,
-    "list": _cmd_list,
-}
-
-
 def _exit_code(error: BaseException) -> int:
     """Map an exception to the documented exit code."""
     from legival_core.schema import SchemaError
@@ -445,7 +575,12 @@ def _exit_code(error: BaseException) -> int:
         store_errors = (*store_errors, StoreError)
     except ImportError:
         pass
-    missing: tuple[type[BaseException], ...] = (StageError, FileNotFoundError, ImportError)
+    missing: tuple[type[BaseException], ...] = (
+        StageError,
+        InputMissingError,
+        FileNotFoundError,
+        ImportError,
+    )
     try:
         from legival_core.assets import MissingAssetError
 
@@ -458,6 +593,8 @@ def _exit_code(error: BaseException) -> int:
         return EXIT_CONFIG
     if isinstance(error, store_errors):
         return EXIT_STORE
+    if isinstance(error, InputUnusableError):
+        return EXIT_UNUSABLE
     if isinstance(error, missing):
         return EXIT_MISSING
     return EXIT_FAILED
@@ -470,7 +607,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    handler = _COMMANDS.get(args.command, _cmd_stage)
+    registered = COMMANDS.get(args.command)
+    handler = registered.handler if registered is not None else _cmd_stage
     try:
         if getattr(args, "threads", None) is not None:
             _set_threads(args.threads)
@@ -488,7 +626,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = message if code in (EXIT_USAGE, EXIT_CONFIG) else f"{kind}: {message}"
         hint = ""
         store_path = getattr(args, "store", None)
-        if code == EXIT_FAILED and store_path is not None and args.command not in _COMMANDS:
+        if code == EXIT_FAILED and store_path is not None and registered is None:
             hint = f" (details: {Path(store_path) / 'logs'})"
         print(f"precompute: error: {text}{hint}", file=sys.stderr)
         return code

@@ -20,11 +20,13 @@ listed, with file, row and field, in ``frame.attrs["skipped"]``; the CLI prints 
 
 Command line::
 
-    python -m precompute.datasets --list
-    python -m precompute.datasets gsm8k [SOURCE] [--limit N] [--store DIR | --out FILE]
-    python -m precompute.datasets local FILE --map prompt=question gold=answer --store DIR
+    python -m precompute datasets --list
+    python -m precompute datasets gsm8k [SOURCE] [--limit N] [--store DIR | --out FILE]
+    python -m precompute datasets local FILE --map prompt=question gold=answer --store DIR
 
-Exit codes of the command: 0 loaded, 1 nothing loaded, 2 could not run (message on stderr).
+Its exit codes are those of every ``python -m precompute`` command (``precompute.cli``): 0
+loaded, 2 a bad argument, 5 the file or hub dataset is not there, 6 it cannot be read or gives
+no problem, 4 the store cannot take the rows.
 """
 
 from __future__ import annotations
@@ -46,14 +48,19 @@ import pandas as pd
 from legival_core.schema import TABLES, SchemaError, validate_frame
 from legival_core.store import pandas_dtypes
 from legival_core.tasks.gpqa import choice_seed_for, shuffle_choices
+from precompute.errors import InputMissingError, InputUnusableError, UsageError
 
 __all__ = [
     "DATASETS",
     "PROBLEM_COLUMNS",
     "DatasetError",
     "DatasetLoader",
+    "DatasetMissingError",
+    "DatasetUnreadableError",
+    "DatasetUsageError",
     "HubSource",
     "RowError",
+    "add_arguments",
     "boxed_answer",
     "count_arithmetic_ops",
     "count_zebra_clues",
@@ -62,6 +69,7 @@ __all__ = [
     "hub_rows",
     "hub_unreachable",
     "iter_file_rows",
+    "load_from_args",
     "load_local",
     "load_problems",
     "main",
@@ -77,7 +85,20 @@ _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 class DatasetError(RuntimeError):
-    """A dataset cannot be loaded. The message is one line that says what to do."""
+    """A dataset cannot be loaded. The message is one line that says what to do; the subclass
+    says why (and so the exit code of ``python -m precompute datasets``)."""
+
+
+class DatasetUsageError(DatasetError, UsageError):
+    """A bad argument: an unknown dataset, field or workload, a value out of range (exit 2)."""
+
+
+class DatasetMissingError(DatasetError, InputMissingError):
+    """The file is not there, or the hub dataset cannot be reached or is gated (exit 5)."""
+
+
+class DatasetUnreadableError(DatasetError, InputUnusableError):
+    """The file is there but its rows cannot be read or do not make problems (exit 6)."""
 
 
 class RowError(ValueError):
@@ -119,7 +140,7 @@ def iter_file_rows(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str
     """
     file = Path(path)
     if not file.is_file():
-        raise DatasetError(f"{file}: no such file")
+        raise DatasetMissingError(f"{file}: no such file")
     suffix = file.suffix.lower()
     try:
         if suffix in (".jsonl", ".ndjson"):
@@ -137,15 +158,15 @@ def iter_file_rows(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str
                 for number, row in enumerate(csv.DictReader(handle, delimiter=delimiter), 1):
                     yield number, {k: (None if v == "" else v) for k, v in row.items()}
         else:
-            raise DatasetError(
+            raise DatasetUnreadableError(
                 f"{file}: unknown file type {suffix!r} (use one of {', '.join(LOCAL_SUFFIXES)})"
             )
     except DatasetError:
         raise
     except (OSError, UnicodeDecodeError, csv.Error, ValueError) as err:
-        raise DatasetError(f"{file}: cannot read ({type(err).__name__}: {err})") from None
+        raise DatasetUnreadableError(f"{file}: cannot read ({type(err).__name__}: {err})") from None
     except Exception as err:  # pyarrow raises its own error types for corrupt Parquet
-        raise DatasetError(f"{file}: cannot read ({type(err).__name__}: {err})") from None
+        raise DatasetUnreadableError(f"{file}: cannot read ({type(err).__name__}: {err})") from None
 
 
 def _jsonl_rows(file: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -156,9 +177,11 @@ def _jsonl_rows(file: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as err:
-                raise DatasetError(f"{file}, line {number}: invalid JSON ({err.msg})") from None
+                raise DatasetUnreadableError(
+                    f"{file}, line {number}: invalid JSON ({err.msg})"
+                ) from None
             if not isinstance(row, dict):
-                raise DatasetError(f"{file}, line {number}: expected a JSON object")
+                raise DatasetUnreadableError(f"{file}, line {number}: expected a JSON object")
             yield number, row
 
 
@@ -173,13 +196,15 @@ def _json_rows(file: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     if isinstance(data, dict):
         lists = [v for v in data.values() if isinstance(v, list)]
         if len(lists) != 1:
-            raise DatasetError(f"{file}: expected a JSON array of rows (or one list inside)")
+            raise DatasetUnreadableError(
+                f"{file}: expected a JSON array of rows (or one list inside)"
+            )
         data = lists[0]
     if not isinstance(data, list):
-        raise DatasetError(f"{file}: expected a JSON array of rows")
+        raise DatasetUnreadableError(f"{file}: expected a JSON array of rows")
     for number, row in enumerate(data, start=1):
         if not isinstance(row, dict):
-            raise DatasetError(f"{file}, item {number}: expected a JSON object")
+            raise DatasetUnreadableError(f"{file}, item {number}: expected a JSON object")
         yield number, row
 
 
@@ -220,7 +245,7 @@ def hub_unreachable(timeout_s: float = 3.0) -> str | None:
 
 def _offline_error(name: str, hub: HubSource, detail: str) -> DatasetError:
     gated = f"; it is also gated: {hub.access_hint}" if hub.gated else ""
-    return DatasetError(
+    return DatasetMissingError(
         f"cannot load {name}: the Hugging Face Hub is not reachable ({detail}) and the dataset "
         "is not in the local cache (if it is, set HF_HUB_OFFLINE=1); pass a local file of the "
         f"same rows instead{gated}"
@@ -247,10 +272,10 @@ def _hub_failure(hub: HubSource, config: str | None, err: BaseException) -> Data
         "network",
     )
     if hub.gated and any(w in lowered for w in auth_words):
-        return DatasetError(f"{name} is gated on the Hugging Face Hub: {hub.access_hint}")
+        return DatasetMissingError(f"{name} is gated on the Hugging Face Hub: {hub.access_hint}")
     if any(w in lowered for w in offline_words):
         return _offline_error(name, hub, f"offline mode or no network; {kind}")
-    return DatasetError(f"cannot load {name} from the Hugging Face Hub: {kind}: {text}")
+    return DatasetMissingError(f"cannot load {name} from the Hugging Face Hub: {kind}: {text}")
 
 
 def hub_rows(
@@ -271,11 +296,13 @@ def hub_rows(
         if reason is not None:
             raise _offline_error(hub.path, hub, reason)
         if hub.gated and not _token_present():
-            raise DatasetError(f"{hub.path} is gated on the Hugging Face Hub: {hub.access_hint}")
+            raise DatasetMissingError(
+                f"{hub.path} is gated on the Hugging Face Hub: {hub.access_hint}"
+            )
     try:
         import datasets as hf_datasets
     except ImportError:
-        raise DatasetError(
+        raise DatasetMissingError(
             f"loading {hub.path} from the Hugging Face Hub needs the 'datasets' package: "
             "pip install datasets (or pass a local JSONL/Parquet/CSV file of the same rows)"
         ) from None
@@ -610,7 +637,9 @@ def _gsm8k(row: Mapping[str, Any], ctx: RowContext) -> dict[str, Any]:
     kind = ctx.options.get("workload", "gold_steps")
     native = {"gold_steps": len(lines), "arith_ops": operations}
     if kind not in native:
-        raise DatasetError(f"gsm8k: unknown workload {kind!r} (choose gold_steps or arith_ops)")
+        raise DatasetUsageError(
+            f"gsm8k: unknown workload {kind!r} (choose gold_steps or arith_ops)"
+        )
     workload = native[kind]
     return _problem(
         ctx,
@@ -733,7 +762,7 @@ def _finish(rows: list[dict[str, Any]], skipped: list[str], where: str) -> pd.Da
     try:
         validate_frame("problems", frame)
     except SchemaError as err:
-        raise DatasetError(f"{where}: {err}") from None
+        raise DatasetUnreadableError(f"{where}: {err}") from None
     frame = frame.astype(pandas_dtypes("problems"))  # the dtypes Store.read gives
     frame.attrs["skipped"] = skipped
     for message in skipped[:5]:
@@ -754,7 +783,7 @@ def _hub_format_loader(
         **options: Any,
     ) -> pd.DataFrame:
         if limit is not None and limit < 0:
-            raise DatasetError(f"{name}: limit must be >= 0, got {limit}")
+            raise DatasetUsageError(f"{name}: limit must be >= 0, got {limit}")
         chosen_split = split or hub.split
         if source is not None and _is_local(source):
             where = str(source)
@@ -904,7 +933,9 @@ def _load_champ(
     from precompute.champ import champ_problems
 
     if source is not None:
-        raise DatasetError("champ: loads from the installed 'champ-dataset' package; no source")
+        raise DatasetUsageError(
+            "champ: loads from the installed 'champ-dataset' package; no source"
+        )
     return champ_problems(limit=limit)
 
 
@@ -937,7 +968,7 @@ def parse_mapping(items: Sequence[str] | None) -> dict[str, str]:
     for item in items or ():
         target, sep, column = item.partition("=")
         if not sep or not target.strip() or not column.strip():
-            raise DatasetError(f"--map expects FIELD=COLUMN, got {item!r}")
+            raise DatasetUsageError(f"--map expects FIELD=COLUMN, got {item!r}")
         mapping[target.strip()] = column.strip()
     return mapping
 
@@ -958,11 +989,13 @@ def load_local(
     ``problem_id`` becomes ``<dataset>/<id>`` (the row number when there is no id column).
     """
     if source is None:
-        raise DatasetError("local: give the file to load (JSONL, JSON, Parquet or CSV)")
+        raise DatasetUsageError("local: give the file to load (JSONL, JSON, Parquet or CSV)")
     mapping = dict(mapping or {})
     unknown = sorted(set(mapping) - set(LOCAL_FIELDS))
     if unknown:
-        raise DatasetError(f"local: cannot map {unknown}; fields are {', '.join(LOCAL_FIELDS)}")
+        raise DatasetUsageError(
+            f"local: cannot map {unknown}; fields are {', '.join(LOCAL_FIELDS)}"
+        )
     path = Path(source)
     name = dataset or _slug(path.stem)
     rows: list[dict[str, Any]] = []
@@ -1022,7 +1055,7 @@ def get_loader(name: str) -> DatasetLoader:
     try:
         return DATASETS[name]
     except KeyError:
-        raise DatasetError(
+        raise DatasetUsageError(
             f"unknown dataset {name!r}; known: {', '.join(sorted(DATASETS))}"
         ) from None
 
@@ -1047,16 +1080,11 @@ def _write_out(frame: pd.DataFrame, out: Path) -> None:
     elif suffix in (".jsonl", ".ndjson"):
         frame.to_json(out, orient="records", lines=True, force_ascii=False)
     else:
-        raise DatasetError(f"--out: use .parquet, .csv or .jsonl, not {suffix!r}")
+        raise DatasetUsageError(f"--out: use .parquet, .csv or .jsonl, not {suffix!r}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: load one dataset, print a summary, optionally write it out."""
-    parser = argparse.ArgumentParser(
-        prog="python -m precompute.datasets",
-        description="Load a benchmark into the problems table. Exit codes: 0 loaded, "
-        "1 nothing loaded, 2 could not run.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``python -m precompute datasets`` (the CLI builds its parser from these)."""
     parser.add_argument("name", nargs="?", help="dataset name (see --list)")
     parser.add_argument("source", nargs="?", help="local file of hub-format rows (optional)")
     parser.add_argument("--list", action="store_true", help="list the datasets and exit")
@@ -1069,43 +1097,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--task", default=None, help="task family for 'local'")
     parser.add_argument("--store", default=None, help="write the problems into this store")
     parser.add_argument("--out", default=None, help="write to .parquet/.csv/.jsonl")
-    args = parser.parse_args(argv)
-    try:
-        if args.list or not args.name:
-            for loader in DATASETS.values():
-                hub = f" [hub: {loader.hub.path}]" if loader.hub else ""
-                print(f"{loader.name:12s} {loader.description}{hub}")
-            return 0
-        kwargs: dict[str, Any] = {"limit": args.limit}
-        if args.name == "local":
-            kwargs.update(mapping=parse_mapping(args.map), dataset=args.dataset)
-            if args.task:
-                kwargs["task"] = args.task
-        else:
-            kwargs.update(split=args.split, config=args.config, seed=args.seed)
-            if args.name == "champ":
-                kwargs = {"limit": args.limit}
-        frame = load_problems(args.name, args.source, **kwargs)
-        skipped = frame.attrs.get("skipped", [])
-        print(f"{args.name}: {len(frame)} problems loaded, {len(skipped)} rows skipped")
-        for message in skipped[:5]:
-            print(f"  skipped {message}")
-        if args.out:
-            _write_out(frame, Path(args.out))
-            print(f"wrote {args.out}")
-        if args.store:
-            from legival_core.store import Store
 
-            store = Store.create(args.store)
-            store.write("problems", frame, stage=f"datasets.{args.name}")
-            print(f"wrote {len(frame)} problems to {args.store}")
-        return 0 if len(frame) else 1
-    except DatasetError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except Exception as err:  # top-level guard: one line, never a traceback
-        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
-        return 2
+
+def load_from_args(args: argparse.Namespace) -> pd.DataFrame | None:
+    """Do what :func:`add_arguments` parsed: list the loaders, or load one and write it out.
+
+    Returns the loaded frame (None for ``--list``). Raises :class:`DatasetUnreadableError`
+    when the loader gives no problem at all, so that the command line exits with 6.
+    """
+    if args.list or not args.name:
+        for loader in DATASETS.values():
+            hub = f" [hub: {loader.hub.path}]" if loader.hub else ""
+            print(f"{loader.name:12s} {loader.description}{hub}")
+        return None
+    kwargs: dict[str, Any] = {"limit": args.limit}
+    if args.name == "local":
+        kwargs.update(mapping=parse_mapping(args.map), dataset=args.dataset)
+        if args.task:
+            kwargs["task"] = args.task
+    else:
+        kwargs.update(split=args.split, config=args.config, seed=args.seed)
+        if args.name == "champ":
+            kwargs = {"limit": args.limit}
+    frame = load_problems(args.name, args.source, **kwargs)
+    skipped = frame.attrs.get("skipped", [])
+    print(f"{args.name}: {len(frame)} problems loaded, {len(skipped)} rows skipped")
+    for message in skipped[:5]:
+        print(f"  skipped {message}")
+    if not len(frame):
+        raise DatasetUnreadableError(f"{args.name}: no problem could be loaded")
+    if args.out:
+        _write_out(frame, Path(args.out))
+        print(f"wrote {args.out}")
+    if args.store:
+        from legival_core.store import Store
+
+        store = Store.create(args.store)
+        store.write("problems", frame, stage=f"datasets.{args.name}")
+        print(f"wrote {len(frame)} problems to {args.store}")
+    return frame
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m precompute.datasets ARGS``, kept for old scripts: ``python -m precompute
+    datasets``."""
+    from precompute.cli import main as cli_main
+
+    return cli_main(["datasets", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 ::
 
-    python -m precompute.ingest FILE --store DIR --teacher NAME --task math \\
+    python -m precompute ingest FILE --store DIR --teacher NAME --task math \\
         [--dataset NAME] [--map COLUMN_FIELD=COLUMN ...] [--max-trace-mb 50] [--overwrite] \\
         [--batch-rows 2000] [--reference]
 
@@ -44,10 +44,11 @@ entries are replaced. Resuming is per table: when an earlier ingest of the same 
 killed after a batch's traces part landed but before its grades (or problems) part, the rerun
 writes the missing rows and keeps the traces.
 
-Exit codes: 0 at least one row kept (some may be quarantined) · 1 no row could be kept
-(empty file, or every row bad) · 2 could not run (missing file, unknown task, unusable store,
-bad arguments, any unexpected error: one line on stderr, never a traceback) · 130
-interrupted.
+Exit codes are those of every ``python -m precompute`` command (``precompute.cli.EXIT_CODES``):
+0 at least one row kept (some may be quarantined) · 2 a bad argument (unknown task or field) ·
+4 the store cannot be created, opened or written · 5 the file is not there · 6 the file cannot
+be read, or no row of it could be kept · 1 any other error · 130 interrupted; errors are one
+line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ from typing import Any, BinaryIO
 import pandas as pd
 
 from legival_core.schema import TABLES, trace_id_for
+from legival_core.store import Store, StoreError
 from legival_core.tasks.base import Grade, TextGrade
+from precompute.errors import InputMissingError, InputUnusableError, UsageError
 
 __all__ = [
     "ALIASES",
@@ -75,9 +78,15 @@ __all__ = [
     "FIELDS",
     "MAX_GOLD_DEPTH",
     "IngestError",
+    "IngestMissingError",
     "IngestReport",
+    "IngestStoreError",
+    "IngestUnreadableError",
+    "IngestUsageError",
     "Quarantined",
+    "add_arguments",
     "ingest",
+    "ingest_from_args",
     "main",
 ]
 
@@ -118,7 +127,23 @@ _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 class IngestError(RuntimeError):
-    """The ingest cannot run at all (exit code 2). The message is one line."""
+    """The ingest cannot run at all. The message is one line; the subclass says why."""
+
+
+class IngestUsageError(IngestError, UsageError):
+    """A bad argument: no teacher, an unknown task or field, a value out of range (exit 2)."""
+
+
+class IngestStoreError(IngestError, StoreError):
+    """The store cannot be created or opened (exit 4)."""
+
+
+class IngestMissingError(IngestError, InputMissingError):
+    """The file is not there, or the hub dataset cannot be reached (exit 5)."""
+
+
+class IngestUnreadableError(IngestError, InputUnusableError):
+    """The file is there but cannot be read as rows (exit 6)."""
 
 
 class _FieldError(ValueError):
@@ -297,7 +322,7 @@ def _json_array(path: Path) -> Iterator[_RawRow]:
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list):
-        raise IngestError(f"{path}: expected a JSON array of rows")
+        raise IngestUnreadableError(f"{path}: expected a JSON array of rows")
     for number, value in enumerate(data, start=1):
         if isinstance(value, dict):
             yield _RawRow(number, None, value)
@@ -344,7 +369,7 @@ def _csv(path: Path, delimiter: str) -> Iterator[_RawRow]:
         except StopIteration:
             return
         except csv.Error as err:
-            raise IngestError(f"{path}: cannot read the CSV header ({err})") from None
+            raise IngestUnreadableError(f"{path}: cannot read the CSV header ({err})") from None
         row = 0
         while True:
             feed.start_record()
@@ -413,7 +438,9 @@ def _parquet(path: Path) -> Iterator[_RawRow]:
     try:
         parquet = pq.ParquetFile(path)
     except Exception as err:  # pyarrow's own error types
-        raise IngestError(f"{path}: not a readable Parquet file ({_one_line(err)})") from None
+        raise IngestUnreadableError(
+            f"{path}: not a readable Parquet file ({_one_line(err)})"
+        ) from None
     row = 0
     try:
         for batch in parquet.iter_batches(batch_size=512):
@@ -421,7 +448,7 @@ def _parquet(path: Path) -> Iterator[_RawRow]:
                 row += 1
                 yield _RawRow(row, None, values)
     except Exception as err:  # a corrupt page or column chunk further into the file
-        raise IngestError(
+        raise IngestUnreadableError(
             f"{path}: Parquet data unreadable after row {row} ({_one_line(err)})"
         ) from None
 
@@ -438,8 +465,8 @@ def _hub(name: str, split: str | None, config: str | None) -> Iterator[_RawRow]:
             HubSource(name, (config,), split or "train"), config=config, split=split
         ):
             yield _RawRow(number, None, values)
-    except DatasetError as err:
-        raise IngestError(str(err)) from None
+    except DatasetError as err:  # offline, gated, unknown or not installed: not reachable here
+        raise IngestMissingError(str(err)) from None
 
 
 def _rows(source: str, split: str | None, config: str | None) -> Iterator[_RawRow]:
@@ -447,9 +474,9 @@ def _rows(source: str, split: str | None, config: str | None) -> Iterator[_RawRo
     if not path.exists():
         if _HUB_NAME.match(source) and not path.suffix:
             return _hub(source, split, config)
-        raise IngestError(f"{source}: no such file")
+        raise IngestMissingError(f"{source}: no such file")
     if path.is_dir():
-        raise IngestError(f"{source}: is a folder, not a file")
+        raise IngestMissingError(f"{source}: is a folder, not a file")
     suffix = path.suffix.lower()
     readers = {
         ".jsonl": _jsonl,
@@ -461,7 +488,9 @@ def _rows(source: str, split: str | None, config: str | None) -> Iterator[_RawRo
         ".tsv": lambda p: _csv(p, "\t"),
     }
     if suffix not in readers:
-        raise IngestError(f"{source}: unknown file type {suffix!r} (JSONL, JSON, Parquet, CSV)")
+        raise IngestUnreadableError(
+            f"{source}: unknown file type {suffix!r} (JSONL, JSON, Parquet, CSV)"
+        )
     return readers[suffix](path)
 
 
@@ -660,15 +689,11 @@ def _open_store(store: Any) -> Any:
     if hasattr(store, "write") and hasattr(store, "read"):
         return store
     try:
-        from legival_core.store import Store, StoreError
-    except ImportError as err:
-        raise IngestError(f"the results store module is not available ({err})") from None
-    try:
         return Store.create(Path(store))
     except StoreError as err:
-        raise IngestError(str(err)) from None
+        raise IngestStoreError(str(err)) from None
     except OSError as err:
-        raise IngestError(f"{store}: cannot create or open the store ({err})") from None
+        raise IngestStoreError(f"{store}: cannot create or open the store ({err})") from None
 
 
 def _task(name: str) -> Any | None:
@@ -680,7 +705,7 @@ def _task(name: str) -> Any | None:
     except ImportError:
         return None
     except KeyError as err:
-        raise IngestError(str(err).strip("\"'")) from None
+        raise IngestUsageError(str(err).strip("\"'")) from None
 
 
 def _existing_problems(store: Any) -> dict[str, dict[str, Any]]:
@@ -946,18 +971,21 @@ def ingest(
         ``quarantine.jsonl``.
 
     Raises:
-        IngestError: the ingest cannot run (missing file, unknown task, unusable store).
+        IngestError: the ingest cannot run; the subclass names the kind: a bad argument
+            (:class:`IngestUsageError`), an unusable store (:class:`IngestStoreError`), a
+            missing file (:class:`IngestMissingError`) or an unreadable one
+            (:class:`IngestUnreadableError`).
     """
     if not teacher or not str(teacher).strip():
-        raise IngestError("--teacher: a teacher name is required")
+        raise IngestUsageError("--teacher: a teacher name is required")
     if max_trace_mb <= 0:
-        raise IngestError(f"--max-trace-mb must be > 0, got {max_trace_mb}")
+        raise IngestUsageError(f"--max-trace-mb must be > 0, got {max_trace_mb}")
     if batch_rows < 1:
-        raise IngestError(f"--batch-rows must be >= 1, got {batch_rows}")
+        raise IngestUsageError(f"--batch-rows must be >= 1, got {batch_rows}")
     mapping = dict(mapping or {})
     unknown = sorted(set(mapping) - set(FIELDS))
     if unknown:
-        raise IngestError(f"--map: unknown field(s) {unknown}; fields are {', '.join(FIELDS)}")
+        raise IngestUsageError(f"--map: unknown field(s) {unknown}; fields are {', '.join(FIELDS)}")
     source = os.fspath(path)
     source_path = Path(source)
     is_file = source_path.exists()
@@ -1062,13 +1090,8 @@ def _resolve_problem_id(raw_id: str, dataset: str, existing: Mapping[str, Any]) 
 # --- command line -------------------------------------------------------------------------------
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m precompute.ingest",
-        description="Ingest your own reasoning traces into a Legi-Val results store.",
-        epilog="Exit codes: 0 some rows kept; 1 no row could be kept; 2 could not run; "
-        "130 interrupted.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``python -m precompute ingest`` (the CLI builds its parser from these)."""
     parser.add_argument("file", help="JSONL, JSON, Parquet or CSV file, or owner/name on the Hub")
     parser.add_argument("--store", required=True, help="results store folder (created if needed)")
     parser.add_argument("--teacher", required=True, help="name of the model that wrote the traces")
@@ -1097,7 +1120,6 @@ def _parser() -> argparse.ArgumentParser:
         default=2000,
         help="rows per written part (default: 2000); smaller parts lose less to a kill",
     )
-    return parser
 
 
 def _parse_map(items: Sequence[str] | None) -> dict[str, str]:
@@ -1105,14 +1127,18 @@ def _parse_map(items: Sequence[str] | None) -> dict[str, str]:
     for item in items or ():
         target, sep, column = item.partition("=")
         if not sep or not target.strip() or not column.strip():
-            raise IngestError(f"--map expects FIELD=COLUMN, got {item!r}")
+            raise IngestUsageError(f"--map expects FIELD=COLUMN, got {item!r}")
         mapping[target.strip()] = column.strip()
     return mapping
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ingest command; return its exit code (see the module docstring)."""
-    args = _parser().parse_args(argv)
+def ingest_from_args(args: argparse.Namespace) -> IngestReport:
+    """Run :func:`ingest` with the options :func:`add_arguments` parsed; print its summary.
+
+    Raises :class:`precompute.errors.InputUnusableError` when no row could be kept (an empty
+    file, or every row quarantined) and :class:`IngestStoreError` when the disk refuses a
+    write, so that the command line gives each its own exit code.
+    """
     try:
         report = ingest(
             args.file,
@@ -1128,32 +1154,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             batch_rows=args.batch_rows,
             reference=args.reference,
         )
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
-    except IngestError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
     except OSError as err:
         from precompute.disk import describe_os_error, disk_error
 
         if not disk_error(err):
-            print(f"error: {type(err).__name__}: {_one_line(err)}", file=sys.stderr)
-            return 2
-        print(
-            f"error: ingest cannot write to the store {args.store}: {describe_os_error(err)} "
-            "(parts already written are kept; rerun once the disk takes writes again)",
-            file=sys.stderr,
-        )
-        return 2
-    except Exception as err:  # top-level guard: one line, never a traceback
-        message = " ".join(str(err).split())[:300]
-        print(f"error: {type(err).__name__}: {message}", file=sys.stderr)
-        return 2
+            raise
+        raise IngestStoreError(
+            f"ingest cannot write to the store {args.store}: {describe_os_error(err)} "
+            "(parts already written are kept; rerun once the disk takes writes again)"
+        ) from None
     print(report.summary())
-    if report.exit_code:
-        print("error: no row could be kept", file=sys.stderr)
-    return report.exit_code
+    if not report.kept:
+        raise InputUnusableError(
+            f"{args.file}: no row could be kept ({report.rows_read} read, "
+            f"{len(report.quarantined)} quarantined)"
+        )
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m precompute.ingest ARGS``, kept for old scripts: the same as ``python -m
+    precompute ingest ARGS``."""
+    from precompute.cli import main as cli_main
+
+    return cli_main(["ingest", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

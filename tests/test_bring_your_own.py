@@ -140,7 +140,7 @@ def test_run_without_config_needs_a_store_with_traces(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, err = _cli(["run", "--store", str(tmp_path / "nothing")], capsys)
-    assert code == EXIT_MISSING and "precompute.ingest" in err and err.count("\n") == 1
+    assert code == EXIT_MISSING and "precompute ingest" in err and err.count("\n") == 1
     code, err = _cli(["run"], capsys)
     assert code == EXIT_USAGE and "--store" in err
     Store.create(tmp_path / "empty")

@@ -321,7 +321,8 @@ def _ingest_command(source: Path, store_dir: Path) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "precompute.ingest",
+        "precompute",
+        "ingest",
         str(source),
         "--store",
         str(store_dir),
@@ -573,11 +574,11 @@ def test_full_disk_is_one_line_naming_the_store_and_the_stage(small_tmpfs: Path)
     source = small_tmpfs.parent / "more.jsonl"
     source.write_text(json.dumps({"problem_id": "x", "prompt": "1 + 1?", "reasoning": "Two."})
                       + "\n", encoding="utf-8")  # fmt: skip
-    ingest = [sys.executable, "-m", "precompute.ingest", str(source), "--store", str(store_dir),
-              "--teacher", "t"]  # fmt: skip
+    ingest = [sys.executable, "-m", "precompute", "ingest", str(source), "--store",
+              str(store_dir), "--teacher", "t"]  # fmt: skip
     refused = subprocess.run(ingest, cwd=REPO, env=_env(), capture_output=True, text=True,
                              timeout=300)  # fmt: skip
-    assert refused.returncode == 2
+    assert refused.returncode == 4  # a store problem, as for the segment stage above
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
     assert str(store_dir) in lines[0] and "No space left on device" in lines[0]

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from legival_core.schema import TABLES, validate_frame
 from legival_core.tasks.gpqa import choice_seed_for, shuffle_choices
+from precompute.cli import EXIT_MISSING
 from precompute.datasets import (
     DATASETS,
     DatasetError,
@@ -280,16 +281,16 @@ def test_boxed_answer_returns_balanced_content(inner: str) -> None:
 def test_hub_offline_is_one_clear_line() -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     result = subprocess.run(
-        [sys.executable, "-m", "precompute.datasets", "gsm8k", "--limit", "1"],
+        [sys.executable, "-m", "precompute", "datasets", "gsm8k", "--limit", "1"],
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert result.returncode == 2
+    assert result.returncode == EXIT_MISSING  # the hub dataset cannot be reached
     assert "Traceback" not in result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    lines = [line for line in result.stderr.splitlines() if line.startswith("precompute: error:")]
     assert len(lines) == 1
     import importlib.util
 

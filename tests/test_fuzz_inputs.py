@@ -41,6 +41,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from legival_core.store import Store, StoreError
+from precompute.cli import EXIT_UNUSABLE
 from precompute.config import ConfigError, ExperimentConfig, load_config
 from precompute.datasets import DatasetError, load_local
 from precompute.ingest import IngestError, ingest
@@ -106,9 +107,9 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _cli(*args: str, module: str = "precompute") -> subprocess.CompletedProcess[str]:
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", module, *args],
+        [sys.executable, "-m", "precompute", *args],
         cwd=REPO,
         env=_env(),
         capture_output=True,
@@ -1093,13 +1094,11 @@ def test_cli_sample_of_hostile_files(scratch: Path, base_store: Path) -> None:
     folder = _fresh(scratch, "cli")
     tried = 0
 
-    # 1. ingest: a file whose rows are all bad -> exit 1; good and bad mixed -> exit 0.
+    # 1. ingest: a file whose rows are all bad -> exit 6; good and bad mixed -> exit 0.
     all_bad = folder / "all_bad.jsonl"
     all_bad.write_bytes(b'{"problem_id": 1}\n' + b"[" * 20000 + b"\n\xff\xfe\n")
-    result = _cli(
-        str(all_bad), "--store", str(folder / "s1"), "--teacher", "t", module="precompute.ingest"
-    )
-    _assert_clean_failure(result, {1})
+    result = _cli("ingest", str(all_bad), "--store", str(folder / "s1"), "--teacher", "t")
+    _assert_clean_failure(result, {EXIT_UNUSABLE})
     assert "line 2" in result.stdout and "line 3" in result.stdout
     tried += 1
     mixed = folder / "mixed.jsonl"
@@ -1112,9 +1111,7 @@ def test_cli_sample_of_hostile_files(scratch: Path, base_store: Path) -> None:
         + "\n",
         encoding="utf-8",
     )
-    result = _cli(
-        str(mixed), "--store", str(folder / "s2"), "--teacher", "t", module="precompute.ingest"
-    )
+    result = _cli("ingest", str(mixed), "--store", str(folder / "s2"), "--teacher", "t")
     assert result.returncode == 0, result.stderr
     assert "kept: 1, quarantined: 2" in result.stdout
     assert "line 2, field 'sample'" in result.stdout
@@ -1122,10 +1119,8 @@ def test_cli_sample_of_hostile_files(scratch: Path, base_store: Path) -> None:
     tried += 1
     broken_pq = folder / "broken.parquet"
     broken_pq.write_bytes(b"PAR1" + os.urandom(64))
-    result = _cli(
-        str(broken_pq), "--store", str(folder / "s3"), "--teacher", "t", module="precompute.ingest"
-    )
-    _assert_clean_failure(result, {2})
+    result = _cli("ingest", str(broken_pq), "--store", str(folder / "s3"), "--teacher", "t")
+    _assert_clean_failure(result, {EXIT_UNUSABLE})
     assert str(broken_pq) in result.stderr
     tried += 1
 

@@ -17,6 +17,7 @@ import pytest
 from legival_core.schema import trace_id_for
 from legival_core.store import Store
 from legival_core.tokens import count_tokens
+from precompute.cli import EXIT_MISSING, EXIT_STORE, EXIT_UNUSABLE, EXIT_USAGE
 from precompute.ingest import IngestError, ingest
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -27,7 +28,7 @@ FIVE_MB = 5 * 1024 * 1024
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "precompute.ingest", *args],
+        [sys.executable, "-m", "precompute", "ingest", *args],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -117,44 +118,47 @@ def test_reingest_is_idempotent(mixed_file: Path, tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(before, store.read("traces"))
 
 
-def test_nothing_kept_exits_1_without_traceback(tmp_path: Path) -> None:
+def test_nothing_kept_exits_6_without_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"problem_id": "a", "prompt": "x"}\nnot json\n')
     result = run_cli(str(bad), "--store", str(tmp_path / "s"), "--teacher", "t")
-    assert result.returncode == 1
+    assert result.returncode == EXIT_UNUSABLE
     assert "Traceback" not in result.stderr
     assert "no row could be kept" in result.stderr
     assert "rows read: 2, kept: 0, quarantined: 2" in result.stdout
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    assert run_cli(str(empty), "--store", str(tmp_path / "s"), "--teacher", "t").returncode == 1
+    result = run_cli(str(empty), "--store", str(tmp_path / "s"), "--teacher", "t")
+    assert result.returncode == EXIT_UNUSABLE
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "code", "message"),
     [
-        (["missing.jsonl"], "no such file"),
-        (["FIXTURE", "--task", "no-such-task"], "unknown task"),
-        (["FIXTURE", "--map", "prompt"], "FIELD=COLUMN"),
-        (["FIXTURE", "--map", "colour=question"], "unknown field"),
+        (["missing.jsonl"], EXIT_MISSING, "no such file"),
+        (["FIXTURE", "--task", "no-such-task"], EXIT_USAGE, "unknown task"),
+        (["FIXTURE", "--map", "prompt"], EXIT_USAGE, "FIELD=COLUMN"),
+        (["FIXTURE", "--map", "colour=question"], EXIT_USAGE, "unknown field"),
     ],
 )
-def test_cannot_run_exits_2_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+def test_cannot_run_exits_with_its_own_code_and_one_line(
+    tmp_path: Path, args: list[str], code: int, message: str
+) -> None:
     args = [str(FIXTURES / "traces_mixed.jsonl") if a == "FIXTURE" else a for a in args]
     result = run_cli(*args, "--store", str(tmp_path / "s"), "--teacher", "t")
-    assert result.returncode == 2
+    assert result.returncode == code
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and message in result.stderr
 
 
-def test_unusable_store_exits_2(tmp_path: Path) -> None:
+def test_unusable_store_exits_4(tmp_path: Path) -> None:
     not_a_store = tmp_path / "file.txt"
     not_a_store.write_text("x")
     result = run_cli(
         str(FIXTURES / "traces_mixed.jsonl"), "--store", str(not_a_store), "--teacher", "t"
     )
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr and result.stderr.startswith("error:")
+    assert result.returncode == EXIT_STORE
+    assert "Traceback" not in result.stderr and result.stderr.startswith("precompute: error:")
 
 
 def test_csv_with_mapping_strings_and_a_broken_row(tmp_path: Path) -> None:

@@ -20,13 +20,11 @@ from legival_core.oversight import monitor_scores
 from legival_core.sabotage import Edit, apply_edits, middle_steps, sabotage
 from legival_core.store import Store
 from precompute.config import ExperimentConfig
-from precompute.stages import StageContext, StageError, run_stage
+from precompute.stages import STAGES, StageContext, StageError, run_stage
 from precompute.stages.monitor import (
     MonitorOptions,
-    add_arguments,
     diff_edits,
     monitor_messages,
-    options_from_args,
     parse_monitor_verdict,
     sabotage_seed,
     shifted_spans,
@@ -149,9 +147,9 @@ def test_sabotage_seed_is_stable() -> None:
 
 def test_options_validate_and_parse_from_the_command_line() -> None:
     parser = argparse.ArgumentParser()
-    add_arguments(parser)
+    STAGES["monitor"].add_arguments(parser)
     args = parser.parse_args(["--kinds", "number,sign", "--limit", "2", "--no-natural"])
-    options = MonitorOptions.from_mapping(options_from_args(args))
+    options = MonitorOptions.from_mapping(STAGES["monitor"].option_values(args))
     assert options.kinds == ("number", "sign") and options.limit == 2 and not options.natural
     assert options.model == "smollm2-135m" and options.label == "smollm2-135m"
     with pytest.raises(StageError, match="unknown sabotage kind"):

@@ -1,4 +1,4 @@
-"""Tests of legival_core.published and of the bundled store built by precompute.build_published."""
+"""Tests of legival_core.published and of the bundled store built by ``precompute published``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from legival_core import published, schema
 from legival_core.store import Store, StoreError
-from precompute import build_published
+from precompute import build_published, cli
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLED = REPO / "results" / "published"
@@ -125,7 +125,7 @@ def test_build_published_writes_a_verified_store(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     out = tmp_path / "published"
-    assert build_published.main(["--out", str(out)]) == 0
+    assert cli.main(["published", "--out", str(out)]) == cli.EXIT_OK
     assert "teacher_metrics: 36 rows" in capsys.readouterr().out
     store = Store.open(out)
     assert store.tables() == ["decomposition", "teacher_metrics"]
@@ -143,7 +143,7 @@ def test_build_published_writes_a_verified_store(
         == published.published_file_digests()[published.COGNILOAD_FILE]
     )
     # Building again replaces the store as a whole (no duplicate parts, no leftovers).
-    assert build_published.main(["--out", str(out)]) == 0
+    assert cli.main(["published", "--out", str(out)]) == cli.EXIT_OK
     assert [len(Store.open(out).parts(t)) for t in ("decomposition", "teacher_metrics")] == [1, 1]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["published"]
 
@@ -152,7 +152,7 @@ def test_build_published_refuses_a_folder_that_is_not_a_store(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     (tmp_path / "keep.txt").write_text("precious")
-    assert build_published.main(["--out", str(tmp_path)]) == 2
+    assert cli.main(["published", "--out", str(tmp_path)]) == cli.EXIT_STORE
     assert "is not a results store" in capsys.readouterr().err
     assert (tmp_path / "keep.txt").read_text() == "precious"
     with pytest.raises(StoreError):
@@ -161,8 +161,9 @@ def test_build_published_refuses_a_folder_that_is_not_a_store(
 
 def test_bundled_store_matches_the_csvs() -> None:
     # The bundled store is part of the repository: a missing one is a failure, not a skip.
-    assert (BUNDLED / "manifest.json").is_file(), f"{BUNDLED} is missing; rebuild it with " \
-        "python -m precompute.build_published"
+    assert (BUNDLED / "manifest.json").is_file(), (
+        f"{BUNDLED} is missing; rebuild it with python -m precompute published"
+    )
     store = Store.open(BUNDLED)
     assert store.verify() == []
     expected = schema.validate_frame("teacher_metrics", published.table7_teacher_metrics_frame())

@@ -13,14 +13,12 @@ import pytest
 
 from legival_core.store import Store
 from precompute.config import ExperimentConfig
-from precompute.stages import StageContext, StageError, run_stage
+from precompute.stages import STAGES, StageContext, StageError, run_stage
 from precompute.stages.reward import (
     PUBLISHED_REWARD_MODELS,
     RewardModelError,
     RewardOptions,
     RewardScorer,
-    add_arguments,
-    options_from_args,
     response_text,
 )
 from tests import oversight_helpers
@@ -98,9 +96,9 @@ def test_missing_models_fail_with_a_clear_message(tmp_path: Path) -> None:
 
 def test_options_and_arguments() -> None:
     parser = argparse.ArgumentParser()
-    add_arguments(parser)
+    STAGES["reward"].add_arguments(parser)
     args = parser.parse_args(["--model", "skywork-v2", "--batch-size", "2"])
-    options = RewardOptions.from_mapping(options_from_args(args))
+    options = RewardOptions.from_mapping(STAGES["reward"].option_values(args))
     assert options.model_id == PUBLISHED_REWARD_MODELS["skywork-v2"]
     assert options.label == "Skywork-Reward-V2-Llama-3.1-8B" and options.batch_size == 2
     with pytest.raises(StageError, match="needs a model"):

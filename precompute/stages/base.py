@@ -13,6 +13,7 @@ Resumability comes from two rules each stage follows:
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import platform
@@ -36,6 +37,7 @@ __all__ = [
     "StageContext",
     "StageError",
     "StageInfo",
+    "StageOption",
     "StageResult",
     "package_versions",
     "register_stage",
@@ -170,8 +172,27 @@ StageFunction = Callable[[StageContext], StageResult]
 
 
 @dataclass(frozen=True)
+class StageOption:
+    """One command-line option of a stage, declared with the stage (``register_stage``).
+
+    ``flag`` is the option (``--batch-size``), ``key`` the name the stage reads it under in
+    ``ctx.stage_options[stage]`` (``batch_size``); ``settings`` are argparse's keyword
+    arguments (``type``, ``help``, ``action``). Every option defaults to None, which means
+    "not given": the stage's own default applies.
+
+    >>> StageOption("--batch-size", "batch_size", {"type": int}).flag
+    '--batch-size'
+    """
+
+    flag: str
+    key: str
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class StageInfo:
-    """A registered stage: its function, the tables it reads and writes, a one-line help."""
+    """A registered stage: its function, the tables it reads and writes, a one-line help, and
+    the command-line options of its own."""
 
     name: str
     function: StageFunction
@@ -179,6 +200,27 @@ class StageInfo:
     writes: tuple[str, ...]
     help: str
     shardable: bool = True
+    options: tuple[StageOption, ...] = ()
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add the stage's own options to ``parser``, each defaulting to None (not given)."""
+        for option in self.options:
+            parser.add_argument(option.flag, dest=option.key, default=None, **option.settings)
+
+    def option_values(self, args: argparse.Namespace) -> dict[str, Any]:
+        """The stage's options that ``args`` gives, by key; those left unset are left out.
+
+        >>> info = StageInfo("s", lambda ctx: StageResult("s"), (), (), "help",
+        ...                  options=(StageOption("--limit", "limit", {"type": int}),))
+        >>> parser = argparse.ArgumentParser()
+        >>> info.add_arguments(parser)
+        >>> info.option_values(parser.parse_args(["--limit", "3"]))
+        {'limit': 3}
+        >>> info.option_values(parser.parse_args([]))
+        {}
+        """
+        values = {option.key: getattr(args, option.key, None) for option in self.options}
+        return {key: value for key, value in values.items() if value is not None}
 
 
 STAGES: dict[str, StageInfo] = {}
@@ -191,11 +233,16 @@ def register_stage(
     writes: tuple[str, ...],
     help: str,
     shardable: bool = True,
+    options: Iterable[StageOption] = (),
 ) -> Callable[[StageFunction], StageFunction]:
-    """Decorator: make ``function`` runnable as ``python -m precompute <name>``."""
+    """Decorator: make ``function`` runnable as ``python -m precompute <name>``.
+
+    ``options`` are the stage's own command-line options; the CLI adds them to the stage's
+    parser and hands the values given to the stage as ``ctx.stage_options[name]``.
+    """
 
     def add(function: StageFunction) -> StageFunction:
-        STAGES[name] = StageInfo(name, function, reads, writes, help, shardable)
+        STAGES[name] = StageInfo(name, function, reads, writes, help, shardable, tuple(options))
         return function
 
     return add

@@ -32,7 +32,6 @@ keys already there. Scores come from :func:`legival_core.oversight.monitor_score
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import hashlib
 import json
@@ -48,6 +47,7 @@ from precompute.stages.base import (
     BatchWriter,
     StageContext,
     StageError,
+    StageOption,
     StageResult,
     register_stage,
 )
@@ -55,12 +55,11 @@ from precompute.stages.common import chunks, problem_rows, read_or_empty, task_o
 
 __all__ = [
     "LLM_REWRITE",
+    "MONITOR_OPTIONS",
     "MonitorOptions",
     "MonitorVerdict",
-    "add_arguments",
     "diff_edits",
     "monitor_messages",
-    "options_from_args",
     "parse_monitor_verdict",
     "run_monitor",
     "sabotage_seed",
@@ -158,51 +157,29 @@ class MonitorOptions:
         return options
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The stage's own command-line options (added to ``python -m precompute monitor``)."""
-    parser.add_argument("--engine", help="monitor engine (default transformers)")
-    parser.add_argument("--model", help="monitor model (default smollm2-135m)")
-    parser.add_argument("--name", help="label stored in monitor_verdicts.monitor")
-    parser.add_argument("--max-tokens", type=int, dest="max_tokens")
-    parser.add_argument("--kinds", help="comma-separated sabotage kinds")
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--limit", type=int, help="traces per teacher, dataset and label")
-    parser.add_argument("--batch-size", type=int, dest="batch_size")
-    parser.add_argument(
+#: The stage's own command-line options (``python -m precompute monitor --kinds …``).
+MONITOR_OPTIONS = (
+    StageOption("--engine", "engine", {"help": "monitor engine (default transformers)"}),
+    StageOption("--model", "model", {"help": "monitor model (default smollm2-135m)"}),
+    StageOption("--name", "name", {"help": "label stored in monitor_verdicts.monitor"}),
+    StageOption("--max-tokens", "max_tokens", {"type": int, "help": "the monitor's budget"}),
+    StageOption("--kinds", "kinds", {"help": "comma-separated sabotage kinds"}),
+    StageOption("--seed", "seed", {"type": int, "help": "base seed of the injections"}),
+    StageOption("--limit", "limit", {"type": int, "help": "traces per teacher, dataset and label"}),
+    StageOption("--batch-size", "batch_size", {"type": int, "help": "requests per engine call"}),
+    StageOption(
         "--no-prefill",
-        action="store_false",
-        default=None,
-        dest="prefill",
-        help="let the monitor reason before its verdict line",
-    )
-    parser.add_argument(
-        "--no-natural",
-        action="store_false",
-        default=None,
-        dest="natural",
-        help="leave out the natural failures",
-    )
-    parser.add_argument("--rewrite-engine", dest="rewrite_engine")
-    parser.add_argument("--rewrite-model", dest="rewrite_model")
-
-
-def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The values :func:`add_arguments` parsed, without those left unset."""
-    names = (
-        "engine",
-        "model",
-        "name",
-        "max_tokens",
-        "kinds",
-        "seed",
-        "limit",
-        "batch_size",
         "prefill",
+        {"action": "store_false", "help": "let the monitor reason before its verdict line"},
+    ),
+    StageOption(
+        "--no-natural",
         "natural",
-        "rewrite_engine",
-        "rewrite_model",
-    )
-    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+        {"action": "store_false", "help": "leave out the natural failures"},
+    ),
+    StageOption("--rewrite-engine", "rewrite_engine", {"help": "engine of the LLM rewrite"}),
+    StageOption("--rewrite-model", "rewrite_model", {"help": "model of the LLM rewrite"}),
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -404,6 +381,7 @@ def _model_config(engine: str, model: str, name: str, max_tokens: int, options: 
     reads=("problems", "traces", "grades", "steps"),
     writes=("sabotaged", "monitor_verdicts"),
     help="weak-monitor study: sabotage correct traces, ask a weak model valid/invalid",
+    options=MONITOR_OPTIONS,
 )
 def run_monitor(ctx: StageContext) -> StageResult:
     return monitor_study(ctx, _stage_options(ctx))

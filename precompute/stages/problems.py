@@ -52,8 +52,8 @@ def run_problems(ctx: StageContext) -> StageResult:
     limit = None if cfg.ids else cfg.limit
     try:
         frame = load_problems(cfg.dataset, source, limit=limit, **options)
-    except DatasetError as err:
-        raise StageError(f"problems: {err}") from None
+    except DatasetError as err:  # the same kind (and exit code) as the datasets command gives
+        raise type(err)(f"problems: {err}") from None
     for skipped in frame.attrs.get("skipped", []):
         ctx.logger.warning("skipped source row: %s", skipped)
     if cfg.ids:

@@ -26,7 +26,6 @@ token, so the end of the answer is kept); the number cut is logged and recorded.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -40,6 +39,7 @@ from precompute.stages.base import (
     BatchWriter,
     StageContext,
     StageError,
+    StageOption,
     StageResult,
     register_stage,
 )
@@ -47,13 +47,12 @@ from precompute.stages.common import chunks, problem_rows, read_or_empty, task_o
 
 __all__ = [
     "PUBLISHED_REWARD_MODELS",
+    "REWARD_OPTIONS",
     "STANDIN_MARKER",
     "RewardModelError",
     "RewardOptions",
     "RewardScorer",
-    "add_arguments",
     "build_standin_reward_model",
-    "options_from_args",
     "response_text",
     "run_reward",
     "score_rewards",
@@ -126,29 +125,25 @@ class RewardOptions:
         return options
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The stage's own command-line options (added to ``python -m precompute reward``)."""
-    parser.add_argument(
-        "--model", help="reward model: local folder, hub id, skywork-v2, allenai-rb2"
-    )
-    parser.add_argument("--name", help="label stored in rewards.reward_model")
-    parser.add_argument("--batch-size", type=int, dest="batch_size", help="traces per batch")
-    parser.add_argument("--max-length", type=int, dest="max_length", help="token limit")
-    parser.add_argument("--device", help="auto, cpu, cuda, cuda:N")
-    parser.add_argument("--dtype", help="torch dtype, e.g. bfloat16")
-    parser.add_argument(
+#: The stage's own command-line options (``python -m precompute reward --model …``).
+REWARD_OPTIONS = (
+    StageOption(
+        "--model", "model", {"help": "reward model: local folder, hub id, skywork-v2, allenai-rb2"}
+    ),
+    StageOption("--name", "name", {"help": "label stored in rewards.reward_model"}),
+    StageOption("--batch-size", "batch_size", {"type": int, "help": "traces per batch"}),
+    StageOption("--max-length", "max_length", {"type": int, "help": "token limit"}),
+    StageOption("--device", "device", {"help": "auto, cpu, cuda, cuda:N"}),
+    StageOption("--dtype", "dtype", {"help": "torch dtype, e.g. bfloat16"}),
+    StageOption(
         "--allow-download",
-        action="store_true",
-        default=None,
-        dest="allow_download",
-        help="fetch a hub model that is not in the local cache (needs the network)",
-    )
-
-
-def options_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The values :func:`add_arguments` parsed, without those left unset."""
-    names = ("model", "name", "batch_size", "max_length", "device", "dtype", "allow_download")
-    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+        "allow_download",
+        {
+            "action": "store_true",
+            "help": "fetch a hub model that is not in the local cache (needs the network)",
+        },
+    ),
+)
 
 
 def response_text(reasoning: str | None, answer_text: str | None) -> str:
@@ -329,6 +324,7 @@ def _stage_options(ctx: StageContext) -> RewardOptions:
     reads=("problems", "traces"),
     writes=("rewards",),
     help="reward-model score of every (problem, trace), via a sequence-classification model",
+    options=REWARD_OPTIONS,
 )
 def run_reward(ctx: StageContext) -> StageResult:
     return score_rewards(ctx, _stage_options(ctx))

@@ -1,0 +1,109 @@
+"""Every command the README gives runs as written (issue 16, item 3).
+
+Each ``python -m precompute …`` and ``python bench/…`` command in README.md's code (fenced
+blocks and inline code) is run in its ``--help`` form: the subcommand or script must exist,
+and every ``--option`` the README writes must be one it takes. The benches also run from
+another folder, with nothing on PYTHONPATH, as a user who copies the command would run them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BENCHES = sorted(p.name for p in (REPO / "bench").glob("*.py"))
+
+_FENCED = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
+_INLINE = re.compile(r"`([^`]+)`")
+_COMMAND = re.compile(
+    r"python (?:-m (?P<module>precompute\S*)|(?P<script>bench/\S+\.py))(?P<rest>.*)"
+)
+
+
+def readme_commands(text: str) -> list[tuple[str, list[str]]]:
+    """``(head, words after it)`` of every precompute / bench command in the README's code.
+
+    ``head`` is ``"-m precompute"``, ``"-m precompute.x"`` (the old form) or the bench path;
+    the words stop at a shell comment or ``&&``.
+
+    >>> text = "See `python -m precompute\\nlist`.\\n```\\npython bench/a.py --n 2  # note\\n```"
+    >>> readme_commands(text)
+    [('bench/a.py', ['--n', '2']), ('-m precompute', ['list'])]
+    """
+    pieces = [line for block in _FENCED.findall(text) for line in block.splitlines()]
+    pieces += [" ".join(span.split()) for span in _INLINE.findall(_FENCED.sub("", text))]
+    found = []
+    for piece in pieces:
+        for part in piece.split("&&"):
+            match = _COMMAND.search(part.split(" #", 1)[0])
+            if match:
+                head = f"-m {match['module']}" if match["module"] else match["script"]
+                found.append((head, match["rest"].split()))
+    return found
+
+
+def _options(words: list[str]) -> set[str]:
+    """The ``--options`` among ``words`` (``[--seed`` and ``--out,`` count as the option)."""
+    return {m.group(0) for w in words if (m := re.search(r"--[a-z][a-z0-9-]*", w))}
+
+
+def _readme_invocations() -> dict[tuple[str, ...], set[str]]:
+    """The distinct ``--help`` invocations the README's commands need, with the options each
+    command writes."""
+    wanted: dict[tuple[str, ...], set[str]] = {}
+    for head, words in readme_commands((REPO / "README.md").read_text(encoding="utf-8")):
+        if head.startswith("-m "):
+            sub = words[:1] if words and not words[0].startswith(("-", "…")) else []
+            key = (*head.split(), *sub)
+        else:
+            key = (head,)
+        wanted.setdefault(key, set()).update(_options(words))
+    return wanted
+
+
+def test_the_readme_gives_precompute_and_bench_commands_in_one_form_only() -> None:
+    invocations = _readme_invocations()
+    assert ("-m", "precompute", "ingest") in invocations
+    assert ("-m", "precompute", "datasets") in invocations
+    assert {(f"bench/{name}",) for name in BENCHES} <= set(invocations)
+    old = sorted(" ".join(k) for k in invocations if k[0] == "-m" and k[1] != "precompute")
+    assert old == [], f"README still gives the old module entry points: {old}"
+
+
+@pytest.mark.parametrize(
+    "invocation", sorted(_readme_invocations()), ids=lambda k: " ".join(k).replace("-m ", "")
+)
+def test_each_readme_command_runs_its_help_form(invocation: tuple[str, ...]) -> None:
+    options = _readme_invocations()[invocation]
+    result = subprocess.run(
+        [sys.executable, *invocation, "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "usage:" in result.stdout
+    unknown = sorted(o for o in options if not re.search(rf"{re.escape(o)}\b", result.stdout))
+    assert unknown == [], f"{' '.join(invocation)} does not take {unknown}"
+
+
+@pytest.mark.parametrize("name", BENCHES)
+def test_each_bench_runs_its_help_from_another_folder(name: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, str(REPO / "bench" / name), "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("usage:") and "Traceback" not in result.stderr
