@@ -498,6 +498,13 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", default=None, help="student engine (transformers, llamacpp)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--threads", type=int, help="CPU threads for torch")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="processes for the rollout and reward stages, one thread each (default: one per "
+        "core, at most 8; 1 runs them in this process)",
+    )
 
 
 @command("demo", help="build the bundled CHAMP demo store (offline)", arguments=_demo_arguments)
@@ -524,6 +531,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         overrides["max_tokens"] = args.max_tokens
     if args.engine is not None:
         overrides["engine"] = args.engine
+    if args.jobs is not None:
+        if args.jobs < 1:
+            raise UsageError("--jobs must be at least 1")
+        overrides["jobs"] = args.jobs
     options = options.replace(**overrides)
     store = build_demo(options, progress=_progress(args))
     print(f"demo store: {store.path}", file=sys.stderr)

@@ -59,6 +59,9 @@ CHAMP_CREDIT = (
 
 #: Stages run after the CHAMP problems, traces and grades are in the store.
 DEMO_STAGES = ("segment", "embed", "rollout", "judge", "metrics")
+#: Stages run as parallel one-thread shards when ``DemoOptions.job_count() > 1``: the slow ones,
+#: whose work splits by trace (all prefixes of a trace stay in one shard, sharing its cache).
+PARALLEL_STAGES = ("rollout", "reward")
 
 @dataclass(frozen=True)
 class DemoOptions:
@@ -80,6 +83,17 @@ class DemoOptions:
     #: Oversight extras: the stand-in reward model and a weak-monitor study of this size.
     oversight: bool = True
     monitor_limit: int = 6
+    #: Processes for the rollout and reward stages, each a one-thread shard of the traces
+    #: (``None``: one per core, at most 8). One thread per process keeps both cores of a small
+    #: machine busy without the spin-waiting of two threads in one llama.cpp or torch process.
+    jobs: int | None = None
+
+    def job_count(self) -> int:
+        import os
+
+        if self.jobs is not None:
+            return max(1, int(self.jobs))
+        return max(1, min(os.cpu_count() or 1, 8))
 
     @property
     def by_category(self) -> bool:
@@ -227,11 +241,9 @@ def grade_recorded(store: Any, progress: bool | None = None) -> int:
 
 def _oversight(ctx: Any, options: DemoOptions) -> dict[str, float]:
     """Stand-in reward scores and a small weak-monitor study (see the module docstring)."""
-    import sys
 
     from legival_core.provenance import STANDIN_FOLDER
     from precompute.models import model_cache_dir
-    from precompute.stages import run_stage
     from precompute.stages.reward import build_standin_reward_model
 
     reward_model = build_standin_reward_model(model_cache_dir() / STANDIN_FOLDER)
@@ -246,18 +258,82 @@ def _oversight(ctx: Any, options: DemoOptions) -> dict[str, float]:
     }
     seconds: dict[str, float] = {}
     for name in ("reward", "monitor"):
-        result = run_stage(name, ctx)
-        seconds[name] = round(result.seconds, 2)
-        print(result.summary(), file=sys.stderr)
+        seconds[name] = _run_demo_stage(name, ctx, options)
     return seconds
+
+
+def _shard_worker(
+    options: DemoOptions,
+    name: str,
+    stage_options: dict[str, dict[str, Any]],
+    index: int,
+    count: int,
+    progress: bool | None,
+) -> str:
+    """One shard of stage ``name`` in a child process with one CPU thread; returns its summary."""
+    import os
+
+    for variable in ("LEGIVAL_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[variable] = "1"
+    from legival_core.store import Store
+    from precompute.sharding import Shard
+    from precompute.stages import StageContext, run_stage
+
+    store = Store(options.out)
+    ctx = StageContext(
+        store=store,
+        config=demo_config(options),
+        shard=Shard(index, count),
+        progress=progress,
+        stage_options=stage_options,
+    )
+    try:
+        result = run_stage(name, ctx)
+    finally:
+        ctx.engines.close()
+    return f"[shard {index + 1}/{count}] {result.summary()}"
+
+
+def _run_demo_stage(name: str, ctx: Any, options: DemoOptions) -> float:
+    """Run one stage (as parallel one-thread shards when it is slow and there are cores for
+    it); returns its wall time in seconds."""
+    import sys
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from precompute.stages import run_stage
+
+    count = options.job_count()
+    if name not in PARALLEL_STAGES or count < 2:
+        result = run_stage(name, ctx)
+        print(result.summary(), file=sys.stderr)
+        return round(result.seconds, 2)
+    started = time.monotonic()
+    # "spawn": a clean child (no copied engine or torch state); only shard 1 draws a bar, so
+    # the terminal shows one moving line (its share is about 1/count of the work).
+    with ProcessPoolExecutor(count, mp_context=get_context("spawn")) as pool:
+        futures = [
+            pool.submit(
+                _shard_worker,
+                options,
+                name,
+                ctx.stage_options,
+                index,
+                count,
+                ctx.progress if index == 0 else False,
+            )
+            for index in range(count)
+        ]
+        for future in futures:
+            print(future.result(), file=sys.stderr)
+    return round(time.monotonic() - started, 2)
 
 
 def build_demo(options: DemoOptions | None = None, *, progress: bool | None = None) -> Any:
     """Build (or resume) the demo store; returns the :class:`~legival_core.store.Store`."""
-    import sys
 
     from legival_core.store import Store
-    from precompute.stages import StageContext, run_stage
+    from precompute.stages import StageContext
 
     options = options or DemoOptions()
     config = demo_config(options)
@@ -272,9 +348,7 @@ def build_demo(options: DemoOptions | None = None, *, progress: bool | None = No
     ctx = StageContext(store=store, config=config, progress=progress)
     try:
         for name in DEMO_STAGES:
-            result = run_stage(name, ctx)
-            timings[name] = round(result.seconds, 2)
-            print(result.summary(), file=sys.stderr)
+            timings[name] = _run_demo_stage(name, ctx, options)
         if options.oversight:
             timings.update(_oversight(ctx, options))
     finally:
@@ -289,6 +363,7 @@ def build_demo(options: DemoOptions | None = None, *, progress: bool | None = No
             "max_tokens": options.max_tokens,
             "forcing_tokens": options.forcing_tokens,
         },
+        jobs=options.job_count(),
         loaded=loaded,
         seconds=timings,
         total_seconds=round(time.monotonic() - started, 2),
