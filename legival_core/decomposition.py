@@ -11,7 +11,7 @@ W_i > 0:
   Δlog E0 = Δlog r_ctx + Δlog r_logic − Δlog E[W] − Δlog VŌ − Δlog κ (exact).
 
 Trace layer (when a ``trace`` column is present): σ_i = compression ratio of the trace
-(:func:`legival_core.trace_audits.compression_ratio`), q_trace = mean σ, and the signal
+(:func:`legival_core.efficiency.compression_ratio`, zlib level 9), q_trace = mean σ, and the signal
 terms VŌ_sig, κ_sig computed with σ_i·T_i in place of T_i. With
 signal_share = E[σT] / E[T] the token budget splits once more, exactly:
 E[T] = E[W] · VŌ_sig · κ_sig / signal_share.
@@ -31,7 +31,7 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
-from legival_core.trace_audits import compression_ratio
+from legival_core.efficiency import compression_ratio
 
 KEY_COLUMNS: Final = ("model", "benchmark", "instance_id")
 REQUIRED_COLUMNS: Final = (*KEY_COLUMNS, "correct", "tokens", "truncated")

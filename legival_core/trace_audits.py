@@ -3,7 +3,8 @@
 Everything here looks at the *text* of a model's output, where the outcome and workload
 layers of :mod:`legival_core.decomposition` only look at counts:
 
-- :func:`compression_ratio` — the signal share σ_i of one trace (zlib);
+- the signal share σ_i of one trace is :func:`legival_core.efficiency.compression_ratio`
+  (one definition for the stored ``compression`` column and the trace layer);
 - :func:`truncation_loop_audit` — do truncated outputs end in a loop or in a copy of the prompt?
 - :func:`oracle_early_stop` / :func:`prefix_checks` — how early a correct answer was already
   extractable, and which share of the tokens came after it;
@@ -15,15 +16,12 @@ Reasoning Efficiency of LLMs", arXiv 2602.09805.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-#: zlib level used for σ_i. **[choice]** 9 (best compression); the paper names zlib, not a level.
-DEFAULT_ZLIB_LEVEL = 9
 #: Size of the tail window of a truncated output that the loop audit reads. **[choice]** 2,000
 #: characters: long enough to hold a few repetitions of a looping paragraph, short enough to
 #: look only at how the output ended.
@@ -32,38 +30,6 @@ DEFAULT_LOOP_WINDOW_CHARS = 2000
 LOOP_NGRAM = 4
 
 _KEY = ["model", "benchmark", "instance_id"]
-
-
-def compression_ratio(text: str, level: int = DEFAULT_ZLIB_LEVEL) -> float:
-    """Signal share of one trace: σ = min(1, len(zlib(b)) / len(b)), b = the UTF-8 bytes.
-
-    A trace that repeats itself compresses well and gets a small σ; ordinary prose sits
-    around 0.3–0.5; very short texts compress to more bytes than they have, hence the cap
-    at 1. The empty text has nothing to compress and gets σ = 1 (the cap), so that
-    σ·T never invents signal from nothing.
-
-    Args:
-        text: the reasoning trace (untrusted model text; only its bytes are used).
-        level: zlib compression level, 0–9.
-
-    Returns:
-        σ in (0, 1].
-
-    Reference: Kaiser et al., arXiv 2602.09805 (trace layer).
-
-    >>> compression_ratio("")
-    1.0
-    >>> compression_ratio("ab")  # 2 bytes compress to 10: capped
-    1.0
-    >>> round(compression_ratio("wait, " * 500), 3)  # 3,000 bytes of one loop
-    0.012
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"compression_ratio: text must be str, got {type(text).__name__}")
-    raw = text.encode("utf-8", errors="replace")
-    if not raw:
-        return 1.0
-    return min(1.0, len(zlib.compress(raw, level)) / len(raw))
 
 
 def _ngrams(words: list[str], n: int) -> list[tuple[str, ...]]:
@@ -402,9 +368,7 @@ def loop_summary(audit: pd.DataFrame) -> pd.DataFrame:
 
 __all__ = [
     "DEFAULT_LOOP_WINDOW_CHARS",
-    "DEFAULT_ZLIB_LEVEL",
     "LOOP_NGRAM",
-    "compression_ratio",
     "loop_summary",
     "oracle_early_stop",
     "prefix_checks",

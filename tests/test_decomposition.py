@@ -20,8 +20,8 @@ from legival_core.decomposition import (
     failure_modes,
     normalize_instances,
 )
+from legival_core.efficiency import compression_ratio
 from legival_core.trace_audits import (
-    compression_ratio,
     oracle_early_stop,
     prefix_checks,
     prompt_copy_share,

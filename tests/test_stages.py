@@ -343,6 +343,28 @@ def test_efficiency_table_values_by_hand() -> None:
     assert table.loc["c", "compression"] == 1.0
 
 
+def test_stored_sigma_and_the_trace_layers_sigma_are_one_number() -> None:
+    """``trace_efficiency.compression`` and the decomposition's σ_i of the same 3 kB trace."""
+    from legival_core.decomposition import decompose
+
+    text = "".join(f"Try n = {i}: 2 * {i} mod 7 = {2 * i % 7}, not yet. " for i in range(1, 80))
+    text = text[:3000]  # 3,000 bytes; zlib level 9 -> 441 bytes, level 6 -> 439 bytes
+    traces, grades, steps, similarity, judgments = _efficiency_inputs()
+    traces = traces.assign(reasoning=[text, "hello world hello world", ""])
+    table = efficiency_table(
+        traces, grades, steps, similarity, judgments, threshold=0.8, labeler="lexical",
+        encoding="cl100k_base",
+    ).set_index("trace_id")  # fmt: skip
+    instances = pd.DataFrame(
+        {"model": "T1", "benchmark": "d", "instance_id": ["p"], "correct": [True],
+         "tokens": [100.0], "truncated": [False], "trace": [text]}
+    )  # fmt: skip
+    layer = decompose(instances, n_boot=0).iloc[0]
+    # one instance: q_trace = σ = 441 / 3000 = 0.147 in both
+    assert table.loc["a", "compression"] == 0.147
+    assert float(layer["q_trace"]) == 0.147
+
+
 def test_efficiency_table_release_counts_blank_reasoning_as_zero_tokens() -> None:
     traces, *rest = _efficiency_inputs()
     traces = traces.assign(reasoning=["hello world", "hello world hello world", " \n\n "])
