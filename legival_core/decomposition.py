@@ -188,6 +188,77 @@ TRUNCATED_CORRECT_POLICIES: Final[
 }
 
 
+def decomposition_instances(
+    traces: pd.DataFrame, grades: pd.DataFrame, problems: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """The instances table of :func:`decompose` from a store's tables (one rule for all).
+
+    One row per graded trace (a trace whose grade is null is not an instance): ``model`` =
+    teacher, ``benchmark`` = dataset, ``instance_id`` = problem id (``#sample`` appended for
+    samples > 0), ``correct``, ``truncated`` (null = not truncated), the problem's native
+    ``workload`` where ``problems`` has one, ``trace`` (the reasoning text, for the trace
+    layer) when ``traces`` has a ``reasoning`` column, and ``tokens`` T:
+
+    **T = the trace's stored ``tokens``; where that is null, the tiktoken count of its
+    reasoning text** (:func:`legival_core.tokens.count_tokens_many`, default encoding), so a
+    store whose engine did not report token counts (an ingested one) keeps every trace. The
+    metrics stage and the app's audits both build their instances here, so they hold the
+    same rows.
+
+    >>> traces = pd.DataFrame({"trace_id": ["t1", "t2", "t3"], "problem_id": ["p", "p", "q"],
+    ...     "dataset": "d", "teacher": "a", "sample": [0, 1, 0], "tokens": [10, None, 30],
+    ...     "truncated": [False, None, True], "reasoning": ["x", "hello world", "z"]})
+    >>> grades = pd.DataFrame({"trace_id": ["t1", "t2", "t3"], "correct": [True, False, None]})
+    >>> out = decomposition_instances(traces, grades)  # t3 ungraded; t2's T counted: 2 tokens
+    >>> out[["instance_id", "tokens", "truncated"]].values.tolist()
+    [['p', 10.0, False], ['p#1', 2.0, False]]
+    """
+    graded = traces.merge(grades[["trace_id", "correct"]], on="trace_id", how="inner")
+    graded = graded[graded["correct"].notna()].reset_index(drop=True)
+    # a copy: a column read from a memory-mapped store is read-only, and counts are filled in
+    tokens = pd.to_numeric(graded["tokens"], errors="coerce").to_numpy(dtype=float, copy=True)
+    unknown = np.isnan(tokens)
+    if unknown.any():
+        if "reasoning" not in graded:
+            first = int(np.flatnonzero(unknown)[0])
+            raise ValueError(
+                f"traces: row {first} (trace_id={graded['trace_id'].iloc[first]!r}), field "
+                "'tokens': null, and no 'reasoning' column to count the tokens from"
+            )
+        from legival_core.tokens import count_tokens_many
+
+        texts = graded.loc[unknown, "reasoning"].fillna("").astype(str).tolist()
+        tokens[unknown] = count_tokens_many(texts)
+    sample = (
+        pd.to_numeric(graded["sample"], errors="coerce").fillna(0).astype(int)
+        if "sample" in graded
+        else pd.Series(0, index=graded.index)
+    )
+    problem = graded["problem_id"].astype(str)
+    out = pd.DataFrame(
+        {
+            "model": graded["teacher"].astype(str).to_numpy(),
+            "benchmark": graded["dataset"].astype(str).to_numpy(),
+            "instance_id": problem.where(sample == 0, problem + "#" + sample.astype(str)),
+            "correct": graded["correct"].astype(bool).to_numpy(),
+            "tokens": tokens,
+            "truncated": graded["truncated"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+            if "truncated" in graded
+            else False,
+        }
+    )
+    if problems is not None and "workload" in problems:
+        workload = dict(zip(problems["problem_id"], problems["workload"], strict=True))
+        out["workload"] = pd.to_numeric(
+            pd.Series([workload.get(p) for p in graded["problem_id"]], dtype=object),
+            errors="coerce",
+        )
+    if "reasoning" in graded:
+        # The trace layer (compression σ of the reasoning text) needs the text itself.
+        out["trace"] = graded["reasoning"].fillna("").astype(str).to_numpy()
+    return out
+
+
 def normalize_instances(
     instances: pd.DataFrame,
     table: str = "instances",
@@ -750,6 +821,7 @@ __all__ = [
     "UNDETERMINED",
     "FailureModeRule",
     "decompose",
+    "decomposition_instances",
     "failure_mode",
     "failure_modes",
     "normalize_instances",

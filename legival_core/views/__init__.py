@@ -23,6 +23,7 @@ References: Legi-Val (arXiv 2603.20508) for the legibility metrics and rankings;
 
 from __future__ import annotations
 
+from legival_core.decomposition import decomposition_instances
 from legival_core.transfer_curves import (
     ALL_ROWS,
     SUMMARY_COLUMNS,
@@ -59,7 +60,6 @@ from legival_core.views.correlations import (
     trace_level_frame,
 )
 from legival_core.views.efficiency import (
-    decomposition_instances,
     delta_log_terms,
     e0_board,
     failure_mode_table,

@@ -1,6 +1,6 @@
-"""The efficiency-decomposition page's data: instances from store tables, the E0 board,
-the Δlog waterfall, failure modes and the solver-workload audits (Kaiser et al., arXiv
-2602.09805).
+"""The efficiency-decomposition page's data: the E0 board, the Δlog waterfall, failure modes
+and the solver-workload audits (Kaiser et al., arXiv 2602.09805). The instances come from
+:func:`legival_core.decomposition.decomposition_instances`, as the metrics stage's do.
 """
 
 from __future__ import annotations
@@ -9,51 +9,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 # ---------------------------------------------------------------------------------------------
 # Efficiency decomposition
 # ---------------------------------------------------------------------------------------------
-
-
-def decomposition_instances(
-    traces: pd.DataFrame, grades: pd.DataFrame, problems: pd.DataFrame | None = None
-) -> pd.DataFrame:
-    """The instances table of :func:`legival_core.decomposition.decompose` from store tables.
-
-    One row per graded trace: ``model`` = teacher, ``benchmark`` = dataset, ``instance_id`` =
-    problem id (``#sample`` appended for samples > 0), ``correct``, ``tokens`` (the trace's
-    generated tokens T), ``truncated`` and the problem's native ``workload`` where known.
-    """
-    graded = traces.merge(grades[["trace_id", "correct"]], on="trace_id", how="inner")
-    graded = graded[graded["correct"].notna()]
-    sample = graded["sample"].fillna(0).astype(int) if "sample" in graded else 0
-    instance = (
-        graded["problem_id"]
-        .astype(str)
-        .where(sample == 0, graded["problem_id"].astype(str) + "#" + pd.Series(sample).astype(str))
-    )
-    out = pd.DataFrame(
-        {
-            "model": graded["teacher"].astype(str).to_numpy(),
-            "benchmark": graded["dataset"].astype(str).to_numpy(),
-            "instance_id": instance.to_numpy(),
-            "correct": graded["correct"].astype(bool).to_numpy(),
-            "tokens": pd.to_numeric(graded["tokens"], errors="coerce").to_numpy(dtype=float),
-            "truncated": graded["truncated"].astype("boolean").fillna(False).to_numpy(dtype=bool)
-            if "truncated" in graded
-            else False,
-        }
-    )
-    if "reasoning" in graded:
-        # The trace layer (compression sigma of the reasoning text) needs the text itself.
-        out["trace"] = graded["reasoning"].fillna("").astype(str).to_numpy()
-    if problems is not None and "workload" in problems:
-        workload = dict(zip(problems["problem_id"], problems["workload"], strict=True))
-        out["workload"] = [workload.get(p) for p in graded["problem_id"]]
-        out["workload"] = pd.to_numeric(out["workload"], errors="coerce")
-    return out[np.isfinite(out["tokens"])].reset_index(drop=True)
 
 
 def e0_board(

@@ -274,40 +274,6 @@ _DECOMPOSITION_TERMS = (
 )
 
 
-def _instances(traces: pd.DataFrame, grades: pd.DataFrame, problems: pd.DataFrame) -> pd.DataFrame:
-    graded = traces.merge(grades[["trace_id", "correct"]], on="trace_id", how="inner")
-    graded = graded[graded["correct"].notna()]
-    workload = dict(zip(problems["problem_id"], problems["workload"], strict=True))
-    tokens = pd.to_numeric(graded["tokens"], errors="coerce")
-    if tokens.isna().any():
-        from legival_core.tokens import count_tokens_many
-
-        missing = tokens.isna().to_numpy()
-        counted = count_tokens_many(graded.loc[missing, "reasoning"].fillna("").tolist())
-        tokens = tokens.astype("float64").to_numpy()
-        tokens[missing] = counted
-    instance_id = [
-        pid if int(sample) == 0 else f"{pid}#{int(sample)}"
-        for pid, sample in zip(graded["problem_id"], graded["sample"], strict=True)
-    ]
-    return pd.DataFrame(
-        {
-            "model": graded["teacher"].astype(str).to_numpy(),
-            "benchmark": graded["dataset"].astype(str).to_numpy(),
-            "instance_id": instance_id,
-            "correct": graded["correct"].astype(bool).to_numpy(),
-            "tokens": np.asarray(tokens, dtype=float),
-            "truncated": graded["truncated"]
-            .astype("boolean")
-            .fillna(False)
-            .astype(bool)
-            .to_numpy(),
-            "workload": [workload.get(p) for p in graded["problem_id"]],
-            "trace": graded["reasoning"].fillna("").astype(str).to_numpy(),
-        }
-    )
-
-
 def _layer_rows(result: pd.DataFrame, layer: str, coverage: dict[tuple[str, str], float]) -> list:
     rows = []
     for record in result.to_dict(orient="records"):
@@ -521,10 +487,11 @@ def run_metrics(ctx: StageContext) -> StageResult:
         tables.get("trace_transfer"),
     )
     if len(grades):
+        from legival_core.decomposition import decomposition_instances
         from legival_core.references import reference_teachers
 
         decomposition = decomposition_table(
-            _instances(traces, grades, problems), reference_teachers(traces)
+            decomposition_instances(traces, grades, problems), reference_teachers(traces)
         )
         if len(decomposition):
             tables["decomposition"] = decomposition
