@@ -417,8 +417,19 @@ def _point_terms(group: _Group) -> dict[str, float]:
     return {k: float(v) for k, v in _terms(sums, group.n).items()}
 
 
-def _dlog(model: np.ndarray | float, ref: np.ndarray | float) -> np.ndarray:
-    """log(model) − log(ref): −inf/+inf when one side is 0, NaN when both are or one is NaN."""
+def log_ratio(model: np.ndarray | float, ref: np.ndarray | float) -> np.ndarray:
+    """Δlog = log(model) − log(ref), elementwise: the one definition of every Δlog term.
+
+    −inf / +inf when one side is 0 (a model that never answers correctly is infinitely worse
+    on r_logic, which :func:`failure_mode` counts as the largest shortfall), NaN when both
+    are 0 or either is NaN or negative. Used on paired instances by :func:`decompose` and on
+    stored decomposition rows by the app's waterfall and failure-mode table.
+
+    >>> round(float(log_ratio(250.0, 500.0)), 4)  # log(250) − log(500) = log(1/2)
+    -0.6931
+    >>> log_ratio([0.0, 1.0, 0.0], [0.5, 0.0, 0.0]).tolist()
+    [-inf, inf, nan]
+    """
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.log(np.asarray(model, dtype=float)) - np.log(np.asarray(ref, dtype=float))
 
@@ -645,7 +656,7 @@ def _paired(
     pair = [mine.subset(pos_m), theirs.subset(pos_r)]
     pm, pr = _point_terms(pair[0]), _point_terms(pair[1])
     for col, term in DLOG_OF.items():
-        out[col] = float(_dlog(pm[term], pr[term]))
+        out[col] = float(log_ratio(pm[term], pr[term]))
     # terms of a layer the model does not have are NaN by design, not "undefined"
     applicable = {
         col
@@ -661,7 +672,7 @@ def _paired(
     if n_boot:
 
         def dlogs(ts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-            return {col: _dlog(ts[0][term], ts[1][term]) for col, term in DLOG_OF.items()}
+            return {col: log_ratio(ts[0][term], ts[1][term]) for col, term in DLOG_OF.items()}
 
         draws = _bootstrap(pair, dlogs, n_boot, seeded_stream(seed, "dlog", model, ref, bench))
         for col in DLOG_OF:
@@ -824,6 +835,7 @@ __all__ = [
     "decomposition_instances",
     "failure_mode",
     "failure_modes",
+    "log_ratio",
     "normalize_instances",
     "seeded_stream",
 ]

@@ -11,6 +11,8 @@ from typing import Any
 
 import pandas as pd
 
+from legival_core.decomposition import log_ratio
+
 # ---------------------------------------------------------------------------------------------
 # Efficiency decomposition
 # ---------------------------------------------------------------------------------------------
@@ -60,12 +62,6 @@ def e0_board(
     return board.sort_values(["benchmark", "e0_rank", "model"]).reset_index(drop=True)
 
 
-def _log_ratio(model: float, reference: float) -> float:
-    if not (math.isfinite(model) and math.isfinite(reference)) or model <= 0 or reference <= 0:
-        return math.nan
-    return math.log(model) - math.log(reference)
-
-
 def delta_log_terms(row: Mapping[str, Any], reference: Mapping[str, Any]) -> pd.DataFrame:
     """The Δlog E0 waterfall of one model against a reference, from two decomposition rows.
 
@@ -88,10 +84,10 @@ def delta_log_terms(row: Mapping[str, Any], reference: Mapping[str, Any]) -> pd.
         return float(row.get(name, math.nan)), float(reference.get(name, math.nan))
 
     parts = [
-        ("Δlog r_ctx", _log_ratio(*term("r_ctx"))),
-        ("Δlog r_logic", _log_ratio(*term("r_logic"))),
+        ("Δlog r_ctx", float(log_ratio(*term("r_ctx")))),
+        ("Δlog r_logic", float(log_ratio(*term("r_logic")))),
     ]
-    workload = [_log_ratio(*term(n)) for n in ("mean_workload", "vo", "kappa")]
+    workload = [float(log_ratio(*term(n))) for n in ("mean_workload", "vo", "kappa")]
     if all(math.isfinite(v) for v in workload):
         parts += [
             ("−Δlog E[W]", -workload[0]),
@@ -100,15 +96,15 @@ def delta_log_terms(row: Mapping[str, Any], reference: Mapping[str, Any]) -> pd.
         ]
     elif math.isfinite(workload[1]) and math.isfinite(workload[2]):
         # Published rows give VŌ and κ but not E[W]: E[W] = E[T] / (VŌ κ) on each side.
-        dlog_tokens = _log_ratio(*term("mean_tokens"))
+        dlog_tokens = float(log_ratio(*term("mean_tokens")))
         parts += [
             ("−Δlog E[W]", -(dlog_tokens - workload[1] - workload[2])),
             ("−Δlog VŌ", -workload[1]),
             ("−Δlog κ", -workload[2]),
         ]
     else:
-        parts.append(("−Δlog E[T]", -_log_ratio(*term("mean_tokens"))))
-    total = _log_ratio(*term("e0"))
+        parts.append(("−Δlog E[T]", -float(log_ratio(*term("mean_tokens")))))
+    total = float(log_ratio(*term("e0")))
     explained = sum(v for _, v in parts)
     parts.append(("rounding", total - explained if math.isfinite(total) else math.nan))
     frame = pd.DataFrame(parts, columns=["term", "value"])
@@ -132,7 +128,9 @@ def failure_mode_table(decomposition: pd.DataFrame) -> pd.DataFrame:
         for record in group.to_dict(orient="records"):
 
             def d(name: str, rec: dict[str, Any] = record, ref: pd.Series = best) -> float:
-                return _log_ratio(float(rec.get(name, math.nan)), float(ref.get(name, math.nan)))
+                return float(
+                    log_ratio(float(rec.get(name, math.nan)), float(ref.get(name, math.nan)))
+                )
 
             rows.append(
                 {
