@@ -24,6 +24,7 @@ import pandas as pd
 
 from legival_core.decomposition import decompose, seeded_stream
 from legival_core.published import cogniload_efficiency
+from legival_core.schema import require_columns
 
 __all__ = ["cogniload_consistency", "common_workload_minimax", "instances_from_summary"]
 
@@ -111,9 +112,7 @@ def instances_from_summary(
     """
     table = "instances_from_summary(summary)"
     needed = ["model", "accuracy", "r_ctx", "r_logic", "mean_tokens"]
-    missing = [c for c in needed if c not in summary.columns]
-    if missing:
-        raise ValueError(f"{table}: missing column(s) {missing}")
+    require_columns(summary, needed, table)
     if n_instances < 2 or n_instances % 2:
         raise ValueError(f"{table}: n_instances must be an even number ≥ 2, got {n_instances}")
     x = light_workload_fraction

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from legival_core.efficiency import compression_ratio
+from legival_core.schema import require_columns
 
 KEY_COLUMNS: Final = ("model", "benchmark", "instance_id")
 REQUIRED_COLUMNS: Final = (*KEY_COLUMNS, "correct", "tokens", "truncated")
@@ -277,13 +278,7 @@ def normalize_instances(
     >>> n.loc[0, "instance_id"], bool(n.loc[0, "correct"]), float(n.loc[0, "workload"])
     ('7', True, nan)
     """
-    if not isinstance(instances, pd.DataFrame):
-        raise TypeError(f"{table}: expected a pandas DataFrame, got {type(instances).__name__}")
-    missing = [c for c in REQUIRED_COLUMNS if c not in instances.columns]
-    if missing:
-        raise ValueError(
-            f"{table}: missing column(s) {missing}; required are {list(REQUIRED_COLUMNS)}"
-        )
+    require_columns(instances, REQUIRED_COLUMNS, table)
     if truncated_correct not in TRUNCATED_CORRECT_POLICIES:
         raise ValueError(
             f"truncated_correct must be one of {sorted(TRUNCATED_CORRECT_POLICIES)}, "

@@ -21,6 +21,8 @@ from typing import Final
 import numpy as np
 import pandas as pd
 
+from legival_core.schema import require_columns
+
 __all__ = [
     "COMPRESSION_LEVEL",
     "REDUNDANCY_THRESHOLDS",
@@ -101,12 +103,6 @@ def trace_lengths(
     )
 
 
-def _require_columns(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise KeyError(f"{what}: the table has no column(s) {missing}; it has {list(df.columns)}")
-
-
 def normalised_lengths(
     df: pd.DataFrame,
     length_col: str = "tokens",
@@ -136,7 +132,7 @@ def normalised_lengths(
     >>> normalised_lengths(df).tolist()  # median of correct p = (100+300)/2 = 200
     [0.5, 1.5, 2.0, nan]
     """
-    _require_columns(df, [length_col, problem_col, correct_col], "normalised_lengths")
+    require_columns(df, [length_col, problem_col, correct_col], "normalised_lengths")
     lengths = pd.to_numeric(df[length_col], errors="raise").astype("float64")
     correct = df[correct_col].fillna(False).astype(bool)
     medians = lengths[correct].groupby(df.loc[correct, problem_col], observed=True).median()
@@ -169,7 +165,7 @@ def length_summary(
     ([70.0, 300.0], [0.75, 1.5])
     """
     keys = [by] if isinstance(by, str) else list(by)
-    _require_columns(df, [*keys, length_col], "length_summary")
+    require_columns(df, [*keys, length_col], "length_summary")
     frame = df[keys].copy()
     frame["length"] = pd.to_numeric(df[length_col], errors="raise").astype("float64")
     frame["norm"] = normalised_lengths(

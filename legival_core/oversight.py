@@ -28,6 +28,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 import pandas as pd
 
+from legival_core.schema import require_columns
 from legival_core.stats import partial_spearman, spearman
 
 __all__ = [
@@ -278,9 +279,7 @@ def monitor_scores(
 ['all', 0.5, 0.5]]
     """
     columns = list(by)
-    missing = [c for c in [*columns, *_VERDICT_COLUMNS] if c not in verdicts.columns]
-    if missing:
-        raise ValueError(f"table 'monitor_verdicts': missing column(s) {missing}")
+    require_columns(verdicts, [*columns, *_VERDICT_COLUMNS], "monitor_verdicts")
     if int(n_boot) != n_boot or n_boot < 0:
         raise ValueError(f"n_boot must be a whole number >= 0, got {n_boot!r}")
     if not 0 < alpha < 1:
@@ -366,16 +365,8 @@ def _missing(value: object) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-def _require(frame: pd.DataFrame, columns: Sequence[str], table: str) -> None:
-    if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"table '{table}': expected a pandas DataFrame, got {type(frame)}")
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"table '{table}': missing column(s) {missing}")
-
-
 def _correct_ids(grades: pd.DataFrame) -> set[str]:
-    _require(grades, ("trace_id", "correct"), "grades")
+    require_columns(grades, ("trace_id", "correct"), "grades")
     flags = grades["correct"].astype("boolean").fillna(False).astype(bool)
     return set(grades.loc[flags.to_numpy(), "trace_id"].astype(str))
 
@@ -400,8 +391,8 @@ def trace_level_rewards(
     >>> trace_level_rewards(r, t, g)[["trace_id", "fotu", "correct"]].values.tolist()
     [['a', 0.30000000000000004, True], ['b', 0.9, False]]
     """
-    _require(rewards, ("trace_id", "reward_model", "score"), "rewards")
-    _require(
+    require_columns(rewards, ("trace_id", "reward_model", "score"), "rewards")
+    require_columns(
         trace_transfer, ("trace_id", "teacher", "dataset", *TRACE_LEVEL_METRICS), "trace_transfer"
     )
     per_trace = (
@@ -426,7 +417,7 @@ def _teacher_transfer(trace_transfer: pd.DataFrame, keep: set[str] | None) -> pd
     """Per (teacher, dataset): FOTU, SOTU and regression rate, mean over students."""
     from legival_core.transfer import sotu
 
-    _require(
+    require_columns(
         trace_transfer,
         ("trace_id", "student", "teacher", "dataset", "fotu", "regression_rate", "hazard_bin"),
         "trace_transfer",
@@ -550,14 +541,14 @@ def teacher_level_rewards(
     >>> float(row.score), float(row.fotu), float(row.sotu)  # (1 + 3 + 5) / 3
     (3.0, 0.5, 0.0)
     """
-    _require(rewards, ("trace_id", "reward_model", "score"), "rewards")
+    require_columns(rewards, ("trace_id", "reward_model", "score"), "rewards")
     correct = _correct_ids(grades)
     keep = correct if correct_only else None
     if traces is not None:
-        _require(traces, ("trace_id", "teacher", "dataset"), "traces")
+        require_columns(traces, ("trace_id", "teacher", "dataset"), "traces")
         owners = traces[["trace_id", "teacher", "dataset"]].drop_duplicates("trace_id")
     else:
-        _require(trace_transfer, ("trace_id", "teacher", "dataset"), "trace_transfer")
+        require_columns(trace_transfer, ("trace_id", "teacher", "dataset"), "trace_transfer")
         owners = trace_transfer[["trace_id", "teacher", "dataset"]].drop_duplicates("trace_id")
     scored = rewards[["trace_id", "reward_model", "score"]].merge(owners, on="trace_id")
     if keep is not None:
@@ -620,10 +611,10 @@ def monitor_legibility_correlation(
     >>> out.loc[(out.dataset == "D") & (out.measure == "precision"), "rho"].item()
     0.8
     """
-    _require(
+    require_columns(
         scores, ("monitor", "teacher", "dataset", "negative_type", *measures), "monitor scores"
     )
-    _require(teacher_metrics, ("teacher", "dataset", legibility, control), "teacher_metrics")
+    require_columns(teacher_metrics, ("teacher", "dataset", legibility, control), "teacher_metrics")
     merged = scores.merge(
         teacher_metrics[["teacher", "dataset", legibility, control]],
         on=["teacher", "dataset"],

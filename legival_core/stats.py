@@ -23,6 +23,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from legival_core.schema import require_columns
+
 
 class Correlation(NamedTuple):
     """A correlation coefficient with its two-sided p-value and the number of rows used."""
@@ -42,14 +44,6 @@ class BootstrapCI(NamedTuple):
 
 def _as_list(columns: str | Sequence[str]) -> list[str]:
     return [columns] if isinstance(columns, str) else list(columns)
-
-
-def _require(df: pd.DataFrame, columns: Sequence[str], table: str) -> None:
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"{table}: expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{table}: missing column(s) {missing}; it has {list(df.columns)}")
 
 
 def _numeric(df: pd.DataFrame, columns: Sequence[str], table: str) -> pd.DataFrame:
@@ -131,7 +125,7 @@ def rank_table(
     directions.setdefault(accuracy, True)
     table = "rank_table input"
     group_cols = keys + ([average_over] if average_over else [])
-    _require(df, [*group_cols, *directions], table)
+    require_columns(df, [*group_cols, *directions], table)
     values = _numeric(df, list(directions), table)
     frame = pd.concat(
         [df[group_cols].reset_index(drop=True), values.reset_index(drop=True)], axis=1
@@ -225,7 +219,7 @@ def spearman_matrix(df: pd.DataFrame, columns: Sequence[str]) -> tuple[pd.DataFr
     [[1.0, 0.8, -1.0], [0.8, 1.0, -0.8], [-1.0, -0.8, 1.0]]
     """
     cols = list(columns)
-    _require(df, cols, "spearman_matrix input")
+    require_columns(df, cols, "spearman_matrix input")
     values = _numeric(df, cols, "spearman_matrix input")
     rho = pd.DataFrame(np.nan, index=cols, columns=cols)
     pvalue = pd.DataFrame(np.nan, index=cols, columns=cols)
@@ -249,7 +243,7 @@ def pairwise_counts(
     """
     controls = _as_list(control)
     cols = list(columns)
-    _require(df, [*cols, *controls], "pairwise_counts input")
+    require_columns(df, [*cols, *controls], "pairwise_counts input")
     present = _numeric(df, [*dict.fromkeys([*cols, *controls])], "pairwise_counts input").notna()
     base = present[controls].all(axis=1).to_numpy() if controls else np.ones(len(df), bool)
     mask = present[cols].to_numpy() & base[:, None]
@@ -279,7 +273,7 @@ def partial_spearman(
 
     controls = _as_list(control)
     cols = [x, y, *controls]
-    _require(df, cols, "partial_spearman input")
+    require_columns(df, cols, "partial_spearman input")
     values = _numeric(df, cols, "partial_spearman input").dropna()
     n = len(values)
     dof = n - 2 - len(controls)
@@ -322,7 +316,7 @@ def rank_stability(
     >>> rank_stability(df, "fotu")[0].values.tolist()
     [[1.0, -1.0], [-1.0, 1.0]]
     """
-    _require(df, [metric, by, across], "rank_stability input")
+    require_columns(df, [metric, by, across], "rank_stability input")
     values = _numeric(df, [metric], "rank_stability input")[metric]
     frame = pd.DataFrame({by: df[by].to_numpy(), across: df[across].to_numpy(), metric: values})
     wide = frame.pivot_table(
@@ -404,10 +398,10 @@ def pareto_front(
     >>> pareto_front(df, "eff", "fotu", references=["human"]).tolist()
     [True, True, True, False]
     """
-    _require(df, [x, y], "pareto_front input")
+    require_columns(df, [x, y], "pareto_front input")
     values = _numeric(df, [x, y], "pareto_front input")
     if references:
-        _require(df, [by], "pareto_front input")
+        require_columns(df, [by], "pareto_front input")
         left_out = df[by].astype(str).isin([str(r) for r in references]).to_numpy()
         values = values.astype("float64")
         values.loc[left_out, :] = np.nan

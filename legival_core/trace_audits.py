@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from legival_core.schema import require_columns
+
 #: Size of the tail window of a truncated output that the loop audit reads. **[choice]** 2,000
 #: characters: long enough to hold a few repetitions of a looping paragraph, short enough to
 #: look only at how the output ended.
@@ -66,14 +68,6 @@ def prompt_copy_share(text: str, prompt: str, n: int = LOOP_NGRAM) -> float:
         return float("nan")
     prompt_grams = set(_ngrams(prompt.lower().split(), n))
     return sum(g in prompt_grams for g in grams) / len(grams)
-
-
-def _require(table: pd.DataFrame, columns: list[str], name: str) -> None:
-    if not isinstance(table, pd.DataFrame):
-        raise TypeError(f"{name}: expected a pandas DataFrame, got {type(table).__name__}")
-    missing = [c for c in columns if c not in table.columns]
-    if missing:
-        raise ValueError(f"{name}: missing column(s) {missing}; has {list(table.columns)}")
 
 
 def _text_at(table: pd.DataFrame, pos: int, field: str, name: str) -> str:
@@ -121,7 +115,7 @@ def truncation_loop_audit(
     [[0.6666666666666666, 1.0]]
     """
     name = "truncation_loop_audit(instances)"
-    _require(instances, [*_KEY, "truncated", "trace"], name)
+    require_columns(instances, [*_KEY, "truncated", "trace"], name)
     if window_chars <= 0:
         raise ValueError(f"{name}: window_chars must be positive, got {window_chars}")
     has_prompt = "prompt" in instances.columns
@@ -178,7 +172,7 @@ def prefix_checks(
     [True, True]
     """
     name = "prefix_checks(instances)"
-    _require(instances, [*_KEY, "tokens", "trace"], name)
+    require_columns(instances, [*_KEY, "tokens", "trace"], name)
     if n_prefixes < 1:
         raise ValueError(f"{name}: n_prefixes must be ≥ 1, got {n_prefixes}")
     rows: list[dict[str, Any]] = []
@@ -257,8 +251,8 @@ def oracle_early_stop(instances: pd.DataFrame, prefixes: pd.DataFrame) -> pd.Dat
     >>> oracle_early_stop(inst, pre)[["gain", "wasted_tail"]].to_numpy().tolist()
     [[4.0, 0.75], [nan, nan]]
     """
-    _require(instances, [*_KEY, "tokens"], "oracle_early_stop(instances)")
-    _require(prefixes, [*_KEY, "prefix_tokens", "correct"], "oracle_early_stop(prefixes)")
+    require_columns(instances, [*_KEY, "tokens"], "oracle_early_stop(instances)")
+    require_columns(prefixes, [*_KEY, "prefix_tokens", "correct"], "oracle_early_stop(prefixes)")
     tokens = pd.to_numeric(instances["tokens"], errors="coerce").astype(float)
     bad = ~np.isfinite(tokens.to_numpy()) | (tokens.to_numpy() < 0)
     if bad.any():
@@ -313,7 +307,7 @@ def tokens_by_outcome(instances: pd.DataFrame) -> pd.DataFrame:
     [100.0, 400.0]
     """
     name = "tokens_by_outcome(instances)"
-    _require(instances, ["model", "benchmark", "correct", "tokens", "truncated"], name)
+    require_columns(instances, ["model", "benchmark", "correct", "tokens", "truncated"], name)
     frame = pd.DataFrame(
         {
             "model": instances["model"].to_numpy(),
@@ -357,7 +351,9 @@ def loop_summary(audit: pd.DataFrame) -> pd.DataFrame:
     >>> int(r["n_truncated"]), float(r["mean_repeat_share"])
     (2, 0.3)
     """
-    _require(audit, ["model", "benchmark", "repeat_share", "prompt_copy_share"], "loop_summary")
+    require_columns(
+        audit, ["model", "benchmark", "repeat_share", "prompt_copy_share"], "loop_summary"
+    )
     grouped = audit.groupby(["model", "benchmark"], sort=True, observed=True)
     return grouped.agg(
         n_truncated=("repeat_share", "size"),

@@ -35,7 +35,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from legival_core.schema import SchemaError
+from legival_core.schema import SchemaError, require_columns
 
 #: Number of position bins; each has width ``1 / N_BINS = 0.02``.
 N_BINS = 50
@@ -428,11 +428,7 @@ class _RolloutNumbers:
 
 
 def _check_rollouts(rollouts: pd.DataFrame, table: str = "rollouts") -> _RolloutNumbers:
-    if not isinstance(rollouts, pd.DataFrame):
-        raise SchemaError(table, f"expected a pandas DataFrame, got {type(rollouts).__name__}")
-    missing = [c for c in ROLLOUT_COLUMNS if c not in rollouts.columns]
-    if missing:
-        raise SchemaError(table, f"missing column(s) {missing}", column=missing[0])
+    require_columns(rollouts, ROLLOUT_COLUMNS, table)
     for col in ROLLOUT_COLUMNS:
         nulls = rollouts[col].isna().to_numpy()
         if nulls.any():
@@ -1523,9 +1519,7 @@ def answer_leak_points(
     """
     table = "steps"
     need = ["trace_id", "step"] + (["end"] if reasoning is not None else ["text"])
-    missing = [c for c in need if c not in steps.columns]
-    if missing:
-        raise SchemaError(table, f"missing column(s) {missing}", column=missing[0])
+    require_columns(steps, need, table)
     for col in need:
         nulls = steps[col].isna().to_numpy()
         if nulls.any():
@@ -1592,9 +1586,7 @@ def fotu_before_leak(
     >>> float(out.fotu), float(out.fotu_before_leak)
     (0.63, 0.26)
     """
-    for col in ("trace_id", "leak_k"):
-        if col not in leaks.columns:
-            raise SchemaError("leaks", "missing column", column=col)
+    require_columns(leaks, ("trace_id", "leak_k"), "leaks")
     prof = get_profile(profile)
     curve_grid = _grid_of(prof, grid)
     pre = _collapse(rollouts, prof)

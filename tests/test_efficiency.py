@@ -78,7 +78,10 @@ def test_normalised_lengths_nan_without_a_correct_trace_and_keeps_the_index():
 
 
 def test_normalised_lengths_names_the_missing_column():
-    with pytest.raises(KeyError, match=r"normalised_lengths: the table has no column\(s\) \['n'\]"):
+    from legival_core.schema import SchemaError
+
+    pattern = r"table 'normalised_lengths', field 'n': missing column\(s\) \['n'\]"
+    with pytest.raises(SchemaError, match=pattern):
         normalised_lengths(_traces(), "n")
 
 
