@@ -22,9 +22,10 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from legival_core.decomposition import decompose, seeded_stream
+from legival_core.decomposition import decompose
 from legival_core.published import cogniload_efficiency
 from legival_core.schema import require_columns
+from legival_core.stats import seeded_stream
 
 __all__ = ["cogniload_consistency", "common_workload_minimax", "instances_from_summary"]
 

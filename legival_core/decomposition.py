@@ -23,7 +23,6 @@ Reasoning Efficiency of LLMs", arXiv 2602.09805; CogniLoad, arXiv 2509.18458.
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -33,6 +32,7 @@ import pandas as pd
 
 from legival_core.efficiency import compression_ratio
 from legival_core.schema import require_columns
+from legival_core.stats import percentile_interval, resample_counts, seeded_stream
 
 KEY_COLUMNS: Final = ("model", "benchmark", "instance_id")
 REQUIRED_COLUMNS: Final = (*KEY_COLUMNS, "correct", "tokens", "truncated")
@@ -429,20 +429,6 @@ def log_ratio(model: np.ndarray | float, ref: np.ndarray | float) -> np.ndarray:
         return np.log(np.asarray(model, dtype=float)) - np.log(np.asarray(ref, dtype=float))
 
 
-def seeded_stream(seed: int, *parts: str) -> np.random.Generator:
-    """A random generator seeded by ``seed`` and the CRC-32 of each name in ``parts``.
-
-    One independent, reproducible stream per group (model, benchmark, ...), whatever other
-    groups exist: adding a model does not change another model's draws.
-
-    >>> seeded_stream(0, "m", "b").integers(0, 100, 3).tolist()
-    [27, 39, 41]
-    >>> seeded_stream(0, "n", "b").integers(0, 100, 3).tolist()  # another model, another stream
-    [0, 86, 12]
-    """
-    return np.random.default_rng([seed, *(zlib.crc32(p.encode()) for p in parts)])
-
-
 def _bootstrap(
     groups: Sequence[_Group],
     statistic: Callable[[list[dict[str, np.ndarray]]], dict[str, np.ndarray]],
@@ -455,27 +441,9 @@ def _bootstrap(
     parts: list[dict[str, np.ndarray]] = []
     for start in range(0, n_boot, chunk):
         size = min(chunk, n_boot - start)
-        idx = rng.integers(0, n, size=(size, n))
-        # how often each instance was drawn in each resample
-        flat = (idx + (np.arange(size) * n)[:, None]).ravel()
-        counts = np.bincount(flat, minlength=size * n).reshape(size, n).astype(float)
+        counts = resample_counts(n, size, rng)  # how often each instance is drawn
         parts.append(statistic([_terms(g.sums(counts), n) for g in groups]))
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-
-
-def _interval(draws: np.ndarray, ci: float) -> tuple[float, float]:
-    """Percentile interval; undefined (NaN) resamples are left out."""
-    finite_or_inf = draws[~np.isnan(draws)]
-    if finite_or_inf.size == 0:
-        return float("nan"), float("nan")
-    alpha = (1.0 - ci) / 2.0
-    if np.isinf(finite_or_inf).any():
-        # linear interpolation between an infinity and a number is undefined: take order stats
-        lo = np.quantile(finite_or_inf, alpha, method="lower")
-        hi = np.quantile(finite_or_inf, 1.0 - alpha, method="higher")
-    else:
-        lo, hi = np.quantile(finite_or_inf, [alpha, 1.0 - alpha])
-    return float(lo), float(hi)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -513,7 +481,7 @@ def decompose(
     reference: str | None = None,
     n_boot: int = 500,
     seed: int = 0,
-    ci: float = 0.95,
+    alpha: float = 0.05,
     truncated_correct: str = "raise",
 ) -> pd.DataFrame:
     """Decompose each model's reasoning efficiency E0 into its factors (SPEC §5).
@@ -551,7 +519,7 @@ def decompose(
 
     Bootstrap: ``n_boot`` resamples of instances with replacement (per group; for the dlog
     terms the paired instances are resampled jointly, so both models see the same draw),
-    percentile intervals ``<col>_lo`` / ``<col>_hi`` at level ``ci``. Each group has its own
+    percentile intervals ``<col>_lo`` / ``<col>_hi`` at level 1 − ``alpha``. Each group has its own
     random stream derived from ``seed`` and the group's names, so results do not depend on
     which other groups are present. Resamples where a term is undefined are left out; with
     infinite draws the interval uses order statistics. ``n_boot=0`` gives NaN intervals. With
@@ -564,7 +532,7 @@ def decompose(
             None (no dlog terms; they are NaN).
         n_boot: bootstrap resamples (SPEC: 500).
         seed: seed of the bootstrap.
-        ci: confidence level of the intervals.
+        alpha: 1 − confidence level of the intervals (0.05: 95% intervals).
         truncated_correct: policy for rows both correct and truncated, a key of
             :data:`TRUNCATED_CORRECT_POLICIES` (``"raise"`` or ``"count_incorrect"``).
 
@@ -586,8 +554,8 @@ def decompose(
     """
     if n_boot < 0:
         raise ValueError(f"n_boot must be ≥ 0, got {n_boot}")
-    if not 0.0 < ci < 1.0:
-        raise ValueError(f"ci must lie in (0, 1), got {ci}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
     frame = normalize_instances(instances, "instances", truncated_correct)
     if frame.empty:
         raise ValueError("instances: the table has no rows")
@@ -614,8 +582,8 @@ def decompose(
                 [group], lambda ts: ts[0], n_boot, seeded_stream(seed, "terms", model, bench)
             )
             for term in TERMS:
-                row[f"{term}_lo"], row[f"{term}_hi"] = _interval(draws[term], ci)
-        row.update(_paired(groups, model, bench, refs[bench], n_boot, seed, ci))
+                row[f"{term}_lo"], row[f"{term}_hi"] = percentile_interval(draws[term], alpha)
+        row.update(_paired(groups, model, bench, refs[bench], n_boot, seed, alpha))
         rows.append(row)
 
     result = pd.DataFrame(rows).reindex(columns=list(DECOMPOSITION_COLUMNS))
@@ -623,7 +591,7 @@ def decompose(
     result["n_paired"] = result["n_paired"].astype("int64")
     result["has_trace"] = result["has_trace"].astype(bool)
     result["dlog_undefined"] = result["dlog_undefined"].fillna("").astype(str)
-    result.attrs["note"] = _note(result, reference, n_boot, ci, seed)
+    result.attrs["note"] = _note(result, reference, n_boot, alpha, seed)
     result.attrs["reference"] = reference
     result.attrs["n_boot"] = n_boot
     result.attrs["seed"] = seed
@@ -637,7 +605,7 @@ def _paired(
     ref: str | None,
     n_boot: int,
     seed: int,
-    ci: float,
+    alpha: float,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"reference": ref, "n_paired": 0, "dlog_undefined": ""}
     if ref is None:
@@ -671,11 +639,11 @@ def _paired(
 
         draws = _bootstrap(pair, dlogs, n_boot, seeded_stream(seed, "dlog", model, ref, bench))
         for col in DLOG_OF:
-            out[f"{col}_lo"], out[f"{col}_hi"] = _interval(draws[col], ci)
+            out[f"{col}_lo"], out[f"{col}_hi"] = percentile_interval(draws[col], alpha)
     return out
 
 
-def _note(result: pd.DataFrame, reference: str | None, n_boot: int, ci: float, seed: int) -> str:
+def _note(result: pd.DataFrame, reference: str | None, n_boot: int, alpha: float, seed: int) -> str:
     outcome = result.loc[result["layer"] == "outcome", ["model", "benchmark"]]
     parts = []
     if len(outcome) == len(result):
@@ -696,7 +664,7 @@ def _note(result: pd.DataFrame, reference: str | None, n_boot: int, ci: float, s
         ref = "each benchmark's best-E0 model" if reference == BEST_E0 else repr(reference)
         parts.append(f"dlog terms against {ref} on the instances both answered.")
     if n_boot:
-        parts.append(f"{ci:.0%} percentile intervals from {n_boot} resamples (seed {seed}).")
+        parts.append(f"{1 - alpha:.0%} percentile intervals from {n_boot} resamples (seed {seed}).")
     else:
         parts.append("No bootstrap (n_boot=0): interval columns are NaN.")
     return " ".join(parts)
@@ -832,5 +800,4 @@ __all__ = [
     "failure_modes",
     "log_ratio",
     "normalize_instances",
-    "seeded_stream",
 ]

@@ -19,7 +19,6 @@ Every function is pure (DataFrames in, DataFrames out) and imports nothing heavy
 
 from __future__ import annotations
 
-import hashlib
 import html
 import math
 from collections.abc import Mapping, Sequence
@@ -29,7 +28,13 @@ import numpy as np
 import pandas as pd
 
 from legival_core.schema import require_columns
-from legival_core.stats import partial_spearman, spearman
+from legival_core.stats import (
+    partial_spearman,
+    percentile_interval,
+    resample_counts,
+    seeded_stream,
+    spearman,
+)
 
 __all__ = [
     "INVALID",
@@ -201,23 +206,14 @@ def _in_set(variants: np.ndarray, negative_type: str) -> np.ndarray:
     return originals | (variants == negative_type)
 
 
-def _group_seed(seed: int, key: tuple[object, ...]) -> np.random.Generator:
-    # The stream depends only on the seed and the group key, not on which groups exist.
-    digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
-    return np.random.default_rng([int(seed), int.from_bytes(digest, "big")])
-
-
 def _boot_scores(
     invalid: np.ndarray, called: np.ndarray, n_boot: int, rng: np.random.Generator
 ) -> dict[str, np.ndarray]:
     """Bootstrap replicates of precision, recall and F1 from resampled traces."""
-    n = len(invalid)
-    index = rng.integers(0, n, size=(n_boot, n))
-    inv = invalid[index]
-    flag = called[index]
-    tp = (inv & flag).sum(axis=1).astype(np.float64)
-    fp = (~inv & flag).sum(axis=1).astype(np.float64)
-    n_inv = inv.sum(axis=1).astype(np.float64)
+    counts = resample_counts(len(invalid), n_boot, rng)  # [n_boot, traces]
+    tp = counts @ (invalid & called)
+    fp = counts @ (~invalid & called)
+    n_inv = counts @ invalid
     fn = n_inv - tp
     with np.errstate(divide="ignore", invalid="ignore"):
         return {
@@ -225,14 +221,6 @@ def _boot_scores(
             "recall": np.where(n_inv > 0, tp / n_inv, np.nan),
             "f1": np.where(2 * tp + fp + fn > 0, 2 * tp / (2 * tp + fp + fn), np.nan),
         }
-
-
-def _percentiles(values: np.ndarray, alpha: float) -> tuple[float, float]:
-    finite = values[np.isfinite(values)]
-    if len(finite) == 0:
-        return math.nan, math.nan
-    lo, hi = np.quantile(finite, [alpha / 2, 1 - alpha / 2])
-    return float(lo), float(hi)
 
 
 _VERDICT_COLUMNS = ("variant", "verdict")
@@ -343,14 +331,14 @@ def monitor_scores(
                     chosen["_invalid"].to_numpy(bool),
                     chosen["_called"].to_numpy(bool),
                     int(n_boot),
-                    _group_seed(seed, (*key_tuple, negative)),
+                    seeded_stream(seed, repr((*key_tuple, negative))),
                 )
                 if n_boot
                 else None
             )
             for measure in ("precision", "recall", "f1"):
                 record[measure] = getattr(det, measure)
-                lo, hi = _percentiles(boot[measure], alpha) if boot else (math.nan, math.nan)
+                lo, hi = percentile_interval(boot[measure], alpha) if boot else (math.nan, math.nan)
                 record[f"{measure}_lo"], record[f"{measure}_hi"] = lo, hi
             records.append(record)
     return pd.DataFrame.from_records(records, columns=names)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import math
-import zlib
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -36,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from legival_core.schema import SchemaError, require_columns
+from legival_core.stats import percentile_interval, resample_counts, seeded_stream
 
 #: Number of position bins; each has width ``1 / N_BINS = 0.02``.
 N_BINS = 50
@@ -1057,19 +1057,14 @@ def _bootstrap_weights(n: int, n_boot: int, seed: int, key: tuple[Hashable, ...]
     stream is seeded by ``seed`` and the group key, so a group's interval does not change when
     other groups are added or removed.
     """
-    salt = zlib.crc32(repr(key).encode())
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), salt]))
+    rng = seeded_stream(seed, repr(key))
     # float32 is exact for these small counts and halves the memory the products stream
     # through; the point estimates use float64 unit weights.
     weights = np.empty((n, n_boot), dtype=np.float32)
     # A few replicates at a time keep the draws and the counting in cache.
     for start in range(0, n_boot, _REPLICATES_PER_CHUNK):
         width = min(_REPLICATES_PER_CHUNK, n_boot - start)
-        picks = rng.integers(0, n, size=(width, n))
-        picks *= width
-        picks += np.arange(width)[:, None]
-        counts = np.bincount(picks.ravel(), minlength=n * width)
-        weights[:, start : start + width] = counts.reshape(n, width)
+        weights[:, start : start + width] = resample_counts(n, width, rng).T
     return weights
 
 
@@ -1175,23 +1170,16 @@ def _aggregate(
     return out
 
 
-def _interval(samples: np.ndarray, alpha: float) -> tuple[float, float]:
-    finite = samples[~np.isnan(samples)]
-    if len(finite) == 0:
-        return math.nan, math.nan
-    lo, hi = np.quantile(finite, [alpha / 2, 1 - alpha / 2])
-    return float(lo), float(hi)
-
-
 def _intervals(samples: np.ndarray, alpha: float) -> np.ndarray:
-    """:func:`_interval` of every column of ``samples [B, q]``, as ``[q, 2]``."""
+    """:func:`legival_core.stats.percentile_interval` of every column of ``samples [B, q]``, as
+    ``[q, 2]`` (columns without a NaN in one vectorised call)."""
     out = np.full((samples.shape[1], 2), np.nan)
     complete = ~np.isnan(samples).any(axis=0)
     if complete.any():
         bounds = np.quantile(samples[:, complete], [alpha / 2, 1 - alpha / 2], axis=0)
         out[complete] = bounds.T
     for column in np.flatnonzero(~complete):
-        out[column] = _interval(samples[:, column], alpha)
+        out[column] = percentile_interval(samples[:, column], alpha)
     return out
 
 
