@@ -1100,18 +1100,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _parse_map(items: Sequence[str] | None) -> dict[str, str]:
-    mapping: dict[str, str] = {}
-    for item in items or ():
-        target, sep, column = item.partition("=")
-        if not sep or not target.strip() or not column.strip():
-            raise IngestError(f"--map expects FIELD=COLUMN, got {item!r}")
-        mapping[target.strip()] = column.strip()
-    return mapping
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ingest command; return its exit code (see the module docstring)."""
+    from precompute.datasets import DatasetError, parse_mapping
+
     args = _parser().parse_args(argv)
     try:
         report = ingest(
@@ -1119,7 +1111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.store,
             args.teacher,
             args.task,
-            _parse_map(args.map),
+            parse_mapping(args.map),
             args.dataset,
             max_trace_mb=args.max_trace_mb,
             split=args.split,
@@ -1131,7 +1123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
-    except IngestError as err:
+    except (IngestError, DatasetError) as err:  # DatasetError: a bad --map
         print(f"error: {err}", file=sys.stderr)
         return 2
     except OSError as err:
