@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from legival_core.views import METRICS
+from legival_core.metric_catalog import METRICS
 
 __all__ = [
     "LOW_N_MARK",

@@ -11,7 +11,7 @@ W_i > 0:
   Δlog E0 = Δlog r_ctx + Δlog r_logic − Δlog E[W] − Δlog VŌ − Δlog κ (exact).
 
 Trace layer (when a ``trace`` column is present): σ_i = compression ratio of the trace
-(:func:`legival_core.trace_audits.compression_ratio`), q_trace = mean σ, and the signal
+(:func:`legival_core.efficiency.compression_ratio`, zlib level 9), q_trace = mean σ, and the signal
 terms VŌ_sig, κ_sig computed with σ_i·T_i in place of T_i. With
 signal_share = E[σT] / E[T] the token budget splits once more, exactly:
 E[T] = E[W] · VŌ_sig · κ_sig / signal_share.
@@ -23,16 +23,16 @@ Reasoning Efficiency of LLMs", arXiv 2602.09805; CogniLoad, arXiv 2509.18458.
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import numpy as np
 import pandas as pd
 
-from legival_core.trace_audits import compression_ratio
+from legival_core.efficiency import compression_ratio
+from legival_core.schema import require_columns
+from legival_core.stats import percentile_interval, resample_counts, seeded_stream
 
 KEY_COLUMNS: Final = ("model", "benchmark", "instance_id")
 REQUIRED_COLUMNS: Final = (*KEY_COLUMNS, "correct", "tokens", "truncated")
@@ -189,6 +189,77 @@ TRUNCATED_CORRECT_POLICIES: Final[
 }
 
 
+def decomposition_instances(
+    traces: pd.DataFrame, grades: pd.DataFrame, problems: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """The instances table of :func:`decompose` from a store's tables (one rule for all).
+
+    One row per graded trace (a trace whose grade is null is not an instance): ``model`` =
+    teacher, ``benchmark`` = dataset, ``instance_id`` = problem id (``#sample`` appended for
+    samples > 0), ``correct``, ``truncated`` (null = not truncated), the problem's native
+    ``workload`` where ``problems`` has one, ``trace`` (the reasoning text, for the trace
+    layer) when ``traces`` has a ``reasoning`` column, and ``tokens`` T:
+
+    **T = the trace's stored ``tokens``; where that is null, the tiktoken count of its
+    reasoning text** (:func:`legival_core.tokens.count_tokens_many`, default encoding), so a
+    store whose engine did not report token counts (an ingested one) keeps every trace. The
+    metrics stage and the app's audits both build their instances here, so they hold the
+    same rows.
+
+    >>> traces = pd.DataFrame({"trace_id": ["t1", "t2", "t3"], "problem_id": ["p", "p", "q"],
+    ...     "dataset": "d", "teacher": "a", "sample": [0, 1, 0], "tokens": [10, None, 30],
+    ...     "truncated": [False, None, True], "reasoning": ["x", "hello world", "z"]})
+    >>> grades = pd.DataFrame({"trace_id": ["t1", "t2", "t3"], "correct": [True, False, None]})
+    >>> out = decomposition_instances(traces, grades)  # t3 ungraded; t2's T counted: 2 tokens
+    >>> out[["instance_id", "tokens", "truncated"]].values.tolist()
+    [['p', 10.0, False], ['p#1', 2.0, False]]
+    """
+    graded = traces.merge(grades[["trace_id", "correct"]], on="trace_id", how="inner")
+    graded = graded[graded["correct"].notna()].reset_index(drop=True)
+    # a copy: a column read from a memory-mapped store is read-only, and counts are filled in
+    tokens = pd.to_numeric(graded["tokens"], errors="coerce").to_numpy(dtype=float, copy=True)
+    unknown = np.isnan(tokens)
+    if unknown.any():
+        if "reasoning" not in graded:
+            first = int(np.flatnonzero(unknown)[0])
+            raise ValueError(
+                f"traces: row {first} (trace_id={graded['trace_id'].iloc[first]!r}), field "
+                "'tokens': null, and no 'reasoning' column to count the tokens from"
+            )
+        from legival_core.tokens import count_tokens_many
+
+        texts = graded.loc[unknown, "reasoning"].fillna("").astype(str).tolist()
+        tokens[unknown] = count_tokens_many(texts)
+    sample = (
+        pd.to_numeric(graded["sample"], errors="coerce").fillna(0).astype(int)
+        if "sample" in graded
+        else pd.Series(0, index=graded.index)
+    )
+    problem = graded["problem_id"].astype(str)
+    out = pd.DataFrame(
+        {
+            "model": graded["teacher"].astype(str).to_numpy(),
+            "benchmark": graded["dataset"].astype(str).to_numpy(),
+            "instance_id": problem.where(sample == 0, problem + "#" + sample.astype(str)),
+            "correct": graded["correct"].astype(bool).to_numpy(),
+            "tokens": tokens,
+            "truncated": graded["truncated"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+            if "truncated" in graded
+            else False,
+        }
+    )
+    if problems is not None and "workload" in problems:
+        workload = dict(zip(problems["problem_id"], problems["workload"], strict=True))
+        out["workload"] = pd.to_numeric(
+            pd.Series([workload.get(p) for p in graded["problem_id"]], dtype=object),
+            errors="coerce",
+        )
+    if "reasoning" in graded:
+        # The trace layer (compression σ of the reasoning text) needs the text itself.
+        out["trace"] = graded["reasoning"].fillna("").astype(str).to_numpy()
+    return out
+
+
 def normalize_instances(
     instances: pd.DataFrame,
     table: str = "instances",
@@ -207,13 +278,7 @@ def normalize_instances(
     >>> n.loc[0, "instance_id"], bool(n.loc[0, "correct"]), float(n.loc[0, "workload"])
     ('7', True, nan)
     """
-    if not isinstance(instances, pd.DataFrame):
-        raise TypeError(f"{table}: expected a pandas DataFrame, got {type(instances).__name__}")
-    missing = [c for c in REQUIRED_COLUMNS if c not in instances.columns]
-    if missing:
-        raise ValueError(
-            f"{table}: missing column(s) {missing}; required are {list(REQUIRED_COLUMNS)}"
-        )
+    require_columns(instances, REQUIRED_COLUMNS, table)
     if truncated_correct not in TRUNCATED_CORRECT_POLICIES:
         raise ValueError(
             f"truncated_correct must be one of {sorted(TRUNCATED_CORRECT_POLICIES)}, "
@@ -347,15 +412,21 @@ def _point_terms(group: _Group) -> dict[str, float]:
     return {k: float(v) for k, v in _terms(sums, group.n).items()}
 
 
-def _dlog(model: np.ndarray | float, ref: np.ndarray | float) -> np.ndarray:
-    """log(model) − log(ref): −inf/+inf when one side is 0, NaN when both are or one is NaN."""
+def log_ratio(model: np.ndarray | float, ref: np.ndarray | float) -> np.ndarray:
+    """Δlog = log(model) − log(ref), elementwise: the one definition of every Δlog term.
+
+    −inf / +inf when one side is 0 (a model that never answers correctly is infinitely worse
+    on r_logic, which :func:`failure_mode` counts as the largest shortfall), NaN when both
+    are 0 or either is NaN or negative. Used on paired instances by :func:`decompose` and on
+    stored decomposition rows by the app's waterfall and failure-mode table.
+
+    >>> round(float(log_ratio(250.0, 500.0)), 4)  # log(250) − log(500) = log(1/2)
+    -0.6931
+    >>> log_ratio([0.0, 1.0, 0.0], [0.5, 0.0, 0.0]).tolist()
+    [-inf, inf, nan]
+    """
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.log(np.asarray(model, dtype=float)) - np.log(np.asarray(ref, dtype=float))
-
-
-def _stream(seed: int, *parts: str) -> np.random.Generator:
-    # One independent, reproducible stream per group, whatever other groups exist.
-    return np.random.default_rng([seed, *(zlib.crc32(p.encode()) for p in parts)])
 
 
 def _bootstrap(
@@ -370,27 +441,9 @@ def _bootstrap(
     parts: list[dict[str, np.ndarray]] = []
     for start in range(0, n_boot, chunk):
         size = min(chunk, n_boot - start)
-        idx = rng.integers(0, n, size=(size, n))
-        # how often each instance was drawn in each resample
-        flat = (idx + (np.arange(size) * n)[:, None]).ravel()
-        counts = np.bincount(flat, minlength=size * n).reshape(size, n).astype(float)
+        counts = resample_counts(n, size, rng)  # how often each instance is drawn
         parts.append(statistic([_terms(g.sums(counts), n) for g in groups]))
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-
-
-def _interval(draws: np.ndarray, ci: float) -> tuple[float, float]:
-    """Percentile interval; undefined (NaN) resamples are left out."""
-    finite_or_inf = draws[~np.isnan(draws)]
-    if finite_or_inf.size == 0:
-        return float("nan"), float("nan")
-    alpha = (1.0 - ci) / 2.0
-    if np.isinf(finite_or_inf).any():
-        # linear interpolation between an infinity and a number is undefined: take order stats
-        lo = np.quantile(finite_or_inf, alpha, method="lower")
-        hi = np.quantile(finite_or_inf, 1.0 - alpha, method="higher")
-    else:
-        lo, hi = np.quantile(finite_or_inf, [alpha, 1.0 - alpha])
-    return float(lo), float(hi)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,7 +481,7 @@ def decompose(
     reference: str | None = None,
     n_boot: int = 500,
     seed: int = 0,
-    ci: float = 0.95,
+    alpha: float = 0.05,
     truncated_correct: str = "raise",
 ) -> pd.DataFrame:
     """Decompose each model's reasoning efficiency E0 into its factors (SPEC §5).
@@ -466,7 +519,7 @@ def decompose(
 
     Bootstrap: ``n_boot`` resamples of instances with replacement (per group; for the dlog
     terms the paired instances are resampled jointly, so both models see the same draw),
-    percentile intervals ``<col>_lo`` / ``<col>_hi`` at level ``ci``. Each group has its own
+    percentile intervals ``<col>_lo`` / ``<col>_hi`` at level 1 − ``alpha``. Each group has its own
     random stream derived from ``seed`` and the group's names, so results do not depend on
     which other groups are present. Resamples where a term is undefined are left out; with
     infinite draws the interval uses order statistics. ``n_boot=0`` gives NaN intervals. With
@@ -479,7 +532,7 @@ def decompose(
             None (no dlog terms; they are NaN).
         n_boot: bootstrap resamples (SPEC: 500).
         seed: seed of the bootstrap.
-        ci: confidence level of the intervals.
+        alpha: 1 − confidence level of the intervals (0.05: 95% intervals).
         truncated_correct: policy for rows both correct and truncated, a key of
             :data:`TRUNCATED_CORRECT_POLICIES` (``"raise"`` or ``"count_incorrect"``).
 
@@ -501,8 +554,8 @@ def decompose(
     """
     if n_boot < 0:
         raise ValueError(f"n_boot must be ≥ 0, got {n_boot}")
-    if not 0.0 < ci < 1.0:
-        raise ValueError(f"ci must lie in (0, 1), got {ci}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
     frame = normalize_instances(instances, "instances", truncated_correct)
     if frame.empty:
         raise ValueError("instances: the table has no rows")
@@ -526,11 +579,11 @@ def decompose(
         }
         if n_boot:
             draws = _bootstrap(
-                [group], lambda ts: ts[0], n_boot, _stream(seed, "terms", model, bench)
+                [group], lambda ts: ts[0], n_boot, seeded_stream(seed, "terms", model, bench)
             )
             for term in TERMS:
-                row[f"{term}_lo"], row[f"{term}_hi"] = _interval(draws[term], ci)
-        row.update(_paired(groups, model, bench, refs[bench], n_boot, seed, ci))
+                row[f"{term}_lo"], row[f"{term}_hi"] = percentile_interval(draws[term], alpha)
+        row.update(_paired(groups, model, bench, refs[bench], n_boot, seed, alpha))
         rows.append(row)
 
     result = pd.DataFrame(rows).reindex(columns=list(DECOMPOSITION_COLUMNS))
@@ -538,7 +591,7 @@ def decompose(
     result["n_paired"] = result["n_paired"].astype("int64")
     result["has_trace"] = result["has_trace"].astype(bool)
     result["dlog_undefined"] = result["dlog_undefined"].fillna("").astype(str)
-    result.attrs["note"] = _note(result, reference, n_boot, ci, seed)
+    result.attrs["note"] = _note(result, reference, n_boot, alpha, seed)
     result.attrs["reference"] = reference
     result.attrs["n_boot"] = n_boot
     result.attrs["seed"] = seed
@@ -552,7 +605,7 @@ def _paired(
     ref: str | None,
     n_boot: int,
     seed: int,
-    ci: float,
+    alpha: float,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"reference": ref, "n_paired": 0, "dlog_undefined": ""}
     if ref is None:
@@ -566,7 +619,7 @@ def _paired(
     pair = [mine.subset(pos_m), theirs.subset(pos_r)]
     pm, pr = _point_terms(pair[0]), _point_terms(pair[1])
     for col, term in DLOG_OF.items():
-        out[col] = float(_dlog(pm[term], pr[term]))
+        out[col] = float(log_ratio(pm[term], pr[term]))
     # terms of a layer the model does not have are NaN by design, not "undefined"
     applicable = {
         col
@@ -582,15 +635,15 @@ def _paired(
     if n_boot:
 
         def dlogs(ts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-            return {col: _dlog(ts[0][term], ts[1][term]) for col, term in DLOG_OF.items()}
+            return {col: log_ratio(ts[0][term], ts[1][term]) for col, term in DLOG_OF.items()}
 
-        draws = _bootstrap(pair, dlogs, n_boot, _stream(seed, "dlog", model, ref, bench))
+        draws = _bootstrap(pair, dlogs, n_boot, seeded_stream(seed, "dlog", model, ref, bench))
         for col in DLOG_OF:
-            out[f"{col}_lo"], out[f"{col}_hi"] = _interval(draws[col], ci)
+            out[f"{col}_lo"], out[f"{col}_hi"] = percentile_interval(draws[col], alpha)
     return out
 
 
-def _note(result: pd.DataFrame, reference: str | None, n_boot: int, ci: float, seed: int) -> str:
+def _note(result: pd.DataFrame, reference: str | None, n_boot: int, alpha: float, seed: int) -> str:
     outcome = result.loc[result["layer"] == "outcome", ["model", "benchmark"]]
     parts = []
     if len(outcome) == len(result):
@@ -611,7 +664,7 @@ def _note(result: pd.DataFrame, reference: str | None, n_boot: int, ci: float, s
         ref = "each benchmark's best-E0 model" if reference == BEST_E0 else repr(reference)
         parts.append(f"dlog terms against {ref} on the instances both answered.")
     if n_boot:
-        parts.append(f"{ci:.0%} percentile intervals from {n_boot} resamples (seed {seed}).")
+        parts.append(f"{1 - alpha:.0%} percentile intervals from {n_boot} resamples (seed {seed}).")
     else:
         parts.append("No bootstrap (n_boot=0): interval columns are NaN.")
     return " ".join(parts)
@@ -730,290 +783,6 @@ def failure_modes(decomposition: pd.DataFrame, margin: float = 0.0) -> pd.Series
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# Reproduction aid: instance tables from published summaries
-# ---------------------------------------------------------------------------------------------
-
-
-def _counts_within_rounding(
-    n: int, accuracy: float, r_ctx: float, r_logic: float, tol: float, target: float
-) -> tuple[int, int] | None:
-    """(n_completed, n_correct) honouring all three rates to ±tol, accuracy nearest target."""
-    slack = 1e-9
-    best: tuple[tuple[float, float, float], int, int] | None = None
-    for n_completed in range(
-        max(1, math.ceil((r_ctx - tol - slack) * n)),
-        min(n, math.floor((r_ctx + tol + slack) * n)) + 1,
-    ):
-        for n_correct in range(
-            max(0, math.ceil((accuracy - tol - slack) * n)),
-            min(n_completed, math.floor((accuracy + tol + slack) * n)) + 1,
-        ):
-            if abs(n_correct / n_completed - r_logic) > tol + slack:
-                continue
-            score = (
-                abs(n_correct / n - target),
-                abs(n_completed / n - r_ctx),
-                abs(n_correct / n_completed - r_logic),
-            )
-            if best is None or score < best[0]:
-                best = (score, n_completed, n_correct)
-    return None if best is None else (best[1], best[2])
-
-
-def instances_from_summary(
-    summary: pd.DataFrame,
-    n_instances: int = 1000,
-    tolerance: float = 0.005,
-    mean_workload: float | None = None,
-    light_workload_fraction: float = 0.2,
-    benchmark: str = "summary",
-) -> pd.DataFrame:
-    """Build per-instance tables that reproduce published per-model summaries (reproduction aid).
-
-    The instances are synthetic: only their aggregates are determined by the summary. This
-    exists to push published numbers through the *same* :func:`decompose` code path and check
-    that the published columns are mutually consistent.
-
-    Construction, per summary row (all models share instance ids ``0..n-1``, so they pair):
-
-    1. Counts: choose integers n_completed and n_correct so that n_completed/n, n_correct/n
-       and n_correct/n_completed each lie within ``tolerance`` of ``r_ctx``, ``accuracy`` and
-       ``r_logic`` (published percents are rounded: tolerance 0.005 = half a percent), with
-       accuracy as close as possible to ``accuracy_target`` (default: ``accuracy``). The first
-       n − n_completed instances of a seeded per-model permutation are truncated, the next
-       n_correct are correct.
-    2. Workload (only with ``vo`` and ``kappa`` columns): a two-level design. Even ids are
-       light, W = x·W̄, odd ids heavy, W = (2−x)·W̄, with x = ``light_workload_fraction``, so
-       E[W] = W̄. W̄ is ``mean_workload`` when given (one native workload shared by all
-       models, so dlog_w = 0 and κ follows from E[T], VŌ and W̄), else each row's own
-       W̄ = E[T] / (VŌ·κ) (κ then comes out exactly).
-    3. Tokens: light instances get T = E[T]·(1+d), heavy ones T = E[T]·(1−d), which keeps
-       E[T]. The overhead is VŌ = E[T]/(2W̄) · ((1+d)/x + (1−d)/(2−x)); setting it to the
-       row's VŌ gives d = (2/κ − 1/x − 1/(2−x)) / (1/x − 1/(2−x)) with κ = E[T]/(W̄·VŌ).
-       Tokens stay ≥ 0 iff x ≤ κ ≤ 2−x; otherwise the row is rejected with an error.
-       Without workload columns every instance gets T = E[T].
-
-    Args:
-        summary: one row per model with ``model, accuracy, r_ctx, r_logic, mean_tokens``
-            (rates as fractions), optional ``vo``, ``kappa`` and ``accuracy_target``.
-        n_instances: instances per model (even).
-        tolerance: how far a built rate may be from the summary's (half the rounding step).
-        mean_workload: one common E[W] for all models, or None for per-row E[W].
-        light_workload_fraction: x in (0, 1).
-        benchmark: value of the ``benchmark`` column.
-
-    Returns:
-        An instances table for :func:`decompose` (``workload`` column when the summary has
-        ``vo`` and ``kappa``).
-
-    >>> s = pd.DataFrame({"model": ["m"], "accuracy": [0.5], "r_ctx": [0.8],
-    ...                   "r_logic": [0.625], "mean_tokens": [1000.0], "vo": [4.0],
-    ...                   "kappa": [0.5]})
-    >>> row = decompose(instances_from_summary(s, n_instances=20), n_boot=0).iloc[0]
-    >>> [round(float(row[c]), 6) for c in ("accuracy", "r_ctx", "mean_tokens", "vo", "kappa")]
-    [0.5, 0.8, 1000.0, 4.0, 0.5]
-    """
-    table = "instances_from_summary(summary)"
-    needed = ["model", "accuracy", "r_ctx", "r_logic", "mean_tokens"]
-    missing = [c for c in needed if c not in summary.columns]
-    if missing:
-        raise ValueError(f"{table}: missing column(s) {missing}")
-    if n_instances < 2 or n_instances % 2:
-        raise ValueError(f"{table}: n_instances must be an even number ≥ 2, got {n_instances}")
-    x = light_workload_fraction
-    if not 0.0 < x < 1.0:
-        raise ValueError(f"light_workload_fraction must lie in (0, 1), got {x}")
-    with_workload = {"vo", "kappa"} <= set(summary.columns)
-    n = n_instances
-    ids = np.arange(n)
-    light = ids % 2 == 0
-    parts: list[pd.DataFrame] = []
-    for pos, rec in enumerate(summary.to_dict(orient="records")):
-        where = f"{table}: row {pos} (model={rec['model']!r})"
-        target = rec.get("accuracy_target", rec["accuracy"])
-        counts = _counts_within_rounding(
-            n, rec["accuracy"], rec["r_ctx"], rec["r_logic"], tolerance, target
-        )
-        if counts is None:
-            raise ValueError(
-                f"{where}: no counts out of {n} give accuracy {rec['accuracy']}, r_ctx "
-                f"{rec['r_ctx']} and r_logic {rec['r_logic']} within ±{tolerance}; the rates are "
-                f"inconsistent (accuracy should be r_ctx·r_logic) or n_instances is too small"
-            )
-        n_completed, n_correct = counts
-        order = _stream(0, "summary", str(rec["model"])).permutation(n)
-        truncated = np.zeros(n, dtype=bool)
-        truncated[order[: n - n_completed]] = True
-        correct = np.zeros(n, dtype=bool)
-        correct[order[n - n_completed : n - n_completed + n_correct]] = True
-        mean_tokens = float(rec["mean_tokens"])
-        if not mean_tokens > 0:
-            raise ValueError(f"{where}, field 'mean_tokens': must be > 0, got {mean_tokens}")
-        tokens = np.full(n, mean_tokens)
-        columns: dict[str, Any] = {}
-        if with_workload:
-            vo, kappa = float(rec["vo"]), float(rec["kappa"])
-            if not (vo > 0 and kappa > 0):
-                raise ValueError(f"{where}, fields 'vo'/'kappa': must be > 0, got {vo}, {kappa}")
-            w_bar = mean_tokens / (vo * kappa) if mean_workload is None else float(mean_workload)
-            kappa_built = mean_tokens / (w_bar * vo)
-            d = (2 / kappa_built - 1 / x - 1 / (2 - x)) / (1 / x - 1 / (2 - x))
-            if abs(d) > 1:
-                raise ValueError(
-                    f"{where}, field 'kappa': κ = {kappa_built:.4g} lies outside "
-                    f"[{x}, {2 - x}], which a two-level design with light_workload_fraction "
-                    f"{x} cannot reach with non-negative tokens"
-                )
-            tokens = np.where(light, mean_tokens * (1 + d), mean_tokens * (1 - d))
-            columns["workload"] = np.where(light, x * w_bar, (2 - x) * w_bar)
-        parts.append(
-            pd.DataFrame(
-                {
-                    "model": rec["model"],
-                    "benchmark": benchmark,
-                    "instance_id": ids.astype(str),
-                    "correct": correct,
-                    "tokens": tokens,
-                    "truncated": truncated,
-                    **columns,
-                }
-            )
-        )
-    return pd.concat(parts, ignore_index=True)
-
-
-COGNILOAD_CSV: Final = "data/published/efficiency_cogniload_published.csv"
-
-
-def load_cogniload_published() -> pd.DataFrame:
-    """The published CogniLoad efficiency table (25 models; Kaiser et al., arXiv 2602.09805).
-
-    Columns: ``model, e0_x100, accuracy_pct, mean_tokens, r_ctx_pct, r_logic_pct, vo_nat,
-    kappa_nat, mean_tokens_correct, mean_tokens_incorrect``.
-
-    >>> load_cogniload_published().shape
-    (25, 10)
-    """
-    path = resources.files("legival_core").joinpath(COGNILOAD_CSV)
-    with path.open("r", encoding="utf-8") as handle:
-        table = pd.read_csv(handle)
-    expected = [
-        "model", "e0_x100", "accuracy_pct", "mean_tokens", "r_ctx_pct", "r_logic_pct",
-        "vo_nat", "kappa_nat", "mean_tokens_correct", "mean_tokens_incorrect",
-    ]  # fmt: skip
-    if list(table.columns) != expected:
-        raise ValueError(f"{COGNILOAD_CSV}: expected columns {expected}, got {list(table.columns)}")
-    return table
-
-
-def common_workload_minimax(published: pd.DataFrame) -> float:
-    """One E[W] for all models that keeps every κ = E[T]/(E[W]·VŌ) nearest the published κ.
-
-    Minimises the largest |κ_built − κ_published| over a fine grid between the smallest and
-    largest per-model E[T]/(VŌ·κ).
-
-    >>> round(common_workload_minimax(load_cogniload_published()), 1)
-    492.4
-    """
-    t = published["mean_tokens"].to_numpy(float)
-    vo = published["vo_nat"].to_numpy(float)
-    kappa = published["kappa_nat"].to_numpy(float)
-    implied = t / (vo * kappa)
-    grid = np.linspace(implied.min(), implied.max(), 20_001)
-    worst = np.abs(t[None, :] / (grid[:, None] * vo[None, :]) - kappa[None, :]).max(axis=1)
-    return float(grid[int(np.argmin(worst))])
-
-
-def cogniload_reproduction(
-    n_instances: int = 1000,
-    accuracy_from: Literal["published", "e0"] = "published",
-    workload: Literal["per_model", "common"] = "per_model",
-    reference: str = "o3",
-) -> pd.DataFrame:
-    """Rebuild the published CogniLoad table through :func:`decompose` and compare.
-
-    Builds instances with :func:`instances_from_summary` from the published accuracy, r_ctx,
-    r_logic (rounded percents, tolerance ±0.5 pp), E[T], VŌ_nat and κ_nat, decomposes them
-    against ``reference`` and sets the results beside the published columns.
-
-    ``accuracy_from="published"`` aims the accuracy at the rounded published percent;
-    ``"e0"`` aims it at the unrounded value implied by the published E0 and E[T]
-    (100·E0 · E[T] / 10⁵) while still honouring every rounded percent. ``workload``:
-    ``"per_model"`` gives each model its implied E[W] (κ exact, small dlog_w), ``"common"``
-    one shared E[W] from :func:`common_workload_minimax` (dlog_w = 0, κ approximate).
-
-    Returns:
-        One row per model: built and published 100·E0 and their difference; dlog r_ctx,
-        r_logic, VŌ against the reference, built vs from the published columns; κ built vs
-        published; the built rates. ``attrs["mean_workload"]`` holds the common E[W] (or NaN).
-
-    >>> r = cogniload_reproduction(accuracy_from="e0")
-    >>> bool((r["e0_x100_diff"].abs() <= 0.1).all())
-    True
-    """
-    published = load_cogniload_published()
-    summary = pd.DataFrame(
-        {
-            "model": published["model"],
-            "accuracy": published["accuracy_pct"] / 100,
-            "r_ctx": published["r_ctx_pct"] / 100,
-            "r_logic": published["r_logic_pct"] / 100,
-            "mean_tokens": published["mean_tokens"].astype(float),
-            "vo": published["vo_nat"],
-            "kappa": published["kappa_nat"],
-        }
-    )
-    targets: dict[str, Callable[[], pd.Series]] = {
-        "published": lambda: summary["accuracy"],
-        "e0": lambda: published["e0_x100"] * published["mean_tokens"] / 1e5,
-    }
-    workloads: dict[str, Callable[[], float | None]] = {
-        "per_model": lambda: None,
-        "common": lambda: common_workload_minimax(published),
-    }
-    if accuracy_from not in targets:
-        raise ValueError(f"accuracy_from must be one of {sorted(targets)}, got {accuracy_from!r}")
-    if workload not in workloads:
-        raise ValueError(f"workload must be one of {sorted(workloads)}, got {workload!r}")
-    summary["accuracy_target"] = targets[accuracy_from]()
-    w_bar = workloads[workload]()
-    built = instances_from_summary(
-        summary, n_instances=n_instances, mean_workload=w_bar, benchmark="cogniload"
-    )
-    dec = decompose(built, reference=reference, n_boot=0).set_index("model")
-    dec = dec.loc[published["model"]]
-    ref_pub = published.set_index("model").loc[reference]
-
-    def published_dlog(column: str) -> np.ndarray:
-        return np.log(published[column].to_numpy(float) / float(ref_pub[column]))
-
-    out = pd.DataFrame(
-        {
-            "model": published["model"].to_numpy(),
-            "e0_x100_published": published["e0_x100"].to_numpy(float),
-            "e0_x100_built": 100 * dec["e0"].to_numpy(),
-            "dlog_r_ctx_published": published_dlog("r_ctx_pct"),
-            "dlog_r_ctx_built": dec["dlog_r_ctx"].to_numpy(),
-            "dlog_r_logic_published": published_dlog("r_logic_pct"),
-            "dlog_r_logic_built": dec["dlog_r_logic"].to_numpy(),
-            "dlog_vo_published": published_dlog("vo_nat"),
-            "dlog_vo_built": dec["dlog_vo"].to_numpy(),
-            "dlog_w_built": dec["dlog_w"].to_numpy(),
-            "kappa_published": published["kappa_nat"].to_numpy(float),
-            "kappa_built": dec["kappa"].to_numpy(),
-            "accuracy_built": dec["accuracy"].to_numpy(),
-            "r_ctx_built": dec["r_ctx"].to_numpy(),
-            "r_logic_built": dec["r_logic"].to_numpy(),
-            "mean_tokens_built": dec["mean_tokens"].to_numpy(),
-            "vo_built": dec["vo"].to_numpy(),
-        }
-    )
-    out.insert(3, "e0_x100_diff", out["e0_x100_built"] - out["e0_x100_published"])
-    out.attrs["mean_workload"] = float("nan") if w_bar is None else w_bar
-    return out
-
-
 __all__ = [
     "BEST_E0",
     "DECOMPOSITION_COLUMNS",
@@ -1025,12 +794,10 @@ __all__ = [
     "TRUNCATED_CORRECT_POLICIES",
     "UNDETERMINED",
     "FailureModeRule",
-    "cogniload_reproduction",
-    "common_workload_minimax",
     "decompose",
+    "decomposition_instances",
     "failure_mode",
     "failure_modes",
-    "instances_from_summary",
-    "load_cogniload_published",
+    "log_ratio",
     "normalize_instances",
 ]

@@ -16,11 +16,15 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 import pandas as pd
 
+from legival_core.schema import require_columns
+
 __all__ = [
+    "COMPRESSION_LEVEL",
     "REDUNDANCY_THRESHOLDS",
     "SWEEP_THRESHOLDS",
     "RedundancyScores",
@@ -99,12 +103,6 @@ def trace_lengths(
     )
 
 
-def _require_columns(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise KeyError(f"{what}: the table has no column(s) {missing}; it has {list(df.columns)}")
-
-
 def normalised_lengths(
     df: pd.DataFrame,
     length_col: str = "tokens",
@@ -134,7 +132,7 @@ def normalised_lengths(
     >>> normalised_lengths(df).tolist()  # median of correct p = (100+300)/2 = 200
     [0.5, 1.5, 2.0, nan]
     """
-    _require_columns(df, [length_col, problem_col, correct_col], "normalised_lengths")
+    require_columns(df, [length_col, problem_col, correct_col], "normalised_lengths")
     lengths = pd.to_numeric(df[length_col], errors="raise").astype("float64")
     correct = df[correct_col].fillna(False).astype(bool)
     medians = lengths[correct].groupby(df.loc[correct, problem_col], observed=True).median()
@@ -167,7 +165,7 @@ def length_summary(
     ([70.0, 300.0], [0.75, 1.5])
     """
     keys = [by] if isinstance(by, str) else list(by)
-    _require_columns(df, [*keys, length_col], "length_summary")
+    require_columns(df, [*keys, length_col], "length_summary")
     frame = df[keys].copy()
     frame["length"] = pd.to_numeric(df[length_col], errors="raise").astype("float64")
     frame["norm"] = normalised_lengths(
@@ -339,26 +337,48 @@ def redundancy_scores(
 # ------------------------------------------------------------------------------ compression
 
 
-def compression_ratio(text: str | bytes, level: int = -1) -> float:
-    """σ = min(1, len(zlib(bytes)) / len(bytes)) of a trace (UTF-8 bytes for text).
+#: zlib level of σ. **[choice]** SPEC §5 names zlib but no level; 9 (best compression) is the
+#: one level used everywhere σ appears: ``trace_efficiency.compression`` and the
+#: decomposition's trace layer. (Until this was unified the stored column used zlib's default,
+#: 6, and gave a different σ for the same trace.)
+COMPRESSION_LEVEL: Final = 9
 
-    Low σ means a repetitive trace. Empty text has σ = 1 (nothing to compress).
+
+def compression_ratio(text: str | bytes) -> float:
+    """σ = min(1, len(zlib(b, level 9)) / len(b)) of a trace, b = its UTF-8 bytes.
+
+    The one definition of the compression ratio (the signal share σ_i of the decomposition's
+    trace layer, and ``trace_efficiency.compression``), at :data:`COMPRESSION_LEVEL`. A trace
+    that repeats itself compresses well and gets a small σ; ordinary prose sits around
+    0.3–0.5; very short texts compress to more bytes than they have, hence the cap at 1. The
+    empty text has nothing to compress and gets σ = 1 (the cap), so that σ·T never invents
+    signal from nothing. Lone surrogates in text are kept as their own bytes
+    (``surrogatepass``) rather than failing.
 
     Args:
-        text: the trace text (or its bytes).
-        level: zlib level; −1 is zlib's default (6).
+        text: the trace text (untrusted model text; only its bytes are used), or its bytes.
+
+    Returns:
+        σ in (0, 1].
 
     Reference: Kaiser et al., arXiv 2602.09805 (trace layer, σ_i).
 
     >>> compression_ratio("abc")  # zlib output (11 bytes) is longer than 3 bytes → capped
     1.0
-    >>> compression_ratio("ab" * 1000)  # 2000 bytes → 24 compressed bytes
+    >>> compression_ratio("")
+    1.0
+    >>> compression_ratio("ab" * 1000)  # 2000 bytes → 24 compressed bytes: 24 / 2000
     0.012
     """
-    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    if isinstance(text, str):
+        data = text.encode("utf-8", "surrogatepass")
+    elif isinstance(text, bytes | bytearray | memoryview):
+        data = bytes(text)
+    else:
+        raise TypeError(f"compression_ratio: text must be str or bytes, got {type(text).__name__}")
     if not data:
         return 1.0
-    return min(1.0, len(zlib.compress(data, level)) / len(data))
+    return min(1.0, len(zlib.compress(data, COMPRESSION_LEVEL)) / len(data))
 
 
 # ----------------------------------------------------------------------------- backtracking

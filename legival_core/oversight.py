@@ -19,7 +19,6 @@ Every function is pure (DataFrames in, DataFrames out) and imports nothing heavy
 
 from __future__ import annotations
 
-import hashlib
 import html
 import math
 from collections.abc import Mapping, Sequence
@@ -28,7 +27,14 @@ from typing import Literal, NamedTuple
 import numpy as np
 import pandas as pd
 
-from legival_core.stats import partial_spearman, spearman
+from legival_core.schema import require_columns
+from legival_core.stats import (
+    partial_spearman,
+    percentile_interval,
+    resample_counts,
+    seeded_stream,
+    spearman,
+)
 
 __all__ = [
     "INVALID",
@@ -200,23 +206,14 @@ def _in_set(variants: np.ndarray, negative_type: str) -> np.ndarray:
     return originals | (variants == negative_type)
 
 
-def _group_seed(seed: int, key: tuple[object, ...]) -> np.random.Generator:
-    # The stream depends only on the seed and the group key, not on which groups exist.
-    digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
-    return np.random.default_rng([int(seed), int.from_bytes(digest, "big")])
-
-
 def _boot_scores(
     invalid: np.ndarray, called: np.ndarray, n_boot: int, rng: np.random.Generator
 ) -> dict[str, np.ndarray]:
     """Bootstrap replicates of precision, recall and F1 from resampled traces."""
-    n = len(invalid)
-    index = rng.integers(0, n, size=(n_boot, n))
-    inv = invalid[index]
-    flag = called[index]
-    tp = (inv & flag).sum(axis=1).astype(np.float64)
-    fp = (~inv & flag).sum(axis=1).astype(np.float64)
-    n_inv = inv.sum(axis=1).astype(np.float64)
+    counts = resample_counts(len(invalid), n_boot, rng)  # [n_boot, traces]
+    tp = counts @ (invalid & called)
+    fp = counts @ (~invalid & called)
+    n_inv = counts @ invalid
     fn = n_inv - tp
     with np.errstate(divide="ignore", invalid="ignore"):
         return {
@@ -224,14 +221,6 @@ def _boot_scores(
             "recall": np.where(n_inv > 0, tp / n_inv, np.nan),
             "f1": np.where(2 * tp + fp + fn > 0, 2 * tp / (2 * tp + fp + fn), np.nan),
         }
-
-
-def _percentiles(values: np.ndarray, alpha: float) -> tuple[float, float]:
-    finite = values[np.isfinite(values)]
-    if len(finite) == 0:
-        return math.nan, math.nan
-    lo, hi = np.quantile(finite, [alpha / 2, 1 - alpha / 2])
-    return float(lo), float(hi)
 
 
 _VERDICT_COLUMNS = ("variant", "verdict")
@@ -278,9 +267,7 @@ def monitor_scores(
 ['all', 0.5, 0.5]]
     """
     columns = list(by)
-    missing = [c for c in [*columns, *_VERDICT_COLUMNS] if c not in verdicts.columns]
-    if missing:
-        raise ValueError(f"table 'monitor_verdicts': missing column(s) {missing}")
+    require_columns(verdicts, [*columns, *_VERDICT_COLUMNS], "monitor_verdicts")
     if int(n_boot) != n_boot or n_boot < 0:
         raise ValueError(f"n_boot must be a whole number >= 0, got {n_boot!r}")
     if not 0 < alpha < 1:
@@ -344,14 +331,14 @@ def monitor_scores(
                     chosen["_invalid"].to_numpy(bool),
                     chosen["_called"].to_numpy(bool),
                     int(n_boot),
-                    _group_seed(seed, (*key_tuple, negative)),
+                    seeded_stream(seed, repr((*key_tuple, negative))),
                 )
                 if n_boot
                 else None
             )
             for measure in ("precision", "recall", "f1"):
                 record[measure] = getattr(det, measure)
-                lo, hi = _percentiles(boot[measure], alpha) if boot else (math.nan, math.nan)
+                lo, hi = percentile_interval(boot[measure], alpha) if boot else (math.nan, math.nan)
                 record[f"{measure}_lo"], record[f"{measure}_hi"] = lo, hi
             records.append(record)
     return pd.DataFrame.from_records(records, columns=names)
@@ -366,16 +353,8 @@ def _missing(value: object) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-def _require(frame: pd.DataFrame, columns: Sequence[str], table: str) -> None:
-    if not isinstance(frame, pd.DataFrame):
-        raise TypeError(f"table '{table}': expected a pandas DataFrame, got {type(frame)}")
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"table '{table}': missing column(s) {missing}")
-
-
 def _correct_ids(grades: pd.DataFrame) -> set[str]:
-    _require(grades, ("trace_id", "correct"), "grades")
+    require_columns(grades, ("trace_id", "correct"), "grades")
     flags = grades["correct"].astype("boolean").fillna(False).astype(bool)
     return set(grades.loc[flags.to_numpy(), "trace_id"].astype(str))
 
@@ -400,8 +379,8 @@ def trace_level_rewards(
     >>> trace_level_rewards(r, t, g)[["trace_id", "fotu", "correct"]].values.tolist()
     [['a', 0.30000000000000004, True], ['b', 0.9, False]]
     """
-    _require(rewards, ("trace_id", "reward_model", "score"), "rewards")
-    _require(
+    require_columns(rewards, ("trace_id", "reward_model", "score"), "rewards")
+    require_columns(
         trace_transfer, ("trace_id", "teacher", "dataset", *TRACE_LEVEL_METRICS), "trace_transfer"
     )
     per_trace = (
@@ -426,7 +405,7 @@ def _teacher_transfer(trace_transfer: pd.DataFrame, keep: set[str] | None) -> pd
     """Per (teacher, dataset): FOTU, SOTU and regression rate, mean over students."""
     from legival_core.transfer import sotu
 
-    _require(
+    require_columns(
         trace_transfer,
         ("trace_id", "student", "teacher", "dataset", "fotu", "regression_rate", "hazard_bin"),
         "trace_transfer",
@@ -550,14 +529,14 @@ def teacher_level_rewards(
     >>> float(row.score), float(row.fotu), float(row.sotu)  # (1 + 3 + 5) / 3
     (3.0, 0.5, 0.0)
     """
-    _require(rewards, ("trace_id", "reward_model", "score"), "rewards")
+    require_columns(rewards, ("trace_id", "reward_model", "score"), "rewards")
     correct = _correct_ids(grades)
     keep = correct if correct_only else None
     if traces is not None:
-        _require(traces, ("trace_id", "teacher", "dataset"), "traces")
+        require_columns(traces, ("trace_id", "teacher", "dataset"), "traces")
         owners = traces[["trace_id", "teacher", "dataset"]].drop_duplicates("trace_id")
     else:
-        _require(trace_transfer, ("trace_id", "teacher", "dataset"), "trace_transfer")
+        require_columns(trace_transfer, ("trace_id", "teacher", "dataset"), "trace_transfer")
         owners = trace_transfer[["trace_id", "teacher", "dataset"]].drop_duplicates("trace_id")
     scored = rewards[["trace_id", "reward_model", "score"]].merge(owners, on="trace_id")
     if keep is not None:
@@ -620,10 +599,10 @@ def monitor_legibility_correlation(
     >>> out.loc[(out.dataset == "D") & (out.measure == "precision"), "rho"].item()
     0.8
     """
-    _require(
+    require_columns(
         scores, ("monitor", "teacher", "dataset", "negative_type", *measures), "monitor scores"
     )
-    _require(teacher_metrics, ("teacher", "dataset", legibility, control), "teacher_metrics")
+    require_columns(teacher_metrics, ("teacher", "dataset", legibility, control), "teacher_metrics")
     merged = scores.merge(
         teacher_metrics[["teacher", "dataset", legibility, control]],
         on=["teacher", "dataset"],

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from legival_core.stats import percentile_interval, resample_counts, seeded_stream
+
 __all__ = [
     "MetricResamples",
     "TeacherResamples",
@@ -98,12 +100,7 @@ def problem_draws(n_problems: int, n_boot: int, seed: int = 0) -> np.ndarray:
         raise ValueError(f"problem_draws: need n_problems, n_boot >= 0, got {n_problems}, {n_boot}")
     if n_problems == 0:
         return np.zeros((n_boot, 0))
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, n_problems, size=(n_boot, n_problems))
-    # Count the picks of each row in one bincount: row b's picks are offset by b * P.
-    offsets = np.arange(n_boot, dtype=np.int64)[:, None] * n_problems
-    counts = np.bincount((picks + offsets).ravel(), minlength=n_boot * n_problems)
-    return counts.reshape(n_boot, n_problems).astype(np.float64)
+    return resample_counts(n_problems, n_boot, seeded_stream(seed))
 
 
 def _cells(rows: pd.DataFrame, teachers: Sequence[str]) -> tuple[np.ndarray, np.ndarray, int, int]:
@@ -306,7 +303,7 @@ def rank_intervals(
     for t in range(n_teachers):
         values = replicates[:, t][~np.isnan(replicates[:, t])]
         if len(values):
-            value_lo[t], value_hi[t] = np.quantile(values, [alpha / 2, 1 - alpha / 2])
+            value_lo[t], value_hi[t] = percentile_interval(values, alpha)
             placed = ranks[:, t][~np.isnan(ranks[:, t])]
             rank_lo[t], rank_hi[t] = np.quantile(
                 placed, [alpha / 2, 1 - alpha / 2], method="inverted_cdf"

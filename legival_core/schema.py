@@ -11,6 +11,7 @@ when a value does not fit, raises :class:`SchemaError` naming the table, the row
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,33 @@ class SchemaError(ValueError):
         if column is not None:
             where += f", field '{column}'"
         super().__init__(f"{where}: {message}")
+
+
+def require_columns(frame: Any, columns: Iterable[str], table: str) -> None:
+    """Check that ``frame`` is a pandas DataFrame holding every one of ``columns``.
+
+    The one column check of the library: a missing column raises :class:`SchemaError` naming
+    the table (or the function's input) and the first missing field, with every missing
+    column and the columns the frame has; a frame that is not a DataFrame raises TypeError.
+
+    >>> import pandas as pd
+    >>> require_columns(pd.DataFrame({"k": [1]}), ["trace_id", "k", "m"], "rollouts")
+    Traceback (most recent call last):
+    ...
+    legival_core.schema.SchemaError: table 'rollouts', field 'trace_id': missing column(s) \
+['trace_id', 'm']; it has ['k']
+    """
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"table '{table}': expected a pandas DataFrame, got {type(frame).__name__}")
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise SchemaError(
+            table,
+            f"missing column(s) {missing}; it has {[str(c) for c in frame.columns]}",
+            column=missing[0],
+        )
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,14 @@ Reference: Legi-Val, "Measuring Reasoning Trace Legibility: Can Those Who Unders
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+
+from legival_core.schema import require_columns
 
 
 class Correlation(NamedTuple):
@@ -42,14 +45,6 @@ class BootstrapCI(NamedTuple):
 
 def _as_list(columns: str | Sequence[str]) -> list[str]:
     return [columns] if isinstance(columns, str) else list(columns)
-
-
-def _require(df: pd.DataFrame, columns: Sequence[str], table: str) -> None:
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"{table}: expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{table}: missing column(s) {missing}; it has {list(df.columns)}")
 
 
 def _numeric(df: pd.DataFrame, columns: Sequence[str], table: str) -> pd.DataFrame:
@@ -131,7 +126,7 @@ def rank_table(
     directions.setdefault(accuracy, True)
     table = "rank_table input"
     group_cols = keys + ([average_over] if average_over else [])
-    _require(df, [*group_cols, *directions], table)
+    require_columns(df, [*group_cols, *directions], table)
     values = _numeric(df, list(directions), table)
     frame = pd.concat(
         [df[group_cols].reset_index(drop=True), values.reset_index(drop=True)], axis=1
@@ -225,7 +220,7 @@ def spearman_matrix(df: pd.DataFrame, columns: Sequence[str]) -> tuple[pd.DataFr
     [[1.0, 0.8, -1.0], [0.8, 1.0, -0.8], [-1.0, -0.8, 1.0]]
     """
     cols = list(columns)
-    _require(df, cols, "spearman_matrix input")
+    require_columns(df, cols, "spearman_matrix input")
     values = _numeric(df, cols, "spearman_matrix input")
     rho = pd.DataFrame(np.nan, index=cols, columns=cols)
     pvalue = pd.DataFrame(np.nan, index=cols, columns=cols)
@@ -249,7 +244,7 @@ def pairwise_counts(
     """
     controls = _as_list(control)
     cols = list(columns)
-    _require(df, [*cols, *controls], "pairwise_counts input")
+    require_columns(df, [*cols, *controls], "pairwise_counts input")
     present = _numeric(df, [*dict.fromkeys([*cols, *controls])], "pairwise_counts input").notna()
     base = present[controls].all(axis=1).to_numpy() if controls else np.ones(len(df), bool)
     mask = present[cols].to_numpy() & base[:, None]
@@ -279,7 +274,7 @@ def partial_spearman(
 
     controls = _as_list(control)
     cols = [x, y, *controls]
-    _require(df, cols, "partial_spearman input")
+    require_columns(df, cols, "partial_spearman input")
     values = _numeric(df, cols, "partial_spearman input").dropna()
     n = len(values)
     dof = n - 2 - len(controls)
@@ -322,7 +317,7 @@ def rank_stability(
     >>> rank_stability(df, "fotu")[0].values.tolist()
     [[1.0, -1.0], [-1.0, 1.0]]
     """
-    _require(df, [metric, by, across], "rank_stability input")
+    require_columns(df, [metric, by, across], "rank_stability input")
     values = _numeric(df, [metric], "rank_stability input")[metric]
     frame = pd.DataFrame({by: df[by].to_numpy(), across: df[across].to_numpy(), metric: values})
     wide = frame.pivot_table(
@@ -338,6 +333,74 @@ def rank_stability(
 # ---------------------------------------------------------------------------------------------
 # Bootstrap and Pareto
 # ---------------------------------------------------------------------------------------------
+
+
+def seeded_stream(seed: int, *parts: str) -> np.random.Generator:
+    """The random generator of every seeded bootstrap: ``seed`` plus the CRC-32 of each name.
+
+    One independent, reproducible stream per group (model, benchmark, teacher, ...), whatever
+    other groups exist: adding a model does not change another model's draws. With no
+    ``parts`` it is ``numpy.random.default_rng(seed)``.
+
+    >>> seeded_stream(0, "m", "b").integers(0, 100, 3).tolist()
+    [27, 39, 41]
+    >>> seeded_stream(0, "n", "b").integers(0, 100, 3).tolist()  # another model, another stream
+    [0, 86, 12]
+    """
+    return np.random.default_rng([int(seed), *(zlib.crc32(p.encode()) for p in parts)])
+
+
+def resample_indices(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """``[n_boot, n]`` positions: row b is n draws with replacement from ``0..n-1``.
+
+    The one resampling draw of the library (:func:`resample_counts` counts these same draws).
+
+    >>> resample_indices(3, 2, seeded_stream(0)).tolist()
+    [[2, 1, 1], [0, 0, 0]]
+    """
+    return rng.integers(0, n, size=(int(n_boot), int(n)))
+
+
+def resample_counts(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """``[n_boot, n]`` float counts: how often each of n items is drawn in each resample.
+
+    Row b counts the draws of row b of :func:`resample_indices` (so it sums to n); a
+    statistic that is a sum over items is then ``counts @ values`` for every resample at once.
+
+    >>> resample_counts(3, 2, seeded_stream(0)).tolist()  # draws [2, 1, 1] and [0, 0, 0]
+    [[0.0, 2.0, 1.0], [3.0, 0.0, 0.0]]
+    """
+    picks = resample_indices(n, n_boot, rng)
+    # One bincount for all rows: row b's picks are offset by b * n.
+    offsets = np.arange(int(n_boot), dtype=np.int64)[:, None] * int(n)
+    counts = np.bincount((picks + offsets).ravel(), minlength=int(n_boot) * int(n))
+    return counts.reshape(int(n_boot), int(n)).astype(np.float64)
+
+
+def percentile_interval(draws: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
+    """The ``alpha/2`` and ``1 - alpha/2`` quantiles of bootstrap replicates (NaNs left out).
+
+    Undefined replicates (NaN) are dropped; none left gives (NaN, NaN). When a replicate is
+    ±inf (a log ratio against a zero) the bounds are order statistics (``lower`` /
+    ``higher``), since interpolating between a number and an infinity is undefined.
+
+    >>> percentile_interval(np.array([0.0, 1.0, 2.0, 3.0, np.nan]), alpha=0.5)  # q 0.25, 0.75
+    (0.75, 2.25)
+    >>> percentile_interval(np.array([-np.inf, 0.0, 1.0]), alpha=0.5)
+    (-inf, 1.0)
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+    kept = np.asarray(draws, dtype=np.float64)
+    kept = kept[~np.isnan(kept)]
+    if kept.size == 0:
+        return float("nan"), float("nan")
+    if np.isinf(kept).any():
+        lo = np.quantile(kept, alpha / 2, method="lower")
+        hi = np.quantile(kept, 1 - alpha / 2, method="higher")
+    else:
+        lo, hi = np.quantile(kept, [alpha / 2, 1 - alpha / 2])
+    return float(lo), float(hi)
 
 
 def bootstrap_ci(
@@ -366,16 +429,14 @@ def bootstrap_ci(
     if len(data) == 0:
         return BootstrapCI(float("nan"), float("nan"), float("nan"))
     estimate = float(stat(data))
-    rng = np.random.default_rng(seed)
-    samples = data[rng.integers(0, len(data), size=(int(n_boot), len(data)))]
+    samples = data[resample_indices(len(data), n_boot, seeded_stream(seed))]
     try:
         replicates = np.asarray(stat(samples, axis=1), dtype=np.float64)
     except TypeError:
         replicates = np.array([stat(row) for row in samples], dtype=np.float64)
     if replicates.shape != (int(n_boot),):
         raise ValueError("bootstrap_ci: stat must return one number per sample")
-    lo, hi = np.quantile(replicates, [alpha / 2, 1 - alpha / 2])
-    return BootstrapCI(estimate, float(lo), float(hi))
+    return BootstrapCI(estimate, *percentile_interval(replicates, alpha))
 
 
 def pareto_front(
@@ -404,10 +465,10 @@ def pareto_front(
     >>> pareto_front(df, "eff", "fotu", references=["human"]).tolist()
     [True, True, True, False]
     """
-    _require(df, [x, y], "pareto_front input")
+    require_columns(df, [x, y], "pareto_front input")
     values = _numeric(df, [x, y], "pareto_front input")
     if references:
-        _require(df, [by], "pareto_front input")
+        require_columns(df, [by], "pareto_front input")
         left_out = df[by].astype(str).isin([str(r) for r in references]).to_numpy()
         values = values.astype("float64")
         values.loc[left_out, :] = np.nan

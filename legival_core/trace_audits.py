@@ -3,7 +3,8 @@
 Everything here looks at the *text* of a model's output, where the outcome and workload
 layers of :mod:`legival_core.decomposition` only look at counts:
 
-- :func:`compression_ratio` — the signal share σ_i of one trace (zlib);
+- the signal share σ_i of one trace is :func:`legival_core.efficiency.compression_ratio`
+  (one definition for the stored ``compression`` column and the trace layer);
 - :func:`truncation_loop_audit` — do truncated outputs end in a loop or in a copy of the prompt?
 - :func:`oracle_early_stop` / :func:`prefix_checks` — how early a correct answer was already
   extractable, and which share of the tokens came after it;
@@ -15,15 +16,14 @@ Reasoning Efficiency of LLMs", arXiv 2602.09805.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-#: zlib level used for σ_i. **[choice]** 9 (best compression); the paper names zlib, not a level.
-DEFAULT_ZLIB_LEVEL = 9
+from legival_core.schema import require_columns
+
 #: Size of the tail window of a truncated output that the loop audit reads. **[choice]** 2,000
 #: characters: long enough to hold a few repetitions of a looping paragraph, short enough to
 #: look only at how the output ended.
@@ -32,38 +32,6 @@ DEFAULT_LOOP_WINDOW_CHARS = 2000
 LOOP_NGRAM = 4
 
 _KEY = ["model", "benchmark", "instance_id"]
-
-
-def compression_ratio(text: str, level: int = DEFAULT_ZLIB_LEVEL) -> float:
-    """Signal share of one trace: σ = min(1, len(zlib(b)) / len(b)), b = the UTF-8 bytes.
-
-    A trace that repeats itself compresses well and gets a small σ; ordinary prose sits
-    around 0.3–0.5; very short texts compress to more bytes than they have, hence the cap
-    at 1. The empty text has nothing to compress and gets σ = 1 (the cap), so that
-    σ·T never invents signal from nothing.
-
-    Args:
-        text: the reasoning trace (untrusted model text; only its bytes are used).
-        level: zlib compression level, 0–9.
-
-    Returns:
-        σ in (0, 1].
-
-    Reference: Kaiser et al., arXiv 2602.09805 (trace layer).
-
-    >>> compression_ratio("")
-    1.0
-    >>> compression_ratio("ab")  # 2 bytes compress to 10: capped
-    1.0
-    >>> round(compression_ratio("wait, " * 500), 3)  # 3,000 bytes of one loop
-    0.012
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"compression_ratio: text must be str, got {type(text).__name__}")
-    raw = text.encode("utf-8", errors="replace")
-    if not raw:
-        return 1.0
-    return min(1.0, len(zlib.compress(raw, level)) / len(raw))
 
 
 def _ngrams(words: list[str], n: int) -> list[tuple[str, ...]]:
@@ -100,14 +68,6 @@ def prompt_copy_share(text: str, prompt: str, n: int = LOOP_NGRAM) -> float:
         return float("nan")
     prompt_grams = set(_ngrams(prompt.lower().split(), n))
     return sum(g in prompt_grams for g in grams) / len(grams)
-
-
-def _require(table: pd.DataFrame, columns: list[str], name: str) -> None:
-    if not isinstance(table, pd.DataFrame):
-        raise TypeError(f"{name}: expected a pandas DataFrame, got {type(table).__name__}")
-    missing = [c for c in columns if c not in table.columns]
-    if missing:
-        raise ValueError(f"{name}: missing column(s) {missing}; has {list(table.columns)}")
 
 
 def _text_at(table: pd.DataFrame, pos: int, field: str, name: str) -> str:
@@ -155,7 +115,7 @@ def truncation_loop_audit(
     [[0.6666666666666666, 1.0]]
     """
     name = "truncation_loop_audit(instances)"
-    _require(instances, [*_KEY, "truncated", "trace"], name)
+    require_columns(instances, [*_KEY, "truncated", "trace"], name)
     if window_chars <= 0:
         raise ValueError(f"{name}: window_chars must be positive, got {window_chars}")
     has_prompt = "prompt" in instances.columns
@@ -212,7 +172,7 @@ def prefix_checks(
     [True, True]
     """
     name = "prefix_checks(instances)"
-    _require(instances, [*_KEY, "tokens", "trace"], name)
+    require_columns(instances, [*_KEY, "tokens", "trace"], name)
     if n_prefixes < 1:
         raise ValueError(f"{name}: n_prefixes must be ≥ 1, got {n_prefixes}")
     rows: list[dict[str, Any]] = []
@@ -291,8 +251,8 @@ def oracle_early_stop(instances: pd.DataFrame, prefixes: pd.DataFrame) -> pd.Dat
     >>> oracle_early_stop(inst, pre)[["gain", "wasted_tail"]].to_numpy().tolist()
     [[4.0, 0.75], [nan, nan]]
     """
-    _require(instances, [*_KEY, "tokens"], "oracle_early_stop(instances)")
-    _require(prefixes, [*_KEY, "prefix_tokens", "correct"], "oracle_early_stop(prefixes)")
+    require_columns(instances, [*_KEY, "tokens"], "oracle_early_stop(instances)")
+    require_columns(prefixes, [*_KEY, "prefix_tokens", "correct"], "oracle_early_stop(prefixes)")
     tokens = pd.to_numeric(instances["tokens"], errors="coerce").astype(float)
     bad = ~np.isfinite(tokens.to_numpy()) | (tokens.to_numpy() < 0)
     if bad.any():
@@ -347,7 +307,7 @@ def tokens_by_outcome(instances: pd.DataFrame) -> pd.DataFrame:
     [100.0, 400.0]
     """
     name = "tokens_by_outcome(instances)"
-    _require(instances, ["model", "benchmark", "correct", "tokens", "truncated"], name)
+    require_columns(instances, ["model", "benchmark", "correct", "tokens", "truncated"], name)
     frame = pd.DataFrame(
         {
             "model": instances["model"].to_numpy(),
@@ -383,9 +343,7 @@ def _mean_or_nan(values: np.ndarray) -> float:
 
 __all__ = [
     "DEFAULT_LOOP_WINDOW_CHARS",
-    "DEFAULT_ZLIB_LEVEL",
     "LOOP_NGRAM",
-    "compression_ratio",
     "oracle_early_stop",
     "prefix_checks",
     "prompt_copy_share",

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import math
-import zlib
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -35,7 +34,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from legival_core.schema import SchemaError
+from legival_core.schema import SchemaError, require_columns
+from legival_core.stats import percentile_interval, resample_counts, seeded_stream
 
 #: Number of position bins; each has width ``1 / N_BINS = 0.02``.
 N_BINS = 50
@@ -428,11 +428,7 @@ class _RolloutNumbers:
 
 
 def _check_rollouts(rollouts: pd.DataFrame, table: str = "rollouts") -> _RolloutNumbers:
-    if not isinstance(rollouts, pd.DataFrame):
-        raise SchemaError(table, f"expected a pandas DataFrame, got {type(rollouts).__name__}")
-    missing = [c for c in ROLLOUT_COLUMNS if c not in rollouts.columns]
-    if missing:
-        raise SchemaError(table, f"missing column(s) {missing}", column=missing[0])
+    require_columns(rollouts, ROLLOUT_COLUMNS, table)
     for col in ROLLOUT_COLUMNS:
         nulls = rollouts[col].isna().to_numpy()
         if nulls.any():
@@ -1061,19 +1057,14 @@ def _bootstrap_weights(n: int, n_boot: int, seed: int, key: tuple[Hashable, ...]
     stream is seeded by ``seed`` and the group key, so a group's interval does not change when
     other groups are added or removed.
     """
-    salt = zlib.crc32(repr(key).encode())
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), salt]))
+    rng = seeded_stream(seed, repr(key))
     # float32 is exact for these small counts and halves the memory the products stream
     # through; the point estimates use float64 unit weights.
     weights = np.empty((n, n_boot), dtype=np.float32)
     # A few replicates at a time keep the draws and the counting in cache.
     for start in range(0, n_boot, _REPLICATES_PER_CHUNK):
         width = min(_REPLICATES_PER_CHUNK, n_boot - start)
-        picks = rng.integers(0, n, size=(width, n))
-        picks *= width
-        picks += np.arange(width)[:, None]
-        counts = np.bincount(picks.ravel(), minlength=n * width)
-        weights[:, start : start + width] = counts.reshape(n, width)
+        weights[:, start : start + width] = resample_counts(n, width, rng).T
     return weights
 
 
@@ -1179,23 +1170,16 @@ def _aggregate(
     return out
 
 
-def _interval(samples: np.ndarray, alpha: float) -> tuple[float, float]:
-    finite = samples[~np.isnan(samples)]
-    if len(finite) == 0:
-        return math.nan, math.nan
-    lo, hi = np.quantile(finite, [alpha / 2, 1 - alpha / 2])
-    return float(lo), float(hi)
-
-
 def _intervals(samples: np.ndarray, alpha: float) -> np.ndarray:
-    """:func:`_interval` of every column of ``samples [B, q]``, as ``[q, 2]``."""
+    """:func:`legival_core.stats.percentile_interval` of every column of ``samples [B, q]``, as
+    ``[q, 2]`` (columns without a NaN in one vectorised call)."""
     out = np.full((samples.shape[1], 2), np.nan)
     complete = ~np.isnan(samples).any(axis=0)
     if complete.any():
         bounds = np.quantile(samples[:, complete], [alpha / 2, 1 - alpha / 2], axis=0)
         out[complete] = bounds.T
     for column in np.flatnonzero(~complete):
-        out[column] = _interval(samples[:, column], alpha)
+        out[column] = percentile_interval(samples[:, column], alpha)
     return out
 
 
@@ -1523,9 +1507,7 @@ def answer_leak_points(
     """
     table = "steps"
     need = ["trace_id", "step"] + (["end"] if reasoning is not None else ["text"])
-    missing = [c for c in need if c not in steps.columns]
-    if missing:
-        raise SchemaError(table, f"missing column(s) {missing}", column=missing[0])
+    require_columns(steps, need, table)
     for col in need:
         nulls = steps[col].isna().to_numpy()
         if nulls.any():
@@ -1592,9 +1574,7 @@ def fotu_before_leak(
     >>> float(out.fotu), float(out.fotu_before_leak)
     (0.63, 0.26)
     """
-    for col in ("trace_id", "leak_k"):
-        if col not in leaks.columns:
-            raise SchemaError("leaks", "missing column", column=col)
+    require_columns(leaks, ("trace_id", "leak_k"), "leaks")
     prof = get_profile(profile)
     curve_grid = _grid_of(prof, grid)
     pre = _collapse(rollouts, prof)

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from legival_core.decomposition import normalize_instances
+from legival_core.schema import require_columns
 
 #: Columns of every audit table (one schema so the app can stack them).
 AUDIT_COLUMNS: Final = (
@@ -291,9 +292,7 @@ def attach_workload(instances: pd.DataFrame, workload: pd.DataFrame) -> pd.DataF
     >>> attach_workload(t, w)[["instance_id", "workload"]].values.tolist()
     [['1', 5.0]]
     """
-    needed = {"benchmark", "instance_id", "workload"}
-    if missing := sorted(needed - set(workload.columns)):
-        raise ValueError(f"workload table: missing column(s) {missing}")
+    require_columns(workload, ("benchmark", "instance_id", "workload"), "workload")
     keep = [c for c in ("benchmark", "instance_id", "workload", "solver") if c in workload]
     right = workload[keep].astype({"benchmark": str, "instance_id": str})
     left = instances.drop(columns=[c for c in ("workload", "solver") if c in instances])

@@ -37,6 +37,7 @@ def audits(benchmark: str, include: bool) -> dict[str, pd.DataFrame]:
                 "sample",
                 "tokens",
                 "truncated",
+                "reasoning",  # counted where the store has no token count, as the stage does
             ],
         ),
         common.load_table("grades", columns=["trace_id", "correct"]),

@@ -961,6 +961,9 @@ LOCAL_FIELDS = ("problem_id", "prompt", "gold", "choices", "workload", "workload
 def parse_mapping(items: Sequence[str] | None) -> dict[str, str]:
     """``["prompt=question", "gold=answer"]`` -> ``{"prompt": "question", "gold": "answer"}``.
 
+    The one parser of ``--map FIELD=COLUMN`` options (``datasets`` and ``ingest``). A field
+    mapped twice is refused rather than letting the last one win silently.
+
     >>> parse_mapping(["prompt=question", "gold=answer"])
     {'prompt': 'question', 'gold': 'answer'}
     """
@@ -969,6 +972,11 @@ def parse_mapping(items: Sequence[str] | None) -> dict[str, str]:
         target, sep, column = item.partition("=")
         if not sep or not target.strip() or not column.strip():
             raise DatasetUsageError(f"--map expects FIELD=COLUMN, got {item!r}")
+        if target.strip() in mapping:
+            raise DatasetUsageError(
+                f"--map gives field {target.strip()!r} twice "
+                f"({mapping[target.strip()]!r} and {column.strip()!r}); give it once"
+            )
         mapping[target.strip()] = column.strip()
     return mapping
 

@@ -1122,16 +1122,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _parse_map(items: Sequence[str] | None) -> dict[str, str]:
-    mapping: dict[str, str] = {}
-    for item in items or ():
-        target, sep, column = item.partition("=")
-        if not sep or not target.strip() or not column.strip():
-            raise IngestUsageError(f"--map expects FIELD=COLUMN, got {item!r}")
-        mapping[target.strip()] = column.strip()
-    return mapping
-
-
 def ingest_from_args(args: argparse.Namespace) -> IngestReport:
     """Run :func:`ingest` with the options :func:`add_arguments` parsed; print its summary.
 
@@ -1139,13 +1129,19 @@ def ingest_from_args(args: argparse.Namespace) -> IngestReport:
     file, or every row quarantined) and :class:`IngestStoreError` when the disk refuses a
     write, so that the command line gives each its own exit code.
     """
+    from precompute.datasets import DatasetError, parse_mapping
+
+    try:
+        mapping = parse_mapping(args.map)
+    except DatasetError as err:  # a bad --map is a bad command line
+        raise IngestUsageError(str(err)) from None
     try:
         report = ingest(
             args.file,
             args.store,
             args.teacher,
             args.task,
-            _parse_map(args.map),
+            mapping,
             args.dataset,
             max_trace_mb=args.max_trace_mb,
             split=args.split,

@@ -1,4 +1,4 @@
-"""CogniLoad reproduction (SPEC §6): published summaries through the same decompose code path.
+"""CogniLoad consistency check (SPEC §6): published summaries through the same decompose path.
 
 Published rates are rounded percents (±0.5 pp), VŌ and κ have two decimals, E[T] is rounded to
 a token; the bounds below are those roundings carried through the formulas.
@@ -12,14 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from legival_core.decomposition import (
-    BEST_E0,
-    cogniload_reproduction,
+from legival_core.cogniload_consistency import (
+    cogniload_consistency,
     common_workload_minimax,
-    decompose,
     instances_from_summary,
-    load_cogniload_published,
 )
+from legival_core.decomposition import BEST_E0, decompose
+from legival_core.published import cogniload_efficiency
 
 HALF_PP = 0.005  # half a percentage point
 N = 1000
@@ -27,17 +26,17 @@ N = 1000
 
 @pytest.fixture(scope="module")
 def published() -> pd.DataFrame:
-    return load_cogniload_published()
+    return cogniload_efficiency()
 
 
 @pytest.fixture(scope="module")
 def strict() -> pd.DataFrame:
-    return cogniload_reproduction(n_instances=N, accuracy_from="published")
+    return cogniload_consistency(n_instances=N, accuracy_from="published")
 
 
 @pytest.fixture(scope="module")
 def informed() -> pd.DataFrame:
-    return cogniload_reproduction(n_instances=N, accuracy_from="e0")
+    return cogniload_consistency(n_instances=N, accuracy_from="e0")
 
 
 def _log_rounding_bound(rate_model: np.ndarray, rate_ref: float) -> np.ndarray:
@@ -173,7 +172,7 @@ def test_identity_holds_on_the_rebuilt_table(published):
 
 def test_one_common_workload_fits_kappa_to_about_rounding(published):
     w_bar = common_workload_minimax(published)
-    result = cogniload_reproduction(n_instances=N, workload="common")
+    result = cogniload_consistency(n_instances=N, workload="common")
     # one native workload for all models: on the same instances Δlog E[W] is exactly 0
     assert (result["dlog_w_built"] == 0).all()
     assert result.attrs["mean_workload"] == pytest.approx(w_bar)

@@ -20,8 +20,8 @@ from legival_core.decomposition import (
     failure_modes,
     normalize_instances,
 )
+from legival_core.efficiency import compression_ratio
 from legival_core.trace_audits import (
-    compression_ratio,
     oracle_early_stop,
     prefix_checks,
     prompt_copy_share,
@@ -366,8 +366,8 @@ def test_unknown_reference_and_bad_arguments():
         decompose(MODEL_A, reference="Q", n_boot=0)
     with pytest.raises(ValueError, match="n_boot"):
         decompose(MODEL_A, n_boot=-1)
-    with pytest.raises(ValueError, match="ci"):
-        decompose(MODEL_A, ci=1.5)
+    with pytest.raises(ValueError, match="alpha"):
+        decompose(MODEL_A, alpha=1.5)
     with pytest.raises(TypeError, match="DataFrame"):
         decompose([1, 2, 3])  # type: ignore[arg-type]
 

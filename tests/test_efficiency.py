@@ -78,7 +78,10 @@ def test_normalised_lengths_nan_without_a_correct_trace_and_keeps_the_index():
 
 
 def test_normalised_lengths_names_the_missing_column():
-    with pytest.raises(KeyError, match=r"normalised_lengths: the table has no column\(s\) \['n'\]"):
+    from legival_core.schema import SchemaError
+
+    pattern = r"table 'normalised_lengths', field 'n': missing column\(s\) \['n'\]"
+    with pytest.raises(SchemaError, match=pattern):
         normalised_lengths(_traces(), "n")
 
 
@@ -261,7 +264,7 @@ def test_paraphrase_scores_higher_than_unrelated_step(minilm):
 def test_compression_ratio_of_a_repeated_string():
     text = "Wait, let me check. " * 200  # 20 bytes × 200 = 4000 bytes
     ratio = compression_ratio(text)
-    assert ratio == len(zlib.compress(text.encode())) / 4000
+    assert ratio == len(zlib.compress(text.encode(), 9)) / 4000
     # zlib stores the 20-byte unit once plus back-references: far below 5 % of 4000 bytes
     assert ratio < 0.05
     # twice the repeats → nearly the same compressed size over twice the bytes → smaller σ
@@ -278,7 +281,24 @@ def test_compression_ratio_is_capped_at_one():
 def test_compression_ratio_counts_utf8_bytes():
     text = "π≈3.14159 " * 50  # 'π' 2 bytes + '≈' 3 bytes + "3.14159 " 8 bytes = 13 per unit
     assert len(text.encode()) == 650  # 13 × 50, not the 500 characters
-    assert compression_ratio(text) == len(zlib.compress(text.encode())) / 650
+    assert compression_ratio(text) == len(zlib.compress(text.encode(), 9)) / 650
+
+
+#: A 3,000-byte trace-like text on which zlib's levels disagree: level 9 compresses it to 441
+#: bytes, the default level 6 to 439.
+MODULAR_TRIES = "".join(
+    f"Try n = {i}: 2 * {i} mod 7 = {2 * i % 7}, not yet. " for i in range(1, 80)
+)[:3000]
+
+
+def test_compression_ratio_is_zlib_level_9_by_hand() -> None:
+    raw = MODULAR_TRIES.encode()
+    assert len(raw) == 3000
+    assert len(zlib.compress(raw, 9)) == 441
+    # σ = 441 / 3000 = 0.147 (level 6 would give 439 / 3000 = 0.146333…)
+    assert compression_ratio(MODULAR_TRIES) == 0.147
+    # "Wait, let me check. " × 200 = 4,000 bytes -> 57 bytes at level 9: σ = 57 / 4000 = 0.01425
+    assert compression_ratio("Wait, let me check. " * 200) == 0.01425
 
 
 # ------------------------------------------------------------------------- backtracking

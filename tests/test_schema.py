@@ -184,3 +184,54 @@ def test_list_columns() -> None:
     )  # fmt: skip
     assert table.column("steps").to_pylist() == [[1, 3], None]
     assert table.column("steps").type == pa.list_(pa.int32())
+
+
+def _lacking(column: str) -> pd.DataFrame:
+    """A one-row frame with every column the checked functions want except ``column``."""
+    every = {
+        "model": "m", "benchmark": "b", "instance_id": "1", "correct": True, "tokens": 10.0,
+        "truncated": False, "trace_id": "t", "teacher": "T", "dataset": "d", "student": "s",
+        "problem_id": "p", "k": 0, "m": 1, "accuracy": 0.5, "r_ctx": 1.0, "r_logic": 0.5,
+        "mean_tokens": 10.0, "workload": 2.0,
+        "prefix_tokens": 5, "trace": "text", "monitor": "w", "variant": "original",
+        "verdict": True,
+    }  # fmt: skip
+    return pd.DataFrame({k: [v] for k, v in every.items() if k != column})
+
+
+def _checks() -> list[tuple[str, object, str]]:
+    from legival_core import (
+        cogniload_consistency,
+        decomposition,
+        efficiency,
+        oversight,
+        stats,
+        trace_audits,
+        transfer,
+        workload,
+    )
+
+    return [
+        ("efficiency", lambda: efficiency.normalised_lengths(_lacking("tokens")), "tokens"),
+        ("stats", lambda: stats.pareto_front(_lacking("accuracy"), "accuracy", "tokens"),
+         "accuracy"),
+        ("trace_audits", lambda: trace_audits.tokens_by_outcome(_lacking("truncated")),
+         "truncated"),
+        ("oversight", lambda: oversight.monitor_scores(_lacking("verdict"), n_boot=0), "verdict"),
+        ("decomposition", lambda: decomposition.decompose(_lacking("tokens"), n_boot=0),
+         "tokens"),
+        ("transfer", lambda: transfer.trace_metrics(_lacking("k")), "k"),
+        ("workload", lambda: workload.attach_workload(_lacking("x"), _lacking("workload")),
+         "workload"),
+        ("cogniload_consistency",
+         lambda: cogniload_consistency.instances_from_summary(_lacking("r_ctx")), "r_ctx"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("index", range(8))
+def test_every_column_check_raises_the_schema_error_naming_the_field(index: int) -> None:
+    module, call, field = _checks()[index]
+    with pytest.raises(schema.SchemaError) as raised:
+        call()
+    assert raised.value.column == field, module
+    assert f"field '{field}'" in str(raised.value) and "missing column(s)" in str(raised.value)

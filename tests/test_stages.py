@@ -343,6 +343,72 @@ def test_efficiency_table_values_by_hand() -> None:
     assert table.loc["c", "compression"] == 1.0
 
 
+def test_stored_sigma_and_the_trace_layers_sigma_are_one_number() -> None:
+    """``trace_efficiency.compression`` and the decomposition's σ_i of the same 3 kB trace."""
+    from legival_core.decomposition import decompose
+
+    text = "".join(f"Try n = {i}: 2 * {i} mod 7 = {2 * i % 7}, not yet. " for i in range(1, 80))
+    text = text[:3000]  # 3,000 bytes; zlib level 9 -> 441 bytes, level 6 -> 439 bytes
+    traces, grades, steps, similarity, judgments = _efficiency_inputs()
+    traces = traces.assign(reasoning=[text, "hello world hello world", ""])
+    table = efficiency_table(
+        traces, grades, steps, similarity, judgments, threshold=0.8, labeler="lexical",
+        encoding="cl100k_base",
+    ).set_index("trace_id")  # fmt: skip
+    instances = pd.DataFrame(
+        {"model": "T1", "benchmark": "d", "instance_id": ["p"], "correct": [True],
+         "tokens": [100.0], "truncated": [False], "trace": [text]}
+    )  # fmt: skip
+    layer = decompose(instances, n_boot=0).iloc[0]
+    # one instance: q_trace = σ = 441 / 3000 = 0.147 in both
+    assert table.loc["a", "compression"] == 0.147
+    assert float(layer["q_trace"]) == 0.147
+
+
+def test_the_metrics_stage_and_the_page_decompose_the_same_instances(tmp_path: Path) -> None:
+    """A trace without a token count is an instance for both: its reasoning is counted."""
+    from legival_core import views
+
+    store = Store.create(tmp_path / "s")
+    traces = pd.DataFrame(
+        {
+            "trace_id": ["a", "b"],
+            "problem_id": ["p", "q"],
+            "dataset": "d",
+            "teacher": "T",
+            "sample": [0, 0],
+            # cl100k_base: "hello world" = 2 tokens; trace a's engine reported 10
+            "reasoning": ["one two", "hello world"],
+            "tokens": pd.array([10, None], dtype="Int64"),
+            "truncated": [False, False],
+        }
+    )
+    grades = pd.DataFrame({"trace_id": ["a", "b"], "correct": [True, False], "status": "ok"})
+    problems = pd.DataFrame(
+        {"problem_id": ["p", "q"], "dataset": "d", "task": "math", "prompt": "?", "gold": "1"}
+    ).assign(workload=4.0)
+    steps = pd.DataFrame(
+        {"trace_id": ["a", "b"], "step": 0, "start": 0, "end": [7, 11], "text": traces.reasoning}
+    )
+    judgments = pd.DataFrame(
+        {"trace_id": ["a", "b"], "labeler": "lexical", "steps": [[], []], "valid": True}
+    )
+    for name, frame in [("traces", traces), ("grades", grades), ("problems", problems),
+                        ("steps", steps), ("judgments", judgments),
+                        ("similarity", steps[["trace_id", "step"]])]:  # fmt: skip
+        store.write(name, frame, stage="test")
+    assert main(["metrics", "--store", str(store.path)]) == 0
+    stored = Store.open(store.path).read("decomposition").set_index("layer")
+    # both traces are instances: E[T] = (10 + 2) / 2 = 6, E0 = 1000 * (1/2) / 6 = 83.33...
+    assert stored.loc["native", "n_instances"] == 2
+    assert stored.loc["native", "mean_tokens"] == 6.0
+    assert stored.loc["native", "e0"] == pytest.approx(1000 * 0.5 / 6)
+    page = views.decomposition_instances(
+        store.read("traces"), store.read("grades"), store.read("problems")
+    )
+    assert page[["instance_id", "tokens"]].values.tolist() == [["p", 10.0], ["q", 2.0]]
+
+
 def test_efficiency_table_release_counts_blank_reasoning_as_zero_tokens() -> None:
     traces, *rest = _efficiency_inputs()
     traces = traces.assign(reasoning=["hello world", "hello world hello world", " \n\n "])

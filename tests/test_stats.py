@@ -314,3 +314,42 @@ def test_property_spearman_is_bounded_and_symmetric(xs, seed):
     else:
         assert -1.0 <= a.rho <= 1.0 and a.rho == pytest.approx(b.rho)
         assert 0.0 <= a.pvalue <= 1.0
+
+
+# --------------------------------------------------------------------- one seeded bootstrap
+
+
+def test_resample_counts_and_percentile_interval_by_hand() -> None:
+    from legival_core.stats import percentile_interval, resample_counts, seeded_stream
+
+    # seed 0 draws the positions [2, 1, 1] and [0, 0, 0] (resample_indices' doctest)
+    counts = resample_counts(3, 2, seeded_stream(0))
+    assert counts.tolist() == [[0.0, 2.0, 1.0], [3.0, 0.0, 0.0]]
+    # means of values (10, 20, 40) per resample: (2*20 + 40) / 3 = 26.67 and 3*10 / 3 = 10
+    assert (counts @ np.array([10.0, 20.0, 40.0]) / 3).round(2).tolist() == [26.67, 10.0]
+    # alpha 0.5 -> quantiles 0.25 and 0.75 of (0, 1, 2, 3): positions 0.75 and 2.25
+    assert percentile_interval(np.array([3.0, np.nan, 0.0, 2.0, 1.0]), alpha=0.5) == (0.75, 2.25)
+
+
+def test_the_decompositions_interval_is_the_shared_bootstrap_with_alpha() -> None:
+    """decompose takes ``alpha`` like every other bootstrap, and its accuracy interval is the
+    shared draw (seeded by model and benchmark) put through the shared percentile interval."""
+    from legival_core.decomposition import decompose
+    from legival_core.stats import percentile_interval, resample_counts, seeded_stream
+
+    correct = np.array([1, 0, 1, 1, 0, 0, 1, 0], dtype=float)
+    instances = pd.DataFrame(
+        {
+            "model": "m",
+            "benchmark": "b",
+            "instance_id": [str(i) for i in range(8)],
+            "correct": correct.astype(bool),
+            "tokens": 100.0,
+            "truncated": False,
+        }
+    )
+    row = decompose(instances, n_boot=400, seed=7, alpha=0.2).iloc[0]
+    draws = resample_counts(8, 400, seeded_stream(7, "terms", "m", "b")) @ correct / 8
+    assert (row["accuracy_lo"], row["accuracy_hi"]) == percentile_interval(draws, alpha=0.2)
+    # an 80% interval of a mean of 8 coin flips with p = 1/2 lies inside (0, 1)
+    assert 0.0 < row["accuracy_lo"] < 0.5 < row["accuracy_hi"] < 1.0

@@ -353,6 +353,33 @@ def test_failure_modes_against_the_best_model() -> None:
     assert board["e0_rank"].tolist() == [1, 2, 2]
 
 
+def test_failure_modes_of_stored_rows_use_decomposes_log_ratio() -> None:
+    """A model that never answers right is logic-limited on the page as in decompose."""
+    rows = pd.DataFrame(
+        {
+            "benchmark": "b",
+            "model": ["best", "never"],
+            "e0": [2.0, 0.0],
+            "r_ctx": [1.0, 0.5],
+            "r_logic": [0.5, 0.0],
+            "mean_tokens": [250.0, 250.0],
+            "vo": [2.0, 2.0],
+            "kappa": [1.0, 1.0],
+        }
+    )
+    table = views.failure_mode_table(rows).set_index("model")
+    # never vs best: Δlog r_logic = log 0 − log 0.5 = −inf (shortfall +inf);
+    # Δlog r_ctx = log 0.5 − log 1 = −0.6931 (shortfall 0.6931); Δlog VŌ = Δlog κ = 0
+    assert table.loc["never", "dlog_r_logic"] == -math.inf
+    assert table.loc["never", "dlog_r_ctx"] == pytest.approx(-0.693147, abs=1e-6)
+    assert table.loc["never", "failure_mode"] == "logic-limited"
+    assert table.loc["best", "failure_mode"] == "no-shortfall"
+    # the waterfall shows the same −inf bar and an E0 total of log 0 − log 2 = −inf
+    terms = views.delta_log_terms(rows.iloc[1].to_dict(), rows.iloc[0].to_dict())
+    assert terms.set_index("term").loc["Δlog r_logic", "value"] == -math.inf
+    assert terms.set_index("term").loc["Δlog E0", "value"] == -math.inf
+
+
 def test_decomposition_instances_from_store_tables() -> None:
     traces = pd.DataFrame(
         {

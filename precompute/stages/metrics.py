@@ -6,8 +6,9 @@
 * ``trace_transfer`` — per (trace, student): FOTU, hazard bin, regressions, baseline, lift
   (:func:`legival_core.transfer.trace_metrics`, SPEC §3).
 * ``transfer_curves`` — the transfer page's curves, hazards and summaries for every dataset x
-  student selection and profile (:func:`legival_core.views.transfer_curve_table`), so the app
-  need not read the rollouts.
+  student selection and profile
+  (:func:`legival_core.transfer_curves.transfer_curve_table`), so the app need not read the
+  rollouts.
 * ``teacher_metrics`` — per (teacher, dataset): accuracy and the means of the efficiency
   columns, plus FOTU, SOTU, regression rate, never-solved share and baseline from
   :func:`legival_core.transfer.teacher_metrics`.
@@ -200,7 +201,7 @@ def transfer_table(
 def transfer_curves_table(rollouts: pd.DataFrame, stamp: str, seed: int) -> pd.DataFrame:
     """Rows of ``transfer_curves``: every view of the transfer page, bands from 200 resamples
     (what the page draws), stamped with the state of the rollouts they came from."""
-    from legival_core.views import transfer_curve_table
+    from legival_core.transfer_curves import transfer_curve_table
 
     return transfer_curve_table(rollouts, n_boot=200, seed=seed, stamp=stamp)
 
@@ -271,40 +272,6 @@ _DECOMPOSITION_TERMS = (
     "mean_tokens_correct",
     "mean_tokens_incorrect",
 )
-
-
-def _instances(traces: pd.DataFrame, grades: pd.DataFrame, problems: pd.DataFrame) -> pd.DataFrame:
-    graded = traces.merge(grades[["trace_id", "correct"]], on="trace_id", how="inner")
-    graded = graded[graded["correct"].notna()]
-    workload = dict(zip(problems["problem_id"], problems["workload"], strict=True))
-    tokens = pd.to_numeric(graded["tokens"], errors="coerce")
-    if tokens.isna().any():
-        from legival_core.tokens import count_tokens_many
-
-        missing = tokens.isna().to_numpy()
-        counted = count_tokens_many(graded.loc[missing, "reasoning"].fillna("").tolist())
-        tokens = tokens.astype("float64").to_numpy()
-        tokens[missing] = counted
-    instance_id = [
-        pid if int(sample) == 0 else f"{pid}#{int(sample)}"
-        for pid, sample in zip(graded["problem_id"], graded["sample"], strict=True)
-    ]
-    return pd.DataFrame(
-        {
-            "model": graded["teacher"].astype(str).to_numpy(),
-            "benchmark": graded["dataset"].astype(str).to_numpy(),
-            "instance_id": instance_id,
-            "correct": graded["correct"].astype(bool).to_numpy(),
-            "tokens": np.asarray(tokens, dtype=float),
-            "truncated": graded["truncated"]
-            .astype("boolean")
-            .fillna(False)
-            .astype(bool)
-            .to_numpy(),
-            "workload": [workload.get(p) for p in graded["problem_id"]],
-            "trace": graded["reasoning"].fillna("").astype(str).to_numpy(),
-        }
-    )
 
 
 def _layer_rows(result: pd.DataFrame, layer: str, coverage: dict[tuple[str, str], float]) -> list:
@@ -479,7 +446,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     steps = read_or_empty(store, "steps", ["trace_id", "step", "end"])
     similarity = read_or_empty(store, "similarity", ["trace_id", "step", "max_similarity"])
     judgments = read_or_empty(store, "judgments", ["trace_id", "labeler", "steps", "valid"])
-    from legival_core.views import rollouts_stamp
+    from legival_core.transfer_curves import rollouts_stamp
 
     stamp = rollouts_stamp(store.manifest)  # before the read: a later write makes it stale
     rollouts = read_or_empty(store, "rollouts")
@@ -507,9 +474,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     tables: dict[str, pd.DataFrame] = {"trace_efficiency": efficiency}
     leaks_found = 0
     if len(rollouts):
-        leaks = leak_table(
-            rollouts, traces, steps, problem_rows(store), ctx.config.grade.timeout_s
-        )
+        leaks = leak_table(rollouts, traces, steps, problem_rows(store), ctx.config.grade.timeout_s)
         tables["trace_transfer"] = transfer_table(rollouts, cfg.profile, cfg.grid, leaks)
         tables["transfer_curves"] = transfer_curves_table(rollouts, stamp, 0)
         leaks_found = int(leaks["leak_k"].notna().sum())
@@ -522,10 +487,11 @@ def run_metrics(ctx: StageContext) -> StageResult:
         tables.get("trace_transfer"),
     )
     if len(grades):
+        from legival_core.decomposition import decomposition_instances
         from legival_core.references import reference_teachers
 
         decomposition = decomposition_table(
-            _instances(traces, grades, problems), reference_teachers(traces)
+            decomposition_instances(traces, grades, problems), reference_teachers(traces)
         )
         if len(decomposition):
             tables["decomposition"] = decomposition

@@ -1,0 +1,143 @@
+"""Data preparation for the app's pages: plain pandas in, plain pandas (or escaped HTML) out.
+
+One module per page (:mod:`~legival_core.views.leaderboard`, :mod:`~legival_core.views.transfer`,
+:mod:`~legival_core.views.pareto`, :mod:`~legival_core.views.correlations`,
+:mod:`~legival_core.views.efficiency`, :mod:`~legival_core.views.inspector`,
+:mod:`~legival_core.views.published`, :mod:`~legival_core.views.about`) plus
+:mod:`~legival_core.views.common` for what several pages share; this package re-exports them,
+so ``views.leaderboard(...)`` and ``from legival_core.views import METRICS`` keep working.
+
+The Streamlit pages under ``pages/`` only read a store, call one of these functions and draw
+the result; every number shown comes from here or from the metric modules these call
+(:mod:`legival_core.stats`, :mod:`legival_core.transfer`, :mod:`legival_core.transfer_curves`,
+:mod:`legival_core.decomposition`, :mod:`legival_core.workload`). Nothing here imports
+Streamlit or Plotly, so the logic is tested without a browser. The pipeline (``precompute``)
+does not import this package: the table it stores lives in :mod:`legival_core.transfer_curves`.
+
+Model text, problem text, teacher and dataset names are untrusted: the only function that
+produces HTML, :func:`trace_html`, escapes every piece of text it puts in.
+
+References: Legi-Val (arXiv 2603.20508) for the legibility metrics and rankings; Kaiser et al.
+(arXiv 2602.09805) for the efficiency decomposition.
+"""
+
+from __future__ import annotations
+
+from legival_core.decomposition import decomposition_instances
+from legival_core.transfer_curves import (
+    ALL_ROWS,
+    SUMMARY_COLUMNS,
+    TRANSFER_CURVES_VERSION,
+    TransferView,
+    fresh_transfer_curves,
+    hazard_histograms,
+    rollouts_stamp,
+    student_baseline,
+    transfer_curve_table,
+    transfer_options,
+    transfer_summary,
+    transfer_view_from_table,
+)
+from legival_core.views.about import config_text, provenance_table, store_overview
+from legival_core.views.common import (
+    LEADERBOARD_METRICS,
+    METRICS,
+    RANKED_METRICS,
+    STUDENT_METRICS,
+    TRACE_SCORE_LABEL,
+    TRACE_SCORE_NOTE,
+    Metric,
+    arrow_to_frame,
+    filter_rows,
+    metrics_profile,
+    ranked_metrics,
+    trace_metric_label,
+)
+from legival_core.views.correlations import (
+    model_level_frame,
+    partial_matrix,
+    significance_stars,
+    trace_level_frame,
+)
+from legival_core.views.efficiency import (
+    delta_log_terms,
+    e0_board,
+    failure_mode_table,
+    workload_audits,
+)
+from legival_core.views.inspector import (
+    LABELER_KINDS,
+    StepPage,
+    labeler_kind,
+    step_page,
+    step_table,
+    student_strip,
+    trace_html,
+)
+from legival_core.views.leaderboard import (
+    composite_score,
+    efficiency_intervals,
+    latex_table,
+    leaderboard,
+    student_transfer_metrics,
+    with_student,
+)
+from legival_core.views.pareto import model_family, pareto_view
+from legival_core.views.published import published_beside
+from legival_core.views.transfer import transfer_view
+
+__all__ = [
+    "ALL_ROWS",
+    "LABELER_KINDS",
+    "LEADERBOARD_METRICS",
+    "METRICS",
+    "RANKED_METRICS",
+    "STUDENT_METRICS",
+    "SUMMARY_COLUMNS",
+    "TRACE_SCORE_LABEL",
+    "TRACE_SCORE_NOTE",
+    "TRANSFER_CURVES_VERSION",
+    "Metric",
+    "StepPage",
+    "TransferView",
+    "arrow_to_frame",
+    "composite_score",
+    "config_text",
+    "decomposition_instances",
+    "delta_log_terms",
+    "e0_board",
+    "efficiency_intervals",
+    "failure_mode_table",
+    "filter_rows",
+    "fresh_transfer_curves",
+    "hazard_histograms",
+    "labeler_kind",
+    "latex_table",
+    "leaderboard",
+    "metrics_profile",
+    "model_family",
+    "model_level_frame",
+    "pareto_view",
+    "partial_matrix",
+    "provenance_table",
+    "published_beside",
+    "ranked_metrics",
+    "rollouts_stamp",
+    "significance_stars",
+    "step_page",
+    "step_table",
+    "store_overview",
+    "student_baseline",
+    "student_strip",
+    "student_transfer_metrics",
+    "trace_html",
+    "trace_level_frame",
+    "trace_metric_label",
+    "transfer_curve_table",
+    "transfer_options",
+    "transfer_summary",
+    "transfer_view",
+    "transfer_view_from_table",
+    "with_student",
+    "workload_audits",
+]

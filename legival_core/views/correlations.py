@@ -1,0 +1,104 @@
+"""The correlations page's data: model- and trace-level frames, partial Spearman matrices."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from legival_core.views.common import METRICS
+
+# ---------------------------------------------------------------------------------------------
+# Correlations
+# ---------------------------------------------------------------------------------------------
+
+
+def model_level_frame(
+    teacher_metrics: pd.DataFrame,
+    trace_efficiency: pd.DataFrame | None = None,
+    correct_only: bool = False,
+    references: Sequence[str] = (),
+    include_references: bool = False,
+) -> pd.DataFrame:
+    """One row per teacher, metrics averaged over datasets (the model-level correlation input).
+
+    With ``correct_only`` the efficiency metrics (tokens, redundancy, backtracking) are
+    recomputed from the correct traces of ``trace_efficiency`` only (transfer metrics are
+    already correct-only) and accuracy, constant there, is dropped. Reference teachers
+    (``references``) are left out, so they add no point to a teacher-level ρ, unless
+    ``include_references``.
+
+    >>> tm = pd.DataFrame({"teacher": ["a", "b", "human"], "dataset": "d",
+    ...     "accuracy": [0.5, 0.4, 1.0]})
+    >>> model_level_frame(tm, references=["human"]).teacher.tolist()
+    ['a', 'b']
+    """
+    from legival_core.references import keep_teachers
+
+    frame = keep_teachers(teacher_metrics, references, include_references).copy()
+    if correct_only:
+        if trace_efficiency is None or trace_efficiency.empty:
+            raise ValueError("correct-only correlations need the trace_efficiency table")
+        correct = trace_efficiency[trace_efficiency["correct"].fillna(False).astype(bool)]
+        columns = [c for c in ("tokens", "redundancy", "backtracking") if c in correct]
+        means = correct.groupby(["teacher", "dataset"], observed=True)[columns].mean()
+        frame = frame.drop(columns=[*columns, "accuracy"], errors="ignore").merge(
+            means.reset_index(), on=["teacher", "dataset"], how="left"
+        )
+    numeric = [m for m in METRICS if m in frame.columns]
+    out = frame.groupby("teacher", observed=True, sort=True)[numeric].mean().reset_index()
+    return out
+
+
+def trace_level_frame(
+    trace_efficiency: pd.DataFrame,
+    trace_transfer: pd.DataFrame | None,
+    correct_only: bool = False,
+) -> pd.DataFrame:
+    """One row per trace: efficiency metrics and transfer metrics averaged over students."""
+    columns = [c for c in ("tokens", "redundancy", "backtracking") if c in trace_efficiency]
+    frame = trace_efficiency[["trace_id", "teacher", "dataset", "correct", *columns]]
+    if correct_only:
+        frame = frame[frame["correct"].fillna(False).astype(bool)]
+    if trace_transfer is not None and not trace_transfer.empty:
+        transfer = trace_transfer.groupby("trace_id", observed=True)[
+            ["fotu", "regression_rate", "lift"]
+        ].mean()
+        frame = frame.merge(transfer.reset_index(), on="trace_id", how="left")
+    return frame.reset_index(drop=True)
+
+
+def partial_matrix(
+    frame: pd.DataFrame, columns: Sequence[str], control: str = "tokens"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Partial Spearman ρ (and p) of every pair of ``columns`` with ``control`` held fixed.
+
+    Each cell is :func:`legival_core.stats.partial_spearman`; the control itself is left out.
+    """
+    from legival_core.stats import partial_spearman
+
+    cols = [c for c in columns if c != control]
+    rho = pd.DataFrame(np.nan, index=cols, columns=cols)
+    pvalue = pd.DataFrame(np.nan, index=cols, columns=cols)
+    for i, a in enumerate(cols):
+        for b in cols[i:]:
+            if a == b:
+                rho.loc[a, b], pvalue.loc[a, b] = 1.0, 0.0
+                continue
+            result = partial_spearman(frame, a, b, control=control)
+            rho.loc[a, b] = rho.loc[b, a] = result.rho
+            pvalue.loc[a, b] = pvalue.loc[b, a] = result.pvalue
+    return rho, pvalue
+
+
+def significance_stars(p: float) -> str:
+    """``***`` p < 0.001, ``**`` p < 0.01, ``*`` p < 0.05, else empty.
+
+    >>> [significance_stars(p) for p in (0.0005, 0.005, 0.03, 0.2, float("nan"))]
+    ['***', '**', '*', '', '']
+    """
+    if p is None or not math.isfinite(p):
+        return ""
+    return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""

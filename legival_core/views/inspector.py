@@ -1,0 +1,222 @@
+"""The trace inspector's data: step tables, the student strip, step pages and the trace
+as escaped HTML.
+
+Model text is untrusted: :func:`trace_html`, the only function here that produces HTML,
+escapes every piece of text it puts in.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+# ---------------------------------------------------------------------------------------------
+# Trace inspector
+# ---------------------------------------------------------------------------------------------
+
+#: Kinds of backtracking labeler, each with its marker and colour in the inspector.
+LABELER_KINDS: dict[str, tuple[str, str]] = {
+    "judge": ("J", "#c0392b"),
+    "lexical": ("L", "#d68910"),
+    "human": ("H", "#7d3c98"),
+    "other": ("O", "#566573"),
+}
+
+
+def labeler_kind(labeler: str) -> str:
+    """``judge`` (``judge:<model>``), ``lexical``, ``human`` or ``other``.
+
+    >>> [labeler_kind(x) for x in ("judge:qwen", "lexical", "human:ann", "rubric-x")]
+    ['judge', 'lexical', 'human', 'other']
+    """
+    name = str(labeler).lower()
+    for kind in ("judge", "lexical", "human"):
+        if name == kind or name.startswith(kind + ":"):
+            return kind
+    return "other"
+
+
+def step_table(
+    steps: pd.DataFrame,
+    similarity: pd.DataFrame | None = None,
+    judgments: pd.DataFrame | None = None,
+    threshold: float = 0.8,
+) -> pd.DataFrame:
+    """One row per step of one trace: text, tokens, redundancy and backtracking flags.
+
+    Columns: ``step`` (0-based), ``number`` (1-based, the judge's numbering), ``text``,
+    ``tokens``, ``similarity`` (r_i, NaN for step 0), ``matched_step`` (argmax j), ``redundant``
+    (r_i > ``threshold``), and one boolean column per labeler kind present
+    (``flag_judge``, ``flag_lexical``, ``flag_human``, ``flag_other``) from the valid judgments.
+    """
+    table = steps.sort_values("step")[["step", "text", "tokens"]].reset_index(drop=True)
+    table.insert(1, "number", table["step"].astype(int) + 1)
+    if similarity is not None and not similarity.empty:
+        sims = similarity.set_index("step")
+        table["similarity"] = table["step"].map(sims["max_similarity"]).astype("float64")
+        table["matched_step"] = table["step"].map(sims["matched_step"]).astype("Int64")
+    else:
+        table["similarity"] = np.nan
+        table["matched_step"] = pd.array([None] * len(table), dtype="Int64")
+    table["redundant"] = (table["similarity"] > threshold).fillna(False).astype(bool)
+    if judgments is not None and not judgments.empty:
+        valid = judgments[judgments["valid"].fillna(False).astype(bool)]
+        for labeler, flagged in zip(valid["labeler"], valid["steps"], strict=True):
+            column = f"flag_{labeler_kind(labeler)}"
+            if column not in table:
+                table[column] = False
+            numbers = (
+                set()
+                if flagged is None or (isinstance(flagged, float) and math.isnan(flagged))
+                else {int(n) for n in flagged}
+            )
+            table[column] = table[column] | table["number"].isin(numbers)
+    return table
+
+
+def student_strip(rollouts: pd.DataFrame) -> pd.DataFrame:
+    """Students × prefixes of one trace: mean correctness at each k (k = 0: the student alone).
+
+    >>> r = pd.DataFrame({"student": ["s"] * 4, "k": [0, 1, 2, 2], "correct": [0, 0, 1, 0]})
+    >>> student_strip(r).values.tolist()
+    [[0.0, 0.0, 0.5]]
+    """
+    if rollouts.empty:
+        return pd.DataFrame()
+    strip = rollouts.pivot_table(
+        index="student", columns="k", values="correct", aggfunc="mean", observed=True, sort=True
+    )
+    strip.columns = [int(c) for c in strip.columns]
+    return strip.astype("float64")
+
+
+@dataclass(frozen=True)
+class StepPage:
+    """Which steps one page of the inspector shows: ``start`` (inclusive) to ``stop``."""
+
+    page: int
+    pages: int
+    start: int
+    stop: int
+
+
+def step_page(m: int, page: int, per_page: int = 60) -> StepPage:
+    """The slice of steps on ``page`` (1-based; out-of-range pages are clamped).
+
+    >>> step_page(130, 3, 60), step_page(0, 5)
+    (StepPage(page=3, pages=3, start=120, stop=130), StepPage(page=1, pages=1, start=0, stop=0))
+    """
+    if per_page < 1:
+        raise ValueError(f"per_page must be >= 1, got {per_page}")
+    pages = max(1, math.ceil(m / per_page))
+    page = min(max(1, int(page)), pages)
+    start = (page - 1) * per_page
+    return StepPage(page, pages, start, min(m, start + per_page))
+
+
+def _shade(similarity: float) -> str:
+    """Background of a step: transparent below 0.5, then deeper orange with r_i."""
+    if not math.isfinite(similarity) or similarity <= 0.5:
+        return "transparent"
+    alpha = min(0.55, (similarity - 0.5) * 1.1)
+    return f"rgba(230,126,34,{alpha:.2f})"
+
+
+def _cell(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "#d5d8dc"  # no rollout at this prefix
+    return "#27ae60" if value >= 0.5 else "#e74c3c"
+
+
+def trace_html(
+    table: pd.DataFrame,
+    *,
+    anchor: str,
+    start: int = 0,
+    stop: int | None = None,
+    leak_k: int | None = None,
+    strip: pd.DataFrame | None = None,
+) -> str:
+    """HTML of steps ``start:stop`` of a :func:`step_table`, every piece of text escaped.
+
+    Each step is a block shaded by its redundancy r_i; its tooltip gives r_i, the matched
+    earlier step and the token count; a link jumps to the matched step (``#<anchor>-s<n>``) when
+    it is on the page. Backtracking markers show which labeler kinds flagged the step
+    (:data:`LABELER_KINDS`). A rule marks the answer-leak point (the teacher's prefix up to step
+    ``leak_k`` already states the correct answer). With ``strip`` (:func:`student_strip`), one
+    small cell per student shows the correctness after that step (green right, red wrong,
+    grey no rollout), aligned to the step.
+
+    ``anchor`` must be a simple id (letters, digits, ``-``, ``_``); it is checked, not escaped.
+    """
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", anchor):
+        raise ValueError(f"trace_html: anchor {anchor[:40]!r} is not a simple id")
+    stop = len(table) if stop is None else stop
+    shown = table.iloc[start:stop]
+    on_page = set(shown["number"].astype(int))
+    flag_columns = [c for c in table.columns if c.startswith("flag_")]
+    students = list(strip.index) if strip is not None and not strip.empty else []
+    esc = html.escape
+    parts = [f'<div class="lv-trace" id="{anchor}">']
+    for row in shown.itertuples(index=False):
+        number = int(row.number)
+        sim = float(row.similarity) if pd.notna(row.similarity) else math.nan
+        matched = None if pd.isna(row.matched_step) else int(row.matched_step) + 1
+        tokens = None if pd.isna(row.tokens) else int(row.tokens)
+        tip = [f"step {number}"]
+        if math.isfinite(sim):
+            tip.append(f"similarity {sim:.2f} to step {matched}")
+        if tokens is not None:
+            tip.append(f"{tokens} tokens")
+        markers = []
+        for column in flag_columns:
+            if bool(getattr(row, column)):
+                kind = column.removeprefix("flag_")
+                letter, colour = LABELER_KINDS[kind]
+                markers.append(
+                    f'<span class="lv-bt lv-bt-{kind}" title="backtracking ({kind})" '
+                    f'style="background:{colour};color:white;border-radius:3px;'
+                    f'padding:0 3px;margin-right:2px;font-size:0.75em">{letter}</span>'
+                )
+        cells = []
+        for student in students:
+            value = strip.loc[student].get(number, math.nan)
+            value = float(value) if pd.notna(value) else math.nan
+            label = "no rollout" if not math.isfinite(value) else f"correct {value:.2f}"
+            cells.append(
+                f'<span class="lv-cell" title="{esc(str(student))} after step {number}: {label}" '
+                f'style="display:inline-block;width:8px;height:12px;margin-right:1px;'
+                f'background:{_cell(value)}"></span>'
+            )
+        jump = ""
+        if matched is not None and math.isfinite(sim):
+            if matched in on_page:
+                jump = (
+                    f' <a class="lv-jump" href="#{anchor}-s{matched}" '
+                    f'title="jump to step {matched}">↩ {matched}</a>'
+                )
+            else:
+                jump = f' <span class="lv-jump" title="on another page">↩ {matched}</span>'
+        parts.append(
+            f'<div class="lv-step" id="{anchor}-s{number}" title="{esc(" · ".join(tip))}" '
+            f'style="background:{_shade(sim)};padding:2px 4px;margin:1px 0;'
+            f'border-left:3px solid {"#e67e22" if bool(row.redundant) else "#eaecee"}">'
+            f'<span class="lv-num" style="color:#7f8c8d;font-size:0.75em;margin-right:6px">'
+            f"{number}{'' if tokens is None else f' · {tokens}t'}</span>"
+            f"{''.join(cells)}{''.join(markers)}"
+            f'<span class="lv-text" style="white-space:pre-wrap">{esc(str(row.text))}</span>'
+            f"{jump}</div>"
+        )
+        if leak_k is not None and number == leak_k:
+            parts.append(
+                '<div class="lv-leak" style="border-top:2px dashed #2874a6;color:#2874a6;'
+                'font-size:0.8em;margin:2px 0">▲ the prefix up to here already states the '
+                f"correct answer (leak point k = {int(leak_k)})</div>"
+            )
+    parts.append("</div>")
+    return "".join(parts)

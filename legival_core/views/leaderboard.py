@@ -1,0 +1,237 @@
+"""The leaderboard page's data: per-student transfer metrics, the rank table with its
+composite score, bootstrap intervals of the efficiency metrics and a LaTeX export.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from legival_core.views.common import METRICS, STUDENT_METRICS, ranked_metrics
+
+# ---------------------------------------------------------------------------------------------
+# Leaderboard
+# ---------------------------------------------------------------------------------------------
+
+
+def student_transfer_metrics(rollouts: pd.DataFrame, profile: str = "paper") -> pd.DataFrame:
+    """Transfer metrics per (teacher, dataset, student), no bootstrap.
+
+    A thin call of :func:`legival_core.transfer.teacher_metrics` grouped by student too, so a
+    leaderboard can be filtered to one student and cross-student stability can be measured.
+    """
+    from legival_core.transfer import teacher_metrics
+
+    if rollouts.empty:
+        return pd.DataFrame(columns=["teacher", "dataset", "student", *STUDENT_METRICS])
+    return teacher_metrics(
+        rollouts, profile=profile, n_boot=0, by=("teacher", "dataset", "student")
+    )
+
+
+def with_student(
+    teacher_metrics: pd.DataFrame, per_student: pd.DataFrame, student: str | None
+) -> pd.DataFrame:
+    """``teacher_metrics`` with its transfer columns taken from one student.
+
+    ``per_student`` is :func:`student_transfer_metrics`' output. With ``student`` None the
+    table is returned unchanged (its transfer columns average over students). Rows without
+    rollouts of that student get NaN transfer values.
+
+    >>> tm = pd.DataFrame({"teacher": ["a"], "dataset": ["d"], "accuracy": [0.9], "fotu": [0.5]})
+    >>> ps = pd.DataFrame({"teacher": ["a"], "dataset": ["d"], "student": ["s"], "fotu": [0.7]})
+    >>> with_student(tm, ps, "s")[["accuracy", "fotu"]].values.tolist()
+    [[0.9, 0.7]]
+    """
+    if student is None:
+        return teacher_metrics
+    chosen = per_student[per_student["student"] == student]
+    columns = [c for c in STUDENT_METRICS if c in chosen.columns]
+    base = teacher_metrics.drop(columns=[c for c in columns if c in teacher_metrics.columns])
+    merged = base.merge(
+        chosen[["teacher", "dataset", *columns]], on=["teacher", "dataset"], how="left"
+    )
+    # A student metric the per-student table lacks is unknown for one student, not the
+    # average over all of them.
+    for column in STUDENT_METRICS:
+        if column in teacher_metrics.columns and column not in merged.columns:
+            merged[column] = np.nan
+    return merged[[c for c in teacher_metrics.columns if c in merged.columns]]
+
+
+def composite_score(ranks: pd.DataFrame, weights: Mapping[str, float]) -> pd.Series:
+    """Weighted composite of rank scores, in [0, 1] (1 = best on every weighted metric).
+
+    Each metric's rank r (1 = best) among the n models ranked on it becomes the score
+    ``(n - r) / (n - 1)`` (1 for the best, 0 for the worst; 1 when n = 1), and the composite is
+    ``sum_m w_m * score_m / sum_m w_m`` over the metrics with a positive weight that the model
+    has a rank for. Ranks rather than raw values make metrics with different units comparable.
+    A model with no weighted rank gets NaN.
+
+    Args:
+        ranks: a :func:`legival_core.stats.rank_table` result (``<metric>_rank`` columns).
+        weights: metric -> weight >= 0.
+
+    >>> ranks = pd.DataFrame({"accuracy_rank": [1, 2, 3], "tokens_rank": [3, 1, 2]})
+    >>> # scores: accuracy 1, 0.5, 0; tokens 0, 1, 0.5; weights 2:1 -> (2*s_acc + s_tok) / 3
+    >>> composite_score(ranks, {"accuracy": 2, "tokens": 1}).round(4).tolist()
+    [0.6667, 0.6667, 0.1667]
+    """
+    from legival_core.rank_intervals import composite_scores
+
+    # One definition of the composite: composite_scores also scores each bootstrap resample.
+    columns = {
+        metric: pd.to_numeric(ranks[f"{metric}_rank"], errors="coerce").to_numpy(dtype="float64")
+        for metric in weights
+        if f"{metric}_rank" in ranks.columns
+    }
+    for metric, weight in weights.items():
+        if weight < 0 or not math.isfinite(weight):
+            raise ValueError(f"composite_score: weight of {metric!r} must be >= 0, got {weight}")
+    scores = composite_scores(columns, weights) if columns else np.full(len(ranks), np.nan)
+    return pd.Series(np.broadcast_to(scores, (len(ranks),)), index=ranks.index, name="composite")
+
+
+def leaderboard(
+    teacher_metrics: pd.DataFrame,
+    metrics: Sequence[str] | None = None,
+    weights: Mapping[str, float] | None = None,
+    references: Sequence[str] = (),
+    include_references: bool = False,
+) -> pd.DataFrame:
+    """The rank table of SPEC section 4 for the rows given (already filtered by dataset).
+
+    Values are averaged over datasets per teacher, ranked (1 = best) and each rank's change
+    against the accuracy rank is given (``<metric>_change = accuracy_rank - metric_rank``), by
+    :func:`legival_core.stats.rank_table`. With ``weights``, a ``composite`` column
+    (:func:`composite_score`) and its rank are added. ``hf_id`` is carried over where known.
+
+    Reference teachers (``references``, see :mod:`legival_core.references`) keep a row with
+    their values but no rank, no change and no composite, below the ranked teachers, and do
+    not move anyone else's rank; with ``include_references`` they are ranked like the others.
+    When ``references`` is given the table has a boolean ``reference`` column.
+
+    >>> tm = pd.DataFrame({"teacher": ["a", "b", "human"], "dataset": "d",
+    ...     "accuracy": [0.5, 0.4, 1.0]})
+    >>> board = leaderboard(tm, references=["human"])
+    >>> board[["teacher", "accuracy_rank", "reference"]].values.tolist()
+    [['a', 1, False], ['b', 2, False], ['human', <NA>, True]]
+    >>> leaderboard(tm, references=["human"], include_references=True).accuracy_rank.tolist()
+    [1, 2, 3]
+    """
+    from legival_core.stats import rank_table
+
+    chosen = list(metrics) if metrics is not None else ranked_metrics(teacher_metrics)
+    chosen = [m for m in chosen if m in ranked_metrics(teacher_metrics, chosen)]
+    if "accuracy" not in chosen:
+        chosen.insert(0, "accuracy")
+    frame = teacher_metrics[["teacher", "dataset", *chosen]]
+    left_out = () if include_references else tuple(str(r) for r in references)
+    table = rank_table(
+        frame,
+        {m: METRICS[m].higher_is_better for m in chosen if m != "accuracy"},
+        references=left_out,
+    )
+    if "hf_id" in teacher_metrics.columns:
+        ids = teacher_metrics.dropna(subset=["hf_id"]).drop_duplicates("teacher")
+        table.insert(
+            1, "hf_id", table["teacher"].map(dict(zip(ids["teacher"], ids["hf_id"], strict=True)))
+        )
+    if weights:
+        ranked = ~table["teacher"].astype(str).isin(left_out)
+        table["composite"] = composite_score(table, weights).where(ranked)
+        table["composite_rank"] = (
+            table["composite"].round(9).rank(ascending=False, method="min").astype("Int64")
+        )
+    if references:
+        table["reference"] = table["teacher"].astype(str).isin([str(r) for r in references])
+    return table
+
+
+def efficiency_intervals(
+    trace_efficiency: pd.DataFrame, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05
+) -> pd.DataFrame:
+    """Per (teacher, dataset): accuracy, tokens, redundancy and backtracking with bootstrap CIs.
+
+    Each value is the mean over the group's traces (what ``teacher_metrics`` stores) and its
+    percentile interval from :func:`legival_core.stats.bootstrap_ci` (``n_boot`` resamples of
+    the traces, seeded). Long table: ``teacher, dataset, metric, value, lo, hi, n``.
+    """
+    from legival_core.stats import bootstrap_ci
+
+    rows = []
+    columns = [c for c in ("tokens", "redundancy", "backtracking") if c in trace_efficiency]
+    frame = trace_efficiency.assign(
+        accuracy=trace_efficiency["correct"].astype("Float64").astype("float64")
+    )
+    for (teacher, dataset), group in frame.groupby(["teacher", "dataset"], observed=True):
+        for metric in ["accuracy", *columns]:
+            values = pd.to_numeric(group[metric], errors="coerce").to_numpy(dtype=float)
+            values = values[~np.isnan(values)]
+            if not len(values):
+                continue
+            ci = bootstrap_ci(values, n_boot=n_boot, seed=seed, alpha=alpha)
+            rows.append((teacher, dataset, metric, ci.estimate, ci.lo, ci.hi, len(values)))
+    return pd.DataFrame(rows, columns=["teacher", "dataset", "metric", "value", "lo", "hi", "n"])
+
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+
+
+def _latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+
+
+def latex_table(frame: pd.DataFrame, caption: str = "", decimals: int = 3) -> str:
+    """A ``tabular`` (booktabs) of ``frame`` for a paper; every cell is LaTeX-escaped.
+
+    >>> print(latex_table(pd.DataFrame({"teacher": ["a_b"], "fotu": [0.51234]})))
+    \\begin{tabular}{lr}
+    \\toprule
+    teacher & fotu \\\\
+    \\midrule
+    a\\_b & 0.512 \\\\
+    \\bottomrule
+    \\end{tabular}
+    """
+
+    def cell(value: object) -> str:
+        if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+            return "--"
+        if isinstance(value, float | np.floating):
+            return f"{float(value):.{decimals}f}"
+        return _latex_escape(str(value))
+
+    align = "".join("r" if pd.api.types.is_numeric_dtype(frame[c]) else "l" for c in frame.columns)
+    lines = [
+        f"\\begin{{tabular}}{{{align}}}",
+        "\\toprule",
+        " & ".join(_latex_escape(str(c)) for c in frame.columns) + " \\\\",
+        "\\midrule",
+    ]
+    for row in frame.itertuples(index=False):
+        lines.append(" & ".join(cell(v) for v in row) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    if caption:
+        lines = [
+            "\\begin{table}",
+            "\\centering",
+            *lines,
+            f"\\caption{{{_latex_escape(caption)}}}",
+            "\\end{table}",
+        ]
+    return "\n".join(lines)

@@ -1,0 +1,63 @@
+"""The Pareto page's data: a leaderboard's teachers with their frontier flag and family."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pandas as pd
+
+from legival_core.views.common import METRICS
+
+# ---------------------------------------------------------------------------------------------
+# Pareto
+# ---------------------------------------------------------------------------------------------
+
+_FAMILY_WORD = re.compile(r"[A-Za-z]+")
+
+
+def model_family(teacher: str, hf_id: object = None) -> str:
+    """A model's family for colouring: the organisation of its Hugging Face id when known,
+    else the first word of its name.
+
+    >>> model_family("qwen3-8b", "Qwen/Qwen3-8B"), model_family("deep-r1-0528"), model_family("7")
+    ('Qwen', 'deep', 'other')
+    """
+    if isinstance(hf_id, str) and "/" in hf_id:
+        return hf_id.split("/", 1)[0]
+    match = _FAMILY_WORD.search(str(teacher))
+    return match.group(0).lower() if match else "other"
+
+
+def pareto_view(
+    table: pd.DataFrame,
+    x: str,
+    y: str,
+    references: Sequence[str] = (),
+    include_references: bool = False,
+) -> pd.DataFrame:
+    """The teachers of a leaderboard with a ``frontier`` flag on (``x``, ``y``) and a family.
+
+    The frontier is :func:`legival_core.stats.pareto_front` with each axis' better direction
+    taken from :data:`METRICS`; frontier rows come sorted by ``x`` so they draw as a line.
+    Reference teachers stay in the table (a ``reference`` column marks them) but are never on
+    the frontier and dominate no one, unless ``include_references``.
+
+    >>> board = pd.DataFrame({"teacher": ["a", "b", "human"], "tokens": [300.0, 100.0, 50.0],
+    ...     "fotu": [0.5, 0.2, 0.9]})
+    >>> view = pareto_view(board, "tokens", "fotu", references=["human"])
+    >>> view[["teacher", "frontier", "reference"]].values.tolist()
+    [['human', False, True], ['b', True, False], ['a', True, False]]
+    >>> pareto_view(board, "tokens", "fotu", ["human"], include_references=True).frontier.tolist()
+    [True, False, False]
+    """
+    from legival_core.stats import pareto_front
+
+    out = table.copy()
+    hf = out["hf_id"] if "hf_id" in out else pd.Series(None, index=out.index, dtype=object)
+    out["family"] = [model_family(t, h) for t, h in zip(out["teacher"], hf, strict=True)]
+    maximize = (METRICS[x].higher_is_better, METRICS[y].higher_is_better)
+    left_out = () if include_references else tuple(str(r) for r in references)
+    out["frontier"] = pareto_front(out, x, y, maximize=maximize, references=left_out).to_numpy()
+    out["reference"] = out["teacher"].astype(str).isin([str(r) for r in references])
+    return out.sort_values([x, y], kind="stable").reset_index(drop=True)
