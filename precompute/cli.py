@@ -496,6 +496,12 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=None, help="store folder")
     p.add_argument("--max-tokens", type=int, default=None, help="student budget")
     p.add_argument("--engine", default=None, help="student engine (transformers, llamacpp)")
+    p.add_argument(
+        "--student",
+        default=None,
+        help="student model: a packaged short name (smollm2-135m, the default; gemma3-270m, "
+        "optional package) or a .gguf file",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--threads", type=int, help="CPU threads for torch")
     p.add_argument(
@@ -531,6 +537,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         overrides["max_tokens"] = args.max_tokens
     if args.engine is not None:
         overrides["engine"] = args.engine
+    if args.student is not None:
+        overrides["student"] = args.student
     if args.jobs is not None:
         if args.jobs < 1:
             raise UsageError("--jobs must be at least 1")

