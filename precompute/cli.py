@@ -13,6 +13,7 @@ Commands::
     publish --store DIR --out DIR [--resamples N] [--seed S] [--include-references]
                                                        static leaderboard snapshot (HTML, CSV, TeX)
     demo    [--problems N] [--out DIR]                 build the bundled CHAMP demo store
+    calibrate --store DIR [--seed N] [--size small|full]  planted traces: how far each metric holds
     list                                               the stages, what they read and write
 
 Without ``--config`` a stage uses the config recorded in the store's manifest (``run``
@@ -161,6 +162,7 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-progress", action="store_true")
     demo.add_argument("--threads", type=int, help="CPU threads for torch")
 
+    _calibrate().add_arguments(sub.add_parser("calibrate", help="calibration store and report"))
     sub.add_parser("list", help="list the stages")
     return parser
 
@@ -418,6 +420,12 @@ def _set_threads(count: int) -> None:
         sys.modules["torch"].set_num_threads(count)
 
 
+def _calibrate() -> Any:
+    from precompute import calibrate
+
+    return calibrate
+
+
 def _progress(args: argparse.Namespace) -> bool | None:
     return False if getattr(args, "no_progress", False) else None
 
@@ -429,6 +437,7 @@ _COMMANDS = {
     "verify": _cmd_verify,
     "publish": _cmd_publish,
     "demo": _cmd_demo,
+    "calibrate": lambda args: _calibrate().run(args),
     "list": _cmd_list,
 }
 
