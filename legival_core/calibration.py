@@ -310,17 +310,19 @@ def plant_traces(n_traces: int, seed: int = 0) -> list[PlantedTrace]:
         chosen = [family_names[i] for i in rng.permutation(len(family_names))[:6]]
         template_set = int(rng.integers(0, 2))  # one template set per trace's content
         body: list[tuple[str, PlantedItem | None]] = []
-        fillers: list[tuple[str, int, list[int]]] = []  # family, template, numbers
+        # family, template, numbers and the body entry of each content sentence
+        fillers: list[tuple[str, int, list[int], tuple[str, None]]] = []
         for name in chosen[:5]:
             template = 2 * template_set + int(rng.integers(0, 2))
             a, b = _numbers(rng, 2)
-            fillers.append((name, template, [a, b]))
-            body.append((FAMILIES[name][1][template].format(a=a, b=b), None))
+            entry = (FAMILIES[name][1][template].format(a=a, b=b), None)
+            fillers.append((name, template, [a, b], entry))
+            body.append(entry)
         # Two redundancy items, each after its source filler.
         for slot in range(2):
             case = redundancy_cases[(2 * number + slot) % 3]
             source = int(rng.integers(0, len(fillers)))
-            name, template, (a, b) = fillers[source]
+            name, template, (a, b), entry = fillers[source]
             swap, templates = FAMILIES[name]
             if case == "repeat":
                 text = templates[template].format(a=a, b=b)
@@ -330,7 +332,9 @@ def plant_traces(n_traces: int, seed: int = 0) -> list[PlantedTrace]:
                 c, d = _numbers(rng, 2)
                 text = templates[template].format(a=c, b=d).replace(swap[0], swap[1])
             item = PlantedItem(-1, "redundancy", case, _set_of(template), case != "near_miss")
-            position = int(rng.integers(source + 1, len(body) + 1))
+            # After its source, wherever earlier insertions have moved that sentence.
+            where = next(i for i, e in enumerate(body) if e is entry)
+            position = int(rng.integers(where + 1, len(body) + 1))
             body.insert(position, (text, item))
         # Backtracking: one cue and one decoy, anywhere after the first sentence.
         a, b, c = _numbers(rng, 3)
@@ -655,9 +659,14 @@ def redundancy_flags(
 def backtracking_flags(
     planted: Sequence[PlantedTrace], steps: pd.DataFrame, judgments: pd.DataFrame, labeler: str
 ) -> pd.DataFrame:
-    """One row per planted cue/decoy and per unplanted step: flagged iff the labeler named it."""
+    """One row per planted cue/decoy and per unplanted step: flagged iff the labeler named it.
+
+    A judgment that did not parse (``valid`` false) names no step.
+    """
     ends = _steps_by_trace(steps)
     mine = judgments[judgments["labeler"] == labeler]
+    if "valid" in mine:
+        mine = mine[mine["valid"].fillna(False).astype(bool)]
     named = {
         tid: {int(s) - 1 for s in (flagged if flagged is not None else [])}
         for tid, flagged in mine[["trace_id", "steps"]].itertuples(index=False)
@@ -981,7 +990,7 @@ def calibration_report(
     noisy_student: str | None = None,
     error_rate: float = 0.0,
     thresholds: Sequence[float] = (0.8, 0.85),
-    labeler: str = "lexical",
+    labelers: Sequence[str] = ("lexical",),
     decomposed: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Planted vs recovered for every property, as rows of :data:`REPORT_COLUMNS`.
@@ -1009,8 +1018,9 @@ def calibration_report(
     for tau in thresholds:
         flags = redundancy_flags(planted, steps, tables["similarity"], tau)
         rows += _detector_rows("redundancy", f"minilm τ={tau:g}", flags, "minilm")
-    flags = backtracking_flags(planted, steps, tables["judgments"], labeler)
-    rows += _detector_rows("backtracking", labeler, flags, "lexical")
+    for labeler in labelers:
+        flags = backtracking_flags(planted, steps, tables["judgments"], labeler)
+        rows += _detector_rows("backtracking", labeler, flags, labeler)
     if decomposed is not None:
         rows += _decomposition_rows(decomposed)
     report = pd.DataFrame(rows, columns=REPORT_COLUMNS)

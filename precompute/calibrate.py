@@ -9,8 +9,9 @@ precision/recall of every detector on development and held-out templates. Seeded
 The rule-based student (:mod:`precompute.backends.rule_student`) is a calibration instrument:
 it answers from an answer key written next to the store and is never used for results.
 
-Sizes: ``small`` (48 traces, the regression test) and ``full`` (240 traces). The SmolLM2 judge
-is not part of either (on 2 cores it would take far longer than the rest of the build).
+Sizes: ``small`` (48 traces, the regression test) and ``full`` (240 traces). ``--llm-judge``
+adds the SmolLM2-135M judge (llama.cpp) to the judge stage and measures it beside the lexical
+detector; it is off by default because it takes longer than the rest of the build.
 """
 
 from __future__ import annotations
@@ -62,7 +63,13 @@ def _problem_prompt(trace: PlantedTrace) -> str:
     )
 
 
-def calibration_config(out: Path, seed: int) -> ExperimentConfig:
+#: The optional LLM judge: SmolLM2-135M-Instruct (packaged GGUF) through llama.cpp.
+LLM_JUDGE = ModelConfig(
+    name="smollm2-135m", engine="llamacpp", model="smollm2-135m", max_tokens=160
+)
+
+
+def calibration_config(out: Path, seed: int, llm_judge: bool = False) -> ExperimentConfig:
     """The experiment config of the build (recorded in the manifest)."""
     key = str((out / ANSWER_KEY).resolve())
     students = tuple(
@@ -84,7 +91,11 @@ def calibration_config(out: Path, seed: int) -> ExperimentConfig:
         students=students,
         grade=GradeConfig(timeout_s=10.0),
         rollout=RolloutConfig(interval=3, batch_size=64),
-        judge=JudgeConfig(labelers=("lexical",)),
+        judge=(
+            JudgeConfig(labelers=("lexical", "llm"), model=LLM_JUDGE, batch_size=8)
+            if llm_judge
+            else JudgeConfig(labelers=("lexical",))
+        ),
         metrics=MetricsConfig(primary_labeler="lexical"),
     )
 
@@ -134,11 +145,18 @@ def _with_store_ids(planted: Sequence[PlantedTrace]) -> list[PlantedTrace]:
 
 
 def build_calibration(
-    out: Path, seed: int = 0, size: str = "small", *, progress: bool | None = False
+    out: Path,
+    seed: int = 0,
+    size: str = "small",
+    *,
+    llm_judge: bool = False,
+    progress: bool | None = False,
 ) -> pd.DataFrame:
     """Build (or resume) the calibration store at ``out`` and return its report.
 
-    The report is also written to the store as table ``calibration_report``.
+    With ``llm_judge`` the judge stage also asks SmolLM2-135M (llama.cpp) for backtracking
+    labels and the report measures it beside the lexical detector. The report is also
+    written to the store as table ``calibration_report``.
     """
     from legival_core.decomposition import decompose
     from legival_core.store import Store
@@ -149,7 +167,7 @@ def build_calibration(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     planted = _with_store_ids(plant_traces(SIZES[size], seed=seed))
-    config = calibration_config(out, seed)
+    config = calibration_config(out, seed, llm_judge)
     store = Store.create(out, config=config.to_dict())
     started = time.monotonic()
     _write_inputs(store, planted, out)
@@ -174,6 +192,7 @@ def build_calibration(
         student=STUDENT,
         noisy_student=NOISY_STUDENT,
         error_rate=ERROR_RATE,
+        labelers=("lexical", f"judge:{LLM_JUDGE.name}") if llm_judge else ("lexical",),
         decomposed=decompose(planted_instances(), n_boot=0),
     )
     store.write("calibration_report", report, stage="calibrate")
@@ -204,12 +223,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--size", choices=sorted(SIZES), default="small", help="traces: small 48, full 240"
     )
+    parser.add_argument(
+        "--llm-judge", action="store_true", help="also measure the SmolLM2-135M judge (slow)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Build the store named by parsed ``args``, print the report; exit code 0."""
     started = time.monotonic()
-    report = build_calibration(args.store, seed=args.seed, size=args.size, progress=None)
+    report = build_calibration(
+        args.store, seed=args.seed, size=args.size, llm_judge=args.llm_judge, progress=None
+    )
     print(format_report(report))
     failed = report[report["within_tolerance"].fillna(True) == False]  # noqa: E712
     print(

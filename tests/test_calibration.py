@@ -207,6 +207,12 @@ def test_planted_traces_are_seeded_and_cover_every_case() -> None:
             assert ("redundancy", case, template_set) in cases
         for case in ("wait", "recheck", "hmm", "actually", "wait_time", "check_box"):
             assert ("backtracking", case, template_set) in cases
+    # A repeat copies a sentence that comes before it (so r_i = 1 at the repeat), in the
+    # full build's traces too.
+    for trace in plant_traces(240, seed=0):
+        for item in trace.items:
+            if item.case == "repeat":
+                assert trace.sentences[item.index] in trace.sentences[: item.index]
     for trace in first:
         leak = trace.item("leak")
         assert leak is not None

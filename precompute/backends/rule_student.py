@@ -21,9 +21,9 @@ request that matches none is answered as if the fact were missing. Answers are w
 math task's format (``\\boxed{…}``; ``answer_template`` changes it).
 
 Noise: with ``error_rate`` ε > 0 each completion's correctness is flipped with probability ε,
-decided by a hash of (``seed``, the rendered prompt, the request's seed and sample), so the
-flips are reproducible and their rate is known: the expected observed correctness at a point
-whose true value is y is ε + (1 − 2ε)·y.
+decided by a hash of ``seed`` and the rendered prompt (and, when sampling, the request's seed
+and sample number), so the flips are reproducible and their rate is known: the expected
+observed correctness at a point whose true value is y is ε + (1 − 2ε)·y.
 
 Text is cut into "tokens" by a fixed rule (a word or one punctuation mark, with the spaces
 before it), so ``max_tokens``, stop strings and early-stop checks behave as in any engine.
