@@ -135,13 +135,15 @@ def test_detectors_are_reported_on_both_template_sets(report: pd.DataFrame) -> N
             assert 0.0 <= summary["precision"] <= 1.0 and 0.0 <= summary["recall"] <= 1.0
     # Exact repeats have cosine 1 > τ, and explicit cues open their step: recall ≥ 0.95.
     for template_set in ("dev", "held_out"):
-        assert _row(report, measure="minilm τ=0.8", template_set=template_set, case="repeat")[
-            "recall"
-        ] >= 0.95
+        assert (
+            _row(report, measure="minilm τ=0.8", template_set=template_set, case="repeat")["recall"]
+            >= 0.95
+        )
         for cue in ("wait", "recheck", "hmm", "actually"):
-            assert _row(report, measure="lexical", template_set=template_set, case=cue)[
-                "recall"
-            ] >= 0.95
+            assert (
+                _row(report, measure="lexical", template_set=template_set, case=cue)["recall"]
+                >= 0.95
+            )
 
 
 @pytest.mark.slow
