@@ -107,9 +107,19 @@ def _write_inputs(store: Any, planted: Sequence[PlantedTrace], out: Path) -> Non
             {"marker": t.problem_id, "key_fact": t.key_fact, "answer": t.gold} for t in planted
         ]
     }
-    (out / ANSWER_KEY).write_text(json.dumps(key, indent=1), encoding="utf-8")
     if store.has("traces"):
+        stored = store.read("traces", columns=["trace_id", "reasoning"])
+        planted_text = {trace_id_for(t.teacher, t.problem_id): t.reasoning for t in planted}
+        if dict(zip(stored["trace_id"], stored["reasoning"], strict=True)) != planted_text:
+            from legival_core.store import StoreError
+
+            raise StoreError(
+                f"store {out} holds other traces than this seed and size would plant; "
+                "resume it with the seed and size it was built with, or use a new folder"
+            )
+        (out / ANSWER_KEY).write_text(json.dumps(key, indent=1), encoding="utf-8")
         return
+    (out / ANSWER_KEY).write_text(json.dumps(key, indent=1), encoding="utf-8")
     problems = pd.DataFrame(
         {
             "problem_id": [t.problem_id for t in planted],

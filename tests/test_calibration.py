@@ -88,6 +88,21 @@ def test_every_enforced_row_is_within_its_tolerance(report: pd.DataFrame) -> Non
 
 
 @pytest.mark.slow
+def test_another_seed_into_a_built_store_is_refused_in_one_line(
+    calibration_store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from precompute.cli import main
+
+    key = (calibration_store / "rule_student_answer_key.json").read_text(encoding="utf-8")
+    assert main(["calibrate", "--store", str(calibration_store), "--seed", "1"]) == 4
+    err = capsys.readouterr().err
+    assert "holds other traces than this seed and size would plant" in err
+    assert "Traceback" not in err
+    # The answer key of the stored traces is left as it was.
+    assert (calibration_store / "rule_student_answer_key.json").read_text() == key
+
+
+@pytest.mark.slow
 def test_fotu_hazard_and_sotu_are_exact_on_the_rule_student(report: pd.DataFrame) -> None:
     for measure in ("FOTU (rule-student)", "hazard bin (rule-student)", "SOTU (rule-student)"):
         row = _row(report, property="transfer", measure=measure)
