@@ -238,6 +238,31 @@ def test_planted_traces_are_seeded_and_cover_every_case() -> None:
         assert holding == ([leak.index] if leak.positive else [])
 
 
+def test_backtracking_flags_count_only_valid_judgments() -> None:
+    from legival_core.calibration import backtracking_flags
+
+    [trace] = plant_traces(1, seed=0)
+    ends = [end for _, end in trace.sentence_spans()]
+    steps = pd.DataFrame({"trace_id": trace.trace_id, "step": range(len(ends)), "end": ends})
+    cue = next(i for i in trace.items if i.prop == "backtracking" and i.positive)
+    decoy = next(i for i in trace.items if i.prop == "backtracking" and not i.positive)
+    named = [cue.index + 1, decoy.index + 1]  # judges number steps from 1
+    judgments = pd.DataFrame(
+        {
+            "trace_id": trace.trace_id,
+            "labeler": ["judge:a", "judge:b"],
+            "steps": [named, named],
+            "valid": [True, False],
+        }
+    )
+    flags = backtracking_flags([trace], steps, judgments, "judge:a")
+    planted = flags[flags["case"] != "unplanted"].set_index("case")["flagged"]
+    assert planted.to_dict() == {cue.case: True, decoy.case: True}
+    assert not flags.loc[flags["case"] == "unplanted", "flagged"].any()
+    # An unparsed reply (valid = False) names nothing, whatever its steps column holds.
+    assert not backtracking_flags([trace], steps, judgments, "judge:b")["flagged"].any()
+
+
 # --- the rule student -------------------------------------------------------------------------
 
 KEY_FACT = "The lid of the crate is stamped QXVB."
