@@ -1078,13 +1078,10 @@ def detector_table(report: pd.DataFrame) -> pd.DataFrame:
     0.75
     """
     summary = report[report["case"] == "summary"]
-    wide = summary.pivot_table(
-        index=["property", "measure"],
-        columns="template_set",
-        values=["precision", "recall"],
-        aggfunc="first",
-        dropna=False,
-    )
+    # Only the (property, measure) pairs the report has; a missing set stays empty (NaN).
+    wide = summary.set_index(["property", "measure", "template_set"])[
+        ["precision", "recall"]
+    ].unstack("template_set")
     wide.columns = [f"{value}_{template_set}" for value, template_set in wide.columns]
     wanted = [
         f"{value}_{template_set}"

@@ -362,6 +362,13 @@ def test_metric_validity_page_shows_the_report(
     assert len(shown) == len(report)
     assert shown["property"].iloc[0] == "transfer"  # reading order: transfer first
     detectors = at.dataframe[1].value
+    # One row per detector measured, no empty (property, measure) crossings.
+    assert sorted(detectors["measure"]) == [
+        "answer layer leak step",
+        "lexical",
+        "minilm τ=0.8",
+        "minilm τ=0.85",
+    ]
     lexical = detectors[detectors["measure"] == "lexical"].iloc[0]
     summary = _row(report, measure="lexical", template_set="held_out", case="summary")
     assert lexical["recall_held_out"] == summary["recall"]
