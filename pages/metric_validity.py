@@ -52,3 +52,21 @@ if len(cases):
         labels={"label": "detector · planted case", "recall": "recall (flagged share)"},
     )
     st.plotly_chart(figure, key="calibration_recall")
+
+alarms = shown[shown["planted"].eq(0.0) & (shown["case"] != "summary")]
+if len(alarms):
+    st.subheader("False alarms: decoys, near-misses, unplanted steps, no-leak traces")
+    figure = px.bar(
+        alarms.assign(
+            label=plotly_literals(alarms["measure"] + " · " + alarms["case"]),
+            template_set=plotly_literals(alarms["template_set"]),
+        ),
+        x="label",
+        y="recovered",
+        color="template_set",
+        barmode="group",
+        range_y=(0, 1),
+        height=380,
+        labels={"label": "detector · planted case", "recovered": "flagged share"},
+    )
+    st.plotly_chart(figure, key="calibration_false_alarms")

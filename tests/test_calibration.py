@@ -373,6 +373,10 @@ def test_metric_validity_page_shows_the_report(
     summary = _row(report, measure="lexical", template_set="held_out", case="summary")
     assert lexical["recall_held_out"] == summary["recall"]
     assert not at.warning  # nothing enforced is outside its tolerance
+    # Two charts: recall on planted positives, flagged share of planted negatives.
+    alarms = json.loads(at.get("plotly_chart")[1].proto.spec)
+    labels = {label for trace in alarms["data"] for label in trace["x"]}
+    assert "lexical · wait_time" in labels and "minilm τ=0.8 · near_miss" in labels
     at.selectbox[0].select("leak").run()
     assert set(at.dataframe[0].value["property"]) == {"leak"}
 
