@@ -493,7 +493,12 @@ def planted_instances() -> pd.DataFrame:
 
 
 def planted_decomposition() -> dict[str, dict[str, float]]:
-    """The closed-form terms of :func:`planted_instances` (see its docstring)."""
+    """The closed-form terms of :func:`planted_instances` (see its docstring).
+
+    >>> terms = planted_decomposition()["growing"]
+    >>> round(terms["e0"], 6) == round(1000 * 0.8 * 0.75 / (50 * 11 / 3), 6)
+    True
+    """
     return {
         "flat": {
             "r_ctx": 0.8,
@@ -629,7 +634,18 @@ def _detector_rows(
 def redundancy_flags(
     planted: Sequence[PlantedTrace], steps: pd.DataFrame, similarity: pd.DataFrame, tau: float
 ) -> pd.DataFrame:
-    """One row per planted redundancy item and per unplanted step i ≥ 1: flagged iff r_i > τ."""
+    """One row per planted redundancy item and per unplanted step i ≥ 1: flagged iff r_i > τ.
+
+    A planted sentence is matched to the step whose span holds its first character.
+
+    >>> trace = PlantedTrace("t", "p", "x", "500", "K.", ("A b.", "C d.", "A b."),
+    ...                      (PlantedItem(2, "redundancy", "repeat", "dev", True),))
+    >>> steps = pd.DataFrame({"trace_id": "t", "step": [0, 1, 2], "end": [4, 9, 14]})
+    >>> sims = pd.DataFrame({"trace_id": "t", "step": [0, 1, 2],
+    ...                      "max_similarity": [None, 0.3, 1.0]})
+    >>> redundancy_flags([trace], steps, sims, 0.8).values.tolist()
+    [['dev', 'repeat', True, True], ['all', 'unplanted', False, False]]
+    """
     ends = _steps_by_trace(steps)
     sims = {
         (tid, int(s)): v
