@@ -46,6 +46,9 @@ PAGES = [
     st.Page("pages/rewards.py", title="Reward models", icon="🎯", url_path="rewards"),
     st.Page("pages/monitoring.py", title="Monitoring", icon="🛡️", url_path="monitoring"),
     st.Page("pages/published.py", title="Published", icon="📚", url_path="published"),
+    st.Page(
+        "pages/metric_validity.py", title="Metric validity", icon="🧪", url_path="metric_validity"
+    ),
     st.Page("pages/about.py", title="About", icon="ℹ️", url_path="about"),
 ]
 

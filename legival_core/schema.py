@@ -387,6 +387,35 @@ DECOMPOSITION = _register(
 )
 
 
+CALIBRATION_REPORT = _register(
+    TableSpec(
+        "calibration_report",
+        _s(
+            ("property", STR),  # segmentation, transfer, leak, redundancy, backtracking, ...
+            ("measure", STR),  # the metric or detector measured, e.g. "minilm τ=0.8"
+            ("template_set", STR),  # "dev", "held_out" (templates no detector saw) or "all"
+            ("case", STR),  # planted case: "repeat", "wait_time", "prose", "summary", ...
+            ("n", I64),  # items (steps, traces or teachers) behind the row
+            ("planted", F64),  # the true value (mean), or 1/0 for a case a detector should flag
+            ("recovered", F64),  # what the pipeline stored (mean), or the flagged share
+            ("bias", F64),  # mean(recovered - planted)
+            ("max_error", F64),  # max |recovered - planted|
+            ("precision", F64),  # TP / (TP + FP), on "summary" rows
+            ("recall", F64),  # TP / P
+            ("tolerance", F64),  # largest error allowed, or the minimum recall demanded
+            ("within_tolerance", BOOL),  # null where nothing is enforced
+            ("note", STR),
+        ),
+        keys=("property", "measure", "template_set", "case"),
+        required=("n",),
+        description=(
+            "Calibration: planted vs recovered values of each metric, and precision/recall "
+            "of each detector on development and held-out templates (precompute.calibrate)."
+        ),
+    )
+)
+
+
 # --- oversight: sabotaged traces and weak-monitor verdicts ---------------------------------------
 
 SABOTAGED = _register(

@@ -18,6 +18,7 @@ Commands::
     publish --store DIR --out DIR [--resamples N] [--seed S] [--include-references]
                                                        static leaderboard snapshot (HTML, CSV, TeX)
     demo    [--problems N] [--out DIR]                 build the bundled CHAMP demo store
+    calibrate --store DIR [--seed N] [--size small|full]  planted traces: how far each metric holds
     list                                               the stages, what they read and write
 
 Without ``--config`` a stage uses the config recorded in the store's manifest (``run``
@@ -576,6 +577,25 @@ def _set_threads(count: int) -> None:
         os.environ[variable] = str(count)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(count)
+
+
+def _calibrate() -> Any:
+    from precompute import calibrate
+
+    return calibrate
+
+
+def _calibrate_arguments(p: argparse.ArgumentParser) -> None:
+    _calibrate().add_arguments(p)
+
+
+@command(
+    "calibrate",
+    help="calibration store: synthetic traces with planted properties, and the report",
+    arguments=_calibrate_arguments,
+)
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    return int(_calibrate().run(args))
 
 
 def _progress(args: argparse.Namespace) -> bool | None:

@@ -12,6 +12,8 @@ ENGINES: dict[str, str] = {
     "openai": "precompute.backends.openai_engine:OpenAIEngine",
     "vllm": "precompute.backends.vllm_engine:VLLMEngine",
     "llamacpp": "precompute.backends.llamacpp_engine:LlamaCppEngine",
+    # A calibration instrument (answers from an answer key), never a results engine.
+    "rule-student": "precompute.backends.rule_student:RuleStudent",
     # Ray Data LLM (optional extra, requirements-cluster.txt): the cluster path.
     "ray-vllm": "precompute.backends.ray_engine:RayVLLMEngine",
     "ray-http": "precompute.backends.ray_engine:RayHTTPEngine",

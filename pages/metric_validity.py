@@ -1,0 +1,72 @@
+"""Metric validity: how well each metric recovers properties planted in synthetic traces."""
+
+from __future__ import annotations
+
+import plotly.express as px
+import streamlit as st
+
+from legival_core.calibration import detector_table, report_view
+from legival_core.safe_text import markdown_literal, plotly_literals
+from pages import common
+
+st.title("🧪 Metric validity")
+st.caption(
+    "Synthetic traces with planted properties (key facts, answer leaks, repeats, paraphrases, "
+    "near-misses, self-corrections and decoys) run through the real stages; each row compares "
+    "the planted value with what the pipeline recovered. Held-out templates are wordings no "
+    "detector was developed on. Build a store with `python -m precompute calibrate --store DIR`."
+)
+common.page_setup("metric_validity")
+common.need_tables("calibration_report", what="The metric validity page")
+
+report = common.load_table("calibration_report")
+properties = sorted(report["property"].unique())
+chosen = common.url_select("Property", [common.ALL, *properties], "property")
+shown = report_view(report, None if chosen == common.ALL else chosen)
+
+outside = shown[shown["within_tolerance"].fillna(True).eq(False)]
+if len(outside):
+    names = "; ".join(
+        f"{row.measure} ({row.template_set}, {row.case})" for row in outside.itertuples()
+    )
+    st.warning(markdown_literal(f"{len(outside)} row(s) outside their tolerance: {names}."))
+st.subheader("Planted vs recovered")
+common.table(shown, "calibration_report")
+
+st.subheader("Detectors: development vs held-out templates")
+detectors = detector_table(shown)
+common.table(detectors, "calibration_detectors")
+cases = shown[shown["recall"].notna() & (shown["case"] != "summary")]
+if len(cases):
+    figure = px.bar(
+        cases.assign(
+            label=plotly_literals(cases["measure"] + " · " + cases["case"]),
+            template_set=plotly_literals(cases["template_set"]),
+        ),
+        x="label",
+        y="recall",
+        color="template_set",
+        barmode="group",
+        range_y=(0, 1),
+        height=380,
+        labels={"label": "detector · planted case", "recall": "recall (flagged share)"},
+    )
+    st.plotly_chart(figure, key="calibration_recall")
+
+alarms = shown[shown["planted"].eq(0.0) & (shown["case"] != "summary")]
+if len(alarms):
+    st.subheader("False alarms: decoys, near-misses, unplanted steps, no-leak traces")
+    figure = px.bar(
+        alarms.assign(
+            label=plotly_literals(alarms["measure"] + " · " + alarms["case"]),
+            template_set=plotly_literals(alarms["template_set"]),
+        ),
+        x="label",
+        y="recovered",
+        color="template_set",
+        barmode="group",
+        range_y=(0, 1),
+        height=380,
+        labels={"label": "detector · planted case", "recovered": "flagged share"},
+    )
+    st.plotly_chart(figure, key="calibration_false_alarms")
