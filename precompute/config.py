@@ -329,19 +329,8 @@ class ExperimentConfig:
 
 
 def _parse(data: Mapping[str, Any], source: str) -> ExperimentConfig:
-    known = {
-        "experiment",
-        "problems",
-        "teachers",
-        "students",
-        "generate",
-        "grade",
-        "segment",
-        "embed",
-        "rollout",
-        "judge",
-        "metrics",
-    }
+    # Every stage has a section of its own; the model lists and [experiment] are the rest.
+    known = {"experiment", "teachers", "students", *DEFAULT_STAGES}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(f"{source}: unknown section(s) {unknown}; known: {sorted(known)}")

@@ -19,7 +19,7 @@ import pytest
 from legival_core.schema import trace_id_for
 from legival_core.store import Store
 from precompute.cli import main
-from precompute.config import load_config
+from precompute.config import DEFAULT_STAGES, load_config
 from precompute.stages.judge import parse_verdict
 from precompute.stages.rollout import k_grid
 from tests.plain_metrics import plain_fotu, plain_redundancy
@@ -187,16 +187,7 @@ def test_provenance_and_logs(smoke_store: Store) -> None:
     config = load_config(SMOKE)
     manifest = smoke_store.manifest
     stages = [record["stage"] for record in manifest["provenance"]]
-    for stage in (
-        "problems",
-        "generate",
-        "grade",
-        "segment",
-        "embed",
-        "rollout",
-        "judge",
-        "metrics",
-    ):
+    for stage in DEFAULT_STAGES:
         assert stage in stages
         assert smoke_store.log_path(stage).read_text().strip()
     rollout = next(r for r in manifest["provenance"] if r["stage"] == "rollout")

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from legival_core.store import Store
 from precompute.cli import EXIT_CONFIG, EXIT_MISSING, EXIT_STORE, EXIT_USAGE, main
-from precompute.config import ConfigError, ExperimentConfig, load_config
+from precompute.config import DEFAULT_STAGES, ConfigError, ExperimentConfig, load_config
 from precompute.sharding import Shard, ShardError, bucket_of, parse_shard
 from precompute.stages import STAGES, BatchWriter
 from precompute.stages.judge import judge_messages, parse_verdict
@@ -505,16 +505,7 @@ def _run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
 def test_cli_lists_every_stage(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    for name in (
-        "problems",
-        "generate",
-        "grade",
-        "segment",
-        "embed",
-        "rollout",
-        "judge",
-        "metrics",
-    ):
+    for name in DEFAULT_STAGES:
         assert name in STAGES and name in out
 
 
