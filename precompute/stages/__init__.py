@@ -6,6 +6,7 @@ pipeline order: problems → generate → grade → segment → embed → rollou
 
 from __future__ import annotations
 
+from precompute.stages import base as _base
 from precompute.stages import (  # noqa: F401  (each import registers a stage)
     embed,
     generate,
@@ -18,30 +19,7 @@ from precompute.stages import (  # noqa: F401  (each import registers a stage)
     rollout,
     segment,
 )
-from precompute.stages.base import (
-    STAGES,
-    BatchWriter,
-    EnginePool,
-    StageContext,
-    StageError,
-    StageInfo,
-    StageOption,
-    StageResult,
-    package_versions,
-    register_stage,
-    run_stage,
-)
+from precompute.stages.base import *  # noqa: F403  (base's public names, as listed in its __all__)
 
-__all__ = [
-    "STAGES",
-    "BatchWriter",
-    "EnginePool",
-    "StageContext",
-    "StageError",
-    "StageInfo",
-    "StageOption",
-    "StageResult",
-    "package_versions",
-    "register_stage",
-    "run_stage",
-]
+# The package's public names are exactly those of ``base``; one list, kept there.
+__all__ = list(_base.__all__)
