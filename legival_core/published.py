@@ -21,8 +21,11 @@ from typing import Any
 
 import pandas as pd
 
+from legival_core.metric_catalog import RANKED_METRICS
+
 __all__ = [
     "COGNILOAD_FILE",
+    "COGNILOAD_MEASURES",
     "PUBLISHED_SOURCES",
     "TABLE7_FILE",
     "PublishedDataError",
@@ -35,6 +38,20 @@ __all__ = [
 
 TABLE7_FILE = "legival_table7_published.csv"
 COGNILOAD_FILE = "efficiency_cogniload_published.csv"
+
+#: The measured columns of :func:`cogniload_efficiency` in their shown order (units there),
+#: without the published percent copies; the page shows these beside ``model``.
+COGNILOAD_MEASURES: tuple[str, ...] = (
+    "e0",
+    "accuracy",
+    "mean_tokens",
+    "r_ctx",
+    "r_logic",
+    "vo_nat",
+    "kappa_nat",
+    "mean_tokens_correct",
+    "mean_tokens_incorrect",
+)
 
 #: Where the bundled numbers come from (cite these wherever the numbers are shown).
 PUBLISHED_SOURCES: dict[str, dict[str, str]] = {
@@ -158,23 +175,14 @@ def legival_table7() -> pd.DataFrame:
     (0.9, 90.0, 2377.0)
     """
     table = _load(TABLE7_FILE, _TABLE7_COLUMNS)
+    # Table 7 reports the seven ranked metrics; every share among them is printed in percent,
+    # so each but ``tokens`` (a raw count) has a published ``*_pct`` twin after the fractions.
     order = [
         "dataset",
         "model",
         "hf_id",
-        "accuracy",
-        "tokens",
-        "redundancy",
-        "backtracking",
-        "fotu",
-        "sotu",
-        "regression_rate",
-        "accuracy_pct",
-        "redundancy_pct",
-        "backtracking_pct",
-        "fotu_pct",
-        "sotu_pct",
-        "regression_rate_pct",
+        *RANKED_METRICS,
+        *(f"{metric}_pct" for metric in RANKED_METRICS if metric != "tokens"),
     ]
     table = table[order]
     table.attrs["unit"] = (
@@ -207,15 +215,7 @@ def cogniload_efficiency() -> pd.DataFrame:
     order = [
         "model",
         "benchmark",
-        "e0",
-        "accuracy",
-        "mean_tokens",
-        "r_ctx",
-        "r_logic",
-        "vo_nat",
-        "kappa_nat",
-        "mean_tokens_correct",
-        "mean_tokens_incorrect",
+        *COGNILOAD_MEASURES,
         "e0_x100",
         "accuracy_pct",
         "r_ctx_pct",

@@ -57,20 +57,7 @@ else:
 
 st.subheader("CogniLoad efficiency (Kaiser et al.)")
 common.table(
-    cogniload[
-        [
-            "model",
-            "e0",
-            "accuracy",
-            "mean_tokens",
-            "r_ctx",
-            "r_logic",
-            "vo_nat",
-            "kappa_nat",
-            "mean_tokens_correct",
-            "mean_tokens_incorrect",
-        ]
-    ],
+    cogniload[["model", *published.COGNILOAD_MEASURES]],
     "cogniload_efficiency",
 )
 st.caption(f"Sources: {table7.attrs['source']}; {cogniload.attrs['source']}.")
