@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import plotly.express as px
-import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import board as board_layout
 from legival_core import views
 from legival_core.safe_text import markdown_literal, plotly_literals
+from legival_core.views import figures
 from pages import common
 
 st.title("⚖️ Pareto frontier")
@@ -113,22 +113,8 @@ figure = px.scatter(
     },
 )
 figure.update_traces(textposition="top center", marker={"size": 12})
+figures.add_frontier(figure, points, x, y)
 front = points[points["frontier"]]
-figure.add_trace(
-    go.Scatter(
-        x=front[x],
-        y=front[y],
-        mode="lines",
-        name="frontier",
-        line={"color": "#444", "dash": "dot", "width": 2},
-        hoverinfo="skip",
-    )
-)
-better = {True: "higher is better", False: "lower is better"}
-figure.update_layout(
-    xaxis_title=f"{common.metric_label(x)} ({better[views.METRICS[x].higher_is_better]})",
-    yaxis_title=f"{common.metric_label(y)} ({better[views.METRICS[y].higher_is_better]})",
-)
 st.plotly_chart(figure, key="pareto_chart")
 if len(front):
     st.markdown(markdown_literal(f"On the frontier: {', '.join(map(str, front['teacher']))}"))

@@ -8,12 +8,12 @@ from the rollouts (see :mod:`legival_core.views`).
 from __future__ import annotations
 
 import pandas as pd
-import plotly.colors
 import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
 from legival_core.safe_text import plotly_literal
+from legival_core.views import figures
 from pages import common
 
 st.title("📈 Transfer curves")
@@ -28,7 +28,6 @@ include = common.include_references()
 
 #: Resamples of traces behind the bands (the metrics stage stores views with the same).
 BAND_RESAMPLES = 200
-PALETTE = plotly.colors.qualitative.Plotly
 
 
 def stored_curves() -> pd.DataFrame | None:
@@ -64,57 +63,8 @@ def _figures(
     """The two charts of one view (shared, read-only: drawing them does not change them).
     Teachers in ``dashed`` (reference teachers) are drawn as dashed reference lines."""
     view = transfer_view(*selection)
-    bands = selection[3] > 0
-    curves = go.Figure()
-    for index, teacher in enumerate(picked):
-        group = view.curves[view.curves["teacher"] == teacher]
-        colour = PALETTE[index % len(PALETTE)]
-        label = plotly_literal(teacher)  # a name from the store; Plotly reads HTML in labels
-        if teacher in dashed:
-            label += " (reference)"
-        if bands and group["lo"].notna().any():
-            curves.add_trace(
-                go.Scatter(
-                    x=[*group["x"], *group["x"][::-1]],
-                    y=[*group["hi"], *group["lo"][::-1]],
-                    fill="toself",
-                    fillcolor=colour,
-                    opacity=0.18,
-                    line={"width": 0},
-                    hoverinfo="skip",
-                    showlegend=False,
-                    legendgroup=label,
-                    name=f"{label} band",
-                )
-            )
-        curves.add_trace(
-            go.Scatter(
-                x=group["x"],
-                y=group["mean"],
-                mode="lines",
-                name=label,
-                legendgroup=label,
-                line={"color": colour, "width": 2, "dash": "dash" if teacher in dashed else None},
-                customdata=group[["lo", "hi", "n_traces"]].to_numpy(),
-                hovertemplate="x = %{x:.2f}<br>μ = %{y:.3f} [%{customdata[0]:.3f}, "
-                "%{customdata[1]:.3f}]<br>traces: %{customdata[2]}<extra>%{fullData.name}</extra>",
-            )
-        )
-    if pd.notna(view.baseline):
-        curves.add_hline(
-            y=view.baseline,
-            line_dash="dash",
-            line_color="#555",
-            annotation_text=f"student alone (k = 0): {view.baseline:.2f}",
-            annotation_position="top left",
-        )
-    curves.update_layout(
-        height=430,
-        xaxis_title="position x = k / m in the teacher trace",
-        yaxis_title="student accuracy μ_T(x)",
-        yaxis_range=[-0.02, 1.02],
-        margin={"t": 30},
-    )
+    # the same curve chart as the published snapshot's; bands only when the view has them
+    curves = figures.transfer_curves_figure(view, picked, dashed, bands=selection[3] > 0)
 
     hazards = go.Figure()
     shown = view.hazards[view.hazards["teacher"].isin(picked)]
@@ -124,7 +74,7 @@ def _figures(
                 x=group["bin"].to_numpy() / 50,
                 y=group["share"].to_numpy(),
                 name=plotly_literal(teacher),
-                marker_color=PALETTE[index % len(PALETTE)],
+                marker_color=figures.PALETTE[index % len(figures.PALETTE)],
                 offsetgroup=plotly_literal(teacher),
                 hovertemplate="position %{x:.2f}<br>share %{y:.3f}<extra>%{fullData.name}</extra>",
             )

@@ -24,16 +24,15 @@ import pandas as pd
 from legival_core import board as board_layout
 from legival_core import views
 from legival_core.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
-from legival_core.safe_text import plotly_literal, plotly_literals
+from legival_core.safe_text import plotly_literals
 from legival_core.snapshot import Section, snapshot_html
 from legival_core.store import Store
+from legival_core.views import figures
 
 __all__ = ["PublishOptions", "publish"]
 
 #: Resamples of traces behind the transfer-curve bands (as on the app's transfer page).
 BAND_RESAMPLES = 200
-_PALETTE = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692",
-            "#b6e880", "#ff97ff", "#fecb52")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -50,55 +49,10 @@ class PublishOptions:
     include_references: bool = False
 
 
-def _curves_figure(view: views.TransferView) -> str:
-    import plotly.graph_objects as go
-
-    figure = go.Figure()
-    for index, (teacher, group) in enumerate(view.curves.groupby("teacher", sort=True)):
-        colour = _PALETTE[index % len(_PALETTE)]
-        name = plotly_literal(teacher)
-        if group["lo"].notna().any():
-            figure.add_trace(
-                go.Scatter(
-                    x=[*group["x"], *group["x"][::-1]],
-                    y=[*group["hi"], *group["lo"][::-1]],
-                    fill="toself",
-                    fillcolor=colour,
-                    opacity=0.18,
-                    line={"width": 0},
-                    hoverinfo="skip",
-                    showlegend=False,
-                    legendgroup=name,
-                    name=f"{name} band",
-                )
-            )
-        figure.add_trace(
-            go.Scatter(
-                x=group["x"],
-                y=group["mean"],
-                mode="lines",
-                name=name,
-                legendgroup=name,
-                line={"color": colour, "width": 2},
-                hovertemplate="x = %{x:.2f}<br>μ = %{y:.3f}<extra>%{fullData.name}</extra>",
-            )
-        )
-    if pd.notna(view.baseline):
-        figure.add_hline(
-            y=view.baseline,
-            line_dash="dash",
-            line_color="#555",
-            annotation_text=f"student alone (k = 0): {view.baseline:.2f}",
-            annotation_position="top left",
-        )
-    figure.update_layout(
-        height=430,
-        xaxis_title="position x = k / m in the teacher trace",
-        yaxis_title="student accuracy μ_T(x)",
-        yaxis_range=[-0.02, 1.02],
-        margin={"t": 30},
-    )
-    return figure.to_json()
+def _curves_json(view: views.TransferView) -> str:
+    """Every teacher's curve with its band, in name order: the transfer page's chart."""
+    teachers = sorted(view.curves["teacher"].unique())
+    return figures.transfer_curves_figure(view, teachers).to_json()
 
 
 def _pareto_figure(points: pd.DataFrame, x: str, y: str) -> str:
@@ -109,7 +63,6 @@ def _pareto_figure(points: pd.DataFrame, x: str, y: str) -> str:
         "no resamples" if pd.isna(s) else f"on the frontier in {s:.0%} of resamples" for s in shares
     ]
     names = plotly_literals(points["teacher"])
-    front = points[points["frontier"]]
     figure = go.Figure(
         go.Scatter(
             x=points[x],
@@ -127,24 +80,8 @@ def _pareto_figure(points: pd.DataFrame, x: str, y: str) -> str:
             name="teachers",
         )
     )
-    figure.add_trace(
-        go.Scatter(
-            x=front[x],
-            y=front[y],
-            mode="lines",
-            name="frontier",
-            line={"color": "#444", "dash": "dot", "width": 2},
-            hoverinfo="skip",
-        )
-    )
-    better = {True: "higher is better", False: "lower is better"}
-    figure.update_layout(
-        height=500,
-        margin={"t": 30},
-        showlegend=False,
-        xaxis_title=f"{views.METRICS[x].label} ({better[views.METRICS[x].higher_is_better]})",
-        yaxis_title=f"{views.METRICS[y].label} ({better[views.METRICS[y].higher_is_better]})",
-    )
+    figure.update_layout(height=500, margin={"t": 30}, showlegend=False)
+    figures.add_frontier(figure, points, x, y)
     return figure.to_json()
 
 
@@ -265,7 +202,7 @@ def publish(store_path: Path, out: Path, options: PublishOptions | None = None) 
                     f"a correct teacher trace (all datasets and students; bands: 95% over "
                     f"{BAND_RESAMPLES} resamples of traces). FOTU is the area under a curve."
                 ],
-                charts=[("transfer-curves", _curves_figure(view))],
+                charts=[("transfer-curves", _curves_json(view))],
             )
         )
     else:

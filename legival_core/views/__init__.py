@@ -11,7 +11,9 @@ The Streamlit pages under ``pages/`` only read a store, call one of these functi
 the result; every number shown comes from here or from the metric modules these call
 (:mod:`legival_core.stats`, :mod:`legival_core.transfer`, :mod:`legival_core.transfer_curves`,
 :mod:`legival_core.decomposition`, :mod:`legival_core.workload`). Nothing here imports
-Streamlit or Plotly, so the logic is tested without a browser. The pipeline (``precompute``)
+Streamlit, so the logic is tested without a browser; :mod:`~legival_core.views.figures` builds
+the charts a page and the published snapshot share, importing Plotly only inside its functions
+(it is not re-exported here). The pipeline (``precompute``)
 does not import this package: the table it stores lives in :mod:`legival_core.transfer_curves`.
 
 Model text, problem text, teacher and dataset names are untrusted: the only function that
