@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
@@ -336,60 +337,46 @@ def _cmd_run_cpu(args: argparse.Namespace) -> int:
     return _run_stages(ctx, stages)
 
 
-def _ingest_arguments(p: argparse.ArgumentParser) -> None:
-    from precompute.ingest import add_arguments
+def _module_command(
+    name: str, module: str, run: str, *, help: str, description: str | None = None
+) -> None:
+    """Register a command whose options and work both live in ``module``.
 
-    add_arguments(p)
+    The module is imported only when the command's parser is built or the command runs (the CLI
+    starts without the heavy imports): ``module.add_arguments(parser)`` adds the options and
+    ``module.<run>(args)`` does the work, raising on failure (the error picks the exit code).
+    """
+
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        importlib.import_module(module).add_arguments(parser)
+
+    def handler(args: argparse.Namespace) -> int:
+        getattr(importlib.import_module(module), run)(args)
+        return EXIT_OK
+
+    command(name, help=help, arguments=arguments, description=description)(handler)
 
 
-@command(
+_module_command(
     "ingest",
+    "precompute.ingest",
+    "ingest_from_args",
     help="load your own traces (JSONL, JSON, Parquet, CSV, a hub dataset) into a store",
     description="Load your own reasoning traces into a results store. A bad row goes to the "
     "store's quarantine.jsonl with its file, line and field; the good rows are kept.",
-    arguments=_ingest_arguments,
 )
-def _cmd_ingest(args: argparse.Namespace) -> int:
-    from precompute.ingest import ingest_from_args
-
-    ingest_from_args(args)
-    return EXIT_OK
-
-
-def _datasets_arguments(p: argparse.ArgumentParser) -> None:
-    from precompute.datasets import add_arguments
-
-    add_arguments(p)
-
-
-@command(
+_module_command(
     "datasets",
+    "precompute.datasets",
+    "load_from_args",
     help="list the benchmark loaders, or load one into the problems table",
-    arguments=_datasets_arguments,
 )
-def _cmd_datasets(args: argparse.Namespace) -> int:
-    from precompute.datasets import load_from_args
-
-    load_from_args(args)
-    return EXIT_OK
-
-
-def _published_arguments(p: argparse.ArgumentParser) -> None:
-    from precompute.build_published import add_arguments
-
-    add_arguments(p)
-
-
-@command(
+_module_command(
     "published",
+    "precompute.build_published",
+    "build_from_args",
     help="build the store of the papers' published numbers (results/published)",
-    arguments=_published_arguments,
 )
-def _cmd_published(args: argparse.Namespace) -> int:
-    from precompute.build_published import build_from_args
-
-    build_from_args(args)
-    return EXIT_OK
 
 
 def _merge_arguments(p: argparse.ArgumentParser) -> None:
