@@ -17,6 +17,7 @@ __all__ = [
     "done_ids",
     "get_task_cached",
     "is_missing",
+    "numbered_steps",
     "problem_rows",
     "read_or_empty",
     "require_rows",
@@ -118,6 +119,25 @@ def chunks(items: Sequence[T] | Iterable[T], size: int) -> Iterator[list[T]]:
             batch = []
     if batch:
         yield batch
+
+
+def numbered_steps(steps: Sequence[str], max_chars: int) -> str:
+    """Steps as a prompt lists them: ``[i] text``, one a line, numbered from 1.
+
+    White space inside a step is folded to single spaces, and a step longer than ``max_chars``
+    is cut there and marked ``[...]``, so one runaway step cannot fill the model's context.
+
+    >>> print(numbered_steps(["First  step", "then a much longer step"], max_chars=10))
+    [1] First step
+    [2] then a muc [...]
+    """
+    lines = []
+    for number, text in enumerate(steps, start=1):
+        clean = " ".join(text.split())
+        if len(clean) > max_chars:
+            clean = clean[:max_chars] + " [...]"
+        lines.append(f"[{number}] {clean}")
+    return "\n".join(lines)
 
 
 def to_json(value: Any) -> str:

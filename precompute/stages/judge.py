@@ -31,7 +31,14 @@ from precompute.stages.base import (
     StageResult,
     register_stage,
 )
-from precompute.stages.common import chunks, problem_rows, read_or_empty, shard_rows, task_of
+from precompute.stages.common import (
+    chunks,
+    numbered_steps,
+    problem_rows,
+    read_or_empty,
+    shard_rows,
+    task_of,
+)
 
 __all__ = [
     "JudgeVerdict",
@@ -72,22 +79,12 @@ def labeler_name(model_name: str) -> str:
     return f"judge:{model_name}"
 
 
-def _numbered(steps: Sequence[str]) -> str:
-    lines = []
-    for number, text in enumerate(steps, start=1):
-        clean = " ".join(text.split())
-        if len(clean) > MAX_STEP_CHARS:
-            clean = clean[:MAX_STEP_CHARS] + " [...]"
-        lines.append(f"[{number}] {clean}")
-    return "\n".join(lines)
-
-
 def judge_messages(problem_text: str, steps: Sequence[str], rubric: str) -> list[dict[str, str]]:
     """Chat messages asking the judge to label the backtracking steps of one trace."""
     system = _INSTRUCTIONS.format(rubric=rubric.strip())
     user = (
         f"Problem:\n{problem_text.strip()}\n\n"
-        f"Solution steps ({len(steps)} in all):\n{_numbered(steps)}\n\n"
+        f"Solution steps ({len(steps)} in all):\n{numbered_steps(steps, MAX_STEP_CHARS)}\n\n"
         "Return the JSON object now."
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -51,7 +51,7 @@ from precompute.stages.base import (
     StageResult,
     register_stage,
 )
-from precompute.stages.common import chunks, problem_rows, read_or_empty, task_of
+from precompute.stages.common import chunks, numbered_steps, problem_rows, read_or_empty, task_of
 
 __all__ = [
     "LLM_REWRITE",
@@ -187,16 +187,6 @@ MONITOR_OPTIONS = (
 # ---------------------------------------------------------------------------------------------
 
 
-def _numbered(steps: Sequence[str]) -> str:
-    lines = []
-    for number, text in enumerate(steps, start=1):
-        clean = " ".join(text.split())
-        if len(clean) > MAX_STEP_CHARS:
-            clean = clean[:MAX_STEP_CHARS] + " [...]"
-        lines.append(f"[{number}] {clean}")
-    return "\n".join(lines)
-
-
 def monitor_messages(
     problem_text: str, steps: Sequence[str], answer: str | None, *, prefill: bool = False
 ) -> list[dict[str, str]]:
@@ -209,7 +199,7 @@ def monitor_messages(
     shown_answer = (answer or "").strip() or "(none given)"
     user = (
         f"Problem:\n{problem_text.strip()}\n\n"
-        f"Solution steps ({len(steps)} in all):\n{_numbered(steps)}\n\n"
+        f"Solution steps ({len(steps)} in all):\n{numbered_steps(steps, MAX_STEP_CHARS)}\n\n"
         f"Final answer: {' '.join(shown_answer.split())[:MAX_STEP_CHARS]}\n\n"
         "Check the solution, then give your verdict line."
     )
