@@ -369,31 +369,31 @@ def run_rollout(ctx: StageContext) -> StageResult:
     reused = 0
     bar = ctx.bar(len(jobs), "rollout", "rollout")
     with BatchWriter(ctx.store, "rollouts", "rollout", cfg.batch_size) as writer:
+
+        def copy_known_baselines(candidates: list[RolloutJob]) -> list[RolloutJob]:
+            """Write each k = 0 job whose baseline is known as a copy of it; return the
+            jobs left to run."""
+            nonlocal reused
+            left: list[RolloutJob] = []
+            for job in candidates:
+                base = baselines.get(job.baseline_key) if job.k == 0 else None
+                if base is None:
+                    left.append(job)
+                    continue
+                writer.add(_row(job, {f: base[f] for f in _OUTCOME_FIELDS}))
+                reused += 1
+                bar.update(1)
+            return left
+
         for student in config.students:
             mine = [job for job in jobs if job.student is student]
             if not mine:
                 continue
             engine = ctx.engines.get(student)
-            pending: list[RolloutJob] = []
-            for job in mine:
-                base = baselines.get(job.baseline_key) if job.k == 0 else None
-                if base is not None:
-                    writer.add(_row(job, {f: base[f] for f in _OUTCOME_FIELDS}))
-                    reused += 1
-                    bar.update(1)
-                else:
-                    pending.append(job)
+            pending = copy_known_baselines(mine)
             for batch in chunks(pending, cfg.batch_size):
                 # A k = 0 job whose baseline an earlier batch produced is copied, not rerun.
-                runnable: list[RolloutJob] = []
-                for job in batch:
-                    base = baselines.get(job.baseline_key) if job.k == 0 else None
-                    if base is not None:
-                        writer.add(_row(job, {f: base[f] for f in _OUTCOME_FIELDS}))
-                        reused += 1
-                        bar.update(1)
-                    else:
-                        runnable.append(job)
+                runnable = copy_known_baselines(batch)
                 if not runnable:
                     continue
                 outcomes = _run_batch(engine, runnable, config.grade.timeout_s, ctx.logger)
