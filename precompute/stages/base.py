@@ -167,6 +167,10 @@ class StageContext:
     def bar(self, total: int, desc: str, unit: str = "item") -> Any:
         return progress_bar(total, desc, unit, enabled=self.progress)
 
+    def options_of(self, stage: str) -> dict[str, Any]:
+        """The options given for ``stage`` (empty when none were: the stage's defaults apply)."""
+        return dict(self.stage_options.get(stage) or {})
+
 
 StageFunction = Callable[[StageContext], StageResult]
 

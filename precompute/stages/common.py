@@ -38,12 +38,16 @@ def read_or_empty(store: Any, table: str, columns: Sequence[str] | None = None) 
     return pd.DataFrame({name: pd.Series(dtype=object) for name in names})
 
 
-def require_rows(frame: pd.DataFrame, table: str, stage: str, producer: str) -> None:
-    """Raise :class:`StageError` when an input table is empty."""
+def require_rows(
+    frame: pd.DataFrame, table: str, stage: str, producer: str, alternative: str | None = None
+) -> None:
+    """Raise :class:`StageError` when an input table is empty, naming the command that fills
+    it (and ``alternative``, another command that can, when given)."""
     if frame.empty:
+        other = f" (or {alternative})" if alternative else ""
         raise StageError(
             f"stage {stage!r} needs rows in table '{table}', which is empty; "
-            f"run `python -m precompute {producer}` first"
+            f"run `python -m precompute {producer}`{other} first"
         )
 
 

@@ -51,7 +51,14 @@ from precompute.stages.base import (
     StageResult,
     register_stage,
 )
-from precompute.stages.common import chunks, numbered_steps, problem_rows, read_or_empty, task_of
+from precompute.stages.common import (
+    chunks,
+    numbered_steps,
+    problem_rows,
+    read_or_empty,
+    require_rows,
+    task_of,
+)
 
 __all__ = [
     "LLM_REWRITE",
@@ -347,8 +354,7 @@ def _text(value: Any) -> str:
 
 
 def _stage_options(ctx: StageContext) -> MonitorOptions:
-    supplied = getattr(ctx, "stage_options", None) or {}
-    return MonitorOptions.from_mapping(supplied.get("monitor") or {}, "stage 'monitor'")
+    return MonitorOptions.from_mapping(ctx.options_of("monitor"), "stage 'monitor'")
 
 
 def _limited(frame: pd.DataFrame, limit: int | None) -> pd.DataFrame:
@@ -394,11 +400,7 @@ def monitor_study(ctx: StageContext, options: MonitorOptions) -> StageResult:
         (grades, "grades", "grade"),
         (steps, "steps", "segment"),
     ):
-        if frame.empty:
-            raise StageError(
-                f"stage 'monitor' needs rows in table '{table}', which is empty; "
-                f"run `python -m precompute {producer}` first"
-            )
+        require_rows(frame, table, "monitor", producer)
     traces = traces[[ctx.shard.owns(t) for t in traces["trace_id"]]]
     correct = dict(zip(grades["trace_id"], grades["correct"], strict=True))
     steps = steps.sort_values(["trace_id", "step"])

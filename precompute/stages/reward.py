@@ -43,7 +43,7 @@ from precompute.stages.base import (
     StageResult,
     register_stage,
 )
-from precompute.stages.common import chunks, problem_rows, read_or_empty, task_of
+from precompute.stages.common import chunks, problem_rows, read_or_empty, require_rows, task_of
 
 __all__ = [
     "PUBLISHED_REWARD_MODELS",
@@ -315,8 +315,7 @@ def _folder_digest(folder: Path) -> str | None:
 
 
 def _stage_options(ctx: StageContext) -> RewardOptions:
-    supplied = getattr(ctx, "stage_options", None) or {}
-    return RewardOptions.from_mapping(supplied.get("reward") or {}, "stage 'reward'")
+    return RewardOptions.from_mapping(ctx.options_of("reward"), "stage 'reward'")
 
 
 @register_stage(
@@ -336,11 +335,7 @@ def score_rewards(ctx: StageContext, options: RewardOptions) -> StageResult:
     traces = read_or_empty(
         ctx.store, "traces", ["trace_id", "problem_id", "reasoning", "answer_text"]
     )
-    if traces.empty:
-        raise StageError(
-            "stage 'reward' needs rows in table 'traces', which is empty; "
-            "run `python -m precompute generate` (or ingest) first"
-        )
+    require_rows(traces, "traces", "reward", "generate", alternative="ingest")
     traces = traces[[ctx.shard.owns(t) for t in traces["trace_id"]]]
     done: set[tuple[Any, ...]] = set()
     if ctx.store.has("rewards"):
