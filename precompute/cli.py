@@ -505,33 +505,18 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from precompute.demo import DemoOptions, build_demo
 
-    options = DemoOptions()
-    overrides: dict[str, Any] = {}
-    if args.problems is not None:
-        if args.problems < 1:
-            raise UsageError("--problems must be at least 1")
-        overrides["problems"] = args.problems
-    if args.per_category is not None:
-        if args.per_category < 1:
-            raise UsageError("--per-category must be at least 1")
-        if args.problems is not None:
-            raise UsageError("give --problems or --per-category, not both")
-        overrides["per_category"] = args.per_category
-    if args.out is not None:
-        overrides["out"] = args.out
-    if args.max_tokens is not None:
-        if args.max_tokens < 1:
-            raise UsageError("--max-tokens must be at least 1")
-        overrides["max_tokens"] = args.max_tokens
-    if args.engine is not None:
-        overrides["engine"] = args.engine
-    if args.student is not None:
-        overrides["student"] = args.student
-    if args.jobs is not None:
-        if args.jobs < 1:
-            raise UsageError("--jobs must be at least 1")
-        overrides["jobs"] = args.jobs
-    options = options.replace(**overrides)
+    # Every count the demo takes must be at least 1; a count not given keeps the default.
+    for key in ("problems", "per_category", "max_tokens", "jobs"):
+        value = getattr(args, key)
+        if value is not None and value < 1:
+            raise UsageError(f"--{key.replace('_', '-')} must be at least 1")
+    if args.problems is not None and args.per_category is not None:
+        raise UsageError("give --problems or --per-category, not both")
+    given = ("problems", "per_category", "out", "max_tokens", "engine", "student", "jobs")
+    overrides: dict[str, Any] = {
+        key: getattr(args, key) for key in given if getattr(args, key) is not None
+    }
+    options = DemoOptions().replace(**overrides)
     store = build_demo(options, progress=_progress(args))
     print(f"demo store: {store.path}", file=sys.stderr)
     return EXIT_OK
