@@ -361,14 +361,21 @@ def _integer(row: Mapping[str, Any], name: str, *, required: bool = True) -> int
     raise RowError(name, f"expected a whole number, got {value!r}")
 
 
+def _json_cell(row: Mapping[str, Any], name: str, what: str) -> Any:
+    """The cell ``row[name]``, decoded first when it is text: CSV carries a list or an object
+    as JSON text, the other formats as the value itself."""
+    value = row.get(name)
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        raise RowError(name, f"expected {what} (JSON text in CSV cells)") from None
+
+
 def _sequence(row: Mapping[str, Any], name: str) -> list[Any]:
     """A list column; CSV cells carry it as JSON text."""
-    value = row.get(name)
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            raise RowError(name, "expected a list (JSON text in CSV cells)") from None
+    value = _json_cell(row, name, "a list")
     if value is None:
         raise RowError(name, "missing")
     if hasattr(value, "tolist"):  # numpy arrays from some readers
@@ -379,12 +386,8 @@ def _sequence(row: Mapping[str, Any], name: str) -> list[Any]:
 
 
 def _mapping(row: Mapping[str, Any], name: str) -> dict[str, Any]:
-    value = row.get(name)
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            raise RowError(name, "expected an object (JSON text in CSV cells)") from None
+    """An object column; CSV cells carry it as JSON text."""
+    value = _json_cell(row, name, "an object")
     if not isinstance(value, dict):
         raise RowError(name, f"expected an object, got {type(value).__name__}")
     return value
