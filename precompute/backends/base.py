@@ -208,6 +208,21 @@ def ordered_completions(
     return [results[(i, s)] for i, r in enumerate(requests) for s in range(r.n)]
 
 
+def common_prefix_length(cached: Sequence[int], prompt: Sequence[int]) -> int:
+    """How many leading token ids two sequences share: the part of a new prompt an engine's
+    cache already holds (the rest must be prefilled).
+
+    >>> common_prefix_length([1, 2, 3, 4], [1, 2, 9])
+    2
+    """
+    shared = 0
+    for a, b in zip(cached, prompt, strict=False):
+        if a != b:
+            break
+        shared += 1
+    return shared
+
+
 def expand_samples(requests: Sequence[GenerationRequest]) -> list[tuple[int, int]]:
     """(request index, sample index) for every completion, in output order."""
     return [(i, s) for i, r in enumerate(requests) for s in range(r.n)]

@@ -14,6 +14,7 @@ from precompute.backends.base import (
     GenerationRequest,
     RequestError,
     error_completions,
+    validate_request,
 )
 
 
@@ -72,6 +73,22 @@ def encode_requests(
         samples = 1 if request.greedy else request.n
         rows.extend((index, sample, request, ids) for sample in range(samples))
     return results, rows
+
+
+class TemplatePrompts:
+    """The prompt half of an engine that holds a Hugging Face tokenizer as ``self.tokenizer``:
+    :meth:`render` applies its chat template, :meth:`count_prompt_tokens` counts that text's
+    tokens. The engines inherit it, so every one of them feeds a model the same prompt."""
+
+    tokenizer: Any
+
+    def render(self, request: GenerationRequest) -> str:
+        """The prompt text this engine feeds the model for ``request``."""
+        validate_request(request)
+        return render_prompt(self.tokenizer, request)
+
+    def count_prompt_tokens(self, request: GenerationRequest) -> int:
+        return len(encode_prompt(self.tokenizer, self.render(request)))
 
 
 def load_tokenizer(model: str) -> Any:

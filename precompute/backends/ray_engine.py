@@ -41,8 +41,8 @@ from precompute.backends.base import (
     cut_at_stop,
     ordered_completions,
     shortest_satisfying,
-    validate_request,
 )
+from precompute.backends.chat import TemplatePrompts
 from precompute.backends.engine_stats import EngineStats
 
 #: The column that carries each row's position through the pass (Ray Data may reorder rows).
@@ -103,7 +103,7 @@ def early_stop_text(request: GenerationRequest, text: str) -> tuple[str, bool]:
     return text, cut
 
 
-class _RayDataEngine:
+class _RayDataEngine(TemplatePrompts):
     """What the two Ray engines share: local rendering, one sorted pass, result mapping."""
 
     name = "ray"
@@ -131,18 +131,7 @@ class _RayDataEngine:
     def close(self) -> None:
         """Nothing to release: replicas live only for the length of a pass."""
 
-    # -- prompts ---------------------------------------------------------------------------
-    def render(self, request: GenerationRequest) -> str:
-        from precompute.backends.chat import render_prompt
-
-        validate_request(request)
-        return render_prompt(self.tokenizer, request)
-
-    def count_prompt_tokens(self, request: GenerationRequest) -> int:
-        from precompute.backends.chat import encode_prompt
-
-        return len(encode_prompt(self.tokenizer, self.render(request)))
-
+    # -- prompts: render and count_prompt_tokens come from TemplatePrompts -----------------
     def _count(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 

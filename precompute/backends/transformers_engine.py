@@ -23,12 +23,12 @@ from precompute.backends.base import (
     FinishReason,
     GenerationRequest,
     Progress,
+    common_prefix_length,
     cut_at_stop,
     ordered_completions,
     shortest_satisfying,
-    validate_request,
 )
-from precompute.backends.chat import encode_prompt, encode_requests, render_prompt
+from precompute.backends.chat import TemplatePrompts, encode_requests
 from precompute.backends.engine_stats import EngineStats
 
 
@@ -46,7 +46,7 @@ class _Row:
     checked_chars: int = 0
 
 
-class TransformersEngine:
+class TransformersEngine(TemplatePrompts):
     """Engine on ``transformers.AutoModelForCausalLM``.
 
     Args:
@@ -117,15 +117,6 @@ class TransformersEngine:
     def clear_prefix_cache(self) -> None:
         """Forget the cached prefix (``prefix_reuse``), e.g. between benchmark runs."""
         self._cache, self._cache_ids = None, []
-
-    # -- prompts ---------------------------------------------------------------------------
-    def render(self, request: GenerationRequest) -> str:
-        """The prompt text this engine feeds the model for ``request``."""
-        validate_request(request)
-        return render_prompt(self.tokenizer, request)
-
-    def count_prompt_tokens(self, request: GenerationRequest) -> int:
-        return len(encode_prompt(self.tokenizer, self.render(request)))
 
     # -- generation ------------------------------------------------------------------------
     def generate(
@@ -232,7 +223,7 @@ class TransformersEngine:
             from transformers import DynamicCache
 
             ids = batch[0].prompt_ids
-            common = _common_prefix(self._cache_ids, ids) if self._cache is not None else 0
+            common = common_prefix_length(self._cache_ids, ids) if self._cache is not None else 0
             common = min(common, len(ids) - 1)  # at least one token must go through the model
             if common > 0:
                 cache = self._cache
@@ -334,12 +325,3 @@ def _cache_keyword() -> str:
     from transformers.generation import utils
 
     return "cache" if "cache" in getattr(utils, "ALL_CACHE_NAMES", ()) else "past_key_values"
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n

@@ -32,8 +32,8 @@ from precompute.backends.base import (
     cut_at_stop,
     ordered_completions,
     shortest_satisfying,
-    validate_request,
 )
+from precompute.backends.chat import TemplatePrompts
 from precompute.backends.engine_stats import EngineStats
 
 Outcome = Literal["stop", "length", "resume"]
@@ -92,7 +92,7 @@ class _Pending:
     generated: list[int] = field(default_factory=list)
 
 
-class VLLMEngine:
+class VLLMEngine(TemplatePrompts):
     """Engine on ``vllm.LLM``.
 
     Args:
@@ -141,17 +141,6 @@ class VLLMEngine:
     def close(self) -> None:
         for replica in self._replicas:
             replica.close()
-
-    def render(self, request: GenerationRequest) -> str:
-        from precompute.backends.chat import render_prompt
-
-        validate_request(request)
-        return render_prompt(self.tokenizer, request)
-
-    def count_prompt_tokens(self, request: GenerationRequest) -> int:
-        from precompute.backends.chat import encode_prompt
-
-        return len(encode_prompt(self.tokenizer, self.render(request)))
 
     def generate(
         self, requests: Sequence[GenerationRequest], *, progress: Progress | None = None
