@@ -1,4 +1,5 @@
-"""Shared builders for the oversight tests: a tiny reward model and a small graded store.
+"""Shared builders for the oversight tests: a six-step trace to sabotage, a tiny reward model
+and a small graded store.
 
 The reward model is a real ``LlamaForSequenceClassification`` (2 layers, hidden size 32,
 seeded random weights) with the real SmolLM2 tokenizer and chat template, saved to a folder
@@ -18,6 +19,28 @@ import pandas as pd
 
 from legival_core.schema import trace_id_for
 from legival_core.store import Store
+
+#: A six-step trace the sabotage tests cut and edit; steps 2..3 (0-based) are its middle third
+#: (6 // 3 = 2 up to 6 - 2 = 4, exclusive).
+STEPS = [
+    "A box holds 12 pens.",
+    "There are 4 boxes.",
+    "So the total is 12 * 4 = 48 pens.",
+    "Then -3 pens are returned, so 48 - 3 = 45 remain.",
+    "Each pen costs 2 dollars.",
+    "The answer is 45.",
+]
+TEXT = " ".join(STEPS)
+
+
+def spans_of(steps: list[str]) -> list[tuple[int, int]]:
+    """The (start, end) of each step in ``" ".join(steps)``."""
+    spans, cursor = [], 0
+    for step in steps:
+        spans.append((cursor, cursor + len(step)))
+        cursor += len(step) + 1
+    return spans
+
 
 PROBLEMS = [
     ("mini/pens", "A box holds 12 pens. How many pens are in 4 boxes?", "48"),

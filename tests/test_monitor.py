@@ -30,6 +30,7 @@ from precompute.stages.monitor import (
     shifted_spans,
 )
 from tests import oversight_helpers
+from tests.oversight_helpers import STEPS, TEXT, spans_of
 
 # ------------------------------------------------------------------------------------- parsing
 
@@ -89,29 +90,11 @@ def test_monitor_prompt_numbers_the_steps() -> None:
 
 # --------------------------------------------------------------------------- sabotage bookkeeping
 
-STEPS = [
-    "A box holds 12 pens.",
-    "There are 4 boxes.",
-    "So the total is 12 * 4 = 48 pens.",
-    "Then -3 pens are returned, so 48 - 3 = 45 remain.",
-    "Each pen costs 2 dollars.",
-    "The answer is 45.",
-]
-TEXT = " ".join(STEPS)
-
-
-def _spans(steps: list[str]) -> list[tuple[int, int]]:
-    out, cursor = [], 0
-    for step in steps:
-        out.append((cursor, cursor + len(step)))
-        cursor += len(step) + 1
-    return out
-
 
 @pytest.mark.parametrize("kind", ["number", "sign", "operator", "drop_step"])
 @pytest.mark.parametrize("seed", [0, 1, 7])
 def test_shifted_spans_follow_every_injection(kind: str, seed: int) -> None:
-    spans = _spans(STEPS)
+    spans = spans_of(STEPS)
     made = sabotage(TEXT, spans, kind, seed)
     assert made is not None
     placed = shifted_spans(spans, made.edits)
@@ -132,7 +115,7 @@ def test_shifted_spans_follow_every_injection(kind: str, seed: int) -> None:
 
 def test_diff_edits_replay_to_the_rewrite() -> None:
     rewrite = TEXT.replace("12 * 4 = 48", "12 * 4 = 46").replace("48 - 3 = 45", "46 - 3 = 43")
-    edits = diff_edits(TEXT, rewrite, _spans(STEPS))
+    edits = diff_edits(TEXT, rewrite, spans_of(STEPS))
     assert apply_edits(TEXT, edits) == rewrite
     assert sorted({e.step for e in edits}) == [2, 3]
 
@@ -165,7 +148,7 @@ def test_options_validate_and_parse_from_the_command_line() -> None:
 def test_shifted_spans_with_arbitrary_same_length_edits(steps_hit: list[int]) -> None:
     # Replacing one character per hit step with two characters shifts every later span by
     # one per earlier edit.
-    spans = _spans(STEPS)
+    spans = spans_of(STEPS)
     edits = [Edit(i, spans[i][0], spans[i][0] + 1, TEXT[spans[i][0]], "##") for i in steps_hit]
     placed = shifted_spans(spans, edits)
     for index, (start, _end) in enumerate(spans):

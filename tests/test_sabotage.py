@@ -9,26 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from legival_core.sabotage import INJECTORS, Edit, apply_edits, middle_steps, sabotage
-
-# Six steps; steps 2..3 (0-based) are the middle third (6 // 3 = 2 .. 6 - 2 = 4 exclusive).
-STEPS = [
-    "A box holds 12 pens.",
-    "There are 4 boxes.",
-    "So the total is 12 * 4 = 48 pens.",
-    "Then -3 pens are returned, so 48 - 3 = 45 remain.",
-    "Each pen costs 2 dollars.",
-    "The answer is 45.",
-]
-TEXT = " ".join(STEPS)
-
-
-def spans_of(steps: list[str]) -> list[tuple[int, int]]:
-    spans, cursor = [], 0
-    for step in steps:
-        spans.append((cursor, cursor + len(step)))
-        cursor += len(step) + 1
-    return spans
-
+from tests.oversight_helpers import STEPS, TEXT, spans_of
 
 SPANS = spans_of(STEPS)
 
