@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 FinishReason = Literal["stop", "length", "error"]
 StopCheck = Callable[[str], bool]
@@ -206,6 +206,22 @@ def ordered_completions(
             for sample in range(1, request.n):
                 results.setdefault((index, sample), dataclasses.replace(first, sample=sample))
     return [results[(i, s)] for i, r in enumerate(requests) for s in range(r.n)]
+
+
+def torch_placement(device: str, dtype: str | None) -> tuple[str, Any]:
+    """The device and torch dtype to load a Hugging Face model with.
+
+    ``device="auto"`` means CUDA when torch sees a GPU, else CPU. Without a ``dtype`` name
+    (``"float16"``, ``"bfloat16"``, ...) a CPU gets float32 (half-precision matmuls are slow or
+    missing on many CPUs) and a GPU bfloat16. torch is imported here, on first use only.
+    """
+    import torch
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if dtype:
+        return device, getattr(torch, dtype)
+    return device, torch.float32 if device == "cpu" else torch.bfloat16
 
 
 def common_prefix_length(cached: Sequence[int], prompt: Sequence[int]) -> int:

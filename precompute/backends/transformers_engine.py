@@ -27,6 +27,7 @@ from precompute.backends.base import (
     cut_at_stop,
     ordered_completions,
     shortest_satisfying,
+    torch_placement,
 )
 from precompute.backends.chat import TemplatePrompts, encode_requests
 from precompute.backends.engine_stats import EngineStats
@@ -79,13 +80,7 @@ class TransformersEngine(TemplatePrompts):
 
         if threads is not None:
             torch.set_num_threads(max(1, int(threads)))
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        torch_dtype = (
-            getattr(torch, dtype)
-            if dtype
-            else (torch.float32 if device == "cpu" else torch.bfloat16)
-        )
+        device, torch_dtype = torch_placement(device, dtype)
         model = str(model)
         if model.endswith(".gguf"):
             folder, filename = os.path.split(os.path.abspath(model))

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from precompute.backends.base import torch_placement
 from precompute.stages.base import (
     BatchWriter,
     StageContext,
@@ -187,16 +188,9 @@ class RewardScorer:
         max_length: int = 8192,
         allow_download: bool = False,
     ) -> None:
-        import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        torch_dtype = (
-            getattr(torch, dtype)
-            if dtype
-            else (torch.float32 if device == "cpu" else torch.bfloat16)
-        )
+        device, torch_dtype = torch_placement(device, dtype)
         local = Path(model).expanduser()
         source = str(local) if local.exists() else model
         offline = not allow_download or _truthy(os.environ.get("HF_HUB_OFFLINE"))
