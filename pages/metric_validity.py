@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import plotly.express as px
+import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core.calibration import detector_table, report_view
@@ -33,40 +35,35 @@ if len(outside):
 st.subheader("Planted vs recovered")
 common.table(shown, "calibration_report")
 
+
+def _template_set_bars(rows: pd.DataFrame, share: str, share_label: str) -> go.Figure:
+    """One bar per (detector, planted case) and template set, of the share in column ``share``
+    (0 to 1): development and held-out templates side by side, so a gap between them shows."""
+    return px.bar(
+        rows.assign(
+            label=plotly_literals(rows["measure"] + " · " + rows["case"]),
+            template_set=plotly_literals(rows["template_set"]),
+        ),
+        x="label",
+        y=share,
+        color="template_set",
+        barmode="group",
+        range_y=(0, 1),
+        height=380,
+        labels={"label": "detector · planted case", share: share_label},
+    )
+
+
 st.subheader("Detectors: development vs held-out templates")
 detectors = detector_table(shown)
 common.table(detectors, "calibration_detectors")
 cases = shown[shown["recall"].notna() & (shown["case"] != "summary")]
 if len(cases):
-    figure = px.bar(
-        cases.assign(
-            label=plotly_literals(cases["measure"] + " · " + cases["case"]),
-            template_set=plotly_literals(cases["template_set"]),
-        ),
-        x="label",
-        y="recall",
-        color="template_set",
-        barmode="group",
-        range_y=(0, 1),
-        height=380,
-        labels={"label": "detector · planted case", "recall": "recall (flagged share)"},
-    )
+    figure = _template_set_bars(cases, "recall", "recall (flagged share)")
     st.plotly_chart(figure, key="calibration_recall")
 
 alarms = shown[shown["planted"].eq(0.0) & (shown["case"] != "summary")]
 if len(alarms):
     st.subheader("False alarms: decoys, near-misses, unplanted steps, no-leak traces")
-    figure = px.bar(
-        alarms.assign(
-            label=plotly_literals(alarms["measure"] + " · " + alarms["case"]),
-            template_set=plotly_literals(alarms["template_set"]),
-        ),
-        x="label",
-        y="recovered",
-        color="template_set",
-        barmode="group",
-        range_y=(0, 1),
-        height=380,
-        labels={"label": "detector · planted case", "recovered": "flagged share"},
-    )
+    figure = _template_set_bars(alarms, "recovered", "flagged share")
     st.plotly_chart(figure, key="calibration_false_alarms")
