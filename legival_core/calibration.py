@@ -32,6 +32,7 @@ SOTU = entropy of the hazard histogram / log 50 (SPEC §3).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -744,14 +745,14 @@ def _leak_rows(
             )
         records.append((item.template_set, item.case, true_k, leak))
     frame = pd.DataFrame(records, columns=["template_set", "case", "true_k", "found_k"])
+    # every row of this check measures the same thing
+    leak_row = functools.partial(_row, property="leak", measure="answer layer leak step")
     rows = []
     for (template_set, case), group in frame.groupby(["template_set", "case"], sort=True):
         if case == "none":
             share = float(group["found_k"].notna().mean())
             rows.append(
-                _row(
-                    property="leak",
-                    measure="answer layer leak step",
+                leak_row(
                     template_set=template_set,
                     case=case,
                     n=len(group),
@@ -769,9 +770,7 @@ def _leak_rows(
         exact = float((group["found_k"] == group["true_k"]).mean())
         claimed = (case, template_set) in LEAK_STYLES_CLAIMED
         rows.append(
-            _row(
-                property="leak",
-                measure="answer layer leak step",
+            leak_row(
                 template_set=template_set,
                 case=case,
                 n=len(group),
@@ -793,9 +792,7 @@ def _leak_rows(
         exact = int((leaking["found_k"] == leaking["true_k"]).sum())
         flagged = int(group["found_k"].notna().sum())
         rows.append(
-            _row(
-                property="leak",
-                measure="answer layer leak step",
+            leak_row(
                 template_set=template_set,
                 case="summary",
                 n=len(group),
