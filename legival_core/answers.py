@@ -192,7 +192,7 @@ _INLINE_MATH = re.compile(r"\$\$(.+?)\$\$|\$([^$]+)\$|\\\((.+?)\\\)|\\\[(.+?)\\\
 def _inline_math(text: str, start: int, end: int) -> Iterator[AnswerCandidate]:
     for match in _INLINE_MATH.finditer(text, start, end):
         group = next(g for g in range(1, 5) if match.group(g) is not None)
-        if (found := _candidate(text, match.start(group), match.end(group), "inline_math")):
+        if found := _candidate(text, match.start(group), match.end(group), "inline_math"):
             yield found
 
 
@@ -283,7 +283,8 @@ def _value_list_span(text: str, start: int, end: int) -> tuple[int, int] | None:
     if not copulas or (tail := _candidate(text, copulas[-1].end(), end, "list")) is None:
         return None
     separators = [
-        m for m in _LIST_SEPARATOR.finditer(tail.text)
+        m
+        for m in _LIST_SEPARATOR.finditer(tail.text)
         if not _inside(tail.start + m.start(), regions)
     ]
     if not separators:

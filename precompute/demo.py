@@ -63,6 +63,7 @@ DEMO_STAGES = ("segment", "embed", "rollout", "judge", "metrics")
 #: whose work splits by trace (all prefixes of a trace stay in one shard, sharing its cache).
 PARALLEL_STAGES = ("rollout", "reward")
 
+
 @dataclass(frozen=True)
 class DemoOptions:
     """Knobs of the demo build; the defaults fit a 2-core machine in under an hour."""

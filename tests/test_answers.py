@@ -104,8 +104,8 @@ def test_statement_golds_match_in_order_and_close_together() -> None:
     assert statement_matches("No integer solutions", "There are no integer solutions.")
     # the words are there, but far apart: "no simple general solution ... possible solutions"
     assert not statement_matches(
-        "No possible solutions", "It has no simple general solution, and finding all possible "
-        "solutions is hard."
+        "No possible solutions",
+        "It has no simple general solution, and finding all possible solutions is hard.",
     )
     assert statement_matches("At least 1 number", "At least one of the three numbers is even.")
 
@@ -244,9 +244,7 @@ def test_metrics_tables_carry_the_leak_and_fotu_before_it() -> None:
     from precompute.stages.metrics import leak_table, teacher_table, transfer_table
 
     reasoning = "Set up. Count pairs. So there are 12 pairs. Done."
-    steps = pd.DataFrame(
-        {"trace_id": "t", "step": [0, 1, 2, 3], "end": [7, 20, 43, 49]}
-    )
+    steps = pd.DataFrame({"trace_id": "t", "step": [0, 1, 2, 3], "end": [7, 20, 43, 49]})
     traces = pd.DataFrame({"trace_id": ["t"], "problem_id": ["p"], "reasoning": [reasoning]})
     problems = {"p": {"problem_id": "p", "task": "champ", "gold": "12"}}
     rollouts = pd.DataFrame(

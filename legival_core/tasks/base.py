@@ -139,7 +139,6 @@ class Task(ABC):
             return Grade(False, 0.0, f"error: score {score!r} outside [0, 1]")
         return Grade(score >= 1.0, score, "ok")
 
-
     def grade_text(
         self,
         texts: Mapping[str, str | None],
@@ -202,7 +201,6 @@ class Task(ABC):
             grade = Grade(True, 1.0, "ok") if index >= 0 else Grade(False, 0.0, "ok")
             return TextGrade(grade, chosen.text, chosen.kind, field, chosen.span)
         return TextGrade(Grade(False, 0.0, "no_answer"), None, None, None, None)
-
 
     def answer_leak_step(
         self,
