@@ -1472,75 +1472,6 @@ def selection_curves(
 # --------------------------------------------------------------------------------------------
 
 
-def answer_leak_points(
-    steps: pd.DataFrame,
-    contains_correct_answer: Callable[[str, str], bool],
-    *,
-    reasoning: Mapping[str, str] | pd.Series | None = None,
-    joiner: str = " ",
-) -> pd.DataFrame:
-    """First prefix of each teacher trace that already states a correct, extractable answer.
-
-    For k = 1..m the teacher's own prefix (steps 1..k) is passed to
-    ``contains_correct_answer(trace_id, prefix_text)``; the task's extractor and grader decide
-    (close over the gold answers). ``leak_k`` is the first k where it returns True, null if
-    never. The prefix is the exact span ``reasoning[trace_id][:end of step k]`` when
-    ``reasoning`` is given (steps need an ``end`` column), else the step texts joined with
-    ``joiner``. The callable runs once per prefix until the first hit (model text is untrusted:
-    the callable must not execute it).
-
-    Args:
-        steps: steps table with ``trace_id``, ``step`` (0-based, contiguous) and ``text``.
-        contains_correct_answer: ``(trace_id, prefix_text) -> bool``.
-        reasoning: optional trace_id -> reasoning text.
-        joiner: separator between step texts when ``reasoning`` is not given.
-
-    Returns:
-        ``trace_id``, ``m`` (number of steps), ``leak_k`` (nullable Int64).
-
-    Reference: Legi-Val (arXiv 2603.20508); SPEC section 3, answer-leak point.
-
-    >>> steps = pd.DataFrame({"trace_id": "t", "step": [0, 1, 2],
-    ...     "text": ["Add them.", "So the answer is 4.", "Check: 2+2=4."]})
-    >>> answer_leak_points(steps, lambda tid, text: "answer is 4" in text).leak_k.tolist()
-    [2]
-    """
-    table = "steps"
-    need = ["trace_id", "step"] + (["end"] if reasoning is not None else ["text"])
-    require_columns(steps, need, table)
-    for col in need:
-        nulls = steps[col].isna().to_numpy()
-        if nulls.any():
-            raise SchemaError(table, "value is missing (null)", int(nulls.argmax()), col)
-    ordered = steps.reset_index(drop=True).sort_values(["trace_id", "step"], kind="stable")
-    records = []
-    for trace_id, group in ordered.groupby("trace_id", sort=True):
-        step_index = group["step"].to_numpy()
-        if not np.array_equal(step_index, np.arange(len(group))):
-            row = int(group.index[np.flatnonzero(step_index != np.arange(len(group)))[0]])
-            raise SchemaError(
-                table, f"steps of trace {trace_id!r} are not numbered 0..m-1", row, "step"
-            )
-        if reasoning is not None:
-            if trace_id not in reasoning:
-                raise SchemaError(table, f"no reasoning text for trace {trace_id!r}")
-            text = reasoning[trace_id]
-            prefixes = (text[:end] for end in group["end"].astype(int).tolist())
-        else:
-            texts = group["text"].tolist()
-            prefixes = (joiner.join(texts[: i + 1]) for i in range(len(texts)))
-        leak = None
-        for k, prefix in enumerate(prefixes, start=1):
-            if contains_correct_answer(str(trace_id), prefix):
-                leak = k
-                break
-        records.append((trace_id, len(group), leak))
-    out = pd.DataFrame.from_records(records, columns=["trace_id", "m", "leak_k"])
-    out["m"] = out["m"].astype(np.int64)
-    out["leak_k"] = pd.array(out["leak_k"].tolist(), dtype="Int64")
-    return out
-
-
 def fotu_before_leak(
     rollouts: pd.DataFrame,
     leaks: pd.DataFrame,
@@ -1557,7 +1488,9 @@ def fotu_before_leak(
 
     Args:
         rollouts: rollouts table.
-        leaks: :func:`answer_leak_points` output (``trace_id``, ``leak_k``).
+        leaks: ``trace_id``, ``leak_k`` — the answer-leak step of each trace
+            (:meth:`legival_core.tasks.base.Task.answer_leak_step`, as the metrics stage finds
+            it for every trace with rollouts).
 
     Returns:
         :data:`TRACE_COLUMNS`, ``leak_k``, ``fotu`` (ordinary), ``fotu_before_leak``.

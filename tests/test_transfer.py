@@ -16,7 +16,6 @@ from legival_core.transfer import (
     PROFILES,
     TEACHER_QUANTITIES,
     TransferProfile,
-    answer_leak_points,
     curve,
     fotu_before_leak,
     get_profile,
@@ -499,56 +498,6 @@ def test_curve_mean_matches_teacher_fotu_and_baseline():
 # ---------------------------------------------------------------------------------------------
 # Answer leak
 # ---------------------------------------------------------------------------------------------
-
-STEP_TEXTS = {
-    "a": ["Let x = 2.", "Then 2x = \\boxed{4}.", "Check: x+x = 4.", "So it is 4."],
-    "b": ["Consider.", "Think more"],
-}
-REASONING = {trace: " ".join(texts) for trace, texts in STEP_TEXTS.items()}
-
-
-def steps_table() -> pd.DataFrame:
-    rows = []
-    for trace, texts in STEP_TEXTS.items():
-        start = 0
-        for step, text in enumerate(texts):
-            # exact character spans into the reasoning (steps separated by one space)
-            assert REASONING[trace][start : start + len(text)] == text
-            rows.append((trace, step, start, start + len(text), text))
-            start += len(text) + 1
-    return pd.DataFrame(rows, columns=["trace_id", "step", "start", "end", "text"])
-
-
-STEPS = steps_table()
-GOLD = {"a": "4", "b": "7"}
-
-
-def boxed_correct(trace_id: str, text: str) -> bool:
-    return f"\\boxed{{{GOLD[trace_id]}}}" in text
-
-
-def test_answer_leak_points_from_step_texts_and_from_spans():
-    seen: list[tuple[str, int]] = []
-
-    def spy(trace_id: str, text: str) -> bool:
-        seen.append((trace_id, len(text)))
-        return boxed_correct(trace_id, text)
-
-    leaks = answer_leak_points(STEPS, spy)
-    # trace a: the boxed answer appears in step 2 (k = 2); b never states 7
-    assert leaks["trace_id"].tolist() == ["a", "b"]
-    assert leaks["leak_k"].tolist() == [2, pd.NA]
-    assert leaks["m"].tolist() == [4, 2]
-    # the callable stops at the first hit: a is asked for k = 1, 2; b for k = 1, 2
-    assert [t for t, _ in seen] == ["a", "a", "b", "b"]
-    spans = answer_leak_points(STEPS, boxed_correct, reasoning=REASONING)
-    assert spans["leak_k"].tolist() == [2, pd.NA]
-
-
-def test_answer_leak_rejects_gaps_in_step_numbers():
-    broken = STEPS.drop(index=1)
-    with pytest.raises(SchemaError, match=r"steps.*not numbered 0..m-1"):
-        answer_leak_points(broken, boxed_correct)
 
 
 def test_fotu_before_leak_by_hand():
