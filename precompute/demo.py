@@ -81,9 +81,11 @@ class DemoOptions:
     batch_size: int = 8
     setting: str = "0-Shot"
     engine_options: tuple[tuple[str, Any], ...] = ()
-    #: Oversight extras: the stand-in reward model and a weak-monitor study of this size.
+    #: Oversight extras: the stand-in reward model and a weak-monitor study of this size: at
+    #: most this many correct and this many failed traces per teacher and dataset (with five
+    #: category datasets, 1 gives about as many traces as 6 per teacher did on one dataset).
     oversight: bool = True
-    monitor_limit: int = 6
+    monitor_limit: int = 1
     #: Processes for the rollout and reward stages, each a one-thread shard of the traces
     #: (``None``: one per core, at most 8). One thread per process keeps both cores of a small
     #: machine busy without the spin-waiting of two threads in one llama.cpp or torch process.
