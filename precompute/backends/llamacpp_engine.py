@@ -67,6 +67,9 @@ class LlamaCppEngine(TemplatePrompts):
     """
 
     name = "llamacpp"
+    #: llama.cpp keeps the key/value cache of the last sequence it evaluated (prompt and
+    #: generated tokens): callers that send a follow-up of the last request get it cheaply.
+    caches_last_sequence = True
 
     def __init__(
         self,

@@ -291,7 +291,26 @@ _OUTCOME_FIELDS = (
 def _run_batch(
     engine: Any, batch: list[RolloutJob], timeout_s: float, logger: Any
 ) -> list[dict[str, Any] | None]:
-    """Generate, force where needed, and grade one batch; None for engine failures."""
+    """Generate, force where needed, and grade one batch; None for engine failures.
+
+    An engine that keeps the cache of the last sequence it ran (``engine.caches_last_sequence``:
+    llama.cpp, transformers with ``prefix_reuse``) gets one rollout at a time, its forcing
+    pass right after its first pass: the cache then still holds the prompt and the student's
+    text, so the forcing pass prefills only the cue, and the next prefix of the same trace
+    extends the cached prompt. Batched together, every forcing prompt would prefill its
+    prefix again after the batch's other first passes.
+    """
+    if getattr(engine, "caches_last_sequence", False) and len(batch) > 1:
+        return [
+            outcome for job in batch for outcome in _run_together(engine, [job], timeout_s, logger)
+        ]
+    return _run_together(engine, batch, timeout_s, logger)
+
+
+def _run_together(
+    engine: Any, batch: list[RolloutJob], timeout_s: float, logger: Any
+) -> list[dict[str, Any] | None]:
+    """First passes of ``batch`` in one engine call, then its forcing passes in one call."""
     firsts = engine.generate([_first_pass_request(job) for job in batch])
     outcomes: list[dict[str, Any] | None] = [None] * len(batch)
     texts: list[str] = [""] * len(batch)
