@@ -21,12 +21,28 @@ Usage::
 
     python bench/rollout_bench.py [--steps 32] [--interval 3] [--max-tokens 48]
                                   [--force-tokens 32] [--device cpu] [--threads 1]
+
+``--stage`` measures something else: **the rollout stage against the bare engine**. A store
+holding ``--traces`` correct traces of the bundled demo (real CHAMP traces, their Punkt
+steps and problems) gets the real ``rollout`` stage with the demo's student settings
+(SmolLM2-135M through llama.cpp in process, 192 + 128 tokens, k every 3 steps, batches of 8);
+every request the stage sends is recorded. Then the same requests go straight to the same
+engine, batch by batch in the same order, each with a budget of exactly the tokens the stage
+decoded for it and no early-stop check, grading or store write. Decoded tokens per second
+both ways give the share of the engine's speed the stage keeps (goal ≥ 90%). The prefill
+limit is what an ideal cache would prefill: per (trace, student) the longest first-pass
+prompt, plus each forcing pass's own suffix (the student's first-pass text and the cue);
+the engine's counted prefill tokens are reported against it (goal ≤ 1.2×)::
+
+    python bench/rollout_bench.py --stage [--traces 16] [--batched] [--threads 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -145,6 +161,205 @@ def tokens_until_answer(engine: Any, task: Task, text: str) -> int | None:
     return None
 
 
+class RecordingEngine:
+    """An engine that passes every call through and keeps (requests, completions, seconds)."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.calls: list[tuple[list[GenerationRequest], list[Completion], float]] = []
+
+    def generate(self, requests: Any, **options: Any) -> list[Completion]:
+        started = time.perf_counter()
+        completions = self.engine.generate(requests, **options)
+        self.calls.append((list(requests), completions, time.perf_counter() - started))
+        return completions
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
+
+
+def demo_subset_store(path: Path, source: Path, traces: int) -> tuple[Any, int]:
+    """A store at ``path`` with ``traces`` correct traces of ``source`` spread over its
+    teachers and datasets (every n-th by trace id), with their problems and steps.
+    Returns the store and the number of steps of the chosen traces."""
+    from legival_core.store import Store
+
+    src = Store.open(source)
+    grades = src.read("grades")
+    correct = sorted(grades.loc[grades["correct"].fillna(False).astype(bool), "trace_id"])
+    if not correct:
+        raise SystemExit(f"{source}: no correct trace to roll out")
+    stride = max(1, len(correct) // traces)
+    chosen = set(correct[::stride][:traces])
+    store = Store.create(path, config={"kind": "rollout stage benchmark"})
+    frames = {name: src.read(name) for name in ("traces", "grades", "steps")}
+    frames = {name: f[f["trace_id"].isin(chosen)] for name, f in frames.items()}
+    problems = src.read("problems")
+    frames["problems"] = problems[problems["problem_id"].isin(set(frames["traces"]["problem_id"]))]
+    for name in ("problems", "traces", "grades", "steps"):
+        store.write(name, frames[name].reset_index(drop=True), stage="bench")
+    return store, len(frames["steps"])
+
+
+def bare_request(request: GenerationRequest, completion: Completion) -> GenerationRequest:
+    """``request`` with a budget of exactly the tokens decoded for it, and no stop check."""
+    return dataclasses.replace(
+        request,
+        max_tokens=max(1, completion.completion_tokens),
+        stop_when=None,
+        stop_when_after=[],
+    )
+
+
+def prefill_limit(calls: list[tuple[list[GenerationRequest], list[Completion], float]]) -> int:
+    """Prompt tokens an ideal cache prefills: per (trace, student) the longest first-pass
+    prompt, plus for each forcing pass the tokens its prompt adds to its first pass's."""
+    longest: dict[str, int] = {}
+    first_prompt: dict[str, int] = {}
+    suffixes = 0
+    for requests, completions, _ in calls:
+        for request, completion in zip(requests, completions, strict=True):
+            if request.key.endswith("|forced"):
+                suffixes += completion.prompt_tokens - first_prompt[request.key[: -len("|forced")]]
+                continue
+            first_prompt[request.key] = completion.prompt_tokens
+            trace_student = request.key.rsplit("|k=", 1)[0]
+            longest[trace_student] = max(longest.get(trace_student, 0), completion.prompt_tokens)
+    return sum(longest.values()) + suffixes
+
+
+Calls = list[tuple[list[GenerationRequest], list[Completion], float]]
+
+
+def run_stage_recorded(
+    engine: RecordingEngine, store: Any, config: Any, interleave: bool
+) -> tuple[Any, float, dict[str, int], Calls]:
+    """The real rollout stage on ``store`` with a cold cache; its result, wall seconds,
+    engine counters and the calls it made."""
+    from precompute.stages import EnginePool, StageContext, run_stage
+
+    engine.calls = []
+    engine.caches_last_sequence = interleave  # False: forcing passes batched, as before
+    engine.engine.llm.reset()
+    engine.stats.reset()
+    ctx = StageContext(
+        store=store,
+        config=config,
+        engines=EnginePool(factory=lambda *_a, **_k: engine),
+        progress=False,
+    )
+    started = time.perf_counter()
+    result = run_stage("rollout", ctx)
+    return result, time.perf_counter() - started, engine.stats.as_dict(), engine.calls
+
+
+def run_bare(engine: RecordingEngine, calls: Calls) -> tuple[float, dict[str, int], bool]:
+    """The recorded requests sent straight to the engine, call by call in the same order,
+    each decoding exactly the tokens the stage decoded; wall seconds, counters, and whether
+    every bare text starts with the stage's."""
+    engine.engine.llm.reset()
+    engine.stats.reset()
+    same = True
+    started = time.perf_counter()
+    for requests, completions, _ in calls:
+        bare = engine.engine.generate(
+            [bare_request(r, c) for r, c in zip(requests, completions, strict=True)]
+        )
+        # The stage cuts an early-stopped text just after its answer, inside the last token.
+        same &= all(b.text.startswith(c.text) for b, c in zip(bare, completions, strict=True))
+    return time.perf_counter() - started, engine.stats.as_dict(), same
+
+
+def stage_against_engine(args: argparse.Namespace) -> int:
+    """The real rollout stage against the same requests sent straight to the same engine."""
+    import os
+
+    from precompute.backends import make_engine
+    from precompute.demo import DemoOptions, demo_config
+
+    if args.threads:
+        os.environ["LEGIVAL_THREADS"] = str(args.threads)
+    config = demo_config(DemoOptions(out=Path("unused")))
+    student = config.students[0]
+    folder = Path(tempfile.mkdtemp(prefix="legival-rollout-bench-"))
+    started = time.perf_counter()
+    engine = RecordingEngine(make_engine(student.engine, _student_path(student.model)))
+    engine.engine.generate(
+        [GenerationRequest("warm-up", [{"role": "user", "content": "Hi"}], max_tokens=2)]
+    )
+    print(
+        f"{student.model} via {student.engine} ({os.environ.get('LEGIVAL_THREADS', 'all')} "
+        f"thread(s)), loaded in {time.perf_counter() - started:.1f} s; the demo's settings: "
+        f"{student.max_tokens} + {student.forcing_tokens} tokens, k every "
+        f"{config.rollout.interval} steps, batches of {config.rollout.batch_size}"
+    )
+    modes = [("interleaved", True), *([("batched", False)] if args.batched else [])]
+    rows: list[tuple[str, dict[str, int], float]] = []
+    summary: list[str] = []
+    ok = True
+    for mode, interleave in modes:
+        store, steps = demo_subset_store(folder / mode, args.source, args.traces)
+        result, seconds, stats, calls = run_stage_recorded(engine, store, config, interleave)
+        in_engine = sum(s for _, _, s in calls)
+        bare_seconds, bare_stats, same = run_bare(engine, calls)
+        ok &= same
+        rows += [
+            (f"stage, forcing {mode}", stats, seconds),
+            ("  bare engine, same requests", bare_stats, bare_seconds),
+        ]
+        limit = prefill_limit(calls)
+        forced = sum(r.key.endswith("|forced") for reqs, _, _ in calls for r in reqs)
+        kept = (stats["completion_tokens"] / seconds) / (
+            bare_stats["completion_tokens"] / bare_seconds
+        )
+        summary += [
+            f"forcing {mode}: {args.traces} traces, {steps} steps; {result.summary()}",
+            f"  the stage keeps {kept:.1%} of the bare engine's decoded tokens/s (goal >= 90%); "
+            f"{seconds - in_engine:.1f} s of its {seconds:.1f} s were outside engine calls "
+            f"(planning, grading, store writes); same texts both ways: {same}",
+            f"  prefill: {stats['prefill_tokens']:,} tokens against a limit of {limit:,} "
+            f"({stats['prefill_tokens'] / limit:.2f}x; goal <= 1.2x); {forced} forcing passes",
+            "  " + same_as_source(store, args.source),
+        ]
+    print(
+        f"\n{'run':30} {'requests':>8} {'prompt tok':>10} {'prefill tok':>11} "
+        f"{'decoded tok':>11} {'wall s':>7} {'decoded tok/s':>13}"
+    )
+    for name, stats, seconds in rows:
+        print(
+            f"{name:30} {stats['requests']:>8} {stats['prompt_tokens']:>10} "
+            f"{stats['prefill_tokens']:>11} {stats['completion_tokens']:>11} {seconds:>7.1f} "
+            f"{stats['completion_tokens'] / seconds:>13.1f}"
+        )
+    print("\n" + "\n".join(summary))
+    print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    return 0 if ok else 1
+
+
+def same_as_source(store: Any, source: Path) -> str:
+    """How many of the stage's rollouts equal the source store's (completion and grade)."""
+    from legival_core.store import Store
+
+    keys = ["trace_id", "student", "k", "sample"]
+    columns = [*keys, "completion", "correct"]
+    ours = store.read("rollouts", columns=columns)
+    theirs = Store.open(source).read("rollouts", columns=columns)
+    both = ours.merge(theirs, on=keys, suffixes=("", "_source"))
+    equal = (both["completion"] == both["completion_source"]) & (
+        both["correct"] == both["correct_source"]
+    )
+    return (
+        f"{int(equal.sum())} of {len(both)} rollouts equal those stored in {source} "
+        f"(completion and grade); {len(ours) - len(both)} have no counterpart there"
+    )
+
+
+def _student_path(model: str) -> str:
+    from precompute.stages.base import resolve_model
+
+    return resolve_model(model)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=32, help="reasoning steps m (≥ 30)")
@@ -154,7 +369,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--model", default=None, help="model path (default: SmolLM2 GGUF)")
+    parser.add_argument(
+        "--stage",
+        action="store_true",
+        help="measure the rollout stage against the bare engine (llama.cpp) instead",
+    )
+    parser.add_argument("--traces", type=int, default=16, help="--stage: demo traces to use")
+    parser.add_argument(
+        "--batched",
+        action="store_true",
+        help="--stage: also run the stage with each batch's forcing passes sent together",
+    )
+    parser.add_argument(
+        "--source", type=Path, default=REPO / "results" / "demo", help="--stage: source store"
+    )
     args = parser.parse_args(argv)
+    if args.stage:
+        return stage_against_engine(args)
 
     import torch
 
