@@ -29,6 +29,7 @@ rows with holes in them. Rollouts are optional: without them the transfer column
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -161,16 +162,31 @@ def leak_table(
         .agg(list)
     )
     records = []
+    # The answer layer is the slow part (a verifier call per candidate); traces with the same
+    # text, steps, gold and grading settings (greedy samples, one trace under two teachers)
+    # are checked once.
+    known: dict[tuple[Any, ...], int | None] = {}
     for trace in chosen.itertuples():
         problem = problems.get(str(trace.problem_id))
         step_ends = ends.get(trace.trace_id)
         if problem is None or step_ends is None or not str(problem.get("gold") or ""):
             records.append((trace.trace_id, None))
             continue
-        point = task_of(problem).answer_leak_step(
-            str(trace.reasoning), step_ends, problem["gold"], timeout_s=timeout_s, problem=problem
+        task = task_of(problem)
+        reasoning = str(trace.reasoning)
+        key = (
+            task.name,
+            str(problem["gold"]),
+            reasoning,
+            tuple(int(e) for e in step_ends),
+            json.dumps(task.grading_options(problem), sort_keys=True, default=str),
         )
-        records.append((trace.trace_id, point.k))
+        if key not in known:
+            point = task.answer_leak_step(
+                reasoning, step_ends, problem["gold"], timeout_s=timeout_s, problem=problem
+            )
+            known[key] = point.k
+        records.append((trace.trace_id, known[key]))
     out = pd.DataFrame.from_records(records, columns=["trace_id", "leak_k"])
     out["leak_k"] = pd.array(out["leak_k"].tolist(), dtype="Int64")
     return out
