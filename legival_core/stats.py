@@ -241,13 +241,16 @@ def pairwise_counts(
     >>> df = pd.DataFrame({"a": [1, 2, None, 4], "b": [1, None, 3, 4], "c": [1, 2, 3, None]})
     >>> pairwise_counts(df, ["a", "b", "c"]).values.tolist()
     [[3, 2, 2], [2, 3, 2], [2, 2, 3]]
+    >>> pairwise_counts(df, []).shape  # no column left to correlate: an empty matrix
+    (0, 0)
     """
     controls = _as_list(control)
     cols = list(columns)
     require_columns(df, [*cols, *controls], "pairwise_counts input")
     present = _numeric(df, [*dict.fromkeys([*cols, *controls])], "pairwise_counts input").notna()
     base = present[controls].all(axis=1).to_numpy() if controls else np.ones(len(df), bool)
-    mask = present[cols].to_numpy() & base[:, None]
+    # dtype=bool: with no columns pandas would hand back an empty float array
+    mask = present[cols].to_numpy(dtype=bool) & base[:, None]
     counts = mask.T.astype(np.int64) @ mask.astype(np.int64)
     return pd.DataFrame(counts, index=cols, columns=cols)
 
