@@ -77,14 +77,21 @@ def trace_bundle(trace_id: str) -> dict[str, Any]:
         "strip": views.student_strip(read("rollouts")),
         "labelers": sorted(judgments["labeler"].astype(str)) if len(judgments) else [],
         "error_labels": read("error_labels"),
+        "stored_leaks": read("trace_transfer"),
     }
 
 
 @common.derived("leak")
 def leak(trace_id: str) -> int | None:
-    """The first step whose prefix already states the gold answer (the answer layer decides:
-    the same check the metrics stage stores as ``trace_transfer.leak_k``)."""
+    """The first step whose prefix already states the gold answer (the answer layer decides).
+
+    The metrics stage stores it as ``trace_transfer.leak_k`` for every trace with rollouts;
+    that value is shown. Other traces are checked here (seconds on a trace of 2,000 steps).
+    """
     bundle = trace_bundle(trace_id)
+    stored = views.stored_leak_step(bundle["stored_leaks"])
+    if stored is not views.NOT_STORED:
+        return stored
     problem, table = bundle["problem"], bundle["steps"]
     gold = str(problem.get("gold") or "")
     if not problem.get("task") or not len(table) or not gold:

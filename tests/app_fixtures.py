@@ -121,9 +121,11 @@ def build_store(
         return names.get(name, name)
 
     judge = shown("judge:toy-judge")
+    from precompute.stages.common import problem_rows
     from precompute.stages.metrics import (
         decomposition_table,
         efficiency_table,
+        leak_table,
         teacher_table,
         transfer_table,
     )
@@ -250,8 +252,14 @@ def build_store(
     store.write("trace_efficiency", efficiency, stage="metrics")
     rollout_frame = store.read("rollouts") if with_rollouts else pd.DataFrame()
     if with_rollouts:
+        # The leak steps too, as the stage stores them (the inspector shows the stored one).
+        leaks = leak_table(
+            rollout_frame, trace_frame, store.read("steps"), problem_rows(store), timeout_s=10.0
+        )
         store.write(
-            "trace_transfer", transfer_table(rollout_frame, "paper", "interpolate"), stage="metrics"
+            "trace_transfer",
+            transfer_table(rollout_frame, "paper", "interpolate", leaks),
+            stage="metrics",
         )
     teacher = teacher_table(efficiency, rollout_frame, "paper", "interpolate", 0)
     fixture_name = {shown(t): t for t in TEACHERS}

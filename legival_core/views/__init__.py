@@ -69,10 +69,12 @@ from legival_core.views.efficiency import (
 )
 from legival_core.views.inspector import (
     LABELER_KINDS,
+    NOT_STORED,
     StepPage,
     labeler_kind,
     step_page,
     step_table,
+    stored_leak_step,
     student_strip,
     trace_html,
 )
@@ -93,6 +95,7 @@ __all__ = [
     "LABELER_KINDS",
     "LEADERBOARD_METRICS",
     "METRICS",
+    "NOT_STORED",
     "RANKED_METRICS",
     "STUDENT_METRICS",
     "SUMMARY_COLUMNS",
@@ -129,6 +132,7 @@ __all__ = [
     "step_page",
     "step_table",
     "store_overview",
+    "stored_leak_step",
     "student_baseline",
     "student_strip",
     "student_transfer_metrics",

@@ -79,6 +79,27 @@ def step_table(
     return table
 
 
+#: What :func:`stored_leak_step` returns for a trace the metrics stage left no row for.
+NOT_STORED = object()
+
+
+def stored_leak_step(transfer_rows: pd.DataFrame) -> int | object | None:
+    """The leak step the metrics stage stored for one trace (its ``trace_transfer`` rows, one
+    per student, all with the same ``leak_k``): an int, None when no prefix states the gold,
+    or :data:`NOT_STORED` when there is no row to read.
+
+    >>> rows = pd.DataFrame({"student": ["a", "b"], "leak_k": pd.array([4, 4], "Int64")})
+    >>> stored_leak_step(rows), stored_leak_step(rows.assign(leak_k=pd.NA))
+    (4, None)
+    >>> stored_leak_step(pd.DataFrame()) is NOT_STORED
+    True
+    """
+    if transfer_rows.empty or "leak_k" not in transfer_rows:
+        return NOT_STORED
+    known = transfer_rows["leak_k"].dropna()
+    return int(known.iloc[0]) if len(known) else None
+
+
 def student_strip(rollouts: pd.DataFrame) -> pd.DataFrame:
     """Students × prefixes of one trace: mean correctness at each k (k = 0: the student alone).
 
