@@ -139,10 +139,16 @@ st.caption(
 if fotu_name == views.TRACE_SCORE_LABEL:
     st.caption(views.TRACE_SCORE_NOTE)
 
-points = reward_points(model, dataset, correct_only)
-if points.empty:
-    st.info("No trace in this selection has both a reward score and a transfer value.")
-else:
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def scatter(
+    path: str, stamp: float, model: str, dataset: str | None, correct_only: bool, title: str
+) -> go.Figure | None:
+    """The reward-vs-transfer scatter of a selection, one point per trace (shared and
+    read-only; building it for 100,000 traces takes a while, so it is built once)."""
+    points = reward_points(model, dataset, correct_only)
+    if points.empty:
+        return None
     figure = go.Figure()
     for correct, group in points.groupby("correct", sort=True):
         figure.add_trace(
@@ -158,13 +164,26 @@ else:
                 + " %{y:.3f}<extra></extra>",
             )
         )
-    rho_here = rho_correct if correct_only else rho_all
     figure.update_layout(
-        title=f"Reward vs {fotu_name} ({SUBSETS[subset]}, ρ = {shown(rho_here)})",
+        title=title,
         xaxis_title=f"reward ({plotly_literal(model)})",
         yaxis_title=f"{fotu_name} (mean over students)",
         height=460,
     )
+    return figure
+
+
+rho_here = rho_correct if correct_only else rho_all
+figure = scatter(
+    *common.store_key(),
+    model,
+    dataset,
+    correct_only,
+    f"Reward vs {fotu_name} ({SUBSETS[subset]}, ρ = {shown(rho_here)})",
+)
+if figure is None:
+    st.info("No trace in this selection has both a reward score and a transfer value.")
+else:
     st.plotly_chart(figure, key="reward_scatter")
 
 st.subheader("Teacher level")

@@ -156,16 +156,21 @@ st.caption(
     "leak may only have copied the answer; FOTU before the leak keeps the prefixes before it "
     "(paper definitions, per (trace, student) pair as stored by the metrics stage)."
 )
-pairs = common.load_table("trace_transfer") if common.has_table("trace_transfer") else None
-if pairs is not None and {"leak_k", "fotu_before_leak"} <= set(pairs.columns):
+
+
+@common.derived("transfer_leaks")
+def leaks_of(dataset: str | None, student: str | None) -> pd.DataFrame:
+    """The leak table of a selection (cached: it groups every rollout of the selection)."""
     from legival_core.leak_summary import leak_summary
 
+    pairs = views.filter_rows(common.load_table("trace_transfer"), dataset=dataset, student=student)
     rows = common.load_rollouts()
-    if selection[0] is not None:
-        pairs = pairs[pairs["dataset"] == selection[0]]
-    if selection[1] is not None:
-        pairs = pairs[pairs["student"] == selection[1]]
-    leaks = leak_summary(pairs, rows[rows["trace_id"].isin(set(pairs["trace_id"]))])
+    return leak_summary(pairs, rows[rows["trace_id"].isin(set(pairs["trace_id"]))])
+
+
+columns = common.load_table("trace_transfer").columns if common.has_table("trace_transfer") else []
+if {"leak_k", "fotu_before_leak"} <= set(columns):
+    leaks = leaks_of(selection[0], selection[1])
     common.table(leaks[leaks["teacher"].isin(picked)], "transfer_leaks")
 else:
     st.info(
