@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from legival_core.efficiency import SWEEP_THRESHOLDS, redundancy_sweep
+from legival_core.efficiency import SWEEP_THRESHOLDS, resolve_threshold
 from legival_core.schema import SchemaError
 
 __all__ = ["recorded_threshold", "sweep_thresholds", "teacher_redundancy_sweep"]
@@ -69,27 +69,37 @@ def recorded_threshold(manifest: Mapping[str, Any]) -> float | None:
 def _trace_similarities(similarity: pd.DataFrame) -> dict[str, np.ndarray]:
     """Per trace, r_0..r_{m−1} in step order; a gap in the steps or a missing r_i (i ≥ 1) is a
     :class:`~legival_core.schema.SchemaError` naming the row and field."""
+    trace_ids, starts, _position, sims = _similarity_arrays(similarity)
+    if not len(sims):
+        return {}
+    return dict(zip(trace_ids[starts].tolist(), np.split(sims, starts[1:]), strict=True))
+
+
+def _similarity_arrays(
+    similarity: pd.DataFrame,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The checked rows sorted by (trace, step): trace id per row, the row where each trace
+    starts, each row's step position in its trace, and r per row."""
     missing = [c for c in ("trace_id", "step", "max_similarity") if c not in similarity.columns]
     if missing:
         raise SchemaError("similarity", f"missing column(s) {missing}")
-    # Index = row number of the input, so an error can name the row.
-    frame = pd.DataFrame(
-        {
-            "trace_id": similarity["trace_id"].astype(str).to_numpy(),
-            "step": pd.to_numeric(similarity["step"], errors="coerce").to_numpy(dtype=float),
-            "r": pd.to_numeric(similarity["max_similarity"], errors="coerce").to_numpy(float),
-        }
-    ).sort_values(["trace_id", "step"], kind="stable")
-    if frame.empty:
-        return {}
-    rows = frame.index.to_numpy()
-    trace_ids = frame["trace_id"].to_numpy()
-    steps = frame["step"].to_numpy()
-    sims = frame["r"].to_numpy()
+    # Sorted by (trace, step) on integer codes: sorting a million id strings is the slow part.
+    ids = similarity["trace_id"].astype(str).to_numpy()
+    codes, _uniques = pd.factorize(ids, sort=False)
+    step_values = pd.to_numeric(similarity["step"], errors="coerce").to_numpy(dtype=float)
+    order = np.lexsort((step_values, codes))
+    if not len(order):
+        empty = np.zeros(0)
+        return empty.astype(str), empty.astype(np.int64), empty.astype(np.int64), empty
+    rows = order  # the input's row numbers, so an error can name the row
+    trace_ids = ids[order]
+    steps = step_values[order]
+    sims = pd.to_numeric(similarity["max_similarity"], errors="coerce").to_numpy(float)[order]
+    same_trace = codes[order]
     # Arrays, not a group-by loop: a store can hold 10⁵ traces. A trace's rows start where its
     # id changes; its k-th row (in step order) must be step k.
-    starts = np.flatnonzero(np.r_[True, trace_ids[1:] != trace_ids[:-1]])
-    position = np.arange(len(frame)) - np.repeat(starts, np.diff(np.r_[starts, len(frame)]))
+    starts = np.flatnonzero(np.r_[True, same_trace[1:] != same_trace[:-1]])
+    position = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
     gaps = np.flatnonzero(steps != position)
     if gaps.size:
         first = gaps[0]
@@ -111,7 +121,24 @@ def _trace_similarities(similarity: pd.DataFrame) -> dict[str, np.ndarray]:
             row=int(rows[first]),
             column="max_similarity",
         )
-    return dict(zip(trace_ids[starts].tolist(), np.split(sims, starts[1:]), strict=True))
+    return trace_ids, starts, position, sims
+
+
+def _trace_shares(similarity: pd.DataFrame, taus: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Trace ids and, per trace and τ, |{i ≥ 1 : r_i > τ}| / (m − 1) (0 when m ≤ 1): what
+    :func:`legival_core.efficiency.redundancy_sweep` gives each trace, for all at once."""
+    trace_ids, starts, position, sims = _similarity_arrays(similarity)
+    if not len(sims):
+        return [], np.zeros((0, taus.size))
+    lengths = np.diff(np.r_[starts, len(sims)])
+    later = position > 0
+    owner = np.repeat(np.arange(len(starts)), lengths)[later]
+    hits = np.column_stack(
+        [np.bincount(owner, weights=sims[later] > tau, minlength=len(starts)) for tau in taus]
+    ).reshape(len(starts), taus.size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shares = np.where(lengths[:, None] > 1, hits / (lengths[:, None] - 1), 0.0)
+    return trace_ids[starts].tolist(), shares
 
 
 def teacher_redundancy_sweep(
@@ -153,12 +180,15 @@ def teacher_redundancy_sweep(
         raise SchemaError("traces", f"missing column(s) {missing}")
     taus = np.asarray(thresholds, dtype=np.float64)
     columns = ["teacher", "dataset", "threshold", "redundancy", "n_traces"]
-    per_trace = _trace_similarities(similarity)
+    taus = np.asarray([resolve_threshold(t) for t in taus], np.float64)
+    ids, per_trace = _trace_shares(similarity, taus)
     owners = traces[["trace_id", "teacher", "dataset"]].astype({"trace_id": str})
-    owners = owners[owners["trace_id"].isin(per_trace)].drop_duplicates("trace_id")
+    owners = owners.drop_duplicates("trace_id")
+    where = pd.Index(ids).get_indexer(owners["trace_id"])  # -1: a trace never embedded
+    owners = owners[where >= 0]
     if owners.empty:
         return pd.DataFrame(columns=columns)
-    shares = np.vstack([redundancy_sweep(per_trace[t], taus) for t in owners["trace_id"]])
+    shares = per_trace[where[where >= 0]]
     rows = []
     groups = owners.reset_index(drop=True).groupby(["teacher", "dataset"], sort=True)
     for (teacher, dataset), group in groups:

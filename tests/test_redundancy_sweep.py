@@ -211,3 +211,40 @@ def test_redundancy_page_plots_the_stored_similarities_swept(
         column = int(np.flatnonzero(taus == tau)[0])
         for teacher, curve in expected.items():
             assert board.loc[teacher, "redundancy"] == pytest.approx(curve[column])
+
+
+def test_teacher_sweep_equals_a_loop_over_traces_on_random_stores() -> None:
+    """The array version against a plain loop: each trace's shares from
+    ``efficiency.redundancy_sweep`` (its own per-trace function), averaged per teacher and
+    dataset. Traces of one step, shuffled rows and a trace without owner included."""
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        rows, owners = [], []
+        for t in range(int(rng.integers(1, 15))):
+            m = int(rng.integers(1, 9))
+            sims = rng.choice([0.2, 0.5, 0.8, 0.85, 0.95, 1.0], size=m).astype(float)
+            sims[0] = np.nan
+            rows += [(f"t{t}", i, sims[i]) for i in range(m)]
+            owners.append((f"t{t}", f"T{t % 3}", f"d{t % 2}"))
+        similarity = pd.DataFrame(rows, columns=["trace_id", "step", "max_similarity"])
+        similarity = similarity.sample(frac=1.0, random_state=int(rng.integers(1000)))
+        traces = pd.DataFrame(owners[:-1], columns=["trace_id", "teacher", "dataset"])
+        got = teacher_redundancy_sweep(similarity, traces, SWEEP_THRESHOLDS)
+        expected = []
+        for (teacher, dataset), group in traces.groupby(["teacher", "dataset"], sort=True):
+            shares = np.vstack(
+                [
+                    redundancy_sweep(
+                        similarity[similarity["trace_id"] == t]
+                        .sort_values("step")["max_similarity"]
+                        .to_numpy(),
+                        SWEEP_THRESHOLDS,
+                    )
+                    for t in group["trace_id"]
+                ]
+            ).mean(axis=0)
+            expected += [
+                (teacher, dataset, float(tau), float(v), len(group))
+                for tau, v in zip(SWEEP_THRESHOLDS, shares, strict=True)
+            ]
+        assert list(got.itertuples(index=False, name=None)) == expected
