@@ -190,7 +190,10 @@ TRUNCATED_CORRECT_POLICIES: Final[
 
 
 def decomposition_instances(
-    traces: pd.DataFrame, grades: pd.DataFrame, problems: pd.DataFrame | None = None
+    traces: pd.DataFrame,
+    grades: pd.DataFrame,
+    problems: pd.DataFrame | None = None,
+    sigma: pd.Series | None = None,
 ) -> pd.DataFrame:
     """The instances table of :func:`decompose` from a store's tables (one rule for all).
 
@@ -205,6 +208,10 @@ def decomposition_instances(
     store whose engine did not report token counts (an ingested one) keeps every trace. The
     metrics stage and the app's audits both build their instances here, so they hold the
     same rows.
+
+    ``sigma`` (trace id → σ, e.g. the stored ``trace_efficiency.compression``) gives the trace
+    layer its σ without compressing every text again: when it has a value for every instance,
+    the result carries a ``sigma`` column instead of ``trace``.
 
     >>> traces = pd.DataFrame({"trace_id": ["t1", "t2", "t3"], "problem_id": ["p", "p", "q"],
     ...     "dataset": "d", "teacher": "a", "sample": [0, 1, 0], "tokens": [10, None, 30],
@@ -254,7 +261,14 @@ def decomposition_instances(
             pd.Series([workload.get(p) for p in graded["problem_id"]], dtype=object),
             errors="coerce",
         )
-    if "reasoning" in graded:
+    known = (
+        pd.to_numeric(graded["trace_id"].map(sigma), errors="coerce").to_numpy(dtype=float)
+        if sigma is not None
+        else np.full(len(graded), np.nan)
+    )
+    if len(graded) and not np.isnan(known).any():
+        out["sigma"] = known
+    elif "reasoning" in graded:
         # The trace layer (compression σ of the reasoning text) needs the text itself.
         out["trace"] = graded["reasoning"].fillna("").astype(str).to_numpy()
     return out
@@ -314,7 +328,11 @@ def normalize_instances(
         workload = np.full(len(frame), np.nan)
     out["workload"] = workload
     sigma = np.full(len(frame), np.nan)
-    if "trace" in frame.columns:
+    if "sigma" in frame.columns and "trace" not in frame.columns:
+        # σ given (e.g. the stored trace_efficiency.compression): no text to compress again.
+        sigma = _number_column(frame, "sigma", table, positive=True, allow_missing=True)
+        _whole_groups_only(frame, ~np.isnan(sigma), "sigma", table)
+    elif "trace" in frame.columns:
         traces = frame["trace"].to_numpy(dtype=object)
         for pos, text in enumerate(traces):
             if isinstance(text, str):

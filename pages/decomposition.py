@@ -23,6 +23,17 @@ common.need_tables("decomposition", what="The efficiency decomposition page")
 include = common.include_references()
 
 
+def stored_sigma() -> pd.Series | None:
+    """σ per trace as the metrics stage stored it (``trace_efficiency.compression``), so the
+    audits need not compress every reasoning text again; None when not stored."""
+    if not common.has_table("trace_efficiency"):
+        return None
+    frame = common.load_table("trace_efficiency")
+    if "compression" not in frame:
+        return None
+    return pd.Series(frame["compression"].to_numpy(), index=frame["trace_id"].astype(str))
+
+
 @common.derived("audits")
 def audits(benchmark: str, include: bool) -> dict[str, pd.DataFrame]:
     """Solver-workload audits; the pool leaves reference teachers out unless ``include``."""
@@ -41,6 +52,7 @@ def audits(benchmark: str, include: bool) -> dict[str, pd.DataFrame]:
             ],
         ),
         common.load_table("grades", columns=["trace_id", "correct"]),
+        sigma=stored_sigma(),
     )
     return views.workload_audits(
         instances[instances["benchmark"] == benchmark],

@@ -365,6 +365,30 @@ def test_stored_sigma_and_the_trace_layers_sigma_are_one_number() -> None:
     assert float(layer["q_trace"]) == 0.147
 
 
+def test_audits_from_the_stored_sigma_equal_the_audits_from_the_texts() -> None:
+    """The decomposition page reads σ from ``trace_efficiency.compression`` instead of
+    compressing every reasoning text again; on the demo store both give the same instances and
+    the same solver-workload audits."""
+    from legival_core import views
+    from legival_core.decomposition import normalize_instances
+
+    store = Store.open(Path(__file__).resolve().parents[1] / "results" / "demo")
+    traces, grades = store.read("traces"), store.read("grades")
+    efficiency = store.read("trace_efficiency")
+    stored = pd.Series(efficiency["compression"].to_numpy(), index=efficiency["trace_id"])
+    from_text = views.decomposition_instances(traces, grades)
+    from_store = views.decomposition_instances(traces, grades, sigma=stored)
+    assert "trace" in from_text and "sigma" in from_store and "trace" not in from_store
+    a, b = normalize_instances(from_text), normalize_instances(from_store)
+    assert len(a) == 250 and a["sigma"].notna().all()
+    assert a["sigma"].tolist() == b["sigma"].tolist()
+    for name, table in views.workload_audits(from_text).items():
+        pd.testing.assert_frame_equal(table, views.workload_audits(from_store)[name])
+    # a σ missing for one instance: the texts decide, as before
+    partial = views.decomposition_instances(traces, grades, sigma=stored.iloc[1:])
+    assert "trace" in partial and "sigma" not in partial
+
+
 def test_the_metrics_stage_and_the_page_decompose_the_same_instances(tmp_path: Path) -> None:
     """A trace without a token count is an instance for both: its reasoning is counted."""
     from legival_core import views
