@@ -29,6 +29,7 @@ __all__ = [
     "rollouts_stamp",
     "selection_view",
     "student_baseline",
+    "student_metrics_from_curves",
     "transfer_curve_table",
     "transfer_options",
     "transfer_summary",
@@ -213,6 +214,34 @@ def fresh_transfer_curves(table: pd.DataFrame, manifest: Mapping[str, Any]) -> p
     if table.empty or "rollouts_stamp" not in table:
         return None
     return table if (table["rollouts_stamp"] == rollouts_stamp(manifest)).all() else None
+
+
+#: Per-cell transfer metrics the ``transfer_curves`` table repeats on every bin of a cell.
+CELL_METRICS = ("n_traces", "n_students", "fotu", "sotu", "regression_rate", "never_solved",
+                "baseline", "lift")  # fmt: skip
+
+
+def student_metrics_from_curves(table: pd.DataFrame, profile: str) -> pd.DataFrame:
+    """Transfer metrics per (teacher, dataset, student) read from a ``transfer_curves`` table:
+    the rows of one dataset and one student (not the pooled ``*`` views) hold the same values
+    as :func:`legival_core.transfer.teacher_metrics` grouped by teacher, dataset and student
+    without bootstrap (a test compares them), so pages need not regroup every rollout.
+
+    >>> table = pd.DataFrame({"profile": "paper", "dataset": ["d", "d", "*"],
+    ...     "student": ["s", "s", "s"], "teacher": "T", "bin": [1, 2, 1], "fotu": 0.5,
+    ...     "sotu": 0.2, "regression_rate": 0.0, "never_solved": 0.1, "baseline": 0.0,
+    ...     "lift": 0.5, "n_traces": 4, "n_students": 1})
+    >>> student_metrics_from_curves(table, "paper")[["teacher", "dataset", "fotu"]].values.tolist()
+    [['T', 'd', 0.5]]
+    """
+    keys = ["teacher", "dataset", "student"]
+    cells = table[
+        (table["profile"] == profile)
+        & (table["dataset"] != ALL_ROWS)
+        & (table["student"] != ALL_ROWS)
+    ]
+    cells = cells.drop_duplicates(keys).sort_values(keys)
+    return cells[[*keys, *CELL_METRICS]].reset_index(drop=True)
 
 
 def _check_selectable(values: Sequence[str], column: str) -> None:

@@ -183,6 +183,21 @@ def load_manifest() -> dict[str, Any]:
     return _read_manifest(*store_key())
 
 
+def student_metrics(profile: str) -> pd.DataFrame:
+    """Transfer metrics per (teacher, dataset, student): read from the stored
+    ``transfer_curves`` when they were computed from the current rollouts (every rollout
+    regrouped otherwise, seconds on millions of rollouts)."""
+    from legival_core import views
+
+    if has_table("transfer_curves"):
+        table = views.fresh_transfer_curves(load_table("transfer_curves"), load_manifest())
+        if table is not None:
+            stored = views.student_metrics_from_curves(table, profile)
+            if len(stored):
+                return stored
+    return views.student_transfer_metrics(load_rollouts(), profile)
+
+
 def has_table(table: str) -> bool:
     """Whether the current store has rows in ``table`` (from the cached manifest)."""
     entry = (load_manifest().get("tables") or {}).get(table) or {}

@@ -65,7 +65,7 @@ def per_student(profile: str, include: bool) -> pd.DataFrame:
     ``include``."""
     from legival_core.references import keep_teachers
 
-    frame = views.student_transfer_metrics(common.load_rollouts(), profile)
+    frame = common.student_metrics(profile)
     return keep_teachers(frame, common.reference_teachers(), include)
 
 

@@ -24,7 +24,7 @@ include = common.include_references()
 
 @common.derived("student_metrics")
 def student_metrics(profile: str) -> pd.DataFrame:
-    return views.student_transfer_metrics(common.load_rollouts(), profile)
+    return common.student_metrics(profile)
 
 
 @common.derived("intervals")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -440,3 +441,33 @@ def test_store_overview_and_provenance_from_a_manifest() -> None:
     assert overview.loc["mystery", "description"] == "(unknown table)"
     prov = views.provenance_table(manifest)
     assert prov["stage"].tolist() == ["<b>x</b>"] and prov["details"].item() == '{"seed": 1}'
+
+
+@pytest.mark.parametrize("profile", ["paper", "release"])
+def test_student_metrics_read_from_transfer_curves_equal_those_from_the_rollouts(
+    profile: str,
+) -> None:
+    """The correlations and leaderboard pages read per-student metrics from the stored
+    ``transfer_curves`` instead of regrouping every rollout; on the demo store the two agree
+    for every (teacher, dataset, student) cell and metric."""
+    from legival_core.store import Store
+    from legival_core.transfer_curves import CELL_METRICS
+
+    store = Store.open(Path(__file__).resolve().parents[1] / "results" / "demo")
+    keys = ["teacher", "dataset", "student"]
+    stored = views.student_metrics_from_curves(store.read("transfer_curves"), profile)
+    computed = (
+        views.student_transfer_metrics(store.read("rollouts"), profile)
+        .sort_values(keys)
+        .reset_index(drop=True)
+    )
+    assert len(stored) == len(computed) == 24  # 5 teachers x 5 datasets, one without rollouts
+    assert stored[keys].equals(computed[keys])
+    for column in CELL_METRICS:
+        assert np.allclose(
+            stored[column].astype(float),
+            computed[column].astype(float),
+            rtol=0,
+            atol=1e-12,
+            equal_nan=True,
+        ), column
