@@ -194,15 +194,33 @@ def metric_resamples(
         column, weights = values.astype(np.int64) - 1, np.ones_like(values)
     slot = np.tile((teacher_index * n_cells + cell) * columns, repeat) + column
     width = n_teachers * n_cells * columns
-    sums = _weighted_sums(all_draws, np.tile(problem_index, repeat), slot, weights, width)
-    sums = sums.reshape(len(all_draws), n_teachers, n_datasets, n_student_levels, columns)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if statistic == "mean":
+    shape = (n_teachers, n_datasets, n_student_levels, columns)
+    problem_rows = np.tile(problem_index, repeat)
+    if statistic == "mean":
+        sums = _weighted_sums(all_draws, problem_rows, slot, weights, width)
+        sums = sums.reshape(len(all_draws), *shape)
+        with np.errstate(invalid="ignore", divide="ignore"):
             per_cell = np.where(sums[..., 1] > 0, sums[..., 0] / sums[..., 1], np.nan)
-        else:
-            from legival_core.transfer import normalised_entropy
+    else:
+        from legival_core.transfer import normalised_entropy
 
-            per_cell = normalised_entropy(sums)
+        # 50 bins per cell make the histograms 50 times the size of a mean's sums: built and
+        # reduced a block of resamples at a time, they stay in cache (same values, each row of
+        # draws is independent of the others).
+        per_cell = np.vstack(
+            [
+                normalised_entropy(
+                    _weighted_sums(
+                        all_draws[start : start + _ENTROPY_BLOCK],
+                        problem_rows,
+                        slot,
+                        weights,
+                        width,
+                    ).reshape(-1, *shape)
+                )
+                for start in range(0, len(all_draws), _ENTROPY_BLOCK)
+            ]
+        )
     per_dataset = _nanmean(per_cell, axis=-1)
     per_teacher = _nanmean(per_dataset, axis=-1)
     return MetricResamples(
@@ -215,6 +233,8 @@ def metric_resamples(
 
 
 # Above this many cells, the problem-by-column matrix stays sparse (the hazard histograms).
+#: Resamples whose hazard histograms are built and reduced together (see metric_resamples).
+_ENTROPY_BLOCK = 64
 _DENSE_LIMIT = 5_000_000
 
 

@@ -282,3 +282,30 @@ def test_no_interval_around_a_number_it_does_not_belong_to(tmp_path: Path, monke
     assert at.dataframe[0].value["on frontier in resamples"].isna().all()
     at = open_page(monkeypatch, str(store.path), "pareto", {"x": "tokens", "y": "accuracy"})
     assert at.dataframe[0].value["on frontier in resamples"].notna().all()
+
+
+def test_sotu_resamples_are_the_same_in_blocks_of_any_size(monkeypatch) -> None:
+    """The hazard histograms of SOTU are built and reduced a block of resamples at a time; the
+    block size changes the memory used, never a value (each resample row is independent)."""
+    rng = np.random.default_rng(3)
+    n = 400
+    transfer = pd.DataFrame(
+        {
+            "trace_id": [f"t{i}" for i in range(n)],
+            "student": rng.choice(["s1", "s2"], n),
+            "teacher": rng.choice(["a", "b", "c"], n),
+            "dataset": rng.choice(["d1", "d2"], n),
+            "problem_id": [f"p{i % 37}" for i in range(n)],
+            "hazard_bin": rng.integers(0, 51, n),
+            "fotu": rng.random(n),
+        }
+    )
+    results = []
+    for block in (1, 7, 10_000):
+        monkeypatch.setattr(rank_intervals, "_ENTROPY_BLOCK", block)
+        drawn = rank_intervals.resample_teachers(None, transfer, ["sotu"], n_boot=50, seed=1)
+        results.append(drawn.metrics["sotu"])
+    for other in results[1:]:
+        assert np.array_equal(results[0].replicates, other.replicates, equal_nan=True)
+        assert np.array_equal(results[0].point, other.point, equal_nan=True)
+    assert np.isfinite(results[0].replicates).any()
