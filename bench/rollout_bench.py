@@ -231,6 +231,14 @@ def prefill_limit(calls: list[tuple[list[GenerationRequest], list[Completion], f
 Calls = list[tuple[list[GenerationRequest], list[Completion], float]]
 
 
+def empty_cache(engine: Any) -> None:
+    """Start a run with nothing cached: llama.cpp's last sequence, or vLLM's prefix cache."""
+    if hasattr(engine, "llm"):  # llama.cpp
+        engine.llm.reset()
+    for replica in getattr(engine, "_replicas", []):  # vLLM in this process
+        replica.llm.reset_prefix_cache()
+
+
 def run_stage_recorded(
     engine: RecordingEngine, store: Any, config: Any, interleave: bool
 ) -> tuple[Any, float, dict[str, int], Calls]:
@@ -240,7 +248,7 @@ def run_stage_recorded(
 
     engine.calls = []
     engine.caches_last_sequence = interleave  # False: forcing passes batched, as before
-    engine.engine.llm.reset()
+    empty_cache(engine.engine)
     engine.stats.reset()
     ctx = StageContext(
         store=store,
@@ -257,7 +265,7 @@ def run_bare(engine: RecordingEngine, calls: Calls) -> tuple[float, dict[str, in
     """The recorded requests sent straight to the engine, call by call in the same order,
     each decoding exactly the tokens the stage decoded; wall seconds, counters, and whether
     every bare text starts with the stage's."""
-    engine.engine.llm.reset()
+    empty_cache(engine.engine)
     engine.stats.reset()
     same = True
     started = time.perf_counter()
@@ -283,17 +291,34 @@ def stage_against_engine(args: argparse.Namespace) -> int:
     student = config.students[0]
     folder = Path(tempfile.mkdtemp(prefix="legival-rollout-bench-"))
     started = time.perf_counter()
-    engine = RecordingEngine(make_engine(student.engine, _student_path(student.model)))
+    if args.engine == "vllm":
+        # The same SmolLM2-135M-Instruct weights as a Hugging Face folder (vLLM does not read
+        # this GGUF), with the settings of the test suite's vLLM engine.
+        from precompute.models import smollm2_hf_folder
+
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+        student = dataclasses.replace(student, engine="vllm", model=str(smollm2_hf_folder()))
+        config = dataclasses.replace(config, students=(student,))
+        bare_engine = make_engine(
+            "vllm", student.model, max_model_len=2048, enforce_eager=True, dtype="bfloat16"
+        )
+    else:
+        bare_engine = make_engine(student.engine, _student_path(student.model))
+    engine = RecordingEngine(bare_engine)
     engine.engine.generate(
         [GenerationRequest("warm-up", [{"role": "user", "content": "Hi"}], max_tokens=2)]
     )
     print(
-        f"{student.model} via {student.engine} ({os.environ.get('LEGIVAL_THREADS', 'all')} "
+        f"{Path(student.model).name} via {student.engine} "
+        f"({os.environ.get('LEGIVAL_THREADS', 'all')} "
         f"thread(s)), loaded in {time.perf_counter() - started:.1f} s; the demo's settings: "
         f"{student.max_tokens} + {student.forcing_tokens} tokens, k every "
         f"{config.rollout.interval} steps, batches of {config.rollout.batch_size}"
     )
+    # vLLM batches: the interleaved order is llama.cpp's (engines that cache their last sequence)
     modes = [("interleaved", True), *([("batched", False)] if args.batched else [])]
+    if args.engine == "vllm":
+        modes = [("batched", False)]
     rows: list[tuple[str, dict[str, int], float]] = []
     summary: list[str] = []
     ok = True
@@ -318,9 +343,13 @@ def stage_against_engine(args: argparse.Namespace) -> int:
             f"{seconds - in_engine:.1f} s of its {seconds:.1f} s were outside engine calls "
             f"(planning, grading, store writes); same texts both ways: {same}",
             f"  prefill: {stats['prefill_tokens']:,} tokens against a limit of {limit:,} "
-            f"({stats['prefill_tokens'] / limit:.2f}x; goal <= 1.2x); {forced} forcing passes",
-            "  " + same_as_source(store, args.source),
+            f"({stats['prefill_tokens'] / limit:.2f}x; goal <= 1.2x); {forced} forcing passes"
+            if args.engine != "vllm"
+            else f"  prefill: not counted by the vLLM engine (its prefix cache does the reuse); "
+            f"limit {limit:,} tokens; {forced} forcing passes",
         ]
+        if args.engine != "vllm":  # the demo's rollouts came from the GGUF through llama.cpp
+            summary.append("  " + same_as_source(store, args.source))
     print(
         f"\n{'run':30} {'requests':>8} {'prompt tok':>10} {'prefill tok':>11} "
         f"{'decoded tok':>11} {'wall s':>7} {'decoded tok/s':>13}"
@@ -375,6 +404,12 @@ def main(argv: list[str] | None = None) -> int:
         help="measure the rollout stage against the bare engine (llama.cpp) instead",
     )
     parser.add_argument("--traces", type=int, default=16, help="--stage: demo traces to use")
+    parser.add_argument(
+        "--engine",
+        choices=["llamacpp", "vllm"],
+        default="llamacpp",
+        help="--stage: the student engine (vllm: needs vllm installed, e.g. the vllm-cpu venv)",
+    )
     parser.add_argument(
         "--batched",
         action="store_true",
