@@ -232,9 +232,9 @@ def metric_resamples(
     )
 
 
-# Above this many cells, the problem-by-column matrix stays sparse (the hazard histograms).
 #: Resamples whose hazard histograms are built and reduced together (see metric_resamples).
 _ENTROPY_BLOCK = 64
+# Above this many cells, the problem-by-column matrix stays sparse (the hazard histograms).
 _DENSE_LIMIT = 5_000_000
 
 

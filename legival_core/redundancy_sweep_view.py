@@ -178,9 +178,11 @@ def teacher_redundancy_sweep(
     missing = [c for c in ("trace_id", "teacher", "dataset") if c not in traces.columns]
     if missing:
         raise SchemaError("traces", f"missing column(s) {missing}")
-    taus = np.asarray(thresholds, dtype=np.float64)
     columns = ["teacher", "dataset", "threshold", "redundancy", "n_traces"]
-    taus = np.asarray([resolve_threshold(t) for t in taus], np.float64)
+    # numbers only (as before), each checked as a threshold the way redundancy_sweep checks it
+    taus = np.asarray(
+        [resolve_threshold(t) for t in np.asarray(thresholds, dtype=np.float64)], np.float64
+    )
     ids, per_trace = _trace_shares(similarity, taus)
     owners = traces[["trace_id", "teacher", "dataset"]].astype({"trace_id": str})
     owners = owners.drop_duplicates("trace_id")

@@ -189,13 +189,21 @@ def student_metrics(profile: str) -> pd.DataFrame:
     regrouped otherwise, seconds on millions of rollouts)."""
     from legival_core import views
 
-    if has_table("transfer_curves"):
-        table = views.fresh_transfer_curves(load_table("transfer_curves"), load_manifest())
-        if table is not None:
-            stored = views.student_metrics_from_curves(table, profile)
-            if len(stored):
-                return stored
+    table = fresh_curves()
+    if table is not None:
+        stored = views.student_metrics_from_curves(table, profile)
+        if len(stored):
+            return stored
     return views.student_transfer_metrics(load_rollouts(), profile)
+
+
+def fresh_curves() -> pd.DataFrame | None:
+    """The store's ``transfer_curves`` table if it was computed from the current rollouts."""
+    from legival_core import views
+
+    if not has_table("transfer_curves"):
+        return None
+    return views.fresh_transfer_curves(load_table("transfer_curves"), load_manifest())
 
 
 def has_table(table: str) -> bool:

@@ -30,18 +30,11 @@ include = common.include_references()
 BAND_RESAMPLES = 200
 
 
-def stored_curves() -> pd.DataFrame | None:
-    """The store's ``transfer_curves`` table, if it was computed from the current rollouts."""
-    if not common.has_table("transfer_curves"):
-        return None
-    return views.fresh_transfer_curves(common.load_table("transfer_curves"), common.load_manifest())
-
-
 @common.derived("transfer_view")
 def transfer_view(
     dataset: str | None, student: str | None, profile: str, n_boot: int
 ) -> views.TransferView:
-    table = stored_curves()
+    table = common.fresh_curves()
     view = (
         views.transfer_view_from_table(table, dataset, student, profile, n_boot)
         if table is not None
@@ -89,7 +82,7 @@ def _figures(
     return curves, hazards
 
 
-table = stored_curves()
+table = common.fresh_curves()
 if table is not None:
     datasets, students = views.transfer_options(table)
 else:

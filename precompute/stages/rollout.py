@@ -293,8 +293,8 @@ def _run_batch(
 ) -> list[dict[str, Any] | None]:
     """Generate, force where needed, and grade one batch; None for engine failures.
 
-    An engine that keeps the cache of the last sequence it ran (``engine.caches_last_sequence``:
-    llama.cpp, transformers with ``prefix_reuse``) gets one rollout at a time, its forcing
+    An engine that keeps the cache of the last sequence it ran (``engine.caches_last_sequence``,
+    so far llama.cpp) gets one rollout at a time, its forcing
     pass right after its first pass: the cache then still holds the prompt and the student's
     text, so the forcing pass prefills only the cue, and the next prefix of the same trace
     extends the cached prompt. Batched together, every forcing prompt would prefill its
