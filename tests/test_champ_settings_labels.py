@@ -1,0 +1,262 @@
+"""Integrity of the hand labels of CHAMP answers from settings other than 0-Shot (issue 23).
+
+The labels (tests/fixtures/champ_settings_labels_{dev,test}.csv, made by reading; how:
+tests/fixtures/champ_settings_labels.md) are checked against the CHAMP data itself, never
+against the grader: every stated answer is a verbatim piece of the recorded text it was read
+from, the halves are whole settings, the draw script reproduces exactly the labelled keys, and
+the counts in the .md are the counts of the files. Nothing here imports the answer layer.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from precompute.champ import (
+    CHAMP_MODELS,
+    DEFAULT_SETTING,
+    champ_problems,
+    champ_settings,
+    champ_traces,
+)
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+HALVES = ("dev", "test")
+#: The columns of the issue-13 labels file (champ_answer_labels.csv), plus ``question``.
+COLUMNS = [
+    "problem_id",
+    "category",
+    "teacher",
+    "setting",
+    "gold",
+    "stated_answer",
+    "label",
+    "where",
+    "no_mistake_annotation",
+    "note",
+    "drawn",
+    "question",
+]
+LABELS = {"correct", "incorrect", "no_answer"}
+CATEGORIES = ("Combinatorics", "Inequality", "Number-Theory", "Polynomial", "Sequence")
+QUESTIONS = {"yes_no", "count", "value", "expression", "find_all", "mod", "choice"}
+
+
+def _load_draw_script() -> ModuleType:
+    path = FIXTURES / "make_champ_settings_label_sample.py"
+    spec = importlib.util.spec_from_file_location("make_champ_settings_label_sample", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+DRAW = _load_draw_script()
+
+
+def _rows(half: str) -> list[dict[str, str]]:
+    with (FIXTURES / f"champ_settings_labels_{half}.csv").open(encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def rows() -> dict[str, list[dict[str, str]]]:
+    return {half: _rows(half) for half in HALVES}
+
+
+@pytest.fixture(scope="module")
+def recorded() -> dict[tuple[str, str, str], dict[str, str]]:
+    """``(setting, problem_id, teacher) -> {"solution", "summary"}`` for all 18 settings."""
+    texts: dict[tuple[str, str, str], dict[str, str]] = {}
+    for setting in champ_settings():
+        frame = champ_traces(setting, include_human=False, count_tokens=False)
+        for pid, teacher, solution, summary in zip(
+            frame["problem_id"],
+            frame["teacher"],
+            frame["reasoning"],
+            frame["answer_text"],
+            strict=True,
+        ):
+            base = teacher.partition("@")[0]
+            texts[(setting, pid, base)] = {"solution": solution, "summary": summary or ""}
+    return texts
+
+
+def test_files_have_the_issue_13_columns_plus_question() -> None:
+    with (FIXTURES / "champ_answer_labels.csv").open(encoding="utf-8", newline="") as f:
+        old = next(csv.reader(f))
+    assert [*old, "question"] == COLUMNS
+    for half in HALVES:
+        with (FIXTURES / f"champ_settings_labels_{half}.csv").open(encoding="utf-8") as f:
+            assert next(csv.reader(f)) == COLUMNS
+
+
+def test_every_value_is_one_the_rules_allow(rows: dict[str, list[dict[str, str]]]) -> None:
+    for half in HALVES:
+        for n, row in enumerate(rows[half], start=2):
+            where = f"{half} line {n}"
+            assert row["label"] in LABELS, where
+            assert row["question"] in QUESTIONS, where
+            assert row["teacher"] in CHAMP_MODELS.values(), where
+            assert row["drawn"] == "true", where
+            # No setting of the sample has CHAMP first-wrong-step annotations.
+            assert row["no_mistake_annotation"] == "", where
+            if row["label"] == "no_answer":
+                assert (row["stated_answer"], row["where"]) == ("", ""), where
+            else:
+                assert row["stated_answer"].strip(), where
+                assert row["where"] in {"summary", "solution"}, where
+
+
+def test_split_is_by_whole_settings_and_matches_the_seeded_shuffle(
+    rows: dict[str, list[dict[str, str]]],
+) -> None:
+    dev = {r["setting"] for r in rows["dev"]}
+    test = {r["setting"] for r in rows["test"]}
+    assert dev == set(DRAW.DEV_SETTINGS)
+    assert test == set(DRAW.TEST_SETTINGS)
+    assert not dev & test
+    assert dev | test == set(DRAW.SETTINGS)
+    assert len(DRAW.SETTINGS) == 8
+    assert DRAW.split_settings() == (DRAW.DEV_SETTINGS, DRAW.TEST_SETTINGS)
+    # Neither the setting the answer layer was built on nor its identical twin.
+    assert DEFAULT_SETTING not in DRAW.SETTINGS
+    assert "No C w/o H" not in DRAW.SETTINGS
+
+
+def test_stated_answers_are_verbatim_in_the_recorded_texts(
+    rows: dict[str, list[dict[str, str]]], recorded: dict[tuple[str, str, str], dict[str, str]]
+) -> None:
+    gold = dict(zip(champ_problems()["problem_id"], champ_problems()["gold"], strict=True))
+    for half in HALVES:
+        for n, row in enumerate(rows[half], start=2):
+            key = (row["setting"], row["problem_id"], row["teacher"])
+            assert key in recorded, f"{half} line {n}: no recorded answer {key}"
+            assert row["gold"] == gold[row["problem_id"]], f"{half} line {n}"
+            if row["label"] != "no_answer":
+                text = recorded[key][row["where"]]
+                assert row["stated_answer"] in text, f"{half} line {n}: {row['stated_answer']!r}"
+
+
+def test_no_labelled_text_was_recorded_under_another_setting(
+    rows: dict[str, list[dict[str, str]]], recorded: dict[tuple[str, str, str], dict[str, str]]
+) -> None:
+    # CHAMP reuses one conversation for settings whose prompts coincide; the draw keeps only
+    # texts recorded under their own setting alone, so none is a 0-Shot text (what the answer
+    # layer was built on) and none is in both halves.
+    for half in HALVES:
+        for row in rows[half]:
+            pid, teacher = row["problem_id"], row["teacher"]
+            text = recorded[(row["setting"], pid, teacher)]["solution"]
+            same = [
+                s
+                for s in champ_settings()
+                if recorded.get((s, pid, teacher), {}).get("solution") == text
+            ]
+            assert same == [row["setting"]], (half, pid, teacher, same)
+
+
+def test_the_draw_script_reproduces_exactly_the_labelled_keys(
+    rows: dict[str, list[dict[str, str]]],
+) -> None:
+    items = DRAW.sample()
+    for half in HALVES:
+        drawn = [
+            (i["setting"], i["problem_id"], i["teacher"], i["category"])
+            for i in items
+            if i["half"] == half
+        ]
+        labelled = [
+            (r["setting"], r["problem_id"], r["teacher"], r["category"]) for r in rows[half]
+        ]
+        assert drawn == labelled
+
+
+def test_every_setting_covers_every_model_and_category(
+    rows: dict[str, list[dict[str, str]]],
+) -> None:
+    for half in HALVES:
+        for setting in {r["setting"] for r in rows[half]}:
+            mine = [r for r in rows[half] if r["setting"] == setting]
+            assert len(mine) == 30
+            assert Counter(r["category"] for r in mine) == dict.fromkeys(CATEGORIES, 6)
+            assert {r["teacher"] for r in mine} == set(CHAMP_MODELS.values())
+            # Each category: every model once plus two more (6 = 4 + 2), no problem twice.
+            for category in {r["category"] for r in mine}:
+                cell = [r for r in mine if r["category"] == category]
+                assert {r["teacher"] for r in cell} == set(CHAMP_MODELS.values())
+                assert len({r["problem_id"] for r in cell}) == 6
+
+
+def _md_table(heading: str) -> dict[str, tuple[int, int, int, int]]:
+    """The rows ``| name | correct | incorrect | no_answer | items |`` under ``heading``."""
+    text = (FIXTURES / "champ_settings_labels.md").read_text(encoding="utf-8")
+    section = text.split(heading, 1)[1].split("\n\n", 1)[0]
+    table: dict[str, tuple[int, int, int, int]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 5 and all(re.fullmatch(r"\d+", c) for c in cells[-4:]):
+            table[cells[0]] = tuple(int(c) for c in cells[-4:])  # type: ignore[assignment]
+    return table
+
+
+def _counts(rows: list[dict[str, str]], column: str) -> dict[str, tuple[int, int, int, int]]:
+    out: dict[str, tuple[int, int, int, int]] = {}
+    for name in sorted({r[column] for r in rows}):
+        labels = Counter(r["label"] for r in rows if r[column] == name)
+        values = (labels["correct"], labels["incorrect"], labels["no_answer"])
+        out[name] = (*values, sum(values))
+    return out
+
+
+@pytest.mark.parametrize("half", HALVES)
+@pytest.mark.parametrize("column", ["setting", "teacher", "category", "question"])
+def test_counts_in_the_md_are_the_counts_of_the_files(
+    rows: dict[str, list[dict[str, str]]], half: str, column: str
+) -> None:
+    expected = _counts(rows[half], column)
+    table = _md_table(f"<!-- counts: {half} by {column} -->")
+    total = table.pop("all", None)
+    assert table == expected
+    labels = Counter(r["label"] for r in rows[half])
+    assert total == (labels["correct"], labels["incorrect"], labels["no_answer"], len(rows[half]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    pool=st.integers(min_value=6, max_value=12),
+    drop=st.lists(st.integers(min_value=0, max_value=11), max_size=5),
+)
+def test_draw_fills_every_cell_for_any_large_enough_pools(pool: int, drop: list[int]) -> None:
+    # Synthetic eligibility: per (setting, category, teacher) `pool` problems minus a few
+    # dropped ones (at least 6 always remain, the most a cell can need).
+    categories = ["A", "B", "C", "D", "E"]
+    teachers = sorted(CHAMP_MODELS.values())
+    eligible = {
+        (s, c, t): [f"P_{c}_{i}" for i in range(1, pool + 7) if i not in drop][: pool + 6]
+        for s in DRAW.SETTINGS
+        for c in categories
+        for t in teachers
+    }
+    keys = DRAW.draw_keys(eligible, categories, teachers)
+    assert len(keys) == 30 * len(DRAW.SETTINGS)
+    for setting in DRAW.SETTINGS:
+        mine = [(pid, t) for s, pid, t in keys if s == setting]
+        per_model = Counter(t for _, t in mine)
+        # 10 extra slots over 4 models in turn: 3, 3, 2, 2 -> every model 7 or 8 items.
+        assert sorted(per_model.values()) == [7, 7, 8, 8]
+        for c in categories:
+            cell = [(pid, t) for pid, t in mine if pid.startswith(f"P_{c}_")]
+            assert len(cell) == 6 and len({pid for pid, _ in cell}) == 6
+            assert {t for _, t in cell} == set(teachers)
+            assert all(pid in eligible[(setting, c, t)] for pid, t in cell)
