@@ -191,6 +191,9 @@ def run_check(args: argparse.Namespace) -> int:
         return 2
     if args.threads:
         torch.set_num_threads(args.threads)
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # the check's own lines are the output
     started = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="legival-gpu-check-"))
     tokenizer = build_tokenizer(store_texts(args.source), args.vocab)
