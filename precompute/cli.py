@@ -181,6 +181,47 @@ def _common(p: argparse.ArgumentParser, *, store_required: bool = True) -> None:
     p.add_argument(
         "--threads", type=int, help="CPU threads for torch (1 is fastest on a busy machine)"
     )
+    p.add_argument(
+        "--dp",
+        type=int,
+        metavar="N",
+        help="data-parallel replicas of every model on a vllm engine (its options.dp; "
+        "ray-vllm: options.concurrency), overriding the config",
+    )
+
+
+def with_data_parallel(config: ExperimentConfig, replicas: int) -> ExperimentConfig:
+    """``config`` with ``replicas`` data-parallel replicas for every model (teacher, student,
+    judge) whose engine has them (:data:`precompute.backends.registry.DATA_PARALLEL_OPTIONS`);
+    ``--dp N`` on the command line. A config with no such model is a usage error: the flag
+    would change nothing."""
+    from precompute.backends.registry import DATA_PARALLEL_OPTIONS
+
+    if replicas < 1:
+        raise UsageError(f"--dp must be at least 1, got {replicas}")
+    changed = 0
+
+    def scaled(spec: Any) -> Any:
+        nonlocal changed
+        key = DATA_PARALLEL_OPTIONS.get(spec.engine) if spec is not None else None
+        if key is None:
+            return spec
+        changed += 1
+        return dataclasses.replace(spec, options={**spec.options, key: replicas})
+
+    judge = dataclasses.replace(config.judge, model=scaled(config.judge.model))
+    config = dataclasses.replace(
+        config,
+        teachers=tuple(scaled(t) for t in config.teachers),
+        students=tuple(scaled(s) for s in config.students),
+        judge=judge,
+    )
+    if not changed:
+        raise UsageError(
+            f"--dp {replicas}: no model in {config.source} runs on an engine with "
+            f"data-parallel replicas ({', '.join(sorted(DATA_PARALLEL_OPTIONS))})"
+        )
+    return config
 
 
 def _config_for(args: argparse.Namespace, store: Any | None) -> ExperimentConfig:
@@ -205,8 +246,12 @@ def _cmd_stage(args: argparse.Namespace) -> int:
 
     shard = parse_shard(args.shard)
     file_config = load_config(args.config) if args.config is not None else None
+    if file_config is not None and args.dp is not None:
+        file_config = with_data_parallel(file_config, args.dp)
     store = _open_store(args.store, file_config)
     config = file_config or _config_for(args, store)
+    if file_config is None and args.dp is not None:
+        config = with_data_parallel(config, args.dp)
     ctx = StageContext(store=store, config=config, shard=shard, progress=_progress(args))
     # The options the stage declared at registration (reward --model, monitor --kinds, ...).
     ctx.stage_options = {args.command: STAGES[args.command].option_values(args)}
@@ -240,6 +285,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             )
         return _cmd_run_cpu(args)
     config = load_config(args.config)
+    if args.dp is not None:
+        config = with_data_parallel(config, args.dp)
     stages = list(config.stages)
     if args.stages:
         wanted = [s.strip() for s in args.stages.split(",") if s.strip()]
@@ -307,6 +354,8 @@ def _cmd_run_cpu(args: argparse.Namespace) -> int:
 
     if args.shard is not None:
         raise UsageError("run without --config works on the whole store: drop --shard")
+    if args.dp is not None:
+        raise UsageError("run without --config runs the CPU stages only: drop --dp")
     stages = list(CPU_STAGES)
     if args.stages:
         wanted = [s.strip() for s in args.stages.split(",") if s.strip()]

@@ -107,16 +107,18 @@ def gguf_to_hf_folder(gguf: str | os.PathLike[str], out_dir: str | os.PathLike[s
     out = Path(out_dir)
     if (out / "config.json").is_file() and any(out.glob("*.safetensors")):
         return out
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     source = Path(gguf)
     if not source.is_file():
         raise FileNotFoundError(f"GGUF file not found: {source}")
-    tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+    # A file on disk: never looked up on the Hub, whatever HF_HUB_OFFLINE says.
+    tokenizer = AutoTokenizer.from_pretrained(
+        source.parent, gguf_file=source.name, local_files_only=True
+    )
     loaded = AutoModelForCausalLM.from_pretrained(
-        source.parent, gguf_file=source.name, dtype=torch.float32
+        source.parent, gguf_file=source.name, dtype=torch.float32, local_files_only=True
     )
     config = loaded.config
     if hasattr(config, "quantization_config"):

@@ -92,13 +92,15 @@ class TemplatePrompts:
 
 
 def load_tokenizer(model: str) -> Any:
-    """A Hugging Face tokenizer from a local folder, a ``.gguf`` file, or a cached hub id."""
+    """A Hugging Face tokenizer from a local folder, a ``.gguf`` file, or a hub id (downloaded
+    when not cached, unless offline mode is on: :mod:`precompute.backends.hub`)."""
     import os
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoTokenizer
+
+    from precompute.backends.hub import load_pretrained
 
     if str(model).endswith(".gguf"):
         folder, filename = os.path.split(os.path.abspath(model))
-        return AutoTokenizer.from_pretrained(folder, gguf_file=filename)
-    return AutoTokenizer.from_pretrained(model)
+        return AutoTokenizer.from_pretrained(folder, gguf_file=filename, local_files_only=True)
+    return load_pretrained(AutoTokenizer.from_pretrained, str(model), "tokenizer")

@@ -272,7 +272,6 @@ class RayVLLMEngine(_RayDataEngine):
         log_engine_metrics: bool = True,
         **engine_kwargs: Any,
     ) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         self.model_id = str(model)
         self.engine_kwargs = {
             "enable_prefix_caching": True,

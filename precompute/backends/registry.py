@@ -20,6 +20,10 @@ ENGINES: dict[str, str] = {
 }
 """Engine name → ``module:Class`` of its implementation."""
 
+#: Engine name → the option that sets its number of data-parallel replicas (what the command
+#: line's ``--dp N`` writes into each such model's ``options``).
+DATA_PARALLEL_OPTIONS: dict[str, str] = {"vllm": "dp", "ray-vllm": "concurrency"}
+
 
 def engine_class(name: str) -> type:
     """The class registered under ``name``."""

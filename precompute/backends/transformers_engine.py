@@ -31,6 +31,7 @@ from precompute.backends.base import (
 )
 from precompute.backends.chat import TemplatePrompts, encode_requests
 from precompute.backends.engine_stats import EngineStats
+from precompute.backends.hub import load_pretrained
 
 
 @dataclass
@@ -51,7 +52,9 @@ class TransformersEngine(TemplatePrompts):
     """Engine on ``transformers.AutoModelForCausalLM``.
 
     Args:
-        model: a Hugging Face folder, a hub id available offline, or a ``.gguf`` file.
+        model: a Hugging Face folder, a ``.gguf`` file, or a hub id (downloaded into the
+            Hugging Face cache when not there, unless ``HF_HUB_OFFLINE=1``; see
+            :mod:`precompute.backends.hub`).
         device: "auto" (CUDA when available), "cpu", "cuda", "cuda:1", …
         dtype: torch dtype name; default float32 on CPU, bfloat16 on GPU.
         batch_size: rows decoded together (ignored with ``prefix_reuse``).
@@ -74,7 +77,6 @@ class TransformersEngine(TemplatePrompts):
         prefix_reuse: bool = False,
         threads: int | None = None,
     ) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -84,13 +86,17 @@ class TransformersEngine(TemplatePrompts):
         model = str(model)
         if model.endswith(".gguf"):
             folder, filename = os.path.split(os.path.abspath(model))
-            self.tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
+            self.tokenizer = AutoTokenizer.from_pretrained(
+                folder, gguf_file=filename, local_files_only=True
+            )
             self.model = AutoModelForCausalLM.from_pretrained(
-                folder, gguf_file=filename, dtype=torch_dtype
+                folder, gguf_file=filename, dtype=torch_dtype, local_files_only=True
             )
         else:
-            self.tokenizer = AutoTokenizer.from_pretrained(model)
-            self.model = AutoModelForCausalLM.from_pretrained(model, dtype=torch_dtype)
+            self.tokenizer = load_pretrained(AutoTokenizer.from_pretrained, model, "tokenizer")
+            self.model = load_pretrained(
+                AutoModelForCausalLM.from_pretrained, model, "model", dtype=torch_dtype
+            )
         self.model.to(device)
         self.model.eval()
         self.device = device

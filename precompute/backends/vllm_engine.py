@@ -117,7 +117,6 @@ class VLLMEngine(TemplatePrompts):
         check_every: int = 16,
         **llm_options: Any,
     ) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from precompute.backends.chat import load_tokenizer
 
         self.model_id = str(model)
