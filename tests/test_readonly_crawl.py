@@ -43,6 +43,8 @@ STATES = (
     "damaged-transfer_curves",
     "newer-schema",
     "missing",
+    "deep-manifest",
+    "tables-file",
 )
 #: Pages that read the damaged table on their first run (so they must show the message).
 READERS = {
@@ -79,6 +81,15 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     manifest["schema_version"] = 99
     (newer / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     paths["newer-schema"] = newer
+    # Issue 24, item 5: a manifest nested far deeper than Python's parser recurses, and a
+    # store whose tables/ is a file, each gave the generic "could not be drawn" message.
+    deep = Path(shutil.copytree(good.path, root / "deep"))
+    (deep / "manifest.json").write_text('{"x": ' + "[" * 50_000 + "]" * 50_000 + "}")
+    paths["deep-manifest"] = deep
+    flat = Path(shutil.copytree(good.path, root / "flat"))
+    shutil.rmtree(flat / "tables")
+    (flat / "tables").write_text("not a folder", encoding="utf-8")
+    paths["tables-file"] = flat
     return paths
 
 
