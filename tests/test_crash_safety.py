@@ -636,10 +636,14 @@ def _publish_command(store: Path, out: Path) -> list[str]:
 
 def test_publish_killed_at_every_step_leaves_the_old_site_or_the_new_one(tmp_path: Path) -> None:
     """Issue 24, item 10: publish wrote index.html, the CSV and the TeX in place, so a kill
-    left a truncated page beside the previous snapshot's CSV and TeX. The hook kills it after
-    each of its three files and just before the swap: each time the folder is the old site,
-    byte for byte; the run after that leaves the new site and no temporary folder."""
-    from precompute.atomic_folder import KILL_IN_STAGING_ENV
+    left a truncated page beside the previous snapshot's CSV and TeX. First a run stopped
+    inside the write of index.html, at a fixed byte: under a 1 MB file-size limit
+    (RLIMIT_FSIZE; Python ignores the SIGXFSZ, so the write fails with EFBIG) the page, with
+    plotly.js inline (over 3 MB), cannot be finished. Then the test hook SIGKILLs it after each
+    of its three files and just before the swap. Each time the folder is the old site, byte for
+    byte; the run after that leaves the new site and no temporary folder."""
+    import resource
+
     from tests.test_publish import hostile_store
     from tests.test_uncertainty_pages import hand_worked_efficiency
 
@@ -658,6 +662,17 @@ def test_publish_killed_at_every_step_leaves_the_old_site_or_the_new_one(tmp_pat
         assert done.returncode == 0, done.stderr[-2000:]
     old, new = _site(out), _site(reference)
     assert old != new and set(old) == {"index.html", "leaderboard.csv", "leaderboard.tex"}
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    cut = subprocess.run(
+        _publish_command(new_store, out), env=_env(), capture_output=True, preexec_fn=small_files
+    )
+    assert cut.returncode == 1 and b"File too large" in cut.stderr, cut.stderr[-2000:]
+    assert _site(out) == old, "stopped inside index.html: the site is not the old one"
+
+    from precompute.atomic_folder import KILL_IN_STAGING_ENV
 
     for step in (1, 2, 3, 4):
         env = {**_env(), KILL_IN_STAGING_ENV: str(step)}

@@ -391,12 +391,12 @@ def test_overwrite_replaces_the_gold_and_regrades_every_trace_of_the_problem(
         [{"problem_id": "d/q", "gold": "4", "reasoning": "4", "answer": "4", "sample": 2}],
     )
     report = ingest(fix, store, "m", overwrite=True)
-    # Graded again: the two earlier traces and this file's own (graded once on the way in).
-    assert report.kept == 1 and report.regraded == 3
     assert store.read("problems")["gold"].tolist() == ["4"]
     grades = store.read("grades").set_index("trace_id")["correct"].to_dict()
     # Every trace now graded against "4": answers 4, 5, 4 -> correct, wrong, correct.
     assert grades == {four: True, five: False, trace_id_for("m", "d/q", 2): True}
+    # Graded again: the two earlier traces and this file's own (graded once on the way in).
+    assert report.kept == 1 and report.regraded == 3
 
 
 def test_trace_ids_of_look_alike_field_splits_do_not_collide(tmp_path: Path) -> None:
