@@ -40,7 +40,11 @@ the store with the file, line (JSONL/CSV) or row number, field and reason; a mal
 one bad row, never a failed file. Trace ids are ``schema.trace_id_for(teacher, problem_id,
 sample)``, so ingesting the same file again changes nothing: rows whose trace is already in
 the store are skipped (``--overwrite`` rewrites them) and the file's earlier quarantine
-entries are replaced. Resuming is per table: when an earlier ingest of the same file was
+entries are replaced. Problem ids, teacher and dataset names are normalised to Unicode NFC. One
+problem has one prompt and one gold: a row whose prompt or gold differs from the stored one (in
+the store, or from this file's first row of the problem) is quarantined naming the stored
+value; with ``--overwrite`` it replaces it and every graded trace of the problem is regraded
+against the new gold. A gold for a problem stored without one fills it in. Resuming is per table: when an earlier ingest of the same file was
 killed after a batch's traces part landed but before its grades (or problems) part, the rerun
 writes the missing rows and keeps the traces.
 
