@@ -16,7 +16,21 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["markdown_literal", "plotly_literal", "plotly_literals", "without_local_paths"]
+__all__ = [
+    "BIDI_CONTROLS",
+    "markdown_literal",
+    "plotly_literal",
+    "plotly_literals",
+    "visible_bidi",
+    "without_local_paths",
+]
+
+#: Unicode's bidirectional formatting characters (embeddings, overrides, isolates, marks). One of
+#: them in a name reorders what follows it on screen: "abc\u202eexe.txt" shows as "abctxt.exe".
+BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+_BIDI_ESCAPES = {ord(c): f"\\u{ord(c):04x}" for c in BIDI_CONTROLS}
 
 # Every ASCII punctuation character may be backslash-escaped in CommonMark, and an escaped one
 # is always shown literally. Escaping all of them (not only today's special ones) also covers
@@ -29,10 +43,13 @@ _LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
 _AUTOLINK_START = re.compile(r"(?<=:)(?=//)|(?i:(?<=www)(?=\.))|(?<=@)")
 # An absolute local path (POSIX, home-relative, Windows drive or file: URL). It must not follow a
 # character that would make it the middle of a word, URL or relative path ("org/model" and
-# "https://host/x" are not local paths).
+# "https://host/x" are not local paths). Folder names may hold any character (spaces, commas,
+# brackets), so a path runs to the end of its line or JSON string: only a double quote that is
+# not escaped, a line break or an angle bracket ends it.
 _LOCAL_PATH = re.compile(
-    r"(?<![\w.:/\\~-])(?:file://)?(?:~?/|[A-Za-z]:[\\/])[^\s\"'<>|,;()\[\]{}]*"
+    r"(?<![\w.:/\\~-])(?:file://)?(?:~?/|[A-Za-z]:[\\/])(?:\\.|[^\"\n\r<>\\])*"
 )
+_SEPARATORS = re.compile(r"[\\/]")
 _PLOTLY_ENTITIES = str.maketrans(
     {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;", "$": "&#36;"}
 )
@@ -41,7 +58,8 @@ _PLOTLY_ENTITIES = str.maketrans(
 def markdown_literal(text: object) -> str:
     r"""``text`` escaped so that Streamlit's Markdown shows it literally, on one line.
 
-    Formula: every run of line breaks becomes one space; an invisible word joiner (U+2060) goes
+    Formula: bidi controls become their ``\uXXXX`` escape (:func:`visible_bidi`); every run of
+    line breaks becomes one space; an invisible word joiner (U+2060) goes
     into ``://``, after ``www`` before ``.`` and after ``@``; then every ASCII punctuation
     character ``c`` becomes ``\c`` (CommonMark backslash escapes). The word joiner is needed
     because GitHub-style autolinks (``https://…``, ``www.…``, ``a@b.org``) are found in the text
@@ -60,7 +78,7 @@ def markdown_literal(text: object) -> str:
     >>> print(markdown_literal("a\n# b"))
     a \# b
     """
-    one_line = _LINE_BREAKS.sub(" ", str(text))
+    one_line = _LINE_BREAKS.sub(" ", visible_bidi(text))
     unlinked = _AUTOLINK_START.sub("\u2060", one_line)
     return _MARKDOWN_PUNCTUATION.sub(r"\\\1", unlinked)
 
@@ -73,15 +91,26 @@ def plotly_literal(text: object) -> str:
     ``<`` and ``>`` become named entities, quotes and ``$`` (a label between ``$`` is typeset
     as LaTeX where MathJax is loaded) numeric ones.
 
-    Formula: ``&`` → ``&amp;``, ``<`` → ``&lt;``, ``>`` → ``&gt;``, ``"`` → ``&#34;``,
-    ``'`` → ``&#39;``, ``$`` → ``&#36;``; every other character is kept.
+    Formula: bidi controls → ``\\uXXXX`` (:func:`visible_bidi`); ``&`` → ``&amp;``,
+    ``<`` → ``&lt;``, ``>`` → ``&gt;``, ``"`` → ``&#34;``, ``'`` → ``&#39;``, ``$`` → ``&#36;``;
+    every other character is kept.
 
     >>> plotly_literal('<a href="https://e.x/p">X</a>')
     '&lt;a href=&#34;https://e.x/p&#34;&gt;X&lt;/a&gt;'
     >>> plotly_literal("R&D costs $5")
     'R&amp;D costs &#36;5'
     """
-    return str(text).translate(_PLOTLY_ENTITIES)
+    return visible_bidi(text).translate(_PLOTLY_ENTITIES)
+
+
+def visible_bidi(text: object) -> str:
+    r"""``str(text)`` with every bidirectional control (:data:`BIDI_CONTROLS`) written as its
+    ``\uXXXX`` escape, so that a name cannot reorder what is shown after it.
+
+    >>> visible_bidi("report\u202egpj.exe")
+    'report\\u202egpj.exe'
+    """
+    return str(text).translate(_BIDI_ESCAPES)
 
 
 def plotly_literals(values: object) -> list[str]:
@@ -96,20 +125,24 @@ def plotly_literals(values: object) -> list[str]:
 def without_local_paths(text: object) -> str:
     r"""``text`` with every absolute local path cut to its last component, for a hosted app.
 
-    Formula: each match of an absolute path (``/…``, ``~/…``, ``C:\…``, ``file:///…``) not
-    preceded by a word, URL or path character becomes ``…/`` + its last non-empty component.
+    Formula: each absolute path (``/…``, ``~/…``, ``C:\…``, ``file:///…``) not preceded by a
+    word, URL or path character runs to the next unescaped double quote, line break, ``<`` or
+    ``>`` (folder names may hold spaces, commas and brackets) and becomes ``…/`` + what follows
+    its last ``/`` or ``\``; trailing separators and spaces are dropped.
 
     >>> without_local_paths('{"model": "/root/.cache/legival/models/rm-standin"}')
     '{"model": "…/rm-standin"}'
     >>> without_local_paths("org/model at https://hf.co/org/model, not ~/data/x.jsonl")
     'org/model at https://hf.co/org/model, not …/x.jsonl'
+    >>> without_local_paths('"/srv/Secret Project (v2), client ACME/traces of acme.jsonl"')
+    '"…/traces of acme.jsonl"'
     """
     return _LOCAL_PATH.sub(_last_component, str(text))
 
 
 def _last_component(match: re.Match[str]) -> str:
     path = match.group(0)
-    core = path.rstrip(":.")  # "…/part.arrow: truncated" keeps its colon
-    parts = [p for p in re.split(r"[\\/]", core) if p and p not in ("~", "file:")]
+    body = path.rstrip()
+    parts = [p for p in _SEPARATORS.split(body) if p.strip() and p not in ("~", "file:")]
     last = parts[-1] if parts and not re.fullmatch(r"[A-Za-z]:", parts[-1]) else ""
-    return ("…/" + last if last else "…") + path[len(core) :]
+    return ("…/" + last if last else "…") + path[len(body) :]

@@ -11,6 +11,7 @@ when a value does not fit, raises :class:`SchemaError` naming the table, the row
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -505,14 +506,26 @@ TRANSFER_CURVES = _register(
 
 
 def trace_id_for(teacher: str, problem_id: str, sample: int = 0) -> str:
-    """Stable, short id of a trace: a hash of (teacher, problem_id, sample).
+    """Stable, short id of a trace: BLAKE2b-64 of an unambiguous encoding of (teacher,
+    problem_id, sample).
+
+    Encoding: the three fields joined by U+001F when neither name holds a U+001F (every id ever
+    made with a name without one keeps its value: such a string has exactly two separators, so
+    it splits back one way only); otherwise the JSON array ``[teacher, problem_id, sample]``,
+    in which JSON writes U+001F as ``\\u001f``, so it holds no raw U+001F and can never equal a
+    joined string. Two different triples therefore never share an encoding (before, teacher
+    ``m`` on problem ``ds/p␟ds/q`` and teacher ``m␟ds/p`` on ``ds/q`` did).
 
     >>> trace_id_for("gpt-4", "champ/P_Inequality_1")
     't-e7ee3b61eac5d7e4'
+    >>> trace_id_for("m", "ds/p\x1fds/q") == trace_id_for("m\x1fds/p", "ds/q")
+    False
     """
-    digest = hashlib.blake2b(
-        f"{teacher}\x1f{problem_id}\x1f{int(sample)}".encode(), digest_size=8
-    ).hexdigest()
+    if "\x1f" in teacher or "\x1f" in problem_id:
+        encoded = json.dumps([teacher, problem_id, int(sample)], ensure_ascii=False)
+    else:
+        encoded = f"{teacher}\x1f{problem_id}\x1f{int(sample)}"
+    digest = hashlib.blake2b(encoded.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
     return f"t-{digest}"
 
 

@@ -5,20 +5,28 @@ Layout of a store ``<root>/``::
     manifest.json                     schema_version, created, config, provenance, per-table parts
     tables/<name>/part-<seq>-<pid>-<uid>.arrow   Arrow IPC file (Feather v2), zstd-compressed
     tables/<name>/corrupt/            parts moved aside by :meth:`Store.quarantine_part`
+    corrupt/                          anything else it moved aside (a linked folder or log)
     logs/<stage>.log                  stage logs (:meth:`Store.log_path`)
     quarantine.jsonl                  input rows an ingest rejected (appended under the lock)
     .lock                             advisory lock taken by writers (``fcntl.flock``)
 
-Rules that make the store safe to interrupt and to share between processes:
+Rules that make the store safe to interrupt, to share between processes, and to receive:
 
 * **Parts are immutable and appear atomically.** A part is written to ``.tmp-<host>-<pid>-<uid>``
-  in its table folder, fsynced, then renamed to its final name; the manifest is replaced the same
-  way. A crash leaves at worst a temp file, which readers ignore and the next writer deletes once
-  its owner is gone (same host, dead pid) or it is older than :data:`TEMP_MAX_AGE_S`.
-* **The directory listing is the truth; the manifest is a summary.** :meth:`Store.read` reads every
-  part file whose name matches the part pattern, whether or not the manifest lists it, so a crash
-  between a part's rename and the manifest update loses nothing. Such parts are *adopted*: the next
-  writer adds them to the manifest.
+  in its table folder and fsynced; under the lock the manifest lists it as ``pending`` with its
+  checksum, the temp file is renamed to its final name, and the manifest is saved again without
+  the mark (:meth:`Store._land`). A crash leaves at worst a temp file, which readers ignore and
+  the next writer deletes once its owner is gone (same host, dead pid) or it is older than
+  :data:`TEMP_MAX_AGE_S`, and a pending entry, which the next writer settles.
+* **The manifest is the truth.** :meth:`Store.read` combines exactly the parts the manifest
+  lists (a pending one once its file is there); a file the manifest does not list is never
+  read and :meth:`Store.verify` reports it. A store is something people receive, and the
+  manifest, with a BLAKE2b checksum per part, is the one file to compare through a trusted
+  channel.
+* **Nothing is opened through a link.** Files are opened with ``O_NOFOLLOW | O_NONBLOCK`` and
+  checked to be regular files (a FIFO would block, a device or a link would reach outside), and
+  the folders on the way are checked to be real folders; parts are memory-mapped from the
+  checked descriptor. Logs, the lock, temp files and parts are only created inside the store.
 * **Latest part wins.** Each part's name starts with a sequence number that a writer draws, under
   the lock, one above every part the table ever had. Reading concatenates the parts, keeps for each
   key the row of the highest-numbered part, and sorts by the key columns, so the result does not
@@ -45,10 +53,12 @@ import datetime as _dt
 import enum
 import json
 import math
+import mmap
 import os
 import re
 import signal
 import socket
+import stat
 import sys
 import threading
 import time
@@ -64,6 +74,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from legival_core import schema
+from legival_core.safe_export import csv_arrow, csv_uncell
 
 try:  # POSIX; Windows falls back to msvcrt below
     import fcntl
@@ -132,6 +143,10 @@ class _UnreadablePart(Exception):
         super().__init__(f"{path}: {reason}")
 
 
+class _ManifestMoved(Exception):
+    """Internal: a listed part vanished because the manifest changed meanwhile (a merge)."""
+
+
 # --- small helpers -------------------------------------------------------------------------------
 
 
@@ -155,7 +170,7 @@ def _digest(path: Path) -> str:
     import hashlib
 
     digest = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as handle:
+    with os.fdopen(_open_plain(path, os.O_RDONLY), "rb") as handle:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
@@ -200,6 +215,90 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+class NotPlainFile(StoreError):
+    """A path inside a store is a symbolic link, a FIFO, a device or a folder where a plain
+    file (or a plain folder) belongs; the store never opens or writes through it."""
+
+    def __init__(self, path: Path, reason: str):
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+#: Flags that keep an open from following a symbolic link or waiting on a FIFO.
+_SAFE_FLAGS = (
+    getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def _kind(mode: int) -> str:
+    """What a file is, in words, from its ``st_mode``."""
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
+
+
+def _open_plain(path: Path, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` that refuses anything but a regular file: a symbolic link as the last
+    component fails (``O_NOFOLLOW``), a FIFO opens without blocking (``O_NONBLOCK``) and is then
+    refused after ``fstat``. Raises :class:`NotPlainFile` naming the path and what it is."""
+    try:
+        fd = os.open(path, flags | _SAFE_FLAGS, mode)
+    except OSError as exc:
+        try:
+            found = os.lstat(path)
+        except OSError:
+            raise exc from None
+        if not stat.S_ISREG(found.st_mode):
+            raise NotPlainFile(path, f"is {_kind(found.st_mode)}, not a file; not opened") from None
+        raise
+    found = os.fstat(fd)
+    if not stat.S_ISREG(found.st_mode):
+        os.close(fd)
+        raise NotPlainFile(path, f"is {_kind(found.st_mode)}, not a file; not opened")
+    return fd
+
+
+def _plain_dir(path: Path, *, create: bool = False) -> bool:
+    """Whether ``path`` is a real folder (not a symbolic link to one); ``create`` makes it when
+    absent. Anything else at ``path`` raises :class:`NotPlainFile`."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        if not create:
+            return False
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path)
+        found = os.lstat(path)
+    if not stat.S_ISDIR(found.st_mode):
+        raise NotPlainFile(path, f"is {_kind(found.st_mode)}, not a folder; not used")
+    return True
+
+
+def _is_plain_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file itself (``lstat``: a link to one is not)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _is_plain_dir(path: Path) -> bool:
+    """Whether ``path`` is a folder itself (``lstat``: a link to one is not)."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _pid_alive(pid: int) -> bool:
@@ -380,9 +479,28 @@ def _part_metadata(name: str, table: pa.Table, stage: str | None) -> dict[bytes,
 def _open_reader(
     path: Path, fields: Sequence[str] | None
 ) -> tuple[pa.ipc.RecordBatchFileReader, pa.Schema]:
-    """Open a part memory-mapped; ``fields`` limits which columns get decoded."""
+    """Open a part memory-mapped; ``fields`` limits which columns get decoded.
+
+    The file is opened by :func:`_open_plain` (no symbolic link, no FIFO) and mapped from that
+    descriptor, so what is checked is what is read."""
     try:
-        source = pa.memory_map(str(path), "r")
+        fd = _open_plain(path, os.O_RDONLY)
+    except NotPlainFile as exc:
+        raise _UnreadablePart(exc.path, exc.reason) from None
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise _UnreadablePart(path, f"cannot be opened ({exc.strerror or exc})") from None
+    try:
+        if os.fstat(fd).st_size == 0:
+            raise _UnreadablePart(path, "not a readable Arrow IPC file (empty)")
+        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as exc:
+        raise _UnreadablePart(path, f"cannot be mapped ({exc})") from None
+    finally:
+        os.close(fd)
+    try:
+        source = pa.BufferReader(pa.py_buffer(mapped))
         reader = pa.ipc.open_file(source)
         file_schema = reader.schema
         if fields is not None:
@@ -620,7 +738,42 @@ def _check_manifest(data: Any, path: Path) -> dict[str, Any]:
                 value = part.get(count)
                 if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
                     raise fail(f"{where}.{count}", f"must be an integer, got {_short(value, 40)}")
+            if not isinstance(part.get("pending", False), bool):
+                raise fail(f"{where}.pending", "must be true or false")
+        retired = entry.get("retired", [])
+        if not isinstance(retired, list) or not all(
+            isinstance(f, str) and _PART_RE.match(f) for f in retired
+        ):
+            raise fail(f"tables.{name}.retired", "must be a list of part file names")
     return data
+
+
+#: How deeply a manifest may nest lists and objects. A manifest this legival writes nests about
+#: six levels (config sections inside a provenance record); Python's JSON parser gives up with a
+#: RecursionError somewhere near a thousand, which must never be what a received store meets.
+MANIFEST_MAX_DEPTH = 64
+
+# A JSON string, written so that the regular expression runs in linear time.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_OPENERS = np.zeros(256, dtype=np.int64)
+_OPENERS[[ord("["), ord("{")]] = 1
+_OPENERS[[ord("]"), ord("}")]] = -1
+
+
+def json_depth(text: str) -> int:
+    """Deepest nesting of lists and objects in JSON ``text``, counted without parsing it.
+
+    Formula: strings are removed, then depth = max over positions of (``[`` and ``{`` seen) −
+    (``]`` and ``}`` seen); valid or not, the count costs one pass and no recursion.
+
+    >>> json_depth('{"a": [1, {"b": "[[["}]}')
+    3
+    >>> json_depth("[]"), json_depth("7")
+    (1, 0)
+    """
+    bare = _JSON_STRING.sub("", text).encode("utf-8", "replace")
+    steps = _OPENERS[np.frombuffer(bare, dtype=np.uint8)]
+    return int(np.cumsum(steps).max(initial=0))
 
 
 _JSON_KIND = {int: "integer", str: "string", dict: "object", list: "list"}
@@ -695,13 +848,14 @@ class Store:
             raise StoreError(
                 f"{root}: folder is not empty and is not a store; not creating one there"
             )
-        (root / TABLES_DIR).mkdir(parents=True, exist_ok=True)
-        (root / LOGS_DIR).mkdir(exist_ok=True)
+        root.mkdir(parents=True, exist_ok=True)
+        _plain_dir(root / TABLES_DIR, create=True)
+        _plain_dir(root / LOGS_DIR, create=True)
         store = cls(root)
         with store._locked():
             if not (root / MANIFEST_NAME).exists():
                 manifest = _new_manifest(config)
-                store._reconcile(manifest)  # a tables/ folder without manifest: recover its parts
+                store._adopt_parts(manifest)  # a tables/ folder without manifest: recover it
                 store._save_manifest(manifest)
         if config:
             store._adopt_config(dict(config))
@@ -753,11 +907,18 @@ class Store:
     def _load_manifest(self) -> dict[str, Any]:
         path = self.manifest_path
         try:
-            text = path.read_text(encoding="utf-8")
+            with os.fdopen(_open_plain(path, os.O_RDONLY), "rb") as handle:
+                text = handle.read().decode("utf-8")
         except FileNotFoundError:
             raise StoreError(f"{path}: not found; {self.path} is not a results store") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise StoreError(f"{path}: cannot be read ({exc})") from None
+        depth = json_depth(text)
+        if depth > MANIFEST_MAX_DEPTH:
+            raise StoreError(
+                f"{path}: lists and objects nested {depth} levels deep (at most "
+                f"{MANIFEST_MAX_DEPTH}); not a manifest legival wrote"
+            )
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -789,11 +950,37 @@ class Store:
         self._save_manifest(manifest)
 
     def _reconcile(self, manifest: dict[str, Any]) -> None:
-        """Adopt parts that are on disk but not in the manifest (a writer crashed in between)."""
+        """Finish what a killed writer left (the caller holds the lock, so no writer is between
+        its manifest update and its rename now): a ``pending`` part whose file landed becomes
+        an ordinary part, one whose file never landed is dropped (its rows were not written),
+        and the files a merge retired are deleted. Parts the manifest does not list are never
+        adopted here: the manifest is what a reader trusts, and an unlisted file may come from
+        anyone; :meth:`verify` reports it."""
+        for name, entry in manifest["tables"].items():
+            if name not in schema.TABLES:
+                continue
+            folder = self.path / TABLES_DIR / name
+            kept = []
+            for part in entry["parts"]:
+                if part.get("pending"):
+                    if not _is_plain_file(folder / part["file"]):
+                        continue  # never renamed into place; its temp file is cleaned as stale
+                    del part["pending"]
+                kept.append(part)
+            entry["parts"] = kept
+            listed = {p["file"] for p in kept}
+            for file in entry.pop("retired", []):
+                if file not in listed and _is_plain_file(folder / file):
+                    (folder / file).unlink(missing_ok=True)
+            _recount(entry)
+
+    def _adopt_parts(self, manifest: dict[str, Any]) -> None:
+        """List the parts on disk in a manifest made for a ``tables/`` folder that has none
+        (:meth:`create` over a store whose manifest was deleted): an explicit recovery."""
         for name in self._table_dirs():
             entry = _table_entry(manifest, name)
             listed = {p["file"] for p in entry["parts"]}
-            for path in self._part_paths(name):
+            for path in self._disk_parts(name):
                 if path.name in listed:
                     continue
                 rows = _part_rows(path)
@@ -825,7 +1012,7 @@ class Store:
             finally:
                 self._local.depth -= 1
             return
-        fd = os.open(self.path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_plain(self.path / LOCK_NAME, os.O_RDWR | os.O_CREAT)  # never through a link
         try:
             _lock_fd(fd)
             self._local.depth = 1
@@ -844,7 +1031,7 @@ class Store:
         folders = [self.path, *(self.path / TABLES_DIR / n for n in self._table_dirs())]
         for folder in folders:
             for path in folder.glob(_TEMP_PREFIX + "*"):
-                if path.is_file() and _temp_is_stale(path, now):
+                if _is_plain_file(path) and _temp_is_stale(path, now):
                     path.unlink(missing_ok=True)
                     removed.append(path)
         return removed
@@ -856,25 +1043,49 @@ class Store:
         return self.path / TABLES_DIR / name
 
     def _table_dirs(self) -> list[str]:
-        """Names of known tables that have a folder under tables/."""
+        """Names of known tables that have a real folder (not a link) under tables/."""
         root = self.path / TABLES_DIR
-        if not root.is_dir():
+        if not _is_plain_dir(root):
             return []
-        return sorted(p.name for p in root.iterdir() if p.is_dir() and p.name in schema.TABLES)
+        return sorted(
+            p.name for p in root.iterdir() if p.name in schema.TABLES and _is_plain_dir(p)
+        )
+
+    def _disk_parts(self, name: str) -> list[Path]:
+        """Plain files named like parts in a table's real folder (listed or not)."""
+        folder = self.path / TABLES_DIR / name
+        if not (_is_plain_dir(self.path / TABLES_DIR) and _is_plain_dir(folder)):
+            return []
+        parts = [p for p in folder.iterdir() if _PART_RE.match(p.name) and _is_plain_file(p)]
+        return sorted(parts, key=lambda p: (_seq_of(p), p.name))
+
+    def _listed(
+        self, name: str, manifest: Mapping[str, Any] | None = None
+    ) -> list[tuple[Path, dict[str, Any]]]:
+        """The parts of a table that the manifest lists, with their entries, in sequence order
+        (the order in which 'latest wins' applies). A ``pending`` part whose file has not landed
+        is left out: its writer is between its manifest update and its rename, or was killed
+        there."""
+        folder = self._table_dir(name)
+        manifest = self._load_manifest() if manifest is None else manifest
+        entry = manifest["tables"].get(name) or {}
+        listed = []
+        for part in entry.get("parts", []):
+            path = folder / part["file"]
+            if part.get("pending") and not os.path.lexists(path):
+                continue
+            listed.append((path, part))
+        return sorted(listed, key=lambda item: (_seq_of(item[0]), item[0].name))
 
     def _part_paths(self, name: str) -> list[Path]:
-        """Part files of a table, in sequence order (the order in which 'latest wins' applies)."""
-        folder = self._table_dir(name)
-        if not folder.is_dir():
-            return []
-        parts = [p for p in folder.iterdir() if _PART_RE.match(p.name)]
-        return sorted(parts, key=lambda p: (_seq_of(p), p.name))
+        """Part files of a table that :meth:`read` combines, in sequence order."""
+        return [path for path, _ in self._listed(name)]
 
     def _next_seq(self, name: str, manifest: dict[str, Any]) -> int:
         folder = self._table_dir(name)
-        seen = [_seq_of(p) for p in self._part_paths(name)]
+        seen = [_seq_of(p) for p in self._disk_parts(name)]
         corrupt = folder / CORRUPT_DIR
-        if corrupt.is_dir():
+        if _is_plain_dir(corrupt):
             seen += [_seq_of(p) for p in corrupt.iterdir()]
         entry = manifest["tables"].get(name, {})
         seen.append(int(entry.get("last_seq", 0)))
@@ -882,11 +1093,13 @@ class Store:
         return max(seen) + 1
 
     def tables(self) -> list[str]:
-        """Known tables that have at least one part on disk."""
-        return [n for n in self._table_dirs() if self._part_paths(n)]
+        """Known tables that the manifest lists at least one part of."""
+        manifest = self._load_manifest()
+        names = sorted(n for n in manifest["tables"] if n in schema.TABLES)
+        return [n for n in names if self._listed(n, manifest)]
 
     def has(self, table: str) -> bool:
-        """Whether ``table`` has at least one part on disk."""
+        """Whether the manifest lists at least one part of ``table``."""
         return bool(self._part_paths(table))
 
     def parts(self, table: str) -> list[Path]:
@@ -914,8 +1127,7 @@ class Store:
         arrow = schema.validate_frame(table, data)
         arrow = _sort_by_keys(table, spec.keys, arrow)
         arrow = arrow.replace_schema_metadata(_part_metadata(table, arrow, stage))
-        folder = self._table_dir(table)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = self._writable_table_dir(table)
         temp = folder / _temp_name(".arrow")
         try:
             _write_ipc(temp, arrow)
@@ -926,27 +1138,55 @@ class Store:
                 self._reconcile(manifest)
                 seq = self._next_seq(table, manifest)
                 final = folder / f"part-{seq:08d}-{os.getpid()}-{uuid.uuid4().hex[:12]}.arrow"
-                os.replace(temp, final)
-                _fsync_dir(folder)
                 entry = _table_entry(manifest, table)
-                entry["parts"].append(
-                    {
-                        "file": final.name,
-                        "rows": arrow.num_rows,
-                        "bytes": final.stat().st_size,
-                        "blake2b": digest,
-                        "stage": stage,
-                        "time": _now(),
-                    }
-                )
+                record = {
+                    "file": final.name,
+                    "rows": arrow.num_rows,
+                    "bytes": temp.stat().st_size,
+                    "blake2b": digest,
+                    "stage": stage,
+                    "time": _now(),
+                }
+                entry["parts"].append(record)
                 if stage and stage not in entry.setdefault("stages", []):
                     entry["stages"].append(stage)
-                _recount(entry)
-                self._save_manifest(manifest)
+                self._land(manifest, entry, record, temp, final)
         finally:
             temp.unlink(missing_ok=True)
         _kill_if_asked(table)
         return final
+
+    def _writable_table_dir(self, name: str) -> Path:
+        """``tables/<name>/``, made if absent; a link or a file there is refused (a write must
+        not land outside the store)."""
+        folder = self._table_dir(name)
+        _plain_dir(folder.parent, create=True)
+        _plain_dir(folder, create=True)
+        return folder
+
+    def _land(
+        self,
+        manifest: dict[str, Any],
+        entry: dict[str, Any],
+        record: dict[str, Any],
+        temp: Path,
+        final: Path,
+    ) -> None:
+        """Put a new part in place, the manifest first (the caller holds the lock).
+
+        The manifest lists the part as ``pending`` with its checksum before the temp file is
+        renamed to its final name, then without the mark. Readers follow the manifest, so a
+        kill before the rename leaves a pending entry with no file (not read; the next writer
+        drops it) and a kill after it a pending entry with its file (read; the next writer
+        clears the mark): no moment shows a part the manifest does not vouch for."""
+        record["pending"] = True
+        _recount(entry)
+        self._save_manifest(manifest)
+        os.replace(temp, final)
+        _fsync_dir(final.parent)
+        del record["pending"]
+        _recount(entry)
+        self._save_manifest(manifest)
 
     def record_stage(self, stage: str, **provenance: Any) -> None:
         """Append a provenance record: time, stage, the keyword arguments given (config, model
@@ -960,11 +1200,17 @@ class Store:
             self._update_manifest(lambda m: m["provenance"].append(record))
 
     def log_path(self, stage: str) -> Path:
-        """``<store>/logs/<stage>.log`` (the folder is created)."""
+        """``<store>/logs/<stage>.log`` (the folder is created).
+
+        A ``logs`` folder or log file that is a symbolic link, a FIFO or a device raises
+        :class:`NotPlainFile`: a stage's log is written inside the store or not at all."""
         _check_stage_name(stage)
         folder = self.path / LOGS_DIR
-        folder.mkdir(exist_ok=True)
-        return folder / f"{stage}.log"
+        _plain_dir(folder, create=True)
+        path = folder / f"{stage}.log"
+        if os.path.lexists(path) and not _is_plain_file(path):
+            raise NotPlainFile(path, f"is {_kind(os.lstat(path).st_mode)}, not a file; not used")
+        return path
 
     @property
     def quarantine_path(self) -> Path:
@@ -998,13 +1244,16 @@ class Store:
                     return target  # the same entries again: the file stays as it is
                 self._rewrite_quarantine(replacing or {}, lines)
                 return target
-            with open(target, "ab") as handle:  # created even when empty: ingest ran here
+            # Created even when empty (ingest ran here); never through a link or into a FIFO.
+            fd = _open_plain(target, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+            with os.fdopen(fd, "r+b") as handle:
+                size = os.fstat(fd).st_size
                 # A writer killed mid-line left a partial last line: start on a fresh line.
-                needs_newline = handle.tell() > 0 and _last_byte(target) != b"\n"
+                needs_newline = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
                 data = "".join(line + "\n" for line in lines).encode("utf-8")
                 handle.write((b"\n" if needs_newline else b"") + data)
                 handle.flush()
-                os.fsync(handle.fileno())
+                os.fsync(fd)
         return target
 
     def _quarantine_entries(
@@ -1016,9 +1265,10 @@ class Store:
         given without parsing them: a re-ingest scans a large file in a fraction of the time.
         """
         needles = [_quarantine_line(v) for v in (only or {}).values() if isinstance(v, str)]
-        if not self.quarantine_path.exists():
+        if not os.path.lexists(self.quarantine_path):
             return
-        with open(self.quarantine_path, encoding="utf-8", errors="replace") as handle:
+        fd = _open_plain(self.quarantine_path, os.O_RDONLY)
+        with os.fdopen(fd, encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 text = line.rstrip("\n")
                 if not text.strip():
@@ -1084,15 +1334,7 @@ class Store:
         key_filter, other_filter = _filter_expressions(spec, filters)
         filter_columns = list((filters or {}).keys())
         needed = list(dict.fromkeys([*spec.keys, *wanted, *filter_columns]))
-        for attempt in range(5):
-            try:
-                pieces = self._read_pieces(spec, needed, key_filter, on_corrupt)
-                break
-            except FileNotFoundError:
-                # A merge removed parts between listing and opening them: list again.
-                if attempt == 4:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
+        pieces = self._read_listed(spec, needed, key_filter, on_corrupt)
         if not pieces:
             return pa.schema([spec.schema.field(c) for c in wanted]).empty_table()
         result = _dedupe_and_sort(pieces, spec.keys)
@@ -1100,34 +1342,74 @@ class Store:
             result = result.filter(other_filter)
         return result.select(wanted)
 
-    def _read_pieces(
+    def _read_listed(
         self,
         spec: schema.TableSpec,
         needed: list[str],
         key_filter: pc.Expression | None,
         on_corrupt: OnCorrupt,
     ) -> list[tuple[pa.Table, bool]]:
+        """:meth:`_read_pieces` of the parts the manifest lists now; a merge that removes
+        parts between the manifest's reading and a part's opening makes it read again."""
+        for attempt in range(8):
+            manifest = self._load_manifest()
+            try:
+                return self._read_pieces(spec, needed, key_filter, on_corrupt, manifest)
+            except _ManifestMoved:
+                time.sleep(0.05 * (attempt + 1))
+        raise StoreError(
+            f"{self.manifest_path}: changed on every one of 8 reads of table '{spec.name}' "
+            "(a writer merging it over and over); try again"
+        )
+
+    def _read_pieces(
+        self,
+        spec: schema.TableSpec,
+        needed: list[str],
+        key_filter: pc.Expression | None,
+        on_corrupt: OnCorrupt,
+        manifest: Mapping[str, Any],
+    ) -> list[tuple[pa.Table, bool]]:
         pieces = []
-        for path in self._part_paths(spec.name):
+        listed = self._listed(spec.name, manifest)
+        folder = self._table_dir(spec.name)
+        try:
+            if listed:  # the parts are read only from real folders inside the store
+                _plain_dir(folder.parent)
+                _plain_dir(folder)
+        except NotPlainFile as exc:
+            listed = []
+            self._unreadable(_UnreadablePart(exc.path, exc.reason), on_corrupt)
+        for path, _ in listed:
             try:
                 piece, is_sorted = _read_part(path, spec, needed)
+            except FileNotFoundError:
+                if self._listed(spec.name) != self._listed(spec.name, manifest):
+                    raise _ManifestMoved() from None
+                gone = _UnreadablePart(path, f"listed in {MANIFEST_NAME} but missing on disk")
+                self._unreadable(gone, on_corrupt)
+                continue
             except _UnreadablePart as exc:
-                if on_corrupt == "skip":
-                    warnings.warn(
-                        f"skipping unreadable part {exc.path}: {exc.reason}",
-                        RuntimeWarning,
-                        stacklevel=4,
-                    )
-                    continue
-                raise StoreError(
-                    f"{exc.path}: {exc.reason}. Run Store.verify(); Store.quarantine_part() moves "
-                    "the file aside so the stage can redo its rows"
-                ) from None
+                self._unreadable(exc, on_corrupt)
+                continue
             if key_filter is not None:
                 piece = piece.filter(key_filter)
             if piece.num_rows:
                 pieces.append((piece, is_sorted))
         return pieces
+
+    @staticmethod
+    def _unreadable(exc: _UnreadablePart, on_corrupt: OnCorrupt) -> None:
+        """Warn (``on_corrupt="skip"``) or raise the :class:`StoreError` naming the file."""
+        if on_corrupt == "skip":
+            warnings.warn(
+                f"skipping unreadable part {exc.path}: {exc.reason}", RuntimeWarning, stacklevel=5
+            )
+            return
+        raise StoreError(
+            f"{exc.path}: {exc.reason}. Run Store.verify(); Store.quarantine_part() moves "
+            "the file aside so the stage can redo its rows"
+        ) from None
 
     def read(
         self,
@@ -1160,7 +1442,7 @@ class Store:
             found = self.read_arrow(table, key_columns, filters, on_corrupt=on_corrupt)
         else:
             # Without filters the union of all parts' keys is the answer: no dedupe needed.
-            pieces = [p for p, _ in self._read_pieces(spec, key_columns, None, on_corrupt)]
+            pieces = [p for p, _ in self._read_listed(spec, key_columns, None, on_corrupt)]
             if not pieces:
                 return set()
             found = pa.concat_tables(pieces)
@@ -1193,7 +1475,7 @@ class Store:
                         continue
                 merged = self.read_arrow(name)
                 merged = merged.replace_schema_metadata(_part_metadata(name, merged, "merge"))
-                folder = self._table_dir(name)
+                folder = self._writable_table_dir(name)
                 temp = folder / _temp_name(".arrow")
                 try:
                     _write_ipc(temp, merged)
@@ -1202,24 +1484,27 @@ class Store:
                     self._reconcile(manifest)
                     seq = self._next_seq(name, manifest)
                     final = folder / f"part-{seq:08d}-{os.getpid()}-{uuid.uuid4().hex[:12]}.arrow"
-                    os.replace(temp, final)
-                    _fsync_dir(folder)
-                finally:
-                    temp.unlink(missing_ok=True)
-                entry = _table_entry(manifest, name)
-                stages = entry.get("stages", [])
-                entry["parts"] = [
-                    {
+                    entry = _table_entry(manifest, name)
+                    record = {
                         "file": final.name,
                         "rows": merged.num_rows,
-                        "bytes": final.stat().st_size,
+                        "bytes": temp.stat().st_size,
                         "blake2b": digest,
                         "stage": "merge",
                         "time": _now(),
                         "merged_from": len(old),
                     }
-                ]
-                entry["stages"] = stages
+                    # Landed beside the old parts first: it supersedes every row of theirs, so
+                    # reading old + merged gives the same rows as either alone.
+                    entry["parts"].append(record)
+                    self._land(manifest, entry, record, temp, final)
+                finally:
+                    temp.unlink(missing_ok=True)
+                retired = [p["file"] for p in entry["parts"] if p is not record]
+                entry["parts"] = [record]
+                # The old files are deleted after the manifest drops them; a kill in between
+                # leaves them named here, and the next writer deletes them.
+                entry["retired"] = retired
                 _recount(entry)
                 manifest["provenance"].append(
                     {
@@ -1231,17 +1516,23 @@ class Store:
                     }
                 )
                 self._save_manifest(manifest)
-                for path in old:
-                    path.unlink(missing_ok=True)
+                for file in retired:
+                    if _is_plain_file(folder / file):
+                        (folder / file).unlink(missing_ok=True)
                 _fsync_dir(folder)
 
     def verify(self) -> list[str]:
         """Check every part and the manifest; return the problems found (empty list: all good).
 
-        Each problem names its file: truncated or corrupt parts, parts whose columns do not fit the
-        schema, parts with repeated keys or unsorted rows despite their flag, row counts that differ
-        from the part's footer, parts the manifest lists but the disk lacks, folders of unknown
-        tables and stray files. Temp files of writers in progress are not problems.
+        Each problem starts with the path it is about, which :meth:`quarantine_part` accepts:
+        truncated or corrupt parts, parts whose columns do not fit the schema, parts with repeated
+        keys or unsorted rows despite their flag, row counts that differ from the part's footer,
+        content that differs from the checksum in the manifest, parts listed without a checksum,
+        parts the manifest lists but the disk lacks, part files the manifest does not list (never
+        read: added by hand, or forged), symbolic links, FIFOs and other special files anywhere
+        in the store (never opened), folders of unknown tables and stray files. Temp files of
+        writers in progress, and the files of a merge that its writer had no time to delete, are
+        not problems.
         """
         problems: list[str] = []
         try:
@@ -1249,10 +1540,13 @@ class Store:
         except StoreError as exc:
             problems.append(str(exc))
             manifest = None
+        problems += self._special_files()
         tables_root = self.path / TABLES_DIR
-        if tables_root.is_dir():
+        if _is_plain_dir(tables_root):
             for folder in sorted(tables_root.iterdir()):
-                if not folder.is_dir():
+                if not (_is_plain_dir(folder) or _is_plain_file(folder)):
+                    continue  # a link or special file: reported above
+                if not _is_plain_dir(folder):
                     problems.append(f"{folder}: unexpected file in {TABLES_DIR}/")
                 elif folder.name not in schema.TABLES:
                     problems.append(f"{folder}: folder of an unknown table")
@@ -1260,26 +1554,86 @@ class Store:
                     problems += self._verify_table(folder, manifest)
         if manifest is not None:
             for name, entry in sorted(manifest["tables"].items()):
+                folder = tables_root / name
+                if not (_is_plain_dir(tables_root) and _is_plain_dir(folder)):
+                    if any(not p.get("pending") for p in entry["parts"]) and not os.path.lexists(
+                        folder
+                    ):
+                        problems.append(
+                            f"{folder}: listed in {MANIFEST_NAME} but missing on disk "
+                            f"({entry.get('rows')} rows lost)"
+                        )
+                    continue  # a link, file or special file in its place: reported above
                 for part in entry["parts"]:
-                    path = tables_root / name / part["file"]
-                    if not path.exists():
+                    path = folder / part["file"]
+                    if not os.path.lexists(path) and not part.get("pending"):
                         problems.append(
                             f"{path}: listed in {MANIFEST_NAME} but missing on disk "
                             f"({part.get('rows')} rows lost)"
                         )
         return problems
 
+    def _special_files(self) -> list[str]:
+        """Every symbolic link, FIFO, socket or device in the places a store reads or writes
+        (its top folder, ``logs/``, ``tables/`` and each table folder), and plain files where a
+        folder belongs; none of them is ever opened or followed."""
+        expected_dirs = {TABLES_DIR, LOGS_DIR, CORRUPT_DIR}
+        problems = []
+
+        def check(path: Path, want_dir: bool) -> bool:
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                return False
+            if stat.S_ISLNK(mode) or not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                problems.append(
+                    f"{path}: is {_kind(mode)}; the store never opens or follows it "
+                    "(Store.quarantine_part moves it aside)"
+                )
+                return False
+            if want_dir and not stat.S_ISDIR(mode):
+                problems.append(f"{path}: is a file where a folder belongs")
+                return False
+            return stat.S_ISDIR(mode)
+
+        for entry in sorted(self.path.iterdir()):
+            is_dir = check(entry, want_dir=entry.name in expected_dirs)
+            if not is_dir or entry.name == CORRUPT_DIR:
+                continue
+            if entry.name == LOGS_DIR:
+                for log in sorted(entry.iterdir()):
+                    check(log, want_dir=False)
+            elif entry.name == TABLES_DIR:
+                for folder in sorted(entry.iterdir()):
+                    if check(folder, want_dir=False) and folder.name in schema.TABLES:
+                        for item in sorted(folder.iterdir()):
+                            check(item, want_dir=item.name == CORRUPT_DIR)
+        return problems
+
     def _verify_table(self, folder: Path, manifest: dict[str, Any] | None) -> list[str]:
         spec = schema.spec(folder.name)
         problems = []
-        listed = {}
+        listed: dict[str, dict[str, Any]] = {}
+        retired: set[str] = set()
         if manifest is not None:
-            listed = {p["file"]: p for p in manifest["tables"].get(spec.name, {}).get("parts", [])}
+            entry = manifest["tables"].get(spec.name, {})
+            listed = {p["file"]: p for p in entry.get("parts", [])}
+            retired = set(entry.get("retired", []))
         for path in sorted(folder.iterdir()):
-            if (path.name == CORRUPT_DIR and path.is_dir()) or path.name.startswith(_TEMP_PREFIX):
+            if path.name == CORRUPT_DIR or path.name.startswith(_TEMP_PREFIX):
                 continue
+            if not _is_plain_file(path):
+                continue  # a link, FIFO or folder: reported by _special_files
             if not _PART_RE.match(path.name):
                 problems.append(f"{path}: not a part file (ignored by read)")
+                continue
+            entry = listed.get(path.name)
+            if entry is None:
+                if path.name not in retired and manifest is not None:
+                    problems.append(
+                        f"{path}: not listed in {MANIFEST_NAME}, so never read (added by hand "
+                        "or forged; a killed writer leaves none)"
+                    )
                 continue
             try:
                 table, is_sorted = _read_part(path, spec, spec.columns, full_check=True)
@@ -1300,15 +1654,19 @@ class Store:
                         problems.append(
                             f"{path}: footer says {declared} rows, holds {table.num_rows}"
                         )
-            entry = listed.get(path.name)
-            recorded = entry.get("blake2b") if entry else None
-            if isinstance(recorded, str) and recorded != _digest(path):
+            recorded = entry.get("blake2b")
+            if not isinstance(recorded, str):
+                problems.append(
+                    f"{path}: listed in {MANIFEST_NAME} without a checksum, so its content "
+                    "cannot be checked"
+                )
+            elif recorded != _digest(path):
                 problems.append(
                     f"{path}: content differs from its checksum in {MANIFEST_NAME} "
                     "(damaged on disk or edited)"
                 )
                 continue
-            if entry and entry.get("bytes") is not None and entry["bytes"] != path.stat().st_size:
+            if entry.get("bytes") is not None and entry["bytes"] != path.stat().st_size:
                 size = path.stat().st_size
                 problems.append(
                     f"{path}: {size} bytes on disk, {entry['bytes']} in {MANIFEST_NAME}"
@@ -1330,46 +1688,136 @@ class Store:
                     problems.append(f"{path}: marked sorted by keys but is not")
         return problems
 
-    def quarantine_part(self, path: str | os.PathLike[str], reason: str | None = None) -> Path:
-        """Move a part into ``tables/<name>/corrupt/`` and drop it from the manifest.
-
-        Its rows disappear from :meth:`read` and :meth:`done_keys`, so the stage that wrote them
-        will produce them again. Returns the new location.
-        """
-        source = Path(path)
-        if not source.is_absolute() and not source.exists():
-            source = self.path / source
-        source = source.resolve()
-        tables_root = (self.path / TABLES_DIR).resolve()
-        if source.parent.parent != tables_root or source.parent.name not in schema.TABLES:
-            raise StoreError(f"{source}: not a part of the store {self.path}")
-        if not _PART_RE.match(source.name) or not source.is_file():
+    def adopt(self, path: str | os.PathLike[str], reason: str | None = None) -> None:
+        """List a part file that is in its table's folder but not in the manifest, with its
+        rows, size and checksum: the explicit act of trusting a file :meth:`verify` reported
+        as unlisted (one a hand made, or that a writer from before manifest-first listing left
+        behind). A link, a FIFO, a part of no table or one the manifest lists is refused."""
+        source = Path(os.path.abspath(path))
+        folder = source.parent
+        if folder.parent != Path(os.path.abspath(self.path / TABLES_DIR)):
+            raise StoreError(f"{source}: not in a table folder of the store {self.path}")
+        name = folder.name
+        schema.spec(name)
+        if not _PART_RE.match(source.name) or not _is_plain_file(source):
             raise StoreError(f"{source}: not a part file")
-        name = source.parent.name
-        target_dir = source.parent / CORRUPT_DIR
+        _plain_dir(folder.parent)
+        _plain_dir(folder)
+        rows = _part_rows(source)
+        if rows is None:
+            raise StoreError(f"{source}: not a readable part; not adopted")
         with self._locked():
-            target_dir.mkdir(exist_ok=True)
-            target = target_dir / source.name
-            if target.exists():
-                target = target_dir / f"{source.stem}-{uuid.uuid4().hex[:8]}{source.suffix}"
-            os.replace(source, target)
-            _fsync_dir(source.parent)
 
-            def drop(manifest: dict[str, Any]) -> None:
+            def add(manifest: dict[str, Any]) -> None:
                 entry = _table_entry(manifest, name)
-                entry["parts"] = [p for p in entry["parts"] if p["file"] != source.name]
+                if any(p["file"] == source.name for p in entry["parts"]):
+                    raise StoreError(f"{source}: already listed in {MANIFEST_NAME}")
+                entry["parts"].append(
+                    {
+                        "file": source.name,
+                        "rows": rows,
+                        "bytes": source.stat().st_size,
+                        "blake2b": _digest(source),
+                        "stage": None,
+                        "time": _now(),
+                        "adopted": True,
+                    }
+                )
                 _recount(entry)
                 manifest["provenance"].append(
                     {
                         "time": _now(),
-                        "stage": "quarantine",
+                        "stage": "adopt",
                         "table": name,
                         "part": source.name,
                         "reason": reason,
                     }
                 )
 
+            self._update_manifest(add)
+
+    def quarantine_part(self, path: str | os.PathLike[str], reason: str | None = None) -> Path:
+        """Move what :meth:`verify` reports aside and drop it from the manifest.
+
+        A file in a table folder (a damaged or unlisted part, a stray file, a link or a FIFO)
+        goes to ``tables/<name>/corrupt/``; anything else in the store (a linked table folder,
+        a linked ``logs/`` or log file, ``.lock``, ``quarantine.jsonl``) to the store's own
+        ``corrupt/`` folder. Links are moved, never followed; the manifest itself is refused
+        (replace it with a copy you trust). A listed part's rows disappear from :meth:`read` and
+        :meth:`done_keys`, so the stage that wrote them will produce them again. Returns the new
+        location.
+        """
+        root = Path(os.path.abspath(self.path))
+        source = Path(path)
+        if not source.is_absolute() and not os.path.lexists(source):
+            source = root / source
+        source = Path(os.path.abspath(source))  # lexical: a link is the thing moved, not its target
+        try:
+            relative = source.relative_to(root).parts
+        except ValueError:
+            raise StoreError(f"{source}: not a part of the store {self.path}") from None
+        if not relative or relative[0] == CORRUPT_DIR or not os.path.lexists(source):
+            raise StoreError(f"{source}: not a part of the store {self.path}")
+        if relative == (MANIFEST_NAME,):
+            raise StoreError(
+                f"{source}: the manifest is not moved aside; replace it with a copy you trust"
+            )
+        for depth in range(1, len(relative)):
+            above = root.joinpath(*relative[:depth])
+            if not _is_plain_dir(above):
+                raise StoreError(
+                    f"{source}: reached through {above}, which is not a plain folder; "
+                    "quarantine that instead"
+                )
+        in_table = (
+            len(relative) == 3
+            and relative[0] == TABLES_DIR
+            and relative[1] in schema.TABLES
+            and relative[2] != CORRUPT_DIR
+        )
+        target_dir = source.parent / CORRUPT_DIR if in_table else root / CORRUPT_DIR
+        target_name = source.name if in_table else "__".join(relative)
+
+        def free_target() -> Path:
+            _plain_dir(target_dir, create=True)
+            target = target_dir / target_name
+            if os.path.lexists(target):
+                stem, dot, suffix = target_name.partition(".")
+                target = target_dir / f"{stem}-{uuid.uuid4().hex[:8]}{dot}{suffix}"
+            return target
+
+        if relative == (LOCK_NAME,):
+            # A linked .lock cannot be locked: it is moved first, then the next lock is a
+            # fresh file inside the store.
+            target = free_target()
+            os.replace(source, target)
+            _fsync_dir(root)
+            record = {"time": _now(), "stage": "quarantine", "path": LOCK_NAME, "reason": reason}
+            with self._locked():
+                self._update_manifest(lambda m: m["provenance"].append(record))
+            return target
+        with self._locked():
+            target = free_target()
+
+            def drop(manifest: dict[str, Any]) -> None:
+                record: dict[str, Any] = {
+                    "time": _now(),
+                    "stage": "quarantine",
+                    "path": "/".join(relative),
+                    "reason": reason,
+                }
+                if in_table:
+                    entry = _table_entry(manifest, relative[1])
+                    entry["parts"] = [p for p in entry["parts"] if p["file"] != source.name]
+                    _recount(entry)
+                    record.update(table=relative[1], part=source.name)
+                manifest["provenance"].append(record)
+
+            # The manifest lets go first: a kill before the move leaves an unlisted file
+            # (never read; verify reports it), never a listed part that is gone.
             self._update_manifest(drop)
+            os.replace(source, target)
+            _fsync_dir(source.parent)
         return target
 
     # -- export -------------------------------------------------------------------------------
@@ -1402,7 +1850,8 @@ class Store:
                 else:
                     import pyarrow.csv as pacsv
 
-                    pacsv.write_csv(_lists_to_json(data), temp)
+                    # Quoted where a spreadsheet would run a cell (safe_export.csv_cell).
+                    pacsv.write_csv(csv_arrow(_lists_to_json(data)), temp)
                 _fsync_file(temp)
                 os.replace(temp, target)
             finally:
@@ -1420,12 +1869,6 @@ def _quarantine_line(value: Any) -> str:
 
 def _matches(entry: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
     return all(entry.get(k) == v for k, v in fields.items())
-
-
-def _last_byte(path: Path) -> bytes:
-    with open(path, "rb") as handle:
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1)
 
 
 def _check_stage_name(stage: str) -> None:
@@ -1507,6 +1950,9 @@ def read_exported(path: str | os.PathLike[str], table: str | None = None) -> pa.
                 ),
             )
             for i, field in enumerate(data.schema):
+                if pa.types.is_string(field.type):  # undo export's formula quoting
+                    unquoted = [csv_uncell(v) for v in data.column(i).to_pylist()]
+                    data = data.set_column(i, field, pa.array(unquoted, type=field.type))
                 spec_field = spec.schema.field(field.name) if field.name in spec.columns else None
                 if spec_field is not None and _is_list(spec_field.type):
                     texts = data.column(i).to_pylist()

@@ -22,6 +22,7 @@ import pandas as pd
 import streamlit as st
 
 from legival_core.app_config import AppConfig, parse_app_args, shorten
+from legival_core.safe_export import csv_frame
 from legival_core.safe_text import markdown_literal
 
 _CONFIG_KEY = "_legival_config"
@@ -440,7 +441,7 @@ def download_csv(frame: pd.DataFrame, name: str, label: str = "Download CSV") ->
     """Every table has a CSV export."""
     st.download_button(
         label,
-        frame.to_csv(index=False).encode(),
+        csv_frame(frame).to_csv(index=False).encode(),  # no live formulas in a spreadsheet
         file_name=f"{_FILE_NAME_UNSAFE.sub('_', name)[:80]}.csv",
         mime="text/csv",
         key=f"csv_{name}",

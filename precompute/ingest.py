@@ -40,7 +40,11 @@ the store with the file, line (JSONL/CSV) or row number, field and reason; a mal
 one bad row, never a failed file. Trace ids are ``schema.trace_id_for(teacher, problem_id,
 sample)``, so ingesting the same file again changes nothing: rows whose trace is already in
 the store are skipped (``--overwrite`` rewrites them) and the file's earlier quarantine
-entries are replaced. Resuming is per table: when an earlier ingest of the same file was
+entries are replaced. Problem ids, teacher and dataset names are normalised to Unicode NFC. One
+problem has one prompt and one gold: a row whose prompt or gold differs from the stored one (in
+the store, or from this file's first row of the problem) is quarantined naming the stored
+value; with ``--overwrite`` it replaces it and every graded trace of the problem is regraded
+against the new gold. A gold for a problem stored without one fills it in. Resuming is per table: when an earlier ingest of the same file was
 killed after a batch's traces part landed but before its grades (or problems) part, the rerun
 writes the missing rows and keeps the traces.
 
@@ -59,6 +63,7 @@ import json
 import os
 import re
 import sys
+import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -194,6 +199,8 @@ class IngestReport:
     already_present: int = 0
     quarantined: list[Quarantined] = field(default_factory=list)
     written: dict[str, int] = field(default_factory=dict)
+    #: Traces regraded because an ``--overwrite`` row replaced their problem's gold.
+    regraded: int = 0
     quarantine_path: str | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -531,7 +538,8 @@ def _as_bool(name: str, value: Any) -> bool | None:
         return None
     if isinstance(value, bool):
         return value
-    if isinstance(value, int) and value in (0, 1):
+    if isinstance(value, int | float) and value in (0, 1):
+        # 1.0/0.0 too: Parquet and pandas store a 0/1 column with gaps as floats.
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
         return value.strip().lower() in _TRUE
@@ -586,6 +594,15 @@ def _bracket_depth(text: str) -> int:
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _nfc(text: str) -> str:
+    """Unicode NFC form of an id or a name (one spelling for look-alike code point sequences).
+
+    >>> _nfc("cafe\u0301") == "caf\u00e9"
+    True
+    """
+    return unicodedata.normalize("NFC", text)
 
 
 def _split_raw(raw: str) -> tuple[str, str | None, bool | None]:
@@ -667,8 +684,9 @@ def _record(raw_row: _RawRow, mapping: Mapping[str, str], teacher: str, max_byte
     return _Record(
         line=raw_row.line,
         row=raw_row.row,
-        problem_id=problem_text.strip(),
-        teacher=(row_teacher or teacher).strip(),
+        # Ids and names in NFC: "é" typed as one code point or as e + U+0301 is one problem.
+        problem_id=_nfc(problem_text.strip()),
+        teacher=_nfc((row_teacher or teacher).strip()),
         sample=sample or 0,
         reasoning=reasoning,
         raw=raw,
@@ -751,6 +769,15 @@ class _Writer:
             else set()
         )
         self.new_problems: set[str] = set()
+        #: The first row of this file for each problem not in the store (its prompt and gold
+        #: are the stored ones for the rows after it).
+        self.first_rows: dict[str, _Record] = {}
+        #: Problems whose prompt or gold an ``--overwrite`` row replaced: their rows to write,
+        #: and the problems whose every graded trace is regraded against the new gold.
+        self.replaced: dict[str, dict[str, Any]] = {}
+        self.regrade: set[str] = set()
+        #: Traces of this ingest whose file gave ``correct`` (their verdict stands).
+        self.given_verdicts: set[str] = set()
         #: Traces written with the file's own token count / with a tiktoken count (provenance).
         self.tokens_given = 0
         self.tokens_counted = 0
@@ -831,6 +858,10 @@ class _Writer:
                 self.done_grades.add(trace_id)
             self.trace_sources[trace_id] = self.source
         stage = "ingest"
+        # One row per problem: a replacement made in this batch supersedes the first row.
+        problems += self.replaced.values()
+        self.replaced = {}
+        problems = list({row["problem_id"]: row for row in problems}.values())
         for table, rows in (("problems", problems), ("traces", traces), ("grades", grades)):
             if rows:
                 frame = pd.DataFrame(rows, columns=TABLES[table].columns)
@@ -839,6 +870,56 @@ class _Writer:
 
     def _trace_id(self, record: _Record) -> str:
         return trace_id_for(record.teacher, record.problem_id, record.sample)
+
+    def replace_problem(self, record: _Record, known: Mapping[str, Any] | None) -> None:
+        """``--overwrite`` with a prompt or gold that differs from the stored one: the row's
+        values become the stored problem, and every graded trace of it is regraded."""
+        row = self._problem_row(record)
+        if known is not None:
+            row["dataset"] = known.get("dataset") or row["dataset"]
+            row["task"] = known.get("task") or row["task"]
+            if record.prompt is None:
+                row["prompt"] = known.get("prompt")
+            if record.gold is None:
+                row["gold"], row["meta"] = known.get("gold", ""), known.get("meta", row["meta"])
+        self.existing[record.problem_id] = row
+        self.replaced[record.problem_id] = row
+        self.regrade.add(record.problem_id)
+
+    def regrade_replaced(self) -> None:
+        """Grade every trace of each replaced problem again, against the gold now stored (a
+        trace of this ingest whose file gave ``correct`` keeps that verdict)."""
+        if not self.regrade or self.task is None or not self.store.has("traces"):
+            return
+        columns = ["trace_id", "problem_id", "answer_text", "raw", "reasoning"]
+        traces = self.store.read(
+            "traces", columns=columns, filters={"problem_id": sorted(self.regrade)}
+        )
+        graded_before = (
+            {k[0] for k in self.store.done_keys("grades", ["trace_id"])}
+            if self.store.has("grades")
+            else set()
+        )
+        rows = []
+        for trace in traces.to_dict("records"):
+            trace_id = trace["trace_id"]
+            if trace_id not in graded_before or trace_id in self.given_verdicts:
+                continue
+            problem = dict(self.existing[trace["problem_id"]])
+            if not problem.get("gold"):
+                continue
+            texts = {c: None if pd.isna(trace[c]) else str(trace[c]) for c in columns[2:]}
+            try:
+                graded = self.task.grade_text(texts, problem["gold"], problem=problem)
+            except Exception as err:  # untrusted text must never stop an ingest
+                status = f"error: {type(err).__name__}: {err}"[:200]
+                graded = TextGrade(Grade(False, 0.0, status), None, None, None, None)
+            rows.append({"trace_id": trace_id, **_grade_columns(graded)})
+        if rows:
+            frame = pd.DataFrame(rows, columns=TABLES["grades"].columns)
+            self.store.write("grades", frame, stage="ingest")
+            self.report.written["grades"] += len(rows)
+        self.report.regraded = len(rows)
 
     def _new_problem(
         self, record: _Record, known: Mapping[str, Any] | None
@@ -867,10 +948,13 @@ class _Writer:
     ) -> dict[str, Any] | None:
         if record.correct is None and record.gold is None:
             return None
+        # Graded against the stored gold: a row whose gold differs was refused (or, with
+        # --overwrite, replaced the stored one) before it got here.
         problem = dict(known) if known is not None else self._problem_row(record)
-        if record.gold is not None:
+        if record.gold is not None and not problem.get("gold"):
             problem["gold"] = record.gold
         if record.correct is not None:
+            self.given_verdicts.add(trace_id)
             # The file's own verdict stands; the answer it states is still located and kept.
             located = None
             if self.task is not None and record.gold is not None:
@@ -978,6 +1062,8 @@ def ingest(
     """
     if not teacher or not str(teacher).strip():
         raise IngestUsageError("--teacher: a teacher name is required")
+    teacher = _nfc(str(teacher))
+    dataset = _nfc(dataset) if dataset else dataset
     if max_trace_mb <= 0:
         raise IngestUsageError(f"--max-trace-mb must be > 0, got {max_trace_mb}")
     if batch_rows < 1:
@@ -1004,6 +1090,8 @@ def ingest(
     )
     max_bytes = int(max_trace_mb * 1e6)
     first_seen: dict[tuple[str, str, int], str] = {}
+    #: Where each problem's stored prompt and gold come from: "the store" or this file's line.
+    origin: dict[str, str] = {}
     for raw_row in rows:
         report.rows_read += 1
         if raw_row.values is None:
@@ -1032,6 +1120,7 @@ def ingest(
                     "problem_id",
                     f"duplicate of {first_seen[key]} (same teacher, problem_id and sample)",
                 )
+            _check_problem(record, writer, origin, raw_row, overwrite)
             first_seen[key] = (
                 f"line {raw_row.line}" if raw_row.line is not None else f"row {raw_row.row}"
             )
@@ -1050,6 +1139,7 @@ def ingest(
         report.kept += 1
         writer.add(record)
     writer.flush()
+    writer.regrade_replaced()
     # Under the store lock, appended: concurrent ingests keep every entry, and this file's
     # entries from an earlier ingest are replaced rather than repeated.
     report.quarantine_path = str(
@@ -1078,6 +1168,48 @@ def ingest(
             },
         )
     return report
+
+
+def _check_problem(
+    record: _Record, writer: _Writer, origin: dict[str, str], raw_row: _RawRow, overwrite: bool
+) -> None:
+    """Refuse a row whose prompt or gold differs from its problem's stored one (the store's,
+    or the first row of this file that gave the problem); with ``overwrite`` the row's values
+    replace the stored ones instead. Either way one problem has one prompt and one gold, and
+    every grade is made against it."""
+    here = f"line {raw_row.line}" if raw_row.line is not None else f"row {raw_row.row}"
+    known = writer.existing.get(record.problem_id)
+    if known is None:
+        first = writer.first_rows.get(record.problem_id)
+        if first is None:
+            writer.first_rows[record.problem_id] = record
+            origin[record.problem_id] = here
+            return
+        stored = {"prompt": first.prompt, "gold": first.gold}
+    else:
+        origin.setdefault(record.problem_id, "the store")
+        # "" is the problems table's "no gold given" (its meta says gold_known: false).
+        stored = {"prompt": known.get("prompt"), "gold": known.get("gold") or None}
+    for name in ("prompt", "gold"):
+        value = getattr(record, name)
+        if value is None or value == stored[name]:
+            continue
+        if overwrite or (name == "gold" and stored["gold"] is None):
+            # --overwrite replaces; a gold for a problem stored without one fills it in.
+            if known is None:  # the file's first row of it is not in the store yet
+                writer.first_rows[record.problem_id] = record
+                writer.replace_problem(record, None)
+            else:
+                writer.replace_problem(record, known)
+            origin[record.problem_id] = here
+            return
+        was = "none" if stored[name] is None else _short(stored[name])
+        raise _FieldError(
+            name,
+            f"differs from the stored {name} of problem '{record.problem_id}' "
+            f"({origin[record.problem_id]}: {was}); one problem has one {name} "
+            "(--overwrite replaces it and regrades the problem's traces)",
+        )
 
 
 def _resolve_problem_id(raw_id: str, dataset: str, existing: Mapping[str, Any]) -> str:

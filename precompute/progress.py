@@ -90,6 +90,14 @@ class QuietFileHandler(logging.FileHandler):
         super().__init__(filename, encoding=encoding, delay=True)
         self.failure: OSError | None = None
 
+    def _open(self):  # type: ignore[no-untyped-def]
+        # Never through a symbolic link, never waiting on a FIFO: a received store's
+        # logs/<stage>.log linked elsewhere must not make a stage append outside the store.
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(self.baseFilename, flags, 0o644)
+        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
+
     def emit(self, record: logging.LogRecord) -> None:
         if self.failure is None:
             super().emit(record)

@@ -24,10 +24,12 @@ import pandas as pd
 from legival_core import board as board_layout
 from legival_core import views
 from legival_core.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
+from legival_core.safe_export import csv_frame
 from legival_core.safe_text import plotly_literals
 from legival_core.snapshot import Section, snapshot_html
 from legival_core.store import Store
 from legival_core.views import figures
+from precompute.atomic_folder import kill_if_asked, staged_folder
 
 __all__ = ["PublishOptions", "publish"]
 
@@ -255,9 +257,14 @@ def publish(store_path: Path, out: Path, options: PublishOptions | None = None) 
         downloads={"CSV": "leaderboard.csv", "LaTeX": "leaderboard.tex"},
         low_n_mark=board_layout.LOW_N_MARK,
     )
-    out.mkdir(parents=True, exist_ok=True)
-    written = [out / "index.html", out / "leaderboard.csv", out / "leaderboard.tex"]
-    written[0].write_text(page, encoding="utf-8")
-    numbers.to_csv(written[1], index=False)
-    written[2].write_text(latex + "\n", encoding="utf-8")
-    return written
+    names = ["index.html", "leaderboard.csv", "leaderboard.tex"]
+    # All three files land together or not at all (precompute.atomic_folder); every CSV cell
+    # that a spreadsheet would run as a formula is quoted (legival_core.safe_export).
+    with staged_folder(out) as staging:
+        (staging / names[0]).write_text(page, encoding="utf-8")
+        kill_if_asked()
+        csv_frame(numbers).to_csv(staging / names[1], index=False)
+        kill_if_asked()
+        (staging / names[2]).write_text(latex + "\n", encoding="utf-8")
+        kill_if_asked()
+    return [out / name for name in names]

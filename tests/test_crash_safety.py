@@ -610,3 +610,93 @@ def test_an_unwritable_log_is_one_warning_not_a_traceback_per_record(
     lines = err.strip().splitlines()
     assert len(lines) == 1, err[-2000:]
     assert "'segment'" in lines[0] and "No space left on device" in lines[0]
+
+
+# --- publish: killed anywhere, the old site or the new one ---------------------------------------
+
+
+def _site(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def _publish_command(store: Path, out: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "precompute",
+        "publish",
+        "--store",
+        str(store),
+        "--out",
+        str(out),
+        "--resamples",
+        "20",
+    ]
+
+
+def test_publish_killed_at_every_step_leaves_the_old_site_or_the_new_one(tmp_path: Path) -> None:
+    """Issue 24, item 10: publish wrote index.html, the CSV and the TeX in place, so a kill
+    left a truncated page beside the previous snapshot's CSV and TeX. First a run stopped
+    inside the write of index.html, at a fixed byte: under a 1 MB file-size limit
+    (RLIMIT_FSIZE; Python ignores the SIGXFSZ, so the write fails with EFBIG) the page, with
+    plotly.js inline (over 3 MB), cannot be finished. Then the test hook SIGKILLs it after each
+    of its three files and just before the swap. Each time the folder is the old site, byte for
+    byte; the run after that leaves the new site and no temporary folder."""
+    import resource
+
+    from tests.test_publish import hostile_store
+    from tests.test_uncertainty_pages import hand_worked_efficiency
+
+    old_store = Store.create(tmp_path / "old")
+    old_store.write("trace_efficiency", hand_worked_efficiency(), stage="metrics")
+    from precompute.stages.metrics import teacher_table
+
+    teachers = teacher_table(
+        old_store.read("trace_efficiency"), pd.DataFrame(), "paper", "interpolate", 0
+    )
+    old_store.write("teacher_metrics", teachers, stage="metrics")
+    new_store = hostile_store(tmp_path / "new")
+    out, reference = tmp_path / "site", tmp_path / "reference"
+    for store, folder in ((old_store.path, out), (new_store, reference)):
+        done = subprocess.run(_publish_command(store, folder), env=_env(), capture_output=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+    old, new = _site(out), _site(reference)
+    assert old != new and set(old) == {"index.html", "leaderboard.csv", "leaderboard.tex"}
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    cut = subprocess.run(
+        _publish_command(new_store, out), env=_env(), capture_output=True, preexec_fn=small_files
+    )
+    assert cut.returncode == 1 and b"File too large" in cut.stderr, cut.stderr[-2000:]
+    assert _site(out) == old, "stopped inside index.html: the site is not the old one"
+
+    from precompute.atomic_folder import KILL_IN_STAGING_ENV
+
+    for step in (1, 2, 3, 4):
+        env = {**_env(), KILL_IN_STAGING_ENV: str(step)}
+        killed = subprocess.run(_publish_command(new_store, out), env=env, capture_output=True)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+        assert _site(out) == old, f"killed at step {step}: the site is not the old one"
+    again = subprocess.run(_publish_command(new_store, out), env=_env(), capture_output=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert _site(out) == new
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".site")) == []
+
+
+def test_a_swap_killed_between_its_two_renames_is_undone(tmp_path: Path) -> None:
+    """Where renameat2 cannot swap two folders, the swap is two renames; a kill between them
+    leaves no site but its old copy, which the next publish (recover) puts back first."""
+    from precompute.atomic_folder import recover
+
+    target = tmp_path / "site"
+    old = tmp_path / ".site.old-0123456789ab"
+    old.mkdir()
+    (old / "index.html").write_text("old page")
+    staging = tmp_path / ".site.tmp-999999999-0123456789ab"  # its writer is dead
+    staging.mkdir()
+    (staging / "index.html").write_text("new page")
+    recover(target)
+    assert (target / "index.html").read_text() == "old page"
+    assert not old.exists() and not staging.exists()

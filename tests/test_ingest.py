@@ -310,3 +310,154 @@ def test_both_command_lines_refuse_a_field_mapped_twice_with_one_message(
     assert not (tmp_path / "s").exists()  # refused before anything was written
     code = datasets.main(["local", str(rows), *twice])
     assert (code, capsys.readouterr().err) == (2, message)
+
+
+# --- one problem, one prompt and one gold; ids that cannot collide (issue 24) --------------------
+
+
+def _jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    return path
+
+
+def test_a_second_gold_for_one_problem_is_refused_and_grades_use_the_stored_one(
+    tmp_path: Path,
+) -> None:
+    """Item 6: the first gold was stored, nothing was said, and each later row was graded
+    against its own gold (here "5": the second trace, answering 5, came out correct)."""
+    path = _jsonl(
+        tmp_path / "g.jsonl",
+        [
+            {"problem_id": "q", "prompt": "2+2?", "gold": "4", "reasoning": "2+2=4", "answer": "4"},
+            {
+                "problem_id": "q",
+                "prompt": "2+2?",
+                "gold": "5",
+                "reasoning": "It is 5",
+                "answer": "5",
+                "sample": 1,
+            },
+            {
+                "problem_id": "q",
+                "prompt": "2+3?",
+                "reasoning": "Two and three",
+                "answer": "5",
+                "sample": 2,
+            },
+        ],
+    )
+    store = Store.create(tmp_path / "store")
+    report = ingest(path, store, "m")
+    assert report.kept == 1
+    bad = {q.line: q for q in report.quarantined}
+    assert bad[2].field == "gold" and "stored gold of problem 'g/q' (line 1: '4')" in bad[2].reason
+    assert bad[3].field == "prompt" and "(line 1: '2+2?')" in bad[3].reason
+    assert store.read("problems")["gold"].tolist() == ["4"]
+    # Across files too: the store's gold is the stored one.
+    other = _jsonl(
+        tmp_path / "g2.jsonl",
+        [{"problem_id": "g/q", "gold": "5", "reasoning": "5", "answer": "5"}],
+    )
+    report = ingest(other, store, "m2")
+    assert report.kept == 0 and "(the store: '4')" in report.quarantined[0].reason
+
+
+def test_overwrite_replaces_the_gold_and_regrades_every_trace_of_the_problem(
+    tmp_path: Path,
+) -> None:
+    """With --overwrite the later gold replaces the stored one and every graded trace of the
+    problem is graded again against it: never one verdict per gold."""
+    store = Store.create(tmp_path / "store")
+    first = _jsonl(
+        tmp_path / "a.jsonl",
+        [
+            {"problem_id": "q", "prompt": "2+2?", "gold": "5", "reasoning": "2+2=4", "answer": "4"},
+            {
+                "problem_id": "q",
+                "prompt": "2+2?",
+                "gold": "5",
+                "reasoning": "five",
+                "answer": "5",
+                "sample": 1,
+            },
+        ],
+    )
+    ingest(first, store, "m", dataset="d")
+    grades = store.read("grades").set_index("trace_id")["correct"].to_dict()
+    four, five = trace_id_for("m", "d/q", 0), trace_id_for("m", "d/q", 1)
+    assert grades == {four: False, five: True}  # against the gold "5"
+    fix = _jsonl(
+        tmp_path / "fix.jsonl",
+        [{"problem_id": "d/q", "gold": "4", "reasoning": "4", "answer": "4", "sample": 2}],
+    )
+    report = ingest(fix, store, "m", overwrite=True)
+    assert store.read("problems")["gold"].tolist() == ["4"]
+    grades = store.read("grades").set_index("trace_id")["correct"].to_dict()
+    # Every trace now graded against "4": answers 4, 5, 4 -> correct, wrong, correct.
+    assert grades == {four: True, five: False, trace_id_for("m", "d/q", 2): True}
+    # Graded again: the two earlier traces and this file's own (graded once on the way in).
+    assert report.kept == 1 and report.regraded == 3
+
+
+def test_trace_ids_of_look_alike_field_splits_do_not_collide(tmp_path: Path) -> None:
+    """Item 7: ids joined the fields with U+001F, which names may hold; teacher "m" on problem
+    "ds/p␟ds/q" and teacher "m␟ds/p" on "ds/q" got one id and the second trace was dropped."""
+    assert trace_id_for("m", "ds/p\x1fds/q") != trace_id_for("m\x1fds/p", "ds/q")
+    store = Store.create(tmp_path / "store")
+    a = _jsonl(tmp_path / "a.jsonl", [{"problem_id": "p\x1fds/q", "prompt": "A", "reasoning": "a"}])
+    b = _jsonl(tmp_path / "b.jsonl", [{"problem_id": "q", "prompt": "B", "reasoning": "b"}])
+    assert ingest(a, store, "m", dataset="ds").kept == 1
+    report = ingest(b, store, "m\x1fds/p", dataset="ds")
+    assert report.kept == 1 and report.already_present == 0
+    assert sorted(store.read("traces")["reasoning"]) == ["a", "b"]
+
+
+def test_the_demo_stores_trace_ids_are_unchanged_by_the_new_encoding() -> None:
+    """No name in the bundled demo holds U+001F, so each stored id is still
+    trace_id_for(teacher, problem_id, sample): nothing to migrate."""
+    traces = Store.open(REPO / "results" / "demo").read(
+        "traces", columns=["trace_id", "teacher", "problem_id", "sample"]
+    )
+    assert len(traces) > 0
+    recomputed = [
+        trace_id_for(t, p, s)
+        for t, p, s in zip(traces["teacher"], traces["problem_id"], traces["sample"], strict=True)
+    ]
+    assert recomputed == traces["trace_id"].tolist()
+
+
+def test_correct_as_a_float_column_from_parquet_is_kept(tmp_path: Path) -> None:
+    """Item 8: a 0/1 Parquet column with a gap is a float column (1.0, NaN, 0.0); its rows
+    were quarantined on 'correct'."""
+    rows = [
+        {"problem_id": 1, "prompt": "One", "reasoning": "a", "correct": 1.0},
+        {"problem_id": 2, "prompt": "Two", "reasoning": "b", "correct": None},
+        {"problem_id": 3, "prompt": "Three", "reasoning": "c", "correct": 0.0},
+        {"problem_id": 4, "prompt": "Four", "reasoning": "d", "correct": 0.5},
+    ]
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    assert pa.Table.from_pylist(rows).schema.field("correct").type == pa.float64()
+    store = Store.create(tmp_path / "store")
+    report = ingest(path, store, "fm")
+    assert report.kept == 3
+    assert [(q.row, q.field) for q in report.quarantined] == [(4, "correct")]
+    grades = store.read("grades").set_index("trace_id")["correct"].to_dict()
+    assert grades == {trace_id_for("fm", "f/1"): True, trace_id_for("fm", "f/3"): False}
+
+
+def test_nfc_and_nfd_spellings_are_one_problem_and_one_teacher(tmp_path: Path) -> None:
+    """Item 9: "é" as one code point (NFC) and as e + U+0301 (NFD) made two entries."""
+    import unicodedata
+
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    assert nfc != nfd and unicodedata.normalize("NFC", nfd) == nfc
+    store = Store.create(tmp_path / "store")
+    a = _jsonl(tmp_path / "a.jsonl", [{"problem_id": nfc, "prompt": "P", "reasoning": "r"}])
+    b = _jsonl(tmp_path / "b.jsonl", [{"problem_id": nfd, "prompt": "P", "reasoning": "r"}])
+    assert ingest(a, store, f"model-{nfc}", dataset="d").kept == 1
+    report = ingest(b, store, f"model-{nfd}", dataset="d")
+    assert report.already_present == 1  # the same trace, not a look-alike second one
+    traces = store.read("traces")
+    assert traces["problem_id"].tolist() == [f"d/{nfc}"]
+    assert traces["teacher"].tolist() == [f"model-{nfc}"]

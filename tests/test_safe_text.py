@@ -54,7 +54,32 @@ def test_plotly_literal_uses_entities_plotly_decodes(text: str, expected: str) -
             "org/model https://hf.co/org/m 3/4 results/demo",
         ),
         ("/", "…"),
+        # Issue 24, item 13: folder names with spaces, commas and brackets were cut at the
+        # first space, leaving "Project (v2), client ACME/traces of acme.jsonl" on screen.
+        (
+            "/home/u/Secret Project (v2), client ACME/traces of acme.jsonl",
+            "…/traces of acme.jsonl",
+        ),
+        (
+            '{"file": "/srv/Client [ACME]; 2026/a b.jsonl", "rows": 3}',
+            '{"file": "…/a b.jsonl", "rows": 3}',
+        ),
     ],
 )
 def test_without_local_paths_keeps_only_the_last_folder(text: str, expected: str) -> None:
     assert without_local_paths(text) == expected
+
+
+def test_bidi_controls_are_shown_escaped() -> None:
+    """Issue 24, item 9: a name holding U+202E (right-to-left override) was shown raw, so the
+    rest of it read reversed. Both renderers now get the visible escape "\\u202e"."""
+    name = "model\u202eexe.txt"
+    shown = markdown_literal(name)
+    assert "\u202e" not in shown and shown == "model\\\\u202eexe\\.txt"
+    label = plotly_literal(name)
+    assert "\u202e" not in label and label == "model\\u202eexe.txt"
+    from legival_core.safe_text import BIDI_CONTROLS, visible_bidi
+
+    every = "".join(sorted(BIDI_CONTROLS))
+    assert not set(visible_bidi(every)) & BIDI_CONTROLS
+    assert visible_bidi(every).count("\\u") == len(BIDI_CONTROLS) == 12

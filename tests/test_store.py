@@ -387,12 +387,14 @@ def test_done_keys_full_subset_and_empty(tmp_path: Path) -> None:
 # --- crash safety --------------------------------------------------------------------------------
 
 
-def test_crash_leftovers_lose_nothing_and_are_cleaned(tmp_path: Path) -> None:
+def test_crash_leftovers_are_cleaned_and_an_unlisted_part_is_not_adopted(tmp_path: Path) -> None:
     store = Store.create(tmp_path / "s")
     store.write("rollouts", rollouts(["t1"]))
     manifest_before = store.manifest_path.read_text()
     orphan = store.write("rollouts", rollouts(["t2"]))
-    # Crash between the part's rename and the manifest update: the manifest does not list it.
+    # A part on disk that the manifest does not list. A writer lists its part (as pending)
+    # before the rename, so a kill never leaves one (see the pending test below); such a file
+    # was put there by hand or forged, and the manifest is what a reader trusts.
     store.manifest_path.write_text(manifest_before)
     folder = orphan.parent
     # A writer that died mid-file (dead pid on this host), one with an unparsable name that is
@@ -412,16 +414,16 @@ def test_crash_leftovers_lose_nothing_and_are_cleaned(tmp_path: Path) -> None:
     root_temp.write_text("{")
 
     assert orphan.name not in {p["file"] for p in store.manifest["tables"]["rollouts"]["parts"]}
-    assert sorted(set(store.read("rollouts").trace_id)) == ["t1", "t2"]
-    assert store.done_keys("rollouts", ["trace_id"]) == {("t1",), ("t2",)}
-    assert store.verify() == []
+    assert sorted(set(store.read("rollouts").trace_id)) == ["t1"]
+    assert store.done_keys("rollouts", ["trace_id"]) == {("t1",)}
+    assert [p.split(": ")[0] for p in store.verify()] == [str(orphan)]
 
     store.write("rollouts", rollouts(["t3"]))
     listed = [p["file"] for p in store.manifest["tables"]["rollouts"]["parts"]]
-    assert orphan.name in listed and len(listed) == 3  # adopted by the next writer
+    assert orphan.name not in listed and len(listed) == 2  # never adopted by a writer
     assert not dead.exists() and not stale.exists() and not root_temp.exists()
     assert live.exists()
-    assert store.manifest["tables"]["rollouts"]["rows"] == 6
+    assert store.manifest["tables"]["rollouts"]["rows"] == 4  # t1 and t3, 2 rows each
 
 
 def test_crash_before_first_manifest_recovers_parts(tmp_path: Path) -> None:
@@ -543,9 +545,7 @@ def test_verify_reports_garbage_missing_parts_and_unknown_folders(tmp_path: Path
     stray = part.parent / "notes.txt"
     stray.write_text("x")
     problems = store.verify()
-    assert any(
-        p.startswith(str(garbage)) and "not a readable Arrow IPC file" in p for p in problems
-    )
+    assert any(p.startswith(str(garbage)) and "not listed in manifest.json" in p for p in problems)
     assert any(p.startswith(str(store.path / "tables" / "mystery")) for p in problems)
     assert any(p.startswith(str(stray)) for p in problems)
     garbage.unlink()
@@ -562,6 +562,7 @@ def test_part_with_a_wrong_type_is_reported_by_field(tmp_path: Path) -> None:
     folder.mkdir(parents=True)
     bad = folder / "part-00000001-1-abcdef12.arrow"
     _write_ipc(bad, pa.table({"trace_id": ["t"], "reward_model": ["r"], "score": [[1.0]]}))
+    store.adopt(bad)  # listed, so verify decodes it
     problems = store.verify()
     assert len(problems) == 1 and "field 'score'" in problems[0] and str(bad) in problems[0]
 
@@ -575,6 +576,7 @@ def test_part_from_an_older_schema_gets_the_new_columns_as_nulls(tmp_path: Path)
     # A grades part from an older schema: no 'score' column, and its keys are not sorted.
     old = pa.table({"trace_id": ["t2", "t1"], "correct": [True, False], "status": ["ok", "ok"]})
     _write_ipc(folder / "part-00000001-1-abcdef12.arrow", old)
+    store.adopt(folder / "part-00000001-1-abcdef12.arrow", reason="an older store's part")
     frame = store.read("grades")
     assert list(frame.trace_id) == ["t1", "t2"]
     assert frame["score"].isna().all() and list(frame.columns) == schema.spec("grades").columns
@@ -794,3 +796,256 @@ def test_benchmark_read_two_million_rollouts(tmp_path: Path) -> None:
     )
     assert len(two_parts) == len(overlapping) == len(merged) == len(keys) == n
     assert merged.equals(overlapping)
+
+
+# --- a received store stays inside itself (issue 24) ---------------------------------------------
+
+
+def _rewards(score: float, ids: tuple[str, ...] = ("t1", "t2")) -> pd.DataFrame:
+    return pd.DataFrame({"trace_id": list(ids), "reward_model": "rm", "score": score})
+
+
+def _two_stores(tmp_path: Path) -> tuple[Store, Store]:
+    """Our store (scores 0.25) and another one (scores 0.75) to point links at."""
+    ours = Store.create(tmp_path / "ours")
+    ours.write("rewards", _rewards(0.25))
+    other = Store.create(tmp_path / "other")
+    other.write("rewards", _rewards(0.75))
+    return ours, other
+
+
+def test_an_unlisted_part_is_never_read_and_verify_names_it(tmp_path: Path) -> None:
+    """Issue 24, item 1: a higher-numbered part dropped into a table folder without touching
+    the manifest changed every number (the latest part wins) while verify said ok."""
+    ours, other = _two_stores(tmp_path)
+    manifest_before = ours.manifest_path.read_bytes()
+    forged = ours.path / "tables" / "rewards" / "part-99999999-1-0123456789ab.arrow"
+    forged.write_bytes(other.parts("rewards")[0].read_bytes())
+
+    assert ours.manifest_path.read_bytes() == manifest_before
+    # 0.25 stays 0.25: the forged part's 0.75 is never read, by read or done_keys.
+    assert ours.read("rewards")["score"].tolist() == [0.25, 0.25]
+    assert ours.parts("rewards") != [] and forged not in ours.parts("rewards")
+    problems = ours.verify()
+    assert len(problems) == 1 and problems[0].startswith(f"{forged}: not listed in manifest.json")
+    moved = ours.quarantine_part(forged, reason="forged")
+    assert moved == forged.parent / "corrupt" / forged.name and not forged.exists()
+    assert ours.verify() == []
+
+
+def test_a_linked_part_or_table_folder_is_never_read(tmp_path: Path) -> None:
+    """Item 2: a part, or a whole tables/<t> folder, that is a symbolic link into another
+    store was read as this store's data; quarantine_part refused the link."""
+    ours, other = _two_stores(tmp_path)
+    theirs = other.parts("rewards")[0]
+    listed = ours.parts("rewards")[0]
+    listed.unlink()
+    listed.symlink_to(theirs)  # the listed name now points at the other store's part
+
+    with pytest.raises(StoreError, match="symbolic link"):
+        ours.read("rewards")
+    problems = ours.verify()
+    assert any(p.startswith(f"{listed}: is a symbolic link") for p in problems), problems
+    moved = ours.quarantine_part(listed, reason="link")
+    assert moved.is_symlink() and not os.path.lexists(listed)
+    assert theirs.exists() and other.read("rewards")["score"].tolist() == [0.75, 0.75]
+
+    # The whole table folder as a link (its part still listed in our manifest): read refuses,
+    # verify names it, quarantine moves the link.
+    ours = Store.create(tmp_path / "ours-2")
+    ours.write("rewards", _rewards(0.25))
+    folder = ours.path / "tables" / "rewards"
+    import shutil
+
+    shutil.rmtree(folder)
+    folder.symlink_to(other.path / "tables" / "rewards")
+    with pytest.raises(StoreError, match="symbolic link"):
+        ours.read("rewards")
+    assert any(p.startswith(f"{folder}: is a symbolic link") for p in ours.verify())
+    moved = ours.quarantine_part(folder, reason="linked folder")
+    assert moved.parent == ours.path / "corrupt" and moved.is_symlink()
+    assert other.read("rewards")["score"].tolist() == [0.75, 0.75]
+
+
+def test_links_never_make_a_writer_write_outside_the_store(tmp_path: Path) -> None:
+    """Item 3: logs/<stage>.log, tables/<t> and .lock linked outside made run append its log,
+    write its parts and create its lock file there; verify said ok."""
+    ours, other = _two_stores(tmp_path)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("mine\n")
+    log = ours.path / "logs" / "segment.log"
+    log.symlink_to(outside)
+    with pytest.raises(StoreError, match="symbolic link"):
+        ours.log_path("segment")
+    assert any(p.startswith(f"{log}: is a symbolic link") for p in ours.verify())
+
+    # A table folder linked to the other store: the write is refused, nothing lands there.
+    folder = ours.path / "tables" / "grades"
+    folder.symlink_to(other.path / "tables" / "rewards", target_is_directory=True)
+    before = sorted(p.name for p in (other.path / "tables" / "rewards").iterdir())
+    grades = pd.DataFrame({"trace_id": ["t1"], "correct": [True], "score": [1.0], "status": "ok"})
+    with pytest.raises(StoreError, match="symbolic link"):
+        ours.write("grades", grades)
+    assert sorted(p.name for p in (other.path / "tables" / "rewards").iterdir()) == before
+
+    # .lock linked to a file that does not exist yet: the lock is not created there.
+    lock_target = tmp_path / "made-by-the-lock"
+    (ours.path / ".lock").unlink()
+    (ours.path / ".lock").symlink_to(lock_target)
+    with pytest.raises(StoreError, match="symbolic link"):
+        ours.write("rewards", _rewards(0.5))
+    assert not os.path.lexists(lock_target)
+    assert outside.read_text() == "mine\n"
+    problems = ours.verify()
+    lock = ours.path / ".lock"
+    assert [p.split(": ", 1)[0] for p in problems] == [str(lock), str(log), str(folder)]
+    assert all(": is a symbolic link" in p for p in problems), problems
+    for problem in problems:  # in the order verify gives them, as a user would
+        ours.quarantine_part(problem.split(": ", 1)[0], reason="link")
+    assert ours.verify() == []
+    ours.write("rewards", _rewards(0.5))  # the store works again, inside itself
+    assert ours.read("rewards")["score"].tolist() == [0.5, 0.5]
+
+
+_FIFO_PROBE = textwrap.dedent(
+    """
+    import sys, warnings
+    from legival_core.store import Store, StoreError
+    store = Store.open(sys.argv[1])
+    print(len(store.verify()))
+    try:
+        store.read("rewards")
+    except StoreError as error:
+        print("refused:", error)
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+def test_a_fifo_named_like_a_part_blocks_nothing(tmp_path: Path) -> None:
+    """Item 4: a FIFO named like a part made verify (and a read-only page) block forever on
+    opening it. The probe runs in a child process so that the old code fails the test by
+    hanging past the guard instead of hanging the suite."""
+    ours, _ = _two_stores(tmp_path)
+    listed = ours.parts("rewards")[0]
+    listed.unlink()
+    os.mkfifo(listed)  # the listed part is now a FIFO
+    os.mkfifo(listed.parent / "part-99999999-1-0123456789ab.arrow")  # and an unlisted one
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", _FIFO_PROBE, str(ours.path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,  # a hang guard, far above the second or two the probe takes
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("verify or read blocked on a FIFO")
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    count, refusal = probe.stdout.splitlines()
+    assert count == "2"  # both FIFOs reported
+    assert refusal.startswith(f"refused: {listed}: is a FIFO")
+
+
+def test_a_deeply_nested_manifest_is_one_store_error(tmp_path: Path) -> None:
+    """Item 5: a manifest nested 100,000 levels deep let a RecursionError escape."""
+    store = Store.create(tmp_path / "s")
+    deep = '{"schema_version": 1, "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    store.manifest_path.write_text(deep)
+    with pytest.raises(StoreError) as info:
+        Store.open(store.path)
+    message = str(info.value)
+    assert message.startswith(str(store.manifest_path)) and "nested 100001 levels" in message
+    # Deep brackets inside a string are text, not nesting: 1 (outer object) + 0.
+    from legival_core.store import json_depth
+
+    assert json_depth('{"note": "' + "[" * 500 + '"}') == 1
+
+
+def test_a_tables_file_in_place_of_the_folder_is_one_store_error(tmp_path: Path) -> None:
+    """Item 5: a store whose tables/ is a file failed with a bare NotADirectoryError."""
+    store = Store.create(tmp_path / "s")
+    store.write("rewards", _rewards(0.25))
+    import shutil
+
+    shutil.rmtree(store.path / "tables")
+    (store.path / "tables").write_text("not a folder")
+    with pytest.raises(StoreError, match="tables: is a regular file, not a folder"):
+        store.read("rewards")
+    assert any("tables: is a file where a folder belongs" in p for p in store.verify())
+
+
+def test_a_kill_inside_the_manifest_first_write_window_is_finished_by_the_next_writer(
+    tmp_path: Path,
+) -> None:
+    """The two moments a writer can be killed now that the manifest vouches for every part:
+    after listing its part as pending and before the rename (the part is not read and the next
+    writer drops the entry), and after the rename before clearing the mark (the part is read)."""
+    from legival_core import store as store_module
+
+    store = Store.create(tmp_path / "s")
+    store.write("rewards", _rewards(0.25, ("t1",)))
+    manifest = json.loads(store.manifest_path.read_text())
+    parts = manifest["tables"]["rewards"]["parts"]
+    dead_temp = f".tmp-{store_module._HOST}-999999999-{'d' * 32}.arrow"
+    (store.path / "tables" / "rewards" / dead_temp).write_bytes(b"half a part")
+    # Killed before the rename: listed as pending, only its temp file on disk.
+    parts.append(
+        {**parts[0], "file": "part-00000002-999999999-aaaaaaaaaaaa.arrow", "pending": True}
+    )
+    # Killed after the rename: listed as pending and on disk.
+    landed = "part-00000003-999999999-bbbbbbbbbbbb.arrow"
+    (store.path / "tables" / "rewards" / landed).write_bytes(store.parts("rewards")[0].read_bytes())
+    parts.append({**parts[0], "file": landed, "pending": True, "rows": 1})
+    store.manifest_path.write_text(json.dumps(manifest))
+
+    assert [p.name for p in store.parts("rewards")] == [parts[0]["file"], landed]
+    assert store.verify() == []
+    store.write("rewards", _rewards(0.5, ("t2",)))
+    after = store.manifest["tables"]["rewards"]["parts"]
+    assert [p["file"] for p in after][:2] == [parts[0]["file"], landed]
+    assert not any(p.get("pending") for p in after) and len(after) == 3
+    assert not (store.path / "tables" / "rewards" / dead_temp).exists()
+    assert store.read("rewards")["score"].tolist() == [0.25, 0.5]
+
+
+def test_csv_export_neutralises_formulas_and_reads_them_back(tmp_path: Path) -> None:
+    """Item 12: Store.export wrote =…, +…, -…, @… cells verbatim (live formulas when the CSV
+    is opened in a spreadsheet). They get a leading ' and read_exported takes it off again."""
+    store = Store.create(tmp_path / "s")
+    hostile = ["=1+1", "+cmd|' /C calc'!A0", "-2+3", "@SUM(1+1)", "'quoted", "plain"]
+    frame = pd.DataFrame(
+        {"trace_id": [f"t{i}" for i in range(6)], "reward_model": hostile, "score": -0.5}
+    )
+    store.write("rewards", frame)
+    (path,) = store.export(tmp_path / "out", fmt="csv")
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as handle:
+        cells = {row["trace_id"]: row["reward_model"] for row in csv.DictReader(handle)}
+    assert cells == {
+        "t0": "'=1+1",
+        "t1": "'+cmd|' /C calc'!A0",
+        "t2": "'-2+3",
+        "t3": "'@SUM(1+1)",
+        "t4": "''quoted",  # a leading quote is quoted too, so the round trip is exact
+        "t5": "plain",
+    }
+    back = read_exported(path).to_pandas()
+    assert back["reward_model"].tolist() == hostile and back["score"].tolist() == [-0.5] * 6
+
+
+def test_the_apps_csv_downloads_neutralise_formulas(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Item 12, the app: every table's download button (pages.common.download_csv) wrote the
+    frame verbatim. The bytes handed to Streamlit are captured; the number stays a number."""
+    from pages import common
+
+    captured: dict[str, bytes] = {}
+    monkeypatch.setattr(
+        common.st, "download_button", lambda label, data, **kw: captured.setdefault("csv", data)
+    )
+    frame = pd.DataFrame({"teacher": ['=HYPERLINK("http://e.x","x")', "ok"], "fotu": [-0.5, 1]})
+    common.download_csv(frame, "board")
+    lines = captured["csv"].decode().splitlines()
+    assert lines == ["teacher,fotu", '"\'=HYPERLINK(""http://e.x"",""x"")",-0.5', "ok,1.0"]

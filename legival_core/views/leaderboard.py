@@ -178,22 +178,11 @@ def efficiency_intervals(
     return pd.DataFrame(rows, columns=["teacher", "dataset", "metric", "value", "lo", "hi", "n"])
 
 
-_LATEX_SPECIAL = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-}
-
-
 def _latex_escape(text: str) -> str:
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+    # ASCII-only, every special character escaped, "[" braced: legival_core.safe_export.
+    from legival_core.safe_export import tex_text
+
+    return tex_text(text)
 
 
 def latex_table(frame: pd.DataFrame, caption: str = "", decimals: int = 3) -> str:
