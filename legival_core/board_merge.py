@@ -45,7 +45,9 @@ def merge_teacher_rows(
     legival_core.board_merge.MergeConflict: teacher 'y' on dataset 'd' is in stores run1 and run2; pass --prefer run1 or --prefer run2 to choose
     """  # noqa: E501
     if prefer is not None and prefer not in tables:
-        raise MergeConflict(f"--prefer {prefer}: no store of that name (stores: {', '.join(tables)})")
+        raise MergeConflict(
+            f"--prefer {prefer}: no store of that name (stores: {', '.join(tables)})"
+        )
     frames = [table.assign(store=name) for name, table in tables.items() if len(table)]
     if not frames:
         return pd.DataFrame(columns=["teacher", "dataset", "store"])

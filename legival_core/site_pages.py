@@ -236,10 +236,13 @@ class TraceEvidence:
     rollouts: pd.DataFrame  # its ``rollouts`` rows
     error_labels: pd.DataFrame  # its ``error_labels`` rows
     leak_k: int | None
+    #: Whether ``leak_k`` was stored by the metrics stage (traces with rollouts); False: not
+    #: looked for.
+    leak_stored: bool = True
 
 
 def _pre(label: str, text: object) -> str:
-    return f"<h3>{html.escape(label)}</h3><pre class=\"text\">{html.escape(str(text))}</pre>"
+    return f'<h3>{html.escape(label)}</h3><pre class="text">{html.escape(str(text))}</pre>'
 
 
 def trace_page(
@@ -263,7 +266,9 @@ def trace_page(
             "correct": [correct],
             "steps m": [str(len(evidence.steps))],
             "tokens": [shown(trace.get("tokens"))],
-            "answer leak k": [shown(evidence.leak_k)],
+            "answer leak k": [
+                shown(evidence.leak_k) if evidence.leak_stored else "not stored (no rollouts)"
+            ],
         }
     )
     body = [

@@ -81,7 +81,8 @@ SITE_JS = """(function () {
   function key(cell) {
     var text = cell.textContent.trim();
     var number = parseFloat(text.replace(/[%,]/g, ""));
-    return { text: text, number: isNaN(number) ? null : number, missing: text === "" || text === "–" };
+    var missing = text === "" || text === "–";
+    return { text: text, number: isNaN(number) ? null : number, missing: missing };
   }
   function compare(a, b) {
     if (a.missing !== b.missing) { return a.missing ? 1 : -1; }

@@ -45,9 +45,8 @@ from typing import Any
 
 import pandas as pd
 
-from legival_core import __version__
+from legival_core import __version__, site_pages, site_pin, views
 from legival_core import board as board_layout
-from legival_core import site_pages, site_pin, views
 from legival_core.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
 from legival_core.board_merge import merge_teacher_rows
 from legival_core.safe_text import plotly_literals
@@ -399,26 +398,6 @@ def _source_note(source: _Source) -> str:
     )
 
 
-def _leak_step(
-    trace: Mapping[str, Any], problem: Mapping[str, Any], steps: pd.DataFrame, stored: Any
-) -> int | None:
-    """The leak step as the inspector shows it: the stored ``trace_transfer.leak_k`` when the
-    metrics stage left one, else found by the problem's task (as the inspector does)."""
-    if stored is not views.NOT_STORED:
-        return stored  # type: ignore[no-any-return]
-    gold = str(problem.get("gold") or "")
-    if not problem.get("task") or not len(steps) or not gold:
-        return None
-    from legival_core.tasks import get_task
-
-    try:
-        task = get_task(str(problem["task"]))
-    except KeyError:
-        return None
-    ends = steps.sort_values("step")["end"].tolist()
-    return task.answer_leak_step(str(trace["reasoning"]), ends, gold, problem=problem).k
-
-
 def _by_trace(frame: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
     if frame is None or not len(frame):
         return {}
@@ -435,6 +414,8 @@ def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_page
         return store.read(table, filters=wanted) if store.has(table) else pd.DataFrame()
 
     traces = read("traces")
+    if not len(traces):  # a store of per-trace metrics without the traces themselves
+        return []
     problems = (
         store.read("problems", filters={"problem_id": sorted(set(traces["problem_id"]))})
         if store.has("problems") and len(traces)
@@ -480,6 +461,9 @@ def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_page
             table["flag_lexical"] = table["number"].isin(flagged)
         rollouts = tables["rollouts"].get(trace_id, empty)
         grades = tables["grades"].get(trace_id, empty)
+        # The leak step the metrics stage stored (every trace with rollouts has one). The app's
+        # inspector finds it for the others by running the task's answer check on each prefix
+        # (over a second per trace here); a static page of a trace without rollouts says none.
         stored = views.stored_leak_step(tables["trace_transfer"].get(trace_id, empty))
         evidence.append(
             site_pages.TraceEvidence(
@@ -490,7 +474,8 @@ def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_page
                 strip=views.student_strip(rollouts),
                 rollouts=rollouts,
                 error_labels=tables["error_labels"].get(trace_id, empty),
-                leak_k=_leak_step(trace, problem, steps, stored),
+                leak_k=None if stored is views.NOT_STORED else stored,  # type: ignore[arg-type]
+                leak_stored=stored is not views.NOT_STORED,
             )
         )
     return evidence
@@ -527,7 +512,9 @@ def _evidence_pages(
                 return frame[mask].drop(columns=["store"])
 
             table = site_pages.trace_metrics_table(of_row(efficiency), of_row(transfer))
-            chosen = site_pages.choose_traces(table["trace_id"].tolist(), options.traces, options.seed)
+            chosen = site_pages.choose_traces(
+                table["trace_id"].tolist(), options.traces, options.seed
+            )
             trace_pages: dict[str, str] = {}
             for evidence in _trace_evidence(source, chosen):
                 trace_id = str(evidence.trace["trace_id"])
@@ -599,7 +586,9 @@ def _open_sources(store_paths: Sequence[Path], prefer: str | None) -> _Sources:
     return _Sources(sources, kept)
 
 
-def build_site(store_paths: Sequence[Path], options: PublishOptions | None = None) -> dict[str, bytes]:
+def build_site(
+    store_paths: Sequence[Path], options: PublishOptions | None = None
+) -> dict[str, bytes]:
     """Every file of the site for the stores at ``store_paths`` (relative path -> bytes)."""
     import plotly.offline
 

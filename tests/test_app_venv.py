@@ -155,8 +155,7 @@ def url_paths() -> list[str]:
     """Every page address of the app's menu (the hidden redirect left out)."""
     text = (REPO / "app.py").read_text(encoding="utf-8")
     return [
-        m.group(1)
-        for m in re.finditer(r'url_path="([^"]+)"(?![^)]*visibility="hidden")', text)
+        m.group(1) for m in re.finditer(r'url_path="([^"]+)"(?![^)]*visibility="hidden")', text)
     ]
 
 

@@ -338,7 +338,9 @@ def test_trace_page_escapes_as_the_app_does(tmp_path: Path) -> None:
 
     store_path = build_hostile_store(tmp_path / "hostile")
     out = tmp_path / "site"
-    assert main(["publish", "--store", str(store_path), "--out", str(out), "--resamples", "20"]) == 0
+    assert (
+        main(["publish", "--store", str(store_path), "--out", str(out), "--resamples", "20"]) == 0
+    )
     store = Store.open(store_path)
     # a trace with a stored leak step (the inspector computes the others the same way)
     trace_id = str(store.read("trace_transfer")["trace_id"].iloc[0])

@@ -91,9 +91,15 @@ def plotted(page: Any, chart_id: str) -> int:
     return page.locator(selector).count()
 
 
-def test_snapshot_opens_offline_with_intervals(chromium: Any, tmp_path: Path) -> None:
-    out = tmp_path / "site"
+@pytest.fixture(scope="module")
+def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site") / "demo"
     publish(REPO / "results" / "demo", out)
+    return out
+
+
+def test_snapshot_opens_offline_with_intervals(chromium: Any, demo_site: Path) -> None:
+    out = demo_site
     context, page, attempted, dialogs = open_offline(chromium, out / "index.html")
     try:
         rows = page.locator("#rank-table tbody tr")
@@ -191,11 +197,10 @@ def test_readonly_app_has_the_viewer_toolbar(chromium: Any, hosted: str) -> None
         context.close()
 
 
-def test_site_walk_every_link_offline(chromium: Any, tmp_path: Path) -> None:
+def test_site_walk_every_link_offline(chromium: Any, demo_site: Path) -> None:
     from urllib.parse import unquote, urldefrag, urlparse
 
-    out = tmp_path / "site"
-    publish(REPO / "results" / "demo", out)
+    out = demo_site
     context = chromium.new_context(offline=True, viewport={"width": 1400, "height": 900})
     attempted: list[str] = []
     context.route("**/*", lambda route: route.continue_()
@@ -224,9 +229,12 @@ def test_site_walk_every_link_offline(chromium: Any, tmp_path: Path) -> None:
             page.goto(url)
             page.wait_for_load_state("load")
             # the shared style sheet applied (a rule of assets/site.css) and the footer present
-            assert page.evaluate(
-                "() => getComputedStyle(document.querySelector('footer')).borderTopStyle"
-            ) == "solid", url
+            assert (
+                page.evaluate(
+                    "() => getComputedStyle(document.querySelector('footer')).borderTopStyle"
+                )
+                == "solid"
+            ), url
             folder = local(url).parent.name
             if folder in kinds:
                 kinds[folder] += 1
