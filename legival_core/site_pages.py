@@ -7,9 +7,10 @@ per trace.
   same numbers as CSV beside it — each trace linking to its page;
 * a **trace page** is the trace inspector's view as static HTML: the steps shaded by
   redundancy with a link to the matched step, the backtracking marks, the leak step and each
-  student's correctness per prefix aligned to the steps
-  (:func:`legival_core.views.trace_html`, the very function the app renders with, so the text
-  is escaped exactly as in the app), then the student's answers at every prefix.
+  student's correctness per prefix aligned to the steps (``TraceEvidence.steps_html``, which
+  the publisher makes with :func:`legival_core.views.trace_html`, the very function the app
+  renders with, so the text is escaped exactly as in the app), then the student's answers at
+  every prefix.
 
 Pure functions from DataFrames to HTML strings; every piece of store text goes through
 :func:`html.escape` (directly or via :func:`legival_core.snapshot.html_table`).
@@ -236,6 +237,8 @@ class TraceEvidence:
     rollouts: pd.DataFrame  # its ``rollouts`` rows
     error_labels: pd.DataFrame  # its ``error_labels`` rows
     leak_k: int | None
+    #: The steps as the inspector draws them (:func:`legival_core.views.trace_html`).
+    steps_html: str
     #: Whether ``leak_k`` was stored by the metrics stage (traces with rollouts); False: not
     #: looked for.
     leak_stored: bool = True
@@ -253,8 +256,6 @@ def trace_page(
     footer: str,
 ) -> str:
     """The static trace inspector of one trace (see the module docstring)."""
-    from legival_core.views import trace_html
-
     trace, grade, problem = evidence.trace, evidence.grade, evidence.problem
     teacher, dataset = str(trace.get("teacher")), str(trace.get("dataset"))
     correct = {True: "yes", False: "no"}.get(grade.get("correct"), "not graded")  # type: ignore[arg-type]
@@ -292,9 +293,7 @@ def trace_page(
             text = f"{label['labeler']} label: no mistake found in this trace"
         body.append(f'<p class="note">{html.escape(text)}</p>')
     body.append("<h2>Steps</h2>")
-    body.append(
-        trace_html(evidence.steps, anchor="lv-main", leak_k=evidence.leak_k, strip=evidence.strip)
-    )
+    body.append(evidence.steps_html)
     if not evidence.strip.empty and 0 in evidence.strip.columns:
         alone = ", ".join(f"{s} {v:.2f}" for s, v in evidence.strip[0].items())
         body.append(f'<p class="note">{html.escape("Student alone (k = 0): " + alone)}</p>')

@@ -465,17 +465,20 @@ def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_page
         # inspector finds it for the others by running the task's answer check on each prefix
         # (over a second per trace here); a static page of a trace without rollouts says none.
         stored = views.stored_leak_step(tables["trace_transfer"].get(trace_id, empty))
+        leak_k = None if stored is views.NOT_STORED else stored
+        strip = views.student_strip(rollouts)
         evidence.append(
             site_pages.TraceEvidence(
                 trace=trace,
                 problem=problem,
                 grade=grades.iloc[0].to_dict() if len(grades) else {},
                 steps=table,
-                strip=views.student_strip(rollouts),
+                strip=strip,
                 rollouts=rollouts,
                 error_labels=tables["error_labels"].get(trace_id, empty),
-                leak_k=None if stored is views.NOT_STORED else stored,  # type: ignore[arg-type]
+                leak_k=leak_k,  # type: ignore[arg-type]
                 leak_stored=stored is not views.NOT_STORED,
+                steps_html=views.trace_html(table, anchor="lv-main", leak_k=leak_k, strip=strip),
             )
         )
     return evidence
