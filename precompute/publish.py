@@ -497,30 +497,46 @@ def _evidence_pages(
     efficiency = sources.read("trace_efficiency")
     transfer = sources.read("trace_transfer")
     trace_count = 0
+
+    def of_row(frame: pd.DataFrame | None, row: Any) -> pd.DataFrame:
+        if frame is None:
+            return pd.DataFrame(columns=["trace_id", "problem_id", "student"])
+        mask = (
+            (frame["store"] == row.store)
+            & (frame["teacher"].astype(str) == row.teacher)
+            & (frame["dataset"].astype(str) == row.dataset)
+        )
+        return frame[mask].drop(columns=["store"])
+
+    # First every row's table and chosen traces, then one read per table and store for the
+    # evidence of all of them (not one per row).
+    tables, chosen = {}, {}
+    for row in kept.itertuples(index=False):
+        key = (row.store, row.teacher, row.dataset)
+        tables[key] = site_pages.trace_metrics_table(of_row(efficiency, row), of_row(transfer, row))
+        chosen[key] = site_pages.choose_traces(
+            tables[key]["trace_id"].tolist(), options.traces, options.seed
+        )
+    evidence_of = {
+        (source.name, str(e.trace["trace_id"])): e
+        for source in sources.stores
+        for e in _trace_evidence(
+            source, sorted({t for k, ids in chosen.items() if k[0] == source.name for t in ids})
+        )
+    }
     for teacher, rows in kept.groupby("teacher", sort=True):
         row_pages = []
         for row in rows.itertuples(index=False):
             source = sources.by_name[row.store]
             stem = site_pages.page_name(teacher, row.dataset, row.store)
             row_pages.append(f"../rows/{stem}.html")
-
-            def of_row(frame: pd.DataFrame | None, row: Any = row) -> pd.DataFrame:
-                if frame is None:
-                    return pd.DataFrame(columns=["trace_id", "problem_id", "student"])
-                mask = (
-                    (frame["store"] == row.store)
-                    & (frame["teacher"].astype(str) == row.teacher)
-                    & (frame["dataset"].astype(str) == row.dataset)
-                )
-                return frame[mask].drop(columns=["store"])
-
-            table = site_pages.trace_metrics_table(of_row(efficiency), of_row(transfer))
-            chosen = site_pages.choose_traces(
-                table["trace_id"].tolist(), options.traces, options.seed
-            )
+            table = tables[(row.store, row.teacher, row.dataset)]
+            picked = chosen[(row.store, row.teacher, row.dataset)]
             trace_pages: dict[str, str] = {}
-            for evidence in _trace_evidence(source, chosen):
-                trace_id = str(evidence.trace["trace_id"])
+            for trace_id in picked:
+                evidence = evidence_of.get((row.store, trace_id))
+                if evidence is None:  # in trace_efficiency but not in traces
+                    continue
                 trace_stem = site_pages.page_name(trace_id, row.store)
                 trace_pages[trace_id] = f"../traces/{trace_stem}.html"
                 files[f"traces/{trace_stem}.html"] = site_pages.trace_page(
