@@ -219,6 +219,7 @@ def test_site_walk_every_link_offline(chromium: Any, demo_site: Path) -> None:
 
     start = (out / "index.html").as_uri()
     queue, visited, anchors, others = [start], set(), [], set()
+    jumps = 0
     kinds = {"teachers": 0, "rows": 0, "traces": 0}
     try:
         while queue:
@@ -246,6 +247,7 @@ def test_site_walk_every_link_offline(chromium: Any, demo_site: Path) -> None:
                 assert local(target).is_file(), (url, href)
                 if fragment and target == url:  # a jump to a matched step on this page
                     assert page.locator(f"[id='{fragment}']").count() == 1, (url, fragment)
+                    jumps += 1
                 elif fragment:
                     anchors.append((target, fragment))
                 if target.endswith(".html"):
@@ -255,6 +257,7 @@ def test_site_walk_every_link_offline(chromium: Any, demo_site: Path) -> None:
         # 1 leaderboard, 5 teachers, 25 rows (5 teachers × 5 CHAMP categories), 250 traces
         assert len(visited) == 281 and kinds == {"teachers": 5, "rows": 25, "traces": 250}
         assert others == {"csv", "tex", "json"}
+        assert jumps > 0  # the trace pages' ↩ links to matched steps were followed
         for target, fragment in anchors:  # jumps into another page (none on the demo)
             page.goto(target)
             assert page.locator(f"[id='{fragment}']").count() == 1, (target, fragment)
