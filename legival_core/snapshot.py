@@ -1,9 +1,12 @@
-"""A leaderboard as one self-contained HTML file: tables, Plotly charts and Plotly itself inline.
+"""The pages of a static leaderboard site: tables, Plotly charts, annotated traces.
 
-:func:`snapshot_html` assembles the page from already computed pieces (text tables, Plotly
-figure JSON, the plotly.js source), so it is a pure string function: no store, no network.
-The page needs nothing but a browser: it opens from ``file://``, its Content-Security-Policy
-forbids every fetch, and it links only to the files written beside it (CSV, LaTeX).
+:func:`snapshot_html` (the leaderboard) and :func:`page_html` (every other page) assemble a
+page from already computed pieces (text tables, Plotly figure JSON, escaped trace HTML), so
+they are pure string functions: no store, no network. A page needs nothing but a browser and
+the site's shared files (:data:`SITE_CSS`, :data:`SITE_JS` and plotly.js, written once under
+``assets/`` and linked by a relative path): it opens from ``file://`` and from any static
+host, its Content-Security-Policy allows scripts and styles from the site itself only and
+forbids every other request, and it links only to files of the site.
 
 Everything that comes from a store is text, never markup: table cells, headings and notes go
 through :func:`html.escape`; chart labels are escaped with
@@ -21,14 +24,33 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-__all__ = ["Section", "embed_json", "html_table", "snapshot_html"]
+__all__ = [
+    "ASSETS",
+    "PLOTLY_ASSET",
+    "SITE_CSS",
+    "SITE_JS",
+    "Section",
+    "embed_json",
+    "footer_html",
+    "html_table",
+    "page_html",
+    "snapshot_html",
+]
 
-# No request may leave the page: scripts and styles are inline, images are data: URLs.
+# No request may leave the site: scripts and styles come from the site's own files ('self';
+# ``file:`` for a site opened from disk, whose origin is opaque) or sit inline, images are
+# data: URLs, and nothing may be fetched, framed or posted.
 _POLICY = (
-    "default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
-    "img-src data: blob:; font-src data:"
+    "default-src 'none'; script-src 'self' file: 'unsafe-inline' 'unsafe-eval'; "
+    "style-src 'self' file: 'unsafe-inline'; img-src data: blob:; font-src data:; "
+    "connect-src 'none'; form-action 'none'; base-uri 'none'"
 )
-_STYLE = """
+#: Where the shared files live inside a site, relative to its root.
+ASSETS = "assets"
+PLOTLY_ASSET = f"{ASSETS}/plotly.min.js"
+_CSS_ASSET = f"{ASSETS}/site.css"
+_JS_ASSET = f"{ASSETS}/site.js"
+SITE_CSS = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1400px; color: #222;
        padding: 0 1rem; }
 h1 { margin-bottom: 0.2rem; }
@@ -42,6 +64,50 @@ td.up { color: #1e8449; } td.down { color: #c0392b; }
 .scroll { overflow-x: auto; }
 details { margin: 0.4rem 0; }
 .chart { width: 100%; }
+td a, th a { color: inherit; }
+table.sortable th { cursor: pointer; }
+table.sortable th[aria-sort="ascending"]::after { content: " ▲"; }
+table.sortable th[aria-sort="descending"]::after { content: " ▼"; }
+pre.text { white-space: pre-wrap; background: #f8f9f9; padding: 0.6rem; max-width: 80rem; }
+footer { margin-top: 3rem; border-top: 1px solid #ddd; color: #666; font-size: 0.78rem; }
+footer code { font-size: 0.75rem; }
+nav.crumbs { font-size: 0.9rem; margin-bottom: 0.6rem; }
+#student-answers td { white-space: pre-wrap; min-width: 4rem; max-width: 60rem; }
+"""
+
+#: The site's one script of its own: click a header of a ``table.sortable`` to sort by it
+#: (numbers as numbers, "–" last; a second click reverses).
+SITE_JS = """(function () {
+  function key(cell) {
+    var text = cell.textContent.trim();
+    var number = parseFloat(text.replace(/[%,]/g, ""));
+    var missing = text === "" || text === "–";
+    return { text: text, number: isNaN(number) ? null : number, missing: missing };
+  }
+  function compare(a, b) {
+    if (a.missing !== b.missing) { return a.missing ? 1 : -1; }
+    if (a.number !== null && b.number !== null) { return a.number - b.number; }
+    return a.text.localeCompare(b.text);
+  }
+  document.querySelectorAll("table.sortable").forEach(function (table) {
+    var heads = table.querySelectorAll("thead th");
+    heads.forEach(function (th, column) {
+      th.addEventListener("click", function () {
+        var down = th.getAttribute("aria-sort") === "ascending";
+        heads.forEach(function (h) { h.removeAttribute("aria-sort"); });
+        th.setAttribute("aria-sort", down ? "descending" : "ascending");
+        var body = table.tBodies[0];
+        var rows = Array.prototype.slice.call(body.rows);
+        rows.sort(function (r, s) {
+          var order = compare(key(r.cells[column]), key(s.cells[column]));
+          var missing = key(r.cells[column]).missing || key(s.cells[column]).missing;
+          return down && !missing ? -order : order;
+        });
+        rows.forEach(function (row) { body.appendChild(row); });
+      });
+    });
+  });
+})();
 """
 
 
@@ -84,65 +150,151 @@ def _cell_class(text: str, low_n_mark: str) -> str:
     return ""
 
 
-def html_table(table: pd.DataFrame, table_id: str, low_n_mark: str = "") -> str:
+def html_table(
+    table: pd.DataFrame,
+    table_id: str,
+    low_n_mark: str = "",
+    links: Mapping[str, Sequence[str | None]] | None = None,
+    sortable: bool = False,
+) -> str:
     """An HTML table of ``table``: every header and cell escaped; a cell's " · " parts go on
     lines of their own; cells carrying ``low_n_mark`` get the class ``low-n``, rank changes
     ``up`` / ``down``.
+
+    ``links`` maps a column to one relative address per row (None: no link); those cells
+    become links. ``sortable`` marks the table for :data:`SITE_JS`'s header sorting.
 
     >>> print(html_table(pd.DataFrame({"teacher": ["<b>x</b>"], "n": [3]}), "t"))
     <div class="scroll"><table id="t"><thead><tr><th>teacher</th><th>n</th></tr></thead><tbody>
     <tr><td>&lt;b&gt;x&lt;/b&gt;</td><td>3</td></tr>
     </tbody></table></div>
+    >>> linked = html_table(pd.DataFrame({"a": ["x"]}), "t", links={"a": ['r/"x".html']})
+    >>> linked.split("<tr>")[2].split("</tr>")[0]
+    '<td><a href="r/&quot;x&quot;.html">x</a></td>'
     """
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
+    columns = list(table.columns)
+    targets = {columns.index(c): list(hrefs) for c, hrefs in (links or {}).items() if c in columns}
     rows = []
-    for row in table.itertuples(index=False):
+    for number, row in enumerate(table.itertuples(index=False)):
         cells = []
-        for value in row:
+        for column, value in enumerate(row):
             text = "–" if _is_missing(value) else str(value)
             # "24.0% [12.0–36.0] · n 50": value, n and marks on lines of their own
             lines = "<br>".join(html.escape(part) for part in text.split(" · "))
+            href = targets[column][number] if column in targets else None
+            if href:
+                lines = f'<a href="{html.escape(href)}">{lines}</a>'
             cells.append(f"<td{_cell_class(text, low_n_mark)}>{lines}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
+    kind = ' class="sortable"' if sortable else ""
     return (
-        f'<div class="scroll"><table id="{html.escape(table_id)}"><thead><tr>{head}</tr></thead>'
-        "<tbody>\n" + "\n".join(rows) + "\n</tbody></table></div>"
+        f'<div class="scroll"><table id="{html.escape(table_id)}"{kind}><thead><tr>{head}</tr>'
+        "</thead><tbody>\n" + "\n".join(rows) + "\n</tbody></table></div>"
     )
 
 
-def snapshot_html(
-    title: str,
-    sections: Sequence[Section],
-    plotly_js: str,
-    downloads: Mapping[str, str] | None = None,
-    low_n_mark: str = "",
-) -> str:
-    """The whole page: ``title``, each :class:`Section` in order, download links to the files
-    named in ``downloads`` (label -> relative file name) and plotly.js inline.
+_PIN_NOTE = (
+    "the digests above, the package version and the publish options; "
+    "python -m precompute publish --check SITE --store DIR says whether a store still matches."
+)
 
-    >>> page = snapshot_html("<i>t</i>", [Section("S", notes=["n < 20"])], "/*js*/")
-    >>> "<title>&lt;i&gt;t&lt;/i&gt;</title>" in page, "n &lt; 20" in page, "/*js*/" in page
-    (True, True, True)
+
+def footer_html(lines: Sequence[str], pin_file: str) -> str:
+    """The footer every page carries: what the site was published from (``lines``, escaped)
+    and a link to the site's ``site.json`` at the relative address ``pin_file``.
+
+    >>> footer_html(["store <demo>"], "../site.json").split("</p>")[0]
+    '<footer><p>store &lt;demo&gt;'
+    >>> '<a href="../site.json">site.json</a>' in footer_html([], "../site.json")
+    True
     """
-    # plotly.js holds no "</script", but a closing tag inside a script would end it early.
-    script = plotly_js.replace("</script", "<\\/script")
+    body = "".join(f"<p>{html.escape(line)}</p>" for line in lines)
+    return (
+        f'<footer>{body}<p><a href="{html.escape(pin_file)}">site.json</a> pins '
+        f"{_PIN_NOTE}</p></footer>"
+    )
+
+
+def _head(title: str, root: str, with_plotly: bool) -> list[str]:
+    """The ``<head>`` of a page ``root`` (``""`` or ``"../"``) away from the site's root."""
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{_POLICY}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{html.escape(title)}</title>",
-        f"<style>{_STYLE}</style>",
-        f"<script>{script}</script>",
-        "</head><body>",
-        f"<h1>{html.escape(title)}</h1>",
+        f'<link rel="stylesheet" href="{root}{_CSS_ASSET}">',
     ]
+    if with_plotly:
+        parts.append(f'<script src="{root}{PLOTLY_ASSET}"></script>')
+    return parts
+
+
+def page_html(
+    title: str,
+    body: Sequence[str],
+    *,
+    root: str = "",
+    footer: str = "",
+    crumbs: Sequence[tuple[str, str]] = (),
+    with_plotly: bool = False,
+) -> str:
+    """A page of the site: ``title`` (escaped), links back (``crumbs``: label, relative
+    address), the already escaped HTML pieces of ``body``, then ``footer``.
+
+    ``root`` is the relative way to the site's root (``"../"`` for a page in a sub-folder), for
+    the shared assets. Plotly is linked only ``with_plotly``.
+
+    >>> page = page_html("<i>t</i>", ["<p>x</p>"], root="../", crumbs=[("board", "../index.html")])
+    >>> "<title>&lt;i&gt;t&lt;/i&gt;</title>" in page, 'href="../assets/site.css"' in page
+    (True, True)
+    >>> "plotly" in page
+    False
+    """
+    links = " › ".join(
+        f'<a href="{html.escape(href)}">{html.escape(label)}</a>' for label, href in crumbs
+    )
+    parts = [
+        *_head(title, root, with_plotly),
+        "</head><body>",
+        f'<nav class="crumbs">{links}</nav>' if crumbs else "",
+        f"<h1>{html.escape(title)}</h1>",
+        *body,
+        footer,
+        f'<script src="{root}{_JS_ASSET}"></script>',
+        "</body></html>",
+    ]
+    return "\n".join(p for p in parts if p) + "\n"
+
+
+def snapshot_html(
+    title: str,
+    sections: Sequence[Section],
+    downloads: Mapping[str, str] | None = None,
+    low_n_mark: str = "",
+    links: Mapping[str, Mapping[str, Sequence[str | None]]] | None = None,
+    footer: str = "",
+) -> str:
+    """The leaderboard page at the site's root: ``title``, each :class:`Section` in order,
+    download links to the files named in ``downloads`` (label -> relative file name), plotly.js
+    and the site's style and script from ``assets/``. ``links`` maps a table's id to the links
+    of its cells (see :func:`html_table`); ``footer`` closes the page.
+
+    >>> page = snapshot_html("<i>t</i>", [Section("S", notes=["n < 20"])])
+    >>> "<title>&lt;i&gt;t&lt;/i&gt;</title>" in page, "n &lt; 20" in page
+    (True, True)
+    >>> 'src="assets/plotly.min.js"' in page
+    True
+    """
+    links = links or {}
+    parts = [*_head(title, "", True), "</head><body>", f"<h1>{html.escape(title)}</h1>"]
     if downloads:
-        links = " · ".join(
+        files = " · ".join(
             f'<a href="{html.escape(name)}" download>{html.escape(label)}</a>'
             for label, name in downloads.items()
         )
-        parts.append(f'<p class="note">The table as data: {links}</p>')
+        parts.append(f'<p class="note">The table as data: {files}</p>')
     plots = []
     for section in sections:
         parts.append(f"<h2>{html.escape(section.heading)}</h2>")
@@ -150,7 +302,9 @@ def snapshot_html(
         for key, figure in section.charts:
             parts.append(f'<div class="chart" id="{html.escape(key)}"></div>')
             plots.append((key, figure))
-        parts += [html_table(table, key, low_n_mark) for key, table in section.tables]
+        parts += [
+            html_table(table, key, low_n_mark, links.get(key)) for key, table in section.tables
+        ]
         for summary, key, table in section.folded:
             parts.append(
                 f"<details><summary>{html.escape(summary)}</summary>"
@@ -162,5 +316,10 @@ def snapshot_html(
         '{"displaylogo": false, "responsive": true}); })();'
         for key, figure in plots
     )
-    parts += [f"<script>{calls}</script>", "</body></html>"]
+    parts += [
+        f"<script>{calls}</script>",
+        footer,
+        f'<script src="{_JS_ASSET}"></script>',
+        "</body></html>",
+    ]
     return "\n".join(parts) + "\n"

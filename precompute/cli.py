@@ -15,8 +15,10 @@ Commands::
     merge   --store DIR [--table NAME]                 compact each table's parts into one
     export  --store DIR --out DIR [--format parquet|csv] [--tables a,b]
     verify  --store DIR                                list problems (truncated parts, dup keys)
-    publish --store DIR --out DIR [--resamples N] [--seed S] [--include-references]
-                                                       static leaderboard snapshot (HTML, CSV, TeX)
+    publish --store DIR [--store DIR …] --out DIR [--resamples N] [--seed S] [--traces N]
+            [--include-references] [--space] [--prefer STORE]
+                                                       static leaderboard site (HTML, CSV, TeX)
+    publish --check SITE --store DIR [--store DIR …]   does the site still match? (exit 0 / 1)
     demo    [--problems N] [--out DIR]                 build the bundled CHAMP demo store
     calibrate --store DIR [--seed N] [--size small|full]  planted traces: how far each metric holds
     list                                               the stages, what they read and write
@@ -479,8 +481,22 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _publish_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", required=True, type=Path)
-    p.add_argument("--out", required=True, type=Path, help="folder to write into")
+    p.add_argument(
+        "--store",
+        required=True,
+        type=Path,
+        action="append",
+        help="a store to publish; several --store merge their teacher rows into one board",
+    )
+    p.add_argument("--out", type=Path, default=None, help="folder to write the site into")
+    p.add_argument(
+        "--check",
+        type=Path,
+        default=None,
+        metavar="SITE",
+        help="say whether the site SITE still matches the store(s) (exit 0 yes, 1 no); "
+        "writes nothing",
+    )
     p.add_argument(
         "--resamples", type=int, default=None, help="problem resamples (default: the app's)"
     )
@@ -490,33 +506,80 @@ def _publish_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="rank reference teachers (human solutions, gold rationales) like any model",
     )
+    p.add_argument(
+        "--traces",
+        type=int,
+        default=None,
+        metavar="N",
+        help="annotated trace pages for N traces per (teacher, dataset) row, chosen "
+        "reproducibly (default: every trace)",
+    )
+    p.add_argument(
+        "--space",
+        action="store_true",
+        help="add the Hugging Face Space card (README.md, sdk: static) to the site",
+    )
+    p.add_argument(
+        "--prefer",
+        default=None,
+        metavar="STORE",
+        help="with several --store: the store (by folder name) whose row wins when two hold "
+        "one teacher and dataset",
+    )
 
 
 @command(
     "publish",
-    help="write a self-contained static leaderboard (index.html, CSV, LaTeX)",
+    help="write a static leaderboard site (HTML pages per row and trace, CSV, LaTeX)",
     description="Write the leaderboard with 95% value and rank intervals, the transfer "
-    "curves and the Pareto chart as one HTML file that opens offline, plus the table as "
-    "CSV and LaTeX.",
+    "curves and the Pareto chart, a page per teacher and per (teacher, dataset) row with "
+    "every per-trace metric, and an annotated page per trace, as a static site that opens "
+    "offline, plus the table as CSV and LaTeX and site.json pinning what it was made from. "
+    "With --check SITE: compare a published site with the store(s) instead.",
     arguments=_publish_arguments,
 )
 def _cmd_publish(args: argparse.Namespace) -> int:
-    from precompute.publish import PublishOptions, publish
+    from precompute.publish import PublishOptions, check_site, publish
 
+    for store in args.store:
+        _open_store(store, create=False)  # a missing or damaged store is exit 4, not 1
+    if args.check is not None:
+        if args.out is not None:
+            raise UsageError("--check compares a site with a store; it takes no --out")
+        result = check_site(args.check, args.store)
+        print(result.message)
+        return EXIT_OK if result.matches else EXIT_FAILED
+    if args.out is None:
+        raise UsageError("give --out DIR to write a site, or --check SITE to compare one")
     options = PublishOptions()
     if args.resamples is not None:
         if args.resamples < 1:
             raise UsageError(f"--resamples must be at least 1, got {args.resamples}")
-        options = PublishOptions(n_boot=args.resamples, seed=options.seed)
+        options = dataclasses.replace(options, n_boot=args.resamples)
     if args.seed is not None:
-        options = PublishOptions(n_boot=options.n_boot, seed=args.seed)
-    if args.include_references:
-        options = dataclasses.replace(options, include_references=True)
+        options = dataclasses.replace(options, seed=args.seed)
+    if args.traces is not None:
+        if args.traces < 0:
+            raise UsageError(f"--traces must be 0 or more, got {args.traces}")
+        options = dataclasses.replace(options, traces=args.traces)
+    options = dataclasses.replace(
+        options,
+        include_references=args.include_references,
+        space=args.space,
+        prefer=args.prefer,
+    )
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} exists and is not a folder")
-    _open_store(args.store, create=False)  # a missing or damaged store is exit 4, not 1
-    for path in publish(args.store, args.out, options):
-        print(path)
+    written = publish(args.store, args.out, options)
+    main_files = ("index.html", "leaderboard.csv", "leaderboard.tex", "site.json")
+    for name in main_files:
+        print(args.out / name)
+    pages = sum(1 for p in written if p.suffix == ".html")
+    size = sum(p.stat().st_size for p in written)
+    print(
+        f"{len(written)} files, {pages} pages, {size / 1e6:.1f} MB in {args.out}",
+        file=sys.stderr,
+    )
     return EXIT_OK
 
 

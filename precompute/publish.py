@@ -1,37 +1,96 @@
-"""``python -m precompute publish``: a store's leaderboard as a static, self-contained snapshot.
+"""``python -m precompute publish``: a store's leaderboard as a static site, with the evidence.
 
-Writes into ``--out``:
+Writes into ``--out`` (a folder that opens from ``file://`` or on any static host):
 
 * ``index.html`` — the rank table with 95% value and rank intervals and n, the rank intervals
-  per metric, the transfer curves and the Pareto chart, plotly.js inline: one file that opens
-  from ``file://`` with no network (for a paper's supplement or a static host);
-* ``leaderboard.csv`` — the table as numbers (value, interval, n, rank, rank interval, upper-bound
-  rank per metric);
-* ``leaderboard.tex`` — the table as a booktabs ``tabular``.
+  per metric, the transfer curves and the Pareto chart; every value of the rank table links to
+  its teacher's page;
+* ``teachers/<teacher>.html`` — the teacher's (teacher, dataset) rows, each linking to its row
+  page;
+* ``rows/<teacher>--<dataset>.html`` and ``.csv`` — every per-trace metric of the row, sortable,
+  the numbers as CSV beside it; each trace with a page links to it;
+* ``traces/<trace>.html`` — the trace inspector's view of one trace as static HTML (all traces,
+  or ``--traces N`` per row chosen by a seeded digest of the trace id, the count said on the
+  row page);
+* ``assets/`` — plotly.js, the style sheet and the sorting script, once for every page;
+* ``leaderboard.csv`` / ``leaderboard.tex`` — the table as numbers and as a booktabs tabular;
+* ``site.json`` — what the site pins: per store its content, config and provenance digests
+  (:mod:`legival_core.site_pin`), the package version, the publish options and the digest of
+  every other file; each page's footer shows it. ``publish --check SITE --store DIR`` compares
+  it with a store;
+* with ``--space``, ``README.md``: the Hugging Face Space card (``sdk: static``).
+
+Several ``--store`` merge their ``teacher_metrics`` rows into one board
+(:func:`legival_core.board_merge.merge_teacher_rows`; a clash is refused unless ``--prefer``
+names the winning store), each row saying which store and config it came from.
 
 The numbers are the app's: :mod:`legival_core.rank_intervals` for the intervals (problems
 resampled, the same draw for every teacher, seeded), :mod:`legival_core.board` for the cells.
-Every name from the store is escaped (HTML in the page, Plotly labels in the charts).
+Every name and every piece of model text is escaped (HTML in the pages, Plotly labels in the
+charts, trace text through the app's own :func:`legival_core.views.trace_html`).
+
+The whole site is built in memory first (:func:`build_site`) and written by one function,
+:func:`write_site`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
+from legival_core import __version__, site_pages, site_pin, views
 from legival_core import board as board_layout
-from legival_core import views
 from legival_core.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
+from legival_core.board_merge import merge_teacher_rows
 from legival_core.safe_export import csv_frame
 from legival_core.safe_text import plotly_literals
-from legival_core.snapshot import Section, snapshot_html
+from legival_core.snapshot import (
+    PLOTLY_ASSET,
+    SITE_CSS,
+    SITE_JS,
+    Section,
+    footer_html,
+    snapshot_html,
+)
 from legival_core.store import Store
 from legival_core.views import figures
 from precompute.atomic_folder import kill_if_asked, staged_folder
 
-__all__ = ["PublishOptions", "publish"]
+__all__ = [
+    "SPACE_CARD",
+    "PublishOptions",
+    "SiteCheck",
+    "build_site",
+    "check_site",
+    "publish",
+    "write_site",
+]
+
+#: ``site.json``'s layout version.
+SITE_VERSION = 1
+#: The Hugging Face Space card ``--space`` writes as the site's ``README.md``: a static Space
+#: serves ``index.html`` as it is.
+SPACE_CARD = """---
+title: Legi-Val leaderboard
+emoji: 🔎
+colorFrom: blue
+colorTo: gray
+sdk: static
+app_file: index.html
+pinned: false
+---
+
+A Legi-Val leaderboard published with `python -m precompute publish --space`: the rank table
+with 95% value and rank intervals, and behind every value the per-trace tables and the
+annotated traces. `site.json` pins the store content, config and code it was made from.
+"""
 
 #: Resamples of traces behind the transfer-curve bands (as on the app's transfer page).
 BAND_RESAMPLES = 200
@@ -49,6 +108,17 @@ class PublishOptions:
     #: Rank reference teachers like any model (by default they get a row without a rank and
     #: a point never on the frontier, see legival_core.references).
     include_references: bool = False
+    #: Trace pages per (teacher, dataset) row: None = every trace, else this many, chosen by
+    #: :func:`legival_core.site_pages.choose_traces` with ``seed``.
+    traces: int | None = None
+    #: Add the Hugging Face Space card (``README.md``, ``sdk: static``).
+    space: bool = False
+    #: With several stores: the store whose row wins when two hold one (teacher, dataset).
+    prefer: str | None = None
+
+    def recorded(self) -> dict[str, Any]:
+        """The options as ``site.json`` records them."""
+        return dataclasses.asdict(self)
 
 
 def _curves_json(view: views.TransferView) -> str:
@@ -87,10 +157,11 @@ def _pareto_figure(points: pd.DataFrame, x: str, y: str) -> str:
     return figure.to_json()
 
 
-def _transfer_view(store: Store) -> views.TransferView | None:
-    """The all-datasets, all-students view: the stored ``transfer_curves`` when current, else
-    computed from the rollouts; None without rollouts."""
-    if store.has("transfer_curves"):
+def _transfer_view(sources: _Sources) -> views.TransferView | None:
+    """The all-datasets, all-students view: one store's stored ``transfer_curves`` when
+    current, else computed from the (merged) rollouts; None without rollouts."""
+    if len(sources.stores) == 1 and sources.stores[0].store.has("transfer_curves"):
+        store = sources.stores[0].store
         table = views.fresh_transfer_curves(
             store.read("transfer_curves"),
             store.manifest,
@@ -99,17 +170,92 @@ def _transfer_view(store: Store) -> views.TransferView | None:
             view = views.transfer_view_from_table(table, None, None, "paper", BAND_RESAMPLES)
             if view is not None:
                 return view
-    if not store.has("rollouts"):
-        return None
     from legival_core.transfer import ROLLOUT_COLUMNS
 
-    rollouts = store.read("rollouts", columns=list(ROLLOUT_COLUMNS))
+    rollouts = sources.read("rollouts", columns=list(ROLLOUT_COLUMNS))
+    if rollouts is None:
+        return None
     return views.transfer_view(rollouts, None, None, "paper", BAND_RESAMPLES)
 
 
-def publish(store_path: Path, out: Path, options: PublishOptions | None = None) -> list[Path]:
-    """Write ``index.html``, ``leaderboard.csv`` and ``leaderboard.tex`` for the store at
-    ``store_path`` into ``out`` (created if needed); return the paths written."""
+@dataclass(frozen=True)
+class _Source:
+    """One store a site is built from: its name on the board, the store and its pin."""
+
+    name: str
+    store: Store
+    pin: dict[str, Any]
+
+
+def _store_names(paths: Sequence[Path]) -> list[str]:
+    """Each store's name on the board: its folder's name, ``-2``, ``-3`` … on a repeat.
+
+    >>> _store_names([Path("a/run"), Path("b/run"), Path("demo")])
+    ['run', 'run-2', 'demo']
+    """
+    names: list[str] = []
+    for path in paths:
+        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", path.resolve().name).strip("-") or "store"
+        name, n = base, 2
+        while name in names:
+            name, n = f"{base}-{n}", n + 1
+        names.append(name)
+    return names
+
+
+def _pin(name: str, store: Store) -> dict[str, Any]:
+    return site_pin.store_pin(name, store.manifest, {t: store.parts(t) for t in store.tables()})
+
+
+class _Sources:
+    """The stores of one board, read as one: each table the union of every store's rows of the
+    kept (teacher, dataset) rows, with a ``store`` column."""
+
+    def __init__(self, stores: Sequence[_Source], kept: pd.DataFrame):
+        self.stores = list(stores)
+        self.kept = kept  # teacher_metrics rows on the board, with their store
+        self.by_name = {s.name: s for s in stores}
+
+    def _pairs(self, name: str) -> pd.DataFrame:
+        rows = self.kept[self.kept["store"] == name]
+        return rows[["teacher", "dataset"]].astype(str)
+
+    def read(self, table: str, columns: Sequence[str] | None = None) -> pd.DataFrame | None:
+        """The merged rows of ``table`` (None when no store has it). Tables keyed by teacher
+        and dataset keep only their board rows; trace tables only the traces of those rows."""
+        frames = []
+        for source in self.stores:
+            if not source.store.has(table):
+                continue
+            frame = source.store.read(table, columns=columns)
+            if {"teacher", "dataset"} <= set(frame.columns):
+                pairs = self._pairs(source.name)
+                key = frame["teacher"].astype(str) + "\x1f" + frame["dataset"].astype(str)
+                frame = frame[key.isin(set(pairs["teacher"] + "\x1f" + pairs["dataset"]))]
+            frames.append(frame.assign(store=source.name))
+        if not frames:
+            return None
+        return pd.concat(frames, ignore_index=True)
+
+
+def _footer(sources: _Sources, options: PublishOptions, pin_file: str) -> str:
+    lines = [
+        f"Store {s.name}: content {s.pin['content_digest'][:12]}, config "
+        f"{s.pin['config_digest'][:12]}, provenance {s.pin['provenance_digest'][:12]}."
+        for s in sources.stores
+    ]
+    chosen = "every trace" if options.traces is None else f"{options.traces} traces per row"
+    lines.append(
+        f"Published by legival {__version__} with {options.n_boot:,} resamples, seed "
+        f"{options.seed}, trace pages for {chosen}."
+    )
+    return footer_html(lines, pin_file)
+
+
+def _leaderboard_sections(
+    sources: _Sources, options: PublishOptions, references: Sequence[str]
+) -> tuple[list[Section], pd.DataFrame, str, pd.DataFrame]:
+    """The leaderboard page's sections, the rank table shown (text), its LaTeX and numbers."""
     from legival_core.rank_intervals import (
         agreeing_intervals,
         frontier_shares,
@@ -117,25 +263,12 @@ def publish(store_path: Path, out: Path, options: PublishOptions | None = None) 
         points_agree,
         resample_teachers,
     )
-    from precompute.stages.base import StageError
 
-    options = options or PublishOptions()
-    store = Store.open(store_path)
-    if not store.has("teacher_metrics"):
-        raise StageError(
-            f"{store.path}: no teacher_metrics table to publish; run the metrics stage first"
-        )
-    from legival_core.references import store_reference_teachers
-
-    teacher_metrics = store.read("teacher_metrics")
+    teacher_metrics = sources.kept.drop(columns=["store"])
     metrics = views.ranked_metrics(teacher_metrics)
-    references = store_reference_teachers(store)
     include = options.include_references
     board = views.leaderboard(teacher_metrics, metrics, None, references, include)
-    tables = {
-        name: store.read(name) if store.has(name) else None
-        for name in ("trace_efficiency", "trace_transfer")
-    }
+    tables = {name: sources.read(name) for name in ("trace_efficiency", "trace_transfer")}
     directions = {m: v.higher_is_better for m, v in views.METRICS.items()}
     resamples = None
     intervals = pd.DataFrame()
@@ -149,12 +282,18 @@ def publish(store_path: Path, out: Path, options: PublishOptions | None = None) 
 
     text_table = board_layout.uncertainty_board(board, intervals, metrics, options.low_n)
     numbers = board_layout.board_numbers(board, intervals, metrics)
+    if len(sources.stores) > 1:
+        # which run each teacher's rows come from (a teacher may span runs, one per dataset)
+        origin = sources.kept.groupby(sources.kept["teacher"].astype(str))["store"].agg(
+            lambda s: ", ".join(dict.fromkeys(s))
+        )
+        text_table["store"] = text_table["teacher"].map(origin).to_numpy()
+        numbers["store"] = numbers["teacher"].map(origin).to_numpy()
     latex = views.latex_table(
         board_layout.ascii_cells(text_table),
         caption="Legi-Val rank table: value [95% interval]; n traces; rank (95% rank interval)",
     )
 
-    name = store.path.name
     if resamples is not None:
         rank_note = (
             f"Each value shows its 95% interval [lo–hi] from {options.n_boot:,} resamples of "
@@ -170,6 +309,10 @@ def publish(store_path: Path, out: Path, options: PublishOptions | None = None) 
             "This store holds averages only (no per-trace tables), so nothing can be resampled: "
             f"every value says “{board_layout.NO_INTERVAL}”. Rank 1 = best."
         )
+    rank_note += (
+        " Every value opens the teacher's page: its rows per dataset, and from there every "
+        "trace behind them."
+    )
     shown_apart = [r for r in references if not include and r in set(board["teacher"])]
     if shown_apart:
         rank_note += (
@@ -194,7 +337,7 @@ def publish(store_path: Path, out: Path, options: PublishOptions | None = None) 
         )
     ]
 
-    view = _transfer_view(store)
+    view = _transfer_view(sources)
     if view is not None and not view.curves.empty:
         sections.append(
             Section(
@@ -247,24 +390,349 @@ def publish(store_path: Path, out: Path, options: PublishOptions | None = None) 
                 tables=[("pareto-shares", share_table)],
             )
         )
+    return sections, text_table, latex, numbers
 
+
+def _source_note(source: _Source) -> str:
+    return (
+        f"From store {source.name} (content {source.pin['content_digest'][:12]}, config "
+        f"{source.pin['config_digest'][:12]})."
+    )
+
+
+def _by_trace(frame: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
+    if frame is None or not len(frame):
+        return {}
+    return {str(k): g for k, g in frame.groupby(frame["trace_id"].astype(str), sort=False)}
+
+
+def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_pages.TraceEvidence]:
+    """Everything each trace page shows, read from one store with one filtered read per table
+    (the inspector's bundle, for many traces at once)."""
+    store = source.store
+    wanted = {"trace_id": list(trace_ids)}
+
+    def read(table: str) -> pd.DataFrame:
+        return store.read(table, filters=wanted) if store.has(table) else pd.DataFrame()
+
+    traces = read("traces")
+    if not len(traces):  # a store of per-trace metrics without the traces themselves
+        return []
+    problems = (
+        store.read("problems", filters={"problem_id": sorted(set(traces["problem_id"]))})
+        if store.has("problems") and len(traces)
+        else pd.DataFrame()
+    )
+    problem_rows = {str(r["problem_id"]): r for r in problems.to_dict(orient="records")}
+    tables = {
+        name: _by_trace(read(name))
+        for name in (
+            "grades",
+            "steps",
+            "similarity",
+            "judgments",
+            "rollouts",
+            "error_labels",
+            "trace_transfer",
+        )
+    }
+    empty = pd.DataFrame()
+    evidence = []
+    for trace in traces.sort_values("trace_id").to_dict(orient="records"):
+        trace_id = str(trace["trace_id"])
+        steps = tables["steps"].get(trace_id, empty)
+        table = (
+            views.step_table(
+                steps, tables["similarity"].get(trace_id), tables["judgments"].get(trace_id)
+            )
+            if len(steps)
+            else pd.DataFrame(columns=["step", "number", "text", "tokens", "similarity",
+                                       "matched_step", "redundant"])
+        )  # fmt: skip
+        problem = problem_rows.get(str(trace["problem_id"]), {})
+        task = problem.get("task")
+        if "flag_lexical" not in table and task and len(table):
+            from legival_core.backtracking import lexical_backtracking
+            from legival_core.tasks import get_task
+
+            try:
+                family = get_task(str(task)).family
+            except KeyError:
+                family = "math"
+            flagged = set(lexical_backtracking(table["text"].astype(str).tolist(), family))
+            table["flag_lexical"] = table["number"].isin(flagged)
+        rollouts = tables["rollouts"].get(trace_id, empty)
+        grades = tables["grades"].get(trace_id, empty)
+        # The leak step the metrics stage stored (every trace with rollouts has one). The app's
+        # inspector finds it for the others by running the task's answer check on each prefix
+        # (over a second per trace here); a static page of a trace without rollouts says none.
+        stored = views.stored_leak_step(tables["trace_transfer"].get(trace_id, empty))
+        leak_k = None if stored is views.NOT_STORED else stored
+        strip = views.student_strip(rollouts)
+        evidence.append(
+            site_pages.TraceEvidence(
+                trace=trace,
+                problem=problem,
+                grade=grades.iloc[0].to_dict() if len(grades) else {},
+                steps=table,
+                strip=strip,
+                rollouts=rollouts,
+                error_labels=tables["error_labels"].get(trace_id, empty),
+                leak_k=leak_k,  # type: ignore[arg-type]
+                leak_stored=stored is not views.NOT_STORED,
+                steps_html=views.trace_html(table, anchor="lv-main", leak_k=leak_k, strip=strip),
+            )
+        )
+    return evidence
+
+
+def _evidence_pages(
+    sources: _Sources, options: PublishOptions, footer: str
+) -> tuple[dict[str, str], dict[str, str], int]:
+    """Teacher, row and trace pages (path -> text), each teacher's page address, and the
+    number of trace pages."""
+    files: dict[str, str] = {}
+    kept = sources.kept.copy()
+    kept["teacher"] = kept["teacher"].astype(str)
+    kept["dataset"] = kept["dataset"].astype(str)
+    teacher_pages = {t: f"teachers/{site_pages.page_name(t)}.html" for t in kept["teacher"]}
+    efficiency = sources.read("trace_efficiency")
+    transfer = sources.read("trace_transfer")
+    trace_count = 0
+
+    def of_row(frame: pd.DataFrame | None, row: Any) -> pd.DataFrame:
+        if frame is None:
+            return pd.DataFrame(columns=["trace_id", "problem_id", "student"])
+        mask = (
+            (frame["store"] == row.store)
+            & (frame["teacher"].astype(str) == row.teacher)
+            & (frame["dataset"].astype(str) == row.dataset)
+        )
+        return frame[mask].drop(columns=["store"])
+
+    # First every row's table and chosen traces, then one read per table and store for the
+    # evidence of all of them (not one per row).
+    tables, chosen = {}, {}
+    for row in kept.itertuples(index=False):
+        key = (row.store, row.teacher, row.dataset)
+        tables[key] = site_pages.trace_metrics_table(of_row(efficiency, row), of_row(transfer, row))
+        chosen[key] = site_pages.choose_traces(
+            tables[key]["trace_id"].tolist(), options.traces, options.seed
+        )
+    evidence_of = {
+        (source.name, str(e.trace["trace_id"])): e
+        for source in sources.stores
+        for e in _trace_evidence(
+            source, sorted({t for k, ids in chosen.items() if k[0] == source.name for t in ids})
+        )
+    }
+    for teacher, rows in kept.groupby("teacher", sort=True):
+        row_pages = []
+        for row in rows.itertuples(index=False):
+            source = sources.by_name[row.store]
+            stem = site_pages.page_name(teacher, row.dataset, row.store)
+            row_pages.append(f"../rows/{stem}.html")
+            table = tables[(row.store, row.teacher, row.dataset)]
+            picked = chosen[(row.store, row.teacher, row.dataset)]
+            trace_pages: dict[str, str] = {}
+            for trace_id in picked:
+                evidence = evidence_of.get((row.store, trace_id))
+                if evidence is None:  # in trace_efficiency but not in traces
+                    continue
+                trace_stem = site_pages.page_name(trace_id, row.store)
+                trace_pages[trace_id] = f"../traces/{trace_stem}.html"
+                files[f"traces/{trace_stem}.html"] = site_pages.trace_page(
+                    evidence,
+                    row_href=f"../rows/{stem}.html",
+                    teacher_href=f"../{teacher_pages[teacher]}",
+                    footer=footer,
+                )
+            trace_count += len(trace_pages)
+            if options.traces is None:
+                note = f"Every trace of this row has its annotated page ({len(trace_pages)})."
+            else:
+                note = (
+                    f"{len(trace_pages)} of {len(table)} traces have an annotated page "
+                    f"(--traces {options.traces}: the traces with the smallest BLAKE2b digest "
+                    f"of '<seed>:<trace id>', seed {options.seed}); the others are in the table "
+                    "only."
+                )
+            files[f"rows/{stem}.html"] = site_pages.row_page(
+                teacher,
+                row.dataset,
+                table,
+                trace_pages,
+                csv_name=f"{stem}.csv",
+                teacher_href=f"../{teacher_pages[teacher]}",
+                footer=footer,
+                chosen_note=note,
+                source=_source_note(source) if len(sources.stores) > 1 else "",
+            )
+            files[f"rows/{stem}.csv"] = csv_frame(table).to_csv(index=False)
+        shown_rows = rows.drop(columns=["hf_id"], errors="ignore")
+        origin = ", ".join(dict.fromkeys(rows["store"]))
+        files[teacher_pages[teacher]] = site_pages.teacher_page(
+            teacher,
+            shown_rows,
+            row_pages,
+            footer=footer,
+            source=f"From store(s) {origin}." if len(sources.stores) > 1 else "",
+        )
+    return files, teacher_pages, trace_count
+
+
+def _open_sources(store_paths: Sequence[Path], prefer: str | None) -> _Sources:
+    from precompute.errors import UsageError
+    from precompute.stages.base import StageError
+
+    stores = [Store.open(p) for p in store_paths]
+    names = _store_names([s.path for s in stores])
+    sources = [_Source(n, s, _pin(n, s)) for n, s in zip(names, stores, strict=True)]
+    metrics = {}
+    for source in sources:
+        if not source.store.has("teacher_metrics"):
+            raise StageError(
+                f"{source.store.path}: no teacher_metrics table to publish; run the metrics "
+                "stage first"
+            )
+        metrics[source.name] = source.store.read("teacher_metrics")
+    from legival_core.board_merge import MergeConflict
+
+    if prefer is not None and len(sources) == 1 and prefer != sources[0].name:
+        raise UsageError(f"--prefer {prefer}: no store of that name (stores: {names[0]})")
+    try:
+        kept = merge_teacher_rows(metrics, prefer)
+    except MergeConflict as error:
+        raise UsageError(str(error)) from None
+    return _Sources(sources, kept)
+
+
+def build_site(
+    store_paths: Sequence[Path], options: PublishOptions | None = None
+) -> dict[str, bytes]:
+    """Every file of the site for the stores at ``store_paths`` (relative path -> bytes)."""
     import plotly.offline
 
-    page = snapshot_html(
+    from legival_core.references import store_reference_teachers
+
+    options = options or PublishOptions()
+    sources = _open_sources(store_paths, options.prefer)
+    references = sorted({r for s in sources.stores for r in store_reference_teachers(s.store)})
+    sections, text_table, latex, numbers = _leaderboard_sections(sources, options, references)
+
+    files: dict[str, str | bytes] = {}
+    evidence, teacher_pages, trace_count = _evidence_pages(
+        sources, options, _footer(sources, options, "../site.json")
+    )
+    hrefs = [teacher_pages.get(t) for t in text_table["teacher"].astype(str)]
+    name = " + ".join(s.name for s in sources.stores)
+    files["index.html"] = snapshot_html(
         f"Legi-Val leaderboard: {name}",
         sections,
-        plotly.offline.get_plotlyjs(),
         downloads={"CSV": "leaderboard.csv", "LaTeX": "leaderboard.tex"},
         low_n_mark=board_layout.LOW_N_MARK,
+        links={"rank-table": {c: hrefs for c in text_table.columns}},
+        footer=_footer(sources, options, "site.json"),
     )
-    names = ["index.html", "leaderboard.csv", "leaderboard.tex"]
-    # All three files land together or not at all (precompute.atomic_folder); every CSV cell
-    # that a spreadsheet would run as a formula is quoted (legival_core.safe_export).
+    # Every CSV cell a spreadsheet would run as a formula is quoted (legival_core.safe_export).
+    files["leaderboard.csv"] = csv_frame(numbers).to_csv(index=False)
+    files["leaderboard.tex"] = latex + "\n"
+    files.update(evidence)
+    files[PLOTLY_ASSET] = plotly.offline.get_plotlyjs()
+    files["assets/site.css"] = SITE_CSS
+    files["assets/site.js"] = SITE_JS
+    if options.space:
+        files["README.md"] = SPACE_CARD
+    encoded = {path: (v.encode("utf-8") if isinstance(v, str) else v) for path, v in files.items()}
+    pin = {
+        "format": site_pin.SITE_FORMAT,
+        "version": SITE_VERSION,
+        "package_version": __version__,
+        "stores": [s.pin for s in sources.stores],
+        "options": options.recorded(),
+        "pages": {
+            "teachers": len(teacher_pages),
+            "rows": len(sources.kept),
+            "traces": trace_count,
+        },
+        "files": {p: _bytes_digest(b) for p, b in sorted(encoded.items())},
+    }
+    encoded["site.json"] = (json.dumps(pin, indent=1, ensure_ascii=False) + "\n").encode()
+    return dict(sorted(encoded.items()))
+
+
+def _bytes_digest(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def write_site(out: Path, files: Mapping[str, bytes]) -> list[Path]:
+    """Write the complete site ``files`` (relative path -> bytes) into the folder ``out``: the
+    one place a site is written. Returns the paths written, in ``files``' order."""
+    # Every file lands together or not at all (precompute.atomic_folder): a kill leaves the
+    # previous site or this one, never a page beside another run's CSV.
     with staged_folder(out) as staging:
-        (staging / names[0]).write_text(page, encoding="utf-8")
-        kill_if_asked()
-        csv_frame(numbers).to_csv(staging / names[1], index=False)
-        kill_if_asked()
-        (staging / names[2]).write_text(latex + "\n", encoding="utf-8")
-        kill_if_asked()
-    return [out / name for name in names]
+        for relative, data in files.items():
+            path = staging / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            kill_if_asked()
+    return [out / relative for relative in files]
+
+
+def publish(
+    store_path: Path | Sequence[Path], out: Path, options: PublishOptions | None = None
+) -> list[Path]:
+    """Build the site of the store(s) at ``store_path`` and write it into ``out`` (created if
+    needed); return the paths written."""
+    paths = [store_path] if isinstance(store_path, str | Path) else list(store_path)
+    return write_site(out, build_site([Path(p) for p in paths], options))
+
+
+@dataclass(frozen=True)
+class SiteCheck:
+    """What ``publish --check`` found: whether the site matches, and the one line saying so."""
+
+    matches: bool
+    message: str
+
+
+def check_site(site: Path, store_paths: Iterable[Path]) -> SiteCheck:
+    """Whether the site at ``site`` still matches the stores at ``store_paths``: the same
+    stores (by content, config and provenance digest, in the same order) and every file the
+    site's ``site.json`` lists still there with its digest."""
+    pin_path = site / "site.json"
+    try:
+        pinned = json.loads(pin_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return SiteCheck(False, f"{site}: no site.json; not a site written by publish")
+    except (OSError, ValueError) as error:
+        return SiteCheck(False, f"{pin_path}: unreadable ({error})")
+    if pinned.get("format") != site_pin.SITE_FORMAT:
+        return SiteCheck(False, f"{pin_path}: not a legival site pin")
+    stores = [Store.open(p) for p in store_paths]
+    names = _store_names([s.path for s in stores])
+    current = [_pin(n, s) for n, s in zip(names, stores, strict=True)]
+    recorded = pinned.get("stores", [])
+    if len(recorded) != len(current):
+        return SiteCheck(
+            False, f"{site} was published from {len(recorded)} store(s), not {len(current)}"
+        )
+    for was, now, store in zip(recorded, current, stores, strict=True):
+        changed = site_pin.mismatches(was, now)
+        if changed:
+            return SiteCheck(
+                False,
+                f"{site} does not match {store.path}: its {' and '.join(changed)} changed "
+                f"(content {was.get('content_digest', '?')[:12]} in the site, "
+                f"{now['content_digest'][:12]} now)",
+            )
+    for relative, digest in pinned.get("files", {}).items():
+        path = site / relative
+        if not path.is_file():
+            return SiteCheck(False, f"{site} does not match: {relative} is missing")
+        if site_pin.file_digest(path) != digest:
+            return SiteCheck(False, f"{site} does not match: {relative} was changed")
+    digests = ", ".join(p["content_digest"][:12] for p in current)
+    return SiteCheck(True, f"{site} matches {', '.join(str(s.path) for s in stores)} ({digests})")

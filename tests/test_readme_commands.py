@@ -107,3 +107,20 @@ def test_each_bench_runs_its_help_from_another_folder(name: str, tmp_path: Path)
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("usage:") and "Traceback" not in result.stderr
+
+
+def test_the_first_command_opens_the_app_with_the_app_requirements_only() -> None:
+    """README's first command installs ``requirements-app.txt`` (no torch, no compiler) into a
+    fresh venv and opens the app; the second installs the full ``requirements.txt`` and runs
+    the tests (issue 27, item 4)."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start = text.split("## Start here", 1)[1].split("\n## ", 1)[0]
+    first, second = (block.strip() for block in _FENCED.findall(start)[:2])
+    steps = [step.strip() for step in first.split("&&")]
+    assert steps[0] == "python -m venv .venv-app"
+    assert steps[1] == ".venv-app/bin/pip install -r requirements-app.txt"
+    assert steps[-1] == ".venv-app/bin/streamlit run app.py"
+    assert "requirements.txt" not in first.replace("requirements-app.txt", "")
+    assert "pip install -r requirements.txt" in second and second.endswith("python -m pytest")
+    # what the full install needs is said next to it
+    assert "compiler" in start and "2.5 GB" in start and "3.11" in start

@@ -5,6 +5,10 @@ toolbar.
   opens ``index.html`` from ``file://`` with every non-file request aborted by a route (and the
   context offline). The test asserts that no such request was even attempted, that the rank
   table with intervals is there and that Plotly drew both charts.
+* The whole demo site, walked from ``index.html`` through every link (teacher, row and trace
+  pages, their anchors and downloads), each page opened offline: no request made, every link
+  resolves, every page styled by the shared assets, the trace pages drawn, and a row page's
+  table sorts when its header is clicked.
 * The same on a store with script payloads in every name: no dialog, no injected element, the
   names readable as text.
 * ``streamlit run app.py -- --readonly``: no Deploy button, and the main menu has no developer
@@ -28,7 +32,7 @@ from tests.test_browser import ARTIFACTS, screenshot, wait_idle
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Chromium is not installed"),
-    pytest.mark.timeout(180),
+    pytest.mark.timeout(600),
 ]
 
 LOCAL_SCHEMES = ("file://", "data:", "blob:")
@@ -50,7 +54,7 @@ def publish(store: Path, out: Path) -> None:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=900,  # a limit on a hung process, not a speed check
     )
     assert result.returncode == 0, result.stderr
     assert (out / "index.html").is_file() and (out / "leaderboard.csv").is_file()
@@ -87,9 +91,15 @@ def plotted(page: Any, chart_id: str) -> int:
     return page.locator(selector).count()
 
 
-def test_snapshot_opens_offline_with_intervals(chromium: Any, tmp_path: Path) -> None:
-    out = tmp_path / "site"
+@pytest.fixture(scope="module")
+def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site") / "demo"
     publish(REPO / "results" / "demo", out)
+    return out
+
+
+def test_snapshot_opens_offline_with_intervals(chromium: Any, demo_site: Path) -> None:
+    out = demo_site
     context, page, attempted, dialogs = open_offline(chromium, out / "index.html")
     try:
         rows = page.locator("#rank-table tbody tr")
@@ -183,5 +193,113 @@ def test_readonly_app_has_the_viewer_toolbar(chromium: Any, hosted: str) -> None
         assert page.get_by_text("95% interval [lo–hi] from 1,000 resamples").count() == 1
         page.wait_for_selector(".js-plotly-plot .barlayer .trace", timeout=15_000)
         screenshot(page, "leaderboard-intervals-demo")
+    finally:
+        context.close()
+
+
+def test_site_walk_every_link_offline(chromium: Any, demo_site: Path) -> None:
+    from urllib.parse import unquote, urldefrag, urlparse
+
+    out = demo_site
+    context = chromium.new_context(offline=True, viewport={"width": 1400, "height": 900})
+    attempted: list[str] = []
+    context.route("**/*", lambda route: route.continue_()
+                  if route.request.url.startswith(LOCAL_SCHEMES)
+                  else (attempted.append(route.request.url), route.abort()))  # fmt: skip
+    page = context.new_page()
+    page.on("request", lambda request: attempted.append(request.url)
+            if not request.url.startswith(LOCAL_SCHEMES) else None)  # fmt: skip
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    console_errors: list[str] = []
+    page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+
+    def local(url: str) -> Path:
+        return Path(unquote(urlparse(url).path))
+
+    start = (out / "index.html").as_uri()
+    queue, visited, anchors, others = [start], set(), [], set()
+    jumps = 0
+    kinds = {"teachers": 0, "rows": 0, "traces": 0}
+    try:
+        while queue:
+            url = queue.pop()
+            if url in visited:
+                continue
+            visited.add(url)
+            page.goto(url)
+            page.wait_for_load_state("load")
+            # the shared style sheet applied (a rule of assets/site.css) and the footer present
+            assert (
+                page.evaluate(
+                    "() => getComputedStyle(document.querySelector('footer')).borderTopStyle"
+                )
+                == "solid"
+            ), url
+            folder = local(url).parent.name
+            if folder in kinds:
+                kinds[folder] += 1
+            if folder == "traces":
+                assert page.locator(".lv-trace .lv-step").count() >= 1, url
+            for href in page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)"):
+                assert href.startswith("file://"), (url, href)
+                target, fragment = urldefrag(href)
+                assert local(target).is_file(), (url, href)
+                if fragment and target == url:  # a jump to a matched step on this page
+                    assert page.locator(f"[id='{fragment}']").count() == 1, (url, fragment)
+                    jumps += 1
+                elif fragment:
+                    anchors.append((target, fragment))
+                if target.endswith(".html"):
+                    queue.append(target)
+                else:
+                    others.add(local(target).name.rsplit(".", 1)[-1])
+        # 1 leaderboard, 5 teachers, 25 rows (5 teachers × 5 CHAMP categories), 250 traces
+        assert len(visited) == 281 and kinds == {"teachers": 5, "rows": 25, "traces": 250}
+        assert others == {"csv", "tex", "json"}
+        assert jumps > 0  # the trace pages' ↩ links to matched steps were followed
+        for target, fragment in anchors:  # jumps into another page (none on the demo)
+            page.goto(target)
+            assert page.locator(f"[id='{fragment}']").count() == 1, (target, fragment)
+        # a row page's table sorts by a clicked header (tokens, ascending then descending)
+        row = next((out / "rows").glob("gpt-4--champ-sequence--*.html"))
+        page.goto(row.as_uri())
+        header = page.locator("#trace-table th", has_text="tokens").first
+        column = page.locator("#trace-table th").all_inner_texts().index("tokens")
+        cells = f"#trace-table tbody tr td:nth-child({column + 1})"
+        header.click()
+        ascending = [float(t) for t in page.locator(cells).all_inner_texts()]
+        assert ascending == sorted(ascending) and len(ascending) == 10
+        header.click()
+        assert [float(t) for t in page.locator(cells).all_inner_texts()] == ascending[::-1]
+        assert attempted == [] and dialogs == [] and console_errors == []
+    finally:
+        context.close()
+
+
+def test_hostile_trace_pages_show_text_not_markup(chromium: Any, tmp_path: Path) -> None:
+    from tests.xss_payloads import INJECTED_SELECTORS, PAYLOADS, build_hostile_store
+
+    store = build_hostile_store(tmp_path / "hostile")
+    out = tmp_path / "site"
+    publish(store, out)
+    pages = sorted((out / "traces").glob("*.html")) + sorted((out / "rows").glob("*.html"))
+    pages += sorted((out / "teachers").glob("*.html"))
+    assert pages
+    context = chromium.new_context(offline=True)
+    dialogs: list[str] = []
+    try:
+        page = context.new_page()
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        shown = ""
+        for file in pages:
+            page.goto(file.as_uri())
+            page.wait_for_timeout(100)
+            for selector in INJECTED_SELECTORS:
+                assert page.locator(selector).count() == 0, (file.name, selector)
+            shown += page.inner_text("body")
+        assert dialogs == []
+        # the payloads are on the pages as readable text
+        assert PAYLOADS["script"] in shown and PAYLOADS["img_onerror"] in shown
     finally:
         context.close()
