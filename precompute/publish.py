@@ -105,6 +105,24 @@ def _transfer_view(store: Store) -> views.TransferView | None:
     return views.transfer_view(rollouts, None, None, "paper", BAND_RESAMPLES)
 
 
+def robustness_section(store: Store, options: PublishOptions) -> Section | None:
+    """The snapshot's robustness section: every ranking under every alternative analysis choice
+    the store can give (legival_core.robustness_choices), flips judged against the default's
+    rank intervals from the same resamples as the rank table; None without per-trace tables."""
+    from legival_core.robustness_choices import Settings, load_tables, robustness_report
+    from legival_core.views.robustness import robustness_section as layout
+
+    if not store.has("trace_efficiency"):
+        return None
+    report = robustness_report(
+        load_tables(store),
+        Settings.from_manifest(store.manifest),
+        n_boot=options.n_boot,
+        seed=options.seed,
+    )
+    return layout(report)  # type: ignore[return-value]
+
+
 def publish(store_path: Path, out: Path, options: PublishOptions | None = None) -> list[Path]:
     """Write ``index.html``, ``leaderboard.csv`` and ``leaderboard.tex`` for the store at
     ``store_path`` into ``out`` (created if needed); return the paths written."""
@@ -245,6 +263,10 @@ def publish(store_path: Path, out: Path, options: PublishOptions | None = None) 
                 tables=[("pareto-shares", share_table)],
             )
         )
+
+    robustness = robustness_section(store, options)
+    if robustness is not None:
+        sections.append(robustness)
 
     import plotly.offline
 
