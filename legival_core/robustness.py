@@ -15,7 +15,8 @@ default one:
   default separates them, and the choice reverses them anyway).
 
 Pure numpy/pandas; rank 1 = best, ties share the best rank, values rounded to 9 decimals
-before ranking exactly as the leaderboard does (:func:`legival_core.rank_intervals.replicate_ranks`).
+before ranking exactly as the leaderboard does
+(:func:`legival_core.rank_intervals.replicate_ranks`).
 
 Reference: Kendall, "The treatment of ties in ranking problems", Biometrika 33 (1945) for τ_b;
 Legi-Val (arXiv 2603.20508) for the rankings compared.
@@ -132,9 +133,7 @@ def spearman_rho(x: np.ndarray | list[float], y: np.ndarray | list[float]) -> fl
     return spearman(x, y).rho
 
 
-def noise_verdict(
-    lo_above: object, hi_above: object, lo_below: object, hi_below: object
-) -> str:
+def noise_verdict(lo_above: object, hi_above: object, lo_below: object, hi_below: object) -> str:
     """Whether a flip of two teachers is :data:`WITHIN_NOISE` (their 95% rank intervals under
     the default overlap: lo_a ≤ hi_b and lo_b ≤ hi_a) or a :data:`REAL_FLIP` (they do not);
     :data:`NO_INTERVAL` when either interval is unknown.
@@ -168,7 +167,8 @@ def flipped_pairs(
     >>> alternative = pd.Series({"a": 1.0, "b": 3.0, "c": 2.0})
     >>> intervals = pd.DataFrame({"teacher": ["a", "b", "c"], "rank_lo": [1, 2, 2],
     ...     "rank_hi": [1, 3, 3]})
-    >>> flipped_pairs(default, alternative, intervals)[["above", "below", "verdict"]].values.tolist()
+    >>> flips = flipped_pairs(default, alternative, intervals)
+    >>> flips[["above", "below", "verdict"]].values.tolist()
     [['b', 'c', 'within noise']]
     """
     common = [t for t in default_ranks.index if t in alternative_ranks.index]

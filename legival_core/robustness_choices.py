@@ -48,6 +48,7 @@ __all__ = [
     "CHOICE_FAMILIES",
     "DEFAULT_CHOICE",
     "EFFICIENCY_COLUMNS",
+    "TABLE_COLUMNS",
     "TRANSFER_COLUMNS",
     "Alternative",
     "RobustnessReport",
@@ -57,7 +58,6 @@ __all__ = [
     "Variant",
     "dataset_values",
     "default_intervals",
-    "TABLE_COLUMNS",
     "load_tables",
     "read_tables",
     "register_family",
@@ -394,12 +394,16 @@ def _profile(tables: StoreTables, settings: Settings) -> list[Alternative]:
 def _student(tables: StoreTables, settings: Settings) -> list[Alternative]:
     if tables.rollouts.empty:
         return [
-            Alternative("student", "student", "each student alone", TRANSFER_COLUMNS, reason="no rollouts")
+            Alternative(
+                "student", "student", "each student alone", TRANSFER_COLUMNS, reason="no rollouts"
+            )
         ]
     students = sorted({str(s) for s in tables.rollouts["student"].dropna()})
     if len(students) < 2:
         reason = f"the store has one student ({', '.join(students)}): its ranking is the default"
-        return [Alternative("student", "student", "each student alone", TRANSFER_COLUMNS, reason=reason)]
+        return [
+            Alternative("student", "student", "each student alone", TRANSFER_COLUMNS, reason=reason)
+        ]
     out = []
     chosen = tables.rollouts["student"].astype(str)
     for student in students:
@@ -428,7 +432,9 @@ def _labeler(tables: StoreTables, settings: Settings) -> list[Alternative]:
             f"the judgments hold one labeler ({', '.join(labelers) or 'none'}); an LLM judge's "
             "labels come from the judge stage with a judge model"
         )
-        return [Alternative("labeler", "labeler", "another labeler", ("backtracking",), reason=reason)]
+        return [
+            Alternative("labeler", "labeler", "another labeler", ("backtracking",), reason=reason)
+        ]
     efficiency = tables.trace_efficiency
     steps = efficiency.set_index(efficiency["trace_id"].astype(str))["steps"]
     out = []
@@ -438,7 +444,9 @@ def _labeler(tables: StoreTables, settings: Settings) -> list[Alternative]:
         # Traces the labeler did not label drop out of the means (NaN), not counted as 0.
         ids = efficiency["trace_id"].astype(str)
         changed = efficiency.assign(backtracking=ids.map(shares).astype("float64").to_numpy())
-        note = "" if labelled >= len(efficiency) else f"labels {labelled} of {len(efficiency)} traces"
+        note = (
+            "" if labelled >= len(efficiency) else f"labels {labelled} of {len(efficiency)} traces"
+        )
         out.append(
             Alternative(
                 f"labeler:{labeler}",
@@ -476,7 +484,13 @@ def _references(tables: StoreTables, settings: Settings) -> list[Alternative]:
     label = "reference teachers ranked too"
     if not tables.references:
         return [
-            Alternative("references", "references", label, LEADERBOARD_METRICS, reason="no reference teacher")
+            Alternative(
+                "references",
+                "references",
+                label,
+                LEADERBOARD_METRICS,
+                reason="no reference teacher",
+            )
         ]
     note = (
         f"{', '.join(tables.references)} joins the ranking; adding a teacher never reorders the "
@@ -579,7 +593,9 @@ def dataset_values(
         if "fotu_before_leak" in needs_transfer and leaks is not None and len(leaks):
             before = fotu_before_leak(rollouts, leaks, profile=transfer.profile, grid=transfer.grid)
             per_student = (
-                before.assign(teacher=before["teacher"].astype(str), dataset=before["dataset"].astype(str))
+                before.assign(
+                    teacher=before["teacher"].astype(str), dataset=before["dataset"].astype(str)
+                )
                 .groupby(["teacher", "dataset", "student"], observed=True)["fotu_before_leak"]
                 .mean()
                 .groupby(level=["teacher", "dataset"], observed=True)
@@ -725,9 +741,7 @@ def robustness_report(
         for alternative in CHOICE_FAMILIES[family](tables, settings):
             affected = [m for m in alternative.metrics if m in shown]
             if alternative.variant is None:
-                unavailable.append(
-                    (family, alternative.key, alternative.label, alternative.reason)
-                )
+                unavailable.append((family, alternative.key, alternative.label, alternative.reason))
                 continue
             if not affected:
                 continue
@@ -815,4 +829,3 @@ def _ranking_rows(metric: str, choice: str, values: pd.Series) -> pd.DataFrame:
         }
     )
     return frame.sort_values(["rank", "teacher"], kind="stable").reset_index(drop=True)
-

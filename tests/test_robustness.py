@@ -247,12 +247,27 @@ def build_hand_store(path: Path) -> Store:
                 start += len(text) + 1
             sims = [None, *SIMILARITY[teacher]]
             similarity += [
-                {"trace_id": trace_id, "step": i, "max_similarity": r, "matched_step": 0 if i else None}
+                {
+                    "trace_id": trace_id,
+                    "step": i,
+                    "max_similarity": r,
+                    "matched_step": 0 if i else None,
+                }
                 for i, r in enumerate(sims)
             ]
             judgments += [
-                {"trace_id": trace_id, "labeler": "lexical", "steps": LEXICAL[(teacher, problem)], "valid": True},
-                {"trace_id": trace_id, "labeler": "judge:toy", "steps": JUDGE[teacher], "valid": True},
+                {
+                    "trace_id": trace_id,
+                    "labeler": "lexical",
+                    "steps": LEXICAL[(teacher, problem)],
+                    "valid": True,
+                },
+                {
+                    "trace_id": trace_id,
+                    "labeler": "judge:toy",
+                    "steps": JUDGE[teacher],
+                    "valid": True,
+                },
             ]
             for student in STUDENTS:
                 for k in (0, 3, 6, 9):
@@ -479,7 +494,12 @@ def test_settings_follow_the_latest_metrics_record() -> None:
         "config": {"metrics": {"threshold": 0.8, "profile": "paper"}, "segment": {"mode": "paper"}},
         "provenance": [
             {"stage": "segment", "mode": "lines"},
-            {"stage": "metrics", "threshold": 0.85, "profile": "release", "primary_labeler": "lexical"},
+            {
+                "stage": "metrics",
+                "threshold": 0.85,
+                "profile": "release",
+                "primary_labeler": "lexical",
+            },
         ],
     }
     assert Settings.from_manifest(manifest) == Settings(

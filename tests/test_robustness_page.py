@@ -36,7 +36,10 @@ def _clear_caches() -> None:
 def _report(store: Store | Path, n_boot: int = RANK_RESAMPLES):
     opened = store if isinstance(store, Store) else Store.open(store)
     return robustness_report(
-        load_tables(opened), Settings.from_manifest(opened.manifest), n_boot=n_boot, seed=RESAMPLE_SEED
+        load_tables(opened),
+        Settings.from_manifest(opened.manifest),
+        n_boot=n_boot,
+        seed=RESAMPLE_SEED,
     )
 
 
@@ -111,7 +114,10 @@ def test_leaderboard_marks_ranks_that_flip(toy_store: Store, monkeypatch) -> Non
             continue
         changing = report.changing_teachers(metric)
         for teacher, cell in board[f"{label} rank"].items():
-            assert cell.endswith(robustness_view.CHANGE_MARK) == (teacher in changing), (metric, cell)
+            assert cell.endswith(robustness_view.CHANGE_MARK) == (teacher in changing), (
+                metric,
+                cell,
+            )
             marked_any |= teacher in changing
     assert marked_any
     links = at.get("page_link")

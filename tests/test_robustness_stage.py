@@ -136,7 +136,9 @@ def _default_state(path: Path) -> dict[str, object]:
 
 
 def _run(path: Path, config: Path, *extra: str) -> int:
-    return main(["robustness", "--store", str(path), "--config", str(config), "--no-progress", *extra])
+    return main(
+        ["robustness", "--store", str(path), "--config", str(config), "--no-progress", *extra]
+    )
 
 
 def test_stage_writes_the_lines_steps_and_no_default_table(
@@ -167,7 +169,10 @@ def test_stage_writes_the_lines_steps_and_no_default_table(
     assert ((later["max_similarity"] >= -1) & (later["max_similarity"] <= 1)).all()
     assert (later["matched_step"] < later["step"]).all()
     # Every trace is there, one similarity row per step.
-    assert similarity.groupby("trace_id").size().to_dict() == steps.groupby("trace_id").size().to_dict()
+    assert (
+        similarity.groupby("trace_id").size().to_dict()
+        == steps.groupby("trace_id").size().to_dict()
+    )
     assert similarity["trace_id"].nunique() == len(TEACHERS) * len(PROBLEMS)
     # A rerun finds every trace done and writes nothing.
     parts = sorted((store_path / "tables" / "robustness_steps").glob("part-*.arrow"))
@@ -180,7 +185,9 @@ def test_stage_writes_the_lines_steps_and_no_default_table(
 def test_report_reads_the_side_tables(pipeline_store: tuple[Path, Path], tmp_path: Path) -> None:
     base, config = pipeline_store
     store_path = _copy(base, tmp_path / "store")
-    before = robustness_report(load_tables(store_path), Settings.from_manifest(Store.open(store_path).manifest))
+    before = robustness_report(
+        load_tables(store_path), Settings.from_manifest(Store.open(store_path).manifest)
+    )
     assert "segmenter" in set(before.unavailable["family"])
     assert _run(store_path, config) == EXIT_OK
     store = Store.open(store_path)
@@ -197,13 +204,17 @@ def test_report_reads_the_side_tables(pipeline_store: tuple[Path, Path], tmp_pat
     for trace_id, rows in side.groupby("trace_id"):
         r = rows.sort_values("step")["max_similarity"].to_numpy()[1:]
         shares[trace_id] = float(np.count_nonzero(r > 0.8) / len(r)) if len(r) else 0.0
-    expected = traces.assign(share=traces["trace_id"].map(shares)).groupby("teacher")["share"].mean()
+    expected = (
+        traces.assign(share=traces["trace_id"].map(shares)).groupby("teacher")["share"].mean()
+    )
     for teacher in TEACHERS:
         assert rankings.loc[teacher, "value"] == pytest.approx(expected[teacher])
     # Backtracking under lines: the lexical flags over the new steps, shares per trace.
     flags = store.read("robustness_steps")
     per_trace = flags.groupby("trace_id")["lexical_cue"].mean()
-    expected_bt = traces.assign(share=traces["trace_id"].map(per_trace)).groupby("teacher")["share"].mean()
+    expected_bt = (
+        traces.assign(share=traces["trace_id"].map(per_trace)).groupby("teacher")["share"].mean()
+    )
     bt = report.rankings[
         (report.rankings.metric == "backtracking") & (report.rankings.choice == "segmenter:lines")
     ].set_index("teacher")

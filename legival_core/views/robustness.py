@@ -88,9 +88,7 @@ def side_by_side(report: RobustnessReport, metric: str, choice: str) -> pd.DataF
     return pd.DataFrame(
         {
             "teacher": teachers,
-            "default rank": pd.array(
-                [default["rank"].get(t) for t in teachers], dtype="Int64"
-            ),
+            "default rank": pd.array([default["rank"].get(t) for t in teachers], dtype="Int64"),
             "default value": [default["value"].get(t, math.nan) for t in teachers],
             "rank under the choice": pd.array(
                 [other["rank"].get(t) for t in teachers], dtype="Int64"
@@ -179,13 +177,19 @@ def robustness_section(report: RobustnessReport) -> object:
         flips = report.flips[report.flips["metric"] == metric]
         if len(flips):
             folded.append(
-                (f"Flipped pairs: {label}", f"robustness-flips-{metric}", flips.drop(columns="metric"))
+                (
+                    f"Flipped pairs: {label}",
+                    f"robustness-flips-{metric}",
+                    flips.drop(columns="metric"),
+                )
             )
     notes = [note]
     if len(report.unavailable):
         missing = "; ".join(
             f"{label}: {reason}"
-            for label, reason in zip(report.unavailable["label"], report.unavailable["reason"], strict=True)
+            for label, reason in zip(
+                report.unavailable["label"], report.unavailable["reason"], strict=True
+            )
         )
         notes.append(f"Not compared on this store: {missing}.")
     return Section("Robustness to analysis choices", notes=notes, tables=tables, folded=folded)
