@@ -206,12 +206,14 @@ def flipped_pairs(
 @dataclass(frozen=True)
 class RankingComparison:
     """One alternative ranking against the default: τ_b, ρ, the teachers compared (those
-    ranked under both), the flipped pairs, and how many of them are real flips."""
+    ranked under both), the flipped pairs, how many of them are real flips, and ``n_ties``:
+    the pairs the default orders that the alternative ties (no flip, but an order lost)."""
 
     tau_b: float
     rho: float
     n_teachers: int
     flips: pd.DataFrame
+    n_ties: int = 0
 
     @property
     def n_flips(self) -> int:
@@ -233,7 +235,8 @@ def compare_rankings(
     Both are Series teacher -> metric value. Each is ranked on its own (:func:`ranks_of`);
     τ_b (:func:`kendall_tau_b`) and ρ (:func:`spearman_rho`) are taken over the teachers
     ranked under both, and the flips are :func:`flipped_pairs` with the default's rank
-    ``intervals``.
+    ``intervals``; ``n_ties`` counts the pairs ordered by default and tied under the
+    alternative.
 
     >>> default = pd.Series({"a": 0.9, "b": 0.5, "c": 0.4})
     >>> same = compare_rankings(default, default * 2, higher_is_better=True)
@@ -242,6 +245,8 @@ def compare_rankings(
     >>> swapped = compare_rankings(default, pd.Series({"a": 0.9, "b": 0.3, "c": 0.4}), True)
     >>> round(swapped.tau_b, 4), swapped.rho, swapped.flips[["above", "below"]].values.tolist()
     (0.3333, 0.5, [['b', 'c']])
+    >>> compare_rankings(default, pd.Series({"a": 0.9, "b": 0.4, "c": 0.4}), True).n_ties
+    1
     """
     default_ranks = ranks_of(default_values, higher_is_better)
     alternative_ranks = ranks_of(alternative_values, higher_is_better)
@@ -258,5 +263,6 @@ def compare_rankings(
         tau_b=kendall_tau_b(x, y),
         rho=spearman_rho(x, y),
         n_teachers=len(common),
+        n_ties=int(np.count_nonzero((_pair_signs(x) != 0) & (_pair_signs(y) == 0))),
         flips=flipped_pairs(default_ranks, alternative_ranks, intervals),
     )

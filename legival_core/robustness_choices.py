@@ -368,7 +368,7 @@ def _grid(tables: StoreTables, settings: Settings) -> list[Alternative]:
         # A coarser run would still show the student nothing (k = 0) and the whole trace (m).
         keep = (k == 0) | (k == m) | (k % step == 0)
         setup = TransferSetup(tables.rollouts[keep], settings.profile, settings.grid)
-        label = f"prefixes every {step} steps (k = 0, {step}, {2 * step}, …, m)"
+        label = f"prefix grid every {step} steps"
         out.append(Alternative(f"grid:{step}", "grid", label, metrics, Variant(transfer=setup)))
     return out
 
@@ -381,7 +381,7 @@ def _profile(tables: StoreTables, settings: Settings) -> list[Alternative]:
     for name in PROFILES:
         if name == settings.profile:
             continue
-        key, label = f"profile:{name}", f"transfer profile {name} (binning and pooling)"
+        key, label = f"profile:{name}", f"transfer profile {name}"
         if tables.rollouts.empty:
             out.append(Alternative(key, "profile", label, TRANSFER_COLUMNS, reason="no rollouts"))
             continue
@@ -519,8 +519,8 @@ def _segmenter(tables: StoreTables, settings: Settings) -> list[Alternative]:
     done, wanted = side_table_coverage(tables, other)
     if done < wanted or not wanted:
         reason = (
-            f"{done} of {wanted} traces re-segmented with {other}; run `python -m precompute "
-            f"robustness --store DIR --segmenter {other}` (it resumes where it stopped)"
+            f"{done} of {wanted} traces re-segmented with {other}; run: python -m precompute "
+            f"robustness --store DIR --segmenter {other} (it resumes where it stopped)"
         )
         return [Alternative(key, "segmenter", label, metrics, reason=reason)]
     side = tables.robustness_similarity
@@ -683,23 +683,31 @@ class RobustnessReport:
         return {str(t) for t in pd.concat([rows["above"], rows["below"]])}
 
     def survival(self) -> pd.DataFrame:
-        """Per metric: alternatives compared, flips, real flips, and which alternatives flip
-        a pair (empty = the ranking survives every choice the store offers)."""
+        """Per metric: pairs of teachers the default orders, alternatives compared, flips,
+        real flips, pairs an alternative ties, and which alternatives flip (``flipped_by``)
+        or tie (``tied_by``) a pair; both empty = the ranking survives every choice the
+        store offers."""
         records = []
         for metric, rows in self.summary.groupby("metric", sort=False):
-            flipping = rows[rows["flips"] > 0]
+            default = self.rankings[
+                (self.rankings["metric"] == metric) & (self.rankings["choice"] == DEFAULT_CHOICE)
+            ]
+            ranks = pd.to_numeric(default["rank"], errors="coerce").dropna().to_numpy()
+            i, j = np.triu_indices(len(ranks), k=1)
             records.append(
                 {
                     "metric": metric,
+                    "ordered_pairs": int(np.count_nonzero(ranks[i] != ranks[j])),
                     "choices": len(rows),
                     "flips": int(rows["flips"].sum()),
                     "real_flips": int(rows["real_flips"].sum()),
-                    "flipped_by": ", ".join(flipping["label"].astype(str)),
+                    "ties": int(rows["ties"].sum()),
+                    "flipped_by": ", ".join(rows.loc[rows["flips"] > 0, "label"].astype(str)),
+                    "tied_by": ", ".join(rows.loc[rows["ties"] > 0, "label"].astype(str)),
                 }
             )
-        return pd.DataFrame.from_records(
-            records, columns=["metric", "choices", "flips", "real_flips", "flipped_by"]
-        )
+        columns = ["metric", "ordered_pairs", "choices", "flips", "real_flips", "ties"]
+        return pd.DataFrame.from_records(records, columns=[*columns, "flipped_by", "tied_by"])
 
 
 def _leaks(trace_transfer: pd.DataFrame) -> pd.DataFrame | None:
@@ -775,6 +783,7 @@ def robustness_report(
                         "n_teachers": comparison.n_teachers,
                         "flips": comparison.n_flips,
                         "real_flips": comparison.n_real_flips,
+                        "ties": comparison.n_ties,
                         "note": alternative.note,
                     }
                 )
@@ -790,6 +799,7 @@ def robustness_report(
         "n_teachers",
         "flips",
         "real_flips",
+        "ties",
         "note",
     ]
     summary_frame = pd.DataFrame.from_records(summary, columns=summary_columns)

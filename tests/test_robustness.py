@@ -114,6 +114,15 @@ def test_compare_rankings_by_hand() -> None:
     assert partial.n_teachers == 3 and partial.tau_b == pytest.approx(1 / 3)
 
 
+def test_pairs_an_alternative_ties_are_counted_not_flipped() -> None:
+    # default a 1, b 2, c 3; the alternative ties b and c (0.5 each) and keeps a first:
+    # n0 = 3, n1 = 0, n2 = 1 (b, c); (a,b), (a,c) concordant -> tau_b = 2 / sqrt(3 * 2)
+    default = pd.Series({"a": 0.9, "b": 0.6, "c": 0.3})
+    result = compare_rankings(default, pd.Series({"a": 0.9, "b": 0.5, "c": 0.5}), True)
+    assert (result.n_flips, result.n_ties) == (0, 1)
+    assert result.tau_b == pytest.approx(2 / math.sqrt(6))
+
+
 # --- properties -----------------------------------------------------------------------------
 
 values = st.lists(
@@ -383,7 +392,7 @@ def test_threshold_085_flips_one_pair_a_real_flip(hand_report) -> None:
     # rank differences A 1, B 1, C 0: rho = 1 - 6 * 2 / (3 * (9 - 1)) = 0.5
     assert row.tau_b == pytest.approx(1 / 3)
     assert row.rho == pytest.approx(0.5)
-    assert (row.n_teachers, row.flips, row.real_flips) == (3, 1, 1)
+    assert (row.n_teachers, row.flips, row.real_flips, row.ties) == (3, 1, 1, 0)
     flips = hand_report.flips[hand_report.flips.choice == "threshold:0.85"]
     # Every trace of a teacher has the same redundancy, so every resample of the two problems
     # gives the same three values: rank intervals B 2–2 and A 3–3 do not overlap.
@@ -451,7 +460,7 @@ def test_students_grids_and_profile_flip_nothing(hand_report) -> None:
     for metric in ("fotu", "fotu_before_leak"):
         for choice in ("grid:6", "grid:9", "profile:release", "student:s1", "student:s2"):
             row = _row(hand_report, metric, choice)
-            assert (row.tau_b, row.rho, row.flips, row.real_flips) == (1.0, 1.0, 0, 0)
+            assert (row.tau_b, row.rho, row.flips, row.real_flips, row.ties) == (1.0, 1.0, 0, 0, 0)
 
 
 def test_tied_rankings_have_no_tau(hand_report) -> None:
@@ -463,9 +472,17 @@ def test_tied_rankings_have_no_tau(hand_report) -> None:
 
 def test_survival_and_unavailable_choices(hand_report) -> None:
     survival = hand_report.survival().set_index("metric")
-    assert survival.loc["redundancy"].tolist() == [1, 1, 1, "redundancy τ = 0.85 (release)"]
-    assert survival.loc["backtracking"].tolist() == [1, 1, 0, "backtracking labeler judge:toy"]
-    assert survival.loc["fotu"].tolist() == [5, 0, 0, ""]
+    columns = ["ordered_pairs", "choices", "flips", "real_flips", "ties", "flipped_by"]
+    # Three teachers order 3 pairs; redundancy: 1 alternative, 1 flip, real, no tie.
+    assert survival.loc["redundancy", columns].tolist() == [
+        3, 1, 1, 1, 0, "redundancy τ = 0.85 (release)"
+    ]  # fmt: skip
+    assert survival.loc["backtracking", columns].tolist() == [
+        3, 1, 1, 0, 0, "backtracking labeler judge:toy"
+    ]  # fmt: skip
+    assert survival.loc["fotu", columns].tolist() == [3, 5, 0, 0, 0, ""]
+    # Every regression rate is 0: the default orders no pair, so nothing can flip or tie.
+    assert survival.loc["regression_rate", ["ordered_pairs", "flips", "ties"]].tolist() == [0, 0, 0]
     assert hand_report.changing_teachers("redundancy") == {"A", "B"}
     assert hand_report.changing_teachers("fotu") == set()
     reasons = dict(zip(hand_report.unavailable.family, hand_report.unavailable.reason, strict=True))

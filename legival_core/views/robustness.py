@@ -36,18 +36,19 @@ def _number(value: object, digits: int = 3) -> str:
 
 
 def choice_matrix(report: RobustnessReport, metric: str) -> pd.DataFrame:
-    """One metric's alternatives: choice, τ_b, ρ, teachers compared, flips, real flips, note.
+    """One metric's alternatives: choice, τ_b, ρ, teachers compared, flips, real flips,
+    pairs tied, note.
 
     τ_b and ρ are "–" when undefined (fewer than two teachers, or every teacher tied).
 
     >>> from legival_core.robustness_choices import Settings
     >>> summary = pd.DataFrame({"metric": ["fotu"], "family": ["grid"], "choice": ["grid:6"],
     ...     "label": ["prefixes every 6 steps"], "tau_b": [0.6667], "rho": [0.8],
-    ...     "n_teachers": [4], "flips": [1], "real_flips": [0], "note": [""]})
+    ...     "n_teachers": [4], "flips": [1], "real_flips": [0], "ties": [0], "note": [""]})
     >>> empty = pd.DataFrame()
     >>> report = RobustnessReport(summary, empty, empty, empty, Settings())
     >>> [str(v) for v in choice_matrix(report, "fotu").iloc[0]]
-    ['prefixes every 6 steps', '0.667', '0.800', '4', '1', '0', '']
+    ['prefixes every 6 steps', '0.667', '0.800', '4', '1', '0', '0', '']
     """
     rows = report.summary[report.summary["metric"] == metric]
     return pd.DataFrame(
@@ -58,6 +59,7 @@ def choice_matrix(report: RobustnessReport, metric: str) -> pd.DataFrame:
             "teachers": rows["n_teachers"].astype(int).to_numpy(),
             "flips": rows["flips"].astype(int).to_numpy(),
             "real flips": rows["real_flips"].astype(int).to_numpy(),
+            "tied": rows["ties"].astype(int).to_numpy(),
             "note": rows["note"].fillna("").astype(str).to_numpy(),
         }
     )
@@ -102,24 +104,37 @@ def side_by_side(report: RobustnessReport, metric: str, choice: str) -> pd.DataF
 def survival_table(report: RobustnessReport) -> pd.DataFrame:
     """Per metric: whether its default ranking survives every alternative of this store.
 
-    ``verdict`` is "survives every choice" without a flip, else "flips under: <choices>",
-    with the count of real flips (pairs the default's rank intervals separate).
+    ``verdict``: "survives every choice" when no alternative flips or ties a pair the default
+    orders; "flips under: <choices> (r real of f)" when some flip (r: pairs the default's
+    rank intervals separate); "no flip; ties under: <choices>" when some only tie; "all tied
+    by default" when the default orders no pair (nothing can flip).
     """
     survival = report.survival()
     verdicts = []
-    for flips, real, flipped_by in zip(
-        survival["flips"], survival["real_flips"], survival["flipped_by"], strict=True
+    for ordered, flips, real, flipped_by, tied_by in zip(
+        survival["ordered_pairs"],
+        survival["flips"],
+        survival["real_flips"],
+        survival["flipped_by"],
+        survival["tied_by"],
+        strict=True,
     ):
-        if not flips:
-            verdicts.append("survives every choice")
-        else:
+        if not ordered:
+            verdicts.append("all tied by default")
+        elif flips:
             verdicts.append(f"flips under: {flipped_by} ({real} real of {flips})")
+        elif tied_by:
+            verdicts.append(f"no flip; ties under: {tied_by}")
+        else:
+            verdicts.append("survives every choice")
     return pd.DataFrame(
         {
             "metric": [METRICS[m].label if m in METRICS else m for m in survival["metric"]],
+            "ordered pairs": survival["ordered_pairs"].to_numpy(),
             "choices compared": survival["choices"].to_numpy(),
             "flipped pairs": survival["flips"].to_numpy(),
             "real flips": survival["real_flips"].to_numpy(),
+            "tied pairs": survival["ties"].to_numpy(),
             "verdict": verdicts,
         }
     )
