@@ -46,6 +46,11 @@ metric = common.url_select("Metric", metrics, "metric", format_func=common.metri
 st.subheader(f"{common.metric_label(metric)}: every alternative")
 common.table(robustness_view.choice_matrix(report, metric), f"robustness_{metric}")
 
+flips = robustness_view.flip_table(report, metric)
+if len(flips):
+    with st.expander(f"Every flipped pair of {common.metric_label(metric)} ({len(flips)})"):
+        common.table(flips, f"robustness_{metric}_flips")
+
 options = robustness_view.choice_options(report, metric)
 labels = dict(options)
 choice = common.url_select(

@@ -19,6 +19,7 @@ __all__ = [
     "CHANGE_MARK",
     "choice_matrix",
     "choice_options",
+    "flip_table",
     "mark_changing_ranks",
     "robustness_section",
     "side_by_side",
@@ -97,6 +98,33 @@ def side_by_side(report: RobustnessReport, metric: str, choice: str) -> pd.DataF
             ),
             "value under the choice": [other["value"].get(t, math.nan) for t in teachers],
             "flipped with": ["; ".join(partners.get(str(t), [])) for t in teachers],
+        }
+    )
+
+
+def flip_table(report: RobustnessReport, metric: str) -> pd.DataFrame:
+    """One metric's flipped pairs with the choices' labels: choice, the teacher ranked above
+    by default, the one below, both ranks by default and under the choice, the verdict."""
+    flips = report.flips[report.flips["metric"] == metric]
+    labels = dict(zip(report.summary["choice"], report.summary["label"], strict=True))
+    return pd.DataFrame(
+        {
+            "choice": [labels.get(c, c) for c in flips["choice"]],
+            "above by default": flips["above"].astype(str).to_numpy(),
+            "below by default": flips["below"].astype(str).to_numpy(),
+            "default ranks": [
+                f"{a}, {b}"
+                for a, b in zip(
+                    flips["default_rank_above"], flips["default_rank_below"], strict=True
+                )
+            ],
+            "ranks under the choice": [
+                f"{a}, {b}"
+                for a, b in zip(
+                    flips["alternative_rank_above"], flips["alternative_rank_below"], strict=True
+                )
+            ],
+            "verdict": flips["verdict"].astype(str).to_numpy(),
         }
     )
 
