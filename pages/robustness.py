@@ -22,7 +22,11 @@ common.page_setup("robustness")
 common.need_tables("trace_efficiency", what="The robustness report")
 
 config = common.get_config()
-report = robustness_report.report(config.rank_resamples, config.resample_seed)
+try:
+    report = robustness_report.report(config.rank_resamples, config.resample_seed)
+except ValueError as error:  # a table that does not fit: the message names table, row, field
+    st.warning(markdown_literal(f"The robustness report cannot be made for this store: {error}"))
+    st.stop()
 settings = report.settings
 st.caption(
     markdown_literal(

@@ -133,6 +133,23 @@ def test_demo_page_and_what_the_demo_cannot_compare(monkeypatch) -> None:
     assert unavailable["steps cut by lines"].startswith("0 of ")
 
 
+def test_a_table_that_does_not_fit_gives_a_message(tmp_path: Path, monkeypatch) -> None:
+    from legival_core.schema import trace_id_for
+    from tests.test_robustness import build_hand_store
+
+    store = build_hand_store(tmp_path / "bad")
+    # A similarity row for step 20 of a 9-step trace: the steps of that trace have a gap.
+    row = {"trace_id": trace_id_for("A", "p1"), "step": 20, "max_similarity": 0.5}
+    store.write("similarity", pd.DataFrame([row]), stage="hand-edit")
+    at = run_page("robustness", monkeypatch, store.path)
+    text = " ".join(w.value for w in at.warning)
+    assert "cannot be made for this store" in text
+    assert "similarity" in text and "step" in text
+    # The leaderboard still draws, without marks, saying why.
+    board = run_page("leaderboard", monkeypatch, store.path)
+    assert any("No robustness marks" in c.value for c in board.caption)
+
+
 def test_snapshot_has_the_robustness_section(toy_store: Store, tmp_path: Path) -> None:
     import html
 
