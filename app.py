@@ -36,6 +36,7 @@ PAGES = [
     st.Page("pages/pareto.py", title="Pareto", icon="⚖️", url_path="pareto"),
     st.Page("pages/correlations.py", title="Correlations", icon="🧮", url_path="correlations"),
     st.Page("pages/redundancy.py", title="Redundancy threshold", icon="🔁", url_path="redundancy"),
+    st.Page("pages/robustness.py", title="Robustness", icon="🧭", url_path="robustness"),
     st.Page(
         "pages/decomposition.py",
         title="Efficiency decomposition",

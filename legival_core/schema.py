@@ -505,6 +505,43 @@ TRANSFER_CURVES = _register(
 )
 
 
+# --- robustness: side tables of the opt-in ``robustness`` stage (never the default ones) ----------
+
+ROBUSTNESS_STEPS = _register(
+    TableSpec(
+        "robustness_steps",
+        _s(
+            ("segmenter", STR),  # the alternative segmentation (legival_core.segment mode)
+            ("trace_id", STR),
+            ("step", I32),
+            ("start", I64),  # char offset into traces.reasoning
+            ("end", I64),
+            ("text", LSTR),
+            ("tokens", I32),
+            ("lexical_cue", BOOL),  # the lexical detector flags this step as backtracking
+        ),
+        keys=("segmenter", "trace_id", "step"),
+        required=("start", "end", "text"),
+        description="Steps of each trace under an alternative segmenter (robustness report).",
+    )
+)
+
+ROBUSTNESS_SIMILARITY = _register(
+    TableSpec(
+        "robustness_similarity",
+        _s(
+            ("segmenter", STR),
+            ("trace_id", STR),
+            ("step", I32),
+            ("max_similarity", F64),  # r_i over the alternative steps; null for step 0
+            ("matched_step", I32),
+        ),
+        keys=("segmenter", "trace_id", "step"),
+        description="Per-step redundancy of the alternative steps in robustness_steps.",
+    )
+)
+
+
 def trace_id_for(teacher: str, problem_id: str, sample: int = 0) -> str:
     """Stable, short id of a trace: BLAKE2b-64 of an unambiguous encoding of (teacher,
     problem_id, sample).

@@ -10,7 +10,7 @@ from legival_core import board as board_layout
 from legival_core import views
 from legival_core.rank_intervals import TeacherResamples
 from legival_core.safe_text import plotly_literal, plotly_literals
-from pages import common
+from pages import common, robustness_report
 
 st.title("🏆 Leaderboard")
 st.caption(
@@ -217,6 +217,7 @@ shown = board_layout.uncertainty_board(
 if weights:
     order = board["composite_rank"].astype("Float64").fillna(float("inf")).to_numpy()
     shown = shown.iloc[order.argsort(kind="stable")].reset_index(drop=True)
+shown = robustness_report.leaderboard_marker(shown, metrics)  # ⇅: see the Robustness page
 change_columns = [c for c in shown.columns if c.endswith(" Δ")]
 if "reference" in board and board["reference"].any() and not include:
     st.caption(

@@ -252,6 +252,24 @@ def _footer(sources: _Sources, options: PublishOptions, pin_file: str) -> str:
     return footer_html(lines, pin_file)
 
 
+def robustness_section(store: Store, options: PublishOptions) -> Section | None:
+    """The snapshot's robustness section: every ranking under every alternative analysis choice
+    the store can give (legival_core.robustness_choices), flips judged against the default's
+    rank intervals from the same resamples as the rank table; None without per-trace tables."""
+    from legival_core.robustness_choices import Settings, load_tables, robustness_report
+    from legival_core.views.robustness import robustness_section as layout
+
+    if not store.has("trace_efficiency"):
+        return None
+    report = robustness_report(
+        load_tables(store),
+        Settings.from_manifest(store.manifest),
+        n_boot=options.n_boot,
+        seed=options.seed,
+    )
+    return layout(report)  # type: ignore[return-value]
+
+
 def _leaderboard_sections(
     sources: _Sources, options: PublishOptions, references: Sequence[str]
 ) -> tuple[list[Section], pd.DataFrame, str, pd.DataFrame]:
@@ -390,6 +408,10 @@ def _leaderboard_sections(
                 tables=[("pareto-shares", share_table)],
             )
         )
+    if len(sources.stores) == 1:  # a robustness report compares choices within one run
+        robustness = robustness_section(sources.stores[0].store, options)
+        if robustness is not None:
+            sections.append(robustness)
     return sections, text_table, latex, numbers
 
 

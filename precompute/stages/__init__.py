@@ -16,6 +16,7 @@ from precompute.stages import (  # noqa: F401  (each import registers a stage)
     monitor,
     problems,
     reward,
+    robustness,
     rollout,
     segment,
 )

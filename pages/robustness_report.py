@@ -1,0 +1,52 @@
+"""The current store's robustness report, cached: shared by the Robustness page and the
+leaderboard's "rank changes under some choice" marker (not a page itself)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from legival_core.robustness_choices import RobustnessReport
+from legival_core.safe_text import markdown_literal
+from pages import common
+
+#: Where the leaderboard's marker links to.
+PAGE = "pages/robustness.py"
+
+
+@common.derived("robustness_report")
+def report(n_boot: int, seed: int) -> RobustnessReport:
+    """Every metric's ranking under every alternative choice (legival_core.robustness_choices),
+    flips judged against the default's rank intervals from ``n_boot`` resamples (none: 0)."""
+    from legival_core.robustness_choices import Settings, read_tables, robustness_report
+
+    def read(table: str, columns: list[str] | None) -> pd.DataFrame:
+        return common.load_table(table, columns) if common.has_table(table) else pd.DataFrame()
+
+    tables = read_tables(read, common.reference_teachers())
+    settings = Settings.from_manifest(common.load_manifest())
+    return robustness_report(tables, settings, n_boot=n_boot, seed=seed)
+
+
+def leaderboard_marker(shown: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+    """The leaderboard's text table with ⇅ after each rank whose order flips under some
+    alternative choice, and a link to the Robustness page; unchanged when the store has no
+    per-trace tables or the report cannot be made (a note says why)."""
+    from legival_core.views import robustness as robustness_view
+
+    if not common.has_table("trace_efficiency"):
+        return shown
+    try:
+        drawn = report(0, 0)
+    except ValueError as error:  # a table that does not fit (SchemaError names it)
+        st.caption(f"No robustness marks: {markdown_literal(str(error))}")
+        return shown
+    marked = robustness_view.mark_changing_ranks(shown, drawn, metrics)
+    if not marked.equals(shown):
+        st.page_link(
+            PAGE,
+            label=f"{robustness_view.CHANGE_MARK} marks a rank whose order against another "
+            "teacher flips under some analysis choice (threshold, prefix grid, profile, "
+            "student, labeler, tokenizer, segmenter): see Robustness",
+        )
+    return marked

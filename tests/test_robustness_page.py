@@ -1,0 +1,187 @@
+"""The Robustness page (AppTest), the leaderboard's ⇅ marker, the snapshot's section, and the
+README's account of the demo store, each checked against legival_core on the same store."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from legival_core.app_config import BUNDLED_STORES, RANK_RESAMPLES, RESAMPLE_SEED
+from legival_core.robustness_choices import Settings, load_tables, robustness_report
+from legival_core.store import Store
+from legival_core.views import robustness as robustness_view
+from tests import app_fixtures
+
+REPO = Path(__file__).resolve().parents[1]
+APP = str(REPO / "app.py")
+DEMO = BUNDLED_STORES["demo"]
+
+
+@pytest.fixture(scope="module")
+def toy_store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    return app_fixtures.build_store(tmp_path_factory.mktemp("stores") / "toy")
+
+
+@pytest.fixture(autouse=True)
+def _clear_caches() -> None:
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def _report(store: Store | Path, n_boot: int = RANK_RESAMPLES):
+    opened = store if isinstance(store, Store) else Store.open(store)
+    return robustness_report(
+        load_tables(opened),
+        Settings.from_manifest(opened.manifest),
+        n_boot=n_boot,
+        seed=RESAMPLE_SEED,
+    )
+
+
+def run_page(
+    page: str, monkeypatch: pytest.MonkeyPatch, store: Path, params: dict[str, str] | None = None
+) -> AppTest:
+    monkeypatch.setenv("LEGIVAL_STORE", str(store))
+    monkeypatch.delenv("LEGIVAL_READONLY", raising=False)
+    at = AppTest.from_file(APP, default_timeout=120)
+    if page != "leaderboard":
+        at.run()
+        at.query_params.clear()
+        at.switch_page(f"pages/{page}.py")
+    for key, value in (params or {}).items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _frame(at: AppTest, column: str) -> pd.DataFrame:
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def test_page_shows_the_report_of_the_store(toy_store: Store, monkeypatch) -> None:
+    at = run_page("robustness", monkeypatch, toy_store.path)
+    report = _report(toy_store)
+    # The toy store records no primary labeler: the one whose labels give the stored
+    # backtracking column is the judge, so the lexical detector is the alternative.
+    assert report.settings.labeler == "judge:toy-judge"
+    assert "labeler:lexical" in set(report.summary["choice"])
+    survival = _frame(at, "verdict")
+    pd.testing.assert_frame_equal(
+        survival.reset_index(drop=True), robustness_view.survival_table(report), check_dtype=False
+    )
+    first = report.summary["metric"].iloc[0]
+    matrix = _frame(at, "τ_b")
+    expected = robustness_view.choice_matrix(report, first)
+    assert matrix["choice"].tolist() == expected["choice"].tolist()
+    assert matrix["τ_b"].tolist() == expected["τ_b"].tolist()
+    assert matrix["flips"].tolist() == expected["flips"].tolist()
+    # Two students, two labelers, no reference and no side tables: only those two missing.
+    unavailable = _frame(at, "reason")
+    assert unavailable["choice"].tolist() == ["reference teachers ranked too", "steps cut by lines"]
+
+
+def test_metric_and_choice_come_from_the_url(toy_store: Store, monkeypatch) -> None:
+    report = _report(toy_store)
+    flipped = report.summary[report.summary["flips"] > 0]
+    assert len(flipped), "the toy store should flip some pair under some choice"
+    metric, choice = flipped.iloc[0]["metric"], flipped.iloc[0]["choice"]
+    at = run_page("robustness", monkeypatch, toy_store.path, {"metric": metric, "choice": choice})
+    pairs = _frame(at, "flipped with")
+    expected = robustness_view.side_by_side(report, metric, choice)
+    assert pairs["teacher"].tolist() == expected["teacher"].tolist()
+    assert pairs["flipped with"].tolist() == expected["flipped with"].tolist()
+    flips = report.flips[(report.flips.metric == metric) & (report.flips.choice == choice)]
+    swapped = set(flips["above"]) | set(flips["below"])
+    # Exactly the teachers of a flipped pair name a partner.
+    assert {t for t, w in zip(pairs["teacher"], pairs["flipped with"], strict=True) if w} == swapped
+    assert at.query_params["metric"] == metric and at.query_params["choice"] == choice
+
+
+def test_leaderboard_marks_ranks_that_flip(toy_store: Store, monkeypatch) -> None:
+    at = run_page("leaderboard", monkeypatch, toy_store.path)
+    board = at.dataframe[0].value.set_index("teacher")
+    report = _report(toy_store, n_boot=0)
+    marked_any = False
+    for metric in dict.fromkeys(report.summary["metric"]):
+        label = robustness_view.METRICS[metric].label
+        if f"{label} rank" not in board:
+            continue
+        changing = report.changing_teachers(metric)
+        for teacher, cell in board[f"{label} rank"].items():
+            assert cell.endswith(robustness_view.CHANGE_MARK) == (teacher in changing), (
+                metric,
+                cell,
+            )
+            marked_any |= teacher in changing
+    assert marked_any
+    links = at.get("page_link")
+    assert links and "Robustness" in links[0].proto.label
+
+
+def test_demo_page_and_what_the_demo_cannot_compare(monkeypatch) -> None:
+    at = run_page("robustness", monkeypatch, DEMO)
+    unavailable = _frame(at, "reason").set_index("choice")["reason"]
+    # One student, one labeler, and the bundled store never holds the side tables.
+    assert unavailable["each student alone"].startswith("the store has one student")
+    assert unavailable["another labeler"].startswith("the judgments hold one labeler (lexical)")
+    assert unavailable["steps cut by lines"].startswith("0 of ")
+
+
+def test_a_table_that_does_not_fit_gives_a_message(tmp_path: Path, monkeypatch) -> None:
+    from legival_core.schema import trace_id_for
+    from tests.test_robustness import build_hand_store
+
+    store = build_hand_store(tmp_path / "bad")
+    # A similarity row for step 20 of a 9-step trace: the steps of that trace have a gap.
+    row = {"trace_id": trace_id_for("A", "p1"), "step": 20, "max_similarity": 0.5}
+    store.write("similarity", pd.DataFrame([row]), stage="hand-edit")
+    at = run_page("robustness", monkeypatch, store.path)
+    text = " ".join(w.value for w in at.warning)
+    assert "cannot be made for this store" in text
+    assert "similarity" in text and "step" in text
+    # The leaderboard still draws, without marks, saying why.
+    board = run_page("leaderboard", monkeypatch, store.path)
+    assert any("No robustness marks" in c.value for c in board.caption)
+
+
+def test_snapshot_has_the_robustness_section(toy_store: Store, tmp_path: Path) -> None:
+    import html
+
+    from precompute.publish import PublishOptions, publish
+
+    publish(toy_store.path, tmp_path / "site", PublishOptions(n_boot=200))
+    page = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert "<h2>Robustness to analysis choices</h2>" in page
+    report = _report(toy_store, n_boot=200)
+    for verdict in robustness_view.survival_table(report)["verdict"]:
+        assert html.escape(verdict) in page
+
+
+def _readme_rows() -> dict[str, list[str]]:
+    """The README's table of the demo's robustness verdicts: metric -> its cells."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("<!-- robustness-demo-table -->")[1]
+    rows = {}
+    for line in section.strip().splitlines():
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] and not re.fullmatch(r"[-: ]+", cells[0]) and cells[0] != "metric":
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_readme_reports_what_the_demo_report_finds() -> None:
+    survival = robustness_view.survival_table(_report(DEMO))
+    readme = _readme_rows()
+    assert sorted(readme) == sorted(survival["metric"])
+    for row in survival.itertuples(index=False):
+        *counts, verdict = readme[row.metric]
+        assert [int(c) for c in counts] == list(row[1:6]), row.metric
+        assert verdict == row.verdict
