@@ -55,6 +55,7 @@ __all__ = [
     "FINDERS",
     "MAX_SENTENCE_CHARS",
     "REJECTED_KINDS",
+    "STATEMENT_ONLY_KINDS",
     "AnswerCandidate",
     "AnswerFrame",
     "answer_candidates",
@@ -77,6 +78,9 @@ MAX_PREFIX_SENTENCE_CHARS = 500
 #: Candidate kinds that state no single answer: never accepted by a grader (kept for
 #: explanations).
 REJECTED_KINDS = frozenset({"hedge"})
+#: Whole-sentence candidates that hold a list or a restated condition: read only against a
+#: gold that is a statement (a value's verifier would take the list's or the condition's value).
+STATEMENT_ONLY_KINDS = frozenset({"list_sentence", "given_sentence"})
 
 
 @dataclass(frozen=True, order=True)
@@ -364,7 +368,7 @@ def _token_end(text: str, index: int, end: int) -> int:
     char = text[index]
     if char.isdigit() and char.isascii():
         stop = index + 1
-        while stop < end and (text[stop].isdigit() or text[stop] == ","):
+        while stop < end and (text[stop].isdigit() or _thousands_comma(text, stop, end)):
             stop += 1
         if stop + 1 < end and text[stop] == "." and text[stop + 1].isdigit():
             stop += 1
@@ -394,6 +398,18 @@ def _token_end(text: str, index: int, end: int) -> int:
     if char in _OPERATORS:
         return index + 1
     return index
+
+
+def _thousands_comma(text: str, index: int, end: int) -> bool:
+    """True for the comma of "2,001,000": followed by exactly three digits (not "1, 2")."""
+    digits = text[index + 1 : index + 5]
+    return (
+        text[index] == ","
+        and len(digits) >= 3
+        and digits[:3].isdigit()
+        and index + 4 <= end
+        and not digits[3:4].isdigit()
+    )
 
 
 def _is_letter(char: str) -> bool:
@@ -920,17 +936,22 @@ def _sentence_candidates(
             # One answer made of several values: graded whole, never value by value.
             yield found
     subject_list = _value_list(text[start : sentence.answer_start], start)
+    own_drops: Dropped = []
     for finder in _SENTENCE_FINDERS:
         for found in finder(sentence):
             why = _why_not(source, sentence, found, frame, listed, subject_list)
             if why is None:
                 yield found
-            elif dropped is not None:
-                dropped.append((found, why))
+            else:
+                own_drops.append((found, why))
+    if dropped is not None:
+        dropped += own_drops
     yield from _frame_candidates(sentence, frame, conclusions_only)
     # The whole sentence last: a gold that is a statement ("No integer solutions") is checked
-    # against the sentence that states it.
-    if (whole := _candidate(text, start, end, "sentence")) is not None:
+    # against the sentence that states it. One that offers a list is graded as a list.
+    restating = any(why == _RESTATES for _, why in own_drops)
+    kind = "list_sentence" if listed is not None else "given_sentence" if restating else "sentence"
+    if (whole := _candidate(text, start, end, kind)) is not None:
         yield whole
 
 
@@ -950,12 +971,13 @@ def _why_not(
     if found.start >= sentence.answer_end and found.kind not in ("yes_no", "option"):
         return "in the clause after the answer"  # "achieved when m = 1 and n = 2"
     if restates_given(_relation_around(source, found, sentence.start, sentence.end), frame):
-        return "restates a condition of the problem"
+        return _RESTATES
     if found.kind not in ("yes_no", "option") and _negated(source.text, sentence.start, found):
         return 'negated by its clause ("it is false that …")'
     return None
 
 
+_RESTATES = "restates a condition of the problem"
 _CLAUSE_START = re.compile(r"[,;:]|\b(?:but|although|though|whereas|while)\b", re.IGNORECASE)
 
 

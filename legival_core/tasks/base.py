@@ -170,6 +170,11 @@ class Task(ABC):
         list of values can be right (see :func:`legival_core.answers.value_count`)."""
         return [gold]
 
+    def gold_is_statement(self, gold: str) -> bool:
+        """True when ``gold`` is a sentence to be stated ("No integer solutions"), not a
+        value; such a gold may be read in a whole sentence."""
+        return False
+
     def grade_text(
         self,
         texts: Mapping[str, str | None],
@@ -285,14 +290,19 @@ def _accepts(
     gold: str,
     options: Mapping[str, Any],
     several_values: bool,
+    statement_gold: bool = False,
 ) -> tuple[bool, str]:
     """Whether one candidate is the gold, and why (for explanations)."""
-    from legival_core.answers import REJECTED_KINDS
+    from legival_core.answers import REJECTED_KINDS, STATEMENT_ONLY_KINDS
 
     if candidate_kind in REJECTED_KINDS:
         return False, "hedges: commits to no single answer"
     if candidate_kind == "list" and not several_values:
         return False, "offers several values; the gold is one"
+    if candidate_kind in STATEMENT_ONLY_KINDS and not (several_values or statement_gold):
+        # Only a statement gold is read in it word by word (math-verify would take its last
+        # value).
+        return False, "a sentence with a list or a restated condition; the gold is a value"
     try:
         value = float(score(answer, gold, options))
     except Exception as error:  # a malformed candidate is simply not the answer
@@ -318,6 +328,7 @@ def first_leaking_step(
     task = get_task(task_name)
     score = type(task).score_answer
     several = any(value_count(v) >= 2 for v in task.gold_values(gold))
+    statement = task.gold_is_statement(gold)
     frame = AnswerFrame(question_type, prompt)
     checked: set[tuple[str, str]] = set()
     previous_end = 0
@@ -331,7 +342,9 @@ def first_leaking_step(
             if candidate.end <= previous_end or key in checked:
                 continue
             checked.add(key)
-            accepted, _ = _accepts(score, candidate.kind, candidate.text, gold, options, several)
+            accepted, _ = _accepts(
+                score, candidate.kind, candidate.text, gold, options, several, statement
+            )
             if accepted:
                 return index + 1, candidate.start, candidate.end
         previous_end = max(previous_end, end)
@@ -358,6 +371,7 @@ def grade_texts(
     score = task_class.score_answer
     frame = AnswerFrame(question_type, prompt)
     several = any(value_count(v) >= 2 for v in task.gold_values(gold))
+    statement = task.gold_is_statement(gold)
     considered: list[tuple[str, str, str, int, int, str]] = []
     for field, text in texts.items():
         extracted = task.extract_answer(text, problem=problem)
@@ -390,7 +404,9 @@ def grade_texts(
         if not candidates:
             continue
         for candidate in candidates:
-            accepted, why = _accepts(score, candidate.kind, candidate.text, gold, options, several)
+            accepted, why = _accepts(
+                score, candidate.kind, candidate.text, gold, options, several, statement
+            )
             considered.append((field, candidate.kind, candidate.text, *candidate.span, why))
             if accepted:
                 return TextGrade(

@@ -299,6 +299,10 @@ class ChampTask(MathTask):
     def gold_values(self, gold: str) -> list[str]:
         return champ_accepted_answers(gold) or [gold]
 
+    def gold_is_statement(self, gold: str) -> bool:
+        accepted = champ_accepted_answers(gold) + champ_statement_answers(gold)
+        return any(is_statement_answer(a) for a in accepted)
+
     @staticmethod
     def score_answer(extracted: str, gold: str, options: Mapping[str, Any]) -> float:
         accepted = champ_accepted_answers(gold)

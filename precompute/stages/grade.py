@@ -54,6 +54,7 @@ def grade_row(graded: TextGrade) -> dict[str, Any]:
         "answer_field": graded.field,
         "answer_start": span[0],
         "answer_end": span[1],
+        "question_type": graded.question_type,
     }
 
 
