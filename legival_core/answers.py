@@ -126,7 +126,8 @@ class AnswerFrame:
 
         if not self.prompt:
             return False
-        asking = asking_sentence(self.prompt)
+        # A remark in brackets ("(i.e., not encountering division by zero)") is no negation.
+        asking = _BRACKETED.sub(" ", asking_sentence(self.prompt))
         # "≠" negates the question's claim ("Must x_n ≠ 0 for all n?"), not when it only
         # ranges over cases ("for any p ≠ q").
         signs = sum(
@@ -143,6 +144,7 @@ class AnswerFrame:
         return self._givens or ""
 
 
+_BRACKETED = re.compile(r"\([^()]*\)")
 _UNEQUAL = re.compile(r"≠|\\neq?\b")
 _RANGING = re.compile(r"\b(?:for\s+(?:any|all|every|each)|with|where|such\s+that)\b[^.?]*$")
 
@@ -432,10 +434,16 @@ def expression_end(text: str, start: int, end: int | None = None) -> int:
     """
     end = len(text) if end is None else end
     index = last = start
+    depth = 0  # open brackets: inside them a comma separates coordinates, not values
     while index < end:
-        stop = _token_end(text, index, end)
+        char = text[index]
+        stop = index + 1 if char == "," and depth > 0 else _token_end(text, index, end)
         if stop == index:
             break
+        if stop == index + 1 and char in "([{":
+            depth += 1
+        elif stop == index + 1 and char in ")]}":
+            depth = max(depth - 1, 0)
         last = index = stop
         while index < end and text[index] in " \t":
             index += 1
