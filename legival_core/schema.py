@@ -168,6 +168,7 @@ GRADES = _register(
             ("answer_field", STR),
             ("answer_start", I64),
             ("answer_end", I64),
+            ("question_type", STR),  # what the problem asks (legival_core.questions)
         ),
         keys=("trace_id",),
         required=("correct", "status"),

@@ -245,6 +245,8 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
         with st.container(height=620 if bounds.stop - bounds.start > 25 else "content"):
             st.html(body)
         with st.expander("Answer and raw output"):
+            field = str(grade.get("answer_field") or "answer_text")
+            st.text(views.graded_answer_line(grade, info.get(field)))
             st.text(str(info.get("answer_text") or ""))
         common.download_csv(table, f"steps_{slot}", label="Download steps (CSV)")
 

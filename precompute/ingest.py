@@ -656,13 +656,15 @@ def _record(raw_row: _RawRow, mapping: Mapping[str, str], teacher: str, max_byte
         raise _FieldError("reasoning", "missing (give 'reasoning' or the raw output 'raw')")
     if not reasoning.strip():
         raise _FieldError("reasoning", "empty")
-    size = len(reasoning.encode("utf-8", errors="surrogatepass"))
-    if size > max_bytes:
-        raise _FieldError(
-            "reasoning",
-            f"{size / 1e6:.1f} MB is above the limit of {max_bytes / 1e6:.1f} MB "
-            "(raise it with --max-trace-mb)",
-        )
+    # Every text that is stored and graded is bounded, not only the reasoning.
+    for name, text in (("raw", raw), ("answer", answer), ("reasoning", reasoning)):
+        size = 0 if text is None else len(text.encode("utf-8", errors="surrogatepass"))
+        if size > max_bytes:
+            raise _FieldError(
+                name,
+                f"{size / 1e6:.1f} MB is above the limit of {max_bytes / 1e6:.1f} MB "
+                "(raise it with --max-trace-mb)",
+            )
     gold = _lookup(values, "gold", mapping)
     if isinstance(gold, list | dict) and _structure_depth(gold) > MAX_GOLD_DEPTH:
         raise _FieldError("gold", f"nested more than {MAX_GOLD_DEPTH} levels deep")
@@ -997,6 +999,7 @@ def _ungraded_row() -> dict[str, Any]:
         "answer_field": None,
         "answer_start": None,
         "answer_end": None,
+        "question_type": None,
     }
 
 
@@ -1041,7 +1044,7 @@ def ingest(
         task: task family (``legival_core.tasks``) of new problems and for grading by gold.
         mapping: field -> column of the file, e.g. ``{"prompt": "question"}``.
         dataset: dataset name of new problems (default: the file's stem).
-        max_trace_mb: largest accepted reasoning text in MB (10^6 bytes of UTF-8).
+        max_trace_mb: largest accepted reasoning, answer or raw text in MB (10^6 bytes of UTF-8).
         split, config: for hub datasets.
         overwrite: rewrite traces already in the store (default: skip them).
         batch_rows: rows per written part.

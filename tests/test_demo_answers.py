@@ -8,7 +8,9 @@ older leak rules fails here.
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -30,7 +32,28 @@ def _problems(demo: Store) -> dict[str, dict]:
     return {row["problem_id"]: row for row in frame.to_dict(orient="records")}
 
 
+#: Traces whose regrade differs from the shipped demo since issue 23's answer layer (question
+#: types, polarity, hedges, lists, trailing clauses): the store is not rebuilt here (a 35-minute
+#: job); each entry holds the shipped and the regraded (correct, kind, span). Ten grades flip,
+#: each to the label a reader gives: nine yes/no questions answered by a statement ("There are
+#: no integer solutions …", "… can be extended indefinitely …") now right, one hedge ("it is not
+#: possible to conclusively determine whether …", labelled no_answer) now wrong; the other
+#: entries keep their grade and record another most-trusted candidate of a wrong answer.
+CHANGES = json.loads(
+    (Path(__file__).parent / "fixtures" / "demo_regrade_changes.json").read_text(encoding="utf-8")
+)
+
+
+def _grade_of(correct: object, kind: object, start: object, end: object) -> dict:
+    def number(value: object) -> int | None:
+        return None if value is None or pd.isna(value) else int(value)  # type: ignore[arg-type]
+
+    return {"correct": bool(correct), "answer_kind": kind, "span": [number(start), number(end)]}
+
+
 def test_shipped_grades_equal_a_regrade_of_the_recorded_texts(demo: Store) -> None:
+    flips = [t for t, c in CHANGES.items() if c["stored"]["correct"] != c["regraded"]["correct"]]
+    assert len(flips) == 10
     problems = _problems(demo)
     traces = demo.read("traces", columns=["trace_id", "problem_id", "teacher", "answer_text",
                                           "reasoning"])  # fmt: skip
@@ -43,12 +66,16 @@ def test_shipped_grades_equal_a_regrade_of_the_recorded_texts(demo: Store) -> No
         texts = {"answer_text": trace["answer_text"] or "", "reasoning": trace["reasoning"] or ""}
         again = task.grade_text(texts, problem["gold"], timeout_s=10.0, problem=problem)
         stored = grades.loc[trace["trace_id"]]
-        assert bool(stored["correct"]) == bool(again.grade.correct), trace["trace_id"]
-        assert stored["answer_kind"] == again.kind, trace["trace_id"]
+        shipped = _grade_of(
+            stored["correct"], stored["answer_kind"], stored["answer_start"], stored["answer_end"]
+        )
         span = again.span or (None, None)
-        assert (stored["answer_start"], stored["answer_end"]) == pytest.approx(span), trace[
-            "trace_id"
-        ]
+        regraded = _grade_of(again.grade.correct, again.kind, *span)
+        change = CHANGES.get(trace["trace_id"])
+        if change is None:
+            assert shipped == regraded, trace["trace_id"]
+        else:
+            assert (shipped, regraded) == (change["stored"], change["regraded"]), trace["trace_id"]
 
 
 def test_every_correct_trace_has_rollouts_and_the_human_is_a_reference(demo: Store) -> None:

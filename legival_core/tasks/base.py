@@ -139,6 +139,42 @@ class Task(ABC):
             return Grade(False, 0.0, f"error: score {score!r} outside [0, 1]")
         return Grade(score >= 1.0, score, "ok")
 
+    #: The question type of every problem of this task (None: derived from each prompt).
+    fixed_question_type: ClassVar[str | None] = None
+
+    def question_type(self, problem: Mapping[str, Any] | None) -> str:
+        """What ``problem`` asks (:mod:`legival_core.questions`): ``meta.question_type`` when
+        the problem sets it, else the task's :attr:`fixed_question_type`, else the type read
+        from its prompt.
+
+        >>> get_task("champ").question_type({"prompt": "Are there integer solutions?"})
+        'yes_no'
+        >>> meta = '{"question_type": "count"}'
+        >>> get_task("champ").question_type({"prompt": "Is it odd?", "meta": meta})
+        'count'
+        """
+        from legival_core.questions import QUESTION_TYPES, question_type
+
+        override = problem_meta(problem).get("question_type")
+        if isinstance(override, str) and override.strip():
+            return override.strip()
+        if self.fixed_question_type is not None:
+            return self.fixed_question_type
+        prompt = (problem or {}).get("prompt")
+        derived = question_type(prompt if isinstance(prompt, str) else None)
+        assert derived == "expression" or derived in QUESTION_TYPES
+        return derived
+
+    def gold_values(self, gold: str) -> list[str]:
+        """The answers ``gold`` accepts (one per alternative form); used to tell whether a
+        list of values can be right (see :func:`legival_core.answers.value_count`)."""
+        return [gold]
+
+    def gold_is_statement(self, gold: str) -> bool:
+        """True when ``gold`` is a sentence to be stated ("No integer solutions"), not a
+        value; such a gold may be read in a whole sentence."""
+        return False
+
     def grade_text(
         self,
         texts: Mapping[str, str | None],
@@ -153,54 +189,41 @@ class Task(ABC):
         then its raw output). In the first field that states anything: the task's own extractor
         decides when it finds an answer (a box, a letter, a JSON grouping); otherwise, when
         :attr:`reads_prose_answers` is set, every candidate of
-        :func:`legival_core.answers.final_answer_candidates` is checked by the task's verifier
-        (in their order of trust, under one ``timeout_s`` deadline) and the first one accepted is
-        the answer. When none is accepted, the most trusted candidate is recorded as the answer.
+        :func:`legival_core.answers.final_answer_candidates`, read in the frame of the problem's
+        :meth:`question_type`, is checked by the task's verifier in their order of trust and
+        the first one accepted is the answer. When none is accepted, the most trusted
+        candidate is recorded as the answer.
+
+        All of it — extraction, candidate search and verification — runs in one worker under
+        one ``timeout_s`` deadline: a text that takes longer is graded wrong with status
+        ``"timeout"`` (no answer recorded), and the caller goes on.
 
         >>> graded = get_task("champ").grade_text(
         ...     {"answer_text": "So there are 239 strings of length 6."}, "239")
         >>> graded.grade.correct, graded.answer, graded.kind, graded.field, graded.span
         (True, '239', 'copula_tail', 'answer_text', (13, 16))
         """
-        from legival_core.answers import final_answer_candidates
-
-        for field, text in texts.items():
-            if not isinstance(text, str) or not text.strip():
-                continue
-            extracted = self.extract_answer(text, problem=problem)
-            if extracted is not None:
-                grade = self.grade(extracted, gold, timeout_s=timeout_s, problem=problem)
-                found = final_answer_candidates(text)
-                span = next((c.span for c in found if c.text == extracted), None)
-                return TextGrade(grade, extracted, "task", field, span)
-            if not self.reads_prose_answers:
-                continue
-            candidates = final_answer_candidates(text)[:MAX_PROSE_CANDIDATES]
-            if not candidates:
-                continue
-            outcome = run_with_deadline(
-                first_accepted_answer,
-                self.name,
-                [c.text for c in candidates],
-                gold,
-                self.grading_options(problem),
-                timeout_s=timeout_s,
-                warm_imports=self.warm_imports,
-            )
-            if outcome.status == "timeout":
-                first = candidates[0]
-                return TextGrade(
-                    Grade(False, 0.0, "timeout"), first.text, first.kind, field, first.span
-                )
-            if outcome.status == "error":
-                first = candidates[0]
-                grade = Grade(False, 0.0, f"error: {outcome.detail}")
-                return TextGrade(grade, first.text, first.kind, field, first.span)
-            index = int(outcome.value)
-            chosen = candidates[max(index, 0)]
-            grade = Grade(True, 1.0, "ok") if index >= 0 else Grade(False, 0.0, "ok")
-            return TextGrade(grade, chosen.text, chosen.kind, field, chosen.span)
-        return TextGrade(Grade(False, 0.0, "no_answer"), None, None, None, None)
+        question = self.question_type(problem)
+        options = self.grading_options(problem)
+        prompt = (problem or {}).get("prompt")
+        outcome = run_with_deadline(
+            grade_texts,
+            type(self),
+            {k: v for k, v in texts.items() if isinstance(v, str) and v.strip()},
+            gold,
+            options,
+            dict(problem) if problem is not None else None,
+            question,
+            prompt if isinstance(prompt, str) else None,
+            timeout_s=timeout_s,
+            warm_imports=self.warm_imports,
+        )
+        if outcome.status == "timeout":
+            return TextGrade(Grade(False, 0.0, "timeout"), None, None, None, None, question)
+        if outcome.status == "error":
+            grade = Grade(False, 0.0, f"error: {outcome.detail}")
+            return TextGrade(grade, None, None, None, None, question)
+        return outcome.value
 
     def answer_leak_step(
         self,
@@ -214,16 +237,19 @@ class Task(ABC):
         """The first step k (1-based) whose prefix ``reasoning[:step_ends[k-1]]`` states an
         answer the task's verifier accepts against ``gold`` — the answer-leak point (SPEC §3).
 
-        Each step adds the candidates (:func:`legival_core.answers.answer_candidates` of the
-        prefix) that end inside it; they are checked in one worker under a ``timeout_s``
-        deadline for the whole trace. ``k`` is None when no prefix states the gold, and the
-        status says ``"timeout"`` or ``"error: ..."`` when the check could not finish.
+        Each step adds the candidates of the prefix that end inside it
+        (:func:`legival_core.answers.prefix_candidates`, read in the problem's question frame:
+        "so there are no integer solutions" states "No" for a yes/no question); they are found
+        and checked in one worker under a ``timeout_s`` deadline for the whole trace. ``k`` is
+        None when no prefix states the gold, and the status says ``"timeout"`` or
+        ``"error: ..."`` when the check could not finish.
 
         >>> text = "We count cases. So there are 239 strings. Check: done."
         >>> point = get_task("champ").answer_leak_step(text, [15, 41, 54], "239")
         >>> point.k, text[point.span[0] : point.span[1]], point.status
         (2, '239', 'ok')
         """
+        prompt = (problem or {}).get("prompt")
         outcome = run_with_deadline(
             first_leaking_step,
             self.name,
@@ -231,6 +257,8 @@ class Task(ABC):
             [int(e) for e in step_ends],
             gold,
             self.grading_options(problem),
+            self.question_type(problem),
+            prompt if isinstance(prompt, str) else None,
             timeout_s=timeout_s,
             warm_imports=self.warm_imports,
         )
@@ -255,33 +283,144 @@ class LeakPoint:
     status: str
 
 
+def _accepts(
+    score: Any,
+    candidate_kind: str,
+    answer: str,
+    gold: str,
+    options: Mapping[str, Any],
+    several_values: bool,
+    statement_gold: bool = False,
+) -> tuple[bool, str]:
+    """Whether one candidate is the gold, and why (for explanations)."""
+    from legival_core.answers import REJECTED_KINDS, STATEMENT_ONLY_KINDS
+
+    if candidate_kind in REJECTED_KINDS:
+        return False, "hedges: commits to no single answer"
+    if candidate_kind == "list" and not several_values:
+        return False, "offers several values; the gold is one"
+    if candidate_kind in STATEMENT_ONLY_KINDS and not (several_values or statement_gold):
+        # Only a statement gold is read in it word by word (math-verify would take its last
+        # value).
+        return False, "a sentence with a list or a restated condition; the gold is a value"
+    try:
+        value = float(score(answer, gold, options))
+    except Exception as error:  # a malformed candidate is simply not the answer
+        return False, f"check raised {type(error).__name__}"
+    if value >= 1.0:
+        return True, "the verifier accepts it"
+    return False, "the verifier finds it different from the gold"
+
+
 def first_leaking_step(
-    task_name: str, reasoning: str, step_ends: list[int], gold: str, options: Mapping[str, Any]
+    task_name: str,
+    reasoning: str,
+    step_ends: list[int],
+    gold: str,
+    options: Mapping[str, Any],
+    question_type: str = "expression",
+    prompt: str | None = None,
 ) -> tuple[int, int, int] | None:
     """``(k, start, end)`` of the first step whose prefix states an accepted answer (runs in the
     grading worker; see :meth:`Task.answer_leak_step`)."""
-    from legival_core.answers import answer_candidates
+    from legival_core.answers import AnswerFrame, prefix_candidates, value_count
 
-    score = type(get_task(task_name)).score_answer
-    checked: set[str] = set()
+    task = get_task(task_name)
+    score = type(task).score_answer
+    several = any(value_count(v) >= 2 for v in task.gold_values(gold))
+    statement = task.gold_is_statement(gold)
+    frame = AnswerFrame(question_type, prompt)
+    checked: set[tuple[str, str]] = set()
     previous_end = 0
-    for k, end in enumerate(step_ends, start=1):
-        found = answer_candidates(reasoning[:end])
+    for index, found in prefix_candidates(reasoning, step_ends, frame):
+        end = step_ends[index]
         # Specific statements before the whole sentence that holds them.
         for candidate in sorted(found, key=lambda c: c.kind == "sentence"):
             # New statements only: what ends inside this step; a text already checked is
             # not checked again (a restated wrong answer stays wrong).
-            if candidate.end <= previous_end or candidate.text in checked:
+            key = (candidate.kind if candidate.kind in ("list", "hedge") else "", candidate.text)
+            if candidate.end <= previous_end or key in checked:
                 continue
-            checked.add(candidate.text)
-            try:
-                accepted = score(candidate.text, gold, options) >= 1.0
-            except Exception:  # a malformed candidate is simply not the answer
-                accepted = False
+            checked.add(key)
+            accepted, _ = _accepts(
+                score, candidate.kind, candidate.text, gold, options, several, statement
+            )
             if accepted:
-                return k, candidate.start, candidate.end
-        previous_end = end
+                return index + 1, candidate.start, candidate.end
+        previous_end = max(previous_end, end)
     return None
+
+
+def grade_texts(
+    task_class: type[Task],
+    texts: Mapping[str, str],
+    gold: str,
+    options: Mapping[str, Any],
+    problem: Mapping[str, Any] | None,
+    question_type: str,
+    prompt: str | None,
+) -> TextGrade:
+    """The whole of :meth:`Task.grade_text` (runs in the grading worker, under its deadline).
+
+    ``considered`` of the result lists every candidate looked at, in order, with its verdict
+    (see :func:`explain_rows`)."""
+    from legival_core.answers import AnswerFrame, final_answer_candidates, value_count
+
+    task = TASKS.get(task_class.name)
+    task = task if type(task) is task_class else task_class()
+    score = task_class.score_answer
+    frame = AnswerFrame(question_type, prompt)
+    several = any(value_count(v) >= 2 for v in task.gold_values(gold))
+    statement = task.gold_is_statement(gold)
+    considered: list[tuple[str, str, str, int, int, str]] = []
+    for field, text in texts.items():
+        extracted = task.extract_answer(text, problem=problem)
+        if extracted is not None:
+            found = final_answer_candidates(text, frame)
+            span = next((c.span for c in found if c.text == extracted), None)
+            try:
+                value = float(score(extracted, gold, options))
+            except Exception as error:
+                grade = Grade(False, 0.0, f"error: {type(error).__name__}: {error}")
+            else:
+                if not 0.0 <= value <= 1.0 or math.isnan(value):
+                    grade = Grade(False, 0.0, f"error: score {value!r} outside [0, 1]")
+                else:
+                    grade = Grade(value >= 1.0, value, "ok")
+            why = "the task's own extractor found it; " + (
+                "the verifier accepts it" if grade.correct else "the verifier rejects it"
+            )
+            considered.append((field, "task", extracted, *(span or (-1, -1)), why))
+            return TextGrade(
+                grade, extracted, "task", field, span, question_type, tuple(considered)
+            )
+        if not task.reads_prose_answers:
+            continue
+        dropped: list[tuple[Any, str]] = []
+        candidates = final_answer_candidates(text, frame, dropped=dropped)
+        for candidate, why in dropped:
+            considered.append((field, candidate.kind, candidate.text, *candidate.span, why))
+        candidates = candidates[:MAX_PROSE_CANDIDATES]
+        if not candidates:
+            continue
+        for candidate in candidates:
+            accepted, why = _accepts(
+                score, candidate.kind, candidate.text, gold, options, several, statement
+            )
+            considered.append((field, candidate.kind, candidate.text, *candidate.span, why))
+            if accepted:
+                return TextGrade(
+                    Grade(True, 1.0, "ok"), candidate.text, candidate.kind, field,
+                    candidate.span, question_type, tuple(considered),
+                )  # fmt: skip
+        first = candidates[0]
+        return TextGrade(
+            Grade(False, 0.0, "ok"), first.text, first.kind, field, first.span, question_type,
+            tuple(considered),
+        )  # fmt: skip
+    return TextGrade(
+        Grade(False, 0.0, "no_answer"), None, None, None, None, question_type, tuple(considered)
+    )
 
 
 #: At most this many prose candidates of one text are checked (a closing sentence yields a few;
@@ -299,6 +438,9 @@ class TextGrade:
         kind: ``"task"`` (the task's own extractor) or the answer layer's candidate kind.
         field: which of the texts held it (e.g. ``"answer_text"``).
         span: ``(start, end)`` of the answer in that text, when known.
+        question_type: what the problem asks (:meth:`Task.question_type`).
+        considered: the candidates looked at and why each was taken or not (for ``grade
+            --explain``).
     """
 
     grade: Grade
@@ -306,21 +448,9 @@ class TextGrade:
     kind: str | None
     field: str | None
     span: tuple[int, int] | None
-
-
-def first_accepted_answer(
-    task_name: str, answers: list[str], gold: str, options: Mapping[str, Any]
-) -> int:
-    """Index of the first answer the task's verifier gives full credit, or -1 (runs in the
-    grading worker; an answer whose check raises counts as not accepted)."""
-    score = type(get_task(task_name)).score_answer
-    for index, answer in enumerate(answers):
-        try:
-            if score(answer, gold, options) >= 1.0:
-                return index
-        except Exception:  # a malformed candidate is simply not the answer
-            continue
-    return -1
+    question_type: str | None = None
+    #: (field, kind, text, start, end, verdict) of every candidate looked at, in order.
+    considered: tuple[tuple[str, str, str, int, int, str], ...] = ()
 
 
 TASKS: dict[str, Task] = {}

@@ -125,14 +125,24 @@ _INLINE_MATHS = re.compile(r"\$\$.+?\$\$|\$[^$]+\$|\\\(.+?\\\)|\\\[.+?\\\]", re.
 STATEMENT_GAP = 2
 
 
+#: Words a statement may use for one another ("one of the integers" states "1 number").
+_SYNONYMS = {"integer": "number"}
+
+
 def _content_words(text: str) -> list[str]:
     """Lower-cased words and numbers of ``text`` without stop words, plural "s" dropped."""
+    return [word for word, _ in _content_words_at(text)]
+
+
+def _content_words_at(text: str) -> list[tuple[str, int]]:
+    """:func:`_content_words` with the position of each word in ``text``."""
     words = []
-    for token in re.findall(r"[a-z]+|\d+", text.lower()):
-        token = _NUMBER_WORDS.get(token, token)
+    for match in re.finditer(r"[a-z]+|\d+", text.lower()):
+        token = _NUMBER_WORDS.get(match.group(), match.group())
         if token in _STOP_WORDS:
             continue
-        words.append(token[:-1] if len(token) > 3 and token.endswith("s") else token)
+        token = token[:-1] if len(token) > 3 and token.endswith("s") else token
+        words.append((_SYNONYMS.get(token, token), match.start()))
     return words
 
 
@@ -168,8 +178,23 @@ def statement_matches(statement: str, text: str) -> bool:
     >>> statement_matches("No solutions", "It has no simple general form; all solutions vary.")
     False
     """
-    wanted = _content_words(statement)
-    have = _content_words(_INLINE_MATHS.sub(" ", text))
+    return _statement_position(statement, text) is not None
+
+
+#: A word a statement gold may leave unsaid: "At least 1 number" is stated by "At least one
+#: of $x$, $y$ and $z$ …".
+_OPTIONAL_WORDS = frozenset({"number"})
+
+
+def _statement_position(statement: str, text: str) -> int | None:
+    """Where in ``text`` (maths blanked, same length) the words of ``statement`` start. A
+    statement of fewer than two content words ("all numbers") is too weak to be matched."""
+    wanted = [w for w in _content_words(statement) if w not in _OPTIONAL_WORDS]
+    if len(wanted) < 2:
+        return None
+    blanked = _INLINE_MATHS.sub(lambda m: " " * len(m.group()), text)
+    located = _content_words_at(blanked)
+    have = [word for word, _ in located]
     for first in (i for i, word in enumerate(have) if wanted and word == wanted[0]):
         position, matched = first, 1
         for word in wanted[1:]:
@@ -179,8 +204,40 @@ def statement_matches(statement: str, text: str) -> bool:
             position += 1 + window.index(word)
             matched += 1
         if matched == len(wanted):
-            return True
-    return False
+            return located[first][1]
+    return None
+
+
+# Where a clause begins: a negation before it does not scope over what follows.
+_CLAUSE_BREAK = re.compile(r"[,;:]|\b(?:but|although|though|whereas|while)\b", re.IGNORECASE)
+
+
+def statement_asserted(statement: str, text: str) -> bool:
+    """``text`` states ``statement`` (:func:`statement_matches`) and asserts it: it does not
+    hedge, and the negations of the clause that states it agree in parity with the
+    statement's own ("It is false that there are no integer solutions" denies "No integer
+    solutions"; "We cannot conclude that …" commits to nothing).
+
+    >>> gold = "No integer solutions"
+    >>> statement_asserted(gold, "Since 3 is odd, there are no integer solutions.")
+    True
+    >>> statement_asserted(gold, "It is false that there are no integer solutions.")
+    False
+    >>> statement_asserted(gold, "We cannot conclude that there are no integer solutions.")
+    False
+    """
+    from legival_core.polarity import is_hedge, negation_count
+
+    position = _statement_position(statement, text)
+    if position is None or is_hedge(text):
+        return False
+    clause_start = 0
+    for match in _CLAUSE_BREAK.finditer(text, 0, position):
+        clause_start = match.end()
+    after = _CLAUSE_BREAK.search(text, position)
+    # The clause that states it: its negations against the gold's.
+    clause = text[clause_start : after.start() if after else len(text)]
+    return negation_count(clause) % 2 == negation_count(statement) % 2
 
 
 def champ_answer_for_math(answer: str) -> str:
@@ -210,7 +267,12 @@ def champ_answer_matches(accepted: str, answer: str) -> bool:
     if accepted_text == answer_text:
         return True
     if is_statement_answer(accepted):
-        return statement_matches(accepted, answer)
+        if answer_text in _WORD_ANSWERS:
+            # "No" (a reply's polarity) states a gold that denies: "The limit does not exist".
+            from legival_core.polarity import polarity
+
+            return answer_text == "no" and polarity(accepted) == "no"
+        return statement_asserted(accepted, answer)
     if len(_prose_words(answer)) >= 3:
         return False
     return math_verify_equal(f"${champ_ascii_to_latex(accepted)}$", champ_answer_for_math(answer))
@@ -233,6 +295,13 @@ class ChampTask(MathTask):
     """CHAMP problems: boxed answers like ``math``; gold in CHAMP's answer conventions."""
 
     name: ClassVar[str] = "champ"
+
+    def gold_values(self, gold: str) -> list[str]:
+        return champ_accepted_answers(gold) or [gold]
+
+    def gold_is_statement(self, gold: str) -> bool:
+        accepted = champ_accepted_answers(gold) + champ_statement_answers(gold)
+        return any(is_statement_answer(a) for a in accepted)
 
     @staticmethod
     def score_answer(extracted: str, gold: str, options: Mapping[str, Any]) -> float:

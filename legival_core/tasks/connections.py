@@ -185,6 +185,7 @@ class ConnectionsTask(Task):
     stop_strings: ClassVar[tuple[str, ...]] = ("]\n```", "]```", "] ```")
     backtracking_rubric: ClassVar[str] = PUZZLE_BACKTRACKING_RUBRIC
     reads_prose_answers: ClassVar[bool] = False  # groupings come as JSON, never in prose
+    fixed_question_type: ClassVar[str | None] = "grouping"
 
     def user_prompt(self, problem: Mapping[str, Any]) -> str:
         puzzle = problem_field(problem, "prompt", task=self.name)

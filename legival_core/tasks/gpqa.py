@@ -112,6 +112,7 @@ class GPQATask(Task):
     )
     backtracking_rubric: ClassVar[str] = SCIENCE_BACKTRACKING_RUBRIC
     reads_prose_answers: ClassVar[bool] = False  # the answer is an option letter, found above
+    fixed_question_type: ClassVar[str | None] = "choice"
 
     def user_prompt(self, problem: Mapping[str, Any]) -> str:
         question = problem_field(problem, "prompt", task=self.name)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import html
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -98,6 +100,28 @@ def stored_leak_step(transfer_rows: pd.DataFrame) -> int | object | None:
         return NOT_STORED
     known = transfer_rows["leak_k"].dropna()
     return int(known.iloc[0]) if len(known) else None
+
+
+def graded_answer_line(grade: Mapping[str, Any], text: str | None) -> str:
+    """One plain-text line: the answer the grade took, the span it stands at in ``text`` and the
+    question type it was read for (issue 23). Show it with ``st.text`` (never as HTML).
+
+    >>> graded_answer_line({"extracted": "No", "answer_kind": "polarity", "answer_start": 0,
+    ...     "answer_end": 12, "question_type": "yes_no"}, "There are no solutions.")
+    "Graded answer: 'No' (polarity) from 'There are no' · question type: yes_no"
+    """
+    if not grade or grade.get("extracted") is None:
+        return "Graded answer: none found"
+    start, end = grade.get("answer_start"), grade.get("answer_end")
+    span = ""
+    if text and start is not None and end is not None and not pd.isna(start) and not pd.isna(end):
+        span = f" from {text[int(start) : int(end)][:200]!r}"
+    question = grade.get("question_type")
+    question = "–" if question is None or pd.isna(question) else question
+    return (
+        f"Graded answer: {str(grade['extracted'])[:200]!r} ({grade.get('answer_kind')}){span}"
+        f" · question type: {question}"
+    )
 
 
 def student_strip(rollouts: pd.DataFrame) -> pd.DataFrame:

@@ -16,13 +16,30 @@ the decomposition leave them out instead of counting them wrong; the stage notes
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from legival_core.grade_review import (
+    REVIEW_COLUMNS,
+    LabelAgreement,
+    agreement_report,
+    explain_lines,
+    label_agreement,
+    review_row,
+)
 from legival_core.tasks.base import TextGrade
-from precompute.stages.base import BatchWriter, StageContext, StageResult, register_stage
+from precompute.stages.base import (
+    BatchWriter,
+    StageContext,
+    StageOption,
+    StageResult,
+    register_stage,
+)
 from precompute.stages.common import done_ids, is_missing, problem_rows, read_or_empty, task_of
 
-__all__ = ["gold_is_known", "grade_row", "run_grade"]
+__all__ = ["gold_is_known", "grade_row", "review_rows", "run_grade"]
 
 
 def gold_is_known(problem: dict[str, Any]) -> bool:
@@ -54,7 +71,33 @@ def grade_row(graded: TextGrade) -> dict[str, Any]:
         "answer_field": graded.field,
         "answer_start": span[0],
         "answer_end": span[1],
+        "question_type": graded.question_type,
     }
+
+
+GRADE_OPTIONS = (
+    StageOption(
+        "--explain",
+        "explain",
+        {
+            "action": "store_true",
+            "help": "write DIR/grade_review.csv: per trace the question "
+            "type, the candidates considered and why one was taken (label it, then --labels)",
+        },
+    ),
+    StageOption("--review-csv", "review_csv", {"help": "where --explain writes its CSV"}),
+    StageOption(
+        "--labels",
+        "labels",
+        {
+            "help": "a CSV with trace_id and label (correct / incorrect / no_answer): print the "
+            "agreement of the grades with it, the confusion and the disagreements"
+        },
+    ),
+)
+REVIEW_FILE = "grade_review.csv"
+#: Traces whose explanation is printed by --explain (the CSV holds all).
+EXPLAIN_PRINTED = 50
 
 
 @register_stage(
@@ -62,13 +105,16 @@ def grade_row(graded: TextGrade) -> dict[str, Any]:
     reads=("problems", "traces"),
     writes=("grades",),
     help="grade each trace's extracted answer against the gold answer",
+    options=GRADE_OPTIONS,
 )
 def run_grade(ctx: StageContext) -> StageResult:
     from precompute.stages.common import require_rows
 
     result = StageResult("grade")
     traces = read_or_empty(
-        ctx.store, "traces", ["trace_id", "problem_id", "answer_text", "raw", "reasoning"]
+        ctx.store,
+        "traces",
+        ["trace_id", "problem_id", "teacher", "answer_text", "raw", "reasoning"],
     )
     require_rows(traces, "traces", "grade", "generate")
     problems = problem_rows(ctx.store)
@@ -110,4 +156,47 @@ def run_grade(ctx: StageContext) -> StageResult:
     result.provenance = {"timeout_s": timeout, "no_gold": no_gold}
     if no_gold:
         result.notes.append(f"{no_gold} trace(s) left ungraded: their problem has no gold answer")
+    options = ctx.options_of("grade")
+    if options.get("explain"):
+        path = Path(options.get("review_csv") or Path(ctx.store.path) / REVIEW_FILE)
+        rows = review_rows(ctx, traces, problems, timeout)
+        pd.DataFrame(rows, columns=list(REVIEW_COLUMNS)).to_csv(path, index=False)
+        print("\n".join(explain_lines(rows, EXPLAIN_PRINTED)))
+        result.notes.append(f"review of {len(rows)} grade(s) written to {path}")
+    if options.get("labels"):
+        print("\n".join(agreement_report(labels_agreement(ctx, Path(options["labels"])))))
     return result
+
+
+def review_rows(
+    ctx: StageContext, traces: pd.DataFrame, problems: dict[str, dict[str, Any]], timeout: float
+) -> list[dict[str, Any]]:
+    """Every owned trace with a known gold, regraded with its explanation (nothing written)."""
+    rows = []
+    for trace in traces.to_dict(orient="records"):
+        problem = problems.get(trace["problem_id"])
+        if not ctx.shard.owns(trace["trace_id"]) or problem is None or not gold_is_known(problem):
+            continue
+        texts = {
+            c: None if is_missing(trace.get(c)) else str(trace[c])
+            for c in ("answer_text", "raw", "reasoning")
+        }
+        graded = task_of(problem).grade_text(
+            texts, problem["gold"], timeout_s=timeout, problem=problem
+        )
+        rows.append(review_row(trace, problem["gold"], graded, texts))
+    return rows
+
+
+def labels_agreement(ctx: StageContext, path: Path) -> LabelAgreement:
+    """The store's grades against a labels CSV (a filled-in review file)."""
+    from precompute.errors import InputMissingError, InputUnusableError
+
+    if not path.is_file():
+        raise InputMissingError(f"{path}: no such labels file")
+    try:
+        labels = pd.read_csv(path, dtype=str, keep_default_na=False)
+        return label_agreement(labels, read_or_empty(ctx.store, "grades", ["trace_id", "correct",
+                               "extracted", "answer_kind"]))  # fmt: skip
+    except (ValueError, pd.errors.ParserError) as error:
+        raise InputUnusableError(f"{path}: {error}") from None

@@ -1,0 +1,141 @@
+"""What a problem asks: its question type, read from the prompt.
+
+The answer layer reads a reply in the frame of its question. "There are no integer solutions."
+answers "Are there integer solutions …?" with *No*; "exactly two" answers "How many …?" with 2;
+a list "1, 2 and 3" can answer "Find all …" but not "What is …?". The type is derived from the
+prompt's asking sentence (its last question, else its last "Find / Determine / Compute …"
+sentence) by detectors registered in :data:`QUESTION_TYPES`, tried in order; the first that
+fires wins, and ``"expression"`` (a single value or formula) is the fallback. A task or a
+problem's ``meta.question_type`` can override it (see :meth:`legival_core.tasks.base.Task
+.question_type`).
+
+Types:
+
+- ``yes_no``: "Is …?", "Are there …?", "Do there exist …?", "Can …?", "Determine whether …";
+- ``count``: "How many …?", "At least how many …", "Find the number of …";
+- ``find_all``: "Find all …", "Determine all …", "What are all the possible values …";
+- ``mod_value``: a value modulo n or a remainder ("What are the possible values of x mod 5?");
+- ``expression``: anything else.
+
+All scanning is linear: the prompt is cut into sentences with ``str`` methods and matched with
+patterns that cannot backtrack (fixed words, no nested quantifiers).
+
+Reference: Legi-Val (arXiv 2603.20508) §3 answer extraction; CHAMP (arXiv 2401.06961) problems.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+__all__ = ["QUESTION_TYPES", "asking_sentence", "question_type", "register_question_type"]
+
+#: The question types, in the order their detectors are tried; "expression" is the fallback.
+QuestionDetector = Callable[[str], bool]
+QUESTION_TYPES: dict[str, QuestionDetector] = {}
+FALLBACK_TYPE = "expression"
+#: Only the last this many characters of a prompt are read (the question is at its end).
+MAX_PROMPT_CHARS = 4000
+
+
+def register_question_type(name: str) -> Callable[[QuestionDetector], QuestionDetector]:
+    """Decorator: register a detector ``asking sentence (lower case) -> bool`` for ``name``."""
+
+    def add(detector: QuestionDetector) -> QuestionDetector:
+        QUESTION_TYPES[name] = detector
+        return detector
+
+    return add
+
+
+_IMPERATIVE = re.compile(
+    r"\b(?:find|determine|compute|calculate|evaluate|express|give|prove|show|decide)\b"
+)
+
+
+def asking_sentence(prompt: str) -> str:
+    """The sentence of ``prompt`` that asks: its last question, else its last imperative
+    sentence, else its last sentence (lower-cased).
+
+    >>> asking_sentence("Let n = 5. Is n prime? Explain.")
+    'is n prime?'
+    >>> asking_sentence("Let a + b = 5. Find ab.")
+    'find ab.'
+    """
+    text = prompt[-MAX_PROMPT_CHARS:].lower()
+    sentences = _sentences(text)
+    questions = [s for s in sentences if s.rstrip().endswith("?")]
+    if questions:
+        return questions[-1].strip()
+    asking = [s for s in sentences if _IMPERATIVE.search(s)]
+    return (asking or sentences or [""])[-1].strip()
+
+
+def _sentences(text: str) -> list[str]:
+    """Sentences split after ". ", "? ", "! " and line breaks, by one pass over ``text``."""
+    sentences, start = [], 0
+    for index, char in enumerate(text):
+        ends = char in "?!\n" or (char == "." and text[index + 1 : index + 2] in (" ", "\n", ""))
+        if ends:
+            if text[start : index + 1].strip():
+                sentences.append(text[start : index + 1])
+            start = index + 1
+    if text[start:].strip():
+        sentences.append(text[start:])
+    return sentences
+
+
+# Auxiliary verbs that open a yes/no question; "whether" asks one inside a statement.
+_YES_NO = re.compile(
+    r"^(?:\W*)(?:is|are|was|were|does|do|did|can|could|will|would|must|may|has|have|should)\b"
+    r"|\bwhether\b|\bprove or disprove\b|\bis it (?:true|possible)\b"
+)
+_COUNT = re.compile(r"\bhow many\b|\bnumber of\b|\bhow much\b")
+_FIND_ALL = re.compile(
+    r"\b(?:find|determine|list|give|what are) all\b|\ball (?:the )?possible values\b"
+    r"|\bwhat are the possible\b|\ball (?:the )?(?:solutions|pairs|triples|integers)\b"
+)
+_MOD = re.compile(r"\bmod(?:ulo)?\b|\\pmod|\\bmod|\bremainders?\b|\bcongruent\b|≡")
+
+
+@register_question_type("yes_no")
+def _asks_yes_no(sentence: str) -> bool:
+    return _YES_NO.search(sentence) is not None and not _COUNT.search(sentence)
+
+
+@register_question_type("mod_value")
+def _asks_mod_value(sentence: str) -> bool:
+    return _MOD.search(sentence) is not None and not _asks_yes_no(sentence)
+
+
+@register_question_type("count")
+def _asks_count(sentence: str) -> bool:
+    return _COUNT.search(sentence) is not None and not _FIND_ALL.search(sentence)
+
+
+@register_question_type("find_all")
+def _asks_find_all(sentence: str) -> bool:
+    return _FIND_ALL.search(sentence) is not None
+
+
+def question_type(prompt: str | None) -> str:
+    """The question type of ``prompt`` (a key of :data:`QUESTION_TYPES` or ``"expression"``).
+
+    >>> question_type("Are there integer solutions to x^2 + y^2 = 3?")
+    'yes_no'
+    >>> question_type("How many subsets of {1, ..., 10} have no two consecutive elements?")
+    'count'
+    >>> question_type("Find all pairs (m, n) of positive integers with m^2 = n^3.")
+    'find_all'
+    >>> question_type("What are the possible values of abcde mod 5?")
+    'mod_value'
+    >>> question_type("Find the minimum of x + 1/x for x > 0.")
+    'expression'
+    """
+    if not prompt or not prompt.strip():
+        return FALLBACK_TYPE
+    sentence = asking_sentence(prompt)
+    for name, detector in QUESTION_TYPES.items():
+        if detector(sentence):
+            return name
+    return FALLBACK_TYPE

@@ -1,0 +1,343 @@
+"""Issue 23: answers read in the frame of their question; hedges, lists, negations and restated
+givens are never the gold; the whole search runs in linear time inside the deadline.
+
+Each shape below is one the issue's outside probe (or its CHAMP "Problem C w/ H" run) found
+graded the wrong way, written as ``grade_text`` sees it: a model's one-sentence answer, the
+gold in CHAMP's convention and the problem's prompt (the question type comes from it).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from legival_core.answers import AnswerFrame, expression_end, final_answer_candidates
+from legival_core.polarity import polarity
+from legival_core.questions import question_type
+from legival_core.tasks import get_task
+
+# A generous bound for work that must finish "well under the deadline": the old code took
+# 8.5 s on 24 digits and doubled per digit; hours on 2 MB.
+DEADLINE_S = 30.0
+WALL_BOUND_S = 90.0
+
+
+def graded(text: str, gold: str, prompt: str = "", task: str = "champ"):
+    problem = {"problem_id": "p", "prompt": prompt} if prompt else None
+    return get_task(task).grade_text({"answer_text": text}, gold, problem=problem)
+
+
+# --- hedges and lists are not the gold (item 2) ---------------------------------------------------
+
+HEDGES_AND_LISTS = [
+    ("We get $0$, $1$, or $-1$.", "0"),  # the README's own example of what is never 0
+    ("So x = 3 or x = 239.", "239"),
+    ("So x = 3 or x = 239.", "3"),
+    ("There are 3 or 239 strings.", "239"),
+    ("There are 3 or 239 strings.", "3"),
+    ("Possible answers: $3$, $239$.", "239"),
+    ("Possible answers: $3$, $239$.", "3"),
+    ("Hence the value is 3 (or possibly 239)", "3"),
+    ("Hence the value is 3 (or possibly 239)", "239"),
+    ("The answer is 3 or 239.", "3"),
+    ("The values are 0 and any positive integer below 100.", "0"),
+    ("The remainder is 0 to 4, depending on n.", "0"),
+    ("The count is perhaps 12.", "12"),
+    ("Either 5 or 7 works, so the value is 5 or 7.", "7"),
+]
+
+
+@pytest.mark.parametrize("task", ["champ", "math"])
+@pytest.mark.parametrize(("text", "gold"), HEDGES_AND_LISTS)
+def test_hedges_and_lists_holding_the_gold_are_wrong(text: str, gold: str, task: str) -> None:
+    result = graded(text, gold, "Find the value of x.", task=task)
+    assert result.grade.status == "ok"
+    assert not result.grade.correct, (result.kind, result.answer)
+
+
+def test_a_list_is_right_when_the_gold_is_that_set() -> None:
+    result = graded("The solutions are 3 and 239.", "3, 239", "Find all x with f(x) = 0.")
+    assert result.grade.correct and result.kind == "list"
+    assert result.question_type == "find_all"
+
+
+# --- negations and yes/no hedges ------------------------------------------------------------------
+
+NEGATED = [
+    ("It is false that there are no integer solutions.", "No integer solutions"),
+    ("We cannot conclude that there are no integer solutions.", "No integer solutions"),
+    ("It is false that there are no integer solutions.", "No"),
+    ("Yes or no, I cannot tell.", "Yes"),
+    ("Yes and no.", "Yes"),
+    ("Yes and no.", "No"),
+    ("No doubt, it can.", "No"),
+]
+
+
+@pytest.mark.parametrize(("text", "gold"), NEGATED)
+def test_negations_and_yes_no_hedges_are_wrong(text: str, gold: str) -> None:
+    result = graded(text, gold, "Are there integer solutions to x^2 - 3y^2 = 2? Can it be done?")
+    assert not result.grade.correct, (result.kind, result.answer)
+
+
+# --- yes/no questions answered by a statement (item 1) --------------------------------------------
+
+STATEMENTS = [
+    ("Are there integer solutions to (x^2-1)(y^2-1)+1985=z^2?",
+     "There are no integer solutions to the equation.", "No"),
+    ("Is 4^545+545^4 a prime number?", "4^545+545^4 is not a prime number.", "No"),
+    ("Do there exist positive integers x, y with x+y and x+2y both squares?",
+     "There do not exist such integers.", "No"),
+    ("Can the board be tiled by dominoes?",
+     "Not only can the board be tiled, but it can be tiled in two ways.", "Yes"),
+    ("Can the sequence be extended indefinitely?",
+     "The sequence can be extended indefinitely without a division by zero.", "Yes"),
+    ("Are there integer solutions to x^2 = 3y^2 + 2?",
+     "There are no integer solutions, as squares are 0 or 1 mod 3 and this is not.", "No"),
+    ("Must x_n≠0 for all n in the sequence?",
+     "The sequence does not contain any zero elements.", "Yes"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("prompt", "text", "gold"), STATEMENTS)
+def test_yes_no_questions_answered_by_a_statement(prompt: str, text: str, gold: str) -> None:
+    right = graded(text, gold, prompt)
+    assert right.grade.correct and right.kind == "polarity", (right.kind, right.answer)
+    assert right.question_type == "yes_no"
+    other = "Yes" if gold == "No" else "No"
+    assert not graded(text, other, prompt).grade.correct
+
+
+def test_polarity_counts_negations_of_the_main_clause() -> None:
+    # one negation -> No; two -> Yes; a reason clause ("because … not …") does not count
+    assert polarity("There are no solutions.") == "no"
+    assert polarity("It is false that there are no solutions.") == "yes"
+    assert polarity("There are no solutions, because 2 is not a square.") == "no"
+    assert polarity("A is about 0.01, which means A is not greater than 0.1.") == "no"
+
+
+# --- counts, trailing clauses, residues (item 1) --------------------------------------------------
+
+
+def test_a_trailing_clause_is_cut() -> None:
+    text = "The minimum value of m + n is 11, achieved when m = 1 and n = 2."
+    prompt = "Find the minimum of m + n over positive integers with m^2 + n = 3."
+    right = graded(text, "11", prompt)
+    assert right.grade.correct and right.answer == "11"
+    assert text[right.span[0] : right.span[1]] == "11"
+    # the "n = 2" of the trailing clause is no answer
+    assert not graded(text, "2", prompt).grade.correct
+
+
+def test_at_least_one_states_at_least_1_number() -> None:
+    text = "At least one of the three integers a, b, c must be divisible by 3."
+    prompt = "Show how many of the integers a, b, c must be divisible by 3."
+    assert graded(text, "At least 1 number", prompt).grade.correct
+
+
+def test_a_count_read_from_words() -> None:
+    prompt = "How many primes p make p^2 + 2 prime?"
+    assert graded("There is exactly one such prime.", "1", prompt).grade.correct
+    assert graded("No such prime exists.", "0", prompt).grade.correct
+    assert not graded("There is exactly one such prime.", "2", prompt).grade.correct
+
+
+def test_a_residue_for_all_n_answers_a_possible_values_gold() -> None:
+    text = "n^5 - 5n^3 + 4n is congruent to 0 modulo 120 for any integer n."
+    prompt = "What are the possible values of n^5 - 5n^3 + 4n mod 120?"
+    result = graded(text, "0 is the only possible value", prompt)
+    assert result.grade.correct and result.kind == "congruence"
+    assert result.question_type == "mod_value"
+
+
+# --- no answer from the question (item 4) ---------------------------------------------------------
+
+NT20 = (
+    "For positive integers a, b, c, d, e satisfying a^5+b^5+c^5+d^5+e^5 mod 25=0, what are "
+    "possible values of abcde mod 5?"
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # the issue's false positive (CHAMP "Problem C w/ H", GPT-4 Turbo, P_Number-Theory_20)
+        "The possible values of \\( abcde \\mod 5 \\) for positive integers \\( a, b, c, d, e "
+        "\\) satisfying \\( a^5 + b^5 + c^5 + d^5 + e^5 \\equiv 0 \\mod 25 \\) and \\( 5 \\nmid "
+        "abcde \\) are 1, 2, 3, and 4.",
+        # its kin: the condition restated, in the prompt's spelling and in another one
+        "We know that a^5+b^5+c^5+d^5+e^5 mod 25=0.",
+        "Since $a^5 + b^5 + c^5 + d^5 + e^5 \\equiv 0 \\pmod{25}$, the product can be anything.",
+    ],
+)
+def test_a_restated_condition_of_the_problem_is_never_the_answer(text: str) -> None:
+    result = graded(text, "0 is the only possible value", NT20)
+    assert not result.grade.correct, (result.kind, result.answer)
+
+
+def test_a_restated_equation_is_not_the_answer_but_a_new_one_is() -> None:
+    prompt = "Let x^2 + y^2 = 25 and x + y = 7. Find xy."
+    assert not graded("We know that $x^2 + y^2 = 25$.", "25", prompt).grade.correct
+    assert graded("So we get $xy = 12$.", "12", prompt).grade.correct
+
+
+# --- question types (item 1) ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("prompt", "expected"),
+    [
+        ("Are there integer solutions to x^2 = 2?", "yes_no"),
+        ("Is 4^545+545^4 a prime number?", "yes_no"),
+        ("Do there exist three integers whose sum is 1?", "yes_no"),
+        ("Determine whether the limit exists.", "yes_no"),
+        ("How many strings of length 6 avoid 11?", "count"),
+        ("At least how many of them are even?", "count"),
+        ("Find all pairs (m, n) with m^2 = n^3.", "find_all"),
+        ("What are possible values of abcde mod 5?", "mod_value"),
+        ("Find the remainder when 2^100 is divided by 7.", "mod_value"),
+        ("Find the minimum of x + 1/x for x > 0.", "expression"),
+    ],
+)
+def test_question_type_from_the_prompt(prompt: str, expected: str) -> None:
+    assert question_type(prompt) == expected
+
+
+def test_the_task_or_the_problem_overrides_the_question_type() -> None:
+    champ = get_task("champ")
+    meta = json.dumps({"question_type": "count"})
+    assert champ.question_type({"prompt": "Is it odd?", "meta": meta}) == "count"
+    assert get_task("gpqa").question_type({"prompt": "Is it odd?"}) == "choice"
+
+
+# --- linear time, inside the deadline (item 3) ----------------------------------------------------
+
+SUBSETS = "The number of subsets is 340282366920938463463374607431768211456 in total, or 2^128."
+
+
+def test_the_39_digit_sentence_is_graded_inside_the_deadline() -> None:
+    started = time.monotonic()
+    result = get_task("champ").grade_text(
+        {"answer_text": SUBSETS}, "2^128", timeout_s=DEADLINE_S,
+        problem={"prompt": "How many subsets does a 128-element set have?"},
+    )  # fmt: skip
+    assert result.grade.status == "ok"
+    assert time.monotonic() - started < WALL_BOUND_S
+
+
+@pytest.mark.parametrize(
+    ("text", "gold"),
+    [
+        ("The answer is 1. " * 60_000, "1"),  # 1 MB of answer phrases
+        ("We get $x_1 + y$ and $z$. " * 40_000 + "So the total is 7.", "7"),  # inline maths
+        ("1 or " * 200_000 + "2.", "2"),  # one list sentence of 1 MB
+        ("\\( $ " * 200_000 + "So there are 5.", "5"),  # unclosed maths everywhere
+    ],
+)
+def test_a_megabyte_answer_is_graded_inside_the_deadline(text: str, gold: str) -> None:
+    assert len(text) >= 800_000
+    started = time.monotonic()
+    result = get_task("champ").grade_text({"answer_text": text}, gold, timeout_s=DEADLINE_S)
+    assert result.grade.status == "ok"
+    assert time.monotonic() - started < WALL_BOUND_S
+
+
+def test_a_megabyte_trace_gets_its_leak_step_inside_the_deadline() -> None:
+    steps = ["We try the case number 3 and add the terms one by one. "] * 18_000
+    steps[-1] = "So there are 239 strings."
+    reasoning = "".join(steps)
+    # 90 steps of 200 sentences each; the gold is stated in the last sentence of the last one
+    ends = [sum(len(s) for s in steps[: index + 1]) for index in range(199, len(steps), 200)]
+    assert ends[-1] == len(reasoning)
+    assert len(reasoning) >= 900_000
+    point = get_task("champ").answer_leak_step(reasoning, ends, "239", timeout_s=DEADLINE_S)
+    assert point.status == "ok" and point.k == len(ends)
+
+
+def test_a_check_past_the_deadline_is_a_timeout_graded_wrong() -> None:
+    # A deadline no real grading meets: the row is wrong with status "timeout", no raise.
+    result = get_task("champ").grade_text({"answer_text": SUBSETS}, "2^128", timeout_s=1e-4)
+    assert result.grade.status == "timeout" and not result.grade.correct
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet="0123456789 ,.or$\\()=+", max_size=300))
+def test_expression_scan_ends_inside_the_text_and_never_backtracks(text: str) -> None:
+    # The scanner reads each character at most a bounded number of times: its end lies in
+    # [start, len(text)] and a second scan from the end finds nothing more.
+    for start in range(0, len(text), 7):
+        end = expression_end(text, start)
+        assert start <= end <= len(text)
+        assert expression_end(text, end) in (end, *range(end, len(text) + 1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(["3", "239", "x", "$2^{n}$", "(2, 1)"]),
+    st.sampled_from(["7", "11", "y", "$n!$"]),
+    st.sampled_from([" or ", ", ", " and ", ", or "]),
+)
+def test_any_two_values_offered_together_are_one_list(first: str, second: str, sep: str) -> None:
+    text = f"The value is {first}{sep}{second}."
+    found = final_answer_candidates(text, AnswerFrame("expression"))
+    kinds = {c.kind for c in found}
+    assert "list" in kinds
+    # neither value alone is a candidate
+    bare = {c.text for c in found if c.kind != "sentence"}
+    assert first.strip("$") not in bare and second.strip("$") not in bare
+
+
+# --- through ingest: bounded texts, good rows kept (item 3) ---------------------------------------
+
+
+def test_ingest_keeps_the_good_rows_around_a_hostile_one_and_bounds_every_text(
+    tmp_path: Path,
+) -> None:
+    from legival_core.store import Store
+    from precompute.ingest import ingest
+
+    rows = [
+        {"problem_id": "good-1", "prompt": "How many strings?", "gold": "239",
+         "reasoning": "We count.", "answer": "So there are 239 strings."},
+        {"problem_id": "hostile", "prompt": "How many subsets?", "gold": "2^128",
+         "reasoning": "We count subsets.", "answer": SUBSETS},
+        {"problem_id": "good-2", "prompt": "Is 7 prime?", "gold": "Yes",
+         "reasoning": "Check divisors.", "answer": "7 is a prime number."},
+        # 1.2 MB answer and 1.2 MB raw output: above a 1 MB limit, quarantined by field
+        {"problem_id": "huge-answer", "prompt": "p", "gold": "1", "reasoning": "r",
+         "answer": "The answer is 1. " * 75_000},
+        {"problem_id": "huge-raw", "prompt": "p", "gold": "1", "raw": "x " * 600_000},
+    ]  # fmt: skip
+    source = tmp_path / "rows.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    report = ingest(source, tmp_path / "store", "t", task="champ", max_trace_mb=1.0)
+    assert report.kept == 3
+    assert sorted((q.line, q.field) for q in report.quarantined) == [(4, "answer"), (5, "raw")]
+    grades = Store.open(tmp_path / "store").read("grades")
+    by_status = dict(zip(grades["trace_id"], grades["status"], strict=True))
+    assert len(by_status) == 3 and set(by_status.values()) == {"ok"}
+    assert grades["correct"].all()  # 239; the 39 digits equal 2^128; "is a prime" is Yes
+    assert set(grades["question_type"]) == {"count", "yes_no"}
+
+
+# --- the leak step in the same frame (item 6) -----------------------------------------------------
+
+
+def test_a_trace_that_concludes_no_solutions_leaks_no_at_that_step() -> None:
+    steps = [
+        "Let x and y be integers.",
+        "Squares are 0 or 1 mod 4.",
+        "So there are no integer solutions.",
+        "We double check the residues.",
+    ]
+    reasoning = " ".join(steps)
+    ends = [reasoning.index(s) + len(s) for s in steps]
+    problem = {"prompt": "Are there integer solutions to x^2 + y^2 = 4003?"}
+    point = get_task("champ").answer_leak_step(reasoning, ends, "No", problem=problem)
+    # step 1 is a declarative sentence too, but no conclusion: it leaks nothing
+    assert point.status == "ok" and point.k == 3
