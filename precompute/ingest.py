@@ -771,6 +771,7 @@ class _Writer:
         #: The tool's verdicts and chunk importances a format adapter brings.
         self.extra = ExtraTables.for_store(store)
         self.truncated = 0
+        self.hit_budget = 0
         for table in ("problems", "traces", "grades"):
             report.written.setdefault(table, 0)
 
@@ -836,6 +837,8 @@ class _Writer:
             if problem is not None:
                 problems.append(problem)
             trace_id = self._trace_id(record)
+            grade = self._grade_row(trace_id, record, known)
+            self._budget(record, grade, known)
             traces.append(
                 {
                     "trace_id": trace_id,
@@ -853,7 +856,6 @@ class _Writer:
                     "sampling": None,
                 }
             )
-            grade = self._grade_row(trace_id, record, known)
             if grade is not None:
                 grades.append(grade)
                 self.done_grades.add(trace_id)
@@ -870,6 +872,35 @@ class _Writer:
                 frame = pd.DataFrame(rows, columns=TABLES[table].columns)
                 self.store.write(table, frame, stage=stage)
                 self.report.written[table] = self.report.written.get(table, 0) + len(rows)
+
+    def _budget(
+        self, record: _Record, grade: Mapping[str, Any] | None, known: Mapping[str, Any] | None
+    ) -> None:
+        """A format's "stopped at the budget" becomes ``truncated`` as SPEC §1 defines it: cut
+        by the budget *and* without an extractable answer, the task's own test (the generate
+        stage's rule). A trace graded correct has an answer by definition, so it is never
+        truncated (our grade, or the tool's verdict where there is no gold)."""
+        hit = record.extras.get("hit_budget")
+        if record.truncated is not None or hit is None:
+            return
+        self.hit_budget += bool(hit)
+        record.truncated = False
+        if not hit or (grade is not None and grade.get("correct")):
+            return
+        problem = dict(known) if known is not None else self._problem_row(record)
+        gold = (known or {}).get("gold")
+        if grade is None and self.task is not None and gold:
+            # A problem already in the store: the grade stage will grade it against its gold.
+            if self._graded(record, str(gold), problem).grade.correct:
+                return
+        text = record.raw if record.raw is not None else _joined(record.reasoning, record.answer)
+        try:
+            extractable = self.task is not None and bool(
+                self.task.answer_extractable(text, problem=problem)
+            )
+        except Exception:  # untrusted text must never stop an ingest
+            extractable = False
+        record.truncated = not extractable
 
     def _count_tokens(self, record: _Record, counted: bool) -> None:
         """Per teacher: traces with the file's own token count, and with a tiktoken count."""
@@ -1222,8 +1253,11 @@ def _format_notes(adapter: Any, writer: _Writer) -> list[str]:
         if entry["given"]:
             origin = "; ".join(entry["given_by"]) or "the file"
             notes.append(f"teacher '{name}': {entry['given']} token counts from {origin}")
-    if writer.truncated:
-        notes.append(f"{writer.truncated} traces were cut by their output budget (truncated)")
+    if writer.hit_budget:
+        notes.append(
+            f"{writer.hit_budget} traces stopped at their output budget; {writer.truncated} of "
+            "them hold no extractable answer and are marked truncated"
+        )
     return notes
 
 

@@ -66,7 +66,7 @@ def test_inspect_sample_reasoning_blocks_attachments_epoch_and_budget() -> None:
     assert row["prompt"] == "1+1?"  # the user message, not the system one
     assert row["gold"] == "2"
     assert row["reasoning"] == "One and one make two." and row["answer"] == "2"
-    assert row["truncated"] is True
+    assert row["hit_budget"] is True  # truncated if no answer can be extracted (ingest)
     assert row["tokens"] == 31 and "output.usage.output_tokens" in row["tokens_origin"]
     assert row["model"] == "openai-api/vllm/qwen3"  # the eval's model, as the user named it
     assert (row["tool_scorer"], row["tool_correct"], row["tool_answer"]) == (
@@ -95,7 +95,7 @@ def test_inspect_redacted_block_and_think_tags_in_text() -> None:
         },
     }  # fmt: skip
     (row,) = _convert("inspect", redacted)
-    assert row["reasoning"] == "Summed the digits." and row["truncated"] is False
+    assert row["reasoning"] == "Summed the digits." and row["hit_budget"] is False
     assert "tokens" not in row and "tool_scorer" not in row
     plain = {"id": "b", "output": {"choices": [{"message": {"content": "<think>hm</think>4"}}]}}
     (row,) = _convert("inspect", plain)
@@ -162,7 +162,7 @@ def test_openai_batch_lines_reasoning_fields_budget_and_usage() -> None:
     (closing_only,) = _convert("openai", line({"content": "so 4</think>The answer is 4."}))
     assert (closing_only["reasoning"], closing_only["answer"]) == ("so 4", "The answer is 4.")
     (cut,) = _convert("openai", line({"content": "2+2 is"}, finish="length"))
-    assert cut["truncated"] is True
+    assert cut["hit_budget"] is True
     with pytest.raises(formats.RecordError, match="failed with 500"):
         _convert("openai", {"custom_id": "p", "response": {"status_code": 500, "body": {}}})
     # A bare completion has no row key: its own id names the response, not the problem.
@@ -180,7 +180,7 @@ def test_openai_several_choices_are_samples_without_a_split_token_count() -> Non
         "usage": {"completion_tokens": 50},
     }
     rows = _convert("openai", {"problem_id": "q", "prompt": "?", "response": body})
-    assert [(r["sample"], r["answer"], r["truncated"]) for r in rows] == [
+    assert [(r["sample"], r["answer"], r["hit_budget"]) for r in rows] == [
         (0, "1", False),
         (1, "2", True),
     ]
@@ -199,7 +199,7 @@ def test_openr1_generations_are_samples_with_their_own_verdict_and_finish() -> N
     }
     rows = _convert("openr1", record)
     assert [(r["problem_id"], r["sample"]) for r in rows] == [("u-1", 0), ("u-1", 1)]
-    assert [r["truncated"] for r in rows] == [False, True]
+    assert [r["hit_budget"] for r in rows] == [False, True]
     assert [r["tool_correct"] for r in rows] == [True, False]
     assert rows[0]["reasoning"] == "x = 3 - 1" and rows[0]["answer"] == "x = 2"
     assert rows[1]["complete"] is False  # an opened, never closed think block
@@ -529,3 +529,30 @@ def test_cli_ingest_of_a_tool_file_exits_ok(
     code = main(["ingest", str(file), "--store", str(tmp_path / "s")])
     out = capsys.readouterr().out
     assert code == EXIT_OK and "format: lm-eval (lm-evaluation-harness)" in out
+
+
+def test_a_budget_cut_is_truncated_only_without_an_answer(tmp_path: Path) -> None:
+    """Three completions: one stopped normally, two at their budget. Of those two, the
+    first had already written its boxed answer (4, the gold), the second stops mid-sentence
+    before any number:
+    only the second is truncated (SPEC §1), and it is graded wrong."""
+
+    def reply(content: str, finish: str) -> dict:
+        choice = {"index": 0, "message": {"content": content}, "finish_reason": finish}
+        return {"model": "m", "choices": [choice], "usage": {"completion_tokens": 9}}
+
+    rows = [
+        {"problem_id": "a", "prompt": "2+2?", "gold": "4", "response": reply("4", "stop")},
+        {"problem_id": "b", "prompt": "2+2?", "gold": "4",
+         "response": reply("so the answer is \\boxed{4} and", "length")},
+        {"problem_id": "c", "prompt": "2+2?", "gold": "4", "response": reply("Adding two and two gives", "length")},
+    ]  # fmt: skip
+    report = ingest(_jsonl(tmp_path / "r.jsonl", rows), tmp_path / "s", None, file_format="openai")
+    store = Store.open(tmp_path / "s")
+    traces = store.read("traces").sort_values("problem_id")
+    assert traces["truncated"].tolist() == [False, False, True]
+    grades = store.read("grades").set_index("trace_id")
+    assert not grades.loc[traces["trace_id"].iloc[2], "correct"]
+    assert "2 traces stopped at their output budget; 1 of them hold no extractable answer" in (
+        report.summary()
+    )

@@ -6,7 +6,9 @@ on :data:`PROBLEMS`, each in its own process (both tools import a lot, and Inspe
 settings from the environment). The chat-completion responses are the server's own replies,
 written as a batch-API output file. Nothing is written by hand but the task definitions.
 
-``python -m tests.tool_logs inspect BASE_URL OUT`` / ``lm-eval BASE_URL OUT`` run one tool.
+``python -m tests.tool_logs all OUT`` starts the server and runs every tool (this wrote
+``tests/fixtures/tool_logs``); ``python -m tests.tool_logs inspect|lm-eval|openai BASE_URL OUT``
+runs one against a server already running.
 """
 
 from __future__ import annotations
@@ -30,10 +32,21 @@ CUT_TOKENS = 4
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_tool(tool: str, base_url: str, out: Path, timeout: int = 900) -> None:
-    """Run one tool in a child process (offline, one thread), failing with its output."""
+def run_tool(
+    tool: str,
+    base_url: str,
+    out: Path,
+    *,
+    problems: int | None = None,
+    max_tokens: int = MAX_TOKENS,
+    timeout: int = 900,
+) -> None:
+    """Run one tool in a child process (offline), failing with its output; ``problems`` keeps
+    the first few of :data:`PROBLEMS` and ``max_tokens`` is the output budget."""
     env = dict(os.environ)
     env.update(
+        LEGIVAL_TOOL_PROBLEMS=str(problems or len(PROBLEMS)),
+        LEGIVAL_TOOL_MAX_TOKENS=str(max_tokens),
         HF_HUB_OFFLINE="1",
         HF_DATASETS_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
@@ -59,6 +72,14 @@ def run_tool(tool: str, base_url: str, out: Path, timeout: int = 900) -> None:
         raise RuntimeError(f"{tool} run failed ({result.returncode}):\n{result.stderr[-4000:]}")
 
 
+def _problems() -> list[tuple[str, str, str]]:
+    return PROBLEMS[: int(os.environ.get("LEGIVAL_TOOL_PROBLEMS", len(PROBLEMS)))]
+
+
+def _max_tokens() -> int:
+    return int(os.environ.get("LEGIVAL_TOOL_MAX_TOKENS", MAX_TOKENS))
+
+
 def _inspect(base_url: str, out: Path) -> None:
     """An Inspect task: the problems, plain generation, the ``match`` scorer; two epochs with
     the normal budget written as ``.eval`` and one epoch cut short written as ``.json``."""
@@ -68,13 +89,13 @@ def _inspect(base_url: str, out: Path) -> None:
     from inspect_ai.solver import generate
 
     def task() -> Task:
-        samples = [Sample(id=pid, input=question, target=gold) for pid, question, gold in PROBLEMS]
+        samples = [Sample(id=p, input=question, target=gold) for p, question, gold in _problems()]
         return Task(dataset=samples, solver=generate(), scorer=match(numeric=True))
 
     model = "openai-api/llama/smollm2"
     common = {"model": model, "model_base_url": base_url, "display": "none", "seed": 0}
     common.update(temperature=0.0, max_connections=1, log_dir=str(out))
-    eval(task(), epochs=2, max_tokens=MAX_TOKENS, log_format="eval", **common)
+    eval(task(), epochs=2, max_tokens=_max_tokens(), log_format="eval", **common)
     eval(task(), epochs=1, max_tokens=CUT_TOKENS, log_format="json", **common)
 
 
@@ -114,11 +135,13 @@ def _lm_eval(base_url: str, out: Path) -> None:
     tasks.mkdir(parents=True, exist_ok=True)
     data = tasks / "arith.jsonl"
     data.write_text(
-        "".join(json.dumps({"id": p, "question": q, "answer": g}) + "\n" for p, q, g in PROBLEMS),
+        "".join(
+            json.dumps({"id": p, "question": q, "answer": g}) + "\n" for p, q, g in _problems()
+        ),
         encoding="utf-8",
     )
     (tasks / "legival_arith.yaml").write_text(
-        _LM_EVAL_TASK.format(data=data, max_tokens=MAX_TOKENS), encoding="utf-8"
+        _LM_EVAL_TASK.format(data=data, max_tokens=_max_tokens()), encoding="utf-8"
     )
     model_args = (
         f"model=smollm2,base_url={base_url}/chat/completions,num_concurrent=1,max_retries=1,"
@@ -135,18 +158,18 @@ def _lm_eval(base_url: str, out: Path) -> None:
         raise SystemExit(f"lm_eval failed: {result.stderr[-4000:]}")
 
 
-def openai_batch(base_url: str, out: Path, problem_ids: dict[str, str]) -> Path:
+def _openai(base_url: str, out: Path) -> None:
     """The server's own chat-completion replies to the problems, written as a batch-API
-    output file (one ``{custom_id, response: {status_code, body}}`` line per request);
-    ``problem_ids`` maps our ids to the ids the store holds (the batch's row keys)."""
+    output file (one ``{custom_id, response: {status_code, body}}`` line per request, the
+    problem's id as ``custom_id``) beside the problems file they answer."""
     import httpx
 
     lines = []
-    for number, (pid, question, _) in enumerate(PROBLEMS):
+    for number, (pid, question, _) in enumerate(_problems()):
         body = {
             "model": "smollm2",
             "messages": [{"role": "user", "content": question}],
-            "max_tokens": MAX_TOKENS if number else CUT_TOKENS,  # the first one is cut short
+            "max_tokens": _max_tokens() if number else CUT_TOKENS,  # the first one is cut short
             "temperature": 0.0,
             "seed": 0,
         }
@@ -155,30 +178,43 @@ def openai_batch(base_url: str, out: Path, problem_ids: dict[str, str]) -> Path:
         lines.append(
             {
                 "id": f"batch_req_{number}",
-                "custom_id": problem_ids[pid],
+                "custom_id": pid,
                 "response": {"status_code": 200, "request_id": f"r{number}", "body": reply.json()},
                 "error": None,
             }
         )
     path = out / "batch_output.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    return path
-
-
-def problems_file(out: Path) -> Path:
-    """The problems as a local dataset file (for ``datasets local`` before a batch ingest)."""
-    path = out / "problems.jsonl"
-    path.write_text(
-        "".join(json.dumps({"id": p, "question": q, "answer": g}) + "\n" for p, q, g in PROBLEMS),
+    problems = out / "problems.jsonl"  # for `datasets local` before the batch is ingested
+    problems.write_text(
+        "".join(
+            json.dumps({"id": p, "question": q, "answer": g}) + "\n" for p, q, g in _problems()
+        ),
         encoding="utf-8",
     )
-    return path
+
+
+TOOLS = {"inspect": _inspect, "lm-eval": _lm_eval, "openai": _openai}
+
+
+def write_all(out: Path) -> None:
+    """Every tool's files under ``out`` (``inspect/``, ``lm_eval/``, ``openai/``), against a
+    server started here: how ``tests/fixtures/tool_logs`` was made."""
+    from precompute.models import smollm2_gguf_path
+    from tests.engine_fixtures import running_llama_server
+
+    with running_llama_server(smollm2_gguf_path(), interrupt_requests=False) as base_url:
+        for tool in TOOLS:
+            run_tool(tool, base_url, out / tool.replace("-", "_"))
 
 
 def main(argv: list[str]) -> int:
+    if argv[0] == "all":
+        write_all(Path(argv[1]))
+        return 0
     tool, base_url, out = argv[0], argv[1], Path(argv[2])
     out.mkdir(parents=True, exist_ok=True)
-    {"inspect": _inspect, "lm-eval": _lm_eval}[tool](base_url, out)
+    TOOLS[tool](base_url, out)
     return 0
 
 

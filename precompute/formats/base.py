@@ -10,7 +10,10 @@ the extra keys of :data:`EXTRA_KEYS`, which ingest keeps beside the trace:
 * ``tool_correct``, ``tool_scorer``, ``tool_answer`` — the tool's own verdict, kept beside our
   grade (``tool_grades``), never instead of it;
 * ``tokens_origin`` — where a given ``tokens`` count comes from, in words (the provenance);
-* ``chunks`` — resampling importances of chunks of the reasoning (Thought Anchors).
+* ``chunks`` — resampling importances of chunks of the reasoning (Thought Anchors);
+* ``hit_budget`` — the output stopped at its token budget. Ingest marks such a trace
+  ``truncated`` when no final answer can be extracted from it, the generate stage's rule
+  (SPEC §1: a truncated output has no extractable answer).
 
 A record the adapter cannot use raises :class:`RecordError` naming the field; ingest quarantines
 it with the file and line, and goes on.
@@ -40,7 +43,15 @@ __all__ = [
 ]
 
 #: Keys an adapter may add to a row beyond ingest's own fields (see the module docstring).
-EXTRA_KEYS = ("model", "tool_correct", "tool_scorer", "tool_answer", "tokens_origin", "chunks")
+EXTRA_KEYS = (
+    "model",
+    "tool_correct",
+    "tool_scorer",
+    "tool_answer",
+    "tokens_origin",
+    "chunks",
+    "hit_budget",
+)
 
 
 class FormatMissingError(InputMissingError):

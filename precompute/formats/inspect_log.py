@@ -2,8 +2,9 @@
 
 An ``.eval`` log is a zip holding ``header.json`` (the eval: task, model, …) and one
 ``samples/<id>_epoch_<n>.json`` per sample and epoch; a ``.json`` log is one document with the
-same eval and a ``samples`` list. Read with the standard library only (``inspect-ai`` need not
-be installed to ingest its logs).
+same eval and a ``samples`` list. Read with the standard library (``inspect-ai`` need not be
+installed to ingest its logs), except that ``.eval`` members are Zstandard-compressed, which
+``zipfile`` reads from Python 3.14 on and, before, with the small ``zipfile-zstd`` package.
 
 What each field of a sample becomes:
 
@@ -18,8 +19,8 @@ Inspect                                              ingest
                                                      block gives its ``summary``)
 the message's text (``<think>`` split when there     ``answer`` (or ``raw`` when the text
 is no reasoning block)                               carries the thinking)
-``output.choices[0].stop_reason`` = ``max_tokens``   ``truncated``
-/ ``model_length``
+``output.choices[0].stop_reason`` = ``max_tokens``   ``truncated`` (when no answer can be
+/ ``model_length``                                   extracted)
 ``output.usage.output_tokens``                       ``tokens`` (the model's own count)
 ``scores[name].value`` / ``.answer`` (first scorer)  the tool's verdict (``tool_grades``)
 ``eval.model``                                       the teacher (``--teacher`` overrides)
@@ -86,6 +87,7 @@ class InspectFormat(TraceFormat):
     def _read_zip(self, path: Path) -> Iterator[SourceRow]:
         try:
             archive = zipfile.ZipFile(path)
+            _zstd_support(archive, path)
             header = json.loads(archive.read("header.json"))
         except (OSError, KeyError, zipfile.BadZipFile, ValueError) as err:
             raise FormatUnreadableError(
@@ -149,7 +151,7 @@ class InspectFormat(TraceFormat):
             "sample": max(0, int(sample.get("epoch") or 1) - 1),
             "prompt": _input_text(sample.get("input")),
             "gold": _target(sample.get("target")),
-            "truncated": choice.get("stop_reason") in _CUT,
+            "hit_budget": choice.get("stop_reason") in _CUT,
         }
         if reasoning is not None:
             row["reasoning"], row["answer"], row["raw"] = reasoning, text or None, None
@@ -173,6 +175,25 @@ class InspectFormat(TraceFormat):
             answer = score.get("answer")
             row["tool_answer"] = None if answer is None else str(answer)
         return [row]
+
+
+#: Zip method number of Zstandard, which Inspect writes .eval logs with.
+_ZSTD = 93
+
+
+def _zstd_support(archive: zipfile.ZipFile, path: Path) -> None:
+    """Python's zipfile reads Zstandard members from 3.14 on; before, the ``zipfile-zstd``
+    package (installed with inspect-ai) adds it when imported."""
+    if not any(info.compress_type == _ZSTD for info in archive.infolist()):
+        return
+    try:
+        import zipfile_zstd  # noqa: F401  (importing it teaches zipfile the method)
+    except ImportError:
+        if not hasattr(zipfile, "ZIP_ZSTANDARD"):
+            raise FormatUnreadableError(
+                f"{path}: Inspect compressed this log with Zstandard, which this Python's "
+                "zipfile cannot read: pip install zipfile-zstd (it comes with inspect-ai)"
+            ) from None
 
 
 def _is_sample_file(name: str) -> bool:

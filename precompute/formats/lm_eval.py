@@ -136,12 +136,15 @@ def _verdict(record: Mapping[str, Any]) -> tuple[str | None, bool | None]:
 
 def _request_prompt(record: Mapping[str, Any]) -> str | None:
     """The prompt lm-eval sent: ``arguments`` is ``{"gen_args_0": {"arg_0": prompt, …}}``
-    (older versions: ``[[prompt, settings]]``); a chat request's prompt is JSON of messages."""
+    (older versions: ``[[prompt, settings]]``); a chat request's ``arg_0`` is a list holding
+    the messages as JSON."""
     arguments = record.get("arguments")
     prompt: Any = None
     if isinstance(arguments, dict) and arguments:
         first = next(iter(arguments.values()))
         prompt = first.get("arg_0") if isinstance(first, dict) else None
+        if isinstance(prompt, list) and prompt:  # chat requests: a list holding the JSON
+            prompt = prompt[0]
     elif isinstance(arguments, list) and arguments and isinstance(arguments[0], list):
         prompt = arguments[0][0] if arguments[0] else None
     if not isinstance(prompt, str):

@@ -24,7 +24,8 @@ DeepSeek)
                                                       ``<think>`` in the prompt leave only the
                                                       closing tag)
 ``choices[i].index``                                  ``sample``
-``finish_reason == "length"``                         ``truncated``
+``finish_reason == "length"``                         ``truncated`` (when no answer can be
+                                                      extracted, as the generate stage does)
 ``usage.completion_tokens``                           ``tokens`` (the model's own count; with
                                                       several choices, none is split off)
 ``model``                                             the teacher (``--teacher`` overrides)
@@ -123,7 +124,7 @@ class OpenAIFormat(TraceFormat):
                 thinking = message.get("reasoning_content")
             row: dict[str, Any] = dict(own)
             row["sample"] = int(choice.get("index", position))
-            row["truncated"] = choice.get("finish_reason") == "length"
+            row["hit_budget"] = choice.get("finish_reason") == "length"
             if isinstance(thinking, str) and thinking.strip():
                 row["reasoning"], row["answer"] = thinking, content or None
                 row["raw"] = None

@@ -11,7 +11,7 @@ OpenR1                             ingest
 ``problem``                        ``prompt``
 ``answer``                         ``gold``
 ``generations[i]``                 ``raw``, split on its last ``</think>``; ``i`` → ``sample``
-``finish_reasons[i] == "length"``  ``truncated``
+``finish_reasons[i] == "length"``  ``truncated`` (when no answer can be extracted)
 ``correctness_math_verify[i]``     the tool's verdict (``tool_grades``)
 =================================  =============================================================
 
@@ -68,7 +68,7 @@ class OpenR1Format(TraceFormat):
                 "reasoning": reasoning,
                 "answer": answer,
                 "complete": complete,
-                "truncated": (finishes[index] == "length") if index < len(finishes) else None,
+                "hit_budget": (finishes[index] == "length") if index < len(finishes) else None,
             }
             if index < len(verdicts):
                 row["tool_scorer"] = "openr1:correctness_math_verify"
