@@ -889,10 +889,10 @@ class _Writer:
             return
         problem = dict(known) if known is not None else self._problem_row(record)
         gold = (known or {}).get("gold")
-        if grade is None and self.task is not None and gold:
-            # A problem already in the store: the grade stage will grade it against its gold.
-            if self._graded(record, str(gold), problem).grade.correct:
-                return
+        # A problem already in the store: the grade stage will grade it against its gold.
+        already = grade is None and self.task is not None and bool(gold)
+        if already and self._graded(record, str(gold), problem).grade.correct:
+            return
         text = record.raw if record.raw is not None else _joined(record.reasoning, record.answer)
         try:
             extractable = self.task is not None and bool(

@@ -545,7 +545,8 @@ def test_a_budget_cut_is_truncated_only_without_an_answer(tmp_path: Path) -> Non
         {"problem_id": "a", "prompt": "2+2?", "gold": "4", "response": reply("4", "stop")},
         {"problem_id": "b", "prompt": "2+2?", "gold": "4",
          "response": reply("so the answer is \\boxed{4} and", "length")},
-        {"problem_id": "c", "prompt": "2+2?", "gold": "4", "response": reply("Adding two and two gives", "length")},
+        {"problem_id": "c", "prompt": "2+2?", "gold": "4",
+         "response": reply("Adding two and two gives", "length")},
     ]  # fmt: skip
     report = ingest(_jsonl(tmp_path / "r.jsonl", rows), tmp_path / "s", None, file_format="openai")
     store = Store.open(tmp_path / "s")
