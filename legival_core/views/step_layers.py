@@ -85,14 +85,20 @@ def step_layers_figure(layers: pd.DataFrame) -> Any:
     Importance is shaded blue (resampling the step away lowers accuracy: the step matters) to
     red (it raises accuracy), symmetric around 0 up to the largest |importance| of the trace;
     redundancy from 0 to 1; backtracking on/off; students red (wrong) to green (right).
+
+    Each layer is a subplot row of its own: Plotly.js fails to draw several one-row heatmap
+    traces on one categorical axis ("Cannot read properties of undefined"), and a row of its
+    own also gives each layer its own colour scale.
     """
     import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
 
     from legival_core.safe_text import plotly_literal
 
-    figure = go.Figure()
+    rows = max(1, len(layers))
+    figure = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.02)
     columns = [int(c) for c in layers.columns]
-    for name in reversed(list(layers.index)):  # the first row on top
+    for position, name in enumerate(layers.index, start=1):
         values = layers.loc[name].to_numpy(dtype="float64")
         scale = _SCALES.get(str(name), _STUDENT_SCALE)
         low, high = 0.0, 1.0
@@ -103,7 +109,7 @@ def step_layers_figure(layers: pd.DataFrame) -> Any:
         label = plotly_literal(str(name))
         figure.add_trace(
             go.Heatmap(
-                z=[values],
+                z=[[None if not np.isfinite(v) else float(v) for v in values]],
                 x=columns,
                 y=[label],
                 zmin=low,
@@ -111,13 +117,14 @@ def step_layers_figure(layers: pd.DataFrame) -> Any:
                 colorscale=scale,
                 showscale=False,
                 xgap=1,
-                ygap=2,
                 hovertemplate=f"{label} at step %{{x}}: %{{z:.2f}}<extra></extra>",
-            )
+            ),
+            row=position,
+            col=1,
         )
     figure.update_layout(
-        height=70 + 28 * len(layers),
+        height=60 + 30 * rows,
         margin={"t": 10, "b": 30, "l": 10, "r": 10},
-        xaxis_title="step",
     )
+    figure.update_xaxes(title_text="step", row=rows, col=1)
     return figure
