@@ -41,6 +41,7 @@ STANDIN_FOLDER = "SmolLM2-135M-reward-standin"
 TOKEN_KINDS: dict[str, str] = {
     "generated": "the model's own generated tokens (the engine's count)",
     "given": "the token counts given in the ingested file",
+    "recorded": "the model's own token counts as its evaluation tool recorded them",
     "partly_given": "the ingested file's token counts where given, else a tiktoken count of "
     "the recorded text",
     "counted": "a tiktoken count of the recorded text, not the model's own tokens",
@@ -57,11 +58,26 @@ class TokenSources:
         lengths: what the leaderboard's ``tokens`` column counts (``trace_efficiency.tokens``).
         e_t: one kind of :data:`TOKEN_KINDS` for E[T] over the whole store, or ``"mixed"``.
         by_teacher: teacher → kind of its E[T], for every teacher a record names.
+        origins: teacher → the tool's field its given counts were read from (``recorded``).
     """
 
     lengths: str
     e_t: str
     by_teacher: Mapping[str, str] = field(default_factory=dict)
+    origins: Mapping[str, str] = field(default_factory=dict)
+
+    def teacher_label(self, teacher: str) -> str:
+        """Where one teacher's T comes from, in words, with the tool's field when recorded.
+
+        >>> s = TokenSources("x", "mixed", {"a": "recorded"}, {"a": "usage.output_tokens"})
+        >>> s.teacher_label("a")
+        "the model's own token counts as its evaluation tool recorded them (usage.output_tokens)"
+        >>> s.teacher_label("b")
+        'token counts whose origin the store does not record'
+        """
+        words = TOKEN_KINDS[self.by_teacher.get(teacher, self._fallback())]
+        origin = self.origins.get(teacher)
+        return f"{words} ({origin})" if origin else words
 
     def e_t_label(self, teachers: Iterable[str] | None = None) -> str:
         """E[T]'s origin in words, for ``teachers`` (default: all).
@@ -105,14 +121,41 @@ def _records(manifest: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [r for r in manifest.get("provenance") or [] if isinstance(r, Mapping)]
 
 
-def _ingest_kind(record: Mapping[str, Any]) -> str:
-    tokens = record.get("tokens")
+def _ingest_kind(tokens: Any) -> str:
+    """The kind of one ingest's counts (``tokens``: its ``given``/``counted`` numbers and, from a
+    format adapter, ``given_by``: the tool fields the given counts were read from)."""
     if not isinstance(tokens, Mapping):
         return "unknown"  # an ingest from before the counts were recorded
     given, counted = int(tokens.get("given") or 0), int(tokens.get("counted") or 0)
     if given and counted:
         return "partly_given"
+    if given and tokens.get("given_by"):
+        return "recorded"
     return "given" if given else "counted"
+
+
+def _ingest_teachers(record: Mapping[str, Any]) -> dict[str, tuple[str, str | None]]:
+    """teacher → (kind, origin) of one ingest record: per teacher where the ingest recorded
+    it (``teachers``), else its one ``teacher`` with the file's counts. An ingest that wrote
+    no trace (a rerun of the same file) says nothing about anyone."""
+    per = record.get("teachers")
+    if isinstance(per, Mapping):
+        out = {}
+        for name, tokens in per.items():
+            if not _wrote_any(tokens):
+                continue
+            given_by = tokens.get("given_by") if isinstance(tokens, Mapping) else None
+            origin = "; ".join(str(g) for g in given_by) if given_by else None
+            out[str(name)] = (_ingest_kind(tokens), origin)
+        return out
+    tokens = record.get("tokens")
+    if record.get("teacher") and (not isinstance(tokens, Mapping) or _wrote_any(tokens)):
+        return {str(record["teacher"]): (_ingest_kind(tokens), None)}
+    return {}
+
+
+def _wrote_any(tokens: Any) -> bool:
+    return isinstance(tokens, Mapping) and bool(tokens.get("given") or tokens.get("counted"))
 
 
 def token_sources(manifest: Mapping[str, Any]) -> TokenSources:
@@ -122,8 +165,9 @@ def token_sources(manifest: Mapping[str, Any]) -> TokenSources:
     earlier one: ``generate`` (teachers = its ``models``) → ``generated``; ``champ`` (its
     ``teachers``) → ``counted`` (CHAMP records no token counts; they are tiktoken counts of
     the solution); ``ingest`` (its ``teacher``) → ``given``, ``counted`` or, for a file with
-    both, ``partly_given``, from the ``tokens`` counts the ingest records; ``published`` → the whole
-    store is ``published``. A teacher no record names is ``unknown``.
+    both, ``partly_given``, from the ``tokens`` counts the ingest records (per teacher, and
+    ``recorded`` when a format adapter read the counts from the tool's own field);
+    ``published`` → the whole store is ``published``. A teacher no record names is ``unknown``.
 
     >>> m = {"provenance": [
     ...     {"stage": "champ", "teachers": ["gpt-4", "human"]},
@@ -142,6 +186,7 @@ def token_sources(manifest: Mapping[str, Any]) -> TokenSources:
         words = "the paper's published mean generated tokens per trace"
         return TokenSources(lengths=words, e_t="published")
     by_teacher: dict[str, str] = {}
+    origins: dict[str, str] = {}
     encoding = ((manifest.get("config") or {}).get("metrics") or {}).get("encoding")
     for record in records:
         stage = record.get("stage")
@@ -151,8 +196,13 @@ def token_sources(manifest: Mapping[str, Any]) -> TokenSources:
         elif stage == "champ":
             for name in record.get("teachers") or []:
                 by_teacher[str(name)] = "counted"
-        elif stage == "ingest" and record.get("teacher"):
-            by_teacher[str(record["teacher"])] = _ingest_kind(record)
+        elif stage == "ingest":
+            for name, (kind, origin) in _ingest_teachers(record).items():
+                by_teacher[name] = kind
+                if origin:
+                    origins[name] = origin
+                else:
+                    origins.pop(name, None)
         elif stage == "metrics" and record.get("encoding"):
             encoding = record["encoding"]
     kinds = set(by_teacher.values())
@@ -161,7 +211,7 @@ def token_sources(manifest: Mapping[str, Any]) -> TokenSources:
         f"tiktoken {encoding or 'cl100k_base'} count of the reasoning text "
         "(one ruler for every model)"
     )
-    return TokenSources(lengths=lengths, e_t=e_t, by_teacher=by_teacher)
+    return TokenSources(lengths=lengths, e_t=e_t, by_teacher=by_teacher, origins=origins)
 
 
 def reward_standin(manifest: Mapping[str, Any], reward_model: str) -> str | None:

@@ -542,6 +542,43 @@ ROBUSTNESS_SIMILARITY = _register(
     )
 )
 
+# --- what a trace's own tool said (written by ingest --format …, precompute/formats) -----------
+
+TOOL_GRADES = _register(
+    TableSpec(
+        "tool_grades",
+        _s(
+            ("trace_id", STR),
+            ("tool", STR),  # "<format>:<scorer>", e.g. "inspect:match", "lm-eval:exact_match"
+            ("correct", BOOL),  # the tool's verdict; null when its value was no yes/no
+            ("answer", STR),  # the answer the tool graded, as it recorded it
+        ),
+        keys=("trace_id",),
+        required=("tool",),
+        description="The evaluation tool's own verdict on an ingested trace, kept beside grades.",
+    )
+)
+
+CHUNK_IMPORTANCE = _register(
+    TableSpec(
+        "chunk_importance",
+        _s(
+            ("trace_id", STR),
+            ("chunk", I32),  # the tool's chunk index
+            ("start", I64),  # char span in traces.reasoning; null when not found verbatim
+            ("end", I64),
+            ("text", LSTR),
+            ("importance", F64),  # counterfactual importance (accuracy), Thought Anchors
+            ("resampling_importance", F64),
+            ("accuracy", F64),  # accuracy of rollouts resampled from this chunk on
+            ("function_tags", pa.list_(STR)),
+        ),
+        keys=("trace_id", "chunk"),
+        required=("text",),
+        description="Resampling importance of chunks of an ingested trace (Thought Anchors).",
+    )
+)
+
 
 def trace_id_for(teacher: str, problem_id: str, sample: int = 0) -> str:
     """Stable, short id of a trace: BLAKE2b-64 of an unambiguous encoding of (teacher,

@@ -90,6 +90,13 @@ if len(sources.kinds(board["model"])) > 1:
         "These models' token counts were obtained in different ways, so their E0 and E[T] "
         "are not on one scale."
     )
+with st.expander("Where each model's T comes from"):
+    st.dataframe(
+        pd.DataFrame(
+            {"model": board["model"], "T from": board["model"].map(sources.teacher_label)}
+        ),
+        hide_index=True,
+    )
 # Model names come from the store: charts get them escaped (Plotly reads HTML in labels).
 figure = px.bar(
     board.assign(model=plotly_literals(board["model"])),

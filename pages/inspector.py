@@ -12,6 +12,7 @@ from legival_core import views
 from legival_core.app_config import shorten
 from legival_core.provenance import token_sources
 from legival_core.safe_text import markdown_literal, plotly_literals
+from legival_core.views.step_layers import chunk_alignment, step_layers, step_layers_figure
 from pages import common
 
 STEPS_PER_PAGE = 60
@@ -78,6 +79,8 @@ def trace_bundle(trace_id: str) -> dict[str, Any]:
         "labelers": sorted(judgments["labeler"].astype(str)) if len(judgments) else [],
         "error_labels": read("error_labels"),
         "stored_leaks": read("trace_transfer"),
+        # Thought Anchors chunk importances carried onto the steps (None without any).
+        "alignment": chunk_alignment(steps, read("chunk_importance")),
     }
 
 
@@ -194,6 +197,11 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
                 )
             else:
                 st.text(f"{label['labeler']} label: no mistake found in this trace")
+        if data["alignment"] is not None:
+            # Resampling importance, redundancy, backtracking and the students on the same steps.
+            st.caption("Step layers (resampling importance: " + data["alignment"].summary() + ")")
+            layers = step_layers(table, data["alignment"], strip)
+            st.plotly_chart(step_layers_figure(layers), key=f"layers_{slot}")
         if not strip.empty:
             columns = [k for k in strip.columns if k >= 1]
             heat = go.Figure(

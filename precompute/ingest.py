@@ -3,8 +3,14 @@
 ::
 
     python -m precompute ingest FILE --store DIR --teacher NAME --task math \\
-        [--dataset NAME] [--map COLUMN_FIELD=COLUMN ...] [--max-trace-mb 50] [--overwrite] \\
-        [--batch-rows 2000] [--reference]
+        [--format auto] [--dataset NAME] [--map COLUMN_FIELD=COLUMN ...] [--max-trace-mb 50] \\
+        [--overwrite] [--batch-rows 2000] [--reference]
+
+``--format`` reads the files evaluation tools write (Inspect AI logs, lm-eval samples, chat
+completions, OpenR1 / OpenThoughts rows, Thought Anchors folders): an adapter of
+:mod:`precompute.formats` turns each into the rows below, keeps the tool's own verdict beside
+our grade (``tool_grades``) and chunk importances (``chunk_importance``), and takes the teacher
+from the model the file names unless ``--teacher`` is given. ``auto`` (the default) sniffs.
 
 ``--reference`` marks the file as reference solutions (a human write-up, a gold rationale):
 their teacher is a reference teacher (:mod:`legival_core.references`).
@@ -44,9 +50,10 @@ entries are replaced. Problem ids, teacher and dataset names are normalised to U
 problem has one prompt and one gold: a row whose prompt or gold differs from the stored one (in
 the store, or from this file's first row of the problem) is quarantined naming the stored
 value; with ``--overwrite`` it replaces it and every graded trace of the problem is regraded
-against the new gold. A gold for a problem stored without one fills it in. Resuming is per table: when an earlier ingest of the same file was
-killed after a batch's traces part landed but before its grades (or problems) part, the rerun
-writes the missing rows and keeps the traces.
+against the new gold. A gold for a problem stored without one fills it in. Resuming is per
+table: when an earlier ingest of the same file was killed after a batch's traces part landed
+but before its grades (or problems) part, the rerun writes the missing rows and keeps the
+traces.
 
 Exit codes are those of every ``python -m precompute`` command (``precompute.cli.EXIT_CODES``):
 0 at least one row kept (some may be quarantined) · 2 a bad argument (unknown task or field) ·
@@ -76,6 +83,8 @@ from legival_core.schema import TABLES, trace_id_for
 from legival_core.store import Store, StoreError
 from legival_core.tasks.base import Grade, TextGrade
 from precompute.errors import InputMissingError, InputUnusableError, UsageError
+from precompute.formats.base import EXTRA_KEYS
+from precompute.formats.extras import ExtraTables
 
 __all__ = [
     "ALIASES",
@@ -237,6 +246,7 @@ class _RawRow:
     values: dict[str, Any] | None
     error: str | None = None
     excerpt: str | None = None
+    field: str | None = None
 
 
 def _excerpt(text: str | bytes) -> str:
@@ -629,6 +639,8 @@ class _Record:
     tokens: int | None
     complete: bool | None
     truncated: bool | None
+    #: What a format adapter adds beside the fields (precompute.formats.base.EXTRA_KEYS).
+    extras: dict[str, Any] = field(default_factory=dict)
 
 
 def _record(raw_row: _RawRow, mapping: Mapping[str, str], teacher: str, max_bytes: int) -> _Record:
@@ -699,6 +711,7 @@ def _record(raw_row: _RawRow, mapping: Mapping[str, str], teacher: str, max_byte
         tokens=_as_count("tokens", _lookup(values, "tokens", mapping)),
         complete=complete,
         truncated=_as_bool("truncated", _lookup(values, "truncated", mapping)),
+        extras={k: values[k] for k in EXTRA_KEYS if values.get(k) is not None},
     )
 
 
@@ -783,6 +796,12 @@ class _Writer:
         #: Traces written with the file's own token count / with a tiktoken count (provenance).
         self.tokens_given = 0
         self.tokens_counted = 0
+        #: The same per teacher, with where a given count comes from (a format's words).
+        self.tokens_by_teacher: dict[str, dict[str, Any]] = {}
+        #: The tool's verdicts and chunk importances a format adapter brings.
+        self.extra = ExtraTables.for_store(store)
+        self.truncated = 0
+        self.hit_budget = 0
         for table in ("problems", "traces", "grades"):
             report.written.setdefault(table, 0)
 
@@ -817,17 +836,28 @@ class _Writer:
             record.tokens = count
         self.tokens_counted += len(needs_count)
         self.tokens_given += len(fresh) - len(needs_count)
+        counted = {id(r) for r in needs_count}
+        for record in fresh:
+            self._count_tokens(record, id(record) in counted)
+        for record in records:
+            # No gold to grade against: the tool's own verdict is the grade (said in the summary).
+            verdict = record.extras.get("tool_correct")
+            if record.correct is None and record.gold is None and verdict is not None:
+                record.correct = bool(verdict)
+                record.extras["graded_by_tool"] = True
         for record in resumed:
             known = self.existing.get(record.problem_id)
             problem = self._new_problem(record, known)
             if problem is not None:
                 problems.append(problem)
             trace_id = self._trace_id(record)
+            grade = None
             if trace_id not in self.done_grades:
                 grade = self._grade_row(trace_id, record, known)
                 if grade is not None:
                     grades.append(grade)
                     self.done_grades.add(trace_id)
+            self._add_extras(trace_id, record, grade)
         for record in fresh:
             dataset = self.report.dataset
             known = self.existing.get(record.problem_id)
@@ -837,6 +867,8 @@ class _Writer:
             if problem is not None:
                 problems.append(problem)
             trace_id = self._trace_id(record)
+            grade = self._grade_row(trace_id, record, known)
+            self._budget(record, grade, known)
             traces.append(
                 {
                     "trace_id": trace_id,
@@ -854,21 +886,75 @@ class _Writer:
                     "sampling": None,
                 }
             )
-            grade = self._grade_row(trace_id, record, known)
             if grade is not None:
                 grades.append(grade)
                 self.done_grades.add(trace_id)
+            self._add_extras(trace_id, record, grade)
+            self.truncated += bool(record.truncated)
             self.trace_sources[trace_id] = self.source
         stage = "ingest"
         # One row per problem: a replacement made in this batch supersedes the first row.
         problems += self.replaced.values()
         self.replaced = {}
         problems = list({row["problem_id"]: row for row in problems}.values())
-        for table, rows in (("problems", problems), ("traces", traces), ("grades", grades)):
+        # The tool's verdicts and chunk importances come last: a kill before them leaves the
+        # traces, and the rerun (those traces are then "resumed") writes what is missing.
+        tables = [("problems", problems), ("traces", traces), ("grades", grades)]
+        tables += list(self.extra.take().items())
+        for table, rows in tables:
             if rows:
                 frame = pd.DataFrame(rows, columns=TABLES[table].columns)
                 self.store.write(table, frame, stage=stage)
-                self.report.written[table] += len(rows)
+                self.report.written[table] = self.report.written.get(table, 0) + len(rows)
+
+    def _budget(
+        self, record: _Record, grade: Mapping[str, Any] | None, known: Mapping[str, Any] | None
+    ) -> None:
+        """A format's "stopped at the budget" becomes ``truncated`` as SPEC §1 defines it: cut
+        by the budget *and* without an extractable answer, the task's own test (the generate
+        stage's rule). A trace graded correct has an answer by definition, so it is never
+        truncated (our grade, or the tool's verdict where there is no gold)."""
+        hit = record.extras.get("hit_budget")
+        if record.truncated is not None or hit is None:
+            return
+        self.hit_budget += bool(hit)
+        record.truncated = False
+        if not hit or (grade is not None and grade.get("correct")):
+            return
+        problem = dict(known) if known is not None else self._problem_row(record)
+        gold = (known or {}).get("gold")
+        # A problem already in the store: the grade stage will grade it against its gold.
+        already = grade is None and self.task is not None and bool(gold)
+        if already and self._graded(record, str(gold), problem).grade.correct:
+            return
+        text = record.raw if record.raw is not None else _joined(record.reasoning, record.answer)
+        try:
+            extractable = self.task is not None and bool(
+                self.task.answer_extractable(text, problem=problem)
+            )
+        except Exception:  # untrusted text must never stop an ingest
+            extractable = False
+        record.truncated = not extractable
+
+    def _count_tokens(self, record: _Record, counted: bool) -> None:
+        """Per teacher: traces with the file's own token count, and with a tiktoken count."""
+        entry = self.tokens_by_teacher.setdefault(
+            record.teacher, {"given": 0, "counted": 0, "given_by": []}
+        )
+        entry["counted" if counted else "given"] += 1
+        origin = record.extras.get("tokens_origin")
+        if not counted and origin and origin not in entry["given_by"]:
+            entry["given_by"].append(str(origin))
+
+    def _add_extras(self, trace_id: str, record: _Record, grade: Mapping[str, Any] | None) -> None:
+        if not record.extras:
+            return
+        ours = None
+        if grade is not None and not record.extras.get("graded_by_tool"):
+            # Our grade only when our grader made it (the file gave a gold, not a verdict).
+            ours = grade.get("correct") if record.extras.get("tool_correct") is not None else None
+        self.extra.tool_only += bool(record.extras.get("graded_by_tool")) and grade is not None
+        self.extra.add(trace_id, record.extras, ours)
 
     def _trace_id(self, record: _Record) -> str:
         return trace_id_for(record.teacher, record.problem_id, record.sample)
@@ -1023,7 +1109,7 @@ def _joined(reasoning: str, answer: str | None) -> str:
 def ingest(
     path: str | os.PathLike[str],
     store: Any,
-    teacher: str,
+    teacher: str | None,
     task: str = "math",
     mapping: Mapping[str, str] | None = None,
     dataset: str | None = None,
@@ -1034,13 +1120,16 @@ def ingest(
     overwrite: bool = False,
     batch_rows: int = 2000,
     reference: bool = False,
+    file_format: str = "legival",
 ) -> IngestReport:
     """Ingest a file (or a Hugging Face dataset) of traces into ``store``.
 
     Args:
         path: JSONL / JSON / Parquet / CSV file, or a hub dataset name ``owner/name``.
         store: a :class:`legival_core.store.Store` or the folder of one (created if needed).
-        teacher: teacher name for every row (a row's own ``teacher`` field wins).
+        teacher: teacher name for every row (a row's own ``teacher`` field wins). With a
+            ``file_format`` whose files name their model, None takes the teacher from the file
+            (and a name given here overrides the file's).
         task: task family (``legival_core.tasks``) of new problems and for grading by gold.
         mapping: field -> column of the file, e.g. ``{"prompt": "question"}``.
         dataset: dataset name of new problems (default: the file's stem).
@@ -1052,6 +1141,8 @@ def ingest(
             its traces get the source ``reference:ingest:<file>``, which makes their teacher a
             reference teacher (:mod:`legival_core.references`), shown apart and left out of
             ranks, frontiers, teacher-level correlations and solver pools by default.
+        file_format: a :data:`precompute.formats.FORMATS` name, or ``"auto"`` to sniff it;
+            ``"legival"`` (the default) reads our own rows.
 
     Returns:
         An :class:`IngestReport`; bad rows are in ``report.quarantined`` and in the store's
@@ -1063,9 +1154,15 @@ def ingest(
             missing file (:class:`IngestMissingError`) or an unreadable one
             (:class:`IngestUnreadableError`).
     """
-    if not teacher or not str(teacher).strip():
-        raise IngestUsageError("--teacher: a teacher name is required")
-    teacher = _nfc(str(teacher))
+    adapter = _adapter(file_format, os.fspath(path))
+    if teacher is not None and not str(teacher).strip():
+        teacher = None
+    if teacher is None and (adapter is None or not adapter.names_model):
+        raise IngestUsageError(
+            "--teacher: a teacher name is required"
+            + (f" ({adapter.tool} files do not name their model)" if adapter is not None else "")
+        )
+    teacher = _nfc(str(teacher)) if teacher is not None else None
     dataset = _nfc(dataset) if dataset else dataset
     if max_trace_mb <= 0:
         raise IngestUsageError(f"--max-trace-mb must be > 0, got {max_trace_mb}")
@@ -1080,12 +1177,18 @@ def ingest(
     is_file = source_path.exists()
     name = dataset or re.sub(r"[^A-Za-z0-9_.-]+", "_", source_path.stem if is_file else source)
     task_impl = _task(task)
-    rows = _rows(source, split, config)
+    rows = (
+        _rows(source, split, config)
+        if adapter is None
+        else _adapted_rows(adapter, source, split, config, teacher)
+    )
     the_store = _open_store(store)
     store_path = Path(getattr(the_store, "path", store))
     file_key = str(source_path.resolve()) if is_file else f"hub:{source}"
+    # Without --teacher the file names the teachers; "(from the file)" keys its quarantine.
+    teacher_label = teacher if teacher is not None else "(from the file)"
     report = IngestReport(
-        file=source, store=str(store_path), teacher=teacher, task=task, dataset=name
+        file=source, store=str(store_path), teacher=teacher_label, task=task, dataset=name
     )
     existing = _existing_problems(the_store)
     writer = _Writer(
@@ -1104,12 +1207,13 @@ def ingest(
                     row=raw_row.row,
                     reason=raw_row.error or "unreadable row",
                     line=raw_row.line,
+                    field=raw_row.field,
                     excerpt=raw_row.excerpt,
                 )
             )
             continue
         try:
-            record = _record(raw_row, mapping, teacher, max_bytes)
+            record = _record(raw_row, mapping, teacher or "", max_bytes)
             record.problem_id = _resolve_problem_id(record.problem_id, name, existing)
             if record.prompt is None and record.problem_id not in existing:
                 raise _FieldError(
@@ -1147,15 +1251,23 @@ def ingest(
     # entries from an earlier ingest are replaced rather than repeated.
     report.quarantine_path = str(
         the_store.add_quarantine(
-            [q.to_record(teacher) for q in report.quarantined],
-            replacing={"file": file_key, "teacher": teacher},
+            [q.to_record(teacher_label) for q in report.quarantined],
+            replacing={"file": file_key, "teacher": teacher_label},
         )
     )
+    if adapter is not None:
+        report.notes += _format_notes(adapter, writer)
+    teachers = sorted(writer.tokens_by_teacher)
+    if teacher is None and teachers:
+        report.teacher = ", ".join(teachers)
     if report.kept:
         the_store.record_stage(
             "ingest",
             file=file_key,
-            teacher=teacher,
+            teacher=teacher
+            if teacher is not None
+            else (teachers[0] if len(teachers) == 1 else None),
+            format=adapter.name if adapter is not None else "legival",
             task=task,
             dataset=name,
             mapping=mapping,
@@ -1169,6 +1281,8 @@ def ingest(
                 "counted": writer.tokens_counted,
                 "counted_with": "tiktoken cl100k_base",
             },
+            # The same per teacher, with the tool field a given count was read from.
+            teachers=writer.tokens_by_teacher,
         )
     return report
 
@@ -1215,6 +1329,74 @@ def _check_problem(
         )
 
 
+def _adapter(file_format: str, source: str) -> Any | None:
+    """The format adapter for ``file_format`` (``auto``: sniffed), or None for our own rows."""
+    from precompute import formats
+
+    name = formats.sniff_format(source) if file_format == formats.AUTO else file_format
+    if name == "legival":
+        return None
+    try:
+        return formats.get_format(name)
+    except KeyError as err:
+        raise IngestUsageError(str(err).strip("\"'")) from None
+
+
+def _adapted_rows(
+    adapter: Any, source: str, split: str | None, config: str | None, teacher: str | None
+) -> Iterator[_RawRow]:
+    """The rows a format adapter makes of ``source``, each with its teacher: ``teacher`` when
+    given, else the model the file names (a row without one is quarantined)."""
+    from precompute.formats import FormatMissingError, FormatUnreadableError
+
+    path = Path(source)
+    if adapter.reads_files and not path.exists():
+        raise IngestMissingError(f"{source}: no such file or folder")
+    try:
+        rows = adapter.rows(path if path.exists() else None, lambda: _rows(source, split, config))
+    except FormatMissingError as err:
+        raise IngestMissingError(str(err)) from None
+    except FormatUnreadableError as err:
+        raise IngestUnreadableError(str(err)) from None
+    return _with_teacher(rows, teacher, adapter.tool)
+
+
+def _with_teacher(rows: Iterator[Any], teacher: str | None, tool: str) -> Iterator[_RawRow]:
+    for row in rows:
+        if row.values is None:
+            yield _RawRow(row.row, row.line, None, row.error, row.excerpt, row.field)
+            continue
+        values = row.values
+        model = values.get("model")
+        if teacher is None and not model:
+            yield _RawRow(
+                row.row, row.line, None, f"this {tool} record names no model: give --teacher",
+                _row_excerpt(values), "teacher",
+            )  # fmt: skip
+            continue
+        values["teacher"] = teacher if teacher is not None else str(model)
+        yield _RawRow(row.row, row.line, values)
+
+
+def _format_notes(adapter: Any, writer: _Writer) -> list[str]:
+    """The summary lines of a format: what it lacks (once), what it noticed, the verdicts'
+    agreement with our grades, chunk spans, and how many traces were cut by their budget."""
+    notes = [f"format: {adapter.name} ({adapter.tool})"]
+    notes += [f"{adapter.tool}: {line}" for line in adapter.lacks]
+    notes += list(adapter.notes)
+    notes += writer.extra.notes(adapter.tool)
+    for name, entry in sorted(writer.tokens_by_teacher.items()):
+        if entry["given"]:
+            origin = "; ".join(entry["given_by"]) or "the file"
+            notes.append(f"teacher '{name}': {entry['given']} token counts from {origin}")
+    if writer.hit_budget:
+        notes.append(
+            f"{writer.hit_budget} traces stopped at their output budget; {writer.truncated} of "
+            "them hold no extractable answer and are marked truncated"
+        )
+    return notes
+
+
 def _resolve_problem_id(raw_id: str, dataset: str, existing: Mapping[str, Any]) -> str:
     """An id already in the store is used as is; others are namespaced by the dataset."""
     if raw_id in existing or raw_id.startswith(f"{dataset}/"):
@@ -1227,9 +1409,27 @@ def _resolve_problem_id(raw_id: str, dataset: str, existing: Mapping[str, Any]) 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m precompute ingest`` (the CLI builds its parser from these)."""
-    parser.add_argument("file", help="JSONL, JSON, Parquet or CSV file, or owner/name on the Hub")
+    from precompute.formats import AUTO, FORMATS
+
+    parser.add_argument(
+        "file",
+        help="JSONL, JSON, Parquet or CSV file, a tool's log (Inspect .eval/.json, lm-eval "
+        "samples, chat completions), a Thought Anchors folder, or owner/name on the Hub",
+    )
     parser.add_argument("--store", required=True, help="results store folder (created if needed)")
-    parser.add_argument("--teacher", required=True, help="name of the model that wrote the traces")
+    parser.add_argument(
+        "--format",
+        dest="file_format",
+        default=AUTO,
+        choices=[AUTO, *FORMATS],
+        help="the file's format (default: auto, by sniffing); see docs/bring-your-traces.md",
+    )
+    parser.add_argument(
+        "--teacher",
+        default=None,
+        help="name of the model that wrote the traces (required unless the file names it; "
+        "overrides the file's model name)",
+    )
     parser.add_argument("--task", default="math", help="task family (default: math)")
     parser.add_argument("--dataset", default=None, help="dataset name (default: the file's stem)")
     parser.add_argument(
@@ -1284,6 +1484,7 @@ def ingest_from_args(args: argparse.Namespace) -> IngestReport:
             overwrite=args.overwrite,
             batch_rows=args.batch_rows,
             reference=args.reference,
+            file_format=getattr(args, "file_format", "legival"),
         )
     except OSError as err:
         from precompute.disk import describe_os_error, disk_error

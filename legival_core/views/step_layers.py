@@ -1,0 +1,130 @@
+"""The inspector's step layers: for one trace, one row of cells per measurement over the same
+steps — resampling importance (Thought Anchors chunks carried onto steps by character span,
+:mod:`legival_core.chunk_alignment`), redundancy r_i, backtracking flags, then each weak
+student's correctness after seeing the trace up to that step.
+
+:func:`step_layers` is plain pandas; :func:`step_layers_figure` draws it with Plotly (imported
+inside the function), every label escaped for Plotly, which reads HTML in text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from legival_core.chunk_alignment import ChunkAlignment, align_chunks
+
+__all__ = ["IMPORTANCE_ROW", "chunk_alignment", "step_layers", "step_layers_figure"]
+
+IMPORTANCE_ROW = "resampling importance"
+REDUNDANCY_ROW = "redundancy r_i"
+BACKTRACKING_ROW = "backtracking"
+
+
+def chunk_alignment(steps: pd.DataFrame, chunks: pd.DataFrame) -> ChunkAlignment | None:
+    """The trace's chunks on its steps, or None when it has no chunk importances (or no
+    steps yet)."""
+    if chunks is None or chunks.empty or steps is None or steps.empty:
+        return None
+    return align_chunks(steps, chunks)
+
+
+def step_layers(
+    table: pd.DataFrame,
+    alignment: ChunkAlignment | None = None,
+    strip: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Layers × step numbers (1-based columns) of one trace.
+
+    Rows, in order: ``resampling importance`` (only with an ``alignment``; signed, NaN where no
+    chunk reaches the step), ``redundancy r_i`` (NaN for step 1), ``backtracking`` (1.0 when
+    any labeler flagged the step, else 0.0), then one row per student of ``strip``
+    (:func:`legival_core.views.inspector.student_strip`; its k = 0 column, the student alone,
+    is left out).
+
+    Args:
+        table: :func:`legival_core.views.inspector.step_table` of the trace.
+        alignment: :func:`chunk_alignment` of the trace, or None.
+        strip: the student strip, or None.
+
+    >>> table = pd.DataFrame({"step": [0, 1], "number": [1, 2], "similarity": [np.nan, 0.9],
+    ...                       "flag_lexical": [False, True]})
+    >>> step_layers(table).values.tolist()
+    [[nan, 0.9], [0.0, 1.0]]
+    """
+    numbers = table["number"].astype(int).tolist()
+    rows: dict[str, list[float]] = {}
+    if alignment is not None:
+        by_step = alignment.steps.set_index("step")["importance"]
+        rows[IMPORTANCE_ROW] = [float(by_step.get(int(s), np.nan)) for s in table["step"]]
+    rows[REDUNDANCY_ROW] = table["similarity"].astype("float64").tolist()
+    flags = [c for c in table.columns if str(c).startswith("flag_")]
+    flagged = table[flags].any(axis=1) if flags else pd.Series(False, index=table.index)
+    rows[BACKTRACKING_ROW] = flagged.astype("float64").tolist()
+    if strip is not None and not strip.empty:
+        for student in strip.index:
+            values = strip.loc[student]
+            rows[str(student)] = [float(values.get(n, np.nan)) for n in numbers]
+    return pd.DataFrame.from_dict(rows, orient="index", columns=numbers)
+
+
+#: Colour scale per kind of row: importance diverges around 0, the others run from pale to deep.
+_SCALES: dict[str, list[list[Any]]] = {
+    IMPORTANCE_ROW: [[0, "#c0392b"], [0.5, "#f8f9f9"], [1, "#1f618d"]],
+    REDUNDANCY_ROW: [[0, "#fdf2e9"], [1, "#e67e22"]],
+    BACKTRACKING_ROW: [[0, "#f4f6f6"], [1, "#7d3c98"]],
+}
+_STUDENT_SCALE = [[0, "#e74c3c"], [1, "#27ae60"]]
+
+
+def step_layers_figure(layers: pd.DataFrame) -> Any:
+    """A Plotly figure of :func:`step_layers`: one heatmap row per layer on one step axis.
+
+    Importance is shaded blue (resampling the step away lowers accuracy: the step matters) to
+    red (it raises accuracy), symmetric around 0 up to the largest |importance| of the trace;
+    redundancy from 0 to 1; backtracking on/off; students red (wrong) to green (right).
+
+    Each layer is a subplot row of its own: Plotly.js fails to draw several one-row heatmap
+    traces on one categorical axis ("Cannot read properties of undefined"), and a row of its
+    own also gives each layer its own colour scale.
+    """
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from legival_core.safe_text import plotly_literal
+
+    rows = max(1, len(layers))
+    figure = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.02)
+    columns = [int(c) for c in layers.columns]
+    for position, name in enumerate(layers.index, start=1):
+        values = layers.loc[name].to_numpy(dtype="float64")
+        scale = _SCALES.get(str(name), _STUDENT_SCALE)
+        low, high = 0.0, 1.0
+        if name == IMPORTANCE_ROW:
+            finite = np.abs(values[np.isfinite(values)])
+            high = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+            low = -high
+        label = plotly_literal(str(name))
+        figure.add_trace(
+            go.Heatmap(
+                z=[[None if not np.isfinite(v) else float(v) for v in values]],
+                x=columns,
+                y=[label],
+                zmin=low,
+                zmax=high,
+                colorscale=scale,
+                showscale=False,
+                xgap=1,
+                hovertemplate=f"{label} at step %{{x}}: %{{z:.2f}}<extra></extra>",
+            ),
+            row=position,
+            col=1,
+        )
+    figure.update_layout(
+        height=60 + 30 * rows,
+        margin={"t": 10, "b": 30, "l": 10, "r": 10},
+    )
+    figure.update_xaxes(title_text="step", row=rows, col=1)
+    return figure

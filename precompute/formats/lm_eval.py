@@ -1,0 +1,187 @@
+"""``--format lm-eval``: the per-sample logs of lm-evaluation-harness (``--log_samples``).
+
+One JSON line per document and filter: ``doc_id``, ``doc`` (the dataset row), ``target``,
+``arguments`` (the request: prompt and generation settings), ``resps`` (the raw responses),
+``filtered_resps``, ``filter`` and one key per metric (``exact_match: 1.0``), the metric names
+listed in ``metrics``.
+
+==================================================  ==========================================
+lm-eval                                             ingest
+==================================================  ==========================================
+``doc_id``                                          ``problem_id``
+``doc``'s question (``question``, ``problem``, …),  ``prompt``
+else the request's prompt (``arguments``)
+``target``                                          ``gold``
+``resps[0][i]``, split on the last ``</think>``     ``reasoning``, ``answer``, ``raw``
+(repeats ``i`` = 0, 1, …)                           ``sample``
+the first metric of ``metrics`` (1.0 / 0.0)         the tool's verdict (``tool_grades``)
+``model_name`` of ``results_*.json`` beside the     the teacher (``--teacher`` overrides)
+file
+==================================================  ==========================================
+
+lm-eval records neither token counts nor why generation stopped: ``tokens`` is a tiktoken
+count and ``truncated`` stays unknown (both said once in the summary). Only the first filter's
+lines are read (the others repeat the same responses).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from precompute.formats.base import RecordError, SourceRow, TraceFormat, as_verdict
+from precompute.formats.base import split_on_last_think as _split
+
+__all__ = ["LmEvalFormat"]
+
+#: ``doc`` keys that hold the problem text, in the order they are tried.
+_QUESTION_KEYS = ("question", "problem", "prompt", "input", "query", "Question")
+
+
+class LmEvalFormat(TraceFormat):
+    """lm-evaluation-harness ``samples_<task>_<date>.jsonl``."""
+
+    name: ClassVar[str] = "lm-eval"
+    tool: ClassVar[str] = "lm-evaluation-harness"
+    lacks: ClassVar[tuple[str, ...]] = (
+        "lm-eval records no token counts: tokens are a tiktoken count of the response",
+        "lm-eval records no finish reason: whether a response was cut by its budget is unknown",
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._model: str | None = None
+        self._filter: str | None = None
+        self._skipped_filters = 0
+
+    def sniff_record(self, keys: frozenset[str], record: Mapping[str, Any]) -> bool:
+        return {"doc_id", "resps"} <= keys
+
+    def rows(self, path: Path | None, generic: Callable[[], Iterator[Any]]) -> Iterator[SourceRow]:
+        if path is not None:
+            self._model = _model_name(path)
+        return self._noted(super().rows(path, generic))
+
+    def _noted(self, rows: Iterator[SourceRow]) -> Iterator[SourceRow]:
+        yield from rows
+        if self._skipped_filters:
+            self.notes.append(
+                f"{self._skipped_filters} lines of filters other than '{self._filter}' were "
+                "skipped (they repeat the same responses)"
+            )
+
+    def convert(self, record: Mapping[str, Any]) -> list[dict[str, Any]]:
+        if record.get("doc_id") is None:
+            raise RecordError("doc_id", "missing")
+        name = record.get("filter")
+        if name is not None:
+            if self._filter is None:
+                self._filter = str(name)
+            elif str(name) != self._filter:
+                self._skipped_filters += 1
+                return []
+        responses = record.get("resps")
+        if not isinstance(responses, list) or not responses:
+            raise RecordError("resps", "missing or empty")
+        first = responses[0]
+        texts = first if isinstance(first, list) else [first]
+        doc = record.get("doc") if isinstance(record.get("doc"), dict) else {}
+        prompt = next((doc[k] for k in _QUESTION_KEYS if isinstance(doc.get(k), str)), None)
+        verdict_key, verdict = _verdict(record)
+        rows = []
+        for index, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise RecordError("resps", f"response {index} is not text")
+            reasoning, answer, complete = _split(text)
+            row: dict[str, Any] = {
+                "problem_id": record["doc_id"],
+                "sample": index,
+                "prompt": prompt if prompt is not None else _request_prompt(record),
+                "gold": None if record.get("target") is None else _text(record["target"]),
+                "raw": text,
+                "reasoning": reasoning,
+                "answer": answer,
+                "complete": complete,
+            }
+            if self._model:
+                row["model"] = self._model
+            if verdict_key is not None and len(texts) == 1:
+                # A metric scores the filtered response of the document, so it is one trace's
+                # verdict only when the document has one response.
+                row["tool_scorer"] = f"lm-eval:{verdict_key}"
+                row["tool_correct"] = verdict
+                filtered = record.get("filtered_resps")
+                if isinstance(filtered, list) and filtered:
+                    row["tool_answer"] = _text(filtered[0])
+            rows.append(row)
+        return rows
+
+
+def _text(value: Any) -> str:
+    while isinstance(value, list) and value:
+        value = value[0]
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _verdict(record: Mapping[str, Any]) -> tuple[str | None, bool | None]:
+    """The first listed metric and its value as a verdict (None when it is no 0/1 value)."""
+    names = record.get("metrics")
+    candidates = [n for n in names if n in record] if isinstance(names, list) else []
+    if not candidates:
+        return None, None
+    return str(candidates[0]), as_verdict(record[candidates[0]])
+
+
+def _request_prompt(record: Mapping[str, Any]) -> str | None:
+    """The prompt lm-eval sent: ``arguments`` is ``{"gen_args_0": {"arg_0": prompt, …}}``
+    (older versions: ``[[prompt, settings]]``); a chat request's ``arg_0`` is a list holding
+    the messages as JSON."""
+    arguments = record.get("arguments")
+    prompt: Any = None
+    if isinstance(arguments, dict) and arguments:
+        first = next(iter(arguments.values()))
+        prompt = first.get("arg_0") if isinstance(first, dict) else None
+        if isinstance(prompt, list) and prompt:  # chat requests: a list holding the JSON
+            prompt = prompt[0]
+    elif isinstance(arguments, list) and arguments and isinstance(arguments[0], list):
+        prompt = arguments[0][0] if arguments[0] else None
+    if not isinstance(prompt, str):
+        return None
+    try:
+        messages = json.loads(prompt)
+    except ValueError:
+        return prompt
+    if isinstance(messages, list):
+        users = [
+            m.get("content") for m in messages if isinstance(m, dict) and m.get("role") == "user"
+        ]
+        texts = [u for u in users if isinstance(u, str)]
+        if texts:
+            return texts[-1]
+    return prompt
+
+
+def _model_name(samples_file: Path) -> str | None:
+    """The model lm-eval ran: ``model_name`` (or ``model_args``' ``model=`` / ``pretrained=``)
+    of the ``results_*.json`` lm-eval writes in the same folder; None without one."""
+    folder = samples_file.parent
+    for results in sorted(folder.glob("results_*.json"), reverse=True):
+        try:
+            data = json.loads(results.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data.get("model_name"), str) and data["model_name"]:
+            return data["model_name"]
+        args = (data.get("config") or {}).get("model_args")
+        if isinstance(args, dict):
+            named = args.get("model") or args.get("pretrained")
+            if isinstance(named, str):
+                return named
+        if isinstance(args, str):
+            pairs = dict(p.split("=", 1) for p in args.split(",") if "=" in p)
+            named = pairs.get("model") or pairs.get("pretrained")
+            if named:
+                return named
+    return None

@@ -1,0 +1,88 @@
+"""``--format openr1``: OpenR1-Math-style trace datasets (a Hub dataset or a file of its rows).
+
+One row per problem: ``problem``, ``answer`` (the gold answer), ``generations`` (a list: several
+traces per problem) and, per generation, ``correctness_math_verify`` and ``finish_reasons``
+(lists of the same length); ``uuid`` names the problem.
+
+=================================  =============================================================
+OpenR1                             ingest
+=================================  =============================================================
+``uuid`` (else the row number)     ``problem_id``
+``problem``                        ``prompt``
+``answer``                         ``gold``
+``generations[i]``                 ``raw``, split on its last ``</think>``; ``i`` → ``sample``
+``finish_reasons[i] == "length"``  ``truncated`` (when no answer can be extracted)
+``correctness_math_verify[i]``     the tool's verdict (``tool_grades``)
+=================================  =============================================================
+
+The rows name no model and hold no token counts: give ``--teacher`` (the dataset card names the
+model, e.g. DeepSeek-R1); tokens are tiktoken counts (said once in the summary).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from precompute.formats.base import RecordError, TraceFormat, as_verdict, split_on_last_think
+
+__all__ = ["OpenR1Format"]
+
+
+class OpenR1Format(TraceFormat):
+    """Rows with a ``generations`` list per problem."""
+
+    name: ClassVar[str] = "openr1"
+    tool: ClassVar[str] = "OpenR1-Math-style dataset"
+    names_model: ClassVar[bool] = False
+    lacks: ClassVar[tuple[str, ...]] = (
+        "the rows hold no token counts: tokens are a tiktoken count of each generation",
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._row = 0
+
+    def sniff_record(self, keys: frozenset[str], record: Mapping[str, Any]) -> bool:
+        return {"problem", "generations"} <= keys
+
+    def convert(self, record: Mapping[str, Any]) -> list[dict[str, Any]]:
+        self._row += 1
+        generations = _as_list(record.get("generations"))
+        if generations is None or not generations:
+            raise RecordError("generations", "missing or empty")
+        verdicts = _as_list(record.get("correctness_math_verify")) or []
+        finishes = _as_list(record.get("finish_reasons")) or []
+        problem_id = record.get("uuid") or record.get("problem_id") or f"row-{self._row}"
+        rows = []
+        for index, text in enumerate(generations):
+            if not isinstance(text, str):
+                raise RecordError("generations", f"generation {index} is not text")
+            reasoning, answer, complete = split_on_last_think(text)
+            row: dict[str, Any] = {
+                "problem_id": problem_id,
+                "sample": index,
+                "prompt": record.get("problem"),
+                "gold": record.get("answer"),
+                "raw": text,
+                "reasoning": reasoning,
+                "answer": answer,
+                "complete": complete,
+                "hit_budget": (finishes[index] == "length") if index < len(finishes) else None,
+            }
+            if index < len(verdicts):
+                row["tool_scorer"] = "openr1:correctness_math_verify"
+                row["tool_correct"] = as_verdict(verdicts[index])
+            rows.append(row)
+        return rows
+
+
+def _as_list(value: Any) -> list[Any] | None:
+    """A list column (Parquet gives numpy arrays through pandas; pyarrow gives lists)."""
+    if value is None:
+        return None
+    if isinstance(value, list | tuple):
+        return list(value)
+    if hasattr(value, "tolist"):
+        return list(value.tolist())
+    return None

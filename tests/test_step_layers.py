@@ -1,0 +1,125 @@
+"""Thought Anchors importances in the trace inspector (issue 26, item 3): the step layers put
+resampling importance, redundancy, backtracking and the students on the same steps.
+
+The page test ingests a Thought Anchors folder, runs the real segment stage (Punkt) and opens
+the inspector with Streamlit's AppTest.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from legival_core.chunk_alignment import align_chunks
+from legival_core.store import Store
+from legival_core.views.step_layers import IMPORTANCE_ROW, step_layers, step_layers_figure
+from precompute.cli import EXIT_OK, main
+from tests.test_formats import _thought_anchors_folder
+
+PAGES = Path(__file__).resolve().parents[1] / "pages"
+
+
+def test_step_layers_rows_line_up_on_the_steps() -> None:
+    """Three steps; chunk 0 covers step 0 ([0, 11)) with importance 0.05, chunk 1 covers step
+    2 ([34, 50)) with -0.1; step 2 repeats step 1 (r = 0.9); the lexical labeler flagged step
+    2; one student was right after step 1 (1.0), wrong after step 2 (0.0), with no rollout
+    after step 3."""
+    table = pd.DataFrame(
+        {
+            "step": [0, 1, 2],
+            "number": [1, 2, 3],
+            "similarity": [np.nan, 0.9, 0.2],
+            "flag_lexical": [False, True, False],
+        }
+    )
+    steps = pd.DataFrame({"step": [0, 1, 2], "start": [0, 12, 34], "end": [11, 33, 50]})
+    chunks = pd.DataFrame(
+        {"chunk": [0, 1], "start": [0, 34], "end": [11, 50], "importance": [0.05, -0.1]}
+    )
+    strip = pd.DataFrame({0: [0.0], 1: [1.0], 2: [0.0]}, index=["smol"])
+    layers = step_layers(table, align_chunks(steps, chunks), strip)
+    assert list(layers.index) == [IMPORTANCE_ROW, "redundancy r_i", "backtracking", "smol"]
+    assert list(layers.columns) == [1, 2, 3]
+    rows = layers.to_numpy().tolist()
+    assert rows[0][0] == 0.05 and math.isnan(rows[0][1]) and rows[0][2] == -0.1
+    assert math.isnan(rows[1][0]) and rows[1][1:] == [0.9, 0.2]
+    assert rows[2] == [0.0, 1.0, 0.0]
+    assert rows[3][:2] == [1.0, 0.0] and math.isnan(rows[3][2])  # k = 0 is left out
+    figure = step_layers_figure(layers)
+    # Importance is shaded symmetrically around 0 up to the trace's largest |importance|, 0.1.
+    importance = next(t for t in figure.data if t.y[0] == IMPORTANCE_ROW)
+    assert (importance.zmin, importance.zmax) == (-0.1, 0.1)
+    assert len(figure.data) == 4
+
+
+def test_a_hostile_student_name_is_escaped_in_the_figure() -> None:
+    table = pd.DataFrame({"step": [0], "number": [1], "similarity": [np.nan]})
+    strip = pd.DataFrame({1: [1.0]}, index=["<img src=x onerror=alert(1)>"])
+    figure = step_layers_figure(step_layers(table, None, strip))
+    labels = [t.y[0] for t in figure.data]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in labels and not any("<img" in x for x in labels)
+
+
+@pytest.fixture(autouse=True)
+def _clear_caches() -> None:
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def test_the_inspector_shows_thought_anchors_importance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _thought_anchors_folder(tmp_path / "rollouts")
+    store_dir = tmp_path / "store"
+    assert main(["ingest", str(root), "--store", str(store_dir)]) == EXIT_OK
+    assert main(["segment", "--store", str(store_dir), "--no-progress"]) == EXIT_OK
+    (trace_id,) = Store.open(store_dir).read("traces")["trace_id"]
+    monkeypatch.setenv("LEGIVAL_STORE", str(store_dir))
+    at = AppTest.from_file(str(PAGES / "inspector.py"), default_timeout=120)
+    at.query_params["trace"] = trace_id
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    captions = [str(c.value) for c in at.caption]
+    # Punkt cuts the reasoning into the chunks' own sentences: chunks 0 and 2 are found and
+    # map onto whole steps; chunk 1 (a doubled space) has no span.
+    wanted = "3 chunks: 2 placed on steps by character span, 2 of them map cleanly onto whole steps"
+    assert any(wanted in c for c in captions), captions
+    charts = [c for c in at.get("plotly_chart")]
+    assert charts, "no step-layers chart"
+
+
+@pytest.mark.slow
+def test_chromium_draws_the_step_layers(tmp_path: Path) -> None:
+    """Plotly.js must draw every layer (it once drew nothing for several one-row heatmaps on
+    one axis, with no error in Python): one heatmap per layer in a real Chromium."""
+    from tests.browser_fixtures import chromium_context, streamlit_app
+
+    root = _thought_anchors_folder(tmp_path / "rollouts")
+    store_dir = tmp_path / "store"
+    assert main(["ingest", str(root), "--store", str(store_dir)]) == EXIT_OK
+    assert main(["segment", "--store", str(store_dir), "--no-progress"]) == EXIT_OK
+    (trace_id,) = Store.open(store_dir).read("traces")["trace_id"]
+    with (
+        streamlit_app(["--store", f"ta={store_dir}"]) as base,
+        chromium_context(1400, 1400) as context,
+    ):
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(f"{base}/inspector?store=ta&trace={trace_id}", timeout=120_000)
+        page.wait_for_selector('[data-testid="stPlotlyChart"]', timeout=120_000)
+        page.locator('[data-testid="stPlotlyChart"]').first.scroll_into_view_if_needed()
+        # Three rows: importance, redundancy (no similarity yet: every cell empty, so Plotly
+        # draws no image for it) and backtracking: two heatmap images.
+        page.wait_for_function(
+            "() => document.querySelectorAll('.js-plotly-plot .hm').length >= 2", timeout=60_000
+        )
+        assert page.locator(".js-plotly-plot .hm").count() == 2
+        assert page.locator(".js-plotly-plot .cartesianlayer .subplot").count() == 3
+        assert not errors
