@@ -77,6 +77,7 @@ from legival_core.views.inspector import (
     step_table,
     stored_leak_step,
     student_strip,
+    trace_choices,
     trace_html,
 )
 from legival_core.views.leaderboard import (
@@ -89,7 +90,7 @@ from legival_core.views.leaderboard import (
 )
 from legival_core.views.pareto import model_family, pareto_view
 from legival_core.views.published import published_beside
-from legival_core.views.transfer import transfer_view
+from legival_core.views.transfer import first_measured_positions, observed_coverage, transfer_view
 
 __all__ = [
     "ALL_ROWS",
@@ -137,6 +138,7 @@ __all__ = [
     "student_baseline",
     "student_metrics_from_curves",
     "student_strip",
+    "trace_choices",
     "student_transfer_metrics",
     "trace_html",
     "trace_level_frame",
@@ -145,6 +147,8 @@ __all__ = [
     "transfer_options",
     "transfer_summary",
     "transfer_view",
+    "observed_coverage",
+    "first_measured_positions",
     "transfer_view_from_table",
     "with_student",
     "workload_audits",
