@@ -116,7 +116,7 @@ def heatmap(
                 texttemplate="%{text}",
                 # one colour axis for both layers: faded cells keep the scale's colours
                 coloraxis="coloraxis",
-                opacity=0.35 if faded else 1.0,
+                opacity=0.3 if faded else 1.0,
                 name=f"fewer than {few} points" if faded else f"{few} points or more",
                 customdata=np.dstack([np.array(hover_p, dtype=object), n]),
                 hovertemplate="%{y} vs %{x}<br>ρ = %{z:.3f}<br>p = %{customdata[0]}"

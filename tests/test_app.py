@@ -155,7 +155,10 @@ def test_leaderboard_composite_and_exports(toy_store: Store, monkeypatch):
     at = run_page("leaderboard", monkeypatch, [toy_store])
     next(n for n in at.number_input if n.key == "weight_accuracy").set_value(2.0)
     next(n for n in at.number_input if n.key == "weight_fotu").set_value(1.0).run()
-    at.radio(key="focus_fotu").set_value("composite").run()
+    # the weighted composite becomes the sorting metric, and its rank intervals show
+    focus = next(s for s in at.selectbox if s.label == "Rank intervals of")
+    assert focus.value == "composite"
+    focus.select("composite").run()
     shown = detail(at).set_index("teacher")
     board_table = views.leaderboard(toy_store.read("teacher_metrics"))
     expected = views.composite_score(board_table, {"accuracy": 2.0, "fotu": 1.0})
