@@ -20,7 +20,7 @@ import pytest
 
 from legival_core.app_config import BUNDLED_STORES
 from tests.browser_fixtures import CHROMIUM, chromium_context, streamlit_app
-from tests.test_browser import open_page, screenshot
+from tests.test_browser import screenshot, wait_idle
 
 pytestmark = [
     pytest.mark.browser,
@@ -93,7 +93,10 @@ def test_every_demo_page_reads_clean(demo_server: tuple[str, str], browser: Any)
     for name in PAGES:
         tab = browser.new_page()
         try:
-            open_page(tab, f"{base}/{name}?store=demo")
+            tab.goto(f"{base}/{name}?store=demo")
+            tab.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
+            # the shared test machine is slow: a page's first run may take a minute
+            wait_idle(tab, timeout=150_000)
             # Page not found: Streamlit's modal over the default page
             if tab.get_by_text("Page not found").count():
                 problems.setdefault(name, []).append("opens behind 'Page not found'")
