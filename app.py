@@ -28,6 +28,7 @@ if config.readonly and st.get_option("client.toolbarMode") != "viewer":
     st.set_option("client.toolbarMode", "viewer")
     st.rerun()
 
+
 def _home() -> None:
     """The root address opens the leaderboard at its own address, ``/leaderboard``.
 

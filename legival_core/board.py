@@ -32,8 +32,8 @@ __all__ = [
     "format_value",
     "is_tied",
     "metric_detail",
-    "rank_order",
     "rank_cell",
+    "rank_order",
     "uncertainty_board",
     "value_cell",
     "verdict",
@@ -196,7 +196,10 @@ def verdict(board: pd.DataFrame, intervals: pd.DataFrame, metric: str) -> str:
         return f"Every ranked teacher has the same {label}: tied, so no order to read."
     rows = _by_teacher(intervals, metric)
     if rows.empty or "rank_lo" not in rows or rows["rank_lo"].isna().all():
-        return f"This store has no rank intervals for {label}: the ranks alone cannot say who is ahead."
+        return (
+            f"This store has no rank intervals for {label}: the ranks alone cannot say who is "
+            "ahead."
+        )
     ranked = board[board[f"{metric}_rank"].notna()].sort_values(f"{metric}_rank", kind="stable")
     teachers = [t for t in ranked["teacher"].astype(str) if t in rows.index]
     lo = {t: rows.loc[t, "rank_lo"] for t in teachers}
@@ -214,8 +217,11 @@ def verdict(board: pd.DataFrame, intervals: pd.DataFrame, metric: str) -> str:
 
     parts = [f"{t} is ahead of {listing(behind)}" for t, behind in named[:3]]
     more = "; and more pairs (see the table)" if len(named) > 3 else ""
-    return f"On {label}, " + "; ".join(parts) + more + (
-        "; the others are not separated from each other."
+    return (
+        f"On {label}, "
+        + "; ".join(parts)
+        + more
+        + ("; the others are not separated from each other.")
     )
 
 

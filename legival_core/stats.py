@@ -467,7 +467,9 @@ def wilson_interval(successes: int, n: int, alpha: float = 0.05) -> ProportionCI
     centre = (share + z * z / (2 * total)) / scale
     half = z * np.sqrt(share * (1 - share) / total + z * z / (4 * total * total)) / scale
     # clipped: at k = 0 or k = n the bound is 0 or 1 up to float noise
-    return ProportionCI(share, float(max(0.0, centre - half)), float(min(1.0, centre + half)), total)
+    return ProportionCI(
+        share, float(max(0.0, centre - half)), float(min(1.0, centre + half)), total
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -500,7 +500,9 @@ def url_multiselect(
     key = key or f"qp_{st.session_state.get('_page', 'app')}_{param}"
     as_text = [str(o) for o in options]
     fallback = [o for o in (options if default is None else default) if o in options]
-    wanted = [w for w in st.query_params.get_all(param) if w != ""] if param in st.query_params else None
+    wanted = (
+        [w for w in st.query_params.get_all(param) if w != ""] if param in st.query_params else None
+    )
     state = st.session_state.get(key)
     if wanted is not None and tuple(st.query_params.get_all(param)) != st.session_state.get(
         f"_{key}_url"

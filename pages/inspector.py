@@ -117,12 +117,10 @@ def trace_choices() -> pd.DataFrame:
     traces = common.load_table(
         "traces", columns=["trace_id", "problem_id", "dataset", "teacher", "sample", "tokens"]
     )
-    grades = common.load_table("grades", ["trace_id", "correct"]) if common.has_table("grades") else None
-    transfer = (
-        common.load_table("trace_transfer")
-        if common.has_table("trace_transfer")
-        else None
+    grades = (
+        common.load_table("grades", ["trace_id", "correct"]) if common.has_table("grades") else None
     )
+    transfer = common.load_table("trace_transfer") if common.has_table("trace_transfer") else None
     steps = common.load_table("steps", ["trace_id"])
     per_trace = steps["trace_id"].astype(str).value_counts()
     return views.trace_choices(traces, grades, transfer, per_trace)
@@ -161,7 +159,19 @@ from legival_core.display import tidy_table  # noqa: E402
 
 picked_rows = st.dataframe(
     tidy_table(
-        listed[["teacher", "problem_id", "dataset", "sample", "correct", "m", "tokens", "fotu", "leak_k"]]
+        listed[
+            [
+                "teacher",
+                "problem_id",
+                "dataset",
+                "sample",
+                "correct",
+                "m",
+                "tokens",
+                "fotu",
+                "leak_k",
+            ]
+        ]
     ),
     hide_index=True,
     on_select="rerun",

@@ -395,7 +395,12 @@ def chart(
                     for low, ref in zip(table["low n"], outline, strict=True)
                 ],
                 "line": {"color": ["#555" if ref else "#2e86c1" for ref in outline], "width": 1.5},
-                "pattern": {"shape": ["/" if low and not ref else "" for low, ref in zip(table["low n"], outline, strict=True)]},
+                "pattern": {
+                    "shape": [
+                        "/" if low and not ref else ""
+                        for low, ref in zip(table["low n"], outline, strict=True)
+                    ]
+                },
             },
             error_y={
                 "type": "data",

@@ -129,7 +129,10 @@ for measure in ("precision", "recall", "f1"):
 common.table(
     shown[order],
     f"monitor_scores_{negative}",
-    formats={m: (lambda v: NOT_DEFINED if pd.isna(v) else f"{v:.3f}") for m in ("precision", "recall", "f1")},
+    formats={
+        m: (lambda v: NOT_DEFINED if pd.isna(v) else f"{v:.3f}")
+        for m in ("precision", "recall", "f1")
+    },
 )
 
 st.subheader("Is a more legible teacher easier to monitor?")

@@ -7,9 +7,9 @@ import streamlit as st
 
 from legival_core import board as board_layout
 from legival_core import views
+from legival_core.display import format_share
 from legival_core.safe_text import markdown_literal, plotly_literals
 from legival_core.views import figures
-from legival_core.display import format_share
 from pages import common
 
 st.title("⚖️ Pareto frontier")

@@ -46,13 +46,9 @@ def sweep(chosen: float) -> pd.DataFrame:
 
 
 table = sweep(chosen)
-dataset = common.url_select(
-    "Dataset", [common.ALL, *sorted(table["dataset"].unique())], "dataset"
-)
+dataset = common.url_select("Dataset", [common.ALL, *sorted(table["dataset"].unique())], "dataset")
 # "All": the mean over datasets at every τ, the same average as the leaderboard's
-rows = (
-    sweep_over_datasets(table) if dataset == common.ALL else table[table["dataset"] == dataset]
-)
+rows = sweep_over_datasets(table) if dataset == common.ALL else table[table["dataset"] == dataset]
 dashed = set() if include else set(common.reference_teachers())
 
 figure = go.Figure()

@@ -230,7 +230,9 @@ if profile == views.metrics_profile(common.load_manifest()):
     fotu = board_fotu(selection[0], selection[1])
     summary = summary.assign(board_fotu=summary["teacher"].map(fotu))
     pooled_labels["board_fotu"] = "FOTU"
-    summary = summary[["teacher", "board_fotu", *[c for c in summary if c not in ("teacher", "board_fotu")]]]
+    summary = summary[
+        ["teacher", "board_fotu", *[c for c in summary if c not in ("teacher", "board_fotu")]]
+    ]
 st.caption(
     "“…, traces pooled”: every selected trace weighs the same, whatever its dataset. *FOTU* is "
     "the leaderboard's number: the mean over datasets of each dataset's FOTU."

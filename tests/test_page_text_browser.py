@@ -109,3 +109,22 @@ def test_every_demo_page_reads_clean(demo_server: tuple[str, str], browser: Any)
         finally:
             tab.close()
     assert not problems, problems
+
+
+def test_leaderboard_is_a_working_address(browser: Any) -> None:
+    """``/leaderboard`` with query parameters, opened after another page of the same server (a
+    session that has run ``st.navigation``), shows the leaderboard at that address, with no
+    "Page not found" dialog; ``/`` forwards there with its parameters."""
+    with streamlit_app([]) as base:
+        tab = browser.new_page()
+        try:
+            for url in ("/about", "/leaderboard?metric=accuracy", "/?metric=tokens"):
+                tab.goto(f"{base}{url}")
+                tab.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
+                wait_idle(tab, timeout=150_000)
+                tab.wait_for_timeout(1000)  # the dialog opens after the run
+                assert tab.get_by_text("Page not found").count() == 0, url
+            assert "/leaderboard?" in tab.url and "metric=tokens" in tab.url
+            assert tab.get_by_role("heading", name="🏆 Leaderboard").count() == 1
+        finally:
+            tab.close()

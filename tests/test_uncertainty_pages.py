@@ -102,7 +102,9 @@ def test_hand_worked_rank_intervals_on_the_page(hand_store: Store, monkeypatch) 
     assert table.loc["twin-b", "rank 95% interval"] == "2–2"
     # the one-line verdict above the table: ace's interval 1-1 lies above both twins' 2-2
     verdicts = [
-        m.value.replace("\\", "") for m in at.markdown if "ahead" in m.value or "separated" in m.value
+        m.value.replace("\\", "")
+        for m in at.markdown
+        if "ahead" in m.value or "separated" in m.value
     ]  # (Markdown escapes removed)
     assert verdicts == [
         "**On Tokens, ace is ahead of twin-a and twin-b; the others are not separated from "

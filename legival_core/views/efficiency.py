@@ -113,9 +113,7 @@ def delta_log_terms(row: Mapping[str, Any], reference: Mapping[str, Any]) -> pd.
     return pd.concat([frame, total_row], ignore_index=True)
 
 
-def failure_mode_table(
-    decomposition: pd.DataFrame, references: Sequence[str] = ()
-) -> pd.DataFrame:
+def failure_mode_table(decomposition: pd.DataFrame, references: Sequence[str] = ()) -> pd.DataFrame:
     """Failure-mode label of every model against its benchmark's best-E0 model.
 
     The Δlog terms are taken from the stored rows (model vs reference), then labelled by

@@ -223,7 +223,8 @@ def trace_html(
             markers.append(
                 f'<span class="lv-wrong" title="first wrong step ({esc(str(labeler))} label)" '
                 'style="background:#7d3c98;color:white;border-radius:3px;padding:0 3px;'
-                f'margin-right:2px;font-size:0.75em">✗ first wrong step · {esc(str(labeler))}</span>'
+                'margin-right:2px;font-size:0.75em">'
+                f"✗ first wrong step · {esc(str(labeler))}</span>"
             )
         jump = ""
         if matched is not None and math.isfinite(sim) and bool(row.redundant):
@@ -272,7 +273,8 @@ def trace_choices(
     >>> grades = pd.DataFrame({"trace_id": ["a", "b"], "correct": [False, True]})
     >>> tt = pd.DataFrame({"trace_id": ["b", "b"], "fotu": [0.2, 0.4],
     ...     "leak_k": pd.array([3, 3], "Int64")})
-    >>> trace_choices(traces, grades, tt)[["trace_id", "correct", "fotu", "rollouts"]].values.tolist()
+    >>> out = trace_choices(traces, grades, tt)
+    >>> out[["trace_id", "correct", "fotu", "rollouts"]].values.tolist()
     [['b', True, 0.30000000000000004, True], ['a', False, nan, False]]
     """
     columns = ["trace_id", "teacher", "dataset", "problem_id", "sample", "tokens"]

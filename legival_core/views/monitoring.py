@@ -11,7 +11,6 @@ so no precision) stays undefined: "n/a", never a bar of height 0.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 __all__ = ["NOT_DEFINED", "monitor_intervals"]
