@@ -155,6 +155,8 @@ def number_formatter(column: str, values: pd.Series | None = None) -> Callable[[
         pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
     ):
         return _format_other
+    if values is not None and pd.api.types.is_integer_dtype(values):
+        return lambda value: format_number(value, 0)  # a count has no decimals
     return format_number
 
 
@@ -185,12 +187,13 @@ def tidy_table(
     """``frame`` ready for a page: columns relabelled, every cell formatted.
 
     Returns a pandas ``Styler``; its ``data`` keeps the numbers (relabelled) so a grid sorts
-    numerically and an export keeps full precision. ``labels`` and ``formats`` override the
+    numerically, except in a column with a missing value, which holds its text (Streamlit's
+    grid would draw the gap as "None"). ``labels`` and ``formats`` override the
     defaults of :func:`column_label` and :func:`number_formatter` per original column name.
 
     >>> styled = tidy_table(pd.DataFrame({"teacher": ["a"], "fotu": [None], "n_traces": [3]}))
-    >>> list(styled.data.columns), styled.to_html().count("—")
-    (['teacher', 'FOTU', 'n traces'], 1)
+    >>> list(styled.data.columns), styled.to_html().count("—"), styled.data["FOTU"].tolist()
+    (['teacher', 'FOTU', 'n traces'], 1, ['—'])
     """
     formats = formats or {}
     shown = frame.reset_index(drop=True).copy()
@@ -200,4 +203,12 @@ def tidy_table(
         label: formats.get(name) or number_formatter(name, shown[label])
         for name, label in zip(original, shown.columns, strict=True)
     }
+    for label, write in formatter.items():
+        # A grid draws a missing cell as "None" and -inf as "-Infinity" whatever the Styler
+        # says: such a column is shown as its text (it then sorts as text); others stay numeric.
+        column = shown[label]
+        numeric = pd.api.types.is_float_dtype(column)
+        if column.isna().any() or (numeric and np.isinf(column.to_numpy(dtype=float)).any()):
+            shown[label] = column.map(write).astype(object)
+            formatter[label] = str
     return shown.style.format(formatter, na_rep=MISSING)

@@ -101,10 +101,12 @@ def detail(at: AppTest) -> pd.DataFrame:
 
 
 def test_leaderboard_ranks_equal_rank_table(toy_store: Store, monkeypatch) -> None:
-    at = run_page("leaderboard", monkeypatch, [toy_store])
-    shown = at.dataframe[0].value
+    at = run_page("leaderboard", monkeypatch, [toy_store], {"metric": "accuracy"})
     stored = toy_store.read("teacher_metrics")
     metrics = views.ranked_metrics(stored)
+    # every metric's columns (the default shows a few)
+    at.multiselect(key="qp_leaderboard_columns").set_value(metrics[1:]).run()
+    shown = at.dataframe[0].value
     expected = stats.rank_table(
         stored[["teacher", "dataset", *metrics]],
         {m: views.METRICS[m].higher_is_better for m in metrics if m != "accuracy"},
@@ -112,6 +114,9 @@ def test_leaderboard_ranks_equal_rank_table(toy_store: Store, monkeypatch) -> No
     assert shown["teacher"].tolist() == expected["teacher"].tolist()
     for metric in metrics:
         label = views.METRICS[metric].label
+        if board_layout.is_tied(expected, metric):  # equal for every teacher: no ranking
+            assert set(shown[f"{label} rank"]) == {board_layout.TIED_MARK}, metric
+            continue
         # "2 (1–3)": the rank first, then its 95% interval
         ranks = [int(text.split()[0]) for text in shown[f"{label} rank"]]
         assert ranks == expected[f"{metric}_rank"].tolist()
@@ -123,6 +128,12 @@ def test_leaderboard_ranks_equal_rank_table(toy_store: Store, monkeypatch) -> No
         text = getattr(row, "_" + str(list(shown.columns).index("Tokens Δ") + 1))
         assert text == (f"▲ {change}" if change > 0 else f"▼ {-change}" if change else "=")
     assert dict(at.query_params)["store"] == "toy"
+    # another metric: the rows follow its rank (they stayed in accuracy order before)
+    next(s for s in at.selectbox if s.label == "Metric").select("tokens").run()
+    shown = at.dataframe[0].value
+    by_tokens = expected.sort_values(["tokens_rank", "accuracy_rank"], kind="stable")
+    assert shown["teacher"].tolist() == by_tokens["teacher"].tolist()
+    assert shown.columns[1] == "Tokens"
 
 
 def test_leaderboard_dataset_filter_changes_table_and_figure(toy_store: Store, monkeypatch):
@@ -215,17 +226,33 @@ def test_transfer_curves_equal_library_and_follow_filters(toy_store: Store, monk
     assert at.query_params["profile"] == "release"
 
 
+def pooled_summary(at: AppTest) -> pd.DataFrame:
+    """The transfer page's summary with its "…, traces pooled" headers back to field names."""
+    table = at.dataframe[0].value.set_index("teacher")
+    names = {
+        f"{views.METRICS[c].label if c in views.METRICS else c}, traces pooled": c
+        for c in ("fotu", "sotu", "never_solved", "regression_rate", "baseline", "lift")
+    }
+    return table.rename(columns=names)
+
+
 def test_transfer_hazards_and_summary(toy_store: Store, monkeypatch):
     at = run_page("transfer", monkeypatch, [toy_store], {"student": "stu-tiny"})
     rollouts = toy_store.read("rollouts")
     tiny = rollouts[rollouts["student"] == "stu-tiny"]
-    summary = at.dataframe[0].value.set_index("teacher")
+    summary = pooled_summary(at)
     expected = transfer.teacher_metrics(tiny, n_boot=0, by="teacher").set_index("teacher")
     for column in ("fotu", "sotu", "never_solved", "regression_rate", "baseline", "lift"):
         np.testing.assert_allclose(summary[column], expected.loc[summary.index, column])
     # alpha-mini has one never-solved trace out of its correct ones for the tiny student
     alpha = tiny[tiny["teacher"] == "alpha-mini"]["trace_id"].nunique()
     assert summary.loc["alpha-mini", "never_solved"] == pytest.approx(1 / alpha)
+    # beside the pooled numbers, "FOTU" is the leaderboard's: the mean over datasets of the
+    # one student's per-dataset FOTU
+    per_dataset = transfer.teacher_metrics(tiny, n_boot=0, by=("teacher", "dataset"))
+    board_fotu = per_dataset.groupby("teacher")["fotu"].mean()
+    shown = at.dataframe[0].value.set_index("teacher")["FOTU"]
+    np.testing.assert_allclose(shown, board_fotu.loc[shown.index])
     hazard = figures(at)[1]
     alpha_bars = next(d for d in hazard["data"] if d["name"] == "alpha-mini")
     shares = dict(zip(values(alpha_bars["x"]), values(alpha_bars["y"]), strict=True))
@@ -243,7 +270,7 @@ def test_transfer_profile_toggle_switches_every_number(toy_store: Store, monkeyp
         mine = curves[curves["teacher"] == teacher]["mean"].to_numpy()
         np.testing.assert_allclose(values(lines[teacher]["y"]), mine)
     # every number of the summary is the release's
-    summary = at.dataframe[0].value.set_index("teacher")
+    summary = pooled_summary(at)
     release = transfer.teacher_metrics(rollouts, "release", n_boot=0, by="teacher")
     paper = transfer.teacher_metrics(rollouts, n_boot=0, by="teacher").set_index("teacher")
     release = release.set_index("teacher")

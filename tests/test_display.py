@@ -39,7 +39,9 @@ def test_tidy_table_keeps_numbers_and_shows_text() -> None:
                           "n_traces": [3, 4], "rho": [-0.0001, np.inf]})  # fmt: skip
     styled = tidy_table(frame)
     assert list(styled.data.columns) == ["teacher", "FOTU", "Tokens", "n traces", "rho"]
-    assert styled.data["FOTU"].iloc[0] == 0.25  # the number stays a number (sorting, export)
+    # a full column keeps its numbers (the grid sorts them); one with a gap holds its text
+    assert styled.data["Tokens"].iloc[0] == 812.4
+    assert styled.data["FOTU"].tolist() == ["25.0%", MISSING]
     html = styled.to_html()
     for shown in ("25.0%", "812", "0.000", "∞", MISSING):
         assert shown in html
