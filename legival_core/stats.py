@@ -280,7 +280,8 @@ def spearman_matrix(df: pd.DataFrame, columns: Sequence[str]) -> tuple[pd.DataFr
 
     At model level pass one row per model (metrics averaged over datasets); at trace level
     one row per trace. Returns ``(rho, p)``, two square DataFrames indexed by the columns;
-    the diagonal is rho 1, p 0 (NaN for a constant column).
+    the diagonal is rho 1 with the p of a perfect correlation at that n (NaN for a constant
+    column).
 
     Reference: Legi-Val (arXiv 2603.20508), correlation analysis; SPEC section 4.
 

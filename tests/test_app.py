@@ -253,7 +253,8 @@ def test_transfer_hazards_and_summary(toy_store: Store, monkeypatch):
     board_fotu = per_dataset.groupby("teacher")["fotu"].mean()
     shown = at.dataframe[0].value.set_index("teacher")["FOTU"]
     np.testing.assert_allclose(shown, board_fotu.loc[shown.index])
-    hazard = figures(at)[1]
+    # the curves, the coverage strip of measured bins, then the hazard bars
+    hazard = next(f for f in figures(at) if f["data"] and f["data"][0]["type"] == "bar")
     alpha_bars = next(d for d in hazard["data"] if d["name"] == "alpha-mini")
     shares = dict(zip(values(alpha_bars["x"]), values(alpha_bars["y"]), strict=True))
     assert shares[0.0] == pytest.approx(1 / alpha)  # bin 0 = never solved
@@ -281,7 +282,8 @@ def test_transfer_profile_toggle_switches_every_number(toy_store: Store, monkeyp
         assert not np.allclose(release[column], paper[column]), column  # the toggle matters
     # the hazard histogram: release hazards (k = 0 included, release bins)
     traces = transfer.trace_metrics(rollouts, profile="release")
-    hazard = figures(at)[1]
+    # the curves, the coverage strip of measured bins, then the hazard bars
+    hazard = next(f for f in figures(at) if f["data"] and f["data"][0]["type"] == "bar")
     for teacher in app_fixtures.TEACHERS:
         bars = next(d for d in hazard["data"] if d["name"] == teacher)
         mine = traces[traces["teacher"] == teacher]["hazard_bin"]
@@ -367,7 +369,7 @@ def test_decomposition_waterfall_on_published_numbers(published_store: Store, mo
         {"dataset": "CogniLoad", "teacher": "GPT-5", "reference": "o3"},
     )
     board = at.dataframe[0].value
-    assert board.iloc[0]["model"] == "o3" and board.iloc[0]["e0_rank"] == 1
+    assert board.iloc[0]["model"] == "o3" and board.iloc[0]["e0 rank"] == 1  # (tidy header)
     waterfall = next(f for f in figures(at) if f["data"][0]["type"] == "waterfall")["data"][0]
     bars = dict(zip(waterfall["x"], values(waterfall["y"]), strict=True))
     # Published: E0 13.41 vs 15.25 (x100), r_ctx 98 vs 98, r_logic 95 vs 91.

@@ -56,12 +56,16 @@ def page_values(at: AppTest) -> dict[tuple[str, str], float]:
         if "teacher" not in table.columns:
             continue
         for column in table.columns:
-            if column not in LABELS:
+            # a header that is a metric's label, or its bare field name (which names it too)
+            label = (
+                column if column in LABELS else METRICS[column].label if column in METRICS else None
+            )
+            if label is None:
                 continue
             for teacher, cell in zip(table["teacher"], table[column], strict=True):
                 value = leading_number(cell)
                 if value is not None:
-                    found.setdefault((column, str(teacher)), value)
+                    found.setdefault((label, str(teacher)), value)
     return found
 
 
