@@ -143,7 +143,10 @@ model = common.url_select(
     models,
     "teacher",
     where=pick_left,
-    default=non_reference[-1] if non_reference else None,
+    # the runner-up against the best: a model with E0 = 0 would make every bar −∞
+    default=non_reference[1]
+    if len(non_reference) > 1
+    else (non_reference[0] if non_reference else None),
 )
 reference = common.url_select(
     "Compared with",

@@ -294,7 +294,7 @@ def test_transfer_profile_toggle_switches_every_number(toy_store: Store, monkeyp
         np.testing.assert_allclose([got.get(b, 0.0) for b in range(51)], want)
     # back to paper: the summary follows
     select(at, "Profile").select("paper").run()
-    summary = at.dataframe[0].value.set_index("teacher")
+    summary = pooled_summary(at)
     for column in columns:
         np.testing.assert_allclose(summary[column], paper.loc[summary.index, column])
 
@@ -323,7 +323,7 @@ def heat_z(figure: dict[str, Any]) -> np.ndarray:
 
 
 def test_correlation_heatmap_equals_spearman_matrix(toy_store: Store, monkeypatch):
-    at = run_page("correlations", monkeypatch, [toy_store])
+    at = run_page("correlations", monkeypatch, [toy_store], {"level": "model"})
     figure = figures(at)[0]
     heat = figure["data"][0]
     frame = views.model_level_frame(toy_store.read("teacher_metrics"))
@@ -381,7 +381,7 @@ def test_decomposition_waterfall_on_published_numbers(published_store: Store, mo
     assert bars["−Δlog κ"] == pytest.approx(-math.log(0.58 / 0.60))
     relative = [v for k, v in bars.items() if k != "Δlog E0"]
     assert sum(relative) == pytest.approx(bars["Δlog E0"])
-    modes = at.dataframe[1].value.set_index("model")["failure_mode"]
+    modes = at.dataframe[1].value.set_index("model")["failure mode"]  # (tidy header)
     assert modes["o3"] == "no-shortfall"
     assert set(modes) <= {
         "no-shortfall",
@@ -401,8 +401,8 @@ def test_decomposition_audits_on_toy_store(toy_store: Store, monkeypatch):
     tables = [d.value for d in at.dataframe]
     audits = next(t for t in tables if "audit" in t.columns)
     assert set(audits["audit"]) == {"leave_self_out", "leave_top_k", "held_out_pools"}
-    concentration = next(t for t in tables if "top1_share" in t.columns)
-    assert 0 < concentration["top1_share"].item() <= 1
+    concentration = next(t for t in tables if "top1 share" in t.columns)  # (tidy header)
+    assert 0 < concentration["top1 share"].item() <= 1
     board = tables[0]
     stored = toy_store.read("decomposition")
     stored = stored[(stored.benchmark == "toy-math") & (stored.layer == "solver")]
@@ -486,7 +486,7 @@ def test_published_tables_and_matching_teachers(toy_store: Store, tmp_path: Path
     at = run_page("published", monkeypatch, [toy_store])
     table7 = at.dataframe[0].value
     expected = published.legival_table7()
-    np.testing.assert_allclose(table7["fotu"], expected["fotu"])
+    np.testing.assert_allclose(table7["FOTU"], expected["fotu"])  # (tidy header)
     assert len(at.dataframe[-1].value) == 25  # CogniLoad rows
 
     # A store whose teacher carries a published Hugging Face id shows up beside the paper.
@@ -504,11 +504,11 @@ def test_published_tables_and_matching_teachers(toy_store: Store, tmp_path: Path
         ),
     )
     at = run_page("published", monkeypatch, [mine])
-    beside = next(d.value for d in at.dataframe if "your_teacher" in d.value.columns)
+    beside = next(d.value for d in at.dataframe if "your teacher" in d.value.columns)
     row = beside.iloc[0]
-    assert (row["model"], row["your_teacher"], row["fotu_yours"]) == ("qwen3-8b", "my-qwen", 0.4)
+    assert (row["model"], row["your teacher"], row["fotu yours"]) == ("qwen3-8b", "my-qwen", 0.4)
     paper = expected[(expected.model == "qwen3-8b") & (expected.dataset == "MATH")]
-    assert row["fotu_published"] == pytest.approx(paper["fotu"].item())
+    assert row["fotu published"] == pytest.approx(paper["fotu"].item())
 
 
 def test_about_lists_tables_and_hides_paths_when_readonly(toy_store: Store, monkeypatch):
