@@ -149,7 +149,8 @@ def number_formatter(column: str, values: pd.Series | None = None) -> Callable[[
     """
     if column in METRICS and METRICS[column].share:
         return format_share
-    if column in COUNT_COLUMNS or column == "tokens" or column.startswith("mean_tokens"):
+    whole = column in COUNT_COLUMNS or column == "rank" or column.endswith(("_rank", " rank"))
+    if whole or column == "tokens" or column.startswith("mean_tokens"):
         return lambda value: format_number(value, 0)
     if values is not None and not (
         pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
