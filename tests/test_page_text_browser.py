@@ -25,7 +25,7 @@ from tests.test_browser import screenshot, wait_idle
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Chromium is not installed"),
-    pytest.mark.timeout(600),
+    pytest.mark.timeout(1800),  # 12 pages x 2 modes on a shared 2-core machine: minutes each
 ]
 
 #: The address of every page in the menu (app.py's url_path values).
