@@ -28,10 +28,21 @@ if config.readonly and st.get_option("client.toolbarMode") != "viewer":
     st.set_option("client.toolbarMode", "viewer")
     st.rerun()
 
+
+def _home() -> None:
+    """The root address opens the leaderboard at its own address, ``/leaderboard``.
+
+    Streamlit serves the default page at ``/`` only: a default page's ``url_path`` is not an
+    address, so ``/leaderboard`` (the address the page declares, in shared links) opened behind
+    a "Page not found" dialog. The leaderboard is therefore an ordinary page, and the default
+    page only forwards to it with the query parameters it was given.
+    """
+    st.switch_page("pages/leaderboard.py", query_params=st.query_params.to_dict())
+
+
 PAGES = [
-    st.Page(
-        "pages/leaderboard.py", title="Leaderboard", icon="🏆", url_path="leaderboard", default=True
-    ),
+    st.Page(_home, title="Legi-Val", url_path="home", default=True, visibility="hidden"),
+    st.Page("pages/leaderboard.py", title="Leaderboard", icon="🏆", url_path="leaderboard"),
     st.Page("pages/transfer.py", title="Transfer curves", icon="📈", url_path="transfer"),
     st.Page("pages/pareto.py", title="Pareto", icon="⚖️", url_path="pareto"),
     st.Page("pages/correlations.py", title="Correlations", icon="🧮", url_path="correlations"),

@@ -23,15 +23,20 @@ __all__ = [
     "LOW_N_MARK",
     "NO_INTERVAL",
     "NO_INTERVAL_HERE",
+    "ONE_OBSERVATION",
     "REFERENCE_MARK",
+    "TIED_MARK",
     "ascii_cells",
     "board_numbers",
     "change_arrow",
     "format_value",
+    "is_tied",
     "metric_detail",
     "rank_cell",
+    "rank_order",
     "uncertainty_board",
     "value_cell",
+    "verdict",
 ]
 
 #: What a cell says when the store has no per-trace data to resample (the published numbers).
@@ -43,6 +48,12 @@ NO_INTERVAL_HERE = "no interval"
 LOW_N_MARK = "⚠ low n"
 #: What the rank cells of a reference teacher (left out of the ranks) say.
 REFERENCE_MARK = "reference"
+#: What the rank and Δ cells of a metric that does not vary between the ranked teachers say:
+#: ranking equal values would show a tie as a signal.
+TIED_MARK = "tied"
+#: What a value cell resting on one trace says instead of an interval (a resample of one
+#: observation is that observation: a zero-width interval that looks certain).
+ONE_OBSERVATION = "one trace, no interval"
 
 
 def _missing(value: object) -> bool:
@@ -50,19 +61,15 @@ def _missing(value: object) -> bool:
 
 
 def format_value(value: object, metric: str) -> str:
-    """A metric value as the leaderboard prints it: shares in %, tokens whole, else 3 digits.
+    """A metric value as every page prints it (:mod:`legival_core.display`): shares in %,
+    tokens whole, else 3 decimals; an em dash when missing.
 
     >>> format_value(0.2417, "accuracy"), format_value(1652.7, "tokens"), format_value(0.5, "x")
     ('24.2%', '1,653', '0.500')
     """
-    if _missing(value):
-        return "–"
-    number = float(value)  # type: ignore[arg-type]
-    if metric in METRICS and METRICS[metric].share:
-        return f"{100 * number:.1f}%"
-    if metric == "tokens":
-        return f"{number:,.0f}"
-    return f"{number:.3f}"
+    from legival_core.display import number_formatter
+
+    return number_formatter(metric)(value)
 
 
 def _bound(value: float, metric: str) -> str:
@@ -90,10 +97,14 @@ def value_cell(
     '30.0% [10.0–50.0] · n 12 × 2 students · ⚠ low n'
     >>> value_cell(0.378, None, None, None, None, "fotu", low_n=20)
     '37.8% · published, no interval'
+    >>> value_cell(0.0, 0.0, 0.0, 1, 1, "accuracy", low_n=20)
+    '0.0% · n 1 · one trace, no interval'
     """
     text = format_value(value, metric)
     if _missing(value):
         return text
+    if not _missing(n_traces) and int(n_traces) < 2:  # type: ignore[call-overload]
+        return f"{text} · n {int(n_traces)} · {ONE_OBSERVATION}"  # type: ignore[call-overload]
     if _missing(lo) or _missing(hi):
         return f"{text} · {no_interval}"
     text += f" [{_bound(lo, metric)}–{_bound(hi, metric)}]"  # type: ignore[arg-type]
@@ -113,7 +124,7 @@ def rank_cell(rank: object, lo: object, hi: object) -> str:
     ('2 (1–4)', '1 (1)', '3')
     """
     if _missing(rank):
-        return "–"
+        return "—"
     text = str(int(rank))  # type: ignore[call-overload]
     if _missing(lo) or _missing(hi):
         return text
@@ -131,6 +142,87 @@ def change_arrow(change: object) -> str:
         return ""
     change = int(change)  # type: ignore[call-overload]
     return f"▲ {change}" if change > 0 else f"▼ {-change}" if change < 0 else "="
+
+
+def is_tied(board: pd.DataFrame, metric: str, decimals: int = 9) -> bool:
+    """Whether every ranked teacher has the same value of ``metric`` (two or more of them):
+    their ranks and changes then say nothing and are shown as :data:`TIED_MARK`.
+
+    >>> board = pd.DataFrame({"teacher": list("abc"), "regression_rate": [0.0, 0.0, 0.0],
+    ...     "regression_rate_rank": [1, 1, 1], "fotu": [0.1, 0.2, 0.2], "fotu_rank": [3, 1, 1]})
+    >>> is_tied(board, "regression_rate"), is_tied(board, "fotu")
+    (True, False)
+    """
+    rank_column = f"{metric}_rank"
+    if metric not in board or rank_column not in board:
+        return False
+    ranked = board[rank_column].notna().to_numpy()
+    values = pd.to_numeric(board[metric], errors="coerce")[ranked].round(decimals)
+    return int(ranked.sum()) > 1 and values.notna().all() and values.nunique() == 1
+
+
+def rank_order(board: pd.DataFrame, metric: str) -> np.ndarray:
+    """Row positions of ``board`` best first on ``metric`` (its rank; ties keep the board's
+    order), unranked rows (reference teachers) last.
+
+    >>> board = pd.DataFrame({"teacher": list("abc"),
+    ...     "fotu_rank": pd.array([3, 1, None], dtype="Int64")})
+    >>> rank_order(board, "fotu").tolist()
+    [1, 0, 2]
+    """
+    ranks = board[f"{metric}_rank"].astype("Float64").fillna(float("inf")).to_numpy(float)
+    return np.argsort(ranks, kind="stable")
+
+
+def verdict(board: pd.DataFrame, intervals: pd.DataFrame, metric: str) -> str:
+    """One sentence on what the rank intervals of ``metric`` allow to say.
+
+    Teacher A is *ahead of* B when A's whole 95% rank interval is better than B's
+    (``rank_hi(A) < rank_lo(B)``). The sentence names, best first, each teacher ahead of
+    someone and whom; "no teacher is separated" when no pair is; "tied" for a metric that
+    does not vary; nothing to say without intervals.
+
+    >>> board = pd.DataFrame({"teacher": list("abc"), "fotu": [0.5, 0.2, 0.1],
+    ...     "fotu_rank": [1, 2, 3]})
+    >>> intervals = pd.DataFrame({"teacher": list("abc"), "metric": "fotu",
+    ...     "rank_lo": [1, 2, 2], "rank_hi": [1, 3, 3]})
+    >>> verdict(board, intervals, "fotu")
+    'On FOTU, a is ahead of b and c; the others are not separated from each other.'
+    >>> verdict(board, intervals.assign(rank_lo=1, rank_hi=3), "fotu")
+    'No teacher is separated on FOTU: every pair of 95% rank intervals overlaps.'
+    """
+    label = METRICS[metric].label if metric in METRICS else metric
+    if is_tied(board, metric):
+        return f"Every ranked teacher has the same {label}: tied, so no order to read."
+    rows = _by_teacher(intervals, metric)
+    if rows.empty or "rank_lo" not in rows or rows["rank_lo"].isna().all():
+        return (
+            f"This store has no rank intervals for {label}: the ranks alone cannot say who is "
+            "ahead."
+        )
+    ranked = board[board[f"{metric}_rank"].notna()].sort_values(f"{metric}_rank", kind="stable")
+    teachers = [t for t in ranked["teacher"].astype(str) if t in rows.index]
+    lo = {t: rows.loc[t, "rank_lo"] for t in teachers}
+    hi = {t: rows.loc[t, "rank_hi"] for t in teachers}
+    ahead = {
+        t: [u for u in teachers if not _missing(hi[t]) and not _missing(lo[u]) and hi[t] < lo[u]]
+        for t in teachers
+    }
+    named = [(t, behind) for t, behind in ahead.items() if behind]
+    if not named:
+        return f"No teacher is separated on {label}: every pair of 95% rank intervals overlaps."
+
+    def listing(names: list[str]) -> str:
+        return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+    parts = [f"{t} is ahead of {listing(behind)}" for t, behind in named[:3]]
+    more = "; and more pairs (see the table)" if len(named) > 3 else ""
+    return (
+        f"On {label}, "
+        + "; ".join(parts)
+        + more
+        + ("; the others are not separated from each other.")
+    )
 
 
 def _by_teacher(intervals: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -175,6 +267,7 @@ def uncertainty_board(
     for metric in names:
         label = METRICS[metric].label if metric in METRICS else metric
         rows = _by_teacher(intervals, metric)
+        tied = is_tied(board, metric)
         cells, ranks = [], []
         for teacher, value, rank, reference in zip(
             shown["teacher"], board[metric], board[f"{metric}_rank"], is_reference, strict=True
@@ -200,12 +293,17 @@ def uncertainty_board(
             ranks.append(
                 REFERENCE_MARK
                 if unranked
+                else TIED_MARK
+                if tied
                 else rank_cell(rank, lo=get("rank_lo"), hi=get("rank_hi"))
             )
         shown[label] = cells
         shown[f"{label} rank"] = ranks
         if metric not in ("accuracy", "composite"):
-            shown[f"{label} Δ"] = board[f"{metric}_change"].map(change_arrow).to_numpy()
+            changes = board[f"{metric}_change"].map(change_arrow)
+            if tied:
+                changes = changes.where(changes == "", TIED_MARK)
+            shown[f"{label} Δ"] = changes.to_numpy()
     return shown
 
 
@@ -247,7 +345,8 @@ def metric_detail(
     rank, rank interval, upper-bound rank and the teachers it is not separated from.
 
     Without resamples the interval columns are empty and ``rank 95% interval`` says
-    :data:`NO_INTERVAL` (:data:`NO_INTERVAL_HERE` when only this metric has none).
+    :data:`NO_INTERVAL` (:data:`NO_INTERVAL_HERE` when only this metric has none); a metric
+    that does not vary says :data:`TIED_MARK`; one trace gives no value interval.
     """
     rows = _by_teacher(intervals, metric)
     out = pd.DataFrame({"teacher": board["teacher"].astype(str).to_numpy()})
@@ -257,9 +356,10 @@ def metric_detail(
         values = rows[name] if name in rows else pd.Series(dtype="float64")
         return out["teacher"].map(values)
 
-    out["95% lo"] = column("value_lo").astype("float64").to_numpy()
-    out["95% hi"] = column("value_hi").astype("float64").to_numpy()
     out["n traces"] = column("n_traces").astype("Int64").to_numpy()
+    one = (out["n traces"] < 2).fillna(False).to_numpy(dtype=bool)  # no interval from one trace
+    out.insert(2, "95% lo", column("value_lo").astype("float64").mask(one).to_numpy())
+    out.insert(3, "95% hi", column("value_hi").astype("float64").mask(one).to_numpy())
     out["n students"] = column("n_students").astype("Int64").to_numpy()
     out["low n"] = (out["n traces"] < low_n).fillna(False).astype(bool).to_numpy()
     out["rank"] = board[f"{metric}_rank"].astype("Int64").to_numpy()
@@ -270,9 +370,12 @@ def metric_detail(
         if "reference" in board
         else np.zeros(len(out), dtype=bool)
     )
+    tied = is_tied(board, metric)
     out["rank 95% interval"] = [
         REFERENCE_MARK
         if apart
+        else TIED_MARK
+        if tied
         else no_interval
         if _missing(a) or _missing(b)
         else f"{int(a)}–{int(b)}"

@@ -28,11 +28,26 @@ from legival_core.schema import require_columns
 
 
 class Correlation(NamedTuple):
-    """A correlation coefficient with its two-sided p-value and the number of rows used."""
+    """A correlation coefficient with its two-sided p-value, the number of rows used and how
+    the p-value was found (:data:`EXACT_METHOD` or :data:`T_METHOD`)."""
 
     rho: float
     pvalue: float
     n: int
+    method: str = "t"
+
+
+#: Up to this many pairs Spearman's p-value is the exact permutation p (10! = 3,628,800
+#: orderings, counted by :func:`spearman_permutation_p` without listing them).
+EXACT_SPEARMAN_MAX_N = 10
+#: ``Correlation.method`` of an exact permutation p-value.
+EXACT_METHOD = "exact permutation"
+#: ``Correlation.method`` of a p-value from the t approximation (n - 2 degrees of freedom).
+T_METHOD = "t"
+#: Below this many points a p-value is shown but earns no significance mark: at n = 4 the
+#: smallest exact two-sided p is 2/24 = 0.083, so a star would only ever come from an
+#: approximation.
+MIN_N_FOR_SIGNIFICANCE = 5
 
 
 class BootstrapCI(NamedTuple):
@@ -179,15 +194,67 @@ def _pearson_p(r: float, n: int, dof: int) -> float:
     return float(2.0 * stats.t.sf(abs(t), dof))
 
 
+def spearman_permutation_p(x_ranks: Sequence[float], y_ranks: Sequence[float]) -> float:
+    """Exact two-sided permutation p-value of Spearman's rho.
+
+    Under the null hypothesis every one of the n! pairings of the ``y`` ranks with the ``x``
+    ranks is equally likely. rho is an increasing affine function of ``S = sum_i x_i y_i`` (the
+    rank means and spreads do not change under a pairing), so
+
+        p = #{pairings with |S - E[S]| >= |S_obs - E[S]|} / n!
+
+    The pairings are counted, not listed: ranks are doubled to whole numbers (average ranks of
+    ties are halves) and a dynamic programme over the subsets of ``y`` already paired keeps how
+    many partial pairings reach each partial sum (2^n subsets, fine up to n = 10 or so).
+
+    Args:
+        x_ranks, y_ranks: the two rank vectors (average ranks for ties), equal length >= 1.
+
+    Reference: Hollander, Wolfe and Chicken, *Nonparametric Statistical Methods* (3rd ed.),
+    section 8.5, the exact null distribution of Spearman's statistic.
+
+    >>> spearman_permutation_p([1, 2, 3, 4], [1, 2, 3, 4])  # identity and reversal: 2 of 24
+    0.08333333333333333
+    """
+    a = np.rint(2 * np.asarray(x_ranks, dtype=np.float64)).astype(np.int64)
+    b = np.rint(2 * np.asarray(y_ranks, dtype=np.float64)).astype(np.int64)
+    n = len(a)
+    if n != len(b) or n == 0:
+        raise ValueError("spearman_permutation_p: two rank vectors of the same length >= 1")
+    observed = int(a @ b)
+    top = int(np.sort(a) @ np.sort(b))  # the largest S any pairing reaches
+    # 2 n S, so that the mean n E[S] = sum(a) sum(b) / n stays a whole number
+    centre = int(a.sum()) * int(b.sum())
+    counts: dict[int, np.ndarray] = {0: np.zeros(top + 1, dtype=np.float64)}
+    counts[0][0] = 1.0  # exact: at most 10! = 3.6e6 pairings, far below 2**53
+    for position in range(n):
+        grown: dict[int, np.ndarray] = {}
+        for used, reach in counts.items():
+            for j in range(n):
+                if used >> j & 1:
+                    continue
+                step = int(a[position] * b[j])
+                target = grown.setdefault(used | 1 << j, np.zeros(top + 1, dtype=np.float64))
+                target[step:] += reach[: top + 1 - step]
+        counts = grown
+    (distribution,) = counts.values()
+    sums = np.arange(top + 1, dtype=np.int64)
+    extreme = np.abs(n * sums - centre) >= abs(n * observed - centre)
+    return float(distribution[extreme].sum() / distribution.sum())
+
+
 def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> Correlation:
     """Spearman's rho of two sequences (pairs with a NaN dropped) and its two-sided p-value.
 
-    rho is the Pearson correlation of the average ranks; the p-value uses the t statistic
-    ``rho sqrt((n - 2) / (1 - rho^2))`` with n - 2 degrees of freedom (as scipy does). NaN with
-    fewer than 3 pairs or a constant input.
+    rho is the Pearson correlation of the average ranks. The p-value is exact for up to
+    :data:`EXACT_SPEARMAN_MAX_N` pairs (:func:`spearman_permutation_p`); above, it uses the t
+    statistic ``rho sqrt((n - 2) / (1 - rho^2))`` with n - 2 degrees of freedom (as scipy does).
+    ``method`` says which. NaN with fewer than 3 pairs or a constant input.
 
     >>> spearman([1, 2, 3, 4, 5], [2, 1, 4, 3, 5]).rho  # 1 - 6*4 / (5*24)
     0.8
+    >>> spearman([1, 2, 3, 4], [10, 20, 30, 40])  # 2 of the 24 pairings are as extreme
+    Correlation(rho=1.0, pvalue=0.08333333333333333, n=4, method='exact permutation')
     """
     from scipy import stats
 
@@ -200,9 +267,12 @@ def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -
     n = len(xs)
     if n < 3 or np.ptp(xs) == 0 or np.ptp(ys) == 0:
         return Correlation(float("nan"), float("nan"), n)
-    rho = float(np.corrcoef(stats.rankdata(xs), stats.rankdata(ys))[0, 1])
+    x_ranks, y_ranks = stats.rankdata(xs), stats.rankdata(ys)
+    rho = float(np.corrcoef(x_ranks, y_ranks)[0, 1])
     rho = float(np.clip(round(rho, 15), -1.0, 1.0))
-    return Correlation(rho, _pearson_p(rho, n, n - 2), n)
+    if n <= EXACT_SPEARMAN_MAX_N:
+        return Correlation(rho, spearman_permutation_p(x_ranks, y_ranks), n, EXACT_METHOD)
+    return Correlation(rho, _pearson_p(rho, n, n - 2), n, T_METHOD)
 
 
 def spearman_matrix(df: pd.DataFrame, columns: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -210,7 +280,8 @@ def spearman_matrix(df: pd.DataFrame, columns: Sequence[str]) -> tuple[pd.DataFr
 
     At model level pass one row per model (metrics averaged over datasets); at trace level
     one row per trace. Returns ``(rho, p)``, two square DataFrames indexed by the columns;
-    the diagonal is rho 1, p 0 (NaN for a constant column).
+    the diagonal is rho 1 with the p of a perfect correlation at that n (NaN for a constant
+    column).
 
     Reference: Legi-Val (arXiv 2603.20508), correlation analysis; SPEC section 4.
 
@@ -295,7 +366,7 @@ def partial_spearman(
     if scale <= 1e-12 * n:
         return Correlation(float("nan"), float("nan"), n)
     rho = float(np.clip(rx @ ry / scale, -1.0, 1.0))
-    return Correlation(rho, _pearson_p(rho, n, dof), n)
+    return Correlation(rho, _pearson_p(rho, n, dof), n, T_METHOD)
 
 
 def rank_stability(
@@ -331,6 +402,75 @@ def rank_stability(
     rho, pvalue = spearman_matrix(wide, list(wide.columns))
     rho.index = rho.columns = pvalue.index = pvalue.columns = pd.Index(levels, name=across)
     return rho, pvalue
+
+
+def significance_marks(p: float, n: int | None = None) -> str:
+    """``***`` p < 0.001, ``**`` p < 0.01, ``*`` p < 0.05, else empty; always empty with fewer
+    than :data:`MIN_N_FOR_SIGNIFICANCE` points (a handful of teachers cannot carry a star).
+
+    >>> [significance_marks(p) for p in (0.0005, 0.005, 0.03, 0.2, float("nan"))]
+    ['***', '**', '*', '', '']
+    >>> significance_marks(0.0005, n=4)
+    ''
+    """
+    if p is None or not np.isfinite(p):
+        return ""
+    if n is not None and n < MIN_N_FOR_SIGNIFICANCE:
+        return ""
+    return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Intervals of proportions
+# ---------------------------------------------------------------------------------------------
+
+
+class ProportionCI(NamedTuple):
+    """A share ``successes / n`` with its interval; every field NaN when n is 0."""
+
+    estimate: float
+    lo: float
+    hi: float
+    n: int
+
+
+def wilson_interval(successes: int, n: int, alpha: float = 0.05) -> ProportionCI:
+    """Wilson score interval of a proportion: good coverage even at n = 1 or a share of 0 or 1.
+
+    With ``p = k / n`` and z the ``1 - alpha/2`` normal quantile::
+
+        centre = (p + z^2 / (2n)) / (1 + z^2 / n)
+        half   = z sqrt(p (1 - p) / n + z^2 / (4 n^2)) / (1 + z^2 / n)
+        [centre - half, centre + half]
+
+    Unlike a bootstrap (which gives [0, 0] for one failure) it never collapses to a point.
+    n = 0 (e.g. a precision with no positive prediction) is undefined: all NaN.
+
+    Reference: E. B. Wilson, "Probable inference, the law of succession, and statistical
+    inference", JASA 22 (1927); Brown, Cai and DasGupta, Statistical Science 16 (2001).
+
+    >>> ci = wilson_interval(0, 1)  # z = 1.96: centre = half = 1.9208 / 4.8416
+    >>> round(ci.lo, 4), round(ci.hi, 4)
+    (0.0, 0.7935)
+    """
+    from scipy import stats
+
+    k, total = int(successes), int(n)
+    if total < 0 or not 0 <= k <= max(total, 0):
+        raise ValueError(f"wilson_interval: need 0 <= successes <= n, got {k} of {total}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"wilson_interval: alpha must be in (0, 1), got {alpha!r}")
+    if total == 0:
+        return ProportionCI(float("nan"), float("nan"), float("nan"), 0)
+    z = float(stats.norm.ppf(1 - alpha / 2))
+    share = k / total
+    scale = 1 + z * z / total
+    centre = (share + z * z / (2 * total)) / scale
+    half = z * np.sqrt(share * (1 - share) / total + z * z / (4 * total * total)) / scale
+    # clipped: at k = 0 or k = n the bound is 0 or 1 up to float noise
+    return ProportionCI(
+        share, float(max(0.0, centre - half)), float(min(1.0, centre + half)), total
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -35,6 +35,9 @@ BUILD_HINTS = {
     "demo": "python -m precompute demo",
     "published": "python -m precompute published",
 }
+#: The small calibration store that ships with the app (planted traces, for Metric validity).
+CALIBRATION_STORE = Path(__file__).resolve().parents[1] / "results" / "calibration"
+CALIBRATION_COMMAND = "python -m precompute calibrate --store results/calibration --size small"
 
 
 def set_config(config: AppConfig) -> None:
@@ -205,6 +208,48 @@ def fresh_curves() -> pd.DataFrame | None:
     if not has_table("transfer_curves"):
         return None
     return views.fresh_transfer_curves(load_table("transfer_curves"), load_manifest())
+
+
+def bundled_calibration_report() -> pd.DataFrame | None:
+    """The ``calibration_report`` of :data:`CALIBRATION_STORE`, or None when it is not built."""
+    path = CALIBRATION_STORE
+    if not (path / "manifest.json").exists():
+        return None
+    frame = _read_table(str(path), _manifest_stamp(path), "calibration_report", None)
+    return frame if len(frame) else None
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _leak_headline(path: str, stamp: float, references: tuple[str, ...]) -> str | None:
+    from legival_core.leak_summary import leak_summary
+    from legival_core.store import Store
+
+    store = Store.open(path)
+    if not (store.has("trace_transfer") and store.has("rollouts")):
+        return None
+    pairs = store.read("trace_transfer")
+    if not {"leak_k", "fotu_before_leak"} <= set(pairs.columns):
+        return None
+    rollouts = store.read("rollouts", columns=["trace_id", "student", "k", "correct"])
+    table = leak_summary(pairs, rollouts)
+    models = table[~table["teacher"].astype(str).isin(references)]
+    solves, after = int(models["first_solves"].sum()), int(models["at_or_after_leak"].sum())
+    if not solves:
+        return None
+    zero = models[models["fotu_before_leak"].fillna(0.0).eq(0.0)]
+    return (
+        f"⚠ Answer leak: {after} of {solves} first solves by a student come at or after the step "
+        "where the trace already states the answer, so FOTU there may measure copying; FOTU "
+        f"before the leak is 0 for {len(zero)} of {len(models)} model teachers"
+        " (every selection of this store; per teacher on the Transfer curves page)."
+    )
+
+
+def leak_headline() -> str | None:
+    """One sentence on how much of the store's FOTU comes after the answer leak (first solves
+    at or after the leak, teachers whose FOTU before the leak is 0), for every page where FOTU
+    is the headline; None when the store has no leak points."""
+    return _leak_headline(*store_key(), tuple(reference_teachers()))
 
 
 def has_table(table: str) -> bool:
@@ -437,6 +482,50 @@ def url_select(
     return value
 
 
+def url_multiselect(
+    label: str,
+    options: Sequence[Any],
+    param: str,
+    *,
+    default: Sequence[Any] | None = None,
+    where: Any = None,
+    help: str | None = None,
+    format_func: Callable[[Any], str] = str,
+    key: str | None = None,
+) -> list[Any]:
+    """A multiselect whose values live in ``?param=a&param=b`` (one repeated parameter, so a
+    value may hold any character); ``?param=`` with no value keeps an empty choice. Unknown
+    URL values are dropped with a short message, as :func:`url_select` does."""
+    options = list(options)
+    where = where or st
+    key = key or f"qp_{st.session_state.get('_page', 'app')}_{param}"
+    as_text = [str(o) for o in options]
+    fallback = [o for o in (options if default is None else default) if o in options]
+    wanted = (
+        [w for w in st.query_params.get_all(param) if w != ""] if param in st.query_params else None
+    )
+    state = st.session_state.get(key)
+    if wanted is not None and tuple(st.query_params.get_all(param)) != st.session_state.get(
+        f"_{key}_url"
+    ):
+        unknown = [w for w in wanted if w not in as_text]
+        if unknown:
+            where.info(
+                markdown_literal(
+                    f"{label}: {shorten(', '.join(unknown))} is not available here; left out."
+                )
+            )
+        state = [options[as_text.index(w)] for w in wanted if w in as_text]
+    elif state is None or any(v not in options for v in state):
+        state = [v for v in (state or fallback) if v in options] if state else fallback
+    st.session_state[key] = state
+    value = where.multiselect(label, options, key=key, help=help, format_func=format_func)
+    written = [str(v) for v in value] or [""]
+    st.query_params[param] = written
+    st.session_state[f"_{key}_url"] = tuple(written)
+    return list(value)
+
+
 def download_csv(frame: pd.DataFrame, name: str, label: str = "Download CSV") -> None:
     """Every table has a CSV export."""
     st.download_button(
@@ -449,10 +538,27 @@ def download_csv(frame: pd.DataFrame, name: str, label: str = "Download CSV") ->
     )
 
 
-def table(frame: pd.DataFrame | Any, name: str, **kwargs: Any) -> None:
-    """A dataframe with its CSV export underneath (``frame`` may be a pandas Styler)."""
-    data = frame.data if hasattr(frame, "data") and not isinstance(frame, pd.DataFrame) else frame
-    st.dataframe(frame, hide_index=True, **kwargs)
+def table(
+    frame: pd.DataFrame | Any,
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    formats: dict[str, Callable[[Any], str]] | None = None,
+    **kwargs: Any,
+) -> None:
+    """A dataframe with its CSV export underneath.
+
+    A plain frame is shown tidy (:func:`legival_core.display.tidy_table`: labelled headers,
+    fixed decimals or %, an em dash for missing values) and exported with its field names and
+    full precision; ``frame`` may also be a pandas Styler the page has formatted itself.
+    """
+    from legival_core.display import tidy_table
+
+    if isinstance(frame, pd.DataFrame):
+        data, shown = frame, tidy_table(frame, labels, formats)
+    else:
+        data, shown = frame.data, frame
+    st.dataframe(shown, hide_index=True, **kwargs)
     download_csv(data, name)
 
 

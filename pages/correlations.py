@@ -10,15 +10,17 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
+from legival_core.display import MISSING, format_number
 from legival_core.references import keep_teachers
 from legival_core.safe_text import plotly_literal
 from pages import common
 
 st.title("🧮 Correlations")
 st.caption(
-    "Spearman ρ between metrics; stars mark significance (* p < 0.05, ** p < 0.01, "
-    "*** p < 0.001); n is the number of points behind each ρ. Partial ρ holds token length "
-    "fixed."
+    "Spearman ρ between metrics; n is the number of points behind each ρ. Stars mark "
+    "significance (* p < 0.05, ** p < 0.01, *** p < 0.001) from five points on: p is the exact "
+    "permutation p up to ten points (at four points it cannot go below 2/24 = 0.083) and the t "
+    "approximation above. Partial ρ holds token length fixed (its p: t approximation)."
 )
 common.page_setup("correlations")
 common.need_tables("teacher_metrics", what="The correlations page")
@@ -69,6 +71,11 @@ def per_student(profile: str, include: bool) -> pd.DataFrame:
     return keep_teachers(frame, common.reference_teachers(), include)
 
 
+def format_p(p: float) -> str:
+    """A p-value for the hover text: three significant digits, an em dash when undefined."""
+    return MISSING if not np.isfinite(p) else f"{p:.3g}"
+
+
 def heatmap(
     rho: pd.DataFrame,
     pvalue: pd.DataFrame,
@@ -86,13 +93,16 @@ def heatmap(
         [
             ""
             if np.isnan(r)
-            else f"{r:.2f}" + ("" if i == j else views.significance_stars(p)) + f"<br>n {k}"
+            else format_number(r, 2)
+            + ("" if i == j else views.significance_stars(p, int(k)))
+            + f"<br>n {k}"
             for j, (r, p, k) in enumerate(zip(rho_row, p_row, n_row, strict=True))
         ]
         for i, (rho_row, p_row, n_row) in enumerate(
             zip(rho.to_numpy(), pvalue.to_numpy(), n, strict=True)
         )
     ]
+    hover_p = [[format_p(p) for p in row] for row in pvalue.to_numpy()]
     z = rho.to_numpy()
     figure = go.Figure()
     for faded in (False, True):
@@ -104,18 +114,19 @@ def heatmap(
                 y=labels,
                 text=np.where(chosen, np.array(text, dtype=object), "").tolist(),
                 texttemplate="%{text}",
-                zmin=-1,
-                zmax=1,
-                colorscale="RdBu",
-                reversescale=True,
+                # one colour axis for both layers: faded cells keep the scale's colours
+                coloraxis="coloraxis",
                 opacity=0.3 if faded else 1.0,
-                showscale=not faded,
                 name=f"fewer than {few} points" if faded else f"{few} points or more",
-                customdata=np.dstack([pvalue.to_numpy(), n]),
-                hovertemplate="%{y} vs %{x}<br>ρ = %{z:.3f}<br>p = %{customdata[0]:.3g}"
+                customdata=np.dstack([np.array(hover_p, dtype=object), n]),
+                hovertemplate="%{y} vs %{x}<br>ρ = %{z:.3f}<br>p = %{customdata[0]}"
                 "<br>n = %{customdata[1]}<extra>%{fullData.name}</extra>",
             )
         )
+    figure.update_layout(
+        coloraxis={"colorscale": "RdBu", "reversescale": True, "cmin": -1, "cmax": 1,
+                   "colorbar": {"title": {"text": "ρ"}}},
+    )  # fmt: skip
     figure.update_layout(title=title, height=460, yaxis_autorange="reversed")
     st.plotly_chart(figure, key=key)
     if (n < few).any():
@@ -138,7 +149,8 @@ left, middle, right = st.columns(3)
 dataset = common.url_select("Dataset", [common.ALL, *datasets], "dataset", where=left)
 chosen_dataset = None if dataset == common.ALL else dataset
 has_traces = common.has_table("trace_efficiency")
-levels = ["model", "trace"] if has_traces else ["model"]
+# Trace level first: a model-level ρ rests on a handful of teachers.
+levels = ["trace", "model"] if has_traces else ["model"]
 level = common.url_select(
     "Level",
     levels,

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
+from legival_core.display import format_signed
 from legival_core.provenance import token_sources
 from legival_core.safe_text import markdown_literal, plotly_literal, plotly_literals
 from pages import common
@@ -98,8 +99,12 @@ with st.expander("Where each model's T comes from"):
         hide_index=True,
     )
 # Model names come from the store: charts get them escaped (Plotly reads HTML in labels).
+# Reference teachers are not models: drawn as a line, so a human E0 far above every model
+# does not flatten the model bars.
+apart = set() if include else set(common.reference_teachers())
+model_bars = board[~board["model"].astype(str).isin(apart)]
 figure = px.bar(
-    board.assign(model=plotly_literals(board["model"])),
+    model_bars.assign(model=plotly_literals(model_bars["model"])),
     x="model",
     y="e0",
     hover_data=[
@@ -111,16 +116,51 @@ figure = px.bar(
     },
     height=340,
 )
+for row in board[board["model"].astype(str).isin(apart)].itertuples():
+    figure.add_hline(
+        y=float(row.e0),
+        line_dash="dash",
+        line_color="#555",
+        annotation_text=plotly_literal(f"{row.model} (reference): E0 {row.e0:.2f}"),
+        annotation_position="top left",
+    )
+shown_max = model_bars["e0"].max() if len(model_bars) else None
+if apart and shown_max is not None and pd.notna(shown_max):
+    # keep the model bars readable; the reference line is labelled even when off-scale
+    top = max(float(shown_max) * 1.25, 1e-9)
+    figure.update_yaxes(range=[0, top])
+    off = board[board["model"].astype(str).isin(apart) & (board["e0"] > top)]
+    if len(off):
+        st.caption(
+            markdown_literal(
+                "Off the scale of this chart (reference, not a model): "
+                + ", ".join(f"{m} E0 {v:.2f}" for m, v in zip(off["model"], off["e0"], strict=True))
+                + "."
+            )
+        )
 st.plotly_chart(figure, key="e0_chart")
 
 st.subheader("Δlog waterfall")
 models = list(board["model"])
+# The default comparison is between models: the best non-reference model as the yardstick.
+non_reference = [m for m in models if str(m) not in set(common.reference_teachers())] or models
 pick_left, pick_right = st.columns(2)
 model = common.url_select(
-    "Model", models, "teacher", where=pick_left, default=models[-1] if models else None
+    "Model",
+    models,
+    "teacher",
+    where=pick_left,
+    # the runner-up against the best: a model with E0 = 0 would make every bar −∞
+    default=non_reference[1]
+    if len(non_reference) > 1
+    else (non_reference[0] if non_reference else None),
 )
 reference = common.url_select(
-    "Reference", models, "reference", where=pick_right, default=models[0] if models else None
+    "Compared with",
+    models,
+    "reference",
+    where=pick_right,
+    default=non_reference[0] if non_reference else None,
 )
 model_row = rows[rows["model"] == model].iloc[0].to_dict()
 reference_row = rows[rows["model"] == reference].iloc[0].to_dict()
@@ -130,7 +170,7 @@ waterfall = go.Figure(
         x=terms["term"],
         y=terms["value"].fillna(0.0),
         measure=terms["measure"],
-        text=[f"{v:+.3f}" if pd.notna(v) else "n/a" for v in terms["value"]],
+        text=[format_signed(v) for v in terms["value"]],
         textposition="outside",
     )
 )
@@ -163,7 +203,9 @@ if rows["vo"].notna().any() and rows["kappa"].notna().any():
     st.plotly_chart(scatter, key="vo_kappa_chart")
 
 st.subheader("Failure modes (against the benchmark's best-E0 model)")
-modes = views.failure_mode_table(rows)
+# against the best model, never a reference teacher (a human E0 of 5 would make every model
+# "limited" by everything); reference rows are left out unless the sidebar includes them
+modes = views.failure_mode_table(rows, () if include else common.reference_teachers())
 common.table(
     modes[
         [

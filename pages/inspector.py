@@ -10,7 +10,9 @@ import streamlit as st
 
 from legival_core import views
 from legival_core.app_config import shorten
+from legival_core.efficiency import REDUNDANCY_THRESHOLDS
 from legival_core.provenance import token_sources
+from legival_core.redundancy_sweep_view import recorded_threshold
 from legival_core.safe_text import markdown_literal, plotly_literals
 from legival_core.views.step_layers import chunk_alignment, step_layers, step_layers_figure
 from pages import common
@@ -27,6 +29,8 @@ st.caption(
 )
 common.page_setup("inspector")
 common.need_tables("traces", "steps", what="The trace inspector")
+#: τ of the store's redundancy figures: a step above it is redundant (and gets a ↩ link).
+tau = recorded_threshold(common.load_manifest()) or REDUNDANCY_THRESHOLDS["paper"]
 
 
 @common.derived("trace_index")
@@ -56,7 +60,7 @@ def trace_bundle(trace_id: str) -> dict[str, Any]:
     )
     judgments = read("judgments")
     steps = read("steps")
-    table = views.step_table(steps, read("similarity"), judgments)
+    table = views.step_table(steps, read("similarity"), judgments, threshold=tau)
     problem = problems.iloc[0].to_dict() if len(problems) else {}
     task = problem.get("task")
     if "flag_lexical" not in table and task and len(table):
@@ -109,7 +113,82 @@ def leak(trace_id: str) -> int | None:
     return task.answer_leak_step(reasoning, bundle["ends"], gold, problem=problem).k
 
 
+@common.derived("trace_choices")
+def trace_choices() -> pd.DataFrame:
+    """One row per trace (teacher, problem, correct, m, tokens, FOTU, leak k), most telling
+    first: correct traces with rollouts (views.trace_choices)."""
+    traces = common.load_table(
+        "traces", columns=["trace_id", "problem_id", "dataset", "teacher", "sample", "tokens"]
+    )
+    grades = (
+        common.load_table("grades", ["trace_id", "correct"]) if common.has_table("grades") else None
+    )
+    transfer = common.load_table("trace_transfer") if common.has_table("trace_transfer") else None
+    steps = common.load_table("steps", ["trace_id"])
+    per_trace = steps["trace_id"].astype(str).value_counts()
+    return views.trace_choices(traces, grades, transfer, per_trace)
+
+
+#: The trace table shows at most this many rows (a big store is narrowed by its filters).
+TABLE_ROWS = 2000
+
 index = trace_index()
+choices = trace_choices()
+if (
+    st.query_params.get("trace") is None
+    and "_inspector_trace" not in st.session_state
+    and len(choices)
+):
+    # First visit: open on the most telling trace (correct, with students' rollouts), so the
+    # student strip and the leak marker are in view at once.
+    st.query_params["trace"] = str(choices["trace_id"].iloc[0])
+
+st.subheader("Traces")
+st.caption(
+    "Click a row to open its trace; click a header to sort. Correct traces with students' "
+    "rollouts come first."
+)
+table_filter = st.columns(2)
+only_teacher = common.url_select(
+    "Show teacher", [common.ALL, *sorted(choices["teacher"].astype(str).unique())],
+    "show_teacher", where=table_filter[0],
+)  # fmt: skip
+listed = choices if only_teacher == common.ALL else choices[choices["teacher"] == only_teacher]
+only_rollouts = table_filter[1].toggle("Only traces with rollouts", key="only_rollouts")
+if only_rollouts:
+    listed = listed[listed["rollouts"]]
+listed = listed.head(TABLE_ROWS).reset_index(drop=True)
+from legival_core.display import tidy_table  # noqa: E402
+
+picked_rows = st.dataframe(
+    tidy_table(
+        listed[
+            [
+                "teacher",
+                "problem_id",
+                "dataset",
+                "sample",
+                "correct",
+                "m",
+                "tokens",
+                "fotu",
+                "leak_k",
+            ]
+        ]
+    ),
+    hide_index=True,
+    on_select="rerun",
+    selection_mode="single-row",
+    key="trace_table",
+    height=240,
+)
+rows_picked = list(picked_rows.selection.rows) if picked_rows is not None else []
+if rows_picked and rows_picked != st.session_state.get("_trace_table_pick"):
+    st.session_state["_trace_table_pick"] = rows_picked
+    st.query_params["trace"] = str(listed["trace_id"].iloc[rows_picked[0]])
+elif not rows_picked:
+    st.session_state["_trace_table_pick"] = []
+
 wanted = st.query_params.get("trace")
 if wanted is not None and wanted != st.session_state.get("_inspector_trace"):
     match = index[index["trace_id"] == wanted]
@@ -127,7 +206,8 @@ if wanted is not None and wanted != st.session_state.get("_inspector_trace"):
             markdown_literal(f"There is no trace {shorten(wanted)} in this store; pick one below.")
         )
 
-top = st.columns(4)
+by_ids = st.expander("Or pick a trace by its ids", expanded=False)
+top = by_ids.columns(4)
 dataset = common.url_select("Dataset", sorted(index["dataset"].unique()), "dataset", where=top[0])
 in_dataset = index[index["dataset"] == dataset]
 teacher = common.url_select(
@@ -150,6 +230,12 @@ others = sorted(
 compare_teacher = common.url_select(
     "Compare with another teacher on this problem", [NONE, *others], "compare"
 )
+st.caption(
+    "Shading: the deeper the orange, the closer the step is to an earlier one (cosine r_i; "
+    f"none up to 0.5); an orange left rule and a ↩ link (to the matched step) mark a redundant "
+    f"step, r_i above τ = {tau:.2f}. J / L / H: backtracking flagged by the LLM judge, lexical "
+    "cues or a human. ✗: a human's first wrong step. A dashed blue rule: the answer leak."
+)
 
 bundle = trace_bundle(trace_id)
 problem = bundle["problem"]
@@ -171,14 +257,14 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
         facts[1].metric("Steps m", len(table))
         facts[2].metric(
             "Tokens",
-            "–" if pd.isna(info.get("tokens")) else int(info["tokens"]),
+            "—" if pd.isna(info.get("tokens")) else int(info["tokens"]),
             help=markdown_literal(
                 "T of this trace: "
                 + token_sources(common.load_manifest()).e_t_label([str(info["teacher"])])
             ),
         )
         leak_k = leak(trace)
-        facts[3].metric("Answer leak k", "–" if leak_k is None else leak_k)
+        facts[3].metric("Answer leak k", "—" if leak_k is None else leak_k)
         labelers = ", ".join(data["labelers"]) or "none stored"
         st.caption(
             markdown_literal(f"Backtracking labelers: {labelers}")
@@ -219,9 +305,10 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
                 )
             )
             heat.update_layout(
-                height=60 + 30 * len(strip),
-                margin={"t": 10, "b": 30, "l": 10, "r": 10},
-                xaxis_title="steps shown k",
+                height=80 + 30 * len(strip),
+                margin={"t": 10, "b": 50, "l": 10, "r": 10},
+                # the title below the ticks, not on them
+                xaxis={"title": {"text": "steps shown k", "standoff": 12}, "automargin": True},
             )
             st.plotly_chart(heat, key=f"strip_{slot}")
             baseline = strip[0] if 0 in strip.columns else None
@@ -241,6 +328,11 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
             else 1
         )
         bounds = views.step_page(len(table), int(page), STEPS_PER_PAGE)
+        wrong_steps = {
+            int(label["step"]): str(label["labeler"])
+            for label in data["error_labels"].to_dict(orient="records")
+            if label.get("error_found") and pd.notna(label.get("step"))
+        }
         body = views.trace_html(
             table,
             anchor=f"lv-{slot}",
@@ -248,6 +340,7 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
             stop=bounds.stop,
             leak_k=leak_k,
             strip=strip,
+            wrong_steps=wrong_steps,
         )
         # A scrolling box only when the page is long; a short trace shows whole.
         with st.container(height=620 if bounds.stop - bounds.start > 25 else "content"):

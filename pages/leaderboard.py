@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -9,7 +11,7 @@ import streamlit as st
 from legival_core import board as board_layout
 from legival_core import views
 from legival_core.rank_intervals import TeacherResamples
-from legival_core.safe_text import plotly_literal, plotly_literals
+from legival_core.safe_text import markdown_literal, plotly_literal, plotly_literals
 from pages import common, robustness_report
 
 st.title("🏆 Leaderboard")
@@ -166,24 +168,54 @@ metric = common.url_select(
     default="fotu" if "fotu" in metrics else "accuracy",
 )
 
-with st.expander("Composite score (weights per metric)"):
-    st.caption(
-        "composite = Σ w·s / Σ w, where s = (n − rank) / (n − 1) is each metric's rank score "
-        "(1 = best of n teachers). Leave every weight at 0 for no composite."
-    )
-    weight_columns = st.columns(len(metrics))
-    weights = {
-        m: column.number_input(
-            common.metric_label(m),
-            min_value=0.0,
-            max_value=10.0,
-            value=0.0,
-            step=0.5,
-            key=f"weight_{m}",
+WEIGHTS_PARAM = "weights"
+
+
+def url_weights(metrics: list[str]) -> dict[str, float]:
+    """The composite's weights, bound to ``?weights=fotu:1,accuracy:2`` (metric names have no
+    comma or colon): a shared link reopens the same composite."""
+    wanted = st.query_params.get(WEIGHTS_PARAM)
+    if wanted is not None and wanted != st.session_state.get("_weights_url"):
+        parsed: dict[str, float] = {}
+        for part in wanted.split(","):
+            name, _, number = part.partition(":")
+            try:
+                weight = float(number)
+            except ValueError:
+                continue
+            if math.isfinite(weight):
+                parsed[name] = min(10.0, max(0.0, weight))
+        for m in metrics:
+            st.session_state[f"weight_{m}"] = parsed.get(m, 0.0)
+    for m in metrics:
+        st.session_state.setdefault(f"weight_{m}", 0.0)
+    with st.expander("Composite score (weights per metric)"):
+        st.caption(
+            "composite = Σ w·s / Σ w, where s = (n − rank) / (n − 1) is each metric's rank "
+            "score (1 = best of n teachers). Leave every weight at 0 for no composite."
         )
-        for m, column in zip(metrics, weight_columns, strict=True)
-    }
-weights = {m: w for m, w in weights.items() if w > 0}
+        weight_columns = st.columns(len(metrics))
+        chosen = {
+            m: column.number_input(
+                common.metric_label(m),
+                min_value=0.0,
+                max_value=10.0,
+                step=0.5,
+                key=f"weight_{m}",
+            )
+            for m, column in zip(metrics, weight_columns, strict=True)
+        }
+    chosen = {m: w for m, w in chosen.items() if w > 0}
+    text = ",".join(f"{m}:{w:g}" for m, w in chosen.items())
+    if text:
+        st.query_params[WEIGHTS_PARAM] = text
+    elif WEIGHTS_PARAM in st.query_params:
+        del st.query_params[WEIGHTS_PARAM]
+    st.session_state["_weights_url"] = text or None
+    return chosen
+
+
+weights = url_weights(metrics)
 
 board = board_table(chosen_dataset, chosen_student, tuple(sorted(weights.items())), include)
 config = common.get_config()
@@ -209,16 +241,32 @@ else:
         "This store has no per-trace tables to resample (the published store holds the papers' "
         f"averages only), so every value says “{board_layout.NO_INTERVAL}”."
     )
+
+#: The columns a first look needs; the chooser adds the others.
+DEFAULT_COLUMNS = ("accuracy", "tokens", "fotu", "fotu_before_leak")
+columns_shown = common.url_multiselect(
+    "More columns",
+    [m for m in metrics if m != metric],
+    "columns",
+    default=[m for m in DEFAULT_COLUMNS if m in metrics and m != metric],
+    format_func=common.metric_label,
+    help="The metrics the table shows beside the chosen one (accuracy, tokens, FOTU and FOTU "
+    "before the leak by default). The exports always hold every metric.",
+)
+sort_by = "composite" if weights else metric
 # The chosen metric's columns come first, so they are on screen without scrolling.
-in_order = [metric, *[m for m in metrics if m != metric]]
+in_order = [metric, *[m for m in metrics if m in columns_shown and m != metric]]
 shown = board_layout.uncertainty_board(
     board, interval_rows, in_order, config.low_n_traces, with_composite=bool(weights)
 )
-if weights:
-    order = board["composite_rank"].astype("Float64").fillna(float("inf")).to_numpy()
-    shown = shown.iloc[order.argsort(kind="stable")].reset_index(drop=True)
+# Rows best first on the metric the table is sorted by, reference teachers last.
+shown = shown.iloc[board_layout.rank_order(board, sort_by)].reset_index(drop=True)
 shown = robustness_report.leaderboard_marker(shown, metrics)  # ⇅: see the Robustness page
 change_columns = [c for c in shown.columns if c.endswith(" Δ")]
+st.markdown(
+    f"Sorted by **{markdown_literal(common.metric_label(sort_by))}** "
+    f"(rank 1 first{', reference teachers last' if 'reference' in board else ''})."
+)
 if "reference" in board and board["reference"].any() and not include:
     st.caption(
         f"Rows ranked “{board_layout.REFERENCE_MARK}” are reference teachers (a human solution, "
@@ -245,7 +293,27 @@ def faint_low_n(text: object) -> str:
 
 value_columns = [c for c in shown.columns if c != "teacher" and not c.endswith((" rank", " Δ"))]
 styled = shown.style.map(colour, subset=change_columns).map(faint_low_n, subset=value_columns)
-st.dataframe(styled, hide_index=True, key="leaderboard_table")
+st.dataframe(
+    styled,
+    hide_index=True,
+    key="leaderboard_table",
+    # the teacher stays in view while the metric columns scroll
+    column_config={"teacher": st.column_config.TextColumn("teacher", pinned=True)},
+)
+tied = [m for m in in_order if board_layout.is_tied(board, m)]
+if tied:
+    st.caption(
+        f"“{board_layout.TIED_MARK}”: every ranked teacher has the same "
+        + ", ".join(common.metric_label(m) for m in tied)
+        + ", so it has no rank and no Δ."
+    )
+st.caption(
+    "n differs between columns because each metric rests on different traces: accuracy, tokens, "
+    "redundancy and backtracking on every trace; the transfer metrics (FOTU, SOTU, regression, "
+    "FOTU before leak) on the correct traces that have rollouts, once per student."
+)
+if "fotu" in in_order and (headline := common.leak_headline()):
+    st.warning(markdown_literal(headline) + " *FOTU before leak* keeps the prefixes before it.")
 if "tokens" in metrics:
     st.caption(common.tokens_caption())
 numbers = board_layout.board_numbers(board, interval_rows, metrics)
@@ -265,22 +333,32 @@ with export_right:
     )
 
 focus_options = (["composite"] if weights else []) + metrics
-focus = st.radio(
+# A new metric above shows its own intervals; the URL keeps the choice for a shared link.
+if st.session_state.get("_focus_metric") not in (None, sort_by):
+    st.query_params["focus"] = sort_by
+st.session_state["_focus_metric"] = sort_by
+focus = common.url_select(
     "Rank intervals of",
     focus_options,
+    "focus",
+    default=sort_by,
     format_func=common.metric_label,
-    horizontal=True,
-    # One radio per chosen metric, so choosing another metric above also shows its intervals.
-    key=f"focus_{metric}",
-    index=focus_options.index(metric) if metric in focus_options else 0,
 )
 detail = board_layout.metric_detail(board, interval_rows, focus, config.low_n_traces)
+st.markdown(f"**{markdown_literal(board_layout.verdict(board, interval_rows, focus))}**")
 st.caption(
-    "Rank (upper bound) = 1 + the number of teachers whose 95% value interval lies entirely on "
-    "the better side of this one's. Teachers whose rank intervals overlap are not separated: "
-    "the data cannot tell their order apart."
+    "Teachers whose 95% rank intervals overlap are not separated: the data cannot tell their "
+    "order apart. A teacher is ahead of another when its whole rank interval is better."
 )
-common.table(detail, "leaderboard_rank_intervals")
+common.table(
+    detail.drop(columns=["rank (upper bound)"]),
+    "leaderboard_rank_intervals",
+    formats={
+        "value": lambda v: board_layout.format_value(v, focus),
+        "95% lo": lambda v: board_layout.format_value(v, focus),
+        "95% hi": lambda v: board_layout.format_value(v, focus),
+    },
+)
 
 
 def ci_rows(dataset: str | None, student: str | None, metric: str) -> pd.DataFrame:
@@ -305,14 +383,25 @@ def chart(
         low_n,
     )
     with_ci = table["95% lo"].notna()
+    # reference teachers (unranked) as outlines: for comparison, not one of the models
+    outline = table["rank 95% interval"].eq(board_layout.REFERENCE_MARK).to_numpy()
     figure = go.Figure(
         go.Bar(
             x=plotly_literals(table["teacher"]),
             y=table["value"],
             name=plotly_literal(common.metric_label(metric)),
             marker={
-                "color": ["#aab7c4" if low else "#2e86c1" for low in table["low n"]],
-                "pattern": {"shape": ["/" if low else "" for low in table["low n"]]},
+                "color": [
+                    "rgba(0,0,0,0)" if ref else "#aab7c4" if low else "#2e86c1"
+                    for low, ref in zip(table["low n"], outline, strict=True)
+                ],
+                "line": {"color": ["#555" if ref else "#2e86c1" for ref in outline], "width": 1.5},
+                "pattern": {
+                    "shape": [
+                        "/" if low and not ref else ""
+                        for low, ref in zip(table["low n"], outline, strict=True)
+                    ]
+                },
             },
             error_y={
                 "type": "data",
@@ -321,20 +410,30 @@ def chart(
                 "arrayminus": (table["value"] - table["95% lo"]).where(with_ci),
                 "visible": bool(with_ci.any()),
             },
+            # the table's own formatting, so the chart and the table read the same
             customdata=[
-                [board_layout.format_value(lo, metric), board_layout.format_value(hi, metric), n, r]
-                for lo, hi, n, r in zip(
+                [
+                    board_layout.format_value(lo, metric),
+                    board_layout.format_value(hi, metric),
+                    n,
+                    r,
+                    board_layout.format_value(value, metric),
+                ]
+                for value, lo, hi, n, r in zip(
+                    table["value"],
                     table["95% lo"],
                     table["95% hi"],
-                    table["n traces"].astype(object).where(table["n traces"].notna(), "–"),
+                    table["n traces"].astype(object).where(table["n traces"].notna(), "—"),
                     table["rank 95% interval"],
                     strict=True,
                 )
             ],
-            hovertemplate="%{x}<br>%{y:.4g} [%{customdata[0]}, %{customdata[1]}]"
+            hovertemplate="%{x}<br>%{customdata[4]} [%{customdata[0]}, %{customdata[1]}]"
             "<br>n traces = %{customdata[2]}<br>rank interval %{customdata[3]}<extra></extra>",
         )
     )
+    if metric in views.METRICS and views.METRICS[metric].share:
+        figure.update_yaxes(tickformat=".0%")
     suffix = "95% intervals over problems" if with_ci.any() else board_layout.NO_INTERVAL
     figure.update_layout(
         title=f"{plotly_literal(common.metric_label(metric))} per teacher ({suffix})",

@@ -16,12 +16,31 @@ st.caption(
     "Synthetic traces with planted properties (key facts, answer leaks, repeats, paraphrases, "
     "near-misses, self-corrections and decoys) run through the real stages; each row compares "
     "the planted value with what the pipeline recovered. Held-out templates are wordings no "
-    "detector was developed on. Build a store with `python -m precompute calibrate --store DIR`."
+    "detector was developed on."
 )
 common.page_setup("metric_validity")
-common.need_tables("calibration_report", what="The metric validity page")
 
-report = common.load_table("calibration_report")
+if common.has_table("calibration_report"):
+    report = common.load_table("calibration_report")
+    st.caption(f"Calibration report of the store '{common.store_label()}'.")
+else:
+    # Most stores hold real traces, not planted ones: show the calibration store that ships
+    # with the app, built offline by the project's own command.
+    report = common.bundled_calibration_report()
+    if report is None:
+        st.info(
+            f"The store '{common.store_label()}' has no calibration report, and the bundled "
+            "calibration store has not been built. Build one with "
+            f"`{common.CALIBRATION_COMMAND}` (offline, a few minutes)."
+        )
+        st.stop()
+    st.caption(
+        f"The store '{common.store_label()}' holds no planted traces, so this page shows the "
+        f"bundled calibration store (built with `{common.CALIBRATION_COMMAND}`; "
+        "`python -m precompute calibrate --store DIR` builds your own, and a store chosen in the "
+        "sidebar that has a report is shown instead)."
+    )
+
 properties = sorted(report["property"].unique())
 chosen = common.url_select("Property", [common.ALL, *properties], "property")
 shown = report_view(report, None if chosen == common.ALL else chosen)

@@ -11,6 +11,7 @@ import streamlit as st
 
 from legival_core import oversight
 from legival_core.safe_text import markdown_literal, plotly_literal, plotly_literals
+from legival_core.views.monitoring import NOT_DEFINED, interval_text, monitor_intervals
 from pages import common
 
 st.title("🛡️ Monitoring")
@@ -74,15 +75,22 @@ negative = common.url_select(
     where=right,
     default="sabotage" if "sabotage" in negatives else None,
 )
-view = chosen[chosen["negative_type"] == negative].sort_values("teacher")
+view = monitor_intervals(chosen[chosen["negative_type"] == negative].sort_values("teacher"))
 
 figure = go.Figure()
-for measure in ("precision", "recall", "f1"):
+for measure, how in (("precision", "Wilson"), ("recall", "Wilson"), ("f1", "bootstrap")):
+    defined = view[measure].notna()
     figure.add_trace(
         go.Bar(
-            name=measure,
+            name=f"{measure} ({how} 95%)",
             x=plotly_literals(view["teacher"]),
-            y=view[measure],
+            # an undefined score is a labelled gap, not a bar of height 0
+            y=view[measure].fillna(0.0),
+            text=[None if ok else NOT_DEFINED for ok in defined],
+            textposition="outside",
+            marker_opacity=[1.0 if ok else 0.0 for ok in defined],
+            customdata=view[f"{measure}_n"],
+            hovertemplate="%{x}<br>%{y:.3f} from n = %{customdata}<extra>%{fullData.name}</extra>",
             error_y={
                 "type": "data",
                 "symmetric": False,
@@ -93,12 +101,39 @@ for measure in ("precision", "recall", "f1"):
     )
 figure.update_layout(
     barmode="group",
-    title=f"Detection of invalid traces ({plotly_literal(negative)}), 95% bootstrap intervals",
-    yaxis={"title": "score", "range": [0, 1.05]},
+    title=f"Detection of invalid traces ({plotly_literal(negative)}), 95% intervals",
+    yaxis={"title": "score", "range": [0, 1.12]},
     height=420,
 )
 st.plotly_chart(figure, key="monitor_chart")
-common.table(view, f"monitor_scores_{negative}")
+st.caption(
+    "Precision (tp of the traces called invalid) and recall (tp of the invalid traces) are "
+    "proportions: their bars carry Wilson intervals, which stay wide when they rest on one or "
+    "two traces. F1 carries a bootstrap interval over traces, left out below two traces. "
+    f"“{NOT_DEFINED}”: the score is undefined (e.g. no trace called invalid: no precision)."
+)
+shown = view.assign(
+    **{
+        f"{measure} 95%": [
+            interval_text(lo, hi)
+            for lo, hi in zip(view[f"{measure}_lo"], view[f"{measure}_hi"], strict=True)
+        ]
+        for measure in ("precision", "recall", "f1")
+    }
+)
+order = [
+    c for c in shown.columns if not c.endswith(("_lo", "_hi", " 95%")) and c != "negative_type"
+]
+for measure in ("precision", "recall", "f1"):
+    order.insert(order.index(measure) + 1, f"{measure} 95%")
+common.table(
+    shown[order],
+    f"monitor_scores_{negative}",
+    formats={
+        m: (lambda v: NOT_DEFINED if pd.isna(v) else f"{v:.3f}")
+        for m in ("precision", "recall", "f1")
+    },
+)
 
 st.subheader("Is a more legible teacher easier to monitor?")
 correlation = legibility(N_BOOT, include)
@@ -113,7 +148,7 @@ else:
     for column, measure in zip(columns, ("precision", "recall", "f1"), strict=True):
         row = here[here["measure"] == measure]
         value = float(row["rho"].iloc[0]) if len(row) else float("nan")
-        column.metric(f"ρ(FOTU, {measure})", "n/a" if pd.isna(value) else f"{value:+.3f}")
+        column.metric(f"ρ(FOTU, {measure})", NOT_DEFINED if pd.isna(value) else f"{value:+.3f}")
     st.caption(
         "Spearman ρ across teachers; partial ρ holds the mean token length fixed. The pooled "
         f"row '{oversight.POOLED_DATASETS}' averages each teacher over datasets first."

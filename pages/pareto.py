@@ -7,6 +7,7 @@ import streamlit as st
 
 from legival_core import board as board_layout
 from legival_core import views
+from legival_core.display import format_share
 from legival_core.safe_text import markdown_literal, plotly_literals
 from legival_core.views import figures
 from pages import common
@@ -116,6 +117,8 @@ figure.update_traces(textposition="top center", marker={"size": 12})
 figures.add_frontier(figure, points, x, y)
 front = points[points["frontier"]]
 st.plotly_chart(figure, key="pareto_chart")
+if "fotu" in (x, y) and (headline := common.leak_headline()):
+    st.warning(markdown_literal(headline))
 if len(front):
     st.markdown(markdown_literal(f"On the frontier: {', '.join(map(str, front['teacher']))}"))
 if shares:
@@ -136,5 +139,5 @@ if points["reference"].any() and not include:
 common.table(
     points[["teacher", "family", "frontier", "reference", "on frontier in resamples", *metrics]],
     "pareto",
-    column_config={"on frontier in resamples": st.column_config.NumberColumn(format="percent")},
+    formats={"on frontier in resamples": format_share},
 )

@@ -49,7 +49,7 @@ else:
     beside = views.published_beside(table7, mine, ["accuracy", "tokens", *SHARES[1:]])
     if beside.empty:
         st.info(
-            "None of this store's teachers matches a published model (by short name or "
+            "No teacher of this store matches a published model (by short name or "
             "Hugging Face id) on a published dataset."
         )
     else:

@@ -16,6 +16,7 @@ from legival_core.redundancy_sweep_view import (
     teacher_redundancy_sweep,
 )
 from legival_core.safe_text import plotly_literal
+from legival_core.views.redundancy import sweep_over_datasets
 from pages import common
 
 PALETTE = plotly.colors.qualitative.Plotly
@@ -45,8 +46,9 @@ def sweep(chosen: float) -> pd.DataFrame:
 
 
 table = sweep(chosen)
-dataset = common.url_select("Dataset", sorted(table["dataset"].unique()), "dataset")
-rows = table[table["dataset"] == dataset]
+dataset = common.url_select("Dataset", [common.ALL, *sorted(table["dataset"].unique())], "dataset")
+# "All": the mean over datasets at every τ, the same average as the leaderboard's
+rows = sweep_over_datasets(table) if dataset == common.ALL else table[table["dataset"] == dataset]
 dashed = set() if include else set(common.reference_teachers())
 
 figure = go.Figure()
@@ -63,7 +65,7 @@ for index, (teacher, group) in enumerate(rows.groupby("teacher", sort=True)):
                 "color": PALETTE[index % len(PALETTE)],
                 "dash": "dash" if teacher in dashed else None,
             },
-            hovertemplate="τ = %{x:.2f}<br>redundancy %{y:.3f}<extra>%{fullData.name}</extra>",
+            hovertemplate="τ = %{x:.2f}<br>redundancy %{y:.1%}<extra>%{fullData.name}</extra>",
         )
     )
 figure.add_vline(
@@ -76,7 +78,9 @@ figure.add_vline(
 figure.update_layout(
     height=430,
     xaxis_title="threshold τ",
-    yaxis_title="redundancy share (mean over traces)",
+    yaxis_title="redundancy share (mean over traces"
+    + (", then over datasets)" if dataset == common.ALL else ")"),
+    yaxis_tickformat=".0%",
     yaxis_range=[-0.02, 1.02],
     legend_title_text="teacher",
 )

@@ -11,8 +11,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from legival_core import board as board_layout
 from legival_core import views
-from legival_core.safe_text import plotly_literal
+from legival_core.display import format_share
+from legival_core.safe_text import markdown_literal, plotly_literal, plotly_literals
 from legival_core.views import figures
 from pages import common
 
@@ -45,6 +47,28 @@ def transfer_view(
     return view
 
 
+@common.derived("transfer_coverage")
+def coverage(dataset: str | None, student: str | None, profile: str) -> pd.DataFrame:
+    """Traces measured per (teacher, bin) of the selection (legival_core.views)."""
+    return views.observed_coverage(common.load_rollouts(), dataset, student, profile)
+
+
+@common.derived("transfer_first_measured")
+def first_measured(dataset: str | None, student: str | None) -> pd.DataFrame:
+    return views.first_measured_positions(common.load_rollouts(), dataset, student)
+
+
+@common.derived("transfer_board_fotu")
+def board_fotu(dataset: str | None, student: str | None) -> pd.Series:
+    """The leaderboard's FOTU of each teacher for this selection: the mean over datasets of
+    the stored per-(teacher, dataset) FOTU (of the one student when chosen)."""
+    frame = views.filter_rows(common.load_table("teacher_metrics"), dataset=dataset)
+    if student is not None:
+        per_student = common.student_metrics(views.metrics_profile(common.load_manifest()))
+        frame = views.with_student(frame, per_student, student)
+    return frame.groupby("teacher", observed=True)["fotu"].mean()
+
+
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _figures(
     path: str,
@@ -52,12 +76,54 @@ def _figures(
     selection: tuple[str | None, str | None, str, int],
     picked: tuple[str, ...],
     dashed: tuple[str, ...] = (),
-) -> tuple[go.Figure, go.Figure]:
+) -> tuple[go.Figure, go.Figure, go.Figure]:
     """The two charts of one view (shared, read-only: drawing them does not change them).
     Teachers in ``dashed`` (reference teachers) are drawn as dashed reference lines."""
     view = transfer_view(*selection)
     # the same curve chart as the published snapshot's; bands only when the view has them
     curves = figures.transfer_curves_figure(view, picked, dashed, bands=selection[3] > 0)
+    # Measured vs filled: a marker where at least one trace has a prefix in the bin; the rest
+    # of each line comes from the grid (neighbouring prefixes, the first one back-filled).
+    covered = coverage(selection[0], selection[1], selection[2])
+    for index, teacher in enumerate(picked):
+        line = view.curves[view.curves["teacher"] == teacher].set_index("bin")["mean"]
+        seen = covered[(covered["teacher"] == teacher) & (covered["n_observed"] > 0)]
+        seen = seen[seen["bin"].isin(line.index)]
+        if seen.empty:
+            continue
+        curves.add_trace(
+            go.Scatter(
+                x=seen["x"],
+                y=line.loc[seen["bin"]].to_numpy(),
+                mode="markers",
+                marker={"color": figures.PALETTE[index % len(figures.PALETTE)], "size": 6},
+                name=f"{plotly_literal(teacher)} measured",
+                legendgroup=plotly_literal(teacher),
+                showlegend=False,
+                customdata=seen[["n_observed", "n_traces"]].to_numpy(),
+                hovertemplate="x = %{x:.2f}: measured for %{customdata[0]} of %{customdata[1]} "
+                "traces<extra>%{fullData.name}</extra>",
+            )
+        )
+    strip = covered[covered["teacher"].isin(picked)]
+    coverage_figure = go.Figure(
+        go.Heatmap(
+            x=strip["x"],
+            y=plotly_literals(strip["teacher"]),
+            z=strip["n_observed"],
+            colorscale="Greys",
+            colorbar={"title": {"text": "traces"}},
+            customdata=strip["n_traces"],
+            hovertemplate="%{y}, x = %{x:.2f}<br>measured for %{z} of %{customdata} traces"
+            "<extra></extra>",
+        )
+    )
+    coverage_figure.update_layout(
+        height=90 + 28 * max(1, len(picked)),
+        margin={"t": 30, "b": 40},
+        title="Traces measured per bin (the rest of each curve is filled in)",
+        xaxis={"title": "share of the trace shown (x = k / m)", "range": [0, 1]},
+    )
 
     hazards = go.Figure()
     shown = view.hazards[view.hazards["teacher"].isin(picked)]
@@ -79,7 +145,7 @@ def _figures(
         yaxis_title="share",
         legend_title_text="teacher",
     )
-    return curves, hazards
+    return curves, hazards, coverage_figure
 
 
 table = common.fresh_curves()
@@ -116,10 +182,25 @@ selection = (
 view = transfer_view(*selection)
 
 teachers = sorted(view.curves["teacher"].unique())
-picked = st.multiselect("Teachers", teachers, default=teachers, key="curve_teachers")
+picked = common.url_multiselect("Teachers", teachers, "teachers", default=teachers)
 dashed = () if include else tuple(t for t in common.reference_teachers() if t in picked)
-curve_figure, hazard_figure = _figures(*common.store_key(), selection, tuple(picked), dashed)
+curve_figure, hazard_figure, coverage_figure = _figures(
+    *common.store_key(), selection, tuple(picked), dashed
+)
 st.plotly_chart(curve_figure, key="curves_chart")
+if headline := common.leak_headline():
+    st.warning(markdown_literal(headline))
+st.plotly_chart(coverage_figure, key="coverage_chart")
+firsts = first_measured(selection[0], selection[1])
+firsts = firsts[firsts["teacher"].isin(picked)]
+if len(firsts):
+    st.caption(
+        f"Dots mark the bins where some trace was measured; the line between them is filled in "
+        f"by the profile's grid, and left of a trace's first measured prefix it repeats that "
+        f"prefix's value. Median first measured x = {firsts['first_x'].median():.2f}; "
+        f"{int(firsts['whole_only'].sum())} of {len(firsts)} traces were measured only on the "
+        "whole trace (k = m)."
+    )
 if dashed:
     st.caption(
         "Dashed curves are reference teachers (a human solution, a gold rationale), drawn for "
@@ -139,8 +220,29 @@ if PROFILES[profile].pool_baseline:
         "the student solves without any prefix has its hazard in bin 1, and the curve's first "
         "bin mixes k = 0 with the shortest prefixes."
     )
-st.caption("Pooled over the selected traces (not averaged over datasets as the leaderboard is).")
-common.table(view.summary[view.summary["teacher"].isin(picked)], "transfer_summary")
+summary = view.summary[view.summary["teacher"].isin(picked)]
+pooled_labels = {
+    name: f"{common.metric_label(name)}, traces pooled"
+    for name in ("fotu", "sotu", "never_solved", "regression_rate", "baseline", "lift")
+}
+if profile == views.metrics_profile(common.load_manifest()):
+    # the leaderboard's number under its own name, beside the pooled one
+    fotu = board_fotu(selection[0], selection[1])
+    summary = summary.assign(board_fotu=summary["teacher"].map(fotu))
+    pooled_labels["board_fotu"] = "FOTU"
+    summary = summary[
+        ["teacher", "board_fotu", *[c for c in summary if c not in ("teacher", "board_fotu")]]
+    ]
+st.caption(
+    "“…, traces pooled”: every selected trace weighs the same, whatever its dataset. *FOTU* is "
+    "the leaderboard's number: the mean over datasets of each dataset's FOTU."
+)
+common.table(
+    summary,
+    "transfer_summary",
+    labels=pooled_labels,
+    formats={"board_fotu": lambda v: board_layout.format_value(v, "fotu")},
+)
 
 st.subheader("Before the answer leaks")
 st.caption(
@@ -164,7 +266,20 @@ def leaks_of(dataset: str | None, student: str | None) -> pd.DataFrame:
 columns = common.load_table("trace_transfer").columns if common.has_table("trace_transfer") else []
 if {"leak_k", "fotu_before_leak"} <= set(columns):
     leaks = leaks_of(selection[0], selection[1])
-    common.table(leaks[leaks["teacher"].isin(picked)], "transfer_leaks")
+    common.table(
+        leaks[leaks["teacher"].isin(picked)],
+        "transfer_leaks",
+        labels={
+            "fotu": "FOTU, pairs pooled",
+            "fotu_before_leak": "FOTU before leak, pairs pooled",
+            "share_at_or_after_leak": "share of first solves at or after the leak",
+            "at_or_after_leak": "first solves at or after the leak",
+            "first_solves": "first solves",
+            "leaks": "pairs whose trace leaks",
+            "pairs": "(trace, student) pairs",
+        },
+        formats={"share_at_or_after_leak": format_share},
+    )
 else:
     st.info(
         "This store has no leak points yet (`trace_transfer` without `leak_k`): rerun the "

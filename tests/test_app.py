@@ -101,10 +101,12 @@ def detail(at: AppTest) -> pd.DataFrame:
 
 
 def test_leaderboard_ranks_equal_rank_table(toy_store: Store, monkeypatch) -> None:
-    at = run_page("leaderboard", monkeypatch, [toy_store])
-    shown = at.dataframe[0].value
+    at = run_page("leaderboard", monkeypatch, [toy_store], {"metric": "accuracy"})
     stored = toy_store.read("teacher_metrics")
     metrics = views.ranked_metrics(stored)
+    # every metric's columns (the default shows a few)
+    at.multiselect(key="qp_leaderboard_columns").set_value(metrics[1:]).run()
+    shown = at.dataframe[0].value
     expected = stats.rank_table(
         stored[["teacher", "dataset", *metrics]],
         {m: views.METRICS[m].higher_is_better for m in metrics if m != "accuracy"},
@@ -112,6 +114,9 @@ def test_leaderboard_ranks_equal_rank_table(toy_store: Store, monkeypatch) -> No
     assert shown["teacher"].tolist() == expected["teacher"].tolist()
     for metric in metrics:
         label = views.METRICS[metric].label
+        if board_layout.is_tied(expected, metric):  # equal for every teacher: no ranking
+            assert set(shown[f"{label} rank"]) == {board_layout.TIED_MARK}, metric
+            continue
         # "2 (1–3)": the rank first, then its 95% interval
         ranks = [int(text.split()[0]) for text in shown[f"{label} rank"]]
         assert ranks == expected[f"{metric}_rank"].tolist()
@@ -123,6 +128,12 @@ def test_leaderboard_ranks_equal_rank_table(toy_store: Store, monkeypatch) -> No
         text = getattr(row, "_" + str(list(shown.columns).index("Tokens Δ") + 1))
         assert text == (f"▲ {change}" if change > 0 else f"▼ {-change}" if change else "=")
     assert dict(at.query_params)["store"] == "toy"
+    # another metric: the rows follow its rank (they stayed in accuracy order before)
+    next(s for s in at.selectbox if s.label == "Metric").select("tokens").run()
+    shown = at.dataframe[0].value
+    by_tokens = expected.sort_values(["tokens_rank", "accuracy_rank"], kind="stable")
+    assert shown["teacher"].tolist() == by_tokens["teacher"].tolist()
+    assert shown.columns[1] == "Tokens"
 
 
 def test_leaderboard_dataset_filter_changes_table_and_figure(toy_store: Store, monkeypatch):
@@ -155,7 +166,10 @@ def test_leaderboard_composite_and_exports(toy_store: Store, monkeypatch):
     at = run_page("leaderboard", monkeypatch, [toy_store])
     next(n for n in at.number_input if n.key == "weight_accuracy").set_value(2.0)
     next(n for n in at.number_input if n.key == "weight_fotu").set_value(1.0).run()
-    at.radio(key="focus_fotu").set_value("composite").run()
+    # the weighted composite becomes the sorting metric, and its rank intervals show
+    focus = next(s for s in at.selectbox if s.label == "Rank intervals of")
+    assert focus.value == "composite"
+    focus.select("composite").run()
     shown = detail(at).set_index("teacher")
     board_table = views.leaderboard(toy_store.read("teacher_metrics"))
     expected = views.composite_score(board_table, {"accuracy": 2.0, "fotu": 1.0})
@@ -212,18 +226,35 @@ def test_transfer_curves_equal_library_and_follow_filters(toy_store: Store, monk
     assert at.query_params["profile"] == "release"
 
 
+def pooled_summary(at: AppTest) -> pd.DataFrame:
+    """The transfer page's summary with its "…, traces pooled" headers back to field names."""
+    table = at.dataframe[0].value.set_index("teacher")
+    names = {
+        f"{views.METRICS[c].label if c in views.METRICS else c}, traces pooled": c
+        for c in ("fotu", "sotu", "never_solved", "regression_rate", "baseline", "lift")
+    }
+    return table.rename(columns=names)
+
+
 def test_transfer_hazards_and_summary(toy_store: Store, monkeypatch):
     at = run_page("transfer", monkeypatch, [toy_store], {"student": "stu-tiny"})
     rollouts = toy_store.read("rollouts")
     tiny = rollouts[rollouts["student"] == "stu-tiny"]
-    summary = at.dataframe[0].value.set_index("teacher")
+    summary = pooled_summary(at)
     expected = transfer.teacher_metrics(tiny, n_boot=0, by="teacher").set_index("teacher")
     for column in ("fotu", "sotu", "never_solved", "regression_rate", "baseline", "lift"):
         np.testing.assert_allclose(summary[column], expected.loc[summary.index, column])
     # alpha-mini has one never-solved trace out of its correct ones for the tiny student
     alpha = tiny[tiny["teacher"] == "alpha-mini"]["trace_id"].nunique()
     assert summary.loc["alpha-mini", "never_solved"] == pytest.approx(1 / alpha)
-    hazard = figures(at)[1]
+    # beside the pooled numbers, "FOTU" is the leaderboard's: the mean over datasets of the
+    # one student's per-dataset FOTU
+    per_dataset = transfer.teacher_metrics(tiny, n_boot=0, by=("teacher", "dataset"))
+    board_fotu = per_dataset.groupby("teacher")["fotu"].mean()
+    shown = at.dataframe[0].value.set_index("teacher")["FOTU"]
+    np.testing.assert_allclose(shown, board_fotu.loc[shown.index])
+    # the curves, the coverage strip of measured bins, then the hazard bars
+    hazard = next(f for f in figures(at) if f["data"] and f["data"][0]["type"] == "bar")
     alpha_bars = next(d for d in hazard["data"] if d["name"] == "alpha-mini")
     shares = dict(zip(values(alpha_bars["x"]), values(alpha_bars["y"]), strict=True))
     assert shares[0.0] == pytest.approx(1 / alpha)  # bin 0 = never solved
@@ -240,7 +271,7 @@ def test_transfer_profile_toggle_switches_every_number(toy_store: Store, monkeyp
         mine = curves[curves["teacher"] == teacher]["mean"].to_numpy()
         np.testing.assert_allclose(values(lines[teacher]["y"]), mine)
     # every number of the summary is the release's
-    summary = at.dataframe[0].value.set_index("teacher")
+    summary = pooled_summary(at)
     release = transfer.teacher_metrics(rollouts, "release", n_boot=0, by="teacher")
     paper = transfer.teacher_metrics(rollouts, n_boot=0, by="teacher").set_index("teacher")
     release = release.set_index("teacher")
@@ -251,7 +282,8 @@ def test_transfer_profile_toggle_switches_every_number(toy_store: Store, monkeyp
         assert not np.allclose(release[column], paper[column]), column  # the toggle matters
     # the hazard histogram: release hazards (k = 0 included, release bins)
     traces = transfer.trace_metrics(rollouts, profile="release")
-    hazard = figures(at)[1]
+    # the curves, the coverage strip of measured bins, then the hazard bars
+    hazard = next(f for f in figures(at) if f["data"] and f["data"][0]["type"] == "bar")
     for teacher in app_fixtures.TEACHERS:
         bars = next(d for d in hazard["data"] if d["name"] == teacher)
         mine = traces[traces["teacher"] == teacher]["hazard_bin"]
@@ -262,7 +294,7 @@ def test_transfer_profile_toggle_switches_every_number(toy_store: Store, monkeyp
         np.testing.assert_allclose([got.get(b, 0.0) for b in range(51)], want)
     # back to paper: the summary follows
     select(at, "Profile").select("paper").run()
-    summary = at.dataframe[0].value.set_index("teacher")
+    summary = pooled_summary(at)
     for column in columns:
         np.testing.assert_allclose(summary[column], paper.loc[summary.index, column])
 
@@ -291,7 +323,7 @@ def heat_z(figure: dict[str, Any]) -> np.ndarray:
 
 
 def test_correlation_heatmap_equals_spearman_matrix(toy_store: Store, monkeypatch):
-    at = run_page("correlations", monkeypatch, [toy_store])
+    at = run_page("correlations", monkeypatch, [toy_store], {"level": "model"})
     figure = figures(at)[0]
     heat = figure["data"][0]
     frame = views.model_level_frame(toy_store.read("teacher_metrics"))
@@ -337,7 +369,7 @@ def test_decomposition_waterfall_on_published_numbers(published_store: Store, mo
         {"dataset": "CogniLoad", "teacher": "GPT-5", "reference": "o3"},
     )
     board = at.dataframe[0].value
-    assert board.iloc[0]["model"] == "o3" and board.iloc[0]["e0_rank"] == 1
+    assert board.iloc[0]["model"] == "o3" and board.iloc[0]["e0 rank"] == 1  # (tidy header)
     waterfall = next(f for f in figures(at) if f["data"][0]["type"] == "waterfall")["data"][0]
     bars = dict(zip(waterfall["x"], values(waterfall["y"]), strict=True))
     # Published: E0 13.41 vs 15.25 (x100), r_ctx 98 vs 98, r_logic 95 vs 91.
@@ -349,7 +381,7 @@ def test_decomposition_waterfall_on_published_numbers(published_store: Store, mo
     assert bars["−Δlog κ"] == pytest.approx(-math.log(0.58 / 0.60))
     relative = [v for k, v in bars.items() if k != "Δlog E0"]
     assert sum(relative) == pytest.approx(bars["Δlog E0"])
-    modes = at.dataframe[1].value.set_index("model")["failure_mode"]
+    modes = at.dataframe[1].value.set_index("model")["failure mode"]  # (tidy header)
     assert modes["o3"] == "no-shortfall"
     assert set(modes) <= {
         "no-shortfall",
@@ -369,8 +401,8 @@ def test_decomposition_audits_on_toy_store(toy_store: Store, monkeypatch):
     tables = [d.value for d in at.dataframe]
     audits = next(t for t in tables if "audit" in t.columns)
     assert set(audits["audit"]) == {"leave_self_out", "leave_top_k", "held_out_pools"}
-    concentration = next(t for t in tables if "top1_share" in t.columns)
-    assert 0 < concentration["top1_share"].item() <= 1
+    concentration = next(t for t in tables if "top1 share" in t.columns)  # (tidy header)
+    assert 0 < concentration["top1 share"].item() <= 1
     board = tables[0]
     stored = toy_store.read("decomposition")
     stored = stored[(stored.benchmark == "toy-math") & (stored.layer == "solver")]
@@ -454,7 +486,7 @@ def test_published_tables_and_matching_teachers(toy_store: Store, tmp_path: Path
     at = run_page("published", monkeypatch, [toy_store])
     table7 = at.dataframe[0].value
     expected = published.legival_table7()
-    np.testing.assert_allclose(table7["fotu"], expected["fotu"])
+    np.testing.assert_allclose(table7["FOTU"], expected["fotu"])  # (tidy header)
     assert len(at.dataframe[-1].value) == 25  # CogniLoad rows
 
     # A store whose teacher carries a published Hugging Face id shows up beside the paper.
@@ -472,11 +504,11 @@ def test_published_tables_and_matching_teachers(toy_store: Store, tmp_path: Path
         ),
     )
     at = run_page("published", monkeypatch, [mine])
-    beside = next(d.value for d in at.dataframe if "your_teacher" in d.value.columns)
+    beside = next(d.value for d in at.dataframe if "your teacher" in d.value.columns)
     row = beside.iloc[0]
-    assert (row["model"], row["your_teacher"], row["fotu_yours"]) == ("qwen3-8b", "my-qwen", 0.4)
+    assert (row["model"], row["your teacher"], row["fotu yours"]) == ("qwen3-8b", "my-qwen", 0.4)
     paper = expected[(expected.model == "qwen3-8b") & (expected.dataset == "MATH")]
-    assert row["fotu_published"] == pytest.approx(paper["fotu"].item())
+    assert row["fotu published"] == pytest.approx(paper["fotu"].item())
 
 
 def test_about_lists_tables_and_hides_paths_when_readonly(toy_store: Store, monkeypatch):

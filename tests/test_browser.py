@@ -146,7 +146,8 @@ def test_leaderboard_filters_and_draws(page: Any, server: str, toy_store: Any) -
 
 def test_transfer_curves_draw_bands_and_hazards(page: Any, server: str) -> None:
     open_page(page, f"{server}/transfer?store=toy&student=stu-tiny")
-    assert drawn(page, ".js-plotly-plot", at_least=2) == 2
+    # the curves, the strip of measured bins, the hazards
+    assert drawn(page, ".js-plotly-plot", at_least=3) == 3
     assert drawn(page, ".js-plotly-plot .scatterlayer .trace", at_least=6) >= 6  # bands, lines
     assert drawn(page, ".js-plotly-plot .barlayer .trace", at_least=3) == 3
     screenshot(page, "transfer")

@@ -166,7 +166,7 @@ def test_transfer_page_on_the_demo_shows_the_current_definitions(
     at.switch_page("pages/transfer.py")
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    summary = next(d.value for d in at.dataframe if "sotu" in d.value.columns)
+    summary = next(d.value for d in at.dataframe if "SOTU, traces pooled" in d.value.columns)
     summary = summary.set_index("teacher")
     # With every dataset selected the page pools the traces (it says so), unlike the
     # leaderboard's mean over datasets: one pseudo-dataset gives the pooled numbers.
@@ -174,10 +174,17 @@ def test_transfer_page_on_the_demo_shows_the_current_definitions(
     expected = teacher_metrics(rollouts, profile=profile, n_boot=0)
     expected = expected.groupby("teacher")[["fotu", "sotu"]].mean()
     for teacher, row in expected.iterrows():
-        assert summary.loc[teacher, "fotu"] == pytest.approx(row["fotu"]), teacher
-        assert summary.loc[teacher, "sotu"] == pytest.approx(row["sotu"], nan_ok=True), teacher
+        pooled = summary.loc[teacher]  # headed by their own name: "…, traces pooled"
+        assert pooled["FOTU, traces pooled"] == pytest.approx(row["fotu"]), teacher
+        sotu = pooled["SOTU, traces pooled"]
+        if isinstance(sotu, str):  # a column with an undefined SOTU is shown as its text
+            from legival_core.display import format_share
+
+            assert sotu == format_share(row["sotu"]), teacher
+        else:
+            assert sotu == pytest.approx(row["sotu"], nan_ok=True), teacher
     # "Before the answer leaks": first solves at or after the leak, counted with plain loops.
-    leaks = next(d.value for d in at.dataframe if "share_at_or_after_leak" in d.value.columns)
+    leaks = next(d.value for d in at.dataframe if "first solves" in d.value.columns)
     leaks = leaks.set_index("teacher")
     stored = demo.read("trace_transfer").set_index(["trace_id", "student"])
     counts: dict[str, list[int]] = {}
@@ -190,5 +197,5 @@ def test_transfer_page_on_the_demo_shows_the_current_definitions(
             tally[0] += 1
             tally[1] += int(not pd.isna(leak) and solved[0] >= int(leak))
     for teacher, (first, after) in counts.items():
-        assert leaks.loc[teacher, "first_solves"] == first, teacher
-        assert leaks.loc[teacher, "at_or_after_leak"] == after, teacher
+        assert leaks.loc[teacher, "first solves"] == first, teacher
+        assert leaks.loc[teacher, "first solves at or after the leak"] == after, teacher

@@ -92,7 +92,7 @@ def test_reward_page_shows_the_oversight_rhos(monkeypatch: pytest.MonkeyPatch, s
     table = at.dataframe[0].value.set_index("teacher")
     for row in teachers.itertuples():
         assert table.loc[row.teacher, "score"] == pytest.approx(row.score)
-        assert table.loc[row.teacher, "fotu"] == pytest.approx(row.fotu)
+        assert table.loc[row.teacher, "FOTU"] == pytest.approx(row.fotu)
     assert any(b.label == "Download CSV" for b in at.get("download_button"))
 
 
@@ -155,13 +155,22 @@ def test_monitoring_page_matches_the_scores(monkeypatch: pytest.MonkeyPatch, sto
     # Default negatives: the pooled sabotage set.
     view = scores[(scores.dataset == "toy-math") & (scores.negative_type == "sabotage")]
     shown = at.dataframe[0].value.set_index("teacher")
+
+    def text(value: float) -> str:  # the page writes an undefined score as "n/a"
+        return "n/a" if pd.isna(value) else f"{value:.3f}"
+
+    def same(cell: object, value: float) -> bool:
+        return cell == text(value) if isinstance(cell, str) else cell == pytest.approx(value)
+
     for row in view.itertuples():
-        assert shown.loc[row.teacher, "precision"] == pytest.approx(row.precision, nan_ok=True)
-        assert shown.loc[row.teacher, "recall"] == pytest.approx(row.recall, nan_ok=True)
-        assert shown.loc[row.teacher, "f1_lo"] == pytest.approx(row.f1_lo, nan_ok=True)
+        assert same(shown.loc[row.teacher, "precision"], row.precision)
+        assert same(shown.loc[row.teacher, "recall"], row.recall)
     # alpha-mini's monitor is perfect by construction; beta-large's calls everything invalid.
-    assert shown.loc["alpha-mini", "precision"] == 1.0 and shown.loc["alpha-mini", "recall"] == 1.0
-    assert shown.loc["beta-large", "recall"] == 1.0 and shown.loc["beta-large", "precision"] < 1
+    assert same(shown.loc["alpha-mini", "precision"], 1.0)
+    assert same(shown.loc["alpha-mini", "recall"], 1.0)
+    assert same(shown.loc["beta-large", "recall"], 1.0)
+    beta = view.set_index("teacher").loc["beta-large", "precision"]
+    assert beta < 1 and same(shown.loc["beta-large", "precision"], beta)
     here = legibility[
         (legibility.dataset == "toy-math") & (legibility.negative_type == "sabotage")
     ].set_index("measure")
@@ -170,7 +179,9 @@ def test_monitoring_page_matches_the_scores(monkeypatch: pytest.MonkeyPatch, sto
         rho = here.loc[measure, "rho"]
         assert values[f"ρ(FOTU, {measure})"] == ("n/a" if pd.isna(rho) else f"{rho:+.3f}")
     bars = figures(at)[0]
-    assert [t["name"] for t in bars["data"]] == ["precision", "recall", "f1"]
+    assert [t["name"] for t in bars["data"]] == [
+        "precision (Wilson 95%)", "recall (Wilson 95%)", "f1 (bootstrap 95%)"
+    ]  # fmt: skip
 
 
 def test_monitoring_page_highlights_a_sabotage_safely(

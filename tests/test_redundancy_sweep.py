@@ -210,7 +210,7 @@ def test_redundancy_page_plots_the_stored_similarities_swept(
         board = at.dataframe[0].value.set_index("teacher")
         column = int(np.flatnonzero(taus == tau)[0])
         for teacher, curve in expected.items():
-            assert board.loc[teacher, "redundancy"] == pytest.approx(curve[column])
+            assert board.loc[teacher, "Redundancy"] == pytest.approx(curve[column])
 
 
 def test_teacher_sweep_equals_a_loop_over_traces_on_random_stores() -> None:

@@ -284,13 +284,16 @@ def test_a_shared_url_includes_references(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def _demo_page(monkeypatch: pytest.MonkeyPatch, page: str, include: bool) -> AppTest:
-    """The demo store's ``page`` with the reference switch set through the URL."""
+    """The demo store's ``page`` with the reference switch set through the URL (the
+    correlations page at model level, which counts teachers)."""
     monkeypatch.delenv("LEGIVAL_STORE", raising=False)
     monkeypatch.delenv("LEGIVAL_READONLY", raising=False)
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()
     at.switch_page(f"pages/{page}.py")
     at.query_params["references"] = "include" if include else "exclude"
+    if page == "correlations":
+        at.query_params["level"] = "model"
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.toggle(key="include_references").value is include
@@ -339,5 +342,5 @@ def test_teacher_level_correlations_count_the_reference_only_when_included(
         rho = next(d.value for d in at.dataframe if "level" in d.value.columns)
         assert set(rho.loc[rho["level"] == "teacher", "n"]) == {n}
         at = _demo_page(monkeypatch, "monitoring", include)
-        legibility = next(d.value for d in at.dataframe if "partial_rho" in d.value.columns)
+        legibility = next(d.value for d in at.dataframe if "partial rho" in d.value.columns)
         assert legibility.loc[legibility["measure"] == "recall", "n"].max() == n

@@ -17,8 +17,11 @@ from legival_core.stats import (
     partial_spearman,
     rank_stability,
     rank_table,
+    significance_marks,
     spearman,
     spearman_matrix,
+    spearman_permutation_p,
+    wilson_interval,
 )
 
 PUBLISHED_METRICS = {
@@ -176,13 +179,101 @@ def test_spearman_matrix_by_hand_with_pairwise_nan():
     )
     rho, p = spearman_matrix(df, ["a", "b", "c", "d"])
     assert rho.loc["a", "b"] == pytest.approx(0.8)
-    assert rho.loc["a", "c"] == pytest.approx(-1.0) and p.loc["a", "c"] == 0.0
+    assert rho.loc["a", "c"] == pytest.approx(-1.0)
     assert rho.loc["b", "c"] == pytest.approx(-0.8)
     assert rho.loc["a", "d"] == pytest.approx(0.8)
     assert (np.diag(rho.to_numpy()) == 1.0).all()
-    # p for rho = 0.8, n = 5: t = 0.8 sqrt(3 / 0.36) = 2.3094, two-sided with 3 dof -> 0.1041
-    assert p.loc["a", "b"] == pytest.approx(0.1041, abs=1e-4)
+    # n <= 10: exact permutation p. n = 5: rho = 1 - sum d^2 / 20, |rho| >= 0.8 <=> sum d^2 <= 4
+    # or >= 36. sum d^2 = 0: the identity (1); = 2: one adjacent swap (4); = 4: two disjoint
+    # adjacent swaps (12)(34), (12)(45), (23)(45) (3); a 3-cycle already gives 6. Reversing
+    # maps sum d^2 to 40 - sum d^2, so 8 more at >= 36: p = 16 / 120.
+    assert p.loc["a", "b"] == pytest.approx(16 / 120, abs=1e-12)
+    # rho = -1 at n = 5: only the reversal and the identity are as extreme, 2 / 120
+    assert p.loc["a", "c"] == pytest.approx(2 / 120, abs=1e-12)
+    # a, d on rows 0..3 (n = 4): rho = 1 - sum d^2 / 10, |rho| >= 0.8 <=> sum d^2 <= 2 or
+    # >= 18: identity 1, adjacent swaps 3, and their reversals 3 + 1: p = 8 / 24
+    assert p.loc["a", "d"] == pytest.approx(8 / 24, abs=1e-12)
     assert spearman([1, 2], [2, 1]).n == 2 and math.isnan(spearman([1, 2], [2, 1]).rho)
+
+
+def test_exact_spearman_p_at_four_teachers_by_hand():
+    # n = 4, rho = 1: of the 4! = 24 pairings only the identity (rho = 1) and the reversal
+    # (rho = -1) have |rho| >= 1, so the two-sided p is 2 / 24 = 0.0833, never 0.
+    result = spearman([0.1, 0.2, 0.3, 0.4], [10, 20, 30, 40])
+    assert result.rho == 1.0 and result.n == 4
+    assert result.pvalue == pytest.approx(2 / 24, abs=1e-12)
+    assert result.method == "exact permutation"
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]).pvalue == pytest.approx(2 / 24, abs=1e-12)
+    # No star at n = 4, however small p is; from n = 5 the usual thresholds.
+    assert significance_marks(result.pvalue, result.n) == ""
+    assert significance_marks(0.0001, 4) == ""
+    assert significance_marks(0.0001, 5) == "***" and significance_marks(0.04, 5) == "*"
+
+
+def test_exact_spearman_p_with_ties_by_hand():
+    # x = 1, 2, 3; y = 1, 1, 2 (ranks 1.5, 1.5, 3). The 3! = 6 pairings give S = sum x_i y_i
+    # (doubled ranks 2,4,6 and 3,3,6): y-orders (3,3,6) -> 6+12+36 = 54 twice, (3,6,3) -> 6+24+18
+    # = 48 twice, (6,3,3) -> 12+12+18 = 42 twice. E[S] = 48, observed 54: |54-48| >= 6 for the
+    # four pairings at 54 or 42, so p = 4 / 6.
+    assert spearman_permutation_p([1, 2, 3], [1.5, 1.5, 3]) == pytest.approx(4 / 6, abs=1e-12)
+    result = spearman([1, 2, 3], [1, 1, 2])
+    assert result.rho == pytest.approx(math.sqrt(3) / 2)  # cov 1.5 / sqrt(2 * 1.5)
+    assert result.pvalue == pytest.approx(4 / 6, abs=1e-12)
+
+
+def test_spearman_above_ten_uses_the_stated_t_approximation():
+    # n = 11, y = x with the first two swapped: sum d^2 = 2, rho = 1 - 12 / (11 * 120)
+    x = list(range(1, 12))
+    y = [2, 1, *range(3, 12)]
+    result = spearman(x, y)
+    rho = 1 - 12 / 1320
+    assert result.rho == pytest.approx(rho, abs=1e-12) and result.method == "t"
+    from scipy import stats as scipy_stats
+
+    t = rho * math.sqrt(9 / (1 - rho * rho))
+    assert result.pvalue == pytest.approx(2 * scipy_stats.t.sf(t, 9), rel=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=3, max_size=6), st.integers(0, 1000))
+def test_property_exact_spearman_p_is_the_enumerated_share(ys, seed):
+    """The counted p equals listing every pairing (ties included) for n <= 6."""
+    import itertools
+
+    from scipy import stats as scipy_stats
+
+    xs = np.random.default_rng(seed).permutation(len(ys)).astype(float)
+    x_ranks = scipy_stats.rankdata(xs)
+    y_ranks = scipy_stats.rankdata(ys)
+    observed = abs(float(x_ranks @ y_ranks) - x_ranks.sum() * y_ranks.sum() / len(ys))
+    extreme = [
+        abs(float(x_ranks @ np.array(order)) - x_ranks.sum() * y_ranks.sum() / len(ys))
+        >= observed - 1e-9
+        for order in itertools.permutations(y_ranks)
+    ]
+    assert spearman_permutation_p(x_ranks, y_ranks) == pytest.approx(np.mean(extreme), abs=1e-12)
+
+
+def test_wilson_interval_by_hand():
+    # z = 1.959964, z^2 = 3.841459. k = 0, n = 1: p = 0, scale = 1 + z^2 = 4.841459,
+    # centre = (z^2 / 2) / scale = 0.396725, half = z sqrt(z^2 / 4) / scale = 0.396725
+    # -> [0, 0.793451]: one failure is far from "certainly 0".
+    ci = wilson_interval(0, 1)
+    assert ci.estimate == 0.0 and ci.lo == 0.0 and ci.n == 1
+    assert ci.hi == pytest.approx(3.841459 / 4.841459, abs=1e-6)
+    # k = 1, n = 1: the mirror image, [0.206549, 1]
+    assert wilson_interval(1, 1).lo == pytest.approx(1 / 4.841459, abs=1e-6)
+    assert wilson_interval(1, 1).hi == 1.0
+    # k = 5, n = 10: p = 0.5, scale = 1.3841459, centre = 0.5,
+    # half = 1.959964 sqrt(0.025 + 3.841459 / 400) / 1.3841459 = 1.959964 * 0.186021 / 1.384146
+    #      = 0.263407 -> [0.236593, 0.763407]
+    ci = wilson_interval(5, 10)
+    assert ci.lo == pytest.approx(0.5 - 0.263407, abs=1e-5)
+    assert ci.hi == pytest.approx(0.5 + 0.263407, abs=1e-5)
+    # undefined (a precision with no positive prediction): NaN, not 0
+    assert all(math.isnan(v) for v in wilson_interval(0, 0)[:3])
+    with pytest.raises(ValueError, match="successes"):
+        wilson_interval(3, 2)
 
 
 def test_partial_spearman_by_hand():

@@ -100,7 +100,16 @@ def test_hand_worked_rank_intervals_on_the_page(hand_store: Store, monkeypatch) 
     assert table.loc["ace", "rank 95% interval"] == "1–1"
     assert table.loc["twin-a", "rank 95% interval"] == "2–2"
     assert table.loc["twin-b", "rank 95% interval"] == "2–2"
-    assert table["rank (upper bound)"].to_dict() == {"ace": 1, "twin-a": 2, "twin-b": 2}
+    # the one-line verdict above the table: ace's interval 1-1 lies above both twins' 2-2
+    verdicts = [
+        m.value.replace("\\", "")
+        for m in at.markdown
+        if "ahead" in m.value or "separated" in m.value
+    ]  # (Markdown escapes removed)
+    assert verdicts == [
+        "**On Tokens, ace is ahead of twin-a and twin-b; the others are not separated from "
+        "each other.**"
+    ], verdicts
     assert table.loc["ace", "not separated from"] == ""
     assert table.loc["twin-a", "not separated from"] == "twin-b"
     assert table.loc["twin-b", "not separated from"] == "twin-a"
@@ -130,7 +139,10 @@ def test_hand_worked_composite_interval(hand_store: Store, monkeypatch) -> None:
     at = leaderboard(monkeypatch, str(hand_store.path), {"metric": "tokens"})
     next(n for n in at.number_input if n.key == "weight_accuracy").set_value(1.0)
     next(n for n in at.number_input if n.key == "weight_tokens").set_value(1.0).run()
-    at.radio(key="focus_tokens").set_value("composite").run()
+    # the weighted composite becomes the sorting metric, and its rank intervals show
+    focus = next(s for s in at.selectbox if s.label == "Rank intervals of")
+    assert focus.value == "composite"
+    focus.select("composite").run()
     table = detail(at).set_index("teacher")
     assert table["value"].to_dict() == pytest.approx({"ace": 1.0, "twin-a": 0.75, "twin-b": 0.75})
     assert table["95% lo"].to_dict() == pytest.approx({"ace": 1.0, "twin-a": 0.75, "twin-b": 0.75})
@@ -198,12 +210,17 @@ def test_correlations_show_n_and_fade_few_points(tmp_path: Path, monkeypatch) ->
     from tests.app_fixtures import build_store
 
     store = build_store(tmp_path / "toy")
-    at = open_page(monkeypatch, str(store.path), "correlations", {})
+    # trace level is the default; model level asked for by the URL
+    at = open_page(monkeypatch, str(store.path), "correlations", {"level": "model"})
     strong, faded = json_figure(at)["data"][:2]
-    # model level: one point per teacher, 3 teachers -> every cell n 3 < 8, all faded
+    # model level: one point per teacher, 3 teachers -> every cell n 3 < 8, all faded, and
+    # no significance star from 3 points (the exact p at n = 3 is at least 2/6)
     assert faded["opacity"] == pytest.approx(0.3) and strong["opacity"] == 1
     assert all(t == "" for row in strong["text"] for t in row)
     assert all(t.endswith("<br>n 3") for row in faded["text"] for t in row if t)
+    assert not any("*" in t for row in faded["text"] for t in row)
+    # both layers share one colour scale, so faded cells keep their colours
+    assert strong["coloraxis"] == faded["coloraxis"] == "coloraxis"
     assert any("number of teachers" in c.value for c in at.caption)
     # trace level: 3 teachers x 6 problems = 18 traces; transfer metrics exist for the 15
     # correct ones only (3 wrong), so tokens-vs-redundancy has n 18 and tokens-vs-FOTU n 15,

@@ -471,3 +471,156 @@ def test_student_metrics_read_from_transfer_curves_equal_those_from_the_rollouts
             atol=1e-12,
             equal_nan=True,
         ), column
+
+
+# --- pages that say what the data says (issue 25) ----------------------------------------------
+
+
+def test_board_shows_a_constant_metric_as_tied_not_ranked() -> None:
+    from legival_core import board as layout
+
+    # Regression is 0 for every teacher: rank_table gives all rank 1 ("min" ties) and a change
+    # of accuracy_rank - 1 = 0, -1, -2, which the old board drew as "=", "▼ 1", "▼ 2".
+    tm = pd.DataFrame(
+        {"teacher": ["a", "b", "c"], "dataset": "d", "accuracy": [0.9, 0.6, 0.3],
+         "regression_rate": [0.0, 0.0, 0.0]}
+    )  # fmt: skip
+    board = views.leaderboard(tm, ["accuracy", "regression_rate"])
+    assert board["regression_rate_rank"].tolist() == [1, 1, 1]
+    shown = layout.uncertainty_board(board, pd.DataFrame(), ["accuracy", "regression_rate"], 20)
+    assert shown["Regression rank"].tolist() == ["tied"] * 3
+    assert shown["Regression Δ"].tolist() == ["tied"] * 3
+    assert shown["Accuracy rank"].tolist() == ["1", "2", "3"]  # a metric that varies keeps ranks
+    assert layout.verdict(board, pd.DataFrame(), "regression_rate").startswith(
+        "Every ranked teacher has the same Regression"
+    )
+
+
+def test_board_gives_no_interval_from_one_trace() -> None:
+    from legival_core import board as layout
+
+    # one trace: every resample is that trace, the bootstrap says [0.0-0.0], looking certain
+    assert layout.value_cell(0.0, 0.0, 0.0, 1, 1, "accuracy", 20) == (
+        "0.0% · n 1 · one trace, no interval"
+    )
+    assert layout.value_cell(0.5, 0.0, 1.0, 2, 1, "accuracy", 1) == "50.0% [0.0–100.0] · n 2"
+    board = pd.DataFrame({"teacher": ["a", "b"], "accuracy": [0.0, 0.5],
+                          "accuracy_rank": [2, 1]})  # fmt: skip
+    intervals = pd.DataFrame({"teacher": ["a", "b"], "metric": "accuracy", "value_lo": [0.0, 0.2],
+                              "value_hi": [0.0, 0.8], "n_traces": [1, 10], "n_students": 1,
+                              "rank_lo": [1, 1], "rank_hi": [2, 2]})  # fmt: skip
+    detail = layout.metric_detail(board, intervals, "accuracy", 20).set_index("teacher")
+    assert math.isnan(detail.loc["a", "95% lo"]) and math.isnan(detail.loc["a", "95% hi"])
+    assert detail.loc["b", "95% lo"] == 0.2
+
+
+def test_verdict_names_who_is_ahead_by_rank_intervals() -> None:
+    from legival_core import board as layout
+
+    # rank intervals a 1-1, b 2-3, c 2-4, d 4-4: a is ahead of b, c, d (1 < 2, 2, 4); b's hi 3
+    # is below d's lo 4, so b is ahead of d; c (hi 4) is ahead of no one.
+    board = pd.DataFrame({"teacher": list("abcd"), "fotu": [0.4, 0.3, 0.2, 0.1],
+                          "fotu_rank": [1, 2, 3, 4]})  # fmt: skip
+    intervals = pd.DataFrame({"teacher": list("abcd"), "metric": "fotu",
+                              "rank_lo": [1, 2, 2, 4], "rank_hi": [1, 3, 4, 4]})  # fmt: skip
+    assert layout.verdict(board, intervals, "fotu") == (
+        "On FOTU, a is ahead of b, c and d; b is ahead of d; the others are not separated "
+        "from each other."
+    )
+    overlapping = intervals.assign(rank_lo=1, rank_hi=4)
+    assert layout.verdict(board, overlapping, "fotu").startswith("No teacher is separated on FOTU")
+    # rows sorted by the chosen metric's rank, not by accuracy
+    assert layout.rank_order(board.assign(fotu_rank=[3, 1, 4, 2]), "fotu").tolist() == [1, 3, 0, 2]
+
+
+def test_monitor_intervals_are_wilson_and_undefined_stays_undefined() -> None:
+    from legival_core.views.monitoring import monitor_intervals
+
+    # gpt-4-turbo on the demo: one sabotaged trace, caught. Bootstrap: P = R = F1 = 1 [1, 1].
+    # Wilson for 1 of 1: lo = 1 / (1 + z^2) = 1 / 4.841459 = 0.206549, hi = 1.
+    # Row 2: nothing called invalid (tp = fp = 0): precision undefined, not 0.
+    scores = pd.DataFrame(
+        {"tp": [1, 0], "fp": [0, 0], "fn": [0, 2], "n_invalid": [1, 2],
+         "precision": [1.0, float("nan")], "recall": [1.0, 0.0], "f1": [1.0, 0.0],
+         "precision_lo": [1.0, np.nan], "precision_hi": [1.0, np.nan], "recall_lo": [1.0, 0.0],
+         "recall_hi": [1.0, 0.0], "f1_lo": [1.0, 0.0], "f1_hi": [1.0, 0.0]}
+    )  # fmt: skip
+    out = monitor_intervals(scores)
+    assert out.loc[0, "precision_lo"] == pytest.approx(1 / 4.841459, abs=1e-6)
+    assert out.loc[0, "precision_hi"] == 1.0 and out.loc[0, "recall_n"] == 1
+    assert math.isnan(out.loc[0, "f1_lo"])  # F1 from one trace: no interval
+    assert math.isnan(out.loc[1, "precision"]) and out.loc[1, "precision_n"] == 0
+    # recall 0 of 2: Wilson hi = z^2 / (2 + z^2) = 3.841459 / 5.841459 = 0.657620
+    assert out.loc[1, "recall_hi"] == pytest.approx(3.841459 / 5.841459, abs=1e-6)
+    # F1 rests on tp + fp + fn = 2 traces: its bootstrap interval is kept
+    assert out.loc[1, "f1_lo"] == 0.0
+
+
+def test_failure_modes_never_use_a_reference_teacher_as_the_yardstick() -> None:
+    # human E0 5.8 would be "best"; without it, a (E0 0.5) is the yardstick for c (E0 0.1):
+    # dlog E0 of c = log(0.1 / 0.5) = -1.609438
+    d = pd.DataFrame({"benchmark": "b", "model": ["a", "human", "c"], "e0": [0.5, 5.8, 0.1],
+                      "r_ctx": 1.0, "r_logic": [0.5, 1.0, 0.1],
+                      "mean_tokens": [1000.0, 172.0, 1000.0]})  # fmt: skip
+    with_human = views.failure_mode_table(d)
+    assert set(with_human["reference"]) == {"human"}
+    modes = views.failure_mode_table(d, ["human"]).set_index("model")
+    assert set(modes["reference"]) == {"a"} and "human" not in modes.index
+    assert modes.loc["c", "dlog_e0"] == pytest.approx(math.log(0.1 / 0.5), abs=1e-12)
+
+
+def test_redundancy_all_is_the_mean_over_datasets() -> None:
+    from legival_core.views.redundancy import sweep_over_datasets
+
+    # T: 0.2 on a (1 trace) and 0.4 on b (3 traces): mean over datasets 0.3, as the
+    # leaderboard averages; pooling traces would give (0.2 + 3 * 0.4) / 4 = 0.35.
+    sweep = pd.DataFrame({"teacher": "T", "dataset": ["a", "b"], "threshold": 0.8,
+                          "redundancy": [0.2, 0.4], "n_traces": [1, 3]})  # fmt: skip
+    out = sweep_over_datasets(sweep)
+    assert out["redundancy"].tolist() == pytest.approx([0.3])
+    assert out["n_traces"].tolist() == [4] and out["n_datasets"].tolist() == [2]
+
+
+def test_observed_coverage_counts_measured_bins_per_teacher() -> None:
+    # trace a (m = 4) measured at k = 2, 4: bins ceil(50 * 2 / 4) = 25 and 50; trace b (m = 5)
+    # measured at k = 5 only (bin 50), two students each (counted once); teacher U: k = 1 of
+    # m = 3 -> bin ceil(50 / 3) = 17.
+    rollouts = pd.DataFrame(
+        {"teacher": ["T"] * 6 + ["U"], "dataset": "D", "student": ["s", "t"] * 3 + ["s"],
+         "trace_id": ["a", "a", "a", "a", "b", "b", "c"], "k": [2, 2, 4, 4, 5, 5, 1],
+         "m": [4, 4, 4, 4, 5, 5, 3]}
+    )  # fmt: skip
+    cov = views.observed_coverage(rollouts)
+    seen = cov[cov["n_observed"] > 0][["teacher", "bin", "n_observed", "n_traces"]]
+    assert seen.values.tolist() == [["T", 25, 1, 2], ["T", 50, 2, 2], ["U", 17, 1, 1]]
+    assert len(cov) == 100  # 50 bins per teacher, measured or not
+    firsts = views.first_measured_positions(rollouts).set_index("trace_id")
+    assert firsts["first_x"].to_dict() == pytest.approx({"a": 0.5, "b": 1.0, "c": 1 / 3})
+    assert firsts["whole_only"].to_dict() == {"a": False, "b": True, "c": False}
+
+
+def test_trace_html_links_only_redundant_steps_and_marks_the_wrong_step() -> None:
+    # step 2 matches step 1 at 0.9 (> tau 0.8: redundant), step 3 matches step 1 at 0.3
+    steps = steps_frame(["a b", "a b again", "something else"])
+    similarity = pd.DataFrame({"step": [0, 1, 2], "max_similarity": [np.nan, 0.9, 0.3],
+                               "matched_step": pd.array([None, 0, 0], dtype="Int64")})  # fmt: skip
+    table = views.step_table(steps, similarity, threshold=0.8)
+    body = views.trace_html(table, anchor="x", wrong_steps={3: "human"})
+    assert body.count('class="lv-jump"') == 1 and 'href="#x-s1"' in body
+    wrong = re.search(r'id="x-s3".*?</div>', body).group(0)
+    assert "first wrong step" in wrong and "human" in wrong
+    assert "first wrong step" not in re.search(r'id="x-s2".*?</div>', body).group(0)
+
+
+def test_trace_choices_open_on_a_correct_trace_with_rollouts() -> None:
+    traces = pd.DataFrame({"trace_id": ["a", "b", "c"], "teacher": ["T", "T", "U"],
+                           "dataset": "D", "problem_id": ["p", "q", "r"], "sample": 0,
+                           "tokens": [10, 20, 30]})  # fmt: skip
+    grades = pd.DataFrame({"trace_id": ["a", "b", "c"], "correct": [True, True, False]})
+    # a has no rollouts; b has two students' (FOTU 0.2 and 0.4, mean 0.3); c is wrong
+    transfer = pd.DataFrame({"trace_id": ["b", "b", "c"], "fotu": [0.2, 0.4, 0.0],
+                             "leak_k": pd.array([3, 3, None], dtype="Int64")})  # fmt: skip
+    out = views.trace_choices(traces, grades, transfer, pd.Series({"a": 4, "b": 6, "c": 2}))
+    assert out["trace_id"].tolist()[0] == "b"
+    first = out.iloc[0]
+    assert first["fotu"] == pytest.approx(0.3) and first["leak_k"] == 3 and first["m"] == 6

@@ -78,6 +78,7 @@ from legival_core.views.inspector import (
     step_table,
     stored_leak_step,
     student_strip,
+    trace_choices,
     trace_html,
 )
 from legival_core.views.leaderboard import (
@@ -90,7 +91,7 @@ from legival_core.views.leaderboard import (
 )
 from legival_core.views.pareto import model_family, pareto_view
 from legival_core.views.published import published_beside
-from legival_core.views.transfer import transfer_view
+from legival_core.views.transfer import first_measured_positions, observed_coverage, transfer_view
 
 __all__ = [
     "ALL_ROWS",
@@ -116,6 +117,7 @@ __all__ = [
     "efficiency_intervals",
     "failure_mode_table",
     "filter_rows",
+    "first_measured_positions",
     "fresh_transfer_curves",
     "graded_answer_line",
     "hazard_histograms",
@@ -125,6 +127,7 @@ __all__ = [
     "metrics_profile",
     "model_family",
     "model_level_frame",
+    "observed_coverage",
     "pareto_view",
     "partial_matrix",
     "provenance_table",
@@ -140,6 +143,7 @@ __all__ = [
     "student_metrics_from_curves",
     "student_strip",
     "student_transfer_metrics",
+    "trace_choices",
     "trace_html",
     "trace_level_frame",
     "trace_metric_label",

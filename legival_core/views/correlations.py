@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -93,12 +92,15 @@ def partial_matrix(
     return rho, pvalue
 
 
-def significance_stars(p: float) -> str:
-    """``***`` p < 0.001, ``**`` p < 0.01, ``*`` p < 0.05, else empty.
+def significance_stars(p: float, n: int | None = None) -> str:
+    """``***`` p < 0.001, ``**`` p < 0.01, ``*`` p < 0.05, else empty; nothing with fewer than
+    five points (:func:`legival_core.stats.significance_marks`).
 
     >>> [significance_stars(p) for p in (0.0005, 0.005, 0.03, 0.2, float("nan"))]
     ['***', '**', '*', '', '']
+    >>> significance_stars(0.0005, n=4)
+    ''
     """
-    if p is None or not math.isfinite(p):
-        return ""
-    return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
+    from legival_core.stats import significance_marks
+
+    return significance_marks(p, n)

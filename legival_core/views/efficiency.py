@@ -113,15 +113,24 @@ def delta_log_terms(row: Mapping[str, Any], reference: Mapping[str, Any]) -> pd.
     return pd.concat([frame, total_row], ignore_index=True)
 
 
-def failure_mode_table(decomposition: pd.DataFrame) -> pd.DataFrame:
+def failure_mode_table(decomposition: pd.DataFrame, references: Sequence[str] = ()) -> pd.DataFrame:
     """Failure-mode label of every model against its benchmark's best-E0 model.
 
     The Δlog terms are taken from the stored rows (model vs reference), then labelled by
     :func:`legival_core.decomposition.failure_modes` (logic-, context-, verbosity- or
-    redundancy-limited; the reference itself has no shortfall).
+    redundancy-limited; the reference itself has no shortfall). Reference teachers
+    (``references``: a human solution, a gold rationale) are never the yardstick: the best
+    model is the best non-reference one, and a reference teacher's own row is left out.
+
+    >>> d = pd.DataFrame({"benchmark": "b", "model": ["a", "human", "c"], "e0": [0.5, 5.8, 0.1],
+    ...     "r_ctx": 1.0, "r_logic": [0.5, 1.0, 0.1], "mean_tokens": [1000.0, 172.0, 1000.0]})
+    >>> failure_mode_table(d, ["human"])[["model", "reference"]].values.tolist()
+    [['a', 'a'], ['c', 'a']]
     """
     from legival_core.decomposition import failure_modes
 
+    left_out = {str(r) for r in references}
+    decomposition = decomposition[~decomposition["model"].astype(str).isin(left_out)]
     rows = []
     for bench, group in decomposition.groupby("benchmark", observed=True, sort=True):
         best = group.sort_values(["e0", "model"], ascending=[False, True]).iloc[0]

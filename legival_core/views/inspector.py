@@ -186,6 +186,7 @@ def trace_html(
     stop: int | None = None,
     leak_k: int | None = None,
     strip: pd.DataFrame | None = None,
+    wrong_steps: dict[int, str] | None = None,
 ) -> str:
     """HTML of steps ``start:stop`` of a :func:`step_table`, every piece of text escaped.
 
@@ -195,7 +196,10 @@ def trace_html(
     (:data:`LABELER_KINDS`). A rule marks the answer-leak point (the teacher's prefix up to step
     ``leak_k`` already states the correct answer). With ``strip`` (:func:`student_strip`), one
     small cell per student shows the correctness after that step (green right, red wrong,
-    grey no rollout), aligned to the step.
+    grey no rollout), aligned to the step. The ↩ link to the matched step appears only on
+    redundant steps (r_i above the table's τ): a link on every step would point at matches
+    that are not repeats. ``wrong_steps`` maps a step number to a labeler name (a human
+    first-wrong-step label, e.g. CHAMP's): that step gets a ✗ marker naming the labeler.
 
     ``anchor`` must be a simple id (letters, digits, ``-``, ``_``); it is checked, not escaped.
     """
@@ -238,8 +242,16 @@ def trace_html(
                 f'style="display:inline-block;width:8px;height:12px;margin-right:1px;'
                 f'background:{_cell(value)}"></span>'
             )
+        labeler = (wrong_steps or {}).get(number)
+        if labeler:
+            markers.append(
+                f'<span class="lv-wrong" title="first wrong step ({esc(str(labeler))} label)" '
+                'style="background:#7d3c98;color:white;border-radius:3px;padding:0 3px;'
+                'margin-right:2px;font-size:0.75em">'
+                f"✗ first wrong step · {esc(str(labeler))}</span>"
+            )
         jump = ""
-        if matched is not None and math.isfinite(sim):
+        if matched is not None and math.isfinite(sim) and bool(row.redundant):
             if matched in on_page:
                 jump = (
                     f' <a class="lv-jump" href="#{anchor}-s{matched}" '
@@ -265,3 +277,60 @@ def trace_html(
             )
     parts.append("</div>")
     return "".join(parts)
+
+
+def trace_choices(
+    traces: pd.DataFrame,
+    grades: pd.DataFrame | None = None,
+    trace_transfer: pd.DataFrame | None = None,
+    steps_per_trace: pd.Series | None = None,
+) -> pd.DataFrame:
+    """The inspector's way in: one row per trace with what a reader picks a trace by.
+
+    Columns: ``trace_id``, ``teacher``, ``dataset``, ``problem_id``, ``sample``, ``correct``
+    (from ``grades``), ``m`` (steps), ``tokens``, ``fotu`` (mean over students, from
+    ``trace_transfer``), ``leak_k`` and ``rollouts`` (whether students were run on it). Sorted
+    so the most telling traces come first: correct with rollouts, then by teacher and problem.
+
+    >>> traces = pd.DataFrame({"trace_id": ["a", "b"], "teacher": "T", "dataset": "D",
+    ...     "problem_id": ["p", "q"], "sample": 0, "tokens": [10, 20]})
+    >>> grades = pd.DataFrame({"trace_id": ["a", "b"], "correct": [False, True]})
+    >>> tt = pd.DataFrame({"trace_id": ["b", "b"], "fotu": [0.2, 0.4],
+    ...     "leak_k": pd.array([3, 3], "Int64")})
+    >>> out = trace_choices(traces, grades, tt)
+    >>> out[["trace_id", "correct", "fotu", "rollouts"]].values.tolist()
+    [['b', True, 0.30000000000000004, True], ['a', False, nan, False]]
+    """
+    columns = ["trace_id", "teacher", "dataset", "problem_id", "sample", "tokens"]
+    out = traces[[c for c in columns if c in traces]].copy()
+    out["trace_id"] = out["trace_id"].astype(str)
+    if grades is not None and len(grades):
+        correct = grades.drop_duplicates("trace_id").set_index(grades["trace_id"].astype(str))
+        out["correct"] = out["trace_id"].map(correct["correct"]).astype("boolean")
+    else:
+        out["correct"] = pd.array([pd.NA] * len(out), dtype="boolean")
+    out["m"] = (
+        out["trace_id"].map(steps_per_trace).astype("Int64")
+        if steps_per_trace is not None
+        else pd.array([pd.NA] * len(out), dtype="Int64")
+    )
+    if trace_transfer is not None and len(trace_transfer):
+        grouped = trace_transfer.assign(trace_id=trace_transfer["trace_id"].astype(str)).groupby(
+            "trace_id", observed=True
+        )
+        out["fotu"] = out["trace_id"].map(grouped["fotu"].mean())
+        if "leak_k" in trace_transfer:
+            out["leak_k"] = out["trace_id"].map(grouped["leak_k"].first()).astype("Int64")
+        out["rollouts"] = out["trace_id"].isin(grouped.groups.keys())
+    else:
+        out["fotu"] = np.nan
+        out["rollouts"] = False
+    if "leak_k" not in out:
+        out["leak_k"] = pd.array([pd.NA] * len(out), dtype="Int64")
+    telling = (out["correct"].fillna(False).astype(bool) & out["rollouts"]).to_numpy()
+    out = out.assign(_first=~telling).sort_values(
+        ["_first", "teacher", "problem_id", "sample"], kind="stable"
+    )
+    order = ["trace_id", "teacher", "dataset", "problem_id", "sample", "correct", "m",
+             "tokens", "fotu", "leak_k", "rollouts"]  # fmt: skip
+    return out[[c for c in order if c in out]].reset_index(drop=True)

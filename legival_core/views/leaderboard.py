@@ -158,9 +158,18 @@ def efficiency_intervals(
 
     Each value is the mean over the group's traces (what ``teacher_metrics`` stores) and its
     percentile interval from :func:`legival_core.stats.bootstrap_ci` (``n_boot`` resamples of
-    the traces, seeded). Long table: ``teacher, dataset, metric, value, lo, hi, n``.
+    the traces, seeded). Accuracy, a proportion, also gets its Wilson interval
+    (:func:`legival_core.stats.wilson_interval`), which does not collapse to a point when every
+    trace is right or wrong. Long table: ``teacher, dataset, metric, value, lo, hi, n,
+    wilson_lo, wilson_hi`` (the last two NaN except for accuracy).
+
+    >>> te = pd.DataFrame({"teacher": "T", "dataset": "D", "correct": [True, True],
+    ...     "tokens": [10, 30]})
+    >>> row = efficiency_intervals(te, n_boot=50).iloc[0]  # 2 of 2 right: bootstrap [1, 1]
+    >>> float(row["lo"]), round(float(row["wilson_lo"]), 4)  # Wilson: 2 / (2 + 1.96^2)
+    (1.0, 0.3424)
     """
-    from legival_core.stats import bootstrap_ci
+    from legival_core.stats import bootstrap_ci, wilson_interval
 
     rows = []
     columns = [c for c in ("tokens", "redundancy", "backtracking") if c in trace_efficiency]
@@ -174,8 +183,17 @@ def efficiency_intervals(
             if not len(values):
                 continue
             ci = bootstrap_ci(values, n_boot=n_boot, seed=seed, alpha=alpha)
-            rows.append((teacher, dataset, metric, ci.estimate, ci.lo, ci.hi, len(values)))
-    return pd.DataFrame(rows, columns=["teacher", "dataset", "metric", "value", "lo", "hi", "n"])
+            wilson = (
+                wilson_interval(int(values.sum()), len(values), alpha)
+                if metric == "accuracy"
+                else None
+            )
+            rows.append(
+                (teacher, dataset, metric, ci.estimate, ci.lo, ci.hi, len(values),
+                 wilson.lo if wilson else np.nan, wilson.hi if wilson else np.nan)
+            )  # fmt: skip
+    columns = ["teacher", "dataset", "metric", "value", "lo", "hi", "n", "wilson_lo", "wilson_hi"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _latex_escape(text: str) -> str:

@@ -1,0 +1,58 @@
+"""Tests of legival_core.display, the one formatting helper of every page."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hypothesis import given
+from hypothesis import strategies as st
+
+from legival_core.display import (
+    MISSING,
+    column_label,
+    format_number,
+    format_share,
+    format_signed,
+    tidy_table,
+)
+
+
+def test_missing_and_odd_values_never_show_as_artefacts() -> None:
+    assert [format_number(v) for v in (None, np.nan, pd.NA, float("inf"), -np.inf)] == [
+        MISSING, MISSING, MISSING, "∞", "−∞",
+    ]  # fmt: skip
+    # -0.0004 rounds to zero at 3 decimals: "0.000", never "-0.000"
+    assert format_number(-0.0004) == "0.000" and format_number(-0.0006) == "-0.001"
+    assert format_share(0.0) == "0.0%" and format_share(-0.00001) == "0.0%"
+    assert format_signed(-0.0001) == "0.000" and format_signed(0.5) == "+0.500"
+
+
+def test_column_labels_come_from_the_catalog() -> None:
+    assert column_label("fotu") == "FOTU" and column_label("regression_rate") == "Regression"
+    assert column_label("fotu_before_leak") == "FOTU before leak"
+    assert column_label("n_traces") == "n traces" and column_label("teacher") == "teacher"
+    assert column_label("share_at_or_after_leak") == "share at or after leak"
+
+
+def test_tidy_table_keeps_numbers_and_shows_text() -> None:
+    frame = pd.DataFrame({"teacher": ["a", "b"], "fotu": [0.25, np.nan], "tokens": [812.4, 9.0],
+                          "n_traces": [3, 4], "rho": [-0.0001, np.inf]})  # fmt: skip
+    styled = tidy_table(frame)
+    assert list(styled.data.columns) == ["teacher", "FOTU", "Tokens", "n traces", "rho"]
+    # a full column keeps its numbers (the grid sorts them); one with a gap holds its text
+    assert styled.data["Tokens"].iloc[0] == 812.4
+    assert styled.data["FOTU"].tolist() == ["25.0%", MISSING]
+    html = styled.to_html()
+    for shown in ("25.0%", "812", "0.000", "∞", MISSING):
+        assert shown in html
+    for artefact in ("nan", "None", "-0.000", "inf<"):
+        assert artefact not in html
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True))
+def test_property_no_number_formats_as_an_artefact(value: float) -> None:
+    for text in (format_number(value), format_share(value), format_signed(value)):
+        assert text not in ("nan", "None") and not text.startswith("-0.000")
+        assert "inf" not in text.lower() and "nan" not in text.lower()
+        if text.startswith(("-", "−")) and not text.endswith("∞"):
+            assert float(text.lstrip("-−").rstrip("%").replace(",", "")) != 0
