@@ -381,7 +381,10 @@ def test_decomposition_waterfall_on_published_numbers(published_store: Store, mo
     assert bars["−Δlog κ"] == pytest.approx(-math.log(0.58 / 0.60))
     relative = [v for k, v in bars.items() if k != "Δlog E0"]
     assert sum(relative) == pytest.approx(bars["Δlog E0"])
-    modes = at.dataframe[1].value.set_index("model")["failure mode"]  # (tidy header)
+    # The failure-mode table, found by its header (other tables, e.g. where each model's T
+    # comes from, may stand before it).
+    modes_table = next(d.value for d in at.dataframe if "failure mode" in d.value.columns)
+    modes = modes_table.set_index("model")["failure mode"]  # (tidy header)
     assert modes["o3"] == "no-shortfall"
     assert set(modes) <= {
         "no-shortfall",

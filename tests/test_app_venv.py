@@ -143,7 +143,7 @@ def test_every_page_runs_readonly_in_the_app_venv() -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     seen = json.loads(result.stdout.strip().splitlines()[-1])
     pages = re.findall(r'st\.Page\(\s*"([^"]+)"', (REPO / "app.py").read_text(encoding="utf-8"))
-    assert sorted(seen) == sorted(pages) and len(pages) == 12
+    assert sorted(seen) == sorted(pages) and len(pages) == 13
     for page, shown in seen.items():
         assert shown["exceptions"] == [] and shown["errors"] == [], (page, shown)
         assert len(shown["titles"]) >= 1, page  # the page drew, not just the store chooser
@@ -206,7 +206,7 @@ def test_the_docker_start_command_serves_every_page_to_chromium(docker_started_a
     with urllib.request.urlopen(f"{docker_started_app}/_stcore/health", timeout=5) as reply:
         assert reply.read() == b"ok"
     paths = url_paths()
-    assert len(paths) == 12
+    assert len(paths) == 13
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
         try:

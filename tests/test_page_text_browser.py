@@ -25,13 +25,14 @@ from tests.test_browser import screenshot, wait_idle
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Chromium is not installed"),
-    pytest.mark.timeout(1800),  # 12 pages x 2 modes on a shared 2-core machine: minutes each
+    pytest.mark.timeout(1800),  # 13 pages x 2 modes on a shared 2-core machine: minutes each
 ]
 
 #: The address of every page in the menu (app.py's url_path values).
 PAGES = (
-    "leaderboard", "transfer", "pareto", "correlations", "redundancy", "decomposition",
-    "inspector", "rewards", "monitoring", "published", "metric_validity", "about",
+    "leaderboard", "transfer", "pareto", "correlations", "redundancy", "robustness",
+    "decomposition", "inspector", "rewards", "monitoring", "published", "metric_validity",
+    "about",
 )  # fmt: skip
 #: Words that are an artefact, not a value (whole words, so "Nonetheless" does not count).
 ARTEFACTS = re.compile(r"(?<![\w-])(None|NaN|nan|-?Infinity|-0\.0+)(?![\w.])")

@@ -515,7 +515,8 @@ def problem_meta(problem: Mapping[str, Any] | None) -> dict[str, Any]:
     if problem is None:
         return {}
     meta = problem.get("meta")
-    if meta is None or meta == "":
+    # A gap in a pandas column arrives as NaN: no meta, like None or "".
+    if meta is None or meta == "" or (isinstance(meta, float) and meta != meta):
         return {}
     if isinstance(meta, Mapping):
         return dict(meta)
