@@ -82,4 +82,5 @@ PAGES.append(
 )
 
 # Each page draws the store chooser itself (common.page_setup), so it works run on its own too.
-common.run_page(st.navigation(PAGES))
+# 13 pages: without expanded=True the menu would hide the last three behind "View more".
+common.run_page(st.navigation(PAGES, expanded=True))
