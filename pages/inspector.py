@@ -63,16 +63,7 @@ def trace_bundle(trace_id: str) -> dict[str, Any]:
     table = views.step_table(steps, read("similarity"), judgments, threshold=tau)
     problem = problems.iloc[0].to_dict() if len(problems) else {}
     task = problem.get("task")
-    if "flag_lexical" not in table and task and len(table):
-        from legival_core.backtracking import lexical_backtracking
-        from legival_core.tasks import get_task
-
-        try:
-            family = get_task(str(task)).family
-        except KeyError:
-            family = "math"
-        flagged = set(lexical_backtracking(table["text"].astype(str).tolist(), family))
-        table["flag_lexical"] = table["number"].isin(flagged)
+    table = views.with_lexical_flags(table, task)
     return {
         "trace": trace,
         "grade": grades.iloc[0].to_dict() if len(grades) else {},

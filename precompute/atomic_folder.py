@@ -29,6 +29,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from legival_core.store import _fsync_dir  # one definition: makes a rename durable
+
 __all__ = ["KILL_IN_STAGING_ENV", "kill_if_asked", "recover", "staged_folder"]
 
 #: Test hook for the crash tests, never set in normal use: ``N`` makes the process SIGKILL itself
@@ -165,19 +167,6 @@ def _fsync_tree(root: Path) -> None:
             finally:
                 os.close(fd)
         _fsync_dir(Path(folder))
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _alive(pid: int) -> bool:

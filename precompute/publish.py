@@ -473,16 +473,7 @@ def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_page
         )  # fmt: skip
         problem = problem_rows.get(str(trace["problem_id"]), {})
         task = problem.get("task")
-        if "flag_lexical" not in table and task and len(table):
-            from legival_core.backtracking import lexical_backtracking
-            from legival_core.tasks import get_task
-
-            try:
-                family = get_task(str(task)).family
-            except KeyError:
-                family = "math"
-            flagged = set(lexical_backtracking(table["text"].astype(str).tolist(), family))
-            table["flag_lexical"] = table["number"].isin(flagged)
+        table = views.with_lexical_flags(table, task)
         rollouts = tables["rollouts"].get(trace_id, empty)
         grades = tables["grades"].get(trace_id, empty)
         # The leak step the metrics stage stored (every trace with rollouts has one). The app's

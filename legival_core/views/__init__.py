@@ -80,6 +80,7 @@ from legival_core.views.inspector import (
     student_strip,
     trace_choices,
     trace_html,
+    with_lexical_flags,
 )
 from legival_core.views.leaderboard import (
     composite_score,
@@ -152,6 +153,7 @@ __all__ = [
     "transfer_summary",
     "transfer_view",
     "transfer_view_from_table",
+    "with_lexical_flags",
     "with_student",
     "workload_audits",
 ]

@@ -85,6 +85,25 @@ def step_table(
 NOT_STORED = object()
 
 
+def with_lexical_flags(table: pd.DataFrame, task: str | None) -> pd.DataFrame:
+    """``table`` (:func:`step_table`'s) with a ``flag_lexical`` column from the lexical
+    backtracking detector of ``task``'s family (math when the task is unknown), when the store
+    held no lexical labels; unchanged when it did or when there is no step or no task."""
+    if "flag_lexical" in table or not task or not len(table):
+        return table
+    from legival_core.backtracking import lexical_backtracking
+    from legival_core.tasks import get_task
+
+    try:
+        family = get_task(str(task)).family
+    except KeyError:
+        family = "math"
+    flagged = set(lexical_backtracking(table["text"].astype(str).tolist(), family))
+    table = table.copy()
+    table["flag_lexical"] = table["number"].isin(flagged)
+    return table
+
+
 def stored_leak_step(transfer_rows: pd.DataFrame) -> int | object | None:
     """The leak step the metrics stage stored for one trace (its ``trace_transfer`` rows, one
     per student, all with the same ``leak_k``): an int, None when no prefix states the gold,
