@@ -48,6 +48,7 @@ COLUMN_LABELS: dict[str, str] = {
     "leak_k": "leak at k",
     "fotu_pooled": "FOTU, traces pooled",
     "hf_id": "Hugging Face id",
+    "τ_b": "τ_b",  # Kendall's tau-b: a subscript, not a field name
 }
 
 #: Columns holding whole counts: shown without decimals.

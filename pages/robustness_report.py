@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 
 from legival_core.robustness_choices import RobustnessReport
 from legival_core.safe_text import markdown_literal
@@ -43,10 +44,13 @@ def leaderboard_marker(shown: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
         return shown
     marked = robustness_view.mark_changing_ranks(shown, drawn, metrics)
     if not marked.equals(shown):
-        st.page_link(
-            PAGE,
-            label=f"{robustness_view.CHANGE_MARK} marks a rank whose order against another "
+        label = (
+            f"{robustness_view.CHANGE_MARK} marks a rank whose order against another "
             "teacher flips under some analysis choice (threshold, prefix grid, profile, "
-            "student, labeler, tokenizer, segmenter): see Robustness",
+            "student, labeler, tokenizer, segmenter): see Robustness"
         )
+        try:
+            st.page_link(PAGE, label=label)
+        except StreamlitAPIException:  # the page run on its own, outside app.py's navigation
+            st.caption(label)
     return marked
