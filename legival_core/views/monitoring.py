@@ -58,7 +58,7 @@ def monitor_intervals(scores: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame
 def interval_text(lo: object, hi: object) -> str:
     """``[lo–hi]`` with 3 decimals, or an em dash.
 
-    >>> interval_text(0.20655, 1.0), interval_text(np.nan, 1.0)
+    >>> interval_text(0.20655, 1.0), interval_text(float("nan"), 1.0)
     ('0.207–1.000', '—')
     """
     from legival_core.display import MISSING, format_number
