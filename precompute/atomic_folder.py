@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from legival_core.store import _fsync_dir  # one definition: makes a rename durable
+from legival_core.store import _fsync_dir, _pid_alive  # one definition each
 
 __all__ = ["KILL_IN_STAGING_ENV", "kill_if_asked", "recover", "staged_folder"]
 
@@ -74,7 +74,7 @@ def recover(target: Path) -> None:
         shutil.rmtree(leftover, ignore_errors=True)
     for staging in _siblings(target, "tmp"):
         pid = staging.name.rsplit("-", 2)[-2]
-        if not (pid.isdigit() and _alive(int(pid))):
+        if not (pid.isdigit() and _pid_alive(int(pid))):
             shutil.rmtree(staging, ignore_errors=True)
 
 
@@ -167,15 +167,3 @@ def _fsync_tree(root: Path) -> None:
             finally:
                 os.close(fd)
         _fsync_dir(Path(folder))
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
