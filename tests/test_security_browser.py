@@ -144,6 +144,10 @@ def test_page_shows_hostile_text_inertly(server: str, browser: Any, path: str) -
 def test_inspector_shows_payloads_as_text(server: str, browser: Any) -> None:
     visit = Visit(browser, f"{server}/inspector?store=hostile")
     try:
+        # The steps arrive after the page's first idle on a loaded machine: wait for them (an
+        # event, not a delay) before reading the text.
+        visit.page.wait_for_selector("#lv-main .lv-step", state="attached", timeout=60_000)
+        visit.wait_idle()
         visit.assert_inert("inspector")
         text = visit.text()
         shown = [name for name, payload in PAYLOADS.items() if payload.strip() in text]
