@@ -1,10 +1,13 @@
-"""The CHAMP grader against answers labelled by reading from eight settings it was not built on
+"""The CHAMP grader against answers labelled by reading from settings it was not built on
 (issue 23). How the labels were made, and the split by whole settings into a development and a
-test half: tests/fixtures/champ_settings_labels.md. The grader was tuned on the development half
-only; the test half was scored once, with the code final.
+test half: tests/fixtures/champ_settings_labels.md. The grader was tuned on the development half;
+the test half was scored once, with the code final, and has been read since while the grader was
+fixed, so both are development data now. The held-out half (four further settings, labelled by
+reading before it was scored) is the measurement: scored once, never tuned on.
 
-Goals (issue 23): at least 97% agreement on the test half, no setting below 93%, and no wrong
-answer graded right because a candidate restated the problem's own condition.
+Goals (issue 23): at least 97% agreement on the test half (now: the held-out half), no setting
+below 93%, and no wrong answer graded right because a candidate restated the problem's own
+condition.
 """
 
 from __future__ import annotations
@@ -18,7 +21,11 @@ import pytest
 from legival_core.tasks import get_task
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-HALVES = {"dev": "champ_settings_labels_dev.csv", "test": "champ_settings_labels_test.csv"}
+HALVES = {
+    "dev": "champ_settings_labels_dev.csv",
+    "test": "champ_settings_labels_test.csv",
+    "heldout": "champ_settings_labels_heldout.csv",
+}
 TEST_GOAL = 0.97
 SETTING_GOAL = 0.93
 
@@ -74,10 +81,18 @@ def _report(labels: pd.DataFrame) -> str:
 #: (1/3 Soln 27/30, 5-Shot 29/30, Problem C w/ H 29/30, Problem C w/o H 29/30), one wrong
 #: answer graded right (a yes/no reply the reader labelled no_answer), none from a restated
 #: condition. These floors guard against regressions; the issue's goals are checked below.
-MEASURED_FLOOR = {"dev": (120, 30, 0), "test": (114, 27, 1)}  # agree, worst setting, false pos.
+#: Held-out half, scored once with the code at 2eb6da8, before anyone tuned on it: 112 / 120
+#: = 93.3% (Example C w/ H 29/30, Example C w/o H 27/30, Misleading C w/o H 28/30, Name C w/o H
+#: 28/30), two wrong answers graded right (one of them labelled no_answer), none from a restated
+#: condition.
+MEASURED_FLOOR = {
+    "dev": (120, 30, 0),
+    "test": (114, 27, 1),
+    "heldout": (112, 27, 2),
+}  # agree, worst setting, false positives
 
 
-@pytest.fixture(scope="module", params=["dev", "test"])
+@pytest.fixture(scope="module", params=list(HALVES))
 def graded_half(request: pytest.FixtureRequest) -> tuple[str, pd.DataFrame]:
     return request.param, _graded(request.param)
 
@@ -102,6 +117,7 @@ def test_grader_holds_its_measured_agreement_on_unseen_settings(
 ) -> None:
     half, labels = graded_half
     assert len(labels) == 120 and labels["setting"].nunique() == 4
+    # 112 agree of 120 on the held-out half = 93.3%; worst setting 27 of 30 = 90.0%.
     per_setting = labels.groupby("setting")["agree"].sum()
     false_positives = labels[labels["graded"] & (labels["label"] != "correct")]
     agree, worst, positives = MEASURED_FLOOR[half]
@@ -115,13 +131,14 @@ def test_grader_holds_its_measured_agreement_on_unseen_settings(
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="measured 114/120 = 95.0% on the test half, 1/3 Soln 27/30 = 90%: below the "
-    "issue's goals (97%, every setting 93%); see the README",
+    reason="measured 114/120 = 95.0% on the test half, 1/3 Soln 27/30 = 90%, and 112/120 = "
+    "93.3% on the held-out half, Example C w/o H 27/30 = 90%: below the issue's goals (97%, "
+    "every setting 93%); see the README",
 )
 def test_test_half_meets_the_issue_goals(graded_half: tuple[str, pd.DataFrame]) -> None:
     half, labels = graded_half
     if half == "dev":
-        pytest.xfail("the goals are stated for the test half")
+        pytest.xfail("the goals are stated for the halves that are measured, not tuned on")
     per_setting = labels.groupby("setting")["agree"].mean()
     false_positives = labels[labels["graded"] & (labels["label"] != "correct")]
     assert false_positives.empty, _report(labels)

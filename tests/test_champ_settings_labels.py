@@ -1,9 +1,9 @@
 """Integrity of the hand labels of CHAMP answers from settings other than 0-Shot (issue 23).
 
-The labels (tests/fixtures/champ_settings_labels_{dev,test}.csv, made by reading; how:
+The labels (tests/fixtures/champ_settings_labels_{dev,test,heldout}.csv, made by reading; how:
 tests/fixtures/champ_settings_labels.md) are checked against the CHAMP data itself, never
 against the grader: every stated answer is a verbatim piece of the recorded text it was read
-from, the halves are whole settings, the draw script reproduces exactly the labelled keys, and
+from, the halves are whole settings, the draw scripts reproduce exactly the labelled keys, and
 the counts in the .md are the counts of the files. Nothing here imports the answer layer.
 """
 
@@ -30,7 +30,7 @@ from precompute.champ import (
 )
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-HALVES = ("dev", "test")
+HALVES = ("dev", "test", "heldout")
 #: The columns of the issue-13 labels file (champ_answer_labels.csv), plus ``question``.
 COLUMNS = [
     "problem_id",
@@ -51,9 +51,8 @@ CATEGORIES = ("Combinatorics", "Inequality", "Number-Theory", "Polynomial", "Seq
 QUESTIONS = {"yes_no", "count", "value", "expression", "find_all", "mod", "choice"}
 
 
-def _load_draw_script() -> ModuleType:
-    path = FIXTURES / "make_champ_settings_label_sample.py"
-    spec = importlib.util.spec_from_file_location("make_champ_settings_label_sample", path)
+def _load_draw_script(name: str = "make_champ_settings_label_sample") -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, FIXTURES / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -62,6 +61,8 @@ def _load_draw_script() -> ModuleType:
 
 
 DRAW = _load_draw_script()
+#: The held-out draw (issue 23, item 5); it imports the first script, loaded just above.
+HELDOUT = _load_draw_script("make_champ_heldout_label_sample")
 
 
 def _rows(half: str) -> list[dict[str, str]]:
@@ -134,6 +135,36 @@ def test_split_is_by_whole_settings_and_matches_the_seeded_shuffle(
     assert "No C w/o H" not in DRAW.SETTINGS
 
 
+def test_heldout_settings_are_unused_and_the_seeded_choice(
+    rows: dict[str, list[dict[str, str]]],
+) -> None:
+    heldout = {r["setting"] for r in rows["heldout"]}
+    assert heldout == set(HELDOUT.HELDOUT_SETTINGS)
+    assert len(heldout) == 4
+    # None is the answer layer's setting, its twin, or a setting of the first sample.
+    assert not heldout & {DEFAULT_SETTING, "No C w/o H", *DRAW.SETTINGS}
+    assert set(HELDOUT.USED_SETTINGS) == {DEFAULT_SETTING, "No C w/o H", *DRAW.SETTINGS}
+    assert HELDOUT.chosen_now() == HELDOUT.HELDOUT_SETTINGS
+    # The eight candidates: 18 settings less the ten used.
+    candidates = HELDOUT.candidates(champ_settings())
+    assert len(candidates) == 8 and heldout <= set(candidates)
+
+
+def test_heldout_choice_skips_settings_that_cannot_fill_every_cell() -> None:
+    # Two categories, two teachers; "S2" has 5 eligible problems in one cell (6 needed).
+    cats, teachers = ["A", "B"], ["t1", "t2"]
+    full = [f"P_{i}" for i in range(6)]
+    eligible = {(s, c, t): full for s in ("S1", "S2", "S3") for c in cats for t in teachers}
+    eligible[("S2", "B", "t2")] = full[:5]
+    assert not HELDOUT.usable(eligible, "S2", cats, teachers)
+    assert HELDOUT.usable(eligible, "S1", cats, teachers)
+    chosen = HELDOUT.choose_settings(["S1", "S2", "S3"], eligible, cats, teachers, how_many=4)
+    # Fewer usable than asked for: all usable ones, sorted.
+    assert chosen == ("S1", "S3")
+    one = HELDOUT.choose_settings(["S3", "S2", "S1"], eligible, cats, teachers, how_many=1)
+    assert len(one) == 1 and one[0] in chosen
+
+
 def test_stated_answers_are_verbatim_in_the_recorded_texts(
     rows: dict[str, list[dict[str, str]]], recorded: dict[tuple[str, str, str], dict[str, str]]
 ) -> None:
@@ -169,7 +200,7 @@ def test_no_labelled_text_was_recorded_under_another_setting(
 def test_the_draw_script_reproduces_exactly_the_labelled_keys(
     rows: dict[str, list[dict[str, str]]],
 ) -> None:
-    items = DRAW.sample()
+    items = DRAW.sample() + HELDOUT.sample()
     for half in HALVES:
         drawn = [
             (i["setting"], i["problem_id"], i["teacher"], i["category"])
