@@ -10,6 +10,11 @@ A URL only ever names a store (``?store=demo``); it can never carry a path, so a
 cannot make the app read outside the configured stores. ``--readonly`` (or
 ``LEGIVAL_READONLY=1``) is the hosting mode: no store switching by URL beyond the configured
 names, and nothing written to disk.
+
+With two or more stores given at launch the Leaderboard offers their merged board
+(:mod:`legival_core.board_merge`); ``--merge`` (``LEGIVAL_MERGE=1``) opens it by default and
+``--prefer NAME`` (``LEGIVAL_PREFER``) names the store whose row wins a (teacher, dataset) that
+two of them hold.
 """
 
 from __future__ import annotations
@@ -50,6 +55,26 @@ class AppConfig:
     resample_seed: int = RESAMPLE_SEED
     low_n_traces: int = LOW_N_TRACES
     few_correlation_points: int = FEW_CORRELATION_POINTS
+    #: the stores given at launch (``--store``, ``LEGIVAL_STORE``), in order: the merged board's
+    launched: tuple[str, ...] = ()
+    #: open the Leaderboard on the merged board of the launched stores
+    merge: bool = False
+    #: the launched store whose row wins a (teacher, dataset) clash on the merged board
+    prefer: str | None = None
+
+    def merge_stores(self) -> dict[str, Path]:
+        """The stores of the merged board (name -> folder): those given at launch, when there
+        are two or more, else none (the bundled demo and published stores are never merged:
+        the published one holds the papers' averages, not a run).
+
+        >>> AppConfig({"a": Path("a"), "b": Path("b")}, "a", launched=("a", "b")).merge_stores()
+        {'a': PosixPath('a'), 'b': PosixPath('b')}
+        >>> AppConfig({"a": Path("a")}, "a", launched=("a",)).merge_stores()
+        {}
+        """
+        if len(self.launched) < 2:
+            return {}
+        return {name: self.stores[name] for name in self.launched}
 
     def resolve(self, requested: str | None) -> tuple[str, str | None]:
         """Return ``(store name, message)`` for a store name taken from a URL or a widget.
@@ -124,10 +149,15 @@ def parse_app_args(argv: Sequence[str], environ: Mapping[str, str]) -> AppConfig
     >>> cfg = parse_app_args(["--store", "runs=/data/run1", "--readonly"], {})
     >>> sorted(cfg.stores), cfg.default, cfg.readonly
     (['demo', 'published', 'runs'], 'runs', True)
+    >>> cfg = parse_app_args(["--store", "a=/r/a", "--store", "b=/r/b", "--prefer", "b"], {})
+    >>> cfg.launched, cfg.merge, cfg.prefer
+    (('a', 'b'), False, 'b')
     """
     parser = argparse.ArgumentParser(prog="app.py", add_help=False)
     parser.add_argument("--store", action="append", default=[])
     parser.add_argument("--readonly", action="store_true")
+    parser.add_argument("--merge", action="store_true")
+    parser.add_argument("--prefer", default=None)
     args, _unknown = parser.parse_known_args(list(argv))
 
     stores: dict[str, Path] = dict(BUNDLED_STORES)
@@ -137,13 +167,28 @@ def parse_app_args(argv: Sequence[str], environ: Mapping[str, str]) -> AppConfig
         name, path = _store_argument(value)
         name = name or _unique_name(path, stores)
         stores[name] = path
-        launched.append(name)
+        if name not in launched:  # the same name twice: one store, the later path
+            launched.append(name)
 
-    readonly = args.readonly or environ.get("LEGIVAL_READONLY", "").lower() in {"1", "true", "yes"}
+    readonly = _env_flag(environ, "LEGIVAL_READONLY") or args.readonly
+    merge = _env_flag(environ, "LEGIVAL_MERGE") or args.merge
+    # the command line over the environment, as for the stores' order above
+    prefer = args.prefer or environ.get("LEGIVAL_PREFER", "").strip() or None
     if launched:
         default = launched[0]
     elif (BUNDLED_STORES["demo"] / "manifest.json").exists():
         default = "demo"
     else:
         default = "published"
-    return AppConfig(stores=stores, default=default, readonly=readonly)
+    return AppConfig(
+        stores=stores,
+        default=default,
+        readonly=readonly,
+        launched=tuple(launched),
+        merge=merge,
+        prefer=prefer,
+    )
+
+
+def _env_flag(environ: Mapping[str, str], name: str) -> bool:
+    return environ.get(name, "").lower() in {"1", "true", "yes"}

@@ -99,7 +99,7 @@ def current_store_path() -> Path:
     return get_config().stores[current_store_name()]
 
 
-def _manifest_stamp(path: Path) -> float:
+def manifest_stamp(path: Path) -> float:
     manifest = path / "manifest.json"
     try:
         return manifest.stat().st_mtime
@@ -110,7 +110,7 @@ def _manifest_stamp(path: Path) -> float:
 def store_key() -> tuple[str, float]:
     """(path, manifest mtime): the cache key of everything read from the current store."""
     path = current_store_path()
-    return str(path), _manifest_stamp(path)
+    return str(path), manifest_stamp(path)
 
 
 # Tables are cached as shared resources, not copies: ``st.cache_data`` would pickle a
@@ -215,7 +215,7 @@ def bundled_calibration_report() -> pd.DataFrame | None:
     path = CALIBRATION_STORE
     if not (path / "manifest.json").exists():
         return None
-    frame = _read_table(str(path), _manifest_stamp(path), "calibration_report", None)
+    frame = _read_table(str(path), manifest_stamp(path), "calibration_report", None)
     return frame if len(frame) else None
 
 

@@ -12,7 +12,7 @@ from legival_core import board as board_layout
 from legival_core import views
 from legival_core.rank_intervals import TeacherResamples
 from legival_core.safe_text import markdown_literal, plotly_literal, plotly_literals
-from pages import common, robustness_report
+from pages import common, merged_board, robustness_report
 
 st.title("🏆 Leaderboard")
 st.caption(
@@ -20,6 +20,9 @@ st.caption(
     "against the accuracy rank (▲ = better than its accuracy suggests)."
 )
 common.page_setup("leaderboard")
+if merged_board.chosen():  # several stores given at launch: their board as one
+    merged_board.show(common.include_references())
+    st.stop()
 common.need_tables("teacher_metrics", what="The leaderboard")
 include = common.include_references()
 

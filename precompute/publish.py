@@ -48,7 +48,7 @@ import pandas as pd
 from legival_core import __version__, site_pages, site_pin, views
 from legival_core import board as board_layout
 from legival_core.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
-from legival_core.board_merge import merge_teacher_rows
+from legival_core.board_merge import merge_teacher_rows, merged_rank_board, merged_table
 from legival_core.safe_export import csv_frame
 from legival_core.safe_text import plotly_literals
 from legival_core.snapshot import (
@@ -216,26 +216,14 @@ class _Sources:
         self.kept = kept  # teacher_metrics rows on the board, with their store
         self.by_name = {s.name: s for s in stores}
 
-    def _pairs(self, name: str) -> pd.DataFrame:
-        rows = self.kept[self.kept["store"] == name]
-        return rows[["teacher", "dataset"]].astype(str)
-
     def read(self, table: str, columns: Sequence[str] | None = None) -> pd.DataFrame | None:
         """The merged rows of ``table`` (None when no store has it). Tables keyed by teacher
         and dataset keep only their board rows; trace tables only the traces of those rows."""
-        frames = []
-        for source in self.stores:
-            if not source.store.has(table):
-                continue
-            frame = source.store.read(table, columns=columns)
-            if {"teacher", "dataset"} <= set(frame.columns):
-                pairs = self._pairs(source.name)
-                key = frame["teacher"].astype(str) + "\x1f" + frame["dataset"].astype(str)
-                frame = frame[key.isin(set(pairs["teacher"] + "\x1f" + pairs["dataset"]))]
-            frames.append(frame.assign(store=source.name))
-        if not frames:
-            return None
-        return pd.concat(frames, ignore_index=True)
+        frames = {
+            s.name: (s.store.read(table, columns=columns) if s.store.has(table) else None)
+            for s in self.stores
+        }
+        return merged_table(frames, self.kept)
 
 
 def _footer(sources: _Sources, options: PublishOptions, pin_file: str) -> str:
@@ -274,39 +262,23 @@ def _leaderboard_sections(
     sources: _Sources, options: PublishOptions, references: Sequence[str]
 ) -> tuple[list[Section], pd.DataFrame, str, pd.DataFrame]:
     """The leaderboard page's sections, the rank table shown (text), its LaTeX and numbers."""
-    from legival_core.rank_intervals import (
-        agreeing_intervals,
-        frontier_shares,
-        interval_table,
-        points_agree,
-        resample_teachers,
-    )
+    from legival_core.rank_intervals import frontier_shares, points_agree
 
-    teacher_metrics = sources.kept.drop(columns=["store"])
-    metrics = views.ranked_metrics(teacher_metrics)
     include = options.include_references
-    board = views.leaderboard(teacher_metrics, metrics, None, references, include)
-    tables = {name: sources.read(name) for name in ("trace_efficiency", "trace_transfer")}
+    made = merged_rank_board(
+        sources.kept,
+        sources.read("trace_efficiency"),
+        sources.read("trace_transfer"),
+        references,
+        include=include,
+        n_boot=options.n_boot,
+        seed=options.seed,
+        low_n=options.low_n,
+        with_store=len(sources.stores) > 1,
+    )
+    metrics, board, intervals, resamples = made.metrics, made.board, made.intervals, made.resamples
+    text_table, numbers = made.text, made.numbers
     directions = {m: v.higher_is_better for m, v in views.METRICS.items()}
-    resamples = None
-    intervals = pd.DataFrame()
-    if any(t is not None and len(t) for t in tables.values()):
-        # reference teachers are resampled for their value intervals, left out of the ranks
-        resamples = resample_teachers(*tables.values(), metrics, options.n_boot, options.seed)
-        apart = () if include else references
-        intervals = agreeing_intervals(
-            interval_table(resamples, directions, references=apart), board
-        )
-
-    text_table = board_layout.uncertainty_board(board, intervals, metrics, options.low_n)
-    numbers = board_layout.board_numbers(board, intervals, metrics)
-    if len(sources.stores) > 1:
-        # which run each teacher's rows come from (a teacher may span runs, one per dataset)
-        origin = sources.kept.groupby(sources.kept["teacher"].astype(str))["store"].agg(
-            lambda s: ", ".join(dict.fromkeys(s))
-        )
-        text_table["store"] = text_table["teacher"].map(origin).to_numpy()
-        numbers["store"] = numbers["teacher"].map(origin).to_numpy()
     latex = views.latex_table(
         board_layout.ascii_cells(text_table),
         caption="Legi-Val rank table: value [95% interval]; n traces; rank (95% rank interval)",
