@@ -208,7 +208,8 @@ def ensure_tiktoken() -> Path:
         raise _missing("tiktoken", "token counting", err) from err
     names = tiktoken_encodings_shipped()
     target = Path(os.environ.get("TIKTOKEN_CACHE_DIR") or cache_dir() / "tiktoken")
-    target.mkdir(parents=True, exist_ok=True)
+    if not target.is_dir():  # a read-only app must not even try a mkdir on a filled cache
+        target.mkdir(parents=True, exist_ok=True)
     with _PREPARE_LOCK:
         for name in names:
             url, want = _bpe_source(name)
