@@ -1,5 +1,9 @@
-"""What every real-browser test shares: Debian's Chromium, a Streamlit server of the app on a
-free loopback port, and a Chromium context (TESTING.md says why these flags)."""
+"""What every real-browser test shares: a Chromium found on this machine, a Streamlit server of
+the app on a free loopback port, and a Chromium context.
+
+The flags keep headless Chromium quiet and offline-friendly: no sandbox (tests often run as root
+in containers), no GPU, no background or component-update traffic, no /dev/shm (small in
+containers)."""
 
 from __future__ import annotations
 
@@ -17,7 +21,36 @@ from typing import Any
 
 from tests.engine_fixtures import free_port, stop_process_group
 
-CHROMIUM = "/usr/lib/chromium/chromium"
+#: Where a Chromium is looked for, in order, when ``CHROMIUM`` is not set: Debian's package
+#: (``apt-get install chromium``), then playwright's own
+#: (``python -m playwright install chromium``).
+DEBIAN_CHROMIUM = ("/usr/lib/chromium/chromium", "/usr/bin/chromium")
+NO_CHROMIUM = (
+    "no Chromium found: set CHROMIUM=/path/to/chrome, or install one with "
+    "`apt-get install chromium` (Debian/Ubuntu) or `python -m playwright install chromium`"
+)
+
+
+def find_chromium() -> str | None:
+    """The Chromium the browser tests drive: ``$CHROMIUM``, Debian's, or playwright's own."""
+    named = os.environ.get("CHROMIUM")
+    if named:
+        return named if Path(named).is_file() else None
+    for path in DEBIAN_CHROMIUM:
+        if Path(path).is_file():
+            return path
+    try:
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as pw:
+            own = pw.chromium.executable_path
+    except Exception:  # playwright missing or its driver cannot start: no browser either way
+        return None
+    return own if own and Path(own).is_file() else None
+
+
+CHROMIUM = find_chromium() or ""
+HAVE_CHROMIUM = bool(CHROMIUM)
 REPO = Path(__file__).resolve().parents[1]
 FLAGS = [
     "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser_fixtures import CHROMIUM, FLAGS, REPO
+from tests.browser_fixtures import CHROMIUM, FLAGS, HAVE_CHROMIUM, NO_CHROMIUM, REPO
 from tests.engine_fixtures import free_port, stop_process_group
 
 APP_PYTHON = os.environ.get("LEGIVAL_APP_PYTHON", "")
@@ -196,7 +196,7 @@ def docker_started_app() -> Iterator[str]:
 
 @needs_app_venv
 @pytest.mark.browser
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Chromium is not installed")
+@pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM)
 @pytest.mark.timeout(600)
 def test_the_docker_start_command_serves_every_page_to_chromium(docker_started_app: str) -> None:
     from playwright.sync_api import sync_playwright

@@ -16,13 +16,19 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.browser_fixtures import CHROMIUM, REPO, chromium_context, streamlit_app
+from tests.browser_fixtures import (
+    HAVE_CHROMIUM,
+    NO_CHROMIUM,
+    REPO,
+    chromium_context,
+    streamlit_app,
+)
 
 ARTIFACTS = REPO / "test-artifacts"
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Chromium is not installed"),
+    pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM),
     pytest.mark.timeout(120),
 ]
 

@@ -19,11 +19,10 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.browser_fixtures import CHROMIUM, FLAGS
+from tests.browser_fixtures import CHROMIUM, FLAGS, HAVE_CHROMIUM, NO_CHROMIUM
 from tests.engine_fixtures import free_port
 
 IMAGE = os.environ.get("LEGIVAL_APP_IMAGE", "")
@@ -88,7 +87,7 @@ def test_the_image_is_healthy_and_runs_as_a_user(container: tuple[str, str]) -> 
 
 
 @pytest.mark.browser
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Chromium is not installed")
+@pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM)
 def test_the_image_serves_the_demo_leaderboard(container: tuple[str, str]) -> None:
     from playwright.sync_api import sync_playwright
 

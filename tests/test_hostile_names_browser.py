@@ -24,12 +24,17 @@ from typing import Any
 import pytest
 
 from tests import app_fixtures
-from tests.browser_fixtures import CHROMIUM, chromium_context, streamlit_app
+from tests.browser_fixtures import (
+    HAVE_CHROMIUM,
+    NO_CHROMIUM,
+    chromium_context,
+    streamlit_app,
+)
 from tests.test_hostile_names import URL_VALUES, app_pages
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Chromium is not installed"),
+    pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM),
     pytest.mark.timeout(300),
 ]
 

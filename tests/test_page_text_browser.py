@@ -13,18 +13,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from legival_core.app_config import BUNDLED_STORES
-from tests.browser_fixtures import CHROMIUM, chromium_context, streamlit_app
+from tests.browser_fixtures import (
+    HAVE_CHROMIUM,
+    NO_CHROMIUM,
+    chromium_context,
+    streamlit_app,
+)
 from tests.test_browser import screenshot, wait_idle
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Chromium is not installed"),
+    pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM),
     pytest.mark.timeout(1800),  # 13 pages x 2 modes on a shared 2-core machine: minutes each
 ]
 

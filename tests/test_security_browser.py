@@ -20,12 +20,18 @@ from typing import Any
 
 import pytest
 
-from tests.browser_fixtures import CHROMIUM, REPO, chromium_context, streamlit_app
+from tests.browser_fixtures import (
+    HAVE_CHROMIUM,
+    NO_CHROMIUM,
+    REPO,
+    chromium_context,
+    streamlit_app,
+)
 from tests.xss_payloads import INJECTED_SELECTORS, PAYLOADS, build_hostile_store
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Chromium is not installed"),
+    pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM),
     pytest.mark.timeout(300),
 ]
 

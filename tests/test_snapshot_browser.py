@@ -26,12 +26,12 @@ from typing import Any
 
 import pytest
 
-from tests.browser_fixtures import CHROMIUM, FLAGS, REPO, streamlit_app
+from tests.browser_fixtures import CHROMIUM, FLAGS, HAVE_CHROMIUM, NO_CHROMIUM, REPO, streamlit_app
 from tests.test_browser import ARTIFACTS, screenshot, wait_idle
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Chromium is not installed"),
+    pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM),
     pytest.mark.timeout(600),
 ]
 
