@@ -459,3 +459,34 @@ def test_a_trace_that_concludes_no_solutions_leaks_no_at_that_step() -> None:
     point = get_task("champ").answer_leak_step(reasoning, ends, "No", problem=problem)
     # step 1 is a declarative sentence too, but no conclusion: it leaks nothing
     assert point.status == "ok" and point.k == 3
+
+
+@pytest.mark.parametrize(
+    ("prompt", "conclusion", "gold"),
+    [
+        # a yes/no answered by a concluding declarative (polarity in the question's frame)
+        ("Is 4^545+545^4 a prime number?", "Hence 4^545+545^4 is not a prime number.", "No"),
+        # a count read from "at least one"
+        ("At least how many of a, b, c are divisible by 3?",
+         "So at least one of a, b, c is divisible by 3.", "1"),
+        # a residue for a mod question
+        ("What is n^5 - 5n^3 + 4n mod 120 for an integer n?",
+         "Thus n^5 - 5n^3 + 4n ≡ 0 (mod 120) for every n.", "0 is the only possible value"),
+        # the value before a trailing clause, not the numbers after it
+        ("Find the minimum of m + n over positive integers with m^2 + n = 3.",
+         "So the minimum is 11, achieved when m = 1 and n = 2.", "11"),
+    ],
+)  # fmt: skip
+def test_the_leak_step_reads_the_new_phrasings_at_their_step(
+    prompt: str, conclusion: str, gold: str
+) -> None:
+    # Step 2 mentions the same objects without concluding: it states nothing.
+    steps = ["We look at small cases first.", "Each of a, b, c and n is an integer.", conclusion]
+    reasoning = " ".join(steps)
+    ends = [reasoning.index(s) + len(s) for s in steps]
+    point = get_task("champ").answer_leak_step(reasoning, ends, gold, problem={"prompt": prompt})
+    assert (point.status, point.k) == ("ok", 3), point
+    # the numbers of the trailing clause are not the leak: gold 2 is never stated
+    if "achieved" in conclusion:
+        again = get_task("champ").answer_leak_step(reasoning, ends, "2", problem={"prompt": prompt})
+        assert again.k is None, again
