@@ -6,7 +6,8 @@ A reply to a yes/no question is often a statement: "There are no integer solutio
 "no" (as a determiner), "never", "none", "nothing", "cannot", "impossible", "false that",
 "neither" flips it, so "It is false that there are no solutions" is positive. Idioms that
 contain a negation word without negating ("not only … but", "no doubt", "no matter",
-"no less than", "nothing but") do not count.
+"no less than", "nothing but") do not count. A "≠" in the claim's predicate negates too ("x_n ≠ 0
+for all n" as "x_n is never 0"), not one that ranges ("for any p ≠ q") or sits in its subject.
 
 A *hedge* commits to nothing: "Yes and no.", "Yes or no, I cannot tell.", "We cannot conclude
 that …", "it is not possible to determine …", "3 (or possibly 239)", "perhaps", "maybe". A
