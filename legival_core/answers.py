@@ -48,7 +48,13 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from legival_core.polarity import is_hedge, polarity, sentential_negation_count
+from legival_core.polarity import (
+    is_hedge,
+    main_clause,
+    polarity,
+    sentential_negation_count,
+    unequal_count,
+)
 from legival_core.tasks.boxed import box_content_spans
 
 __all__ = [
@@ -66,6 +72,7 @@ __all__ = [
     "math_regions",
     "register_finder",
     "restates_given",
+    "topic_words",
     "value_count",
 ]
 
@@ -117,11 +124,11 @@ class AnswerFrame:
     question_type: str = "expression"
     prompt: str | None = None
     _givens: str | None = field(default=None, compare=False, repr=False)
+    _focus: frozenset[str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def question_negated(self) -> bool:
         """True when the question itself is negated ("Must x_n ≠ 0 for all n?")."""
-        from legival_core.polarity import sentential_negation_count
         from legival_core.questions import asking_sentence
 
         if not self.prompt:
@@ -129,12 +136,24 @@ class AnswerFrame:
         # A remark in brackets ("(i.e., not encountering division by zero)") is no negation.
         asking = _BRACKETED.sub(" ", asking_sentence(self.prompt))
         # "≠" negates the question's claim ("Must x_n ≠ 0 for all n?"), not when it only
-        # ranges over cases ("for any p ≠ q").
-        signs = sum(
-            not _RANGING.search(asking, max(0, m.start() - 16), m.start())
-            for m in _UNEQUAL.finditer(asking)
-        )
-        return (sentential_negation_count(asking) + signs) % 2 == 1
+        # ranges over cases ("for any p ≠ q"); a reply's polarity counts it the same way.
+        return (sentential_negation_count(asking) + unequal_count(asking)) % 2 == 1
+
+    @property
+    def focus(self) -> frozenset[str]:
+        """The words and numbers of the asking sentence that the rest of the prompt does not
+        hold: what the question asks about ("Must x_n ≠ 0 for all n?" after a definition of
+        the sequence: {"0"}). Empty without a prompt (computed once)."""
+        if self._focus is None:
+            from legival_core.questions import asking_sentence
+
+            asking = asking_sentence(self.prompt or "")
+            lowered = (self.prompt or "").lower()
+            cut = lowered.rfind(asking) if asking else -1
+            rest = lowered[:cut] + lowered[cut + len(asking) :] if cut >= 0 else lowered
+            focus = frozenset(topic_words(asking)) - frozenset(topic_words(rest))
+            object.__setattr__(self, "_focus", focus)
+        return self._focus or frozenset()
 
     @property
     def givens(self) -> str:
@@ -145,8 +164,34 @@ class AnswerFrame:
 
 
 _BRACKETED = re.compile(r"\([^()]*\)")
-_UNEQUAL = re.compile(r"≠|\\neq?\b")
-_RANGING = re.compile(r"\b(?:for\s+(?:any|all|every|each)|with|where|such\s+that)\b[^.?]*$")
+_TOPIC_TOKEN = re.compile(r"\\[A-Za-z]+|[A-Za-z]{3,}|\d+")
+#: Words that ask or join, not what is asked about.
+_TOPIC_STOP = frozenset({
+    "the", "and", "for", "all", "any", "must", "can", "could", "does", "did", "are", "was",
+    "were", "there", "that", "this", "with", "such", "have", "has", "not", "what", "which",
+    "whether", "determine", "prove", "disprove", "find", "some", "each", "every", "its", "their",
+    "from", "into", "than", "then", "also", "only", "may", "might", "will", "would", "should",
+    "shall", "let", "given",
+})  # fmt: skip
+_TOPIC_SAME = {"zero": "0", "impossible": "possible", "exists": "exist"}
+
+
+def topic_words(text: str) -> list[str]:
+    """Lower-cased words of three or more letters and numbers of ``text`` (LaTeX commands,
+    joining and asking words left out; a plural "s" dropped, "zero" read as 0), by one pass.
+
+    >>> topic_words(r"The sequence has no zero terms, $x_n \\neq 0$.")
+    ['sequence', '0', 'term', '0']
+    """
+    words = []
+    for match in _TOPIC_TOKEN.finditer(text[-MAX_SENTENCE_CHARS * 2 :].lower()):
+        word = match.group()
+        if word.startswith("\\") or word in _TOPIC_STOP:
+            continue
+        word = _TOPIC_SAME.get(word, word)
+        words.append(word[:-1] if len(word) > 3 and word.endswith("s") else word)
+    return words
+
 
 Finder = Callable[["_Text", AnswerFrame], Iterable[AnswerCandidate]]
 #: kind -> finder. Order matters only for :func:`answer_candidates`' output before sorting.
@@ -640,7 +685,9 @@ _NUMBER_WORDS = {
     "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12",
 }  # fmt: skip
 _COUNT_WORD = re.compile(
-    r"\b(?:exactly|precisely|only|are|is|be|have|has|of)\s+(" + "|".join(_NUMBER_WORDS) + r")\b",
+    r"\b(?:exactly|precisely|only|are|is|be|have|has|of|least|most)\s+("
+    + "|".join(_NUMBER_WORDS)
+    + r")\b",
     re.IGNORECASE,
 )
 _BOUND = re.compile(r"\b(?:at\s+least|at\s+most|exactly)\s+", re.IGNORECASE)
@@ -880,8 +927,14 @@ _CONCLUSION = re.compile(
 )
 
 
+_OFF_TOPIC = "its claim holds none of the words the question asks about"
+
+
 def _frame_candidates(
-    sentence: _Sentence, frame: AnswerFrame, conclusions_only: bool
+    sentence: _Sentence,
+    frame: AnswerFrame,
+    conclusions_only: bool,
+    dropped: Dropped | None = None,
 ) -> Iterator[AnswerCandidate]:
     """Candidates that only the question's frame gives: the polarity of a statement answering
     a yes/no question, the count in "exactly two" / "no such" for a count question. Inside a
@@ -896,7 +949,14 @@ def _frame_candidates(
         if stated is not None:
             if frame.question_negated:  # "Must x_n ≠ 0?" answered "x_n is never 0": Yes
                 stated = "yes" if stated == "no" else "no"
-            yield AnswerCandidate(sentence.start, sentence.end, stated.capitalize(), "polarity")
+            found = AnswerCandidate(sentence.start, sentence.end, stated.capitalize(), "polarity")
+            # "The sequence … has no repeated terms" for "Must x_n ≠ 0 for all n?": a claim
+            # about something else answers neither Yes nor No.
+            if frame.focus and frame.focus.isdisjoint(topic_words(main_clause(words))):
+                if dropped is not None:
+                    dropped.append((found, _OFF_TOPIC))
+            else:
+                yield found
     elif frame.question_type == "count":
         if _NONE.search(words):
             yield AnswerCandidate(sentence.start, sentence.end, "0", "count")
@@ -952,9 +1012,9 @@ def _sentence_candidates(
                 yield found
             else:
                 own_drops.append((found, why))
+    yield from _frame_candidates(sentence, frame, conclusions_only, own_drops)
     if dropped is not None:
         dropped += own_drops
-    yield from _frame_candidates(sentence, frame, conclusions_only)
     # The whole sentence last: a gold that is a statement ("No integer solutions") is checked
     # against the sentence that states it. One that offers a list is graded as a list.
     restating = any(why == _RESTATES for _, why in own_drops)

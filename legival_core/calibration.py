@@ -18,7 +18,9 @@ half (:data:`TEMPLATE_SETS`; fixed here, no detector was tuned on either):
   "Actually measured");
 - answer leak: the gold stated at a known step, boxed, after "the answer is", in prose
   ("so there are 239 marbles"), as an equation, or restated ("239 is the number we need");
-  and traces that never state it;
+  in the frame of a question of its own (:data:`FRAMED_QUESTIONS`: "So the marbles cannot be
+  shared …" for a yes/no, "at least one crate …" for a count, "N ≡ 239 (mod 1000)"), or
+  with a trailing clause ("is 239, achieved when …"); and traces that never state it;
 - transfer: a key fact at a known step; the rule-based student
   (``precompute.backends.rule_student``) is right exactly when its prefix holds the fact;
 - decomposition: instance sets with known r_ctx, r_logic, E[W], VŌ and κ
@@ -44,7 +46,9 @@ import pandas as pd
 __all__ = [
     "BACKTRACK_CUES",
     "BACKTRACK_DECOYS",
+    "FRAMED_QUESTIONS",
     "LEAK_STYLES",
+    "MARBLES_QUESTION",
     "REPORT_COLUMNS",
     "TEMPLATE_SETS",
     "PlantedItem",
@@ -226,7 +230,35 @@ LEAK_STYLES: dict[str, tuple[str, str]] = {
     "prose": ("So there are {g} marbles.", "That makes {g} marbles altogether."),
     "equation": ("Putting it together, x = {g}.", "Hence the total is N = {g}."),
     "restatement": ("{g} is the number we need.", "The count we are after is {g}."),
+    # Prose read in the frame of the question (issue 23): a yes/no answered by a declarative,
+    # a count by "at least one", a residue, a value with a trailing clause. Their questions
+    # and golds are in FRAMED_QUESTIONS.
+    "yes_no_statement": (
+        "So the marbles cannot be shared equally among the crew.",
+        "Hence there is no way to share the marbles equally among the crew.",
+    ),
+    "at_least_one": (
+        "So at least one crate holds marbles.",
+        "Therefore at least one of the crates must contain marbles.",
+    ),
+    "residue": (
+        "So the number of marbles N ≡ {g} (mod 1000).",
+        "Thus the count is congruent to {g} modulo 1000.",
+    ),
+    "trailing_clause": (
+        "So the total is {g}, achieved when every crate is full.",
+        "This gives {g} marbles, reached once every box is full.",
+    ),
     "none": ("", ""),
+}
+
+#: The question every planted problem asks, unless its leak style has its own.
+MARBLES_QUESTION = "How many marbles are in the crate?"
+#: Leak styles with a question of their own: (question, gold; "{g}" is the drawn number).
+FRAMED_QUESTIONS: dict[str, tuple[str, str]] = {
+    "yes_no_statement": ("Can the marbles in the crate be shared equally among the crew?", "No"),
+    "at_least_one": ("At least how many crates hold marbles?", "1"),
+    "residue": ("What is the number of marbles in the crate mod 1000?", "{g}"),
 }
 
 _KEY_FACTS = (
@@ -265,6 +297,8 @@ class PlantedTrace:
     key_fact: str
     sentences: tuple[str, ...]
     items: tuple[PlantedItem, ...] = field(default=())
+    #: What the problem asks (its leak style may have a question of its own).
+    question: str = MARBLES_QUESTION
 
     @property
     def reasoning(self) -> str:
@@ -283,7 +317,7 @@ class PlantedTrace:
 
 
 def _numbers(rng: np.random.Generator, count: int) -> list[int]:
-    """``count`` distinct numbers in 2..98 (never a gold, which is ≥ 100)."""
+    """``count`` distinct numbers in 2..98 (never a gold, which is ≥ 100, 1 or "No")."""
     return [int(x) for x in rng.choice(np.arange(2, 99), size=count, replace=False)]
 
 
@@ -307,7 +341,7 @@ def plant_traces(n_traces: int, seed: int = 0) -> list[PlantedTrace]:
     redundancy_cases = ("repeat", "paraphrase", "near_miss")
     for number in range(n_traces):
         teacher = list(TEACHERS)[number % len(TEACHERS)]
-        gold = str(int(rng.integers(100, 1000)))
+        gold_number = str(int(rng.integers(100, 1000)))
         chosen = [family_names[i] for i in rng.permutation(len(family_names))[:6]]
         template_set = int(rng.integers(0, 2))  # one template set per trace's content
         body: list[tuple[str, PlantedItem | None]] = []
@@ -361,9 +395,11 @@ def plant_traces(n_traces: int, seed: int = 0) -> list[PlantedTrace]:
         style = leaks[(number // 2) % len(leaks)]
         if style != "none":
             variant = int(rng.integers(0, 2))
-            text = LEAK_STYLES[style][variant].format(g=gold)
+            text = LEAK_STYLES[style][variant].format(g=gold_number)
             item = PlantedItem(-1, "leak", style, TEMPLATE_SETS[variant], True)
             body.insert(int(rng.integers(1, len(body) + 1)), (text, item))
+        question, gold = FRAMED_QUESTIONS.get(style, (MARBLES_QUESTION, "{g}"))
+        gold = gold.format(g=gold_number)
         sentences = tuple(text for text, _ in body)
         items = tuple(
             PlantedItem(index, i.prop, i.case, i.template_set, i.positive)
@@ -382,6 +418,7 @@ def plant_traces(n_traces: int, seed: int = 0) -> list[PlantedTrace]:
                 key_fact=key_fact,
                 sentences=sentences,
                 items=items,
+                question=question,
             )
         )
     return traces
@@ -549,12 +586,17 @@ MIN_RECALL: dict[tuple[str, str], float] = {
 }
 
 #: (style, template set) pairs whose wording the answer layer claims to read
-#: (legival_core.answers: boxes, "the answer is", "there are X", "… is X", a closing equation);
-#: they are held to the exact step. The held-out prose wording ("That makes X marbles
-#: altogether") has neither a copula nor "there are": measured and reported, not claimed.
+#: (legival_core.answers: boxes, "the answer is", "there are X", "… is X", a closing equation;
+#: in the question's frame a concluding declarative for a yes/no, "at least one" for a count,
+#: "≡ r (mod n)" / "congruent to r modulo n", "is X, achieved when …"); they are held to the
+#: exact step. The held-out prose wordings "That makes X marbles altogether" and "This gives X
+#: marbles, reached once …" have neither a copula nor "there are": measured, not claimed.
 LEAK_STYLES_CLAIMED = frozenset(
     {(style, "dev") for style in ("boxed", "answer_is", "prose", "equation")}
     | {(style, "held_out") for style in ("boxed", "answer_is", "equation")}
+    | {(style, "dev") for style in ("yes_no_statement", "at_least_one", "residue")}
+    | {("trailing_clause", "dev")}
+    | {(style, "held_out") for style in ("yes_no_statement", "at_least_one", "residue")}
 )
 
 

@@ -6,7 +6,8 @@ A reply to a yes/no question is often a statement: "There are no integer solutio
 "no" (as a determiner), "never", "none", "nothing", "cannot", "impossible", "false that",
 "neither" flips it, so "It is false that there are no solutions" is positive. Idioms that
 contain a negation word without negating ("not only … but", "no doubt", "no matter",
-"no less than", "nothing but") do not count.
+"no less than", "nothing but") do not count. A "≠" in the claim's predicate negates too ("x_n ≠ 0
+for all n" as "x_n is never 0"), not one that ranges ("for any p ≠ q") or sits in its subject.
 
 A *hedge* commits to nothing: "Yes and no.", "Yes or no, I cannot tell.", "We cannot conclude
 that …", "it is not possible to determine …", "3 (or possibly 239)", "perhaps", "maybe". A
@@ -31,6 +32,7 @@ __all__ = [
     "negation_count",
     "polarity",
     "sentential_negation_count",
+    "unequal_count",
 ]
 
 Polarity = Literal["yes", "no"]
@@ -106,6 +108,31 @@ def sentential_negation_count(sentence: str) -> int:
     return count
 
 
+_UNEQUAL = re.compile(r"≠|\\neq?(?![A-Za-z])")  # not "!=": "n!=120" is a factorial
+# "for any p ≠ q", "with n ≠ 1", "integers m ≠ n such that …": the sign ranges over cases and
+# negates no claim. "x_n is such that x_n ≠ 0" is a predicate, not a range.
+_RANGING = re.compile(
+    r"\b(?:for\s+(?:any|all|every|each|some)|with|where|(?<!is\s)(?<!are\s)such\s+that)\b[^.?]*$",
+    re.IGNORECASE,
+)
+
+
+def unequal_count(text: str, start: int = 0) -> int:
+    """How many "≠" signs (also ``\\neq``, ``\\ne``) of ``text`` deny a relation
+    ("x_n ≠ 0 for all n" denies "x_n = 0"): those within 16 characters after a range ("for
+    any p ≠ q", "with n ≠ 1") do not count, nor those before ``start``.
+
+    >>> unequal_count("Must x_n≠0 for all n?"), unequal_count("For any p ≠ q, p + q > 2.")
+    (1, 0)
+    >>> unequal_count(r"The sequence is such that $x_n \\neq 0$ for all $n$.")
+    1
+    """
+    return sum(
+        not _RANGING.search(text, max(0, m.start() - 16), m.start())
+        for m in _UNEQUAL.finditer(text, start)
+    )
+
+
 def is_hedge(sentence: str) -> bool:
     """True when ``sentence`` does not commit to an answer.
 
@@ -143,9 +170,15 @@ def main_clause(sentence: str) -> str:
     ' which means A is not greater than 0.1.'
     >>> main_clause("It has no limit because it grows, so it must exceed 3.")
     'It has no limit'
+    >>> main_clause("The sequence defined by a_1=1, a_(n+1)=a_n+1/a_n^2 has no limit.")
+    'The sequence defined by a_1=1, a_(n+1)=a_n+1/a_n^2 has no limit.'
     """
     words = _words_only(sentence)
-    cuts = [0] + [m.start() + (1 if m.group() in ",;:" else 0) for m in _CLAUSE.finditer(words)]
+    cuts = [0] + [
+        m.start() + (1 if m.group() in ",;:" else 0)
+        for m in _CLAUSE.finditer(words)
+        if not (m.group() == "," and _between_relations(words, m.start()))
+    ]
     clauses = [sentence[a:b] for a, b in zip(cuts, [*cuts[1:], len(sentence)], strict=True)]
     clauses = [c for c in clauses if c.strip()]
     main: str | None = None
@@ -161,6 +194,19 @@ def main_clause(sentence: str) -> str:
     return concluding or main or (clauses or [sentence])[0]
 
 
+_RELATION_CHARS = frozenset("=<>≤≥≠^_")
+
+
+def _between_relations(words: str, comma: int) -> bool:
+    """True for the comma of "a_1=1, a_(n+1)=a_n+1/a_n^2": the words on both sides of it are
+    undelimited maths (a relation, an index or a power), so it separates the givens of one
+    definition, not two clauses."""
+    # Each side read on at most 64 characters: linear however many commas a sentence has.
+    before = words[max(0, comma - 64) : comma].rsplit(None, 1)[-1:] or [""]
+    after = words[comma + 1 : comma + 65].split(None, 1)[:1] or [""]
+    return all(any(c in _RELATION_CHARS for c in side[0]) for side in (before, after))
+
+
 def polarity(sentence: str) -> Polarity | None:
     """``"no"`` when an odd number of negations scope over the claim, else ``"yes"``; None for
     a hedge. A leading "Yes," / "No," decides by itself.
@@ -169,6 +215,10 @@ def polarity(sentence: str) -> Polarity | None:
     'no'
     >>> polarity("There do not exist such integers.")
     'no'
+    >>> polarity(r"The sequence is such that $x_n \\neq 0$ for all $n$.")
+    'no'
+    >>> polarity("The least p + q with x_p = x_q and p ≠ q is 3.")  # "≠" of the subject
+    'yes'
     >>> polarity("No doubt, it can.")
     'yes'
     >>> polarity("Yes or no, I cannot tell.") is None
@@ -179,4 +229,12 @@ def polarity(sentence: str) -> Polarity | None:
     lead = re.match(r"\W*(yes|no)\b\s*[,.;:!—-]", sentence, re.IGNORECASE)
     if lead is not None:
         return "yes" if lead.group(1).lower() == "yes" else "no"
-    return "no" if negation_count(main_clause(sentence)) % 2 else "yes"
+    claim = main_clause(sentence)
+    # "x_n ≠ 0 for all n" denies as "x_n is never 0" does: a "≠" of the claim is a negation,
+    # one before its last copula belongs to the subject ("the least p + q with x_p ≠ x_q is 3").
+    copulas = list(_COPULA_WORD.finditer(_words_only(claim)))
+    predicate = copulas[-1].end() if copulas else 0
+    return "no" if (negation_count(claim) + unequal_count(claim, predicate)) % 2 else "yes"
+
+
+_COPULA_WORD = re.compile(r"\b(?:is|are|was|were|be|equals)\b", re.IGNORECASE)

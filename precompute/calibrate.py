@@ -57,10 +57,8 @@ DATASET = "calibration"
 
 
 def _problem_prompt(trace: PlantedTrace) -> str:
-    return (
-        f"Problem {trace.problem_id} (a synthetic calibration item): how many marbles are in "
-        "the crate?"
-    )
+    # The question a sentence of its own: its type (count, yes/no, residue) is read from it.
+    return f"Problem {trace.problem_id} is a synthetic calibration item. {trace.question}"
 
 
 #: The optional LLM judge: SmolLM2-135M-Instruct (packaged GGUF) through llama.cpp.

@@ -21,6 +21,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from legival_core.calibration import (
+    FRAMED_QUESTIONS,
     closed_form_curve,
     closed_form_fotu,
     closed_form_hazard_bin,
@@ -126,10 +127,13 @@ def test_the_noisy_student_flips_at_its_known_rate(report: pd.DataFrame) -> None
 def test_leak_step_is_exact_for_every_style_the_answer_layer_claims(
     report: pd.DataFrame,
 ) -> None:
-    for style in ("boxed", "answer_is", "prose", "equation"):
+    # Issue 23's phrasings, read in the question's frame: a yes/no answered by a concluding
+    # declarative, "at least one" for a count, a residue, a value with a trailing clause.
+    framed = ("yes_no_statement", "at_least_one", "residue", "trailing_clause")
+    for style in ("boxed", "answer_is", "prose", "equation", *framed):
         row = _row(report, property="leak", template_set="dev", case=style)
         assert row["n"] > 0 and row["recall"] == 1.0 and row["max_error"] == 0.0, row
-    for style in ("boxed", "answer_is", "equation"):
+    for style in ("boxed", "answer_is", "equation", *framed[:3]):
         row = _row(report, property="leak", template_set="held_out", case=style)
         assert row["n"] > 0 and row["recall"] == 1.0, row
     # Traces that never state the gold get no leak point.
@@ -233,9 +237,15 @@ def test_planted_traces_are_seeded_and_cover_every_case() -> None:
     for trace in first:
         leak = trace.item("leak")
         assert leak is not None
+        if leak.case in ("yes_no_statement", "at_least_one"):
+            # "No" and "1" are stated in words, in a question of their own
+            assert (trace.question, trace.gold) == FRAMED_QUESTIONS[leak.case]
+            continue
         # The gold appears in the text exactly when a leak is planted, and only at its step.
         holding = [i for i, s in enumerate(trace.sentences) if trace.gold in s]
         assert holding == ([leak.index] if leak.positive else [])
+    framed = {i.case for t in first for i in t.items if i.case in FRAMED_QUESTIONS}
+    assert framed == set(FRAMED_QUESTIONS)
 
 
 def test_backtracking_flags_count_only_valid_judgments() -> None:

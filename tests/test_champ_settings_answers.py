@@ -77,18 +77,18 @@ def _report(labels: pd.DataFrame) -> str:
     return f"{table.to_string()}\n{wrong.to_string()}"
 
 
-#: Measured once on the test half with the code final (README, "Grader agreement"): 114 / 120
-#: (1/3 Soln 27/30, 5-Shot 29/30, Problem C w/ H 29/30, Problem C w/o H 29/30), one wrong
-#: answer graded right (a yes/no reply the reader labelled no_answer), none from a restated
-#: condition. These floors guard against regressions; the issue's goals are checked below.
-#: Held-out half, scored once with the code at 2eb6da8, before anyone tuned on it: 112 / 120
-#: = 93.3% (Example C w/ H 29/30, Example C w/o H 27/30, Misleading C w/o H 28/30, Name C w/o H
-#: 28/30), two wrong answers graded right (one of them labelled no_answer), none from a restated
-#: condition.
+#: The first test half measured 114 / 120 once (1/3 Soln 27/30, 5-Shot 29/30, Problem C w/ H
+#: 29/30, Problem C w/o H 29/30; one wrong answer graded right, a reply labelled no_answer).
+#: Its six disagreements were then fixed as classes (tests/test_answer_frames.py, "the six
+#: disagreements"), which makes it development data: 120 / 120 on each of the first two
+#: halves now, tuned, so those floors only guard against regressions.
 MEASURED_FLOOR = {
     "dev": (120, 30, 0),
-    "test": (114, 27, 1),
-    "heldout": (112, 27, 2),
+    "test": (120, 30, 0),
+    # Scored once with the code at 2eb6da8 (112 / 120) and once with the code final: 115 / 120
+    # = 95.8% (Example C w/ H 30/30, Example C w/o H 28/30, Misleading C w/o H 28/30, Name C
+    # w/o H 29/30), two wrong answers graded right (none from a restated condition).
+    "heldout": (115, 28, 2),
 }  # agree, worst setting, false positives
 
 
@@ -117,7 +117,7 @@ def test_grader_holds_its_measured_agreement_on_unseen_settings(
 ) -> None:
     half, labels = graded_half
     assert len(labels) == 120 and labels["setting"].nunique() == 4
-    # 112 agree of 120 on the held-out half = 93.3%; worst setting 27 of 30 = 90.0%.
+    # Held-out half: 115 agree of 120 = 95.8%; worst setting 28 of 30 = 93.3%.
     per_setting = labels.groupby("setting")["agree"].sum()
     false_positives = labels[labels["graded"] & (labels["label"] != "correct")]
     agree, worst, positives = MEASURED_FLOOR[half]
@@ -129,17 +129,21 @@ def test_grader_holds_its_measured_agreement_on_unseen_settings(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured 114/120 = 95.0% on the test half, 1/3 Soln 27/30 = 90%, and 112/120 = "
-    "93.3% on the held-out half, Example C w/o H 27/30 = 90%: below the issue's goals (97%, "
-    "every setting 93%); see the README",
-)
-def test_test_half_meets_the_issue_goals(graded_half: tuple[str, pd.DataFrame]) -> None:
+def test_the_halves_meet_the_issue_goals(graded_half: tuple[str, pd.DataFrame]) -> None:
+    """The goals hold on the two development halves (tuned there, so this only guards them);
+    on the held-out half, the measurement, 115 / 120 misses the 97% goal (an expected failure,
+    strict: it turns into a failure the day the held-out half meets the goals, so the README
+    and this marker get updated)."""
     half, labels = graded_half
-    if half == "dev":
-        pytest.xfail("the goals are stated for the halves that are measured, not tuned on")
     per_setting = labels.groupby("setting")["agree"].mean()
+    if half == "heldout":
+        met = labels["agree"].mean() >= TEST_GOAL and (per_setting >= SETTING_GOAL).all()
+        if not met:
+            pytest.xfail(
+                "held-out half 115/120 = 95.8% < 97% (every setting >= 93.3%, two wrong "
+                "answers graded right); see the README"
+            )
+        pytest.fail("the held-out half meets the goals now: update the README and this test")
     false_positives = labels[labels["graded"] & (labels["label"] != "correct")]
     assert false_positives.empty, _report(labels)
     assert labels["agree"].mean() >= TEST_GOAL, _report(labels)
@@ -182,7 +186,9 @@ def test_a_bring_your_own_file_of_a_new_setting_shows_the_hand_labelled_accuracy
     assert len(grades) == len(labels) == 30
     shown = int(grades["correct"].astype(bool).sum())
     by_reading = int((labels["label"] == "correct").sum())
-    # Measured: 11 of 30 shown (36.7%) against 10 of 30 by reading (33.3%): 3.3 points, one
-    # over the issue's 3 (the one false positive of the test half). Before issue 23 the issue
-    # measured 47% shown against 63% by reading on its own 30 answers of this setting.
-    assert abs(shown - by_reading) <= 1, (shown, by_reading)
+    # Measured: 10 of 30 shown (33.3%) against 10 of 30 by reading (33.3%), 0 points apart
+    # (11 shown before the off-topic polarity rule: the one false positive of the test half,
+    # a reply labelled no_answer). 3 points of 30 is 0.9 answers, so the two counts must be
+    # equal. Before issue 23 the issue measured 47% shown against 63% by reading on its own 30
+    # answers of this setting.
+    assert shown == by_reading == 10, (shown, by_reading)

@@ -34,11 +34,13 @@ def _problems(demo: Store) -> dict[str, dict]:
 
 #: Traces whose regrade differs from the shipped demo since issue 23's answer layer (question
 #: types, polarity, hedges, lists, trailing clauses): the store is not rebuilt here (a 35-minute
-#: job); each entry holds the shipped and the regraded (correct, kind, span). Ten grades flip,
-#: each to the label a reader gives: nine yes/no questions answered by a statement ("There are
-#: no integer solutions …", "… can be extended indefinitely …") now right, one hedge ("it is not
-#: possible to conclusively determine whether …", labelled no_answer) now wrong; the other
-#: entries keep their grade and record another most-trusted candidate of a wrong answer.
+#: job); each entry holds the shipped and the regraded (correct, kind, span). Twelve grades
+#: flip, each to the label a reader gives: nine yes/no questions answered by a statement ("There
+#: are no integer solutions …", "… can be extended indefinitely …") now right, two limits stated
+#: by their value for the gold "The limit exists and is equal to 3" ("… is 3.", "… exists and is
+#: equal to 3.") now right, one hedge ("it is not possible to conclusively determine whether …",
+#: labelled no_answer) now wrong; the other entries keep their grade and record another
+#: candidate (the most trusted of a wrong answer, or the value accepted before the sentence).
 CHANGES = json.loads(
     (Path(__file__).parent / "fixtures" / "demo_regrade_changes.json").read_text(encoding="utf-8")
 )
@@ -53,7 +55,7 @@ def _grade_of(correct: object, kind: object, start: object, end: object) -> dict
 
 def test_shipped_grades_equal_a_regrade_of_the_recorded_texts(demo: Store) -> None:
     flips = [t for t, c in CHANGES.items() if c["stored"]["correct"] != c["regraded"]["correct"]]
-    assert len(flips) == 10
+    assert len(flips) == 12
     problems = _problems(demo)
     traces = demo.read("traces", columns=["trace_id", "problem_id", "teacher", "answer_text",
                                           "reasoning"])  # fmt: skip

@@ -29,6 +29,14 @@ _ALTERNATIVE_SEPARATOR = re.compile(
 # A trailing "(i.e., ...)" remark; it may hold parentheses of its own.
 _IE_REMARK = re.compile(r"\s*\((?:i\.e\.|e\.g\.).*\)\s*$", re.IGNORECASE | re.DOTALL)
 _ONLY_VALUE = re.compile(r"^(.+?)\s+is the only possible value\.?$", re.IGNORECASE)
+# A count with the noun it counts: "98 values", "2 inequalities", "0 roots" -> also "98".
+_COUNTED = re.compile(r"^(-?\d+)\s+[A-Za-z]+(?:\s+[A-Za-z]+){0,2}\.?$")
+# A statement that names its value at the end: "The limit exists and is equal to 2", "The only
+# possible value for the limit is sqrt(a)" -> also "2", "sqrt(a)" (stating the value states it).
+_MAX_NAMED_GOLD = 200
+_NAMED_VALUE = re.compile(
+    r"^(?P<claim>.+?)\s(?:is|equals)(?:\s+equal\s+to)?\s+(?P<value>\S.*?)\.?$", re.IGNORECASE
+)
 _WORD_ANSWERS = frozenset({"yes", "no"})
 _UNICODE_TO_LATEX = {"±": r"\pm ", "≥": r"\geq ", "≤": r"\leq ", "−": "-", "≠": r"\neq ", "·": "*"}
 
@@ -95,6 +103,10 @@ def champ_accepted_answers(gold: str) -> list[str]:
         ['900']
         >>> champ_accepted_answers("0 is the only possible value")
         ['0']
+        >>> champ_accepted_answers("98 values")
+        ['98 values', '98']
+        >>> champ_accepted_answers("The limit exists and is equal to (1+sqrt(4a+1))/2")
+        ['The limit exists and is equal to (1+sqrt(4a+1))/2', '(1+sqrt(4a+1))/2']
     """
     accepted: list[str] = []
     for alternative in _ALTERNATIVE_SEPARATOR.split(gold.strip()):
@@ -103,7 +115,30 @@ def champ_accepted_answers(gold: str) -> list[str]:
             text = only.group(1).strip()
         if text:
             accepted.append(text)
+            accepted += _value_of_statement(text)
     return accepted
+
+
+def _value_of_statement(text: str) -> list[str]:
+    """The value a gold states along with its words: the number of a count with its noun
+    ("98 values" -> 98), the value an affirmed statement ends with ("The limit exists and is
+    equal to 2" -> 2; not when the claim is negated or the tail is itself prose)."""
+    from legival_core.polarity import negation_count
+
+    if len(text) > _MAX_NAMED_GOLD:
+        return []  # such golds are short; the bound keeps the lazy pattern below linear
+    if counted := _COUNTED.match(text):
+        return [counted.group(1)]
+    named = _NAMED_VALUE.match(text)
+    if named is None or negation_count(named.group("claim")) or not is_statement_answer(text):
+        return []
+    from legival_core.answers import value_count
+
+    value = named.group("value").strip()
+    # One value only: "Yes, and the sequence is 1/2^3, 1/2^6, …" names no single value.
+    if _prose_words(value) or not re.search(r"[0-9A-Za-z]", value) or value_count(value) > 1:
+        return []
+    return [value]
 
 
 # Words of three or more letters outside LaTeX commands: what makes a text a sentence.
