@@ -17,6 +17,9 @@ from pages import common
 MERGED, ONE_STORE = "merged", "store"
 _KEY = "merged_board"
 
+#: How many clashing pairs the --prefer note names before it only counts the rest.
+PAIRS_NAMED = 5
+
 
 def chosen() -> bool:
     """The switch "Merged board", bound to ``?board=merged``; shown only when two or more stores
@@ -96,10 +99,14 @@ def show(include: bool) -> None:
     )
     if config.prefer is not None:
         if made.decided:
+            # A lab's second run often repeats every pair: name a few, count the rest.
+            shown = made.decided[:PAIRS_NAMED]
             pairs = "; ".join(
                 f"{teacher!r} on {dataset!r} (in {' and '.join(holders)})"
-                for teacher, dataset, holders in made.decided
+                for teacher, dataset, holders in shown
             )
+            if len(made.decided) > len(shown):
+                pairs += f"; and {len(made.decided) - len(shown)} more"
             st.info(
                 markdown_literal(
                     f"--prefer {config.prefer}: {len(made.decided)} teacher and dataset "

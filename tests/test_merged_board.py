@@ -257,3 +257,16 @@ def test_read_only_merged_board_writes_nothing(
     assert set(board_of(at)["teacher"]) == {"ace", "bee", "cat"}
     assert WATCH.writes == [], WATCH.writes[:10]
     assert all(_diff(before[n], _snapshot(p)) == [] for n, p in hand.items())
+
+
+def test_prefer_names_a_few_pairs_and_counts_the_rest(
+    toy: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same run launched twice: all 3 teachers x 2 datasets = 6 pairs clash; the note names
+    # PAIRS_NAMED = 5 of them and counts the 6 - 5 = 1 left.
+    at = run_leaderboard(monkeypatch, {"x": toy["run1"], "y": toy["run1"]}, prefer="y")
+    assert not at.error
+    (note,) = [i.value for i in at.info if "prefer y" in i.value]
+    assert note.startswith(markdown_literal("--prefer y: 6 teacher and dataset pair(s)"))
+    assert note.count(markdown_literal(" (in x and y)")) == 5
+    assert note.endswith(markdown_literal("; and 1 more."))
