@@ -68,6 +68,45 @@ def test_the_link_check_sees_a_dead_link(tmp_path: Path) -> None:
 def test_the_readme_links_every_docs_page_it_names_by_topic() -> None:
     """Each topic page of the site is one link away from the README."""
     links = set(relative_links((REPO / "README.md").read_text(encoding="utf-8")))
-    for page in ("index", "bring-your-traces", "running-at-scale", "metrics/index", "profiles",
-                 "sharing", "reliability", "benchmarks", "design", "offline-assets", "testing"):
+    for page in (
+        "index",
+        "bring-your-traces",
+        "running-at-scale",
+        "metrics/index",
+        "profiles",
+        "sharing",
+        "reliability",
+        "benchmarks",
+        "design",
+        "offline-assets",
+        "testing",
+    ):
         assert f"docs/{page}.md" in links, page
+
+
+#: Names of notes that were never in the repository; the docs pages hold that content now.
+#: Spelt in pieces so that this file does not match itself.
+_GONE = re.compile(
+    r"\b(?:"
+    + "|".join(("SP" + "EC", "OFF" + r"LINE\.md", "TEST" + r"ING\.md", "DES" + "IGN"))
+    + r")\b(?![_A-Z])"
+)
+_TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".yml", ".yaml", ".sh", ".cfg", ".ini"}
+_SKIP = {".git", "results", "site", ".venv", ".venv-app", ".venv-vllm", "node_modules"}
+
+
+def test_nothing_cites_notes_that_are_not_in_the_repository() -> None:
+    """Code, comments, docstrings and pages cite docs pages, never the old private notes."""
+    files = [REPO / ".ci" / "run", REPO / "Dockerfile"]
+    for path in REPO.rglob("*"):
+        parts = set(path.relative_to(REPO).parts)
+        if path.suffix in _TEXT_SUFFIXES and path.is_file() and not parts & _SKIP:
+            files.append(path)
+    assert len(files) > 100
+    cited = [
+        f"{path.relative_to(REPO)}:{number}: {line.strip()[:80]}"
+        for path in files
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if _GONE.search(line)
+    ]
+    assert cited == []
