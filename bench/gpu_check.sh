@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The prepared GPU check (README, "Run on a GPU"): the rollout stage on the transformers engine
+# The prepared GPU check (docs/running-at-scale.md, "Run on a GPU"): the rollout stage on the transformers engine
 # on a CUDA GPU against the bare engine, tokens/s both ways and their ratio. Needs PyTorch with
 # CUDA and the packages bench/gpu_check.py names; downloads nothing; stops after 8 minutes.
 #   bash bench/gpu_check.sh                 # defaults: cuda, 32 demo traces, batches of 16

@@ -9,7 +9,8 @@ GSM8K task's prompts and answer check (``legival_core.tasks``). Runs over the sa
 2. first pass, prefix reuse: requests run in token order and each reuses the key/value cache
    of the prefix it shares with the previous prompt (the engine's ``prefix_reuse``). Prefill
    tokens are those the model actually ran, counted by the engine. Texts must equal run 1's.
-3. forcing pass (SPEC §3: a rollout without an answer gets the cue "The answer is \\boxed{"
+3. forcing pass (docs/metrics/fotu.md: a rollout without an answer gets the cue "The answer is
+\\boxed{"
    and a short second generation), prefix reuse, decoding to the budget;
 4. the same forcing pass with early stop: decoding ends once an answer can be extracted.
    Its texts must be prefixes of run 3's with the same extracted answer.

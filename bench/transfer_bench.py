@@ -14,7 +14,7 @@ the code.
                                                          # transfer.py, in the same run, and
                                                          # check its tables are bit-identical
 
-The loop is an independent implementation of SPEC section 3 (paper profile): it shares no code
+The loop is an independent implementation of docs/metrics/fotu.md (paper profile): it shares no code
 with the library.
 """
 

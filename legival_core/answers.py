@@ -38,7 +38,8 @@ Linear time: no regular expression here can backtrack more than a bounded window
 regions, sentence breaks and expressions are found by hand-written one-pass scanners; the
 patterns used on sentences run on at most :data:`MAX_SENTENCE_CHARS` characters.
 
-Reference: Legi-Val (arXiv 2603.20508) §3 answer extraction and forcing; SPEC §3 answer leak.
+Reference: Legi-Val (arXiv 2603.20508) §3 answer extraction and forcing;
+docs/metrics/fotu-before-leak.md answer leak.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Offline lexical backtracking detector, and agreement between two labelings.
 
 The published backtracking labels come from an LLM judge with a per-dataset rubric
-(SPEC §2). This module ships the cheap, offline counterpart: a step counts as
+(docs/metrics/backtracking.md). This module ships the cheap, offline counterpart: a step counts as
 backtracking when it *opens* with one of the revision cues of its task family's rubric
 ("Wait", "Alternatively", "On second thought", "Let me re-check", …). All cue lists live
 in :data:`CUE_PHRASES`, one entry per family, so adding a family is one registry entry.

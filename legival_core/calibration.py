@@ -29,7 +29,7 @@ half (:data:`TEMPLATE_SETS`; fixed here, no detector was tuned on either):
 Closed forms for the rule student on a trace with key step s and grid points k: y_k = 1 iff
 k ≥ s; bins b_k = ⌈50k/m⌉; the curve is y linearly interpolated over bins 1..50 (constant beyond
 the first and last observed bin); FOTU = its mean; hazard = b of the smallest grid k ≥ s;
-SOTU = entropy of the hazard histogram / log 50 (SPEC §3).
+SOTU = entropy of the hazard histogram / log 50 (docs/metrics/sotu.md).
 """
 
 from __future__ import annotations
@@ -441,7 +441,7 @@ def closed_form_curve(m: int, key_step: int, ks: Sequence[int]) -> np.ndarray:
 
     Observed points: bin ⌈50k/m⌉ with value 1 iff k ≥ s, for the grid ks with k ≥ 1 (several
     k in one bin are averaged); other bins are linearly interpolated between observed bins and
-    held constant beyond the first and last (SPEC §3).
+    held constant beyond the first and last (docs/metrics/fotu.md).
 
     >>> curve = closed_form_curve(9, 4, [0, 3, 6, 9])
     >>> float(curve[16]), round(float(curve[25]), 4), float(curve[33]), float(curve[49])

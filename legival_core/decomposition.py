@@ -1,4 +1,4 @@
-"""Reasoning-efficiency decomposition of Kaiser et al. (SPEC §5).
+"""Reasoning-efficiency decomposition of Kaiser et al. (docs/metrics/decomposition.md).
 
 Per model and benchmark, over instances i with S_i ∈ {0, 1} (correct), T_i ≥ 0 (generated
 output tokens), C_i ∈ {0, 1} (truncated, i.e. not completed) and, when known, a workload
@@ -168,8 +168,8 @@ def _truncated_correct_raise(frame: pd.DataFrame, clash: np.ndarray, table: str)
     pos = int(np.flatnonzero(clash)[0])
     raise ValueError(
         f"{table}: {_row_label(frame, pos)}: 'correct' and 'truncated' are both true, but a "
-        f"truncated output has no extractable answer (SPEC §1). Fix the grading, or pass "
-        f"truncated_correct='count_incorrect'."
+        f"truncated output has no extractable answer (docs/metrics/decomposition.md). Fix the "
+        f"grading, or pass truncated_correct='count_incorrect'."
     )
 
 
@@ -502,7 +502,8 @@ def decompose(
     alpha: float = 0.05,
     truncated_correct: str = "raise",
 ) -> pd.DataFrame:
-    """Decompose each model's reasoning efficiency E0 into its factors (SPEC §5).
+    """Decompose each model's reasoning efficiency E0 into its factors
+    (docs/metrics/decomposition.md).
 
     Per (model, benchmark), with S correct, T tokens, C truncated, W workload:
 
@@ -548,7 +549,7 @@ def decompose(
             ``workload`` (> 0) and ``trace`` (text). One row per (model, benchmark, instance).
         reference: a model name, :data:`BEST_E0` (each benchmark's highest-E0 model), or
             None (no dlog terms; they are NaN).
-        n_boot: bootstrap resamples (SPEC: 500).
+        n_boot: bootstrap resamples (500 by default; docs/metrics/decomposition.md).
         seed: seed of the bootstrap.
         alpha: 1 − confidence level of the intervals (0.05: 95% intervals).
         truncated_correct: policy for rows both correct and truncated, a key of

@@ -1,6 +1,6 @@
 """The efficiency axis of Legi-Val: length, redundancy, backtracking share, compression.
 
-Pure functions on arrays, lists and data frames (SPEC §2, §5). The only model involved is
+Pure functions on arrays, lists and data frames (docs/metrics/). The only model involved is
 behind :func:`redundancy_scores`, a thin wrapper that embeds the steps with
 :mod:`legival_core.embedding` and then calls the pure functions.
 
@@ -337,7 +337,8 @@ def redundancy_scores(
 # ------------------------------------------------------------------------------ compression
 
 
-#: zlib level of σ. **[choice]** SPEC §5 names zlib but no level; 9 (best compression) is the
+#: zlib level of σ. **[choice]** the decomposition paper names zlib but no level; 9 (best
+#: compression) is the
 #: one level used everywhere σ appears: ``trace_efficiency.compression`` and the
 #: decomposition's trace layer. (Until this was unified the stored column used zlib's default,
 #: 6, and gave a different σ for the same trace.)

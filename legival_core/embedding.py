@@ -1,6 +1,7 @@
 """Step embeddings with all-MiniLM-L6-v2, deduplicated, length-sorted and cached.
 
-Redundancy (SPEC §2) needs one 384-d, L2-normalised vector per step. Reasoning traces
+Redundancy (docs/metrics/redundancy.md) needs one 384-d, L2-normalised vector per step. Reasoning
+traces
 repeat themselves a lot ("Wait.", "Let me check.", re-derived equations), and many traces
 share steps, so :func:`embed_sentences`
 

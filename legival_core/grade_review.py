@@ -14,7 +14,7 @@ The loop that built the project's hand labels, as a feature for anyone's own sto
 Cells are written for spreadsheets: a cell that would start with ``=``, ``+``, ``-`` or ``@``
 (a formula to Excel or LibreOffice) gets a leading apostrophe — model text is untrusted.
 
-Reference: Legi-Val (arXiv 2603.20508) §3 grading; SPEC §3 answer extraction.
+Reference: Legi-Val (arXiv 2603.20508) §3 grading; docs/grading.md answer extraction.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Where students first succeed relative to the answer leak, per teacher (SPEC §3).
+"""Where students first succeed relative to the answer leak, per teacher
+(docs/metrics/fotu-before-leak.md).
 
 A trace *leaks* at step ``leak_k`` when its first ``leak_k`` steps already state an answer equal
 to the gold (:meth:`legival_core.tasks.base.Task.answer_leak_step`, stored by the metrics stage

@@ -1,6 +1,6 @@
 """The teacher-level metrics the app, the leaderboard layout and the static snapshot know
 about: each one's label, unit and better direction, and which of them the published rank
-table (SPEC section 4) and the leaderboard rank.
+table (docs/rankings.md) and the leaderboard rank.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ METRICS: dict[str, Metric] = {
         ),
     )
 }
-#: The seven metrics of the published rank table (SPEC section 4), in its order.
+#: The seven metrics of the published rank table (docs/rankings.md), in its order.
 RANKED_METRICS: tuple[str, ...] = (
     "accuracy",
     "tokens",

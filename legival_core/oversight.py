@@ -1,4 +1,5 @@
-"""Oversight analyses: weak-monitor detection scores and reward-model correlations (SPEC §4).
+"""Oversight analyses: weak-monitor detection scores and reward-model correlations
+(docs/metrics/oversight.md).
 
 Two questions from the Legi-Val paper (arXiv 2603.20508), both about whether legibility
 helps oversight:
@@ -61,7 +62,8 @@ INVALID = "invalid"
 ORIGINAL = "original"
 NATURAL = "natural"
 SABOTAGE_PREFIX = "sabotage:"
-#: ``dataset`` value of the rows that average every dataset first (SPEC §4 teacher level).
+#: ``dataset`` value of the rows that average every dataset first (teacher level,
+#: docs/metrics/oversight.md).
 POOLED_DATASETS = "(mean over datasets)"
 #: Transfer quantities that exist per trace (SOTU is a property of a set of traces).
 TRACE_LEVEL_METRICS = ("fotu", "regression_rate")
@@ -142,7 +144,7 @@ def detection_scores(y_true: Sequence[str], y_pred: Sequence[str | None]) -> Det
         y_true: true labels, ``"valid"`` or ``"invalid"``.
         y_pred: the monitor's verdicts, ``"valid"``, ``"invalid"`` or ``None``.
 
-    Reference: Legi-Val (arXiv 2603.20508), weak-monitoring analysis; SPEC §4.
+    Reference: Legi-Val (arXiv 2603.20508), weak-monitoring analysis; docs/metrics/oversight.md.
 
     >>> d = detection_scores(["invalid", "invalid", "valid", "valid"],
     ...                      ["invalid", None, "invalid", "valid"])
@@ -256,7 +258,7 @@ def monitor_scores(
         ``n_valid``, ``n_invalid``, ``tp``, ``fp``, ``fn``, ``tn``, ``abstained``,
         ``coverage``, then ``precision``, ``recall``, ``f1`` each with ``_lo`` / ``_hi``.
 
-    Reference: Legi-Val (arXiv 2603.20508), weak-monitoring analysis; SPEC §4.
+    Reference: Legi-Val (arXiv 2603.20508), weak-monitoring analysis; docs/metrics/oversight.md.
 
     >>> v = pd.DataFrame({"monitor": "m", "teacher": "T", "dataset": "D",
     ...     "variant": ["original", "original", "natural", "sabotage:sign"],
@@ -447,7 +449,8 @@ def reward_correlations(
     ``level="teacher"``: one point per teacher; per (teacher, dataset) the mean reward of its
     traces, FOTU and regression rate (mean over traces, then over students) and SOTU
     (normalised hazard entropy per student, then the mean), each then averaged over datasets
-    (SPEC §4). ``correct_only`` keeps only traces graded correct, for the reward means and the
+    (docs/metrics/oversight.md). ``correct_only`` keeps only traces graded correct, for the reward
+    means and the
     transfer values alike; otherwise the reward mean covers every trace of the teacher
     (teachers come from ``traces`` when given, else from ``trace_transfer``).
 
@@ -465,7 +468,7 @@ def reward_correlations(
         (``"all"`` or ``"correct"``), ``metric``, ``rho``, ``pvalue``, ``n``.
 
     Reference: Legi-Val (arXiv 2603.20508), reward-model analysis (|rho| <= 0.2 published,
-    near 0 on correct-only traces); SPEC §4.
+    near 0 on correct-only traces); docs/metrics/oversight.md.
 
     >>> r = pd.DataFrame({"trace_id": list("abcd"), "reward_model": "rm",
     ...     "score": [0.1, 0.2, 0.3, 0.4]})
@@ -578,7 +581,8 @@ def monitor_legibility_correlation(
     ``teacher_metrics`` is the store table of that name (teacher, dataset, fotu, tokens). For
     each (monitor, dataset, negative type) the teachers are the points; a pooled row per
     (monitor, negative type) with ``dataset`` = :data:`POOLED_DATASETS` first averages each
-    teacher's values over its datasets (SPEC §4). Besides rho and its p-value, the partial
+    teacher's values over its datasets (docs/metrics/oversight.md). Besides rho and its p-value,
+    the partial
     Spearman correlation holding ``control`` (mean token length) fixed is given:
     ``(r_xy - r_xz r_yz) / sqrt((1 - r_xz^2)(1 - r_yz^2))`` on ranks
     (:func:`legival_core.stats.partial_spearman`).
@@ -588,7 +592,7 @@ def monitor_legibility_correlation(
         ``n``, ``partial_rho``, ``partial_pvalue``.
 
     Reference: Legi-Val (arXiv 2603.20508), weak monitoring (published on MATH sabotage:
-    rho(FOTU, precision) = +0.90); SPEC §4.
+    rho(FOTU, precision) = +0.90); docs/metrics/oversight.md.
 
     >>> s = pd.DataFrame({"monitor": "m", "teacher": list("abcd"), "dataset": "D",
     ...     "negative_type": "sabotage", "precision": [0.2, 0.4, 0.3, 0.9],

@@ -16,7 +16,7 @@ A block that was opened and never closed (the budget ran out) gives ``complete=F
 reasoning = everything after the opening tag and an empty answer. The caller keeps the raw
 output (``traces.raw``); this module only reads it.
 
-Reference: Legi-Val, arXiv 2603.20508 (SPEC §1: reasoning is parsed out of the think block).
+Reference: Legi-Val, arXiv 2603.20508 (docs/grading.md: reasoning is parsed out of the think block).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The redundancy-threshold sweep of SPEC §2, per teacher and dataset, as the app draws it.
+"""The redundancy-threshold sweep of docs/metrics/redundancy.md, per teacher and dataset, as the
+app draws it.
 
 A trace's redundancy at τ is the share of its steps i ≥ 1 whose best match to an earlier step
 has cosine r_i > τ (:func:`legival_core.efficiency.redundancy_share`). The published threshold
@@ -146,7 +147,8 @@ def teacher_redundancy_sweep(
     traces: pd.DataFrame,
     thresholds: Sequence[float] | np.ndarray = SWEEP_THRESHOLDS,
 ) -> pd.DataFrame:
-    """Redundancy share as a function of τ, per teacher and dataset (SPEC §2 threshold sweep).
+    """Redundancy share as a function of τ, per teacher and dataset (docs/metrics/redundancy.md
+    threshold sweep).
 
     R(τ) = (1/N) Σ_t |{i ≥ 1 : r_{t,i} > τ}| / (m_t − 1)
 

@@ -27,8 +27,8 @@ segmenter           ``lines`` steps instead of Punkt                  the ``robu
 A family that cannot be computed from a store gives an alternative with a ``reason`` instead
 of values (one student only, one labeler only, the side tables not built yet).
 
-Reference: Legi-Val (arXiv 2603.20508) for the metrics; SPEC §7 of the project's notes on how
-the authors' release differs (restated in the README's robustness section).
+Reference: Legi-Val (arXiv 2603.20508) for the metrics; docs/profiles.md on how
+the authors' release differs (restated in docs/robustness.md).
 """
 
 from __future__ import annotations

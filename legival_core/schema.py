@@ -306,7 +306,7 @@ TRACE_EFFICIENCY = _register(
             ("compression", F64),  # sigma = min(1, zlib/raw bytes)
         ),
         keys=("trace_id",),
-        description="Per-trace efficiency metrics (SPEC section 2).",
+        description="Per-trace efficiency metrics (docs/metrics/index.md).",
     )
 )
 
@@ -327,12 +327,13 @@ TRACE_TRANSFER = _register(
             ("baseline", F64),
             ("lift", F64),
             # First step whose prefix already states an answer equal to the gold (null: none
-            # found), and FOTU over the prefixes before it (SPEC section 3, answer leak).
+            # found), and FOTU over the prefixes before it (docs/metrics/fotu-before-leak.md,
+            # answer leak).
             ("leak_k", I32),
             ("fotu_before_leak", F64),
         ),
         keys=("trace_id", "student"),
-        description="Per-(trace, student) transfer utility (SPEC section 3).",
+        description="Per-(trace, student) transfer utility (docs/metrics/fotu.md).",
     )
 )
 

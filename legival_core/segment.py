@@ -1,6 +1,7 @@
 """Reasoning text → steps (sentences) with exact character spans.
 
-A *step* is one sentence of a trace's reasoning (SPEC §2). Every splitter returns spans
+A *step* is one sentence of a trace's reasoning (docs/metrics/index.md#steps). Every splitter
+returns spans
 that
 
 * are in order and do not overlap,

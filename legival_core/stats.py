@@ -1,4 +1,4 @@
-"""Rankings and statistics over metric tables (SPEC section 4).
+"""Rankings and statistics over metric tables (docs/rankings.md).
 
 Small pure functions on pandas DataFrames:
 
@@ -118,7 +118,7 @@ def rank_table(
         One row per model, sorted by accuracy rank: the ``by`` columns, ``n_<average_over>``,
         then per metric its mean, ``_rank`` (Int64) and ``_change`` (Int64; not for accuracy).
 
-    Reference: Legi-Val (arXiv 2603.20508), rank table; SPEC section 4.
+    Reference: Legi-Val (arXiv 2603.20508), rank table; docs/rankings.md.
 
     >>> df = pd.DataFrame({"teacher": ["a", "a", "b", "b", "c", "c"],
     ...     "dataset": ["X", "Y"] * 3, "accuracy": [90, 70, 60, 60, 80, 90],
@@ -283,7 +283,7 @@ def spearman_matrix(df: pd.DataFrame, columns: Sequence[str]) -> tuple[pd.DataFr
     the diagonal is rho 1 with the p of a perfect correlation at that n (NaN for a constant
     column).
 
-    Reference: Legi-Val (arXiv 2603.20508), correlation analysis; SPEC section 4.
+    Reference: Legi-Val (arXiv 2603.20508), correlation analysis; docs/rankings.md.
 
     >>> df = pd.DataFrame({"a": [1, 2, 3, 4, 5], "b": [2, 1, 4, 3, 5], "c": [5, 4, 3, 2, 1]})
     >>> rho, p = spearman_matrix(df, ["a", "b", "c"])
@@ -598,7 +598,7 @@ def pareto_front(
     first), keep the best y seen among strictly better x. Rows whose ``by`` value is one of
     ``references`` (reference teachers) are left out: never on the front, dominating no one.
 
-    Reference: Legi-Val (arXiv 2603.20508); SPEC section 4, Pareto frontier.
+    Reference: Legi-Val (arXiv 2603.20508); docs/rankings.md, Pareto frontier.
 
     >>> df = pd.DataFrame({"eff": [1, 2, 3, 2], "fotu": [5, 4, 3, 2]})
     >>> pareto_front(df, "eff", "fotu").tolist()

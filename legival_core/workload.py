@@ -1,4 +1,5 @@
-"""Workloads W_i for the efficiency decomposition, and audits of solver-derived ones (SPEC §5).
+"""Workloads W_i for the efficiency decomposition, and audits of solver-derived ones
+(docs/metrics/decomposition.md).
 
 Two sources of W_i > 0, the amount of reasoning an instance needs:
 

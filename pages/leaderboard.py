@@ -1,4 +1,4 @@
-"""Leaderboard: the rank table of SPEC section 4, with filters, CIs, a composite and exports."""
+"""Leaderboard: the rank table of docs/rankings.md, with filters, CIs, a composite and exports."""
 
 from __future__ import annotations
 

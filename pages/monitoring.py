@@ -1,5 +1,5 @@
 """Monitoring: can a weak model tell sound traces from flawed ones, and is that easier for
-more legible teachers? (SPEC §4, weak monitoring)."""
+more legible teachers? (docs/metrics/oversight.md, weak monitoring)."""
 
 from __future__ import annotations
 

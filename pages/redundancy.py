@@ -1,4 +1,5 @@
-"""Redundancy threshold: each teacher's redundancy share as τ sweeps 0..1 (SPEC §2), from the
+"""Redundancy threshold: each teacher's redundancy share as τ sweeps 0..1
+(docs/metrics/redundancy.md), from the
 store's ``similarity`` table, with the τ behind the store's other redundancy figures marked."""
 
 from __future__ import annotations

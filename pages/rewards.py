@@ -1,4 +1,5 @@
-"""Reward models: does a reward model's score track transfer utility? (SPEC §4)."""
+"""Reward models: does a reward model's score track transfer utility?
+(docs/metrics/oversight.md)."""
 
 from __future__ import annotations
 
@@ -189,7 +190,7 @@ else:
 st.subheader("Teacher level")
 st.caption(
     "One row per teacher: mean reward and transfer metrics, each averaged over datasets first "
-    "(SPEC §4). ρ is computed across teachers."
+    "(docs/metrics/oversight.md). ρ is computed across teachers."
 )
 teachers = teacher_rewards(model, dataset, correct_only)
 common.table(teachers.drop(columns=["reward_model"]), f"teacher_rewards_{subset}")

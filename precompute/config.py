@@ -1,6 +1,7 @@
 """Experiment configuration: one TOML file describes a whole precompute run.
 
-Sections (every one optional; defaults follow SPEC's **[choice]** values)::
+Sections (every one optional; defaults follow the **[choice]** values of docs/profiles.md and
+docs/metrics/)::
 
     [experiment]   name, seed, stages (the order ``run`` executes)
     [problems]     dataset (a key of precompute.datasets.DATASETS), limit, ids, options

@@ -910,7 +910,8 @@ class _Writer:
     def _budget(
         self, record: _Record, grade: Mapping[str, Any] | None, known: Mapping[str, Any] | None
     ) -> None:
-        """A format's "stopped at the budget" becomes ``truncated`` as SPEC §1 defines it: cut
+        """A format's "stopped at the budget" becomes ``truncated`` as
+        docs/metrics/decomposition.md defines it: cut
         by the budget *and* without an extractable answer, the task's own test (the generate
         stage's rule). A trace graded correct has an answer by definition, so it is never
         truncated (our grade, or the tool's verdict where there is no gold)."""

@@ -1,4 +1,5 @@
-"""Metrics written out from SPEC's formulas with plain loops, to check stored tables against.
+"""Metrics written out from the formulas of docs/metrics/ with plain loops, to check stored tables
+against.
 
 Deliberately independent of ``legival_core``'s vectorised code: a stored number that agrees
 with these was computed by the formula, not merely by the same function twice.
@@ -10,7 +11,8 @@ from collections.abc import Iterable
 
 
 def plain_fotu(points: dict[int, float], m: int, last_bin: int = 50) -> float:
-    """FOTU written out from SPEC §3 with loops: bin(k) = ceil(50k/m) for k >= 1, the mean
+    """FOTU written out from docs/metrics/fotu.md with loops: bin(k) = ceil(50k/m) for k >= 1, the
+    mean
     correctness per bin, linear interpolation between observed bins, constant outside them, and
     the mean over the bins 1..last_bin (50). Independent of ``legival_core.transfer``'s
     vectorised code."""
@@ -37,7 +39,8 @@ def plain_fotu(points: dict[int, float], m: int, last_bin: int = 50) -> float:
 
 def plain_fotu_before_leak(points: dict[int, float], m: int, leak_k: int | None) -> float:
     """FOTU from the prefixes k < leak_k only (all of them without a leak), averaged over the
-    bins up to the last kept prefix's bin (SPEC §3 answer leak; the curve is not extended past
+    bins up to the last kept prefix's bin (docs/metrics/fotu-before-leak.md answer leak; the curve
+    is not extended past
     it); NaN when no prefix k >= 1 comes before the leak."""
     kept = {k: c for k, c in points.items() if leak_k is None or k < leak_k}
     shown = [k for k in kept if k >= 1]
@@ -47,7 +50,7 @@ def plain_fotu_before_leak(points: dict[int, float], m: int, leak_k: int | None)
 
 
 def plain_redundancy(max_similarities: Iterable[float], m: int, threshold: float = 0.8) -> float:
-    """SPEC §2: #{i >= 1 : r_i > τ} / (m - 1), and 0 for a one-step trace."""
+    """docs/metrics/redundancy.md: #{i >= 1 : r_i > τ} / (m - 1), and 0 for a one-step trace."""
     if m <= 1:
         return 0.0
     return sum(1 for r in max_similarities if r > threshold) / (m - 1)

@@ -35,7 +35,7 @@ def graded(text: str, gold: str, prompt: str = "", task: str = "champ"):
 # --- hedges and lists are not the gold (item 2) ---------------------------------------------------
 
 HEDGES_AND_LISTS = [
-    ("We get $0$, $1$, or $-1$.", "0"),  # the README's own example of what is never 0
+    ("We get $0$, $1$, or $-1$.", "0"),  # docs/grading.md's own example of what is never 0
     ("So x = 3 or x = 239.", "239"),
     ("So x = 3 or x = 239.", "3"),
     ("There are 3 or 239 strings.", "239"),

@@ -11,7 +11,7 @@
   the Dockerfile's own start command and health check, run in it, serve every page to a real
   Chromium with no exception shown.
 
-No container runtime can run an image here (see the README's "Sharing" section), so the
+No container runtime can run an image here (see docs/sharing.md), so the
 image's install and start commands are checked in that clean venv instead.
 """
 

@@ -1,6 +1,6 @@
 """The benches' own arithmetic: the prefill limit, the re-keyed demo copies, the long trace.
 
-The benches print measured figures (README, "Benchmarks"); what they compute from those
+The benches print measured figures (docs/benchmarks.md); what they compute from those
 measurements is checked here by hand, so a wrong limit or a store of the wrong shape cannot
 hide behind a good-looking ratio.
 """

@@ -224,7 +224,8 @@ def test_inspect_fields_match_the_log_as_inspect_reads_it(measured: tuple[Store,
         for sample in log.samples:
             row = traces.loc[(f"{dataset}/{sample.id}", sample.epoch - 1)]
             assert int(row["tokens"]) == sample.output.usage.output_tokens
-            # Truncated: stopped at the budget and no answer to extract (SPEC §1).
+            # Truncated: stopped at the budget and no answer to extract
+            # (docs/metrics/decomposition.md).
             if row["truncated"]:
                 assert sample.output.stop_reason == "max_tokens"
             (score,) = sample.scores.values()

@@ -132,8 +132,8 @@ def test_grader_holds_its_measured_agreement_on_unseen_settings(
 def test_the_halves_meet_the_issue_goals(graded_half: tuple[str, pd.DataFrame]) -> None:
     """The goals hold on the two development halves (tuned there, so this only guards them);
     on the held-out half, the measurement, 115 / 120 misses the 97% goal (an expected failure,
-    strict: it turns into a failure the day the held-out half meets the goals, so the README
-    and this marker get updated)."""
+    strict: it turns into a failure the day the held-out half meets the goals, so
+    docs/reliability.md and this marker get updated)."""
     half, labels = graded_half
     per_setting = labels.groupby("setting")["agree"].mean()
     if half == "heldout":
@@ -141,9 +141,11 @@ def test_the_halves_meet_the_issue_goals(graded_half: tuple[str, pd.DataFrame]) 
         if not met:
             pytest.xfail(
                 "held-out half 115/120 = 95.8% < 97% (every setting >= 93.3%, two wrong "
-                "answers graded right); see the README"
+                "answers graded right); see docs/reliability.md"
             )
-        pytest.fail("the held-out half meets the goals now: update the README and this test")
+        pytest.fail(
+            "the held-out half meets the goals now: update docs/reliability.md and this test"
+        )
     false_positives = labels[labels["graded"] & (labels["label"] != "correct")]
     assert false_positives.empty, _report(labels)
     assert labels["agree"].mean() >= TEST_GOAL, _report(labels)

@@ -148,7 +148,7 @@ def test_each_exit_code_means_one_kind_of_failure_in_every_command(
         assert code == expected, (args, code, err)
         assert err.startswith("precompute: error:") and err.count("\n") == 1, (args, err)
     assert (not_a_store / "keep.txt").read_text(encoding="utf-8") == "precious"
-    # The numbers are the documented ones (README, SECURITY.md, --help).
+    # The numbers are the documented ones (docs/running-at-scale.md, SECURITY.md, --help).
     assert (EXIT_USAGE, EXIT_STORE, EXIT_MISSING, cli.EXIT_UNUSABLE) == (2, 4, 5, 6)
 
 

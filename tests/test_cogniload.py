@@ -1,4 +1,5 @@
-"""CogniLoad consistency check (SPEC §6): published summaries through the same decompose path.
+"""CogniLoad consistency check (docs/metrics/decomposition.md#cogniload-consistency-check):
+published summaries through the same decompose path.
 
 Published rates are rounded percents (±0.5 pp), VŌ and κ have two decimals, E[T] is rounded to
 a token; the bounds below are those roundings carried through the formulas.

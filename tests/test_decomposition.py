@@ -1,4 +1,5 @@
-"""Kaiser et al. decomposition (SPEC §5): hand-worked values, edge cases and properties."""
+"""Kaiser et al. decomposition (docs/metrics/decomposition.md): hand-worked values, edge cases and
+properties."""
 
 from __future__ import annotations
 

@@ -101,7 +101,7 @@ def test_every_page_opens_on_the_demo_store(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_shipped_transfer_and_redundancy_tables_match_the_stores_own_rows(demo: Store) -> None:
-    """Recomputed with plain loops from the store's own rollouts and similarities (SPEC §2-3):
+    """Recomputed with plain loops from the store's own rollouts and similarities (docs/metrics/):
     per-trace FOTU and baseline, teacher FOTU (mean over traces, then students) and per-trace
     redundancy at the threshold the manifest recorded."""
     from tests.plain_metrics import plain_fotu, plain_redundancy

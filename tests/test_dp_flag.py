@@ -1,4 +1,5 @@
-"""``--dp N`` on ``run`` and on every stage (issue 28, item 5): the README's data-parallel flag.
+"""``--dp N`` on ``run`` and on every stage (issue 28, item 5): the data-parallel flag of
+docs/running-at-scale.md.
 
 It stands for a config key: each model on the ``vllm`` engine gets ``options.dp = N`` (the
 ``ray-vllm`` engine calls its replicas ``concurrency``). Checked on the shipped GPU configs and

@@ -535,7 +535,7 @@ def test_a_budget_cut_is_truncated_only_without_an_answer(tmp_path: Path) -> Non
     """Three completions: one stopped normally, two at their budget. Of those two, the
     first had already written its boxed answer (4, the gold), the second stops mid-sentence
     before any number:
-    only the second is truncated (SPEC §1), and it is graded wrong."""
+    only the second is truncated (docs/metrics/decomposition.md), and it is graded wrong."""
 
     def reply(content: str, finish: str) -> dict:
         choice = {"index": 0, "message": {"content": content}, "finish_reason": finish}

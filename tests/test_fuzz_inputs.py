@@ -49,7 +49,7 @@ from precompute.ingest import IngestError, ingest
 REPO = Path(__file__).resolve().parents[1]
 SMOKE_TOML = REPO / "configs" / "smoke.toml"
 
-#: Inputs tried per kind in this session (printed by each test; the README quotes the sum).
+#: Inputs tried per kind in this session (printed by each test; docs/reliability.md quotes the sum).
 TALLY: dict[str, int] = {}
 
 

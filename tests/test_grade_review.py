@@ -1,5 +1,5 @@
 """``grade --explain`` / ``grade --labels``: the loop a person uses to check the grader on their
-own store (issue 23, item 7), run from the command line as the README documents it."""
+own store (issue 23, item 7), run from the command line as docs/reliability.md documents it."""
 
 from __future__ import annotations
 

@@ -91,3 +91,16 @@ def test_the_ingest_extra_is_requirements_ingest_txt_and_ci_installs_it() -> Non
     wanted = _requirement_lines(REPO / "requirements-ingest.txt")
     assert _normalised(extras["ingest"]) == _normalised(wanted)
     assert "pip install -q -r requirements-ingest.txt" in (REPO / ".ci" / "run").read_text("utf-8")
+
+
+def test_the_docs_extra_is_requirements_docs_txt_and_ci_builds_the_site_strictly() -> None:
+    extras = _pyproject()["project"]["optional-dependencies"]
+    wanted = _requirement_lines(REPO / "requirements-docs.txt")
+    assert _normalised(extras["docs"]) == _normalised(wanted)
+    assert all("==" in line for line in wanted)  # the site's build is pinned exactly
+    ci = (REPO / ".ci" / "run").read_text("utf-8")
+    assert "pip install -q -r requirements-docs.txt" in ci
+    # The strict build runs before the suite, into a throwaway folder (never a committed site).
+    build = 'mkdocs build --strict --site-dir "$(mktemp -d)"'
+    assert build in ci and ci.index(build) < ci.index("\npython -m pytest")
+    assert "site/" in (REPO / ".gitignore").read_text("utf-8").split()

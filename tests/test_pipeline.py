@@ -152,7 +152,7 @@ def test_metric_tables(smoke_store: Store) -> None:
     traces = smoke_store.read("traces")
     efficiency = smoke_store.read("trace_efficiency")
     assert set(efficiency["trace_id"]) == set(traces["trace_id"])
-    # Each trace's shares recomputed from the stored rows with plain Python (SPEC §2, §5):
+    # Each trace's shares recomputed from the stored rows with plain Python (docs/metrics/):
     # redundancy = #{i >= 1 : r_i > 0.8} / (m - 1) (0 for one step); backtracking = distinct
     # lexical flags / m; σ = min(1, len(zlib(utf-8)) / len(utf-8)).
     sims = smoke_store.read("similarity")

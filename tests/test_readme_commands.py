@@ -1,9 +1,10 @@
-"""Every command the README gives runs as written (issue 16, item 3).
+"""Every command the README and the documentation give runs as written (issue 16, item 3).
 
-Each ``python -m precompute …`` and ``python bench/…`` command in README.md's code (fenced
-blocks and inline code) is run in its ``--help`` form: the subcommand or script must exist,
-and every ``--option`` the README writes must be one it takes. The benches also run from
-another folder, with nothing on PYTHONPATH, as a user who copies the command would run them.
+Each ``python -m precompute …`` and ``python bench/…`` command in the code (fenced blocks and
+inline code) of README.md and of every page under ``docs/`` is run in its ``--help`` form: the
+subcommand or script must exist, and every ``--option`` written must be one it takes. The
+benches also run from another folder, with nothing on PYTHONPATH, as a user who copies the
+command would run them. The README's first two commands are checked word for word.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 BENCHES = sorted(p.name for p in (REPO / "bench").glob("*.py"))
+#: Where the commands are written: the README and the documentation site's pages.
+DOC_PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 
 _FENCED = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 _INLINE = re.compile(r"`([^`]+)`")
@@ -27,7 +30,7 @@ _COMMAND = re.compile(
 
 
 def readme_commands(text: str) -> list[tuple[str, list[str]]]:
-    """``(head, words after it)`` of every precompute / bench command in the README's code.
+    """``(head, words after it)`` of every precompute / bench command in a page's code.
 
     ``head`` is ``"-m precompute"``, ``"-m precompute.x"`` (the old form) or the bench path;
     the words stop at a shell comment or ``&&``.
@@ -54,10 +57,11 @@ def _options(words: list[str]) -> set[str]:
 
 
 def _readme_invocations() -> dict[tuple[str, ...], set[str]]:
-    """The distinct ``--help`` invocations the README's commands need, with the options each
-    command writes."""
+    """The distinct ``--help`` invocations the commands of the README and the docs need, with
+    the options each command writes."""
     wanted: dict[tuple[str, ...], set[str]] = {}
-    for head, words in readme_commands((REPO / "README.md").read_text(encoding="utf-8")):
+    text = "\n".join(page.read_text(encoding="utf-8") for page in DOC_PAGES)
+    for head, words in readme_commands(text):
         if head.startswith("-m "):
             sub = words[:1] if words and not words[0].startswith(("-", "…")) else []
             key = (*head.split(), *sub)
@@ -73,7 +77,7 @@ def test_the_readme_gives_precompute_and_bench_commands_in_one_form_only() -> No
     assert ("-m", "precompute", "datasets") in invocations
     assert {(f"bench/{name}",) for name in BENCHES} <= set(invocations)
     old = sorted(" ".join(k) for k in invocations if k[0] == "-m" and k[1] != "precompute")
-    assert old == [], f"README still gives the old module entry points: {old}"
+    assert old == [], f"the README or docs still give the old module entry points: {old}"
 
 
 @pytest.mark.parametrize(

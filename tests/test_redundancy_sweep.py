@@ -1,4 +1,5 @@
-"""The redundancy-threshold sweep (SPEC §2): the library view by hand, and the app's page.
+"""The redundancy-threshold sweep (docs/metrics/redundancy.md): the library view by hand, and the
+app's page.
 
 * ``legival_core.redundancy_sweep_view`` on a tiny similarity table, every value worked out
   by hand; its errors name the table, row and field.

@@ -1,5 +1,6 @@
 """The Robustness page (AppTest), the leaderboard's ⇅ marker, the snapshot's section, and the
-README's account of the demo store, each checked against legival_core on the same store."""
+account of the demo store in docs/robustness.md, each checked against legival_core on the same
+store."""
 
 from __future__ import annotations
 
@@ -173,9 +174,9 @@ def test_snapshot_has_the_robustness_section(toy_store: Store, tmp_path: Path) -
         assert html.escape(verdict) in page
 
 
-def _readme_rows() -> dict[str, list[str]]:
-    """The README's table of the demo's robustness verdicts: metric -> its cells."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+def _docs_rows() -> dict[str, list[str]]:
+    """The table of the demo's robustness verdicts in docs/robustness.md: metric -> its cells."""
+    text = (REPO / "docs" / "robustness.md").read_text(encoding="utf-8")
     section = text.split("<!-- robustness-demo-table -->")[1]
     rows = {}
     for line in section.strip().splitlines():
@@ -187,11 +188,11 @@ def _readme_rows() -> dict[str, list[str]]:
     return rows
 
 
-def test_readme_reports_what_the_demo_report_finds() -> None:
+def test_the_docs_report_what_the_demo_report_finds() -> None:
     survival = robustness_view.survival_table(_report(DEMO))
-    readme = _readme_rows()
-    assert sorted(readme) == sorted(survival["metric"])
+    documented = _docs_rows()
+    assert sorted(documented) == sorted(survival["metric"])
     for row in survival.itertuples(index=False):
-        *counts, verdict = readme[row.metric]
+        *counts, verdict = documented[row.metric]
         assert [int(c) for c in counts] == list(row[1:6]), row.metric
         assert verdict == row.verdict

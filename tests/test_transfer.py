@@ -309,7 +309,7 @@ def test_release_teacher_metrics_on_two_students():
 
 
 # ---------------------------------------------------------------------------------------------
-# The release profile, rule by rule, each on its smallest case (SPEC section 7)
+# The release profile, rule by rule, each on its smallest case (docs/profiles.md)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -591,7 +591,8 @@ def test_empty_rollouts_give_empty_tables():
 
 
 def oracle_trace(points: dict[int, list[float]], m: int) -> tuple[float, int, int]:
-    """SPEC section 3 written as directly as possible: (fotu, hazard bin or 0, drops)."""
+    """FOTU as docs/metrics/fotu.md defines it, written as directly as possible: (fotu, hazard bin
+    or 0, drops)."""
     means = {k: sum(v) / len(v) for k, v in points.items()}
     later = sorted(k for k in means if k >= 1)
     if not later:

@@ -1,4 +1,5 @@
-"""Workloads (SPEC §5): native workloads, solver-derived workload and its audits, by hand."""
+"""Workloads (docs/metrics/decomposition.md): native workloads, solver-derived workload and its
+audits, by hand."""
 
 from __future__ import annotations
 

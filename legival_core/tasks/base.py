@@ -2,8 +2,10 @@
 
 A task family knows how to ask a model for a problem (chat messages), how to read the final
 answer back out of untrusted model text, how to grade it against the gold answer under a time
-limit, how to force an answer out of a student (SPEC §3) and what the backtracking judge should
-look for (SPEC §2). Families register themselves by name; callers use :func:`get_task`.
+limit, how to force an answer out of a student (docs/metrics/fotu.md) and what the backtracking
+judge should
+look for (docs/metrics/backtracking.md). Families register themselves by name; callers use
+:func:`get_task`.
 
 Reference: Legi-Val, arXiv 2603.20508 (§2 backtracking rubrics, §3 forcing cue and grading).
 """
@@ -235,7 +237,8 @@ class Task(ABC):
         problem: Mapping[str, Any] | None = None,
     ) -> LeakPoint:
         """The first step k (1-based) whose prefix ``reasoning[:step_ends[k-1]]`` states an
-        answer the task's verifier accepts against ``gold`` — the answer-leak point (SPEC §3).
+        answer the task's verifier accepts against ``gold`` — the answer-leak point
+        (docs/metrics/fotu-before-leak.md).
 
         Each step adds the candidates of the prefix that end inside it
         (:func:`legival_core.answers.prefix_candidates`, read in the problem's question frame:

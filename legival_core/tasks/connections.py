@@ -4,7 +4,7 @@ The model ends with its grouping as JSON (a list of four lists of words, usually
 fence). We read the last JSON grouping in the text, tolerating code fences, trailing commas and
 Python-style single quotes, and also accept ``{"groups": [...]}`` or a list of
 ``{"words": [...]}`` objects. Credit = gold groups found exactly (as sets of words, case and
-spacing ignored) / number of gold groups; "correct" means all four (SPEC §7).
+spacing ignored) / number of gold groups; "correct" means all four (docs/profiles.md).
 
 Reference: Legi-Val, arXiv 2603.20508 (NYT Connections, §2 puzzle rubric, partial credit).
 """

@@ -1,7 +1,8 @@
 """GPQA multiple-choice science questions: the answer is an option letter.
 
 The options are shuffled with a recorded seed (:func:`shuffle_choices`), so the letter of the
-right option is reproducible; the authors' release shuffled without a seed (SPEC §7). The model's
+right option is reproducible; the authors' release shuffled without a seed (docs/grading.md). The
+model's
 answer is the last option letter it gives in a recognised form: ``Answer: (C)``, ``the answer
 is C``, ``\\boxed{C}`` (what the forcing cue produces).
 

@@ -102,7 +102,7 @@ def leaderboard(
     references: Sequence[str] = (),
     include_references: bool = False,
 ) -> pd.DataFrame:
-    """The rank table of SPEC section 4 for the rows given (already filtered by dataset).
+    """The rank table of docs/rankings.md for the rows given (already filtered by dataset).
 
     Values are averaged over datasets per teacher, ranked (1 = best) and each rank's change
     against the accuracy rank is given (``<metric>_change = accuracy_rank - metric_rank``), by

@@ -13,7 +13,7 @@ the extra keys of :data:`EXTRA_KEYS`, which ingest keeps beside the trace:
 * ``chunks`` — resampling importances of chunks of the reasoning (Thought Anchors);
 * ``hit_budget`` — the output stopped at its token budget. Ingest marks such a trace
   ``truncated`` when no final answer can be extracted from it, the generate stage's rule
-  (SPEC §1: a truncated output has no extractable answer).
+  (docs/metrics/decomposition.md: a truncated output has no extractable answer).
 
 A record the adapter cannot use raises :class:`RecordError` naming the field; ingest quarantines
 it with the file and line, and goes on.

@@ -2,7 +2,7 @@
 
 Steps are embedded with all-MiniLM-L6-v2 (:func:`legival_core.embedding.embed_sentences`,
 deduplicated and cached) a few traces at a time; :func:`legival_core.efficiency.step_similarities`
-gives r_i and j* (SPEC §2). Step 0 has neither (null).
+gives r_i and j* (docs/metrics/redundancy.md). Step 0 has neither (null).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ For every (problem, teacher, sample) whose trace id is not yet in ``traces`` (an
 shard owns), the teacher's engine completes the task's chat messages. The raw output is
 split into reasoning and final answer (:func:`legival_core.reasoning.parse_reasoning`), the
 generated tokens T are the engine's count, and a trace is *truncated* when it stopped at the
-output budget without an extractable answer (SPEC §1; Kaiser et al. C_i).
+output budget without an extractable answer (docs/metrics/decomposition.md; Kaiser et al. C_i).
 
 Samples get seeds ``teacher.seed + sample``, so a rerun of a missing sample reproduces it.
 Requests that fail in the engine are logged and left out (the next run retries them).

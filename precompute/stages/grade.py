@@ -6,7 +6,7 @@ write everything in one piece; recorded traces keep their full text as reasoning
 own extractor decides first; answers stated in prose go through the answer layer
 (:meth:`legival_core.tasks.base.Task.grade_text`), and every grade records which candidate it
 graded and its span. Grading runs under the task's
-deadline: a check that overruns counts as wrong with status ``timeout`` (SPEC §7).
+deadline: a check that overruns counts as wrong with status ``timeout`` (docs/grading.md).
 
 Problems whose gold answer is unknown (ingested traces without one: ``gold = ""`` and
 ``meta.gold_known = false``) are not graded: their traces get no grades row, so accuracy and

@@ -10,7 +10,8 @@ Labelers (``[judge] labelers``):
     trace's *numbered* steps (so its step numbers are ours, 1-based) with the family's rubric,
     and must answer with one JSON object: ``backtracking_detected`` (bool), ``final_answer``
     (str), ``backtracking_steps`` (list of ``{step_number: int, reason: str}``),
-    ``confidence`` (number in [0, 1]) and ``overall_reasoning`` (str) (SPEC §2).
+    ``confidence`` (number in [0, 1]) and ``overall_reasoning`` (str)
+    (docs/metrics/backtracking.md).
     Answers that do not parse or validate are stored with ``valid = False``, the error and
     the raw text; only valid rows count as done, so a rerun asks again.
 """

@@ -2,9 +2,9 @@
 
 * ``trace_efficiency`` — per trace: tiktoken length n, steps m, both normalised by the median
   of the problem's correct traces, redundancy (share of steps with r_i > τ), backtracking
-  (share of steps flagged by the primary labeler), compression σ (SPEC §2, §5).
+  (share of steps flagged by the primary labeler), compression σ (docs/metrics/).
 * ``trace_transfer`` — per (trace, student): FOTU, hazard bin, regressions, baseline, lift
-  (:func:`legival_core.transfer.trace_metrics`, SPEC §3).
+  (:func:`legival_core.transfer.trace_metrics`, docs/metrics/fotu.md).
 * ``transfer_curves`` — the transfer page's curves, hazards and summaries for every dataset x
   student selection and profile
   (:func:`legival_core.transfer_curves.transfer_curve_table`), so the app need not read the
@@ -107,10 +107,10 @@ def efficiency_table(
     encoding: str,
     profile: str = "paper",
 ) -> pd.DataFrame:
-    """Rows of ``trace_efficiency`` (SPEC §2): one per trace.
+    """Rows of ``trace_efficiency`` (docs/metrics/index.md): one per trace.
 
     ``profile="release"`` counts a whitespace-only reasoning as 0 tokens, as the authors'
-    released scripts do (SPEC §7); the redundancy τ is ``threshold`` in either case (the
+    released scripts do (docs/profiles.md); the redundancy τ is ``threshold`` in either case (the
     config gives 0.85 for ``release`` unless it names a threshold).
     """
     from legival_core.efficiency import compression_ratio, normalised_lengths
@@ -127,7 +127,8 @@ def efficiency_table(
     frame["tokens_norm"] = normalised_lengths(norm_input, "tokens").to_numpy()
     frame["steps_norm"] = normalised_lengths(norm_input, "steps").to_numpy()
     redundancy = _redundancy(similarity, threshold) if len(similarity) else {}
-    # A trace without steps has nothing to repeat: redundancy 0 (SPEC: m <= 1 gives 0).
+    # A trace without steps has nothing to repeat: redundancy 0 (docs/metrics/redundancy.md: m <= 1
+    # gives 0).
     frame["redundancy"] = [
         redundancy.get(t, 0.0 if m == 0 else math.nan)
         for t, m in zip(frame["trace_id"], frame["steps"], strict=True)
@@ -150,7 +151,8 @@ def leak_table(
 ) -> pd.DataFrame:
     """``trace_id``, ``leak_k``: for every trace with rollouts, the first step whose prefix
     already states an answer equal to the gold (:meth:`Task.answer_leak_step`, the answer
-    layer), null when none does or the check did not finish (SPEC §3, answer-leak point)."""
+    layer), null when none does or the check did not finish (docs/metrics/fotu-before-leak.md,
+    answer-leak point)."""
     from precompute.stages.common import task_of
 
     wanted = set(rollouts["trace_id"].astype(str))
@@ -195,7 +197,8 @@ def leak_table(
 def transfer_table(
     rollouts: pd.DataFrame, profile: str, grid: str, leaks: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """Rows of ``trace_transfer`` (SPEC §3), via :func:`legival_core.transfer.trace_metrics`,
+    """Rows of ``trace_transfer`` (docs/metrics/fotu.md), via
+    :func:`legival_core.transfer.trace_metrics`,
     with the leak step and FOTU before it (:func:`legival_core.transfer.fotu_before_leak`)."""
     from legival_core.schema import spec
     from legival_core.transfer import fotu_before_leak, trace_metrics

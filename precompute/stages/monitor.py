@@ -1,4 +1,5 @@
-"""Stage ``monitor``: can a weak model tell sound traces from flawed ones? (SPEC §4)
+"""Stage ``monitor``: can a weak model tell sound traces from flawed ones?
+(docs/metrics/oversight.md)
 
     python -m precompute monitor --store DIR [--model smollm2-135m] [--engine transformers]
 

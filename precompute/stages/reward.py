@@ -1,4 +1,5 @@
-"""Stage ``reward``: a reward model's scalar score for every (problem, trace) (SPEC §1, §4).
+"""Stage ``reward``: a reward model's scalar score for every (problem, trace)
+(docs/metrics/oversight.md).
 
     python -m precompute reward --store DIR --model ID_OR_PATH [--batch-size N]
 

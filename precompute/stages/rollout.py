@@ -1,4 +1,4 @@
-"""Stage ``rollout``: students continue prefixes of correct teacher traces (SPEC §3).
+"""Stage ``rollout``: students continue prefixes of correct teacher traces (docs/metrics/fotu.md).
 
 For each correct trace with m steps and each student, prefixes k ∈ {0} ∪ {d, 2d, …} ∪ {m}
 (d = ``[rollout] interval``; with ``include_full = false`` the last prefix is m − 1 instead
@@ -182,7 +182,8 @@ def _correct_traces(store: Any, profile: str = "paper") -> pd.DataFrame:
     """Correct traces with their reasoning, teacher and step ends (sorted by trace id).
 
     ``profile="release"`` takes the traces whose teacher score is > 0.5, as the authors'
-    released scripts do (``migrate_database.py``: ``teacher_score > 0.5``; SPEC §7): the same
+    released scripts do (``migrate_database.py``: ``teacher_score > 0.5``; docs/profiles.md): the
+    same
     traces for right/wrong tasks, and Connections traces with 3 of 4 groups right too.
     """
     grades = read_or_empty(store, "grades", ["trace_id", "correct", "score"])

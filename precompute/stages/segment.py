@@ -1,6 +1,7 @@
 """Stage ``segment``: split each trace's reasoning into steps with exact character spans.
 
-Steps are Punkt sentences (``[segment] mode = "paper"``, SPEC §2) or the ``lines`` variant;
+Steps are Punkt sentences (``[segment] mode = "paper"``, docs/metrics/index.md#steps) or the
+``lines`` variant;
 each row keeps ``start``/``end`` into ``traces.reasoning`` and the tiktoken count of the step.
 All steps of one trace go into the same part, so a resumed run never sees half a trace.
 """

@@ -1,0 +1,112 @@
+"""The README stays a short map, and no link of it or of the documentation pages is dead
+(issue 30, item 3).
+
+``mkdocs build --strict`` (run by ``.ci/run``) checks the links between pages of ``docs/``
+and their anchors; this checks what MkDocs does not see: the README's relative links, and
+links from ``docs/`` to files outside it, which must name files that exist.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+README_LIMIT = 12_000
+
+_FENCED = re.compile(r"^(```|~~~).*?^\1", re.DOTALL | re.MULTILINE)
+_INLINE = re.compile(r"`[^`\n]*`")
+_LINK = re.compile(r"!?\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+def relative_links(markdown: str) -> list[str]:
+    """The targets of the Markdown links and images in ``markdown`` that point at files:
+    not URLs, not in-page anchors, not inside code.
+
+    >>> relative_links("[a](docs/x.md#y) ![i](img/p.png) [w](https://e.org) [t](#top) `[c](no.md)`")
+    ['docs/x.md', 'img/p.png']
+    """
+    text = _INLINE.sub("", _FENCED.sub("", markdown))
+    found = []
+    for target in _LINK.findall(text):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            continue
+        found.append(target.split("#", 1)[0])
+    return found
+
+
+def dead_links(page: Path) -> list[str]:
+    """The relative links of ``page`` whose file does not exist, each as ``page: target``."""
+    return [
+        f"{page.relative_to(REPO)}: {target}"
+        for target in relative_links(page.read_text(encoding="utf-8"))
+        if not (page.parent / target).exists()
+    ]
+
+
+def test_the_readme_is_at_most_12000_characters() -> None:
+    size = len((REPO / "README.md").read_text(encoding="utf-8"))
+    assert size <= README_LIMIT, f"README.md has {size} characters; move detail into docs/"
+
+
+def test_every_relative_link_of_the_readme_and_the_docs_names_a_file_that_exists() -> None:
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    assert len(pages) > 20  # the docs pages are there to check
+    assert sum(len(relative_links(p.read_text(encoding="utf-8"))) for p in pages) > 30
+    dead = [entry for page in pages for entry in dead_links(page)]
+    assert dead == []
+
+
+def test_the_link_check_sees_a_dead_link(tmp_path: Path) -> None:
+    (tmp_path / "there.md").write_text("x", encoding="utf-8")
+    page = tmp_path / "page.md"
+    page.write_text("[ok](there.md#a) [gone](missing.md) ![img](img/none.png)", encoding="utf-8")
+    targets = [t for t in relative_links(page.read_text()) if not (tmp_path / t).exists()]
+    assert targets == ["missing.md", "img/none.png"]
+
+
+def test_the_readme_links_every_docs_page_it_names_by_topic() -> None:
+    """Each topic page of the site is one link away from the README."""
+    links = set(relative_links((REPO / "README.md").read_text(encoding="utf-8")))
+    for page in (
+        "index",
+        "bring-your-traces",
+        "running-at-scale",
+        "metrics/index",
+        "profiles",
+        "sharing",
+        "reliability",
+        "benchmarks",
+        "design",
+        "offline-assets",
+        "testing",
+    ):
+        assert f"docs/{page}.md" in links, page
+
+
+#: Names of notes that were never in the repository; the docs pages hold that content now.
+#: Spelt in pieces so that this file does not match itself.
+_GONE = re.compile(
+    r"\b(?:"
+    + "|".join(("SP" + "EC", "OFF" + r"LINE\.md", "TEST" + r"ING\.md", "DES" + "IGN"))
+    + r")\b(?![_A-Z])"
+)
+_TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".yml", ".yaml", ".sh", ".cfg", ".ini"}
+_SKIP = {".git", "results", "site", ".venv", ".venv-app", ".venv-vllm", "node_modules"}
+
+
+def test_nothing_cites_notes_that_are_not_in_the_repository() -> None:
+    """Code, comments, docstrings and pages cite docs pages, never the old private notes."""
+    files = [REPO / ".ci" / "run", REPO / "Dockerfile"]
+    for path in REPO.rglob("*"):
+        parts = set(path.relative_to(REPO).parts)
+        if path.suffix in _TEXT_SUFFIXES and path.is_file() and not parts & _SKIP:
+            files.append(path)
+    assert len(files) > 100
+    cited = [
+        f"{path.relative_to(REPO)}:{number}: {line.strip()[:80]}"
+        for path in files
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if _GONE.search(line)
+    ]
+    assert cited == []
