@@ -47,6 +47,13 @@ board.sort_values("fotu_rank")[
 ]
 
 # %% [markdown]
+# How sure is each rank? The page's rank intervals: each value's 95% interval over 1,000 paired
+# resamples of the problems, the traces behind it, and its rank's 95% interval.
+
+# %%
+r.rank_intervals("fotu")
+
+# %% [markdown]
 # The page's filters are keyword arguments: one dataset, one student, a weighted composite.
 
 # %%

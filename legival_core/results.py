@@ -9,16 +9,14 @@ Each method makes the same ``legival_core`` calls, with the same defaults, as th
 it is named after, so a notebook reads the numbers the app shows (``tests/test_front_door.py``
 runs every page headless and compares):
 
-========================  =================================  ================================
-method                    page                               what it returns
-========================  =================================  ================================
-:meth:`Results.leaderboard`   Leaderboard                    :func:`views.leaderboard`
-:meth:`Results.curves`        Transfer curves                ``TransferView.curves``
-:meth:`Results.traces`        Trace inspector (the table)    :func:`views.trace_choices`
-:meth:`Results.trace`         Trace inspector (one trace)    :func:`views.step_table`
-:meth:`Results.correlations`  Correlations (the heatmap)     Spearman ρ, p or n matrix
-:meth:`Results.decomposition` Efficiency decomposition       :func:`views.e0_board`
-========================  =================================  ================================
+- :meth:`Results.leaderboard`: the Leaderboard's rank table (:func:`views.leaderboard`);
+- :meth:`Results.rank_intervals`: its "Rank intervals of" table (:func:`board.metric_detail`);
+- :meth:`Results.curves` (and :meth:`Results.transfer`): the Transfer curves page's view;
+- :meth:`Results.traces` and :meth:`Results.trace`: the Trace inspector's table of traces and
+  one trace's steps (:func:`views.trace_choices`, :func:`views.step_table`);
+- :meth:`Results.correlations`: the Correlations page's heatmap (ρ, p or n);
+- :meth:`Results.decomposition`: the Efficiency decomposition page's E0 board
+  (:func:`views.e0_board`).
 
 A filter left at ``None`` is the page's "All"; every other default is the page's first view.
 A value the store does not hold (a dataset, a student, a trace id) raises ``ValueError``
@@ -39,6 +37,7 @@ from typing import Any
 import pandas as pd
 
 from legival_core import views
+from legival_core.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
 from legival_core.store import Store
 
 #: Rollout ids loaded as categoricals, as the app loads them (``pages.common``): the transfer
@@ -229,19 +228,101 @@ class Results:
         >>> len(board), {"fotu", "fotu_rank", "fotu_change"} <= set(board.columns)
         (5, True)
         """
+        frame, metrics = self._board_rows(dataset, student)
+        chosen = self._weights(weights, metrics)
+        return views.leaderboard(
+            frame, metrics, chosen or None, self.reference_teachers, include_references
+        )
+
+    def _board_rows(
+        self, dataset: str | None, student: str | None
+    ) -> tuple[pd.DataFrame, list[str]]:
+        """The ``teacher_metrics`` rows of the selection (the transfer columns of one student
+        when chosen) and the metrics they rank: the Leaderboard page's ``board_rows``."""
         self._need("teacher_metrics", "leaderboard")
         _choose("dataset", dataset, self.datasets)
         _choose("student", student, self.students)
         frame = views.filter_rows(self.table("teacher_metrics"), dataset=dataset)
         if student is not None:
             frame = views.with_student(frame, self._student_metrics(self.profile), student)
-        metrics = views.ranked_metrics(frame, views.LEADERBOARD_METRICS)
-        chosen = {m: float(w) for m, w in (weights or {}).items() if w > 0}
+        return frame, views.ranked_metrics(frame, views.LEADERBOARD_METRICS)
+
+    @staticmethod
+    def _weights(weights: Mapping[str, float] | None, metrics: Sequence[str]) -> dict[str, float]:
+        """The composite's positive weights in name order, as the page passes them (its URL
+        and cache key sort them; the same order gives the same float sums)."""
+        chosen = {m: float(w) for m, w in sorted((weights or {}).items()) if w > 0}
         for name in chosen:
             _choose("weighted metric", name, metrics)
-        return views.leaderboard(
-            frame, metrics, chosen or None, self.reference_teachers, include_references
+        return chosen
+
+    def rank_intervals(
+        self,
+        metric: str | None = None,
+        dataset: str | None = None,
+        student: str | None = None,
+        *,
+        weights: Mapping[str, float] | None = None,
+        include_references: bool = False,
+        n_boot: int = RANK_RESAMPLES,
+        seed: int = RESAMPLE_SEED,
+        low_n: int = LOW_N_TRACES,
+    ) -> pd.DataFrame:
+        """The Leaderboard page's "Rank intervals of" table for one metric: per teacher, best
+        first, the value, its 95% interval over ``n_boot`` paired resamples of the problems
+        (the same draw for every teacher), the traces behind it (``n traces``; ``low n`` below
+        ``low_n``), its rank, the rank's 95% interval and the teachers it is not separated
+        from (:func:`legival_core.board.metric_detail`).
+
+        ``metric`` defaults to the page's: ``"composite"`` with ``weights``, else FOTU (or
+        accuracy in a store without transfer). The resample count, seed and low-n threshold
+        are the app's defaults (``legival_core.app_config``), which ``streamlit run app.py``
+        options can change.
+
+        >>> detail = open("results/demo").rank_intervals()
+        >>> list(detail.columns[:5])
+        ['teacher', 'value', '95% lo', '95% hi', 'n traces']
+        """
+        from legival_core import board as board_layout
+        from legival_core.rank_intervals import (
+            agreeing_intervals,
+            interval_table,
+            resample_teachers,
         )
+
+        board = self.leaderboard(
+            dataset, student, weights=weights, include_references=include_references
+        )
+        _frame, metrics = self._board_rows(dataset, student)
+        chosen = self._weights(weights, metrics)
+        if metric is None:
+            metric = "composite" if chosen else "fotu" if "fotu" in metrics else "accuracy"
+        _choose("metric", metric, ["composite", *metrics] if chosen else metrics)
+
+        def draw() -> Any:
+            efficiency = (
+                views.filter_rows(self.table("trace_efficiency"), dataset=dataset)
+                if self.has_table("trace_efficiency")
+                else None
+            )
+            transfer = (
+                views.filter_rows(self.table("trace_transfer"), dataset=dataset, student=student)
+                if self.has_table("trace_transfer")
+                else None
+            )
+            if (efficiency is None or efficiency.empty) and (transfer is None or transfer.empty):
+                return None
+            return resample_teachers(efficiency, transfer, metrics, n_boot=n_boot, seed=seed)
+
+        drawn = self._cached(("resamples", dataset, student, n_boot, seed), draw)
+        if drawn is None:
+            intervals = pd.DataFrame()
+        else:
+            directions = {m: views.METRICS[m].higher_is_better for m in views.METRICS}
+            apart = () if include_references else self.reference_teachers
+            table = interval_table(drawn, directions, chosen or None, references=apart)
+            intervals = agreeing_intervals(table, board)
+        return board_layout.metric_detail(board, intervals, metric, low_n)
 
     def transfer(
         self,

@@ -38,6 +38,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 import legival_core as lv
+from legival_core import board as board_layout
 from legival_core import views
 from legival_core.display import MISSING, tidy_table
 from legival_core.results import Results
@@ -125,12 +126,23 @@ def rank_intervals(at: AppTest) -> pd.DataFrame:
     return next(d.value for d in at.dataframe if "rank 95% interval" in d.value.columns)
 
 
-def check_board(at: AppTest, board: pd.DataFrame, metrics: list[str]) -> None:
-    """For every metric: the page's value and rank per teacher equal the front door's."""
+def check_board(at: AppTest, r: Results, metrics: list[str], **selection: Any) -> None:
+    """For every metric: the page's "Rank intervals of" table equals the front door's
+    ``rank_intervals`` (formatted as the page formats it), and its value and rank per teacher
+    equal ``leaderboard``'s."""
+    board = r.leaderboard(**selection)
     by_teacher = board.set_index(board["teacher"].astype(str))
     for metric in metrics:
         select(at, "Rank intervals of").select(metric).run()
-        shown = rank_intervals(at).set_index("teacher")
+        shown = rank_intervals(at)
+        detail = r.rank_intervals(metric, **selection).drop(columns=["rank (upper bound)"])
+
+        def number(v: Any, m: str = metric) -> str:
+            return board_layout.format_value(v, m)
+
+        formats = {"value": number, "95% lo": number, "95% hi": number}
+        same_table(shown, tidy_table(detail, formats=formats).data)
+        shown = shown.set_index("teacher")
         assert sorted(shown.index) == sorted(by_teacher.index), metric
         mine = by_teacher.loc[shown.index]
         np.testing.assert_allclose(
@@ -146,7 +158,11 @@ def test_leaderboard_equals_the_page(demo: Results, monkeypatch: pytest.MonkeyPa
     board = demo.leaderboard()
     metrics = views.ranked_metrics(board, views.LEADERBOARD_METRICS)
     assert {"accuracy", "fotu", "tokens"} <= set(metrics)
-    check_board(at, board, metrics)
+    # the table the page opens with is the front door's default metric's
+    same_table(
+        rank_intervals(at)[["teacher", "value"]], demo.rank_intervals()[["teacher", "value"]]
+    )
+    check_board(at, demo, metrics)
     # the main table lists the same teachers
     assert sorted(at.dataframe[0].value["teacher"]) == sorted(board["teacher"].astype(str))
 
@@ -159,7 +175,8 @@ def test_leaderboard_filters_equal_the_page(demo: Results, monkeypatch: pytest.M
         monkeypatch,
         {"dataset": dataset, "references": "include", "weights": "fotu:1,accuracy:2"},
     )
-    board = demo.leaderboard(dataset, weights={"fotu": 1, "accuracy": 2}, include_references=True)
+    selection = {"weights": {"fotu": 1, "accuracy": 2}, "include_references": True}
+    board = demo.leaderboard(dataset, **selection)
     # the filters matter: one dataset's numbers are not the average over every dataset, and
     # the reference teacher has a rank only when included
     default = demo.leaderboard().set_index("teacher")
@@ -169,7 +186,7 @@ def test_leaderboard_filters_equal_the_page(demo: Results, monkeypatch: pytest.M
     reference = demo.reference_teachers[0]
     assert pd.isna(default.loc[reference, "accuracy_rank"])
     assert pd.notna(board.set_index("teacher").loc[reference, "accuracy_rank"])
-    check_board(at, board, ["composite", "accuracy", "fotu"])
+    check_board(at, demo, ["composite", "accuracy", "fotu"], dataset=dataset, **selection)
 
 
 def test_leaderboard_of_one_student_equals_the_page(two_students: Results, monkeypatch) -> None:
@@ -177,7 +194,7 @@ def test_leaderboard_of_one_student_equals_the_page(two_students: Results, monke
     at = run_page("leaderboard", monkeypatch, {"student": student}, store=two_students.path)
     board = two_students.leaderboard(student=student)
     assert not np.allclose(board["fotu"], two_students.leaderboard()["fotu"])
-    check_board(at, board, ["fotu", "sotu", "accuracy"])
+    check_board(at, two_students, ["fotu", "sotu", "accuracy"], student=student)
 
 
 # --- transfer curves ------------------------------------------------------------------------------
