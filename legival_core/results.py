@@ -39,12 +39,9 @@ import pandas as pd
 from legival_core import views
 from legival_core.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
 from legival_core.store import Store
+from legival_core.transfer import ROLLOUT_CATEGORIES
+from legival_core.transfer_curves import BAND_RESAMPLES
 
-#: Rollout ids loaded as categoricals, as the app loads them (``pages.common``): the transfer
-#: code groups on them, and equal inputs give equal numbers.
-ROLLOUT_CATEGORIES = ("teacher", "dataset", "student", "trace_id", "problem_id")
-#: Resamples of traces behind the transfer page's bands (its ``BAND_RESAMPLES``).
-BAND_RESAMPLES = 200
 #: What :meth:`Results.correlations` can return for each pair of metrics.
 CORRELATION_VALUES = ("rho", "p", "n")
 

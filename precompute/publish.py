@@ -93,7 +93,7 @@ annotated traces. `site.json` pins the store content, config and code it was mad
 """
 
 #: Resamples of traces behind the transfer-curve bands (as on the app's transfer page).
-BAND_RESAMPLES = 200
+from legival_core.transfer_curves import BAND_RESAMPLES  # noqa: E402
 
 
 @dataclass(frozen=True)
