@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from legival_core.results import Results
 
 __version__ = "0.1.0"
+# ``from legival_core import *`` must not shadow the builtin ``open``.
+__all__ = ["__version__"]
 
 
 def open(path: str | os.PathLike[str]) -> Results:

@@ -29,8 +29,9 @@ see ``tests/test_layers.py``) and never imports streamlit or the app's ``pages``
 
 from __future__ import annotations
 
+import copy
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,7 @@ class Results:
 
     # -- reading (cached until the store's manifest changes, as the app's cache is) ---------
 
-    def _cached(self, key: tuple[Any, ...], make: Any) -> Any:
+    def _cached(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
         try:
             stamp = self._store.manifest_path.stat().st_mtime
         except OSError:
@@ -106,20 +107,23 @@ class Results:
             self._cache[key] = make()
         return self._cache[key]
 
+    def _manifest(self) -> dict[str, Any]:
+        return self._cached(("manifest",), lambda: self._store.manifest)
+
     @property
     def manifest(self) -> dict[str, Any]:
-        """The store's manifest (a copy)."""
-        return self._cached(("manifest",), lambda: self._store.manifest)
+        """The store's manifest (a copy: changing it changes nothing)."""
+        return copy.deepcopy(self._manifest())
 
     def has_table(self, table: str) -> bool:
         """Whether the store has rows in ``table`` (from the manifest, as the pages decide)."""
-        entry = (self.manifest.get("tables") or {}).get(table) or {}
+        entry = (self._manifest().get("tables") or {}).get(table) or {}
         return bool(entry.get("rows"))
 
     @property
     def tables(self) -> list[str]:
         """The tables with rows in this store."""
-        return sorted(t for t in self.manifest.get("tables") or {} if self.has_table(t))
+        return sorted(t for t in self._manifest().get("tables") or {} if self.has_table(t))
 
     def table(
         self, table: str, columns: Sequence[str] | None = None, categorical: Sequence[str] = ()
@@ -175,12 +179,12 @@ class Results:
     @property
     def profile(self) -> str:
         """The transfer profile the stored ``teacher_metrics`` were computed with."""
-        return views.metrics_profile(self.manifest)
+        return views.metrics_profile(self._manifest())
 
     def _fresh_curves(self) -> pd.DataFrame | None:
         if not self.has_table("transfer_curves"):
             return None
-        return views.fresh_transfer_curves(self.table("transfer_curves"), self.manifest)
+        return views.fresh_transfer_curves(self.table("transfer_curves"), self._manifest())
 
     def _student_metrics(self, profile: str) -> pd.DataFrame:
         """Transfer metrics per (teacher, dataset, student), from the stored curves when they
@@ -420,7 +424,7 @@ class Results:
             trace_id = str(choices["trace_id"].iloc[0])
         elif trace_id not in set(choices["trace_id"].astype(str)):
             raise ValueError(f"trace {trace_id!r} is not in this store (see Results.traces())")
-        tau = recorded_threshold(self.manifest) or REDUNDANCY_THRESHOLDS["paper"]
+        tau = recorded_threshold(self._manifest()) or REDUNDANCY_THRESHOLDS["paper"]
 
         def make() -> pd.DataFrame:
             one = {"trace_id": trace_id}

@@ -407,6 +407,29 @@ def test_the_store_is_only_read(tmp_path: Path) -> None:
     assert snapshot(store) == before
 
 
+def test_a_rewritten_store_is_read_again(tmp_path: Path) -> None:
+    """Like the app's cache, the front door's is keyed on the manifest's mtime: a stage that
+    writes the store while a notebook holds it open is seen at the next call."""
+    import os
+    import shutil
+
+    from legival_core.store import Store
+
+    path = Path(shutil.copytree(DEMO, tmp_path / "demo"))
+    r = lv.open(path)
+    before = r.leaderboard().set_index("teacher")["accuracy"]
+    teacher = before.idxmin()
+    store = Store.open(path)
+    rows = store.read("teacher_metrics")
+    rows = rows[rows["teacher"] == teacher].assign(accuracy=1.0)
+    store.write("teacher_metrics", rows)
+    stamp = store.manifest_path.stat().st_mtime + 10  # a later mtime whatever the clock's grain
+    os.utime(store.manifest_path, (stamp, stamp))
+    after = r.leaderboard().set_index("teacher")["accuracy"]
+    assert after[teacher] == 1.0 != before[teacher]
+    assert after.drop(teacher).equals(before.drop(teacher))
+
+
 def test_import_stays_cheap_and_the_app_stays_out() -> None:
     """``import legival_core`` loads no pandas; the front door never loads streamlit, plotly
     or the app's pages."""
