@@ -1,18 +1,21 @@
 """The notebooks' front door (``lv.open``) gives the numbers the app's pages show.
 
 Every page is run headless with streamlit's AppTest on the bundled demo store, once at its
-first view (the front door's defaults) and once with a filter that is not the default, and
+first view (the front door's defaults) and once with filters that are not the defaults (a
+student filter on the app tests' toy store, which has two students where the demo has one), and
 what the page sends to the browser is compared with the front door's frame, value by value:
 
-* Leaderboard: the "Rank intervals of" table (value and rank per teacher, full precision) of
-  every ranked metric, against ``leaderboard()``'s ``<metric>`` and ``<metric>_rank``; the
-  main table is text ("19.2% [5.7–41.6] · n 15"), built from that same frame.
+* Leaderboard: the "Rank intervals of" table of every ranked metric (value, 95% interval, n,
+  rank, rank interval; numbers at full precision) against ``rank_intervals()`` formatted as the
+  page formats it, and its value and rank per teacher against ``leaderboard()``'s ``<metric>``
+  and ``<metric>_rank``. The main table is text (like "12.5% [4.0–30.0] · n 12") made from those
+  same frames, so it is not parsed here.
 * Transfer curves: the chart's line of each teacher (its y values) against ``curves()``'s
   ``mean``, its band against ``lo`` / ``hi``; the pooled summary table against
   ``transfer().summary``.
 * Trace inspector: the trace table against ``traces()`` (formatted as the page formats it:
-  ``display.tidy_table``), and each drawn step's tooltip (r_i, matched step, tokens), text and
-  redundancy rule against ``trace()``.
+  ``display.tidy_table``), and each drawn step's tooltip (r_i, matched step, tokens), text,
+  redundancy rule and backtracking markers against ``trace()``.
 * Correlations: the heatmap's ρ and its n against ``correlations(value="rho" / "n")``.
 * Efficiency decomposition: the E0 board table against ``decomposition()`` (tidy_table'd).
 
