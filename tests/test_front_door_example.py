@@ -59,6 +59,9 @@ def test_the_notebook_holds_the_scripts_cells() -> None:
     notebook = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
     script = percent_cells(SCRIPT.read_text(encoding="utf-8"))
     assert notebook_cells(notebook) == script
+    assert notebook["nbformat"] == 4 and notebook["metadata"]["kernelspec"]["language"] == "python"
+    ids = [cell["id"] for cell in notebook["cells"]]
+    assert len(set(ids)) == len(ids)  # nbformat 4.5: every cell has its own id
     assert sum(kind == "code" for kind, _ in script) >= 8
     # saved without outputs, so a rebuilt demo store leaves nothing stale in it
     assert all(not c.get("outputs") for c in notebook["cells"] if c["cell_type"] == "code")
