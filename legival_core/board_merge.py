@@ -8,19 +8,14 @@ caller names the store that wins (``prefer``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
 
 import pandas as pd
 
 __all__ = [
     "MergeConflict",
-    "MergedBoard",
     "clashes",
     "merge_teacher_rows",
-    "merged_board",
-    "merged_rank_board",
     "merged_table",
 ]
 
@@ -129,113 +124,3 @@ def merged_table(
     if not parts:
         return None
     return pd.concat(parts, ignore_index=True)
-
-
-@dataclass(frozen=True)
-class MergedBoard:
-    """The rank table of several stores, as the app's merged board and ``publish`` show it.
-
-    ``text`` is the rank table's cells (value [95% interval], n, rank (rank interval)), with a
-    ``store`` column when more than one store contributes; ``numbers`` the same as numbers;
-    ``board``, ``intervals`` and ``resamples`` what they were made from (for further views)."""
-
-    metrics: list[str]
-    board: pd.DataFrame
-    intervals: pd.DataFrame
-    resamples: Any
-    text: pd.DataFrame
-    numbers: pd.DataFrame
-    #: the kept teacher_metrics rows with ``store`` and ``config`` (the config digest, cut)
-    rows: pd.DataFrame = field(default_factory=pd.DataFrame)
-    #: clashes ``prefer`` decided: (teacher, dataset, stores holding it)
-    decided: list[tuple[str, str, list[str]]] = field(default_factory=list)
-
-
-def merged_rank_board(
-    kept: pd.DataFrame,
-    efficiency: pd.DataFrame | None,
-    transfer: pd.DataFrame | None,
-    references: Sequence[str],
-    *,
-    include: bool,
-    n_boot: int,
-    seed: int,
-    low_n: int,
-    with_store: bool,
-) -> MergedBoard:
-    """The rank table of the merged ``kept`` rows (:func:`merge_teacher_rows`) with 95% value
-    and rank intervals from ``n_boot`` paired resamples of problems over the merged per-trace
-    tables (:func:`merged_table`; :mod:`legival_core.rank_intervals`), and, ``with_store``,
-    each teacher's store(s), and config when ``kept`` has that column (a teacher may span
-    runs, one per dataset: joined by ", ")."""
-    from legival_core import board as board_layout
-    from legival_core import views
-    from legival_core.rank_intervals import agreeing_intervals, interval_table, resample_teachers
-
-    teacher_metrics = kept.drop(columns=["store", "config"], errors="ignore")
-    metrics = views.ranked_metrics(teacher_metrics)
-    board = views.leaderboard(teacher_metrics, metrics, None, references, include)
-    directions = {m: v.higher_is_better for m, v in views.METRICS.items()}
-    resamples = None
-    intervals = pd.DataFrame()
-    if any(t is not None and len(t) for t in (efficiency, transfer)):
-        # reference teachers are resampled for their value intervals, left out of the ranks
-        resamples = resample_teachers(efficiency, transfer, metrics, n_boot, seed)
-        apart = () if include else references
-        intervals = agreeing_intervals(
-            interval_table(resamples, directions, references=apart), board
-        )
-    text = board_layout.uncertainty_board(board, intervals, metrics, low_n)
-    numbers = board_layout.board_numbers(board, intervals, metrics)
-    if with_store:
-        for column in ("store", "config"):
-            if column not in kept:
-                continue
-            origin = kept.groupby(kept["teacher"].astype(str))[column].agg(
-                lambda s: ", ".join(dict.fromkeys(s))
-            )
-            text[column] = text["teacher"].map(origin).to_numpy()
-            numbers[column] = numbers["teacher"].map(origin).to_numpy()
-    return MergedBoard(metrics, board, intervals, resamples, text, numbers, kept)
-
-
-def merged_board(
-    stores: Mapping[str, Any],
-    prefer: str | None,
-    *,
-    include: bool,
-    n_boot: int,
-    seed: int,
-    low_n: int,
-) -> MergedBoard:
-    """The merged board of the opened stores ``stores`` (name -> :class:`legival_core.store.
-    Store`): :func:`merge_teacher_rows` of their ``teacher_metrics`` (raises
-    :class:`MergeConflict` on a clash ``prefer`` does not decide), each row with its store and
-    the first 12 hex digits of its store's config digest (:mod:`legival_core.site_pin`, as a
-    published site's footer shows it), ranked by :func:`merged_rank_board`. Reads only."""
-    from legival_core.references import store_reference_teachers
-    from legival_core.site_pin import canonical_digest
-
-    def read(table: str) -> dict[str, pd.DataFrame | None]:
-        return {n: (s.read(table) if s.has(table) else None) for n, s in stores.items()}
-
-    metrics = {
-        n: (t if t is not None else pd.DataFrame()) for n, t in read("teacher_metrics").items()
-    }
-    kept = merge_teacher_rows(metrics, prefer)
-    configs = {n: canonical_digest(s.manifest.get("config", {}))[:12] for n, s in stores.items()}
-    kept["config"] = kept["store"].map(configs)
-    references = sorted({r for s in stores.values() for r in store_reference_teachers(s)})
-    made = merged_rank_board(
-        kept,
-        merged_table(read("trace_efficiency"), kept),
-        merged_table(read("trace_transfer"), kept),
-        references,
-        include=include,
-        n_boot=n_boot,
-        seed=seed,
-        low_n=low_n,
-        with_store=True,
-    )
-    decided = clashes(metrics) if prefer is not None else []
-    return MergedBoard(**{**made.__dict__, "decided": decided})

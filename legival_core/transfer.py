@@ -45,6 +45,8 @@ SOLVED_THRESHOLD = 0.5
 FULLY_CORRECT = 1.0 - 1e-9
 #: Columns :func:`trace_metrics` and friends need in the rollouts table.
 ROLLOUT_COLUMNS = ("teacher", "dataset", "student", "trace_id", "problem_id", "k", "m", "correct")
+#: Of those, the ids the app and the front door load as categoricals (big tables group faster).
+ROLLOUT_CATEGORIES = ("teacher", "dataset", "student", "trace_id", "problem_id")
 #: Columns that identify a (trace, student) pair in every per-trace output.
 TRACE_COLUMNS = ("trace_id", "student", "teacher", "dataset", "problem_id", "m")
 #: Teacher-level quantities reported by :func:`teacher_metrics`, each with ``_lo`` / ``_hi``.

@@ -137,6 +137,9 @@ SUMMARY_COLUMNS = (
 )
 #: ``dataset`` / ``student`` of a ``transfer_curves`` row that pools every dataset / student.
 ALL_ROWS = "*"
+#: Resamples of traces behind the transfer curves' 95% bands: the metrics stage stores its views
+#: with these, and the app's page, the published site and the front door draw with them.
+BAND_RESAMPLES = 200
 _CURVE_VIEW_COLUMNS = ("teacher", *CURVE_COLUMNS)
 _BAND_COLUMNS = ("lo", "hi", "baseline_lo", "baseline_hi")
 

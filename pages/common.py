@@ -147,8 +147,8 @@ def load_table(
     return _read_table(path, stamp, table, tuple(columns) if columns else None, tuple(categorical))
 
 
-#: Rollout columns the transfer code needs, and which of them to load as categoricals.
-ROLLOUT_CATEGORIES = ("teacher", "dataset", "student", "trace_id", "problem_id")
+#: Which rollout columns to load as categoricals.
+from legival_core.transfer import ROLLOUT_CATEGORIES  # noqa: E402
 
 
 def load_rollouts() -> pd.DataFrame:

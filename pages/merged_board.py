@@ -1,7 +1,7 @@
 """The Leaderboard's merged board: the stores given at launch as one rank table (issue 27).
 
 Not a page of its own: ``pages/leaderboard.py`` draws it when its "Merged board" switch is on.
-The numbers are :func:`legival_core.board_merge.merged_board`'s, the same code a published
+The numbers are :func:`legival_core.views.merged_board.merged_board`'s, the same code a published
 site's merged board is made with.
 """
 
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from legival_core.board_merge import MergeConflict, MergedBoard, merged_board
+from legival_core.board_merge import MergeConflict
 from legival_core.safe_text import markdown_literal
+from legival_core.views.merged_board import MergedBoard, merged_board
 from pages import common
 
 #: ``?board=`` values: the merged board, or the chosen store's own.

@@ -29,7 +29,7 @@ common.need_tables("rollouts", what="Transfer curves")
 include = common.include_references()
 
 #: Resamples of traces behind the bands (the metrics stage stores views with the same).
-BAND_RESAMPLES = 200
+from legival_core.transfer_curves import BAND_RESAMPLES  # noqa: E402
 
 
 @common.derived("transfer_view")

@@ -48,7 +48,7 @@ import pandas as pd
 from legival_core import __version__, site_pages, site_pin, views
 from legival_core import board as board_layout
 from legival_core.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
-from legival_core.board_merge import merge_teacher_rows, merged_rank_board, merged_table
+from legival_core.board_merge import merge_teacher_rows, merged_table
 from legival_core.safe_export import csv_frame
 from legival_core.safe_text import plotly_literals
 from legival_core.snapshot import (
@@ -61,6 +61,7 @@ from legival_core.snapshot import (
 )
 from legival_core.store import Store
 from legival_core.views import figures
+from legival_core.views.merged_board import merged_rank_board
 from precompute.atomic_folder import kill_if_asked, staged_folder
 
 __all__ = [
@@ -93,7 +94,7 @@ annotated traces. `site.json` pins the store content, config and code it was mad
 """
 
 #: Resamples of traces behind the transfer-curve bands (as on the app's transfer page).
-BAND_RESAMPLES = 200
+from legival_core.transfer_curves import BAND_RESAMPLES  # noqa: E402
 
 
 @dataclass(frozen=True)

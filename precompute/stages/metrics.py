@@ -220,9 +220,9 @@ def transfer_table(
 def transfer_curves_table(rollouts: pd.DataFrame, stamp: str, seed: int) -> pd.DataFrame:
     """Rows of ``transfer_curves``: every view of the transfer page, bands from 200 resamples
     (what the page draws), stamped with the state of the rollouts they came from."""
-    from legival_core.transfer_curves import transfer_curve_table
+    from legival_core.transfer_curves import BAND_RESAMPLES, transfer_curve_table
 
-    return transfer_curve_table(rollouts, n_boot=200, seed=seed, stamp=stamp)
+    return transfer_curve_table(rollouts, n_boot=BAND_RESAMPLES, seed=seed, stamp=stamp)
 
 
 def teacher_table(

@@ -1,0 +1,536 @@
+"""The front door for notebooks: ``lv.open(path)`` and the app's tables as DataFrames.
+
+>>> import legival_core as lv
+>>> r = lv.open("results/demo")
+>>> r
+Results('results/demo')
+
+Each method makes the same ``legival_core`` calls, with the same defaults, as the app page
+it is named after, so a notebook reads the numbers the app shows (``tests/test_front_door.py``
+runs every page headless and compares):
+
+- :meth:`Results.leaderboard`: the Leaderboard's rank table (:func:`views.leaderboard`);
+- :meth:`Results.rank_intervals`: its "Rank intervals of" table (:func:`board.metric_detail`);
+- :meth:`Results.curves` (and :meth:`Results.transfer`): the Transfer curves page's view;
+- :meth:`Results.traces` and :meth:`Results.trace`: the Trace inspector's table of traces and
+  one trace's steps (:func:`views.trace_choices`, :func:`views.step_table`);
+- :meth:`Results.correlations`: the Correlations page's heatmap (ρ, p or n);
+- :meth:`Results.decomposition`: the Efficiency decomposition page's E0 board
+  (:func:`views.e0_board`).
+
+A filter left at ``None`` is the page's "All"; every other default is the page's first view.
+A value the store does not hold (a dataset, a student, a trace id) raises ``ValueError``
+naming it and the values there are, where the page would fall back to its default.
+
+The store is only read: nothing here writes, locks or creates a file. This module sits above
+:mod:`legival_core.views` (it is the one library module outside ``views/`` that may import it,
+see ``tests/test_layers.py``) and never imports streamlit or the app's ``pages``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from legival_core import views
+from legival_core.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
+from legival_core.store import Store
+from legival_core.transfer import ROLLOUT_CATEGORIES
+from legival_core.transfer_curves import BAND_RESAMPLES
+
+#: What :meth:`Results.correlations` can return for each pair of metrics.
+CORRELATION_VALUES = ("rho", "p", "n")
+
+
+def open(path: str | os.PathLike[str]) -> Results:
+    """Open the results store at ``path`` for reading.
+
+    A folder that is not a store raises :class:`legival_core.store.StoreError` naming it:
+
+    >>> open("no/such/store")
+    Traceback (most recent call last):
+    ...
+    legival_core.store.StoreError: no/such/store: no such store (folder not found)
+    """
+    return Results(Store.open(path))
+
+
+def _choose(what: str, value: Any, options: Sequence[Any]) -> Any:
+    """``value`` if the store has it (None passes: no filter), else a ValueError listing the
+    options (the app shows a note and falls back; a notebook should hear about the typo)."""
+    if value is not None and value not in options:
+        shown = ", ".join(map(str, options)) or "none"
+        raise ValueError(f"{what} {value!r} is not in this store; it has: {shown}")
+    return value
+
+
+class Results:
+    """One results store, read as the app reads it. Make one with :func:`open`.
+
+    >>> r = open("results/demo")
+    >>> r.teachers
+    ['gpt-3.5', 'gpt-4', 'gpt-4-turbo', 'human', 'palm-2-medium']
+    >>> r.reference_teachers
+    ['human']
+    >>> len(r.datasets), r.students
+    (5, ['smollm2-135m'])
+    """
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._cache: dict[tuple[Any, ...], Any] = {}
+        self._stamp: float | None = None
+
+    def __repr__(self) -> str:
+        return f"Results({str(self._store.path)!r})"
+
+    @property
+    def path(self) -> Path:
+        return self._store.path
+
+    # -- reading (cached until the store's manifest changes, as the app's cache is) ---------
+
+    def _cached(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        try:
+            stamp = self._store.manifest_path.stat().st_mtime
+        except OSError:
+            stamp = None
+        if stamp != self._stamp:  # a pipeline rewrote the store: read it again
+            self._cache.clear()
+            self._stamp = stamp
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+    def _manifest(self) -> dict[str, Any]:
+        return self._cached(("manifest",), lambda: self._store.manifest)
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The store's manifest (a copy: changing it changes nothing)."""
+        return copy.deepcopy(self._manifest())
+
+    def has_table(self, table: str) -> bool:
+        """Whether the store has rows in ``table`` (from the manifest, as the pages decide)."""
+        entry = (self._manifest().get("tables") or {}).get(table) or {}
+        return bool(entry.get("rows"))
+
+    @property
+    def tables(self) -> list[str]:
+        """The tables with rows in this store."""
+        return sorted(t for t in self._manifest().get("tables") or {} if self.has_table(t))
+
+    def table(
+        self, table: str, columns: Sequence[str] | None = None, categorical: Sequence[str] = ()
+    ) -> pd.DataFrame:
+        """A stored table as pandas (empty when absent); ``categorical`` string columns are
+        dictionary-encoded. The frame is shared between calls: copy it before changing it."""
+
+        def read() -> pd.DataFrame:
+            if not self._store.has(table):
+                return pd.DataFrame()
+            picked = list(columns) if columns else None
+            if categorical:
+                return views.arrow_to_frame(self._store.read_arrow(table, picked), categorical)
+            return self._store.read(table, columns=picked)
+
+        key = ("table", table, tuple(columns or ()), tuple(categorical))
+        return self._cached(key, read)
+
+    def _distinct(self, table: str, column: str) -> list[str]:
+        def read() -> list[str]:
+            if not self._store.has(table):
+                return []
+            values = self._store.read_arrow(table, columns=[column]).column(column).unique()
+            return sorted(str(v) for v in values.to_pylist() if v is not None)
+
+        return self._cached(("distinct", table, column), read)
+
+    def _rollouts(self) -> pd.DataFrame:
+        from legival_core.transfer import ROLLOUT_COLUMNS
+
+        return self.table("rollouts", list(ROLLOUT_COLUMNS), ROLLOUT_CATEGORIES)
+
+    @property
+    def teachers(self) -> list[str]:
+        return self._distinct("traces", "teacher") or self._distinct("teacher_metrics", "teacher")
+
+    @property
+    def datasets(self) -> list[str]:
+        return self._distinct("teacher_metrics", "dataset")
+
+    @property
+    def students(self) -> list[str]:
+        return self._distinct("rollouts", "student")
+
+    @property
+    def reference_teachers(self) -> list[str]:
+        """Teachers that are references (a human solution, a gold rationale), which pages show
+        apart and leave out of ranks unless asked (``include_references``)."""
+        from legival_core.references import store_reference_teachers
+
+        return self._cached(("references",), lambda: store_reference_teachers(self._store))
+
+    @property
+    def profile(self) -> str:
+        """The transfer profile the stored ``teacher_metrics`` were computed with."""
+        return views.metrics_profile(self._manifest())
+
+    def _fresh_curves(self) -> pd.DataFrame | None:
+        if not self.has_table("transfer_curves"):
+            return None
+        return views.fresh_transfer_curves(self.table("transfer_curves"), self._manifest())
+
+    def _student_metrics(self, profile: str) -> pd.DataFrame:
+        """Transfer metrics per (teacher, dataset, student), from the stored curves when they
+        are current, else regrouped from the rollouts (``pages.common.student_metrics``)."""
+
+        def make() -> pd.DataFrame:
+            table = self._fresh_curves()
+            if table is not None:
+                stored = views.student_metrics_from_curves(table, profile)
+                if len(stored):
+                    return stored
+            return views.student_transfer_metrics(self._rollouts(), profile)
+
+        return self._cached(("student_metrics", profile), make)
+
+    def _need(self, table: str, method: str) -> None:
+        if not self.has_table(table):
+            raise ValueError(f"{method} needs the table {table}, which {self.path} does not have")
+
+    # -- the pages' tables ------------------------------------------------------------------
+
+    def leaderboard(
+        self,
+        dataset: str | None = None,
+        student: str | None = None,
+        *,
+        weights: Mapping[str, float] | None = None,
+        include_references: bool = False,
+    ) -> pd.DataFrame:
+        """The Leaderboard page's rank table: one row per teacher, each metric averaged over
+        the chosen datasets, ``<metric>_rank`` (1 = best) and ``<metric>_change`` (accuracy
+        rank − metric rank, the page's Δ), by :func:`legival_core.views.leaderboard`.
+
+        ``student`` takes the transfer columns from that student's rollouts only; ``weights``
+        (metric → weight > 0) adds the page's ``composite``; reference teachers get no rank
+        unless ``include_references``. Rows come in the stored order, as the page's frame
+        (the page sorts for display; sort by ``fotu_rank`` for its order).
+
+        >>> board = open("results/demo").leaderboard()
+        >>> board.set_index("teacher")["accuracy_rank"].dropna().astype(int).sort_values().index[0]
+        'gpt-4-turbo'
+        >>> len(board), {"fotu", "fotu_rank", "fotu_change"} <= set(board.columns)
+        (5, True)
+        """
+        frame, metrics = self._board_rows(dataset, student)
+        chosen = self._weights(weights, metrics)
+        return views.leaderboard(
+            frame, metrics, chosen or None, self.reference_teachers, include_references
+        )
+
+    def _board_rows(
+        self, dataset: str | None, student: str | None
+    ) -> tuple[pd.DataFrame, list[str]]:
+        """The ``teacher_metrics`` rows of the selection (the transfer columns of one student
+        when chosen) and the metrics they rank: the Leaderboard page's ``board_rows``."""
+        self._need("teacher_metrics", "leaderboard")
+        _choose("dataset", dataset, self.datasets)
+        _choose("student", student, self.students)
+        frame = views.filter_rows(self.table("teacher_metrics"), dataset=dataset)
+        if student is not None:
+            frame = views.with_student(frame, self._student_metrics(self.profile), student)
+        return frame, views.ranked_metrics(frame, views.LEADERBOARD_METRICS)
+
+    @staticmethod
+    def _weights(weights: Mapping[str, float] | None, metrics: Sequence[str]) -> dict[str, float]:
+        """The composite's positive weights in name order, as the page passes them (its URL
+        and cache key sort them; the same order gives the same float sums)."""
+        chosen = {m: float(w) for m, w in sorted((weights or {}).items()) if w > 0}
+        for name in chosen:
+            _choose("weighted metric", name, metrics)
+        return chosen
+
+    def rank_intervals(
+        self,
+        metric: str | None = None,
+        dataset: str | None = None,
+        student: str | None = None,
+        *,
+        weights: Mapping[str, float] | None = None,
+        include_references: bool = False,
+        n_boot: int = RANK_RESAMPLES,
+        seed: int = RESAMPLE_SEED,
+        low_n: int = LOW_N_TRACES,
+    ) -> pd.DataFrame:
+        """The Leaderboard page's "Rank intervals of" table for one metric: per teacher, best
+        first, the value, its 95% interval over ``n_boot`` paired resamples of the problems
+        (the same draw for every teacher), the traces behind it (``n traces``; ``low n`` below
+        ``low_n``), its rank, the rank's 95% interval and the teachers it is not separated
+        from (:func:`legival_core.board.metric_detail`).
+
+        ``metric`` defaults to the page's: ``"composite"`` with ``weights``, else FOTU (or
+        accuracy in a store without transfer). The resample count, seed and low-n threshold
+        are the app's defaults (``legival_core.app_config``), which ``streamlit run app.py``
+        options can change.
+
+        >>> detail = open("results/demo").rank_intervals()
+        >>> list(detail.columns[:5])
+        ['teacher', 'value', '95% lo', '95% hi', 'n traces']
+        """
+        from legival_core import board as board_layout
+        from legival_core.rank_intervals import (
+            agreeing_intervals,
+            interval_table,
+            resample_teachers,
+        )
+
+        board = self.leaderboard(
+            dataset, student, weights=weights, include_references=include_references
+        )
+        _frame, metrics = self._board_rows(dataset, student)
+        chosen = self._weights(weights, metrics)
+        if metric is None:
+            metric = "composite" if chosen else "fotu" if "fotu" in metrics else "accuracy"
+        _choose("metric", metric, ["composite", *metrics] if chosen else metrics)
+
+        def draw() -> Any:
+            efficiency = (
+                views.filter_rows(self.table("trace_efficiency"), dataset=dataset)
+                if self.has_table("trace_efficiency")
+                else None
+            )
+            transfer = (
+                views.filter_rows(self.table("trace_transfer"), dataset=dataset, student=student)
+                if self.has_table("trace_transfer")
+                else None
+            )
+            if (efficiency is None or efficiency.empty) and (transfer is None or transfer.empty):
+                return None
+            return resample_teachers(efficiency, transfer, metrics, n_boot=n_boot, seed=seed)
+
+        drawn = self._cached(("resamples", dataset, student, n_boot, seed), draw)
+        if drawn is None:
+            intervals = pd.DataFrame()
+        else:
+            directions = {m: views.METRICS[m].higher_is_better for m in views.METRICS}
+            apart = () if include_references else self.reference_teachers
+            table = interval_table(drawn, directions, chosen or None, references=apart)
+            intervals = agreeing_intervals(table, board)
+        return board_layout.metric_detail(board, intervals, metric, low_n)
+
+    def transfer(
+        self,
+        dataset: str | None = None,
+        student: str | None = None,
+        *,
+        profile: str | None = None,
+        bands: bool = True,
+    ) -> views.TransferView:
+        """The Transfer curves page's whole view (curves, hazards, baseline, pooled summary)
+        for one selection; :meth:`curves` is its ``curves`` frame."""
+        from legival_core.transfer import PROFILES
+
+        self._need("rollouts", "transfer curves")
+        # the page's first option (its selectbox lists PROFILES in order)
+        profile = next(iter(PROFILES)) if profile is None else profile
+        _choose("profile", profile, list(PROFILES))
+        table = self._fresh_curves()
+        if table is not None:
+            datasets, students = views.transfer_options(table)
+        else:
+            datasets, students = self._distinct("rollouts", "dataset"), self.students
+        _choose("dataset", dataset, datasets)
+        _choose("student", student, students)
+        n_boot = BAND_RESAMPLES if bands else 0
+
+        def make() -> views.TransferView:
+            view = (
+                views.transfer_view_from_table(table, dataset, student, profile, n_boot)
+                if table is not None
+                else None
+            )
+            if view is None:
+                view = views.transfer_view(self._rollouts(), dataset, student, profile, n_boot)
+            return view
+
+        return self._cached(("transfer", dataset, student, profile, n_boot), make)
+
+    def curves(
+        self,
+        dataset: str | None = None,
+        student: str | None = None,
+        *,
+        profile: str | None = None,
+        bands: bool = True,
+    ) -> pd.DataFrame:
+        """The Transfer curves page's μ_T(x): one row per (teacher, bin) with the curve's
+        ``mean`` (the share of students correct after the first x = bin/50 of the trace) and,
+        with ``bands``, its 95% band (``lo``, ``hi``) from 200 resamples of traces.
+
+        ``profile`` is ``"paper"`` (the page's default) or ``"release"``.
+
+        >>> curves = open("results/demo").curves()
+        >>> sorted(curves["teacher"].unique())
+        ['gpt-3.5', 'gpt-4', 'gpt-4-turbo', 'human', 'palm-2-medium']
+        >>> {"teacher", "bin", "x", "mean", "lo", "hi"} <= set(curves.columns)
+        True
+        """
+        return self.transfer(dataset, student, profile=profile, bands=bands).curves
+
+    def traces(self) -> pd.DataFrame:
+        """The Trace inspector's trace table: one row per trace (teacher, problem, correct,
+        m steps, tokens, FOTU, leak k, whether it has rollouts), most telling first."""
+        self._need("traces", "traces")
+
+        def make() -> pd.DataFrame:
+            traces = self.table(
+                "traces",
+                ["trace_id", "problem_id", "dataset", "teacher", "sample", "tokens"],
+            )
+            grades = (
+                self.table("grades", ["trace_id", "correct"]) if self.has_table("grades") else None
+            )
+            transfer = self.table("trace_transfer") if self.has_table("trace_transfer") else None
+            per_trace = self.table("steps", ["trace_id"])["trace_id"].astype(str).value_counts()
+            return views.trace_choices(traces, grades, transfer, per_trace)
+
+        return self._cached(("traces",), make)
+
+    def trace(self, trace_id: str | None = None) -> pd.DataFrame:
+        """The Trace inspector's steps of one trace: ``step``, ``number``, ``text``, ``tokens``,
+        ``similarity`` (r_i, the best cosine to an earlier step), ``matched_step``, ``redundant``
+        (r_i > τ, the store's recorded threshold) and one ``flag_<labeler>`` column per
+        backtracking labeler kind (lexical cues computed when the store has none).
+
+        Without ``trace_id``: the trace the inspector opens on (the first row of :meth:`traces`).
+
+        >>> steps = open("results/demo").trace()
+        >>> list(steps.columns[:7])
+        ['step', 'number', 'text', 'tokens', 'similarity', 'matched_step', 'redundant']
+        """
+        from legival_core.efficiency import REDUNDANCY_THRESHOLDS
+        from legival_core.redundancy_sweep_view import recorded_threshold
+
+        self._need("steps", "trace")
+        choices = self.traces()
+        if trace_id is None:
+            trace_id = str(choices["trace_id"].iloc[0])
+        elif trace_id not in set(choices["trace_id"].astype(str)):
+            raise ValueError(f"trace {trace_id!r} is not in this store (see Results.traces())")
+        tau = recorded_threshold(self._manifest()) or REDUNDANCY_THRESHOLDS["paper"]
+
+        def make() -> pd.DataFrame:
+            one = {"trace_id": trace_id}
+
+            def read(table: str) -> pd.DataFrame:
+                return self._store.read(table, filters=one) if self._store.has(table) else None
+
+            trace = self._store.read("traces", filters=one).iloc[0]
+            problem = (
+                self._store.read("problems", filters={"problem_id": trace["problem_id"]})
+                if self._store.has("problems")
+                else pd.DataFrame()
+            )
+            steps = read("steps")
+            table = views.step_table(steps, read("similarity"), read("judgments"), threshold=tau)
+            task = problem["task"].iloc[0] if len(problem) and "task" in problem else None
+            return views.with_lexical_flags(table, task)
+
+        return self._cached(("trace", trace_id, tau), make)
+
+    def correlations(
+        self,
+        level: str | None = None,
+        dataset: str | None = None,
+        *,
+        correct_only: bool = False,
+        partial: bool = False,
+        include_references: bool = False,
+        value: str = "rho",
+    ) -> pd.DataFrame:
+        """The Correlations page's heatmap as a metric × metric frame: Spearman ρ (``value=
+        "rho"``), its p-value (``"p"``) or the points behind it (``"n"``).
+
+        ``level`` is ``"trace"`` (one point per trace, the page's default when the store has
+        per-trace tables) or ``"model"`` (one point per teacher, reference teachers left out
+        unless ``include_references``); ``correct_only`` recomputes the efficiency metrics from
+        correct traces; ``partial`` holds tokens fixed (partial ρ, tokens itself left out).
+        Metrics that do not vary in the selection are left out, as on the page.
+
+        >>> rho = open("results/demo").correlations()
+        >>> list(rho.columns) == list(rho.index), "tokens" in rho.columns
+        (True, True)
+        """
+        from legival_core.stats import pairwise_counts, spearman_matrix
+
+        self._need("teacher_metrics", "correlations")
+        has_traces = self.has_table("trace_efficiency")
+        levels = ["trace", "model"] if has_traces else ["model"]
+        level = levels[0] if level is None else _choose("level", level, levels)
+        _choose("dataset", dataset, self.datasets)
+        _choose("value", value, CORRELATION_VALUES)
+        correct_only = correct_only and has_traces  # the page greys the choice out otherwise
+
+        def make() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+            efficiency = views.filter_rows(self.table("trace_efficiency"), dataset=dataset)
+            if level == "model":
+                frame = views.model_level_frame(
+                    views.filter_rows(self.table("teacher_metrics"), dataset=dataset),
+                    efficiency,
+                    correct_only,
+                    self.reference_teachers,
+                    include_references,
+                )
+            else:
+                transfer = views.filter_rows(self.table("trace_transfer"), dataset=dataset)
+                frame = views.trace_level_frame(efficiency, transfer, correct_only)
+            columns = views.ranked_metrics(frame, list(views.METRICS))
+            columns = [c for c in columns if frame[c].nunique(dropna=True) > 1]
+            if partial:
+                rho, pvalue = views.partial_matrix(frame, columns, control="tokens")
+                return rho, pvalue, pairwise_counts(frame, list(rho.columns), control="tokens")
+            rho, pvalue = spearman_matrix(frame, columns)
+            return rho, pvalue, pairwise_counts(frame, columns)
+
+        key = ("correlations", level, correct_only, dataset, partial, include_references)
+        rho, pvalue, counts = self._cached(key, make)
+        return {"rho": rho, "p": pvalue, "n": counts}[value]
+
+    def decomposition(
+        self,
+        benchmark: str | None = None,
+        layer: str | None = None,
+        *,
+        include_references: bool = False,
+    ) -> pd.DataFrame:
+        """The Efficiency decomposition page's E0 board: one row per model of ``benchmark``
+        (the page's first, alphabetically, when None), ranked by E0 = 1000 · P(correct) / E[T]
+        (correct answers per 1,000 tokens), with accuracy, r_ctx, r_logic, E[T] (``mean_tokens``),
+        VŌ and κ where the ``layer`` has them. ``layer``: ``"native"`` (the benchmark's own
+        workload W, the page's default), ``"solver"`` or ``"trace"``. Reference teachers get no
+        rank unless ``include_references``.
+
+        >>> board = open("results/demo").decomposition()
+        >>> board["benchmark"].unique().tolist()
+        ['champ-combinatorics']
+        >>> board["model"].iloc[-1]  # the reference teacher, unranked, last
+        'human'
+        """
+        self._need("decomposition", "decomposition")
+        rows = self.table("decomposition")
+        benchmarks = sorted(rows["benchmark"].unique())
+        benchmark = benchmarks[0] if benchmark is None else benchmark
+        _choose("benchmark", benchmark, benchmarks)
+        rows = rows[rows["benchmark"] == benchmark]
+        layers = sorted(rows["layer"].unique())
+        layer = ("native" if "native" in layers else layers[0]) if layer is None else layer
+        _choose("layer", layer, layers)
+        rows = rows[rows["layer"] == layer]
+        return views.e0_board(rows, self.reference_teachers, include_references)
