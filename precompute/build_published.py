@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 import uuid
 from pathlib import Path
 
@@ -104,15 +103,3 @@ def build_from_args(args: argparse.Namespace) -> Store:
     for name in store.tables():
         print(f"{store.path}: {name}: {len(store.read(name))} rows")
     return store
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m precompute.build_published ARGS``, kept for old scripts: ``python -m
-    precompute published``."""
-    from precompute.cli import main as cli_main
-
-    return cli_main(["published", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

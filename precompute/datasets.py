@@ -37,7 +37,6 @@ import json
 import logging
 import os
 import re
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,7 +71,6 @@ __all__ = [
     "load_from_args",
     "load_local",
     "load_problems",
-    "main",
     "parse_mapping",
     "register",
 ]
@@ -1147,15 +1145,3 @@ def load_from_args(args: argparse.Namespace) -> pd.DataFrame | None:
         store.write("problems", frame, stage=f"datasets.{args.name}")
         print(f"wrote {len(frame)} problems to {args.store}")
     return frame
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m precompute.datasets ARGS``, kept for old scripts: ``python -m precompute
-    datasets``."""
-    from precompute.cli import main as cli_main
-
-    return cli_main(["datasets", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

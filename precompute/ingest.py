@@ -101,7 +101,6 @@ __all__ = [
     "add_arguments",
     "ingest",
     "ingest_from_args",
-    "main",
 ]
 
 DEFAULT_MAX_TRACE_MB = 50.0
@@ -1503,15 +1502,3 @@ def ingest_from_args(args: argparse.Namespace) -> IngestReport:
             f"{len(report.quarantined)} quarantined)"
         )
     return report
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m precompute.ingest ARGS``, kept for old scripts: the same as ``python -m
-    precompute ingest ARGS``."""
-    from precompute.cli import main as cli_main
-
-    return cli_main(["ingest", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

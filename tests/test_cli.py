@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from legival_core.store import Store
-from precompute import build_published, cli, datasets, ingest, stages
+from precompute import cli, stages
 from precompute.cli import EXIT_CODES, EXIT_MISSING, EXIT_OK, EXIT_STORE, EXIT_USAGE, main
 from precompute.stages import STAGES, StageContext, StageResult, register_stage
 
@@ -152,15 +152,17 @@ def test_each_exit_code_means_one_kind_of_failure_in_every_command(
     assert (EXIT_USAGE, EXIT_STORE, EXIT_MISSING, cli.EXIT_UNUSABLE) == (2, 4, 5, 6)
 
 
-def test_the_old_module_entry_points_are_thin_shims_with_the_new_codes(
+def test_the_module_commands_run_through_the_cli_with_its_codes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """ingest, datasets and published live in their own modules but run only as CLI commands
+    (the modules no longer import the CLI back: tests/test_layers.py)."""
     store = str(tmp_path / "store")
     missing = str(tmp_path / "none.jsonl")
-    assert ingest.main([missing, "--store", store, "--teacher", "t"]) == EXIT_MISSING
-    assert datasets.main(["no-such-dataset"]) == EXIT_USAGE
+    assert main(["ingest", missing, "--store", store, "--teacher", "t"]) == EXIT_MISSING
+    assert main(["datasets", "no-such-dataset"]) == EXIT_USAGE
     out = tmp_path / "published"
-    assert build_published.main(["--out", str(out)]) == EXIT_OK
+    assert main(["published", "--out", str(out)]) == EXIT_OK
     assert Store.open(out).tables() == ["decomposition", "teacher_metrics"]
     capsys.readouterr()
 

@@ -1,4 +1,5 @@
-"""Which layer may import which: the pipeline never imports the app's view layer."""
+"""Which layer may import which: the pipeline never imports the app's view layer, and the
+precompute package has no import cycle (commands register from the CLI, never the reverse)."""
 
 from __future__ import annotations
 
@@ -84,3 +85,63 @@ def test_nothing_below_the_front_door_imports_it() -> None:
         if imports_front_door(path.read_text(encoding="utf-8"))
     }
     assert importers == {"legival_core/__init__.py"}
+
+
+def _precompute_imports() -> dict[str, set[str]]:
+    """Module -> the ``precompute`` modules it imports anywhere in its source (a function's
+    lazy import counts too: it is a dependency all the same, only deferred)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "precompute").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        if name == "precompute.__main__":
+            continue  # the entry point runs the CLI; nothing imports it
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                # ``from precompute.stages import problems`` imports a submodule
+                targets |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+        graph[name] = {t for t in targets if t.startswith("precompute") and t != name}
+    # A submodule's import of its own package's __init__ (stages/problems reading
+    # stages.base through the package) is not a loop of its own; drop the edges up.
+    for name, targets in graph.items():
+        graph[name] = {t for t in targets if t in graph and not name.startswith(f"{t}.")}
+    return graph
+
+
+def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` as a list of modules (first == last), or None."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 finished
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+def test_the_cycle_finder_finds_a_loop_and_passes_a_chain() -> None:
+    assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_precompute_has_no_import_cycle_and_commands_register_from_the_cli() -> None:
+    """The CLI imports the commands' modules (lazily); no module imports the CLI back."""
+    graph = _precompute_imports()
+    assert "precompute.cli" in graph and "precompute.datasets" in graph
+    assert _find_cycle(graph) is None, " -> ".join(_find_cycle(graph) or [])
+    assert not [m for m, targets in graph.items() if "precompute.cli" in targets]
