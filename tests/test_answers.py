@@ -160,14 +160,14 @@ def test_recorded_prose_answers_ingested_as_a_user_would_grade_like_the_hand_lab
     tmp_path: Path,
 ) -> None:
     """Issue 13's user path: recorded CHAMP solutions with their prose one-sentence answers in a
-    JSONL file, ``python -m precompute.ingest FILE --task champ``. Before the answer layer
+    JSONL file, ``python -m precompute ingest FILE --task champ``. Before the answer layer
     every such row graded wrong (no box, no extracted answer)."""
     import json
 
     from legival_core.schema import trace_id_for
     from legival_core.store import Store
-    from precompute import ingest
     from precompute.champ import champ_problems, champ_traces
+    from precompute.cli import main
 
     labels = pd.read_csv(LABELS, dtype=str, keep_default_na=False)
     problems = champ_problems().set_index("problem_id")
@@ -188,8 +188,8 @@ def test_recorded_prose_answers_ingested_as_a_user_would_grade_like_the_hand_lab
             }
             out.write(json.dumps(record) + "\n")
     store_path = tmp_path / "store"
-    code = ingest.main(
-        [str(source), "--store", str(store_path), "--teacher", "x", "--task", "champ",
+    code = main(
+        ["ingest", str(source), "--store", str(store_path), "--teacher", "x", "--task", "champ",
          "--dataset", "champ"]
     )  # fmt: skip
     assert code == 0

@@ -19,7 +19,6 @@ import pandas as pd
 import pytest
 
 from legival_core.store import Store
-from precompute import ingest
 from precompute.champ import champ_problems, champ_traces
 from precompute.cli import EXIT_MISSING, EXIT_OK, EXIT_USAGE, main
 
@@ -48,8 +47,8 @@ def _write_user_file(path: Path) -> pd.DataFrame:
 
 
 def _ingest(file: Path, store: Path) -> None:
-    code = ingest.main(
-        [str(file), "--store", str(store), "--teacher", "gpt-4", "--task", "champ",
+    code = main(
+        ["ingest", str(file), "--store", str(store), "--teacher", "gpt-4", "--task", "champ",
          "--dataset", "champ"]
     )  # fmt: skip
     assert code == 0

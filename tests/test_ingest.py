@@ -298,17 +298,16 @@ def test_both_command_lines_refuse_a_field_mapped_twice_with_one_message(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``ingest`` and ``datasets`` read ``--map`` with one parser (datasets.parse_mapping)."""
-    from precompute import datasets
-    from precompute import ingest as ingest_cli
+    from precompute.cli import main
 
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"q": "1+1?", "a": "2", "out": "2"}\n')
     twice = ["--map", "prompt=q", "prompt=a"]
     message = "precompute: error: --map gives field 'prompt' twice ('q' and 'a'); give it once\n"
-    code = ingest_cli.main([str(rows), "--store", str(tmp_path / "s"), "--teacher", "t", *twice])
+    code = main(["ingest", str(rows), "--store", str(tmp_path / "s"), "--teacher", "t", *twice])
     assert (code, capsys.readouterr().err) == (2, message)
     assert not (tmp_path / "s").exists()  # refused before anything was written
-    code = datasets.main(["local", str(rows), *twice])
+    code = main(["datasets", "local", str(rows), *twice])
     assert (code, capsys.readouterr().err) == (2, message)
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from legival_core.provenance import TOKEN_KINDS, reward_standin, token_sources
 from legival_core.store import Store
-from precompute import ingest
 from precompute.champ import write_champ
+from precompute.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def _ingest(tmp_path: Path, store: Path, teacher: str, rows: list[dict]) -> None:
     file = tmp_path / f"{teacher}.jsonl"
     file.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    code = ingest.main([str(file), "--store", str(store), "--teacher", teacher, "--task", "math"])
+    code = main(
+        ["ingest", str(file), "--store", str(store), "--teacher", teacher, "--task", "math"]
+    )
     assert code == 0
 
 
