@@ -288,7 +288,6 @@ class Results:
         from legival_core.rank_intervals import (
             agreeing_intervals,
             interval_table,
-            resample_teachers,
         )
 
         board = self.leaderboard(
@@ -301,19 +300,15 @@ class Results:
         _choose("metric", metric, ["composite", *metrics] if chosen else metrics)
 
         def draw() -> Any:
-            efficiency = (
-                views.filter_rows(self.table("trace_efficiency"), dataset=dataset)
-                if self.has_table("trace_efficiency")
-                else None
+            return views.board_resamples(
+                self.table("trace_efficiency") if self.has_table("trace_efficiency") else None,
+                self.table("trace_transfer") if self.has_table("trace_transfer") else None,
+                metrics,
+                dataset,
+                student,
+                n_boot=n_boot,
+                seed=seed,
             )
-            transfer = (
-                views.filter_rows(self.table("trace_transfer"), dataset=dataset, student=student)
-                if self.has_table("trace_transfer")
-                else None
-            )
-            if (efficiency is None or efficiency.empty) and (transfer is None or transfer.empty):
-                return None
-            return resample_teachers(efficiency, transfer, metrics, n_boot=n_boot, seed=seed)
 
         drawn = self._cached(("resamples", dataset, student, n_boot, seed), draw)
         if drawn is None:
@@ -351,14 +346,9 @@ class Results:
         n_boot = BAND_RESAMPLES if bands else 0
 
         def make() -> views.TransferView:
-            view = (
-                views.transfer_view_from_table(table, dataset, student, profile, n_boot)
-                if table is not None
-                else None
+            return views.stored_or_computed_view(
+                table, self._rollouts, dataset, student, profile, n_boot
             )
-            if view is None:
-                view = views.transfer_view(self._rollouts(), dataset, student, profile, n_boot)
-            return view
 
         return self._cached(("transfer", dataset, student, profile, n_boot), make)
 
@@ -468,8 +458,6 @@ class Results:
         >>> list(rho.columns) == list(rho.index), "tokens" in rho.columns
         (True, True)
         """
-        from legival_core.stats import pairwise_counts, spearman_matrix
-
         self._need("teacher_metrics", "correlations")
         has_traces = self.has_table("trace_efficiency")
         levels = ["trace", "model"] if has_traces else ["model"]
@@ -491,13 +479,7 @@ class Results:
             else:
                 transfer = views.filter_rows(self.table("trace_transfer"), dataset=dataset)
                 frame = views.trace_level_frame(efficiency, transfer, correct_only)
-            columns = views.ranked_metrics(frame, list(views.METRICS))
-            columns = [c for c in columns if frame[c].nunique(dropna=True) > 1]
-            if partial:
-                rho, pvalue = views.partial_matrix(frame, columns, control="tokens")
-                return rho, pvalue, pairwise_counts(frame, list(rho.columns), control="tokens")
-            rho, pvalue = spearman_matrix(frame, columns)
-            return rho, pvalue, pairwise_counts(frame, columns)
+            return views.correlation_matrices(frame, partial)
 
         key = ("correlations", level, correct_only, dataset, partial, include_references)
         rho, pvalue, counts = self._cached(key, make)

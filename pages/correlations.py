@@ -49,16 +49,9 @@ def matrices(
     level: str, correct_only: bool, dataset: str | None, partial: bool, include: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """ρ, p and n (the points behind each coefficient) for the selection."""
-    from legival_core.stats import pairwise_counts, spearman_matrix
-
-    frame = correlation_input(level, correct_only, dataset, include)
-    columns = views.ranked_metrics(frame, list(views.METRICS))
-    columns = [c for c in columns if frame[c].nunique(dropna=True) > 1]
-    if partial:
-        rho, pvalue = views.partial_matrix(frame, columns, control="tokens")
-        return rho, pvalue, pairwise_counts(frame, list(rho.columns), control="tokens")
-    rho, pvalue = spearman_matrix(frame, columns)
-    return rho, pvalue, pairwise_counts(frame, columns)
+    return views.correlation_matrices(
+        correlation_input(level, correct_only, dataset, include), partial
+    )
 
 
 @common.derived("per_student")

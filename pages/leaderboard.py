@@ -97,22 +97,16 @@ def resamples(
     """Every ranked metric per teacher on paired resamples of problems
     (legival_core.rank_intervals); None when the store has no per-trace tables. Reference
     teachers are resampled too (for their value intervals); the ranks leave them out."""
-    from legival_core.rank_intervals import resample_teachers
-
-    efficiency = (
-        views.filter_rows(common.load_table("trace_efficiency"), dataset=dataset)
-        if common.has_table("trace_efficiency")
-        else None
-    )
-    transfer = (
-        views.filter_rows(common.load_table("trace_transfer"), dataset=dataset, student=student)
-        if common.has_table("trace_transfer")
-        else None
-    )
-    if (efficiency is None or efficiency.empty) and (transfer is None or transfer.empty):
-        return None
     _frame, metrics = board_rows(dataset, student)
-    return resample_teachers(efficiency, transfer, metrics, n_boot=n_boot, seed=seed)
+    return views.board_resamples(
+        common.load_table("trace_efficiency") if common.has_table("trace_efficiency") else None,
+        common.load_table("trace_transfer") if common.has_table("trace_transfer") else None,
+        metrics,
+        dataset,
+        student,
+        n_boot=n_boot,
+        seed=seed,
+    )
 
 
 @common.derived("uncertainty")

@@ -36,15 +36,9 @@ from legival_core.transfer_curves import BAND_RESAMPLES  # noqa: E402
 def transfer_view(
     dataset: str | None, student: str | None, profile: str, n_boot: int
 ) -> views.TransferView:
-    table = common.fresh_curves()
-    view = (
-        views.transfer_view_from_table(table, dataset, student, profile, n_boot)
-        if table is not None
-        else None
+    return views.stored_or_computed_view(
+        common.fresh_curves(), common.load_rollouts, dataset, student, profile, n_boot
     )
-    if view is None:
-        view = views.transfer_view(common.load_rollouts(), dataset, student, profile, n_boot)
-    return view
 
 
 @common.derived("transfer_coverage")

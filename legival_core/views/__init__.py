@@ -57,6 +57,7 @@ from legival_core.views.common import (
     trace_metric_label,
 )
 from legival_core.views.correlations import (
+    correlation_matrices,
     model_level_frame,
     partial_matrix,
     significance_stars,
@@ -83,6 +84,7 @@ from legival_core.views.inspector import (
     with_lexical_flags,
 )
 from legival_core.views.leaderboard import (
+    board_resamples,
     composite_score,
     efficiency_intervals,
     latex_table,
@@ -92,7 +94,12 @@ from legival_core.views.leaderboard import (
 )
 from legival_core.views.pareto import model_family, pareto_view
 from legival_core.views.published import published_beside
-from legival_core.views.transfer import first_measured_positions, observed_coverage, transfer_view
+from legival_core.views.transfer import (
+    first_measured_positions,
+    observed_coverage,
+    stored_or_computed_view,
+    transfer_view,
+)
 
 __all__ = [
     "ALL_ROWS",
@@ -110,8 +117,10 @@ __all__ = [
     "StepPage",
     "TransferView",
     "arrow_to_frame",
+    "board_resamples",
     "composite_score",
     "config_text",
+    "correlation_matrices",
     "decomposition_instances",
     "delta_log_terms",
     "e0_board",
@@ -140,6 +149,7 @@ __all__ = [
     "step_table",
     "store_overview",
     "stored_leak_step",
+    "stored_or_computed_view",
     "student_baseline",
     "student_metrics_from_curves",
     "student_strip",

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from legival_core.views.common import METRICS
+from legival_core.views.common import METRICS, ranked_metrics
 
 # ---------------------------------------------------------------------------------------------
 # Correlations
@@ -104,3 +104,22 @@ def significance_stars(p: float, n: int | None = None) -> str:
     from legival_core.stats import significance_marks
 
     return significance_marks(p, n)
+
+
+def correlation_matrices(
+    frame: pd.DataFrame, partial: bool
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """ρ, p and n (the points behind each coefficient) of the ranked metrics in ``frame`` that
+    vary: Spearman (:func:`legival_core.stats.spearman_matrix`) or, with ``partial``, partial
+    Spearman controlling for tokens (:func:`partial_matrix`). A metric with one value has no
+    rank order, so it is left out rather than shown as an undefined row. The Correlations page
+    and ``lv.open(...).correlations`` both call it."""
+    from legival_core.stats import pairwise_counts, spearman_matrix
+
+    columns = ranked_metrics(frame, list(METRICS))
+    columns = [c for c in columns if frame[c].nunique(dropna=True) > 1]
+    if partial:
+        rho, pvalue = partial_matrix(frame, columns, control="tokens")
+        return rho, pvalue, pairwise_counts(frame, list(rho.columns), control="tokens")
+    rho, pvalue = spearman_matrix(frame, columns)
+    return rho, pvalue, pairwise_counts(frame, columns)

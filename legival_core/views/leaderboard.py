@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from legival_core.views.common import METRICS, STUDENT_METRICS, ranked_metrics
+from legival_core.views.common import METRICS, STUDENT_METRICS, filter_rows, ranked_metrics
+
+if TYPE_CHECKING:
+    from legival_core.rank_intervals import TeacherResamples
 
 # ---------------------------------------------------------------------------------------------
 # Leaderboard
@@ -242,3 +246,29 @@ def latex_table(frame: pd.DataFrame, caption: str = "", decimals: int = 3) -> st
             "\\end{table}",
         ]
     return "\n".join(lines)
+
+
+def board_resamples(
+    efficiency: pd.DataFrame | None,
+    transfer: pd.DataFrame | None,
+    metrics: Sequence[str],
+    dataset: str | None,
+    student: str | None,
+    *,
+    n_boot: int,
+    seed: int,
+) -> TeacherResamples | None:
+    """Every ranked metric per teacher on paired resamples of problems for one selection
+    (:func:`legival_core.rank_intervals.resample_teachers` on ``trace_efficiency`` and
+    ``trace_transfer`` filtered to ``dataset`` and ``student``); None when neither per-trace
+    table has a row there. The Leaderboard page and ``lv.open(...).metric_detail`` both call it,
+    so their intervals come from the same draws."""
+    from legival_core.rank_intervals import resample_teachers
+
+    if efficiency is not None:
+        efficiency = filter_rows(efficiency, dataset=dataset)
+    if transfer is not None:
+        transfer = filter_rows(transfer, dataset=dataset, student=student)
+    if (efficiency is None or efficiency.empty) and (transfer is None or transfer.empty):
+        return None
+    return resample_teachers(efficiency, transfer, list(metrics), n_boot=n_boot, seed=seed)

@@ -4,9 +4,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 
-from legival_core.transfer_curves import TransferView, selection_view
+from legival_core.transfer_curves import TransferView, selection_view, transfer_view_from_table
 from legival_core.views.common import filter_rows
 
 
@@ -42,6 +44,28 @@ def transfer_view(
         selected, [{}], by="teacher", n_boot=n_boot, seed=seed, profile=profile
     )
     return selection_view(curves, per_trace, profile)
+
+
+def stored_or_computed_view(
+    table: pd.DataFrame | None,
+    load_rollouts: Callable[[], pd.DataFrame],
+    dataset: str | None,
+    student: str | None,
+    profile: str,
+    n_boot: int,
+) -> TransferView:
+    """The transfer view of one selection: read from the stored ``transfer_curves`` ``table``
+    when it holds the selection, else computed from the rollouts (``load_rollouts`` is called
+    only then, so a store with fresh curves never reads its rollouts). The Transfer page and
+    ``lv.open(...).transfer`` both call it."""
+    view = (
+        transfer_view_from_table(table, dataset, student, profile, n_boot)
+        if table is not None
+        else None
+    )
+    if view is None:
+        view = transfer_view(load_rollouts(), dataset, student, profile, n_boot)
+    return view
 
 
 def observed_coverage(
