@@ -16,18 +16,25 @@ VIEW_RENDERERS = {"precompute/publish.py"}
 FRONT_DOOR = "legival_core/results.py"
 
 
-def imports_views(source: str) -> bool:
-    """Whether a module's source imports ``legival_core.views`` (or anything inside it)."""
+def imported_names(source: str) -> set[str]:
+    """Every dotted name a module's source imports, anywhere (a function's lazy import too):
+    ``import a.b`` gives ``a.b``; ``from a import b`` gives ``a`` and ``a.b`` (``b`` may be a
+    submodule)."""
+    names: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-        else:
-            continue
-        if any(n == "legival_core.views" or n.startswith("legival_core.views.") for n in names):
-            return True
-    return False
+            names |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return names
+
+
+def imports_views(source: str) -> bool:
+    """Whether a module's source imports ``legival_core.views`` (or anything inside it)."""
+    return any(
+        n == "legival_core.views" or n.startswith("legival_core.views.")
+        for n in imported_names(source)
+    )
 
 
 def test_the_import_check_sees_every_spelling() -> None:
@@ -96,13 +103,7 @@ def _precompute_imports() -> dict[str, set[str]]:
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         if name == "precompute.__main__":
             continue  # the entry point runs the CLI; nothing imports it
-        targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                targets |= {a.name for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                # ``from precompute.stages import problems`` imports a submodule
-                targets |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+        targets = imported_names(path.read_text(encoding="utf-8"))
         graph[name] = {t for t in targets if t.startswith("precompute") and t != name}
     # A submodule's import of its own package's __init__ (stages/problems reading
     # stages.base through the package) is not a loop of its own; drop the edges up.
