@@ -24,8 +24,7 @@ from legival_core.safe_text import markdown_literal
 from legival_core.schema import trace_id_for
 from legival_core.store import Store
 from tests import app_fixtures
-
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
+from tests.app_runner import run_app_page
 
 
 @pytest.fixture(scope="module")
@@ -55,23 +54,7 @@ def run_page(
 ) -> AppTest:
     """Run ``app.py`` on ``page`` with the given stores configured at launch."""
     paths = [s.path if isinstance(s, Store) else s for s in stores]
-    monkeypatch.setenv("LEGIVAL_STORE", ":".join(str(p) for p in paths))
-    if readonly:
-        monkeypatch.setenv("LEGIVAL_READONLY", "1")
-    else:
-        monkeypatch.delenv("LEGIVAL_READONLY", raising=False)
-    at = AppTest.from_file(APP, default_timeout=60)
-    if page != "leaderboard":
-        # AppTest needs one run of the main script before it can switch to a page that
-        # st.navigation registered; then the URL is set as a link to that page would set it.
-        at.run()
-        at.query_params.clear()
-        at.switch_page(f"pages/{page}.py")
-    for key, value in (params or {}).items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return run_app_page(page, monkeypatch, paths, params, readonly=readonly, timeout=60)
 
 
 def figures(at: AppTest) -> list[dict[str, Any]]:

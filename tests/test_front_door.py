@@ -46,9 +46,9 @@ from legival_core import views
 from legival_core.display import MISSING, tidy_table
 from legival_core.results import Results
 from legival_core.store import StoreError
+from tests.app_runner import run_app_page
 
 REPO = Path(__file__).resolve().parents[1]
-APP = str(REPO / "app.py")
 DEMO = REPO / "results" / "demo"
 
 
@@ -79,17 +79,7 @@ def run_page(
     store: Path = DEMO,
 ) -> AppTest:
     """``app.py`` on ``page`` of ``store``, with the URL parameters a link would carry."""
-    monkeypatch.setenv("LEGIVAL_STORE", str(store))
-    monkeypatch.delenv("LEGIVAL_READONLY", raising=False)
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()  # st.navigation registers the pages on a first run of the main script
-    at.query_params.clear()
-    at.switch_page(f"pages/{page}.py")
-    for key, value in (params or {}).items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return run_app_page(page, monkeypatch, [store], params)
 
 
 def chart(at: AppTest, key: str) -> dict[str, Any]:

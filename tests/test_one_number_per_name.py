@@ -23,7 +23,7 @@ from streamlit.testing.v1 import AppTest
 
 from legival_core.app_config import BUNDLED_STORES
 from legival_core.metric_catalog import METRICS
-from tests.test_app import APP
+from tests.app_runner import APP
 
 #: Pages whose tables show teacher-level metrics.
 PAGES = ("leaderboard", "transfer", "pareto", "redundancy", "rewards")

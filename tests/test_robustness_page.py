@@ -17,9 +17,9 @@ from legival_core.robustness_choices import Settings, load_tables, robustness_re
 from legival_core.store import Store
 from legival_core.views import robustness as robustness_view
 from tests import app_fixtures
+from tests.app_runner import run_app_page
 
 REPO = Path(__file__).resolve().parents[1]
-APP = str(REPO / "app.py")
 DEMO = BUNDLED_STORES["demo"]
 
 
@@ -47,18 +47,7 @@ def _report(store: Store | Path, n_boot: int = RANK_RESAMPLES):
 def run_page(
     page: str, monkeypatch: pytest.MonkeyPatch, store: Path, params: dict[str, str] | None = None
 ) -> AppTest:
-    monkeypatch.setenv("LEGIVAL_STORE", str(store))
-    monkeypatch.delenv("LEGIVAL_READONLY", raising=False)
-    at = AppTest.from_file(APP, default_timeout=120)
-    if page != "leaderboard":
-        at.run()
-        at.query_params.clear()
-        at.switch_page(f"pages/{page}.py")
-    for key, value in (params or {}).items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return run_app_page(page, monkeypatch, [store], params)
 
 
 def _frame(at: AppTest, column: str) -> pd.DataFrame:
