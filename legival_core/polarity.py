@@ -158,6 +158,15 @@ _CONCLUDING = re.compile(
 )
 
 
+#: A connective that opens a sentence and is set off by a comma ("Therefore, …", "In
+#: conclusion, …"): the clause after it is the conclusion.
+_OPENER = re.compile(
+    r"\s*(?:so|hence|thus|therefore|consequently|in\s+conclusion|as\s+a\s+result|finally"
+    r"|in\s+summary|to\s+conclude|overall)\s*[,;:]\s*",
+    re.IGNORECASE,
+)
+
+
 def main_clause(sentence: str) -> str:
     """The clause of ``sentence`` that states its claim: the last concluding clause ("…,
     which means A is not greater than 0.1"), else the first clause that is not subordinate.
@@ -170,6 +179,8 @@ def main_clause(sentence: str) -> str:
     ' which means A is not greater than 0.1.'
     >>> main_clause("It has no limit because it grows, so it must exceed 3.")
     'It has no limit'
+    >>> main_clause("Therefore, there do not exist such integers.")
+    'Therefore, there do not exist such integers.'
     >>> main_clause("The sequence defined by a_1=1, a_(n+1)=a_n+1/a_n^2 has no limit.")
     'The sequence defined by a_1=1, a_(n+1)=a_n+1/a_n^2 has no limit.'
     """
@@ -183,7 +194,15 @@ def main_clause(sentence: str) -> str:
     clauses = [c for c in clauses if c.strip()]
     main: str | None = None
     concluding: str | None = None
+    opener = ""
     for clause in clauses:
+        if _OPENER.fullmatch(clause):
+            opener += clause  # "Therefore," alone states nothing: it opens the next clause
+            continue
+        if opener:
+            clause, opener = opener + clause, ""
+            concluding = clause
+            continue
         if _CONCLUDING.match(clause):
             concluding = clause
         elif _SUBORDINATE.match(clause):

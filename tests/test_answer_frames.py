@@ -490,3 +490,16 @@ def test_the_leak_step_reads_the_new_phrasings_at_their_step(
     if "achieved" in conclusion:
         again = get_task("champ").answer_leak_step(reasoning, ends, "2", problem={"prompt": prompt})
         assert again.k is None, again
+
+
+def test_a_conclusion_opened_by_therefore_leaks_its_polarity() -> None:
+    # CHAMP Number-Theory 2, GPT-4 0-Shot (gold No): the reasoning's last sentence states the
+    # answer, yet no leak step is found, so FOTU before the leak counts the whole trace.
+    prompt = "Do there exist positive integers x, y such that x+y, x+2y and 2x+y are both squares?"
+    text = (
+        "We try small cases. Therefore, there do not exist positive integers $x$ and $y$ such "
+        "that $x+y$, $x+2y$, and $2x+y$ are all squares."
+    )
+    problem = {"prompt": prompt, "task": "champ"}
+    point = get_task("champ").answer_leak_step(text, [20, len(text)], "No", problem=problem)
+    assert point.k == 2

@@ -8,9 +8,7 @@ older leak rules fails here.
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -32,20 +30,6 @@ def _problems(demo: Store) -> dict[str, dict]:
     return {row["problem_id"]: row for row in frame.to_dict(orient="records")}
 
 
-#: Traces whose regrade differs from the shipped demo since issue 23's answer layer (question
-#: types, polarity, hedges, lists, trailing clauses): the store is not rebuilt here (a 35-minute
-#: job); each entry holds the shipped and the regraded (correct, kind, span). Twelve grades
-#: flip, each to the label a reader gives: nine yes/no questions answered by a statement ("There
-#: are no integer solutions …", "… can be extended indefinitely …") now right, two limits stated
-#: by their value for the gold "The limit exists and is equal to 3" ("… is 3.", "… exists and is
-#: equal to 3.") now right, one hedge ("it is not possible to conclusively determine whether …",
-#: labelled no_answer) now wrong; the other entries keep their grade and record another
-#: candidate (the most trusted of a wrong answer, or the value accepted before the sentence).
-CHANGES = json.loads(
-    (Path(__file__).parent / "fixtures" / "demo_regrade_changes.json").read_text(encoding="utf-8")
-)
-
-
 def _grade_of(correct: object, kind: object, start: object, end: object) -> dict:
     def number(value: object) -> int | None:
         return None if value is None or pd.isna(value) else int(value)  # type: ignore[arg-type]
@@ -54,8 +38,6 @@ def _grade_of(correct: object, kind: object, start: object, end: object) -> dict
 
 
 def test_shipped_grades_equal_a_regrade_of_the_recorded_texts(demo: Store) -> None:
-    flips = [t for t, c in CHANGES.items() if c["stored"]["correct"] != c["regraded"]["correct"]]
-    assert len(flips) == 12
     problems = _problems(demo)
     traces = demo.read("traces", columns=["trace_id", "problem_id", "teacher", "answer_text",
                                           "reasoning"])  # fmt: skip
@@ -73,11 +55,7 @@ def test_shipped_grades_equal_a_regrade_of_the_recorded_texts(demo: Store) -> No
         )
         span = again.span or (None, None)
         regraded = _grade_of(again.grade.correct, again.kind, *span)
-        change = CHANGES.get(trace["trace_id"])
-        if change is None:
-            assert shipped == regraded, trace["trace_id"]
-        else:
-            assert (shipped, regraded) == (change["stored"], change["regraded"]), trace["trace_id"]
+        assert shipped == regraded, trace["trace_id"]
 
 
 def test_every_correct_trace_has_rollouts_and_the_human_is_a_reference(demo: Store) -> None:
@@ -100,7 +78,8 @@ def test_leak_points_and_fotu_before_the_leak_match_plain_loops(demo: Store) -> 
     stored = demo.read("trace_transfer").set_index(["trace_id", "student"])
     leaks = stored["leak_k"]
     # Prose answers are found: nearly every correct model trace states its answer before or at
-    # its last step (the human solutions less often: they often end on the argument).
+    # its last step (the human solutions less often: they often end on the argument). 62 of 64
+    # in this build; the two without one answer a yes/no question.
     models = stored[stored["teacher"] != "human"]
     assert models["leak_k"].notna().mean() >= 0.9
     steps = demo.read("steps", columns=["trace_id", "step"])
