@@ -20,6 +20,7 @@ command does this).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import os
@@ -27,7 +28,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -82,6 +83,23 @@ def cache_dir() -> Path:
     return root
 
 
+@contextlib.contextmanager
+def _folder_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock between processes on ``path`` (``flock``; where the platform has no
+    ``fcntl``, only the in-process lock holds)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _publish_dir(tmp: Path, final: Path) -> None:
     """Rename a fully written temp folder into place; a concurrent winner is fine."""
     try:
@@ -134,12 +152,17 @@ def ensure_punkt(language: str = "english") -> Path:
                 ),
             }
             parent.mkdir(parents=True, exist_ok=True)
-            if final.exists():  # a stale, incomplete folder from an older crash
-                shutil.rmtree(final, ignore_errors=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{language}-", dir=parent))
-            for name, text in contents.items():
-                (tmp / name).write_text(text, encoding="utf-8", newline="")
-            _publish_dir(tmp, final)
+            # Another process may be writing the same folder: only one of them checks,
+            # clears a stale folder and publishes at a time (the check is repeated under the
+            # lock, so a folder a winner just published is never removed while it is read).
+            with _folder_lock(root / f".punkt_tab-{language}.lock"):
+                if not _punkt_complete(final):
+                    if final.exists():  # a stale, incomplete folder from an older crash
+                        shutil.rmtree(final, ignore_errors=True)
+                    tmp = Path(tempfile.mkdtemp(prefix=f".{language}-", dir=parent))
+                    for name, text in contents.items():
+                        (tmp / name).write_text(text, encoding="utf-8", newline="")
+                    _publish_dir(tmp, final)
         if str(root) not in nltk.data.path:
             nltk.data.path.insert(0, str(root))
     return root

@@ -86,6 +86,31 @@ def test_concurrent_processes_prepare_punkt_safely(fresh_cache):
     assert [p.name for p in parent.iterdir()] == ["english"]
 
 
+def test_a_folder_another_process_publishes_meanwhile_is_kept(fresh_cache, monkeypatch):
+    """The race behind a failure of the test above under load: a second process finds no
+    tables, builds them, and meanwhile the first publishes its folder and starts reading it.
+    The second must keep that folder, not remove it as stale and publish its own (the reader
+    then finds no tables). The winner's publish is played inside the model load, the step
+    between the check and the write."""
+    import punkt
+
+    folder = fresh_cache / "nltk_data" / "tokenizers" / "punkt_tab" / "english"
+    real_load = punkt.load_model
+
+    def load_while_a_winner_publishes(language: str):
+        model = real_load(language)
+        folder.mkdir(parents=True)
+        for name in PUNKT_FILES:
+            (folder / name).write_text("the winner's copy\n", encoding="utf-8")
+        return model
+
+    monkeypatch.setattr(punkt, "load_model", load_while_a_winner_publishes)
+    ensure_punkt()
+    texts = {(folder / name).read_text(encoding="utf-8") for name in PUNKT_FILES}
+    assert texts == {"the winner's copy\n"}
+    assert [p.name for p in folder.parent.iterdir()] == ["english"]
+
+
 def test_ensure_tiktoken_fills_cache_with_verified_files(fresh_cache, monkeypatch):
     import tiktoken.load
     from tiktoken_ext import openai_public
