@@ -955,11 +955,18 @@ class Store:
         an ordinary part, one whose file never landed is dropped (its rows were not written),
         and the files a merge retired are deleted. Parts the manifest does not list are never
         adopted here: the manifest is what a reader trusts, and an unlisted file may come from
-        anyone; :meth:`verify` reports it."""
+        anyone; :meth:`verify` reports it. A table whose folder (or ``tables/``) is not a real
+        folder is left as it is: a name the manifest retires is never deleted through a link
+        into another store."""
+        tables_root = self.path / TABLES_DIR
         for name, entry in manifest["tables"].items():
             if name not in schema.TABLES:
                 continue
-            folder = self.path / TABLES_DIR / name
+            folder = tables_root / name
+            if os.path.lexists(folder) and not (
+                _is_plain_dir(tables_root) and _is_plain_dir(folder)
+            ):
+                continue  # a link, file or FIFO in its place: verify names it
             kept = []
             for part in entry["parts"]:
                 if part.get("pending"):

@@ -907,6 +907,28 @@ def test_links_never_make_a_writer_write_outside_the_store(tmp_path: Path) -> No
     assert ours.read("rewards")["score"].tolist() == [0.5, 0.5]
 
 
+def test_a_retired_name_never_deletes_through_a_linked_table_folder(tmp_path: Path) -> None:
+    """A received manifest may name any part file as ``retired`` (left behind by a merge, to be
+    deleted by the next writer). With the table folder linked to another store, every writer
+    deleted the other store's part through the link: a write outside the store."""
+    ours, other = _two_stores(tmp_path)
+    theirs = other.parts("rewards")[0]
+    manifest = json.loads(ours.manifest_path.read_text())
+    manifest["tables"]["grades"] = {"rows": 0, "parts": [], "retired": [theirs.name]}
+    ours.manifest_path.write_text(json.dumps(manifest))
+    (ours.path / "tables" / "grades").symlink_to(theirs.parent, target_is_directory=True)
+
+    ours.write("rewards", _rewards(0.5))  # any writer settles what a killed merge left
+    assert theirs.exists(), "a writer deleted a file outside the store"
+    assert other.read("rewards")["score"].tolist() == [0.75, 0.75]
+    # The entry stays as it was, and verify names the link for quarantine_part.
+    assert ours.manifest["tables"]["grades"]["retired"] == [theirs.name]
+    assert any(
+        p.startswith(f"{ours.path / 'tables' / 'grades'}: is a symbolic link")
+        for p in ours.verify()
+    )
+
+
 _FIFO_PROBE = textwrap.dedent(
     """
     import sys, warnings
