@@ -164,6 +164,21 @@ def test_leaderboard_composite_and_exports(toy_store: Store, monkeypatch):
     assert "Download CSV" in labels and "Download LaTeX" in labels
 
 
+@pytest.mark.parametrize("readonly", [False, True])
+def test_tables_offer_only_the_neutralised_csv_export(
+    toy_store: Store, monkeypatch: pytest.MonkeyPatch, readonly: bool
+) -> None:
+    """Issue 24, item 12: besides each table's own "Download CSV" button (its cells
+    neutralised, ``pages.common.download_csv``), Streamlit's dataframe toolbar offered a CSV
+    export that writes every cell verbatim, so a teacher named ``=HYPERLINK(…)`` became a
+    live formula. The app turns that export off (``client.disableDataExport``) for every
+    session, local or hosted; the page's own buttons stay."""
+    st.set_option("client.disableDataExport", False)  # Streamlit's default
+    at = run_page("leaderboard", monkeypatch, [toy_store], readonly=readonly)
+    assert st.get_option("client.disableDataExport") is True
+    assert "Download CSV" in [b.label for b in at.get("download_button")]
+
+
 def test_leaderboard_intervals_match_bootstrap(toy_store: Store, monkeypatch):
     at = run_page("leaderboard", monkeypatch, [toy_store], {"metric": "accuracy"})
     at.toggle(key="show_ci").set_value(True).run()
