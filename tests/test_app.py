@@ -522,6 +522,29 @@ def test_about_lists_tables_and_hides_paths_when_readonly(toy_store: Store, monk
     assert "2603.20508" in texts and "2602.09805" in texts
 
 
+def test_hosted_about_keeps_only_the_last_name_of_any_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24, item 13, as a visitor sees it: paths in a store's config and provenance are
+    cut to their last name on the hosted About page, whatever the folder names hold. The cut
+    stopped at the first space (then at a ``<`` or ``>``), and it split the JSON text on the
+    backslash of an escape, showing ``…/u00e9 notes.jsonl`` for ``café notes.jsonl``."""
+    secret = "/srv/Secret Project (v2), client ACME/traces of acme.jsonl"
+    odd = '/srv/a "quoted" <name>/caf\u00e9 notes.jsonl'
+    store = Store.create(tmp_path / "runs", config={"data": odd, "/home/u/Key Folder/x": 1})
+    store.record_stage("ingest", file=secret, note=f"read {secret}")
+    at = run_page("about", monkeypatch, [store], readonly=True)
+    config = at.code[0].value
+    provenance = next(d.value for d in at.dataframe if "details" in d.value.columns)
+    details = " ".join(provenance["details"])
+    for hidden in ("Secret Project", "client ACME", "quoted", "<name>", "Key Folder", "/srv"):
+        assert hidden not in config + details, hidden
+    assert json.loads(config) == {"data": "…/caf\u00e9 notes.jsonl", "…/x": 1}
+    ingest = json.loads(provenance.set_index("stage").loc["ingest", "details"])
+    assert ingest["file"] == "…/traces of acme.jsonl"
+    assert ingest["note"] == "read …/traces of acme.jsonl"
+
+
 def test_inspector_shows_first_wrong_step_labels(tmp_path: Path, monkeypatch):
     # A store with one CHAMP-style human annotation: the first wrong step is step 2.
     store = app_fixtures.build_store(tmp_path / "labelled", with_rollouts=False)
