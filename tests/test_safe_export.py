@@ -39,3 +39,21 @@ def test_csv_arrow_neutralises_dictionary_columns() -> None:
     written = csv_arrow(table)
     assert written.column("name").to_pylist() == ["'" + v for v in FORMULAS]
     assert written.column("n").to_pylist() == list(range(6))
+
+
+def test_a_tex_row_never_starts_with_an_argument_of_the_line_break() -> None:
+    """LaTeX's ``\\\\`` looks past spaces and the line end for ``*`` (its starred form) and
+    ``[`` (a length), and booktabs' rules for ``[``: a row whose first cell starts with either
+    lost it, or failed to compile. ``[`` was braced already; ``*`` was written bare."""
+    from legival_core.views import latex_table
+
+    names = ["plain", "*starred", "[draft] x", "* [both]"]
+    tex = latex_table(pd.DataFrame({"teacher": names, "score": [0.5, 0.25, 0.125, 1.0]}))
+    rows = tex.splitlines()[4:-2]  # after \toprule, the header and \midrule; before \bottomrule
+    assert [row.split(" & ")[0] for row in rows] == [
+        "plain",
+        "{*}starred",
+        "{[}draft{]} x",
+        "{*} {[}both{]}",
+    ]
+    assert tex.isascii()
