@@ -1559,7 +1559,10 @@ class Store:
                     problems.append(f"{folder}: folder of an unknown table")
                 else:
                     problems += self._verify_table(folder, manifest)
-        if manifest is not None:
+        if manifest is not None and (
+            _is_plain_dir(tables_root) or not os.path.lexists(tables_root)
+        ):
+            # (A tables/ that is a file or a link is one problem, named above.)
             for name, entry in sorted(manifest["tables"].items()):
                 folder = tables_root / name
                 if not (_is_plain_dir(tables_root) and _is_plain_dir(folder)):
