@@ -20,6 +20,7 @@ from typing import Any
 
 __all__ = [
     "BIDI_CONTROLS",
+    "html_text",
     "markdown_literal",
     "plotly_literal",
     "plotly_literals",
@@ -114,6 +115,18 @@ def visible_bidi(text: object) -> str:
     'report\\u202egpj.exe'
     """
     return str(text).translate(_BIDI_ESCAPES)
+
+
+def html_text(text: object) -> str:
+    r"""``str(text)`` for HTML text or an attribute value: :func:`html.escape` (``& < > " '``)
+    of :func:`visible_bidi`, so a name neither becomes markup nor reorders what follows it.
+
+    >>> html_text('<b class="x">R&D\u202e</b>')
+    '&lt;b class=&quot;x&quot;&gt;R&amp;D\\u202e&lt;/b&gt;'
+    """
+    import html
+
+    return html.escape(visible_bidi(text))
 
 
 def plotly_literals(values: object) -> list[str]:

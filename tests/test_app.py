@@ -179,6 +179,24 @@ def test_tables_offer_only_the_neutralised_csv_export(
     assert "Download CSV" in [b.label for b in at.get("download_button")]
 
 
+def test_leaderboard_grids_show_bidi_controls_escaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24, item 9, in the grids: a teacher named with U+202E (right-to-left override)
+    was drawn raw in the rank table and the tables below it, so the name read reversed."""
+    from tests.test_publish import HOSTILE, hostile_store
+
+    at = run_page("leaderboard", monkeypatch, [hostile_store(tmp_path / "hostile")])
+    cells = [
+        str(value)
+        for frame in at.dataframe
+        for value in [*frame.value.columns, *frame.value.to_numpy().ravel()]
+    ]
+    assert cells and not [cell for cell in cells if "\u202e" in cell]
+    escaped = HOSTILE["twin-b"].replace("\u202e", "\\u202e")
+    assert escaped in at.dataframe[0].value["teacher"].tolist()
+
+
 def test_leaderboard_intervals_match_bootstrap(toy_store: Store, monkeypatch):
     at = run_page("leaderboard", monkeypatch, [toy_store], {"metric": "accuracy"})
     at.toggle(key="show_ci").set_value(True).run()
