@@ -929,6 +929,33 @@ def test_a_retired_name_never_deletes_through_a_linked_table_folder(tmp_path: Pa
     )
 
 
+def test_a_listed_part_or_table_missing_on_disk_can_be_quarantined(tmp_path: Path) -> None:
+    """verify names a part (or a whole table folder) the manifest lists but the disk lacks;
+    quarantine_part refused it (nothing to move), so a store whose reads all failed on it
+    could not be repaired without editing manifest.json by hand. Now the entry is dropped."""
+    ours, _ = _two_stores(tmp_path)
+    grades = {"trace_id": ["t1"], "correct": [True], "score": [1.0], "status": ["ok"]}
+    ours.write("grades", pd.DataFrame(grades))
+    (part,) = ours.parts("rewards")
+    part.unlink()
+    import shutil
+
+    shutil.rmtree(ours.path / "tables" / "grades")
+    problems = ours.verify()
+    assert [p.split(": ", 1)[0] for p in problems] == [
+        str(ours.path / "tables" / "grades"),
+        str(part),
+    ]
+    with pytest.raises(StoreError, match="missing on disk"):
+        ours.read("rewards")
+    for problem in problems:
+        ours.quarantine_part(problem.split(": ", 1)[0], reason="lost")
+    assert ours.verify() == []
+    assert ours.read("rewards").empty and ours.read("grades").empty
+    recorded = [r for r in ours.manifest["provenance"] if r["stage"] == "quarantine"]
+    assert [r["path"] for r in recorded] == ["tables/grades", f"tables/rewards/{part.name}"]
+
+
 _FIFO_PROBE = textwrap.dedent(
     """
     import sys, warnings
