@@ -21,11 +21,31 @@ st.set_page_config(page_title="Legi-Val", page_icon="🔎", layout="wide")
 
 config = parse_app_args(sys.argv[1:], os.environ)
 common.set_config(config)
-if config.readonly and st.get_option("client.toolbarMode") != "viewer":
-    # Hosted: the viewer's toolbar (no Deploy button, no developer menu) whatever the host's
-    # config.toml says. The toolbar mode reaches the browser with each run's start message,
-    # so the run that changes it starts over once.
-    st.set_option("client.toolbarMode", "viewer")
+#: Client options the app sets itself, whatever the host's config.toml says. Streamlit's own
+#: CSV export of a dataframe writes each cell verbatim (a name like =HYPERLINK(…) would be a
+#: live formula in a spreadsheet), so it is off: every table has its own "Download CSV" button
+#: with neutralised cells (pages.common.download_csv). Hosted, the viewer's toolbar (no Deploy
+#: button, no developer menu).
+CLIENT_OPTIONS = {"client.disableDataExport": True}
+if config.readonly:
+    CLIENT_OPTIONS["client.toolbarMode"] = "viewer"
+
+
+def _differs(key: str, value: object) -> bool:
+    """Whether option ``key`` is not ``value`` now (False where this Streamlit lacks it:
+    ``client.disableDataExport`` came after the oldest version the app supports)."""
+    try:
+        return st.get_option(key) != value
+    except RuntimeError:
+        return False
+
+
+_changed = [key for key, value in CLIENT_OPTIONS.items() if _differs(key, value)]
+for _key in _changed:
+    st.set_option(_key, CLIENT_OPTIONS[_key])
+if _changed:
+    # These options reach the browser with each run's start message, so the run that
+    # changes them starts over once.
     st.rerun()
 
 

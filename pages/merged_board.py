@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from legival_core.board_merge import MergeConflict
-from legival_core.safe_text import markdown_literal
+from legival_core.safe_text import markdown_literal, visible_bidi
 from legival_core.views.merged_board import MergedBoard, merged_board
 from pages import common
 
@@ -122,7 +122,11 @@ def show(include: bool) -> None:
                     "is in two stores."
                 )
             )
-    st.dataframe(made.text, hide_index=True, key="merged_board_table")
+    # Names as drawn in a grid cell: bidi controls shown escaped.
+    on_screen = made.text.copy()
+    if "teacher" in on_screen:
+        on_screen["teacher"] = on_screen["teacher"].astype(str).map(visible_bidi)
+    st.dataframe(on_screen, hide_index=True, key="merged_board_table")
     common.download_csv(made.numbers, "merged_leaderboard")
     st.markdown("**Rows on this board** (one per teacher and dataset)")
     common.table(

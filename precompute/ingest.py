@@ -134,8 +134,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "tokens": ("n_tokens", "output_tokens", "completion_tokens"),
 }
 _EXCERPT_CHARS = 300
-_TRUE = {"true", "1", "yes", "y", "t"}
-_FALSE = {"false", "0", "no", "n", "f"}
+# "1.0" / "0.0": a 0/1 column with gaps is a float column, and a CSV writes it so.
+_TRUE = {"true", "1", "1.0", "yes", "y", "t"}
+_FALSE = {"false", "0", "0.0", "no", "n", "f"}
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 

@@ -164,6 +164,39 @@ def test_leaderboard_composite_and_exports(toy_store: Store, monkeypatch):
     assert "Download CSV" in labels and "Download LaTeX" in labels
 
 
+@pytest.mark.parametrize("readonly", [False, True])
+def test_tables_offer_only_the_neutralised_csv_export(
+    toy_store: Store, monkeypatch: pytest.MonkeyPatch, readonly: bool
+) -> None:
+    """Issue 24, item 12: besides each table's own "Download CSV" button (its cells
+    neutralised, ``pages.common.download_csv``), Streamlit's dataframe toolbar offered a CSV
+    export that writes every cell verbatim, so a teacher named ``=HYPERLINK(…)`` became a
+    live formula. The app turns that export off (``client.disableDataExport``) for every
+    session, local or hosted; the page's own buttons stay."""
+    st.set_option("client.disableDataExport", False)  # Streamlit's default
+    at = run_page("leaderboard", monkeypatch, [toy_store], readonly=readonly)
+    assert st.get_option("client.disableDataExport") is True
+    assert "Download CSV" in [b.label for b in at.get("download_button")]
+
+
+def test_leaderboard_grids_show_bidi_controls_escaped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24, item 9, in the grids: a teacher named with U+202E (right-to-left override)
+    was drawn raw in the rank table and the tables below it, so the name read reversed."""
+    from tests.test_publish import HOSTILE, hostile_store
+
+    at = run_page("leaderboard", monkeypatch, [hostile_store(tmp_path / "hostile")])
+    cells = [
+        str(value)
+        for frame in at.dataframe
+        for value in [*frame.value.columns, *frame.value.to_numpy().ravel()]
+    ]
+    assert cells and not [cell for cell in cells if "\u202e" in cell]
+    escaped = HOSTILE["twin-b"].replace("\u202e", "\\u202e")
+    assert escaped in at.dataframe[0].value["teacher"].tolist()
+
+
 def test_leaderboard_intervals_match_bootstrap(toy_store: Store, monkeypatch):
     at = run_page("leaderboard", monkeypatch, [toy_store], {"metric": "accuracy"})
     at.toggle(key="show_ci").set_value(True).run()
@@ -505,6 +538,29 @@ def test_about_lists_tables_and_hides_paths_when_readonly(toy_store: Store, monk
     assert str(toy_store.path) not in texts
     assert "Read-only mode" in " ".join(c.value for c in at.caption)
     assert "2603.20508" in texts and "2602.09805" in texts
+
+
+def test_hosted_about_keeps_only_the_last_name_of_any_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24, item 13, as a visitor sees it: paths in a store's config and provenance are
+    cut to their last name on the hosted About page, whatever the folder names hold. The cut
+    stopped at the first space (then at a ``<`` or ``>``), and it split the JSON text on the
+    backslash of an escape, showing ``…/u00e9 notes.jsonl`` for ``café notes.jsonl``."""
+    secret = "/srv/Secret Project (v2), client ACME/traces of acme.jsonl"
+    odd = '/srv/a "quoted" <name>/caf\u00e9 notes.jsonl'
+    store = Store.create(tmp_path / "runs", config={"data": odd, "/home/u/Key Folder/x": 1})
+    store.record_stage("ingest", file=secret, note=f"read {secret}")
+    at = run_page("about", monkeypatch, [store], readonly=True)
+    config = at.code[0].value
+    provenance = next(d.value for d in at.dataframe if "details" in d.value.columns)
+    details = " ".join(provenance["details"])
+    for hidden in ("Secret Project", "client ACME", "quoted", "<name>", "Key Folder", "/srv"):
+        assert hidden not in config + details, hidden
+    assert json.loads(config) == {"data": "…/caf\u00e9 notes.jsonl", "…/x": 1}
+    ingest = json.loads(provenance.set_index("stage").loc["ingest", "details"])
+    assert ingest["file"] == "…/traces of acme.jsonl"
+    assert ingest["note"] == "read …/traces of acme.jsonl"
 
 
 def test_inspector_shows_first_wrong_step_labels(tmp_path: Path, monkeypatch):

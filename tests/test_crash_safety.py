@@ -650,9 +650,11 @@ def test_publish_killed_at_every_step_leaves_the_old_site_or_the_new_one(tmp_pat
     left a truncated page beside the previous snapshot's CSV and TeX. First a run stopped
     inside the write of index.html, at a fixed byte: under a 1 MB file-size limit
     (RLIMIT_FSIZE; Python ignores the SIGXFSZ, so the write fails with EFBIG) the page, with
-    plotly.js inline (over 3 MB), cannot be finished. Then the test hook SIGKILLs it after each
-    of its three files and just before the swap. Each time the folder is the old site, byte for
-    byte; the run after that leaves the new site and no temporary folder."""
+    plotly.js inline (over 3 MB), cannot be finished. Then the test hook SIGKILLs it after its
+    first file, its middle one and its last one, and just before the swap (the site has pages in
+    subfolders, so the step numbers come from the new site's file count). Each time the folder
+    is the old site, byte for byte; the run after that leaves the new site and no temporary
+    folder."""
     import resource
 
     from tests.test_publish import hostile_store
@@ -685,7 +687,8 @@ def test_publish_killed_at_every_step_leaves_the_old_site_or_the_new_one(tmp_pat
 
     from precompute.atomic_folder import KILL_IN_STAGING_ENV
 
-    for step in (1, 2, 3, 4):
+    # kill_if_asked runs after each file written (len(new) of them), then once before the swap.
+    for step in sorted({1, len(new) // 2, len(new), len(new) + 1}):
         env = {**_env(), KILL_IN_STAGING_ENV: str(step)}
         killed = subprocess.run(_publish_command(new_store, out), env=env, capture_output=True)
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]

@@ -56,3 +56,17 @@ def test_property_no_number_formats_as_an_artefact(value: float) -> None:
         assert "inf" not in text.lower() and "nan" not in text.lower()
         if text.startswith(("-", "−")) and not text.endswith("∞"):
             assert float(text.lstrip("-−").rstrip("%").replace(",", "")) != 0
+
+
+def test_tidy_table_shows_bidi_controls_escaped() -> None:
+    """Issue 24, item 9, in the app's tables: a name holding U+202E was drawn raw in a grid
+    cell (and in a header), so it read reversed; cells and headers get the visible escape."""
+    from legival_core.display import tidy_table
+
+    frame = pd.DataFrame({"teacher": ["report\u202egpj.exe", "plain"], "n_traces": [1, 2]})
+    frame["wide\u202ename"] = pd.Categorical(["a\u202eb", "c"])
+    shown = tidy_table(frame).data
+    assert shown["teacher"].tolist() == ["report\\u202egpj.exe", "plain"]
+    assert "wide\\u202ename" in shown.columns
+    assert shown["wide\\u202ename"].astype(str).tolist() == ["a\\u202eb", "c"]
+    assert shown["n traces"].tolist() == [1, 2]

@@ -99,3 +99,17 @@ def test_label_agreement_by_hand() -> None:
     assert sorted(result.disagreements["trace_id"]) == ["b", "d"]
     assert result.confusion.loc["correct", "graded wrong"] == 1
     assert spreadsheet_safe("+1") == "'+1" and spreadsheet_safe("1") == "1"
+
+
+def test_explain_never_writes_through_a_link_in_the_store(store: Path, tmp_path: Path) -> None:
+    """A received store may hold ``grade_review.csv`` as a symbolic link to any file of the
+    user's; ``--explain`` wrote its review through the link (a write outside the store). The
+    review now replaces the link with a file of its own; the link's target is untouched."""
+    outside = tmp_path / "notes.txt"
+    outside.write_text("mine\n", encoding="utf-8")
+    (store / "grade_review.csv").symlink_to(outside)
+    assert cli.main(["grade", "--store", str(store), "--explain", "--no-progress"]) == 0
+    assert outside.read_text(encoding="utf-8") == "mine\n"
+    review = store / "grade_review.csv"
+    assert not review.is_symlink()
+    assert len(pd.read_csv(review, dtype=str, keep_default_na=False)) == 4

@@ -445,6 +445,27 @@ def test_correct_as_a_float_column_from_parquet_is_kept(tmp_path: Path) -> None:
     assert grades == {trace_id_for("fm", "f/1"): True, trace_id_for("fm", "f/3"): False}
 
 
+def test_correct_as_float_text_from_a_csv_is_kept(tmp_path: Path) -> None:
+    """Item 8 through a CSV: pandas writes the same 0/1 column with a gap as 1.0, (empty),
+    0.0, and those cells are text; they were quarantined on 'correct' like the floats."""
+    frame = pd.DataFrame(
+        {
+            "problem_id": ["1", "2", "3"],
+            "prompt": ["One", "Two", "Three"],
+            "reasoning": ["a", "b", "c"],
+            "correct": [1.0, None, 0.0],
+        }
+    )
+    path = tmp_path / "f.csv"
+    frame.to_csv(path, index=False)
+    assert "1.0" in path.read_text() and "0.0" in path.read_text()
+    store = Store.create(tmp_path / "store")
+    report = ingest(path, store, "fm")
+    assert report.kept == 3 and report.quarantined == []
+    grades = store.read("grades").set_index("trace_id")["correct"].to_dict()
+    assert grades == {trace_id_for("fm", "f/1"): True, trace_id_for("fm", "f/3"): False}
+
+
 def test_nfc_and_nfd_spellings_are_one_problem_and_one_teacher(tmp_path: Path) -> None:
     """Item 9: "é" as one code point (NFC) and as e + U+0301 (NFD) made two entries."""
     import unicodedata

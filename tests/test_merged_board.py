@@ -270,3 +270,26 @@ def test_prefer_names_a_few_pairs_and_counts_the_rest(
     assert note.startswith(markdown_literal("--prefer y: 6 teacher and dataset pair(s)"))
     assert note.count(markdown_literal(" (in x and y)")) == 5
     assert note.endswith(markdown_literal("; and 1 more."))
+
+
+def test_names_holding_the_unit_separator_are_distinct_pairs() -> None:
+    """Rows were matched by teacher + U+001F + dataset, and names may hold U+001F (ingest
+    keeps them): teacher "a␟b" on dataset "c" and teacher "a" on "b␟c", in two stores, were
+    one clash, refused or (with --prefer) one of them dropped from the board."""
+    from legival_core.board_merge import clashes, merge_teacher_rows, merged_table
+
+    run1 = pd.DataFrame({"teacher": ["a\x1fb"], "dataset": ["c"], "fotu": [0.1]})
+    run2 = pd.DataFrame({"teacher": ["a"], "dataset": ["b\x1fc"], "fotu": [0.2]})
+    assert clashes({"run1": run1, "run2": run2}) == []
+    board = merge_teacher_rows({"run1": run1, "run2": run2})
+    assert board[["teacher", "dataset", "store"]].values.tolist() == [
+        ["a\x1fb", "c", "run1"],
+        ["a", "b\x1fc", "run2"],
+    ]
+    traces = pd.DataFrame({"teacher": ["a\x1fb", "a"], "dataset": ["c", "b\x1fc"], "n": [1, 2]})
+    table = merged_table({"run1": traces, "run2": traces}, board)
+    assert table is not None
+    assert table[["teacher", "store", "n"]].values.tolist() == [
+        ["a\x1fb", "run1", 1],
+        ["a", "run2", 2],
+    ]

@@ -424,3 +424,17 @@ def test_trace_page_escapes_as_the_app_does(tmp_path: Path) -> None:
     for page in out.rglob("*.html"):
         text = page.read_text(encoding="utf-8")
         assert not [p for p in markup if p in text], page
+
+
+def test_published_pages_show_bidi_controls_escaped(tmp_path: Path) -> None:
+    """Issue 24, item 9, on the static site: a teacher name holding U+202E (right-to-left
+    override) went into the HTML raw, so the rest of the name read reversed. Every page now
+    shows the visible escape, as the app's Markdown and charts do."""
+    out = tmp_path / "site"
+    store = hostile_store(tmp_path / "hostile")
+    assert main(["publish", "--store", str(store), "--out", str(out), "--resamples", "20"]) == 0
+    pages = sorted(out.rglob("*.html"))
+    assert pages
+    texts = {p.relative_to(out).as_posix(): p.read_text(encoding="utf-8") for p in pages}
+    assert [name for name, text in texts.items() if "\u202e" in text] == []
+    assert "Café\\u202eR @SUM(1+1)" in texts["index.html"]

@@ -21,8 +21,11 @@ names the store by its configured name.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -158,6 +161,58 @@ def test_readonly_pages_show_no_path_and_no_traceback(
         assert silent == [], f"{state}: no message naming the store on {silent}"
         # The Published page needs no store for the papers' own tables: they stay.
         assert "CogniLoad efficiency (Kaiser et al.)" in screens["published"]
+
+
+#: The Leaderboard, read-only, on the store ``runs`` given as argv[1]; prints what a visitor
+#: gets as JSON. Run in a child process, so that a page blocked on a FIFO (the old code) fails
+#: the test at the guard instead of hanging the suite.
+_LEADERBOARD_PROBE = """
+import json, os, sys
+from streamlit.testing.v1 import AppTest
+sys.path.insert(0, os.environ["LEGIVAL_REPO"])
+from tests.test_readonly_crawl import APP, screen_text
+os.environ.update(LEGIVAL_STORE=f"runs={sys.argv[1]}", LEGIVAL_READONLY="1")
+at = AppTest.from_file(APP, default_timeout=120)
+at.query_params["store"] = "runs"
+at.run()
+print(json.dumps({"exceptions": [e.value for e in at.exception], "screen": screen_text(at)}))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+@pytest.mark.parametrize("kind", ["link", "fifo"])
+def test_a_linked_or_fifo_part_shows_the_store_message(
+    stores: dict[str, Path], tmp_path: Path, kind: str
+) -> None:
+    """Issue 24, items 2 and 4, as a visitor meets them: the one part of ``teacher_metrics``
+    replaced by a symbolic link to another store's part was read as this store's numbers,
+    and replaced by a FIFO it kept the page from ever finishing (one stuck thread per visit).
+    Now the Leaderboard, which reads that table first, shows the store message and no path."""
+    runs = Path(shutil.copytree(stores["good"], tmp_path / "runs"))
+    (part,) = sorted((runs / "tables" / "teacher_metrics").glob("part-*.arrow"))
+    part.unlink()
+    if kind == "link":
+        other = Path(shutil.copytree(stores["good"], tmp_path / "other"))
+        (theirs,) = sorted((other / "tables" / "teacher_metrics").glob("part-*.arrow"))
+        part.symlink_to(theirs)
+    else:
+        os.mkfifo(part)
+    env = {**os.environ, "LEGIVAL_REPO": str(REPO), "PYTHONPATH": str(REPO)}
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", _LEADERBOARD_PROBE, str(runs)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,  # a hang guard, far above the seconds the page takes
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the page never finished on a store with a {kind} for a part")
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    shown = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert shown["exceptions"] == []
+    assert PROBLEM in shown["screen"]
+    assert str(tmp_path) not in shown["screen"] and "Traceback" not in shown["screen"]
 
 
 def test_readonly_about_hides_the_bundled_demo_paths(

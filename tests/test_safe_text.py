@@ -64,6 +64,10 @@ def test_plotly_literal_uses_entities_plotly_decodes(text: str, expected: str) -
             '{"file": "/srv/Client [ACME]; 2026/a b.jsonl", "rows": 3}',
             '{"file": "…/a b.jsonl", "rows": 3}',
         ),
+        # "<" and ">" are folder-name characters too: the cut stopped there and left
+        # "…/Secret Project>x/t.jsonl" (a folder name) on screen.
+        ('{"file": "/srv/Secret Project>x/t.jsonl"}', '{"file": "…/t.jsonl"}'),
+        ('{"data": "/home/u/<ACME> runs/p.jsonl", "n": 2}', '{"data": "…/p.jsonl", "n": 2}'),
     ],
 )
 def test_without_local_paths_keeps_only_the_last_folder(text: str, expected: str) -> None:

@@ -907,6 +907,55 @@ def test_links_never_make_a_writer_write_outside_the_store(tmp_path: Path) -> No
     assert ours.read("rewards")["score"].tolist() == [0.5, 0.5]
 
 
+def test_a_retired_name_never_deletes_through_a_linked_table_folder(tmp_path: Path) -> None:
+    """A received manifest may name any part file as ``retired`` (left behind by a merge, to be
+    deleted by the next writer). With the table folder linked to another store, every writer
+    deleted the other store's part through the link: a write outside the store."""
+    ours, other = _two_stores(tmp_path)
+    theirs = other.parts("rewards")[0]
+    manifest = json.loads(ours.manifest_path.read_text())
+    manifest["tables"]["grades"] = {"rows": 0, "parts": [], "retired": [theirs.name]}
+    ours.manifest_path.write_text(json.dumps(manifest))
+    (ours.path / "tables" / "grades").symlink_to(theirs.parent, target_is_directory=True)
+
+    ours.write("rewards", _rewards(0.5))  # any writer settles what a killed merge left
+    assert theirs.exists(), "a writer deleted a file outside the store"
+    assert other.read("rewards")["score"].tolist() == [0.75, 0.75]
+    # The entry stays as it was, and verify names the link for quarantine_part.
+    assert ours.manifest["tables"]["grades"]["retired"] == [theirs.name]
+    assert any(
+        p.startswith(f"{ours.path / 'tables' / 'grades'}: is a symbolic link")
+        for p in ours.verify()
+    )
+
+
+def test_a_listed_part_or_table_missing_on_disk_can_be_quarantined(tmp_path: Path) -> None:
+    """verify names a part (or a whole table folder) the manifest lists but the disk lacks;
+    quarantine_part refused it (nothing to move), so a store whose reads all failed on it
+    could not be repaired without editing manifest.json by hand. Now the entry is dropped."""
+    ours, _ = _two_stores(tmp_path)
+    grades = {"trace_id": ["t1"], "correct": [True], "score": [1.0], "status": ["ok"]}
+    ours.write("grades", pd.DataFrame(grades))
+    (part,) = ours.parts("rewards")
+    part.unlink()
+    import shutil
+
+    shutil.rmtree(ours.path / "tables" / "grades")
+    problems = ours.verify()
+    assert [p.split(": ", 1)[0] for p in problems] == [
+        str(ours.path / "tables" / "grades"),
+        str(part),
+    ]
+    with pytest.raises(StoreError, match="missing on disk"):
+        ours.read("rewards")
+    for problem in problems:
+        ours.quarantine_part(problem.split(": ", 1)[0], reason="lost")
+    assert ours.verify() == []
+    assert ours.read("rewards").empty and ours.read("grades").empty
+    recorded = [r for r in ours.manifest["provenance"] if r["stage"] == "quarantine"]
+    assert [r["path"] for r in recorded] == ["tables/grades", f"tables/rewards/{part.name}"]
+
+
 _FIFO_PROBE = textwrap.dedent(
     """
     import sys, warnings
@@ -973,7 +1022,8 @@ def test_a_tables_file_in_place_of_the_folder_is_one_store_error(tmp_path: Path)
     (store.path / "tables").write_text("not a folder")
     with pytest.raises(StoreError, match="tables: is a regular file, not a folder"):
         store.read("rewards")
-    assert any("tables: is a file where a folder belongs" in p for p in store.verify())
+    # One problem, named once: not also every listed table "missing on disk" behind it.
+    assert store.verify() == [f"{store.path / 'tables'}: is a file where a folder belongs"]
 
 
 def test_a_kill_inside_the_manifest_first_write_window_is_finished_by_the_next_writer(

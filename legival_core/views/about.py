@@ -34,25 +34,27 @@ def provenance_table(manifest: Mapping[str, Any], *, hide_paths: bool = False) -
     """The manifest's provenance records as rows: time, stage, and the rest as JSON text.
 
     With ``hide_paths`` (a hosted app) every absolute local path in the details is cut to its
-    last component (:func:`legival_core.safe_text.without_local_paths`).
+    last component (:func:`legival_core.safe_text.without_local_paths_in`).
 
     >>> record = {"time": "t0", "stage": "reward", "model": "/home/me/models/rm"}
     >>> provenance_table({"provenance": [record]}, hide_paths=True)["details"].iloc[0]
     '{"model": "…/rm"}'
     """
-    from legival_core.safe_text import without_local_paths
+    from legival_core.safe_text import without_local_paths_in
 
     rows = []
     for record in manifest.get("provenance") or []:
         if not isinstance(record, Mapping):
             continue
         rest = {k: v for k, v in record.items() if k not in ("time", "stage")}
-        details = json.dumps(rest, sort_keys=True, default=str)
+        # Cut in the values themselves, before they become JSON text (no escape is mistaken
+        # for a path separator, no quote or bracket in a folder name ends a path early).
+        details = _json_text(without_local_paths_in(rest) if hide_paths else rest)
         rows.append(
             {
                 "time": str(record.get("time", "")),
                 "stage": str(record.get("stage", "")),
-                "details": (without_local_paths(details) if hide_paths else details)[:2000],
+                "details": details[:2000],
             }
         )
     return pd.DataFrame(rows, columns=["time", "stage", "details"])
@@ -67,7 +69,22 @@ def config_text(manifest: Mapping[str, Any], *, hide_paths: bool = False) -> str
       "data": "…/problems.jsonl"
     }
     """
-    from legival_core.safe_text import without_local_paths
+    from legival_core.safe_text import without_local_paths_in
 
-    text = json.dumps(manifest.get("config") or {}, indent=2, sort_keys=True, default=str)
-    return without_local_paths(text) if hide_paths else text
+    config = manifest.get("config") or {}
+    if hide_paths:
+        config = without_local_paths_in(config)
+    return _json_text(config, indent=2)
+
+
+def _json_text(value: Any, indent: int | None = None) -> str:
+    r"""``value`` as JSON text for the screen: letters as they are (``café``, ``…``), control
+    characters JSON-escaped and bidirectional controls as their visible ``\u202e`` escape.
+
+    >>> _json_text({"name": "caf\u00e9\u202e"})
+    '{"name": "café\\u202e"}'
+    """
+    from legival_core.safe_text import visible_bidi
+
+    text = json.dumps(value, indent=indent, sort_keys=True, default=str, ensure_ascii=False)
+    return visible_bidi(text)

@@ -16,6 +16,8 @@ the decomposition leave them out instead of counting them wrong; the stage notes
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -160,12 +162,26 @@ def run_grade(ctx: StageContext) -> StageResult:
     if options.get("explain"):
         path = Path(options.get("review_csv") or Path(ctx.store.path) / REVIEW_FILE)
         rows = review_rows(ctx, traces, problems, timeout)
-        pd.DataFrame(rows, columns=list(REVIEW_COLUMNS)).to_csv(path, index=False)
+        write_review(pd.DataFrame(rows, columns=list(REVIEW_COLUMNS)), path)
         print("\n".join(explain_lines(rows, EXPLAIN_PRINTED)))
         result.notes.append(f"review of {len(rows)} grade(s) written to {path}")
     if options.get("labels"):
         print("\n".join(agreement_report(labels_agreement(ctx, Path(options["labels"])))))
     return result
+
+
+def write_review(frame: pd.DataFrame, path: Path) -> None:
+    """Write the review CSV to ``path`` through a new file beside it, renamed into place.
+
+    The default ``path`` is inside the store, and a store may come from someone else: a
+    symbolic link or FIFO named ``grade_review.csv`` is replaced, never written through (the
+    review never lands outside the store), and a kill leaves the previous review whole."""
+    temp = path.with_name(f".tmp-review-{os.getpid()}-{uuid.uuid4().hex[:12]}.csv")
+    try:
+        frame.to_csv(temp, index=False)
+        os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
 
 
 def review_rows(
