@@ -455,6 +455,7 @@ def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_page
         stored = views.stored_leak_step(tables["trace_transfer"].get(trace_id, empty))
         leak_k = None if stored is views.NOT_STORED else stored
         strip = views.student_strip(rollouts)
+        labels = tables["error_labels"].get(trace_id, empty)
         evidence.append(
             site_pages.TraceEvidence(
                 trace=trace,
@@ -463,10 +464,16 @@ def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_page
                 steps=table,
                 strip=strip,
                 rollouts=rollouts,
-                error_labels=tables["error_labels"].get(trace_id, empty),
+                error_labels=labels,
                 leak_k=leak_k,  # type: ignore[arg-type]
                 leak_stored=stored is not views.NOT_STORED,
-                steps_html=views.trace_html(table, anchor="lv-main", leak_k=leak_k, strip=strip),
+                steps_html=views.trace_html(
+                    table,
+                    anchor="lv-main",
+                    leak_k=leak_k,
+                    strip=strip,
+                    wrong_steps=views.wrong_steps(labels),
+                ),
             )
         )
     return evidence

@@ -235,6 +235,52 @@ def test_demo_site_links_every_value_to_its_traces(demo_site: Path) -> None:
     assert html.escape(first["trace_id"]) in page and 'class="sortable"' in page
 
 
+def test_demo_trace_pages_mark_the_human_first_wrong_step(demo_site: Path) -> None:
+    """The inspector puts a ✗ on the step a human labelled the first wrong one (CHAMP's
+    labels); a trace page is the inspector's view, so it carries the same marker on the same
+    step, and its steps are the very HTML the app draws for that trace."""
+    import re
+
+    from legival_core import views
+    from legival_core.store import Store
+
+    store = Store.open(REPO / "results" / "demo")
+    labels = store.read("error_labels")
+    found = labels[labels["error_found"].fillna(False).astype(bool) & labels["step"].notna()]
+    assert len(found) == 44  # 50 human labels on the demo, 44 of them name a wrong step
+    pages = {p.name.rsplit("--", 1)[0]: p for p in (demo_site / "traces").glob("*.html")}
+    for label in found.to_dict(orient="records"):
+        text = pages[label["trace_id"]].read_text(encoding="utf-8")
+        marked = re.findall(r'<div class="lv-step" id="lv-main-s(\d+)"[^>]*>(?:(?!</div>).)*'
+                            r'class="lv-wrong"', text)  # fmt: skip
+        assert marked == [str(int(label["step"]))], label["trace_id"]
+    # one trace in full, built as pages/inspector.py builds it
+    trace_id = "t-2e1e1a680a6b6753"  # gpt-3.5 on P_Sequence_4: wrong from step 4, leak at 19
+    one = {"trace_id": trace_id}
+    table = views.with_lexical_flags(
+        views.step_table(
+            store.read("steps", filters=one),
+            store.read("similarity", filters=one),
+            store.read("judgments", filters=one),
+        ),
+        "champ",
+    )
+    wrong = {
+        int(label["step"]): str(label["labeler"])
+        for label in store.read("error_labels", filters=one).to_dict(orient="records")
+        if label.get("error_found") and pd.notna(label.get("step"))
+    }
+    assert wrong == {4: "human"}
+    expected = views.trace_html(
+        table,
+        anchor="lv-main",
+        leak_k=19,
+        strip=views.student_strip(store.read("rollouts", filters=one)),
+        wrong_steps=wrong,
+    )
+    assert expected in pages[trace_id].read_text(encoding="utf-8")
+
+
 def test_demo_site_shares_assets_and_fits_the_budget(demo_site: Path) -> None:
     files = [p for p in demo_site.rglob("*") if p.is_file()]
     size = sum(p.stat().st_size for p in files)
