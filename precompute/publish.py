@@ -241,22 +241,22 @@ def _footer(sources: _Sources, options: PublishOptions, pin_file: str) -> str:
     return footer_html(lines, pin_file)
 
 
-def robustness_section(store: Store, options: PublishOptions) -> Section | None:
-    """The snapshot's robustness section: every ranking under every alternative analysis choice
-    the store can give (legival_core.robustness_choices), flips judged against the default's
-    rank intervals from the same resamples as the rank table; None without per-trace tables."""
+def _robustness_report(sources: _Sources, options: PublishOptions) -> Any:
+    """Every ranking under every alternative analysis choice the store can give
+    (legival_core.robustness_choices), flips judged against the default's rank intervals from
+    the same resamples as the rank table; None without per-trace tables, or with several
+    stores (a robustness report compares choices within one run)."""
     from legival_core.robustness_choices import Settings, load_tables, robustness_report
-    from legival_core.views.robustness import robustness_section as layout
 
-    if not store.has("trace_efficiency"):
+    if len(sources.stores) != 1 or not sources.stores[0].store.has("trace_efficiency"):
         return None
-    report = robustness_report(
+    store = sources.stores[0].store
+    return robustness_report(
         load_tables(store),
         Settings.from_manifest(store.manifest),
         n_boot=options.n_boot,
         seed=options.seed,
     )
-    return layout(report)  # type: ignore[return-value]
 
 
 def _leaderboard_sections(
@@ -304,6 +304,20 @@ def _leaderboard_sections(
         " Every value opens the teacher's page: its rows per dataset, and from there every "
         "trace behind them."
     )
+    robustness = _robustness_report(sources, options)
+    shown_table, see_also = text_table, []
+    if robustness is not None:
+        from legival_core.views import robustness as robustness_view
+
+        shown_table = robustness_view.mark_changing_ranks(text_table, robustness, metrics)
+        if not shown_table.equals(text_table):
+            see_also.append(
+                (
+                    f"Robustness: {robustness_view.CHANGE_MARK} marks a rank that flips under "
+                    "some analysis choice (the section below)",
+                    f"#{robustness_view.SECTION_ANCHOR}",
+                )
+            )
     shown_apart = [r for r in references if not include and r in set(board["teacher"])]
     if shown_apart:
         rank_note += (
@@ -323,8 +337,9 @@ def _leaderboard_sections(
         Section(
             "Rank table",
             notes=[rank_note],
-            tables=[("rank-table", text_table)],
+            tables=[("rank-table", shown_table)],
             folded=folded,
+            see_also=see_also,
         )
     ]
 
@@ -381,10 +396,10 @@ def _leaderboard_sections(
                 tables=[("pareto-shares", share_table)],
             )
         )
-    if len(sources.stores) == 1:  # a robustness report compares choices within one run
-        robustness = robustness_section(sources.stores[0].store, options)
-        if robustness is not None:
-            sections.append(robustness)
+    if robustness is not None:
+        from legival_core.views.robustness import robustness_section
+
+        sections.append(robustness_section(robustness))  # type: ignore[arg-type]
     return sections, text_table, latex, numbers
 
 

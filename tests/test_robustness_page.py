@@ -162,10 +162,32 @@ def test_snapshot_has_the_robustness_section(toy_store: Store, tmp_path: Path) -
 
     publish(toy_store.path, tmp_path / "site", PublishOptions(n_boot=200))
     page = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
-    assert "<h2>Robustness to analysis choices</h2>" in page
     report = _report(toy_store, n_boot=200)
     for verdict in robustness_view.survival_table(report)["verdict"]:
         assert html.escape(verdict) in page
+    # The rank table marks, as the app's leaderboard does, every rank that flips under some
+    # choice with ⇅, and a line under it links to the section.
+    assert '<h2 id="robustness">Robustness to analysis choices</h2>' in page
+    assert '<a href="#robustness">' in page.split('id="rank-table"')[0].rsplit("<h2", 1)[1]
+    markup = page.split('id="rank-table"', 1)[1].split("</table>", 1)[0]
+    header = [html.unescape(h) for h in re.findall(r"<th>(.*?)</th>", markup)]
+    rows = [
+        [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", r)]
+        for r in re.findall(r"<tr>(.*?)</tr>", markup.split("<tbody>", 1)[1])
+    ]
+    table = pd.DataFrame(rows, columns=header).set_index("teacher")
+    marked = 0
+    for metric in dict.fromkeys(report.summary["metric"]):
+        column = f"{robustness_view.METRICS[metric].label} rank"
+        if column not in table:
+            continue
+        changing = report.changing_teachers(metric)
+        for teacher, cell in table[column].items():
+            assert str(cell).endswith(robustness_view.CHANGE_MARK) == (teacher in changing)
+            marked += teacher in changing
+    assert marked
+    # the LaTeX table is the plain board (ASCII only, no mark)
+    assert (tmp_path / "site" / "leaderboard.tex").read_text(encoding="utf-8").isascii()
 
 
 def _docs_rows() -> dict[str, list[str]]:

@@ -17,6 +17,7 @@ from legival_core.robustness_choices import DEFAULT_CHOICE, RobustnessReport
 
 __all__ = [
     "CHANGE_MARK",
+    "SECTION_ANCHOR",
     "choice_matrix",
     "choice_options",
     "flip_table",
@@ -28,6 +29,8 @@ __all__ = [
 
 #: Appended to a leaderboard rank that changes order under some alternative choice.
 CHANGE_MARK = "⇅"
+#: The html id of the snapshot's robustness section, where the rank table's marks link to.
+SECTION_ANCHOR = "robustness"
 
 
 def _number(value: object, digits: int = 3) -> str:
@@ -235,4 +238,10 @@ def robustness_section(report: RobustnessReport) -> object:
             )
         )
         notes.append(f"Not compared on this store: {missing}.")
-    return Section("Robustness to analysis choices", notes=notes, tables=tables, folded=folded)
+    return Section(
+        "Robustness to analysis choices",
+        notes=notes,
+        tables=tables,
+        folded=folded,
+        anchor=SECTION_ANCHOR,
+    )
