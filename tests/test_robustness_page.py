@@ -186,6 +186,23 @@ def test_snapshot_has_the_robustness_section(toy_store: Store, tmp_path: Path) -
             assert str(cell).endswith(robustness_view.CHANGE_MARK) == (teacher in changing)
             marked += teacher in changing
     assert marked
+    # Every choice that flips a pair has its two rankings side by side, as the page shows
+    # them for a chosen choice (folded), with the choices' labels, not their keys.
+    labels = dict(zip(report.summary["choice"], report.summary["label"], strict=True))
+    flipping = report.flips[["metric", "choice"]].drop_duplicates()
+    assert len(flipping)
+    for metric, choice in flipping.itertuples(index=False):
+        title = (
+            f"Side by side: {robustness_view.METRICS[metric].label}, the default and "
+            f"{labels[choice]}"
+        )
+        assert f"<summary>{html.escape(title)}</summary>" in page, title
+        pairs = robustness_view.side_by_side(report, metric, choice)
+        folded = page.split(f"<summary>{html.escape(title)}</summary>", 1)[1].split("</details>")[0]
+        for teacher, partners in zip(pairs["teacher"], pairs["flipped with"], strict=True):
+            if partners:
+                assert html.escape(partners) in folded, (title, teacher)
+    assert f"<td>{html.escape(choice)}</td>" not in page  # a key such as threshold:0.85
     # the LaTeX table is the plain board (ASCII only, no mark)
     assert (tmp_path / "site" / "leaderboard.tex").read_text(encoding="utf-8").isascii()
 

@@ -221,14 +221,28 @@ def robustness_section(report: RobustnessReport) -> object:
         label = METRICS[metric].label if metric in METRICS else str(metric)
         folded.append((f"Choices: {label}", f"robustness-{metric}", choice_matrix(report, metric)))
         flips = report.flips[report.flips["metric"] == metric]
-        if len(flips):
-            folded.append(
-                (
-                    f"Flipped pairs: {label}",
-                    f"robustness-flips-{metric}",
-                    flips.drop(columns="metric"),
+        if not len(flips):
+            continue
+        folded.append(
+            (f"Flipped pairs: {label}", f"robustness-flips-{metric}", flip_table(report, metric))
+        )
+        # The page's "two rankings side by side" for a chosen choice: here every choice that
+        # flips a pair, folded.
+        flipping = set(flips["choice"].astype(str))
+        for number, (choice, choice_label) in enumerate(choice_options(report, metric)):
+            if choice in flipping:
+                pairs = side_by_side(report, metric, choice)
+                for column in ("default value", "value under the choice"):
+                    pairs[column] = [
+                        "–" if v is None or math.isnan(v) else f"{v:.4g}" for v in pairs[column]
+                    ]  # as the page shows them
+                folded.append(
+                    (
+                        f"Side by side: {label}, the default and {choice_label}",
+                        f"robustness-{metric}-side-{number}",
+                        pairs,
+                    )
                 )
-            )
     notes = [note]
     if len(report.unavailable):
         missing = "; ".join(
