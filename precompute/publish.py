@@ -419,8 +419,13 @@ def _by_trace(frame: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
 def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_pages.TraceEvidence]:
     """Everything each trace page shows, read from one store with one filtered read per table
     (the inspector's bundle, for many traces at once)."""
+    from legival_core.efficiency import REDUNDANCY_THRESHOLDS
+    from legival_core.redundancy_sweep_view import recorded_threshold
+
     store = source.store
     wanted = {"trace_id": list(trace_ids)}
+    # Redundant steps above the τ of the store's metrics run, as the inspector marks them.
+    tau = recorded_threshold(store.manifest) or REDUNDANCY_THRESHOLDS["paper"]
 
     def read(table: str) -> pd.DataFrame:
         return store.read(table, filters=wanted) if store.has(table) else pd.DataFrame()
@@ -453,7 +458,10 @@ def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_page
         steps = tables["steps"].get(trace_id, empty)
         table = (
             views.step_table(
-                steps, tables["similarity"].get(trace_id), tables["judgments"].get(trace_id)
+                steps,
+                tables["similarity"].get(trace_id),
+                tables["judgments"].get(trace_id),
+                threshold=tau,
             )
             if len(steps)
             else pd.DataFrame(columns=["step", "number", "text", "tokens", "similarity",

@@ -470,3 +470,41 @@ def test_trace_page_escapes_as_the_app_does(tmp_path: Path) -> None:
     for page in out.rglob("*.html"):
         text = page.read_text(encoding="utf-8")
         assert not [p for p in markup if p in text], page
+
+
+def test_trace_pages_mark_redundancy_at_the_stores_threshold(tmp_path: Path) -> None:
+    """The inspector marks a step redundant above the τ the store's metrics run recorded; a
+    trace page, the inspector's view, uses the same τ (it used 0.8 whatever the store said)."""
+    from legival_core import views
+    from legival_core.redundancy_sweep_view import recorded_threshold
+    from legival_core.schema import trace_id_for
+    from tests.test_robustness import build_hand_store
+
+    store = build_hand_store(tmp_path / "hand")
+    # The metrics run again at the release's τ = 0.85: teacher A's steps 5–7 (r = 0.82) were
+    # redundant at 0.8 and are not any more; steps 2–4 (r = 0.9) still are.
+    store.record_stage("metrics", threshold=0.85, profile="paper", grid="interpolate")
+    assert recorded_threshold(store.manifest) == 0.85
+    out = tmp_path / "site"
+    assert (
+        main(["publish", "--store", str(store.path), "--out", str(out), "--resamples", "20"]) == 0
+    )
+    trace_id = trace_id_for("A", "p1")
+    one = {"trace_id": trace_id}
+    table = views.step_table(
+        store.read("steps", filters=one),
+        store.read("similarity", filters=one),
+        store.read("judgments", filters=one),
+        threshold=0.85,
+    )
+    assert table["redundant"].tolist() == [False, True, True, True] + [False] * 5
+    (page,) = (out / "traces").glob(f"{trace_id}--*.html")
+    text = page.read_text(encoding="utf-8")
+    leak = views.stored_leak_step(store.read("trace_transfer", filters=one))
+    expected = views.trace_html(
+        views.with_lexical_flags(table, "math"),
+        anchor="lv-main",
+        leak_k=None if leak is views.NOT_STORED else leak,
+        strip=views.student_strip(store.read("rollouts", filters=one)),
+    )
+    assert expected in text
