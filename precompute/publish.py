@@ -238,6 +238,9 @@ def _footer(sources: _Sources, options: PublishOptions, pin_file: str) -> str:
         f"Published by legival {__version__} with {options.n_boot:,} resamples, seed "
         f"{options.seed}, trace pages for {chosen}."
     )
+    # Every option as site.json records it, so a page alone says how it was published.
+    recorded = ", ".join(f"{k} {json.dumps(v)}" for k, v in options.recorded().items())
+    lines.append(f"Publish options: {recorded}.")
     return footer_html(lines, pin_file)
 
 

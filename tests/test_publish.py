@@ -299,6 +299,7 @@ def test_demo_site_shares_assets_and_fits_the_budget(demo_site: Path) -> None:
 
 def test_site_json_pins_the_store_content(demo_site: Path) -> None:
     import hashlib
+    import html
     import json
 
     pin = json.loads((demo_site / "site.json").read_text(encoding="utf-8"))
@@ -324,6 +325,10 @@ def test_site_json_pins_the_store_content(demo_site: Path) -> None:
     # and every page's footer shows the store's digests
     footer = (demo_site / "index.html").read_text(encoding="utf-8").split("<footer>")[1]
     assert expected[:12] in footer and store["config_digest"][:12] in footer
+    assert store["provenance_digest"][:12] in footer and "legival 0.1.0" in footer
+    # and every publish option site.json records, by its name and value
+    for name, value in pin["options"].items():
+        assert f"{name} {json.dumps(value)}" in html.unescape(footer), name
 
 
 def test_publish_is_reproducible(demo_site: Path, tmp_path: Path) -> None:
