@@ -678,7 +678,15 @@ class RobustnessReport:
     settings: Settings
 
     def changing_teachers(self, metric: str) -> set[str]:
-        """Teachers whose order against another teacher flips under some alternative."""
+        """Teachers whose order against another teacher flips under some alternative.
+
+        >>> flips = pd.DataFrame({"metric": ["fotu", "tokens"], "above": ["a", "c"],
+        ...     "below": ["b", "d"]})
+        >>> empty = pd.DataFrame()
+        >>> report = RobustnessReport(empty, empty, flips, empty, Settings())
+        >>> sorted(report.changing_teachers("fotu"))
+        ['a', 'b']
+        """
         rows = self.flips[self.flips["metric"] == metric]
         return {str(t) for t in pd.concat([rows["above"], rows["below"]])}
 
@@ -731,6 +739,23 @@ def robustness_report(
     :func:`default_intervals`) decide whether a flip is within noise or real; with
     ``n_boot = 0`` every flip says "no interval". Metrics without a value for any teacher
     under the default are left out.
+
+    On the bundled demo store, redundancy at τ = 0.85 instead of 0.8 swaps gpt-4 and
+    gpt-4-turbo, 2nd and 3rd of four (one discordant pair of six: τ_b = (5 − 1) / 6):
+
+    >>> from legival_core.store import Store
+    >>> demo = Store.open("results/demo")
+    >>> report = robustness_report(load_tables(demo), Settings.from_manifest(demo.manifest))
+    >>> row = report.summary.set_index(["metric", "choice"]).loc[("redundancy", "threshold:0.85")]
+    >>> round(float(row.tau_b), 2), round(float(row.rho), 2), int(row.flips)
+    (0.67, 0.8, 1)
+    >>> flips = report.flips[report.flips["metric"] == "redundancy"]
+    >>> flips[["above", "below", "verdict"]].values.tolist()  # n_boot = 0: no interval to judge
+    [['gpt-4', 'gpt-4-turbo', 'no interval']]
+    >>> sorted(report.changing_teachers("redundancy"))
+    ['gpt-4', 'gpt-4-turbo']
+    >>> report.unavailable["family"].tolist()  # one student, one labeler, no side tables
+    ['student', 'labeler', 'segmenter']
     """
     leaks = _leaks(tables.trace_transfer)
     default_setup = (

@@ -276,9 +276,10 @@ def trace_page(
     body = [
         '<p class="note">Steps are shaded by redundancy (their best cosine match to an earlier '
         "step; hover a step for the value, ↩ jumps to the matched step). Markers: J = LLM "
-        "judge, L = lexical cues, H = human label. The small cells after a step's number: each "
-        "student's correctness after seeing the trace up to that step (green right, red wrong, "
-        "grey no rollout). A dashed rule marks the answer-leak point.</p>",
+        "judge, L = lexical cues, H = human label; ✗ = a human's first wrong step. The small "
+        "cells after a step's number: each student's correctness after seeing the trace up to "
+        "that step (green right, red wrong, grey no rollout). A dashed rule marks the "
+        "answer-leak point.</p>",
         html_table(facts, "trace-facts"),
     ]
     if problem:

@@ -122,6 +122,10 @@ class Section:
     tables: Sequence[tuple[str, pd.DataFrame]] = ()  # (html id, table)
     charts: Sequence[tuple[str, str]] = ()  # (html id, Plotly figure JSON)
     folded: Sequence[tuple[str, str, pd.DataFrame]] = field(default=())  # (summary, id, table)
+    #: The heading's html id (a simple id, so that a link can jump to the section), or none.
+    anchor: str = ""
+    #: Lines that are one link each, after the notes: (text, relative address).
+    see_also: Sequence[tuple[str, str]] = ()
 
 
 def embed_json(text: str) -> str:
@@ -299,8 +303,13 @@ def snapshot_html(
         parts.append(f'<p class="note">The table as data: {files}</p>')
     plots = []
     for section in sections:
-        parts.append(f"<h2>{html_text(section.heading)}</h2>")
+        anchor = f' id="{html_text(section.anchor)}"' if section.anchor else ""
+        parts.append(f"<h2{anchor}>{html_text(section.heading)}</h2>")
         parts += [f'<p class="note">{html_text(note)}</p>' for note in section.notes]
+        parts += [
+            f'<p class="note"><a href="{html_text(href)}">{html_text(text)}</a></p>'
+            for text, href in section.see_also
+        ]
         for key, figure in section.charts:
             parts.append(f'<div class="chart" id="{html_text(key)}"></div>')
             plots.append((key, figure))

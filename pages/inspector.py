@@ -319,11 +319,6 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
             else 1
         )
         bounds = views.step_page(len(table), int(page), STEPS_PER_PAGE)
-        wrong_steps = {
-            int(label["step"]): str(label["labeler"])
-            for label in data["error_labels"].to_dict(orient="records")
-            if label.get("error_found") and pd.notna(label.get("step"))
-        }
         body = views.trace_html(
             table,
             anchor=f"lv-{slot}",
@@ -331,7 +326,7 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
             stop=bounds.stop,
             leak_k=leak_k,
             strip=strip,
-            wrong_steps=wrong_steps,
+            wrong_steps=views.wrong_steps(data["error_labels"]),
         )
         # A scrolling box only when the page is long; a short trace shows whole.
         with st.container(height=620 if bounds.stop - bounds.start > 25 else "content"):

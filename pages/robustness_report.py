@@ -44,10 +44,10 @@ def leaderboard_marker(shown: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
         return shown
     marked = robustness_view.mark_changing_ranks(shown, drawn, metrics)
     if not marked.equals(shown):
+        # One short line: a long label is cut at the column's width, and the page's name with it.
         label = (
-            f"{robustness_view.CHANGE_MARK} marks a rank whose order against another "
-            "teacher flips under some analysis choice (threshold, prefix grid, profile, "
-            "student, labeler, tokenizer, segmenter): see Robustness"
+            f"Robustness: {robustness_view.CHANGE_MARK} marks a rank that flips under some "
+            "analysis choice"
         )
         try:
             st.page_link(PAGE, label=label)

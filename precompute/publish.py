@@ -238,25 +238,28 @@ def _footer(sources: _Sources, options: PublishOptions, pin_file: str) -> str:
         f"Published by legival {__version__} with {options.n_boot:,} resamples, seed "
         f"{options.seed}, trace pages for {chosen}."
     )
+    # Every option as site.json records it, so a page alone says how it was published.
+    recorded = ", ".join(f"{k} {json.dumps(v)}" for k, v in options.recorded().items())
+    lines.append(f"Publish options: {recorded}.")
     return footer_html(lines, pin_file)
 
 
-def robustness_section(store: Store, options: PublishOptions) -> Section | None:
-    """The snapshot's robustness section: every ranking under every alternative analysis choice
-    the store can give (legival_core.robustness_choices), flips judged against the default's
-    rank intervals from the same resamples as the rank table; None without per-trace tables."""
+def _robustness_report(sources: _Sources, options: PublishOptions) -> Any:
+    """Every ranking under every alternative analysis choice the store can give
+    (legival_core.robustness_choices), flips judged against the default's rank intervals from
+    the same resamples as the rank table; None without per-trace tables, or with several
+    stores (a robustness report compares choices within one run)."""
     from legival_core.robustness_choices import Settings, load_tables, robustness_report
-    from legival_core.views.robustness import robustness_section as layout
 
-    if not store.has("trace_efficiency"):
+    if len(sources.stores) != 1 or not sources.stores[0].store.has("trace_efficiency"):
         return None
-    report = robustness_report(
+    store = sources.stores[0].store
+    return robustness_report(
         load_tables(store),
         Settings.from_manifest(store.manifest),
         n_boot=options.n_boot,
         seed=options.seed,
     )
-    return layout(report)  # type: ignore[return-value]
 
 
 def _leaderboard_sections(
@@ -304,6 +307,20 @@ def _leaderboard_sections(
         " Every value opens the teacher's page: its rows per dataset, and from there every "
         "trace behind them."
     )
+    robustness = _robustness_report(sources, options)
+    shown_table, see_also = text_table, []
+    if robustness is not None:
+        from legival_core.views import robustness as robustness_view
+
+        shown_table = robustness_view.mark_changing_ranks(text_table, robustness, metrics)
+        if not shown_table.equals(text_table):
+            see_also.append(
+                (
+                    f"Robustness: {robustness_view.CHANGE_MARK} marks a rank that flips under "
+                    "some analysis choice (the section below)",
+                    f"#{robustness_view.SECTION_ANCHOR}",
+                )
+            )
     shown_apart = [r for r in references if not include and r in set(board["teacher"])]
     if shown_apart:
         rank_note += (
@@ -323,8 +340,9 @@ def _leaderboard_sections(
         Section(
             "Rank table",
             notes=[rank_note],
-            tables=[("rank-table", text_table)],
+            tables=[("rank-table", shown_table)],
             folded=folded,
+            see_also=see_also,
         )
     ]
 
@@ -381,10 +399,10 @@ def _leaderboard_sections(
                 tables=[("pareto-shares", share_table)],
             )
         )
-    if len(sources.stores) == 1:  # a robustness report compares choices within one run
-        robustness = robustness_section(sources.stores[0].store, options)
-        if robustness is not None:
-            sections.append(robustness)
+    if robustness is not None:
+        from legival_core.views.robustness import robustness_section
+
+        sections.append(robustness_section(robustness))  # type: ignore[arg-type]
     return sections, text_table, latex, numbers
 
 
@@ -404,8 +422,13 @@ def _by_trace(frame: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
 def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_pages.TraceEvidence]:
     """Everything each trace page shows, read from one store with one filtered read per table
     (the inspector's bundle, for many traces at once)."""
+    from legival_core.efficiency import REDUNDANCY_THRESHOLDS
+    from legival_core.redundancy_sweep_view import recorded_threshold
+
     store = source.store
     wanted = {"trace_id": list(trace_ids)}
+    # Redundant steps above the τ of the store's metrics run, as the inspector marks them.
+    tau = recorded_threshold(store.manifest) or REDUNDANCY_THRESHOLDS["paper"]
 
     def read(table: str) -> pd.DataFrame:
         return store.read(table, filters=wanted) if store.has(table) else pd.DataFrame()
@@ -438,7 +461,10 @@ def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_page
         steps = tables["steps"].get(trace_id, empty)
         table = (
             views.step_table(
-                steps, tables["similarity"].get(trace_id), tables["judgments"].get(trace_id)
+                steps,
+                tables["similarity"].get(trace_id),
+                tables["judgments"].get(trace_id),
+                threshold=tau,
             )
             if len(steps)
             else pd.DataFrame(columns=["step", "number", "text", "tokens", "similarity",
@@ -455,6 +481,7 @@ def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_page
         stored = views.stored_leak_step(tables["trace_transfer"].get(trace_id, empty))
         leak_k = None if stored is views.NOT_STORED else stored
         strip = views.student_strip(rollouts)
+        labels = tables["error_labels"].get(trace_id, empty)
         evidence.append(
             site_pages.TraceEvidence(
                 trace=trace,
@@ -463,10 +490,16 @@ def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_page
                 steps=table,
                 strip=strip,
                 rollouts=rollouts,
-                error_labels=tables["error_labels"].get(trace_id, empty),
+                error_labels=labels,
                 leak_k=leak_k,  # type: ignore[arg-type]
                 leak_stored=stored is not views.NOT_STORED,
-                steps_html=views.trace_html(table, anchor="lv-main", leak_k=leak_k, strip=strip),
+                steps_html=views.trace_html(
+                    table,
+                    anchor="lv-main",
+                    leak_k=leak_k,
+                    strip=strip,
+                    wrong_steps=views.wrong_steps(labels),
+                ),
             )
         )
     return evidence

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -587,3 +588,6 @@ def test_inspector_shows_first_wrong_step_labels(tmp_path: Path, monkeypatch):
     at = run_page("inspector", monkeypatch, [store], {"trace": trace_id})
     texts = [t.value for t in at.text]
     assert "human label: first wrong step = step 2: <b>2 + 2 = 5</b>" in texts
+    # and the steps mark step 2 with ✗ (views.wrong_steps, shared with the static trace pages)
+    (steps,) = [h.proto.body for h in at.get("html") if 'class="lv-trace"' in h.proto.body]
+    assert re.findall(r'id="lv-main-s(\d+)"[^>]*>(?:(?!</div>).)*class="lv-wrong"', steps) == ["2"]

@@ -235,6 +235,52 @@ def test_demo_site_links_every_value_to_its_traces(demo_site: Path) -> None:
     assert html.escape(first["trace_id"]) in page and 'class="sortable"' in page
 
 
+def test_demo_trace_pages_mark_the_human_first_wrong_step(demo_site: Path) -> None:
+    """The inspector puts a ✗ on the step a human labelled the first wrong one (CHAMP's
+    labels); a trace page is the inspector's view, so it carries the same marker on the same
+    step, and its steps are the very HTML the app draws for that trace."""
+    import re
+
+    from legival_core import views
+    from legival_core.store import Store
+
+    store = Store.open(REPO / "results" / "demo")
+    labels = store.read("error_labels")
+    found = labels[labels["error_found"].fillna(False).astype(bool) & labels["step"].notna()]
+    assert len(found) == 44  # 50 human labels on the demo, 44 of them name a wrong step
+    pages = {p.name.rsplit("--", 1)[0]: p for p in (demo_site / "traces").glob("*.html")}
+    for label in found.to_dict(orient="records"):
+        text = pages[label["trace_id"]].read_text(encoding="utf-8")
+        marked = re.findall(r'<div class="lv-step" id="lv-main-s(\d+)"[^>]*>(?:(?!</div>).)*'
+                            r'class="lv-wrong"', text)  # fmt: skip
+        assert marked == [str(int(label["step"]))], label["trace_id"]
+    # one trace in full, built as pages/inspector.py builds it
+    trace_id = "t-2e1e1a680a6b6753"  # gpt-3.5 on P_Sequence_4: wrong from step 4, leak at 19
+    one = {"trace_id": trace_id}
+    table = views.with_lexical_flags(
+        views.step_table(
+            store.read("steps", filters=one),
+            store.read("similarity", filters=one),
+            store.read("judgments", filters=one),
+        ),
+        "champ",
+    )
+    wrong = {
+        int(label["step"]): str(label["labeler"])
+        for label in store.read("error_labels", filters=one).to_dict(orient="records")
+        if label.get("error_found") and pd.notna(label.get("step"))
+    }
+    assert wrong == {4: "human"}
+    expected = views.trace_html(
+        table,
+        anchor="lv-main",
+        leak_k=19,
+        strip=views.student_strip(store.read("rollouts", filters=one)),
+        wrong_steps=wrong,
+    )
+    assert expected in pages[trace_id].read_text(encoding="utf-8")
+
+
 def test_demo_site_shares_assets_and_fits_the_budget(demo_site: Path) -> None:
     files = [p for p in demo_site.rglob("*") if p.is_file()]
     size = sum(p.stat().st_size for p in files)
@@ -253,6 +299,7 @@ def test_demo_site_shares_assets_and_fits_the_budget(demo_site: Path) -> None:
 
 def test_site_json_pins_the_store_content(demo_site: Path) -> None:
     import hashlib
+    import html
     import json
 
     pin = json.loads((demo_site / "site.json").read_text(encoding="utf-8"))
@@ -278,6 +325,10 @@ def test_site_json_pins_the_store_content(demo_site: Path) -> None:
     # and every page's footer shows the store's digests
     footer = (demo_site / "index.html").read_text(encoding="utf-8").split("<footer>")[1]
     assert expected[:12] in footer and store["config_digest"][:12] in footer
+    assert store["provenance_digest"][:12] in footer and "legival 0.1.0" in footer
+    # and every publish option site.json records, by its name and value
+    for name, value in pin["options"].items():
+        assert f"{name} {json.dumps(value)}" in html.unescape(footer), name
 
 
 def test_publish_is_reproducible(demo_site: Path, tmp_path: Path) -> None:
@@ -438,3 +489,41 @@ def test_published_pages_show_bidi_controls_escaped(tmp_path: Path) -> None:
     texts = {p.relative_to(out).as_posix(): p.read_text(encoding="utf-8") for p in pages}
     assert [name for name, text in texts.items() if "\u202e" in text] == []
     assert "Café\\u202eR @SUM(1+1)" in texts["index.html"]
+
+
+def test_trace_pages_mark_redundancy_at_the_stores_threshold(tmp_path: Path) -> None:
+    """The inspector marks a step redundant above the τ the store's metrics run recorded; a
+    trace page, the inspector's view, uses the same τ (it used 0.8 whatever the store said)."""
+    from legival_core import views
+    from legival_core.redundancy_sweep_view import recorded_threshold
+    from legival_core.schema import trace_id_for
+    from tests.test_robustness import build_hand_store
+
+    store = build_hand_store(tmp_path / "hand")
+    # The metrics run again at the release's τ = 0.85: teacher A's steps 5–7 (r = 0.82) were
+    # redundant at 0.8 and are not any more; steps 2–4 (r = 0.9) still are.
+    store.record_stage("metrics", threshold=0.85, profile="paper", grid="interpolate")
+    assert recorded_threshold(store.manifest) == 0.85
+    out = tmp_path / "site"
+    assert (
+        main(["publish", "--store", str(store.path), "--out", str(out), "--resamples", "20"]) == 0
+    )
+    trace_id = trace_id_for("A", "p1")
+    one = {"trace_id": trace_id}
+    table = views.step_table(
+        store.read("steps", filters=one),
+        store.read("similarity", filters=one),
+        store.read("judgments", filters=one),
+        threshold=0.85,
+    )
+    assert table["redundant"].tolist() == [False, True, True, True] + [False] * 5
+    (page,) = (out / "traces").glob(f"{trace_id}--*.html")
+    text = page.read_text(encoding="utf-8")
+    leak = views.stored_leak_step(store.read("trace_transfer", filters=one))
+    expected = views.trace_html(
+        views.with_lexical_flags(table, "math"),
+        anchor="lv-main",
+        leak_k=None if leak is views.NOT_STORED else leak,
+        strip=views.student_strip(store.read("rollouts", filters=one)),
+    )
+    assert expected in text

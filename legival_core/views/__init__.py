@@ -82,6 +82,7 @@ from legival_core.views.inspector import (
     trace_choices,
     trace_html,
     with_lexical_flags,
+    wrong_steps,
 )
 from legival_core.views.leaderboard import (
     board_resamples,
@@ -166,4 +167,5 @@ __all__ = [
     "with_lexical_flags",
     "with_student",
     "workload_audits",
+    "wrong_steps",
 ]

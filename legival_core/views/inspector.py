@@ -121,6 +121,23 @@ def stored_leak_step(transfer_rows: pd.DataFrame) -> int | object | None:
     return int(known.iloc[0]) if len(known) else None
 
 
+def wrong_steps(error_labels: pd.DataFrame) -> dict[int, str]:
+    """The first wrong step of each label that found one (``error_labels`` rows of one trace):
+    step number -> labeler, for :func:`trace_html`'s ✗ marker. Labels that found no mistake,
+    or name no step, mark nothing.
+
+    >>> labels = pd.DataFrame({"labeler": ["human", "judge"], "error_found": [True, False],
+    ...     "step": pd.array([4, pd.NA], "Int64")})
+    >>> wrong_steps(labels), wrong_steps(pd.DataFrame())
+    ({4: 'human'}, {})
+    """
+    return {
+        int(label["step"]): str(label["labeler"])
+        for label in error_labels.to_dict(orient="records")
+        if label.get("error_found") and pd.notna(label.get("step"))
+    }
+
+
 def graded_answer_line(grade: Mapping[str, Any], text: str | None) -> str:
     """One plain-text line: the answer the grade took, the span it stands at in ``text`` and the
     question type it was read for (issue 23). Show it with ``st.text`` (never as HTML).

@@ -17,6 +17,7 @@ from legival_core.robustness_choices import DEFAULT_CHOICE, RobustnessReport
 
 __all__ = [
     "CHANGE_MARK",
+    "SECTION_ANCHOR",
     "choice_matrix",
     "choice_options",
     "flip_table",
@@ -28,6 +29,8 @@ __all__ = [
 
 #: Appended to a leaderboard rank that changes order under some alternative choice.
 CHANGE_MARK = "⇅"
+#: The html id of the snapshot's robustness section, where the rank table's marks link to.
+SECTION_ANCHOR = "robustness"
 
 
 def _number(value: object, digits: int = 3) -> str:
@@ -218,14 +221,28 @@ def robustness_section(report: RobustnessReport) -> object:
         label = METRICS[metric].label if metric in METRICS else str(metric)
         folded.append((f"Choices: {label}", f"robustness-{metric}", choice_matrix(report, metric)))
         flips = report.flips[report.flips["metric"] == metric]
-        if len(flips):
-            folded.append(
-                (
-                    f"Flipped pairs: {label}",
-                    f"robustness-flips-{metric}",
-                    flips.drop(columns="metric"),
+        if not len(flips):
+            continue
+        folded.append(
+            (f"Flipped pairs: {label}", f"robustness-flips-{metric}", flip_table(report, metric))
+        )
+        # The page's "two rankings side by side" for a chosen choice: here every choice that
+        # flips a pair, folded.
+        flipping = set(flips["choice"].astype(str))
+        for number, (choice, choice_label) in enumerate(choice_options(report, metric)):
+            if choice in flipping:
+                pairs = side_by_side(report, metric, choice)
+                for column in ("default value", "value under the choice"):
+                    pairs[column] = [
+                        "–" if v is None or math.isnan(v) else f"{v:.4g}" for v in pairs[column]
+                    ]  # as the page shows them
+                folded.append(
+                    (
+                        f"Side by side: {label}, the default and {choice_label}",
+                        f"robustness-{metric}-side-{number}",
+                        pairs,
+                    )
                 )
-            )
     notes = [note]
     if len(report.unavailable):
         missing = "; ".join(
@@ -235,4 +252,10 @@ def robustness_section(report: RobustnessReport) -> object:
             )
         )
         notes.append(f"Not compared on this store: {missing}.")
-    return Section("Robustness to analysis choices", notes=notes, tables=tables, folded=folded)
+    return Section(
+        "Robustness to analysis choices",
+        notes=notes,
+        tables=tables,
+        folded=folded,
+        anchor=SECTION_ANCHOR,
+    )
