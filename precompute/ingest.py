@@ -913,12 +913,17 @@ class _Writer:
         docs/metrics/decomposition.md defines it: cut
         by the budget *and* without an extractable answer, the task's own test (the generate
         stage's rule). A trace graded correct has an answer by definition, so it is never
-        truncated (our grade, or the tool's verdict where there is no gold)."""
+        truncated (our grade, or the tool's verdict where there is no gold) — unless it stopped
+        inside its thinking (a ``<think>`` block opened and never closed): then it wrote no final
+        answer at all, whatever a phrase of the unfinished reasoning is graded as."""
         hit = record.extras.get("hit_budget")
         if record.truncated is not None or hit is None:
             return
         self.hit_budget += bool(hit)
         record.truncated = False
+        if hit and record.complete is False:
+            record.truncated = True
+            return
         if not hit or (grade is not None and grade.get("correct")):
             return
         problem = dict(known) if known is not None else self._problem_row(record)

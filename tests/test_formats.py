@@ -557,3 +557,27 @@ def test_a_budget_cut_is_truncated_only_without_an_answer(tmp_path: Path) -> Non
     assert "2 traces stopped at their output budget; 1 of them hold no extractable answer" in (
         report.summary()
     )
+
+
+def test_a_generation_cut_inside_its_thinking_is_truncated(tmp_path: Path) -> None:
+    """OpenR1 rows: both generations stopped at their budget ("length"). The first closed its
+    think block and wrote \\boxed{81}; the second stopped inside its thinking, after "90 - 9",
+    so it wrote no final answer at all: truncated (r_ctx), whatever a phrase of the
+    unfinished reasoning may be graded as."""
+    rows = [
+        {
+            "uuid": "nine",
+            "problem": "Compute 9 times 9.",
+            "answer": "81",
+            "generations": [
+                "<think>9 * 9 = 81.</think>\\boxed{81} and",
+                "<think>\n9 * 9 is 9 * 10 - 9 = 90 - 9 which is",
+            ],
+            "correctness_math_verify": [True, False],
+            "finish_reasons": ["length", "length"],
+        }
+    ]
+    report = ingest(_jsonl(tmp_path / "r1.jsonl", rows), tmp_path / "s", "r1", file_format="auto")
+    traces = Store.open(tmp_path / "s").read("traces").sort_values("sample")
+    assert traces["truncated"].tolist() == [False, True]
+    assert "2 traces stopped at their output budget; 1 of them" in report.summary()
