@@ -282,7 +282,7 @@ def test_sniffing_picks_each_format_and_leaves_our_rows_alone(tmp_path: Path) ->
 
 def _thought_anchors_folder(root: Path, model: str = "r1-distill-8b") -> Path:
     """One problem folder in the layout of the Thought Anchors rollouts: three chunks, the
-    second not in the solution verbatim (it was normalised by their splitter)."""
+    second with a doubled space where the solution has one."""
     folder = root / model / "temperature_0.6_top_p_0.95" / "correct_base_solution" / "problem_4"
     folder.mkdir(parents=True)
     solution = "Let me add. Two plus two is four. So the sum is 4.</think>The answer is 4."
@@ -337,6 +337,20 @@ def test_chunk_spans_are_found_in_order() -> None:
     ]
 
 
+def test_chunk_spans_allow_for_the_splitters_whitespace() -> None:
+    """Thought Anchors' splitter strips each chunk and may turn a line break into a space or
+    keep a doubled one: a chunk that differs from the reasoning only in its runs of white
+    space is found, with the span of the reasoning's own characters."""
+    text = "First line\nof it.  Then   two.\n\nDone."
+    assert chunk_spans(text, ["First line of it.", "Then two.", "Done."]) == [
+        (0, 17),
+        (19, 30),
+        (32, 37),
+    ]
+    # Only white space is forgiven: other characters must match.
+    assert chunk_spans(text, ["First lines of it."]) == [None]
+
+
 def test_thought_anchors_folder_to_chunk_rows_and_tool_verdict(tmp_path: Path) -> None:
     root = _thought_anchors_folder(tmp_path / "rollouts")
     report = ingest(root, tmp_path / "store", None, file_format="auto")
@@ -346,19 +360,20 @@ def test_thought_anchors_folder_to_chunk_rows_and_tool_verdict(tmp_path: Path) -
     assert trace["reasoning"] == "Let me add. Two plus two is four. So the sum is 4."
     assert trace["answer_text"] == "The answer is 4."
     chunks = store.read("chunk_importance").sort_values("chunk")
-    # "Let me add." is [0, 11); the doubled space keeps chunk 1 from being found; "So the sum
+    # "Let me add." is [0, 11); chunk 1's doubled space is the splitter's, so it is found as
+    # the reasoning's "Two plus two is four." (21 characters) at 12: [12, 33); "So the sum
     # is 4." (16 characters) starts after "Let me add. Two plus two is four. ", which is
     # 11 + 1 + 21 + 1 = 34 characters long: [34, 50).
-    assert chunks["start"].isna().tolist() == [False, True, False]
-    assert (int(chunks["start"].iloc[0]), int(chunks["end"].iloc[0])) == (0, 11)
-    assert (int(chunks["start"].iloc[2]), int(chunks["end"].iloc[2])) == (34, 34 + 16)
+    assert chunks["start"].notna().all()
+    spans = list(zip(chunks["start"].astype(int), chunks["end"].astype(int), strict=True))
+    assert spans == [(0, 11), (12, 33), (34, 34 + 16)]
     assert chunks["importance"].tolist() == [0.05, 0.4, -0.1]
     tool = store.read("tool_grades")
     assert tool[["tool", "correct", "answer"]].values.tolist() == [
         ["thought-anchors:is_correct", True, "4"]
     ]
     summary = report.summary()
-    assert "2 of 3 chunks found verbatim" in summary
+    assert "3 of 3 chunks found in the reasoning" in summary
     # Our grade (math-verify of "The answer is 4." against 4) agrees with theirs: 1 of 1.
     assert "agrees with Thought Anchors's verdict on 1 of 1 traces (100.0%)" in summary
     # Each thing the format lacks is said once.

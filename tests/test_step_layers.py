@@ -86,9 +86,9 @@ def test_the_inspector_shows_thought_anchors_importance(
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     captions = [str(c.value) for c in at.caption]
-    # Punkt cuts the reasoning into the chunks' own sentences: chunks 0 and 2 are found and
-    # map onto whole steps; chunk 1 (a doubled space) has no span.
-    wanted = "3 chunks: 2 placed on steps by character span, 2 of them map cleanly onto whole steps"
+    # Punkt cuts the reasoning into the chunks' own sentences: every chunk is found (chunk 1's
+    # doubled space aside) and maps onto a whole step.
+    wanted = "3 chunks: 3 placed on steps by character span, 3 of them map cleanly onto whole steps"
     assert any(wanted in c for c in captions), captions
     charts = [c for c in at.get("plotly_chart")]
     assert charts, "no step-layers chart"
