@@ -276,7 +276,12 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
                 st.text(f"{label['labeler']} label: no mistake found in this trace")
         if data["alignment"] is not None:
             # Resampling importance, redundancy, backtracking and the students on the same steps.
-            st.caption("Step layers (resampling importance: " + data["alignment"].summary() + ")")
+            st.caption(
+                "Step layers (resampling importance: " + data["alignment"].summary() + "). "
+                "Importance is blue where resampling the step away lowers the answer's "
+                "accuracy (the step matters), red where it raises it, blank where no chunk "
+                "reaches the step; then redundancy, backtracking and each student."
+            )
             layers = step_layers(table, data["alignment"], strip)
             st.plotly_chart(step_layers_figure(layers), key=f"layers_{slot}")
         if not strip.empty:

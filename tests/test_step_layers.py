@@ -56,6 +56,9 @@ def test_step_layers_rows_line_up_on_the_steps() -> None:
     importance = next(t for t in figure.data if t.y[0] == IMPORTANCE_ROW)
     assert (importance.zmin, importance.zmax) == (-0.1, 0.1)
     assert len(figure.data) == 4
+    # The step axis counts whole steps (Plotly's own ticks were 0.5, 1, 1.5, … on 3 steps).
+    axes = [v for k, v in figure.layout.to_plotly_json().items() if k.startswith("xaxis")]
+    assert len(axes) == 4 and all(a.get("dtick") == 1 for a in axes)
 
 
 def test_a_hostile_student_name_is_escaped_in_the_figure() -> None:
@@ -90,6 +93,8 @@ def test_the_inspector_shows_thought_anchors_importance(
     # doubled space aside) and maps onto a whole step.
     wanted = "3 chunks: 3 placed on steps by character span, 3 of them map cleanly onto whole steps"
     assert any(wanted in c for c in captions), captions
+    # What the importance colours mean is said beside the chart.
+    assert any("blue where resampling the step away lowers" in c for c in captions), captions
     charts = [c for c in at.get("plotly_chart")]
     assert charts, "no step-layers chart"
 

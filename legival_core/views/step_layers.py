@@ -126,5 +126,6 @@ def step_layers_figure(layers: pd.DataFrame) -> Any:
         height=60 + 30 * rows,
         margin={"t": 10, "b": 30, "l": 10, "r": 10},
     )
+    figure.update_xaxes(dtick=1)  # whole steps: Plotly's own ticks fall between them
     figure.update_xaxes(title_text="step", row=rows, col=1)
     return figure
