@@ -1203,6 +1203,10 @@ def ingest(
     first_seen: dict[tuple[str, str, int], str] = {}
     #: Where each problem's stored prompt and gold come from: "the store" or this file's line.
     origin: dict[str, str] = {}
+    #: Stored problems by the id they were loaded with (built when first needed) and the
+    #: datasets that rows without a prompt were found in that way (without --dataset).
+    by_own_id: dict[str, list[str]] | None = None
+    found_in: dict[str, int] = {}
     for raw_row in rows:
         report.rows_read += 1
         if raw_row.values is None:
@@ -1219,13 +1223,30 @@ def ingest(
             continue
         try:
             record = _record(raw_row, mapping, teacher or "", max_bytes)
-            record.problem_id = _resolve_problem_id(record.problem_id, name, existing)
+            own_id = record.problem_id
+            record.problem_id = _resolve_problem_id(own_id, name, existing)
             if record.prompt is None and record.problem_id not in existing:
-                raise _FieldError(
-                    "prompt",
-                    f"missing, and problem '{record.problem_id}' is not in the store "
-                    "(give the prompt, or load the dataset first)",
-                )
+                # A row that only names its problem (a batch output's custom_id): without
+                # --dataset, the one stored problem loaded with that id is meant.
+                if by_own_id is None:
+                    by_own_id = _problems_by_own_id(existing)
+                candidates = by_own_id.get(own_id, []) if dataset is None else []
+                if len(candidates) > 1:
+                    raise _FieldError(
+                        "problem_id",
+                        f"'{own_id}' names several stored problems ("
+                        + ", ".join(f"'{c}'" for c in candidates)
+                        + "): give --dataset",
+                    )
+                if not candidates:
+                    raise _FieldError(
+                        "prompt",
+                        f"missing, and problem '{record.problem_id}' is not in the store "
+                        "(give the prompt, or load the dataset first)",
+                    )
+                record.problem_id = candidates[0]
+                stored_in = str(existing[record.problem_id].get("dataset"))
+                found_in[stored_in] = found_in.get(stored_in, 0) + 1
             key = (record.teacher, record.problem_id, record.sample)
             if key in first_seen:
                 raise _FieldError(
@@ -1260,6 +1281,11 @@ def ingest(
             replacing={"file": file_key, "teacher": teacher_label},
         )
     )
+    for stored_in, count in sorted(found_in.items()):
+        report.notes.append(
+            f"{count} rows named their problem by the id it has in dataset '{stored_in}' "
+            "(they hold no prompt; --dataset chooses the dataset)"
+        )
     if adapter is not None:
         report.notes += _format_notes(adapter, writer)
     teachers = sorted(writer.tokens_by_teacher)
@@ -1400,6 +1426,20 @@ def _format_notes(adapter: Any, writer: _Writer) -> list[str]:
             "them hold no extractable answer and are marked truncated"
         )
     return notes
+
+
+def _problems_by_own_id(existing: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Stored problem ids by the id they were loaded with (``<dataset>/<id>`` → ``<id>``).
+
+    >>> _problems_by_own_id({"a/1": {"dataset": "a"}, "b/1": {"dataset": "b"}, "c": {}})
+    {'1': ['a/1', 'b/1']}
+    """
+    found: dict[str, list[str]] = {}
+    for problem_id, row in sorted(existing.items()):
+        prefix = f"{row.get('dataset')}/"
+        if row.get("dataset") and problem_id.startswith(prefix):
+            found.setdefault(problem_id[len(prefix) :], []).append(problem_id)
+    return found
 
 
 def _resolve_problem_id(raw_id: str, dataset: str, existing: Mapping[str, Any]) -> str:

@@ -596,3 +596,38 @@ def test_a_generation_cut_inside_its_thinking_is_truncated(tmp_path: Path) -> No
     traces = Store.open(tmp_path / "s").read("traces").sort_values("sample")
     assert traces["truncated"].tolist() == [False, True]
     assert "2 traces stopped at their output budget; 1 of them" in report.summary()
+
+
+TOOL_LOGS = Path(__file__).resolve().parent / "fixtures" / "tool_logs"
+
+
+def test_batch_output_finds_the_problems_loaded_before_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/bring-your-traces.md's two commands for chat completions, as written: the problems
+    (llama.cpp's server answered them) go in as dataset 'problems', the batch output file is
+    ingested without --dataset, and each custom_id names its problem by the id it was loaded
+    with. A custom_id two datasets share is refused with both names."""
+    store = tmp_path / "s"
+    problems = TOOL_LOGS / "openai" / "problems.jsonl"
+    batch = TOOL_LOGS / "openai" / "batch_output.jsonl"
+    code = main(["datasets", "local", str(problems), "--map", "problem_id=id",
+                 "prompt=question", "gold=answer", "--store", str(store)])  # fmt: skip
+    assert code == EXIT_OK
+    capsys.readouterr()
+    assert main(["ingest", str(batch), "--store", str(store)]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "rows read: 3, kept: 3, quarantined: 0" in out
+    assert "3 rows named their problem by the id it has in dataset 'problems'" in out
+    traces = Store.open(store).read("traces")
+    assert sorted(traces["problem_id"]) == ["problems/add-1", "problems/add-2", "problems/mul-1"]
+    assert set(traces["dataset"]) == {"problems"}
+
+    # The same ids in a second dataset: which one is meant is not guessed.
+    code = main(["datasets", "local", str(problems), "--map", "problem_id=id",
+                 "prompt=question", "gold=answer", "--dataset", "again",
+                 "--store", str(store)])  # fmt: skip
+    assert code == EXIT_OK
+    report = ingest(batch, tmp_path / "s", "other-model", file_format="auto")
+    assert report.kept == 0
+    assert "('again/add-1', 'problems/add-1'): give --dataset" in report.quarantined[0].reason
