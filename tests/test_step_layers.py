@@ -18,7 +18,13 @@ from streamlit.testing.v1 import AppTest
 
 from legival_core.chunk_alignment import align_chunks
 from legival_core.store import Store
-from legival_core.views.step_layers import IMPORTANCE_ROW, step_layers, step_layers_figure
+from legival_core.views.step_layers import (
+    IMPORTANCE_ROW,
+    step_dtick,
+    step_layers,
+    step_layers_figure,
+    student_strip_figure,
+)
 from precompute.cli import EXIT_OK, main
 from tests.test_formats import _thought_anchors_folder
 
@@ -59,6 +65,18 @@ def test_step_layers_rows_line_up_on_the_steps() -> None:
     # The step axis counts whole steps (Plotly's own ticks were 0.5, 1, 1.5, … on 3 steps).
     axes = [v for k, v in figure.layout.to_plotly_json().items() if k.startswith("xaxis")]
     assert len(axes) == 4 and all(a.get("dtick") == 1 for a in axes)
+
+
+def test_step_axes_tick_whole_steps_and_stay_readable() -> None:
+    """Ticks at whole steps, at most 15 of them: every step up to 15 steps, then 2, 5, 10, 20,
+    … steps apart (2,000 steps: 2000 / 15 = 133.3, so 200)."""
+    assert [step_dtick(m) for m in (1, 3, 15, 16, 30, 31, 75, 76, 2000)] == [
+        1, 1, 1, 2, 2, 5, 5, 10, 200,
+    ]  # fmt: skip
+    # The student strip below the layers: its k axis too (it read 0.5, 1, 1.5, … on 3 steps).
+    strip = pd.DataFrame({0: [0.0], 1: [1.0], 2: [1.0], 3: [0.0]}, index=["smol"])
+    figure = student_strip_figure(strip)
+    assert figure.layout.xaxis.dtick == 1 and list(figure.data[0].x) == [1, 2, 3]
 
 
 def test_a_hostile_student_name_is_escaped_in_the_figure() -> None:
