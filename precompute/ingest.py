@@ -1137,7 +1137,8 @@ def ingest(
             (and a name given here overrides the file's).
         task: task family (``legival_core.tasks``) of new problems and for grading by gold.
         mapping: field -> column of the file, e.g. ``{"prompt": "question"}``.
-        dataset: dataset name of new problems (default: the file's stem).
+        dataset: dataset name of new problems (default: the task the tool ran, for formats
+            whose files name it (Inspect AI, lm-eval), else the file's stem).
         max_trace_mb: largest accepted reasoning, answer or raw text in MB (10^6 bytes of UTF-8).
         split, config: for hub datasets.
         overwrite: rewrite traces already in the store (default: skip them).
@@ -1180,13 +1181,18 @@ def ingest(
     source = os.fspath(path)
     source_path = Path(source)
     is_file = source_path.exists()
-    name = dataset or re.sub(r"[^A-Za-z0-9_.-]+", "_", source_path.stem if is_file else source)
     task_impl = _task(task)
     rows = (
         _rows(source, split, config)
         if adapter is None
         else _adapted_rows(adapter, source, split, config, teacher)
     )
+    # A tool's log is named after when it ran; the task it ran names the problems better (two
+    # models' runs of one task then share them). Known once the adapter has opened the file.
+    own_name = getattr(adapter, "task_name", None) or (
+        source_path.stem if is_file else source
+    )
+    name = dataset or re.sub(r"[^A-Za-z0-9_.-]+", "_", own_name)
     the_store = _open_store(store)
     store_path = Path(getattr(the_store, "path", store))
     file_key = str(source_path.resolve()) if is_file else f"hub:{source}"
@@ -1476,7 +1482,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "overrides the file's model name)",
     )
     parser.add_argument("--task", default="math", help="task family (default: math)")
-    parser.add_argument("--dataset", default=None, help="dataset name (default: the file's stem)")
+    parser.add_argument(
+        "--dataset",
+        default=None,
+        help="dataset name (default: the task an Inspect or lm-eval log ran, else the file's "
+        "stem)",
+    )
     parser.add_argument(
         "--map",
         nargs="*",

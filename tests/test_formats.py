@@ -631,3 +631,25 @@ def test_batch_output_finds_the_problems_loaded_before_it(
     report = ingest(batch, tmp_path / "s", "other-model", file_format="auto")
     assert report.kept == 0
     assert "('again/add-1', 'problems/add-1'): give --dataset" in report.quarantined[0].reason
+
+
+def test_a_tools_task_names_the_dataset(tmp_path: Path) -> None:
+    """Without --dataset the dataset is the task the tool ran, not the log's file name (which
+    carries a time stamp): two runs of one task, by two models, share their problems and are
+    compared on one benchmark. Inspect names the task in the log's eval spec (the committed
+    logs ran a task called "task"); lm-eval in the samples file's name."""
+    (eval_log,) = sorted((TOOL_LOGS / "inspect").glob("*.eval"))
+    (json_log,) = sorted((TOOL_LOGS / "inspect").glob("*.json"))
+    import zipfile_zstd  # noqa: F401  (Inspect's Zstandard members; the ingest extra)
+
+    with zipfile.ZipFile(eval_log) as archive:
+        task = json.loads(archive.read("header.json"))["eval"]["task"]
+    store = tmp_path / "s"
+    first = ingest(eval_log, store, None, file_format="auto")
+    second = ingest(json_log, store, "smollm2-4-tokens", file_format="auto")
+    assert first.dataset == second.dataset == task
+    traces = Store.open(store).read("traces")
+    assert set(traces["dataset"]) == {task} and len(traces) == 6 + 3
+    assert len(Store.open(store).read("problems")) == 3  # the same three problems
+    samples = _lm_eval_file(tmp_path / "out" / "smollm2", 2)  # samples_arith_<date>.jsonl
+    assert ingest(samples, store, None, file_format="auto").dataset == "arith"
