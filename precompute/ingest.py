@@ -1189,9 +1189,7 @@ def ingest(
     )
     # A tool's log is named after when it ran; the task it ran names the problems better (two
     # models' runs of one task then share them). Known once the adapter has opened the file.
-    own_name = getattr(adapter, "task_name", None) or (
-        source_path.stem if is_file else source
-    )
+    own_name = getattr(adapter, "task_name", None) or (source_path.stem if is_file else source)
     name = dataset or re.sub(r"[^A-Za-z0-9_.-]+", "_", own_name)
     the_store = _open_store(store)
     store_path = Path(getattr(the_store, "path", store))
@@ -1485,8 +1483,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dataset",
         default=None,
-        help="dataset name (default: the task an Inspect or lm-eval log ran, else the file's "
-        "stem)",
+        help="dataset name (default: the task an Inspect or lm-eval log ran, else the file's stem)",
     )
     parser.add_argument(
         "--map",
