@@ -146,3 +146,23 @@ def test_chromium_draws_the_step_layers(tmp_path: Path) -> None:
         assert page.locator(".js-plotly-plot .hm").count() == 2
         assert page.locator(".js-plotly-plot .cartesianlayer .subplot").count() == 3
         assert not errors
+
+
+def test_segment_says_how_many_chunks_map_cleanly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The segment stage, having cut the Thought Anchors trace into Punkt steps, says in its
+    line and in the store's provenance how the chunks fall on them: all three are sentences
+    of their own (test_the_inspector_shows_thought_anchors_importance shows the same)."""
+    root = _thought_anchors_folder(tmp_path / "rollouts")
+    store_dir = tmp_path / "store"
+    assert main(["ingest", str(root), "--store", str(store_dir)]) == EXIT_OK
+    capsys.readouterr()
+    assert main(["segment", "--store", str(store_dir), "--no-progress"]) == EXIT_OK
+    out = capsys.readouterr().err  # the stage's line goes where its progress goes
+    assert (
+        "Thought Anchors chunks of 1 trace(s): 3 of 3 placed on steps, 3 map cleanly onto "
+        "whole steps"
+    ) in out
+    (record,) = [r for r in Store.open(store_dir).manifest["provenance"] if r["stage"] == "segment"]
+    assert record["chunk_alignment"] == {"traces": 1, "chunks": 3, "placed": 3, "clean": 3}
