@@ -914,15 +914,18 @@ class _Writer:
         by the budget *and* without an extractable answer, the task's own test (the generate
         stage's rule). A trace graded correct has an answer by definition, so it is never
         truncated (our grade, or the tool's verdict where there is no gold) — unless it stopped
-        inside its thinking (a ``<think>`` block opened and never closed): then it wrote no final
-        answer at all, whatever a phrase of the unfinished reasoning is graded as."""
+        inside its thinking (a ``<think>`` block opened and never closed) and is graded here:
+        then it wrote no final answer at all, so it is truncated and our grade is "no answer",
+        whatever a phrase of the unfinished reasoning would be graded as (a trace both truncated
+        and correct is refused by the decomposition)."""
         hit = record.extras.get("hit_budget")
         if record.truncated is not None or hit is None:
             return
         self.hit_budget += bool(hit)
         record.truncated = False
-        if hit and record.complete is False:
+        if hit and record.complete is False and grade is not None and record.correct is None:
             record.truncated = True
+            grade.update(_ungraded_row(), correct=False, score=0.0, status="no_answer")
             return
         if not hit or (grade is not None and grade.get("correct")):
             return

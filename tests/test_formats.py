@@ -577,8 +577,10 @@ def test_a_budget_cut_is_truncated_only_without_an_answer(tmp_path: Path) -> Non
 def test_a_generation_cut_inside_its_thinking_is_truncated(tmp_path: Path) -> None:
     """OpenR1 rows: both generations stopped at their budget ("length"). The first closed its
     think block and wrote \\boxed{81}; the second stopped inside its thinking, after "90 - 9",
-    so it wrote no final answer at all: truncated (r_ctx), whatever a phrase of the
-    unfinished reasoning may be graded as."""
+    so it wrote no final answer at all: truncated (r_ctx) and graded as giving no answer,
+    whatever a phrase of the unfinished reasoning would be graded as (a truncated trace is
+    never correct: the decomposition refuses the pair). Then we agree with math-verify's
+    verdicts (True, False) on both."""
     rows = [
         {
             "uuid": "nine",
@@ -593,9 +595,15 @@ def test_a_generation_cut_inside_its_thinking_is_truncated(tmp_path: Path) -> No
         }
     ]
     report = ingest(_jsonl(tmp_path / "r1.jsonl", rows), tmp_path / "s", "r1", file_format="auto")
-    traces = Store.open(tmp_path / "s").read("traces").sort_values("sample")
+    store = Store.open(tmp_path / "s")
+    traces = store.read("traces").sort_values("sample")
     assert traces["truncated"].tolist() == [False, True]
-    assert "2 traces stopped at their output budget; 1 of them" in report.summary()
+    grades = store.read("grades").set_index("trace_id").loc[traces["trace_id"]]
+    assert grades["correct"].tolist() == [True, False]
+    assert grades["status"].tolist()[1] == "no_answer" and pd.isna(grades["extracted"].iloc[1])
+    summary = report.summary()
+    assert "2 traces stopped at their output budget; 1 of them" in summary
+    assert "verdict on 2 of 2 traces (100.0%)" in summary
 
 
 TOOL_LOGS = Path(__file__).resolve().parent / "fixtures" / "tool_logs"
