@@ -800,6 +800,10 @@ class _Writer:
         #: The tool's verdicts and chunk importances a format adapter brings.
         self.extra = ExtraTables.for_store(store)
         self.truncated = 0
+        #: Traces written, and those among them whose reasoning is their answer (no part of
+        #: the output was set apart as reasoning).
+        self.fresh = 0
+        self.unsplit = 0
         self.hit_budget = 0
         for table in ("problems", "traces", "grades"):
             report.written.setdefault(table, 0)
@@ -868,6 +872,8 @@ class _Writer:
             trace_id = self._trace_id(record)
             grade = self._grade_row(trace_id, record, known)
             self._budget(record, grade, known)
+            self.fresh += 1
+            self.unsplit += bool(record.answer) and record.reasoning == record.answer
             traces.append(
                 {
                     "trace_id": trace_id,
@@ -1427,6 +1433,12 @@ def _format_notes(adapter: Any, writer: _Writer) -> list[str]:
         if entry["given"]:
             origin = "; ".join(entry["given_by"]) or "the file"
             notes.append(f"teacher '{name}': {entry['given']} token counts from {origin}")
+    if writer.unsplit:
+        notes.append(
+            f"{writer.unsplit} of {writer.fresh} traces have no reasoning apart from the answer "
+            "(no reasoning field or block, no </think>): the whole output is measured as the "
+            "reasoning"
+        )
     if writer.hit_budget:
         notes.append(
             f"{writer.hit_budget} traces stopped at their output budget; {writer.truncated} of "

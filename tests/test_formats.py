@@ -661,3 +661,18 @@ def test_a_tools_task_names_the_dataset(tmp_path: Path) -> None:
     assert len(Store.open(store).read("problems")) == 3  # the same three problems
     samples = _lm_eval_file(tmp_path / "out" / "smollm2", 2)  # samples_arith_<date>.jsonl
     assert ingest(samples, store, None, file_format="auto").dataset == "arith"
+
+
+def test_outputs_without_a_reasoning_part_are_said_once(tmp_path: Path) -> None:
+    """SmolLM2 thinks in no block of its own: each of the 6 outputs in the committed Inspect
+    log is both the reasoning and the answer, which the summary says once (a reasoning model's
+    trace, split on its </think>, is not counted)."""
+    (eval_log,) = sorted((TOOL_LOGS / "inspect").glob("*.eval"))
+    summary = ingest(eval_log, tmp_path / "s", None, file_format="auto").summary()
+    wanted = "6 of 6 traces have no reasoning apart from the answer"
+    assert summary.count(wanted) == 1, summary
+    rows = [{"problem_id": "p", "prompt": "2+2?", "gold": "4",
+             "response": {"model": "m", "choices": [{"index": 0, "finish_reason": "stop",
+                          "message": {"content": "2 and 2 make 4.</think>4"}}]}}]  # fmt: skip
+    report = ingest(_jsonl(tmp_path / "r.jsonl", rows), tmp_path / "t", None, file_format="auto")
+    assert report.kept == 1 and "no reasoning apart" not in report.summary()
