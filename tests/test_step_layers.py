@@ -166,3 +166,11 @@ def test_segment_says_how_many_chunks_map_cleanly(
     ) in out
     (record,) = [r for r in Store.open(store_dir).manifest["provenance"] if r["stage"] == "segment"]
     assert record["chunk_alignment"] == {"traces": 1, "chunks": 3, "placed": 3, "clean": 3}
+    # The importances are stored per step, beside the steps (one chunk on each).
+    stored = Store.open(store_dir).read("step_importance").sort_values("step")
+    assert stored[["step", "importance", "n_chunks"]].values.tolist() == [
+        [0, 0.05, 1], [1, 0.4, 1], [2, -0.1, 1],
+    ]  # fmt: skip
+    assert stored["function_tags"].tolist() == [
+        "plan_generation", "active_computation", "result_consolidation",
+    ]  # fmt: skip

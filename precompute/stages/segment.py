@@ -8,8 +8,6 @@ All steps of one trace go into the same part, so a resumed run never sees half a
 
 from __future__ import annotations
 
-from typing import Any
-
 from precompute.stages.base import BatchWriter, StageContext, StageResult, register_stage
 from precompute.stages.common import done_ids, read_or_empty, require_rows, shard_rows
 
@@ -39,7 +37,7 @@ def step_rows(trace_id: str, reasoning: str, mode: str, encoding: str) -> list[d
 @register_stage(
     "segment",
     reads=("traces",),
-    writes=("steps",),
+    writes=("steps", "step_importance"),
     help="split reasoning into sentence steps (char spans, token counts)",
 )
 def run_segment(ctx: StageContext) -> StageResult:
@@ -53,36 +51,21 @@ def run_segment(ctx: StageContext) -> StageResult:
     result.skipped = len(mine) - len(todo)
     result.todo = len(todo)
     empty = 0
-    # Traces that came with chunk importances (Thought Anchors): how their chunks fall on the
-    # steps is said once the steps exist (the inspector carries them over the same way).
-    chunks = (
-        ctx.store.read("chunk_importance", filters={"trace_id": list(todo["trace_id"])})
-        if ctx.store.has("chunk_importance") and len(todo)
-        else None
-    )
-    chunked = set() if chunks is None else set(chunks["trace_id"])
-    alignments = []
     bar = ctx.bar(len(todo), "segment", "trace")
     with BatchWriter(ctx.store, "steps", "segment", cfg.batch_size * 16) as writer:
         for trace_id, reasoning in zip(todo["trace_id"], todo["reasoning"], strict=True):
             rows = step_rows(trace_id, reasoning or "", cfg.mode, cfg.encoding)
             empty += not rows
             writer.add_group(rows)
-            if trace_id in chunked and chunks is not None:
-                alignments.append(_aligned(rows, chunks[chunks["trace_id"] == trace_id]))
             bar.update(1)
     bar.close()
     result.written["steps"] = writer.written
     if empty:
         result.notes.append(f"{empty} trace(s) with empty reasoning have no steps")
     result.provenance = {"mode": cfg.mode, "encoding": cfg.encoding}
-    if alignments:
-        counts = {
-            "traces": len(alignments),
-            "chunks": sum(a.chunks for a in alignments),
-            "placed": sum(a.placed for a in alignments),
-            "clean": sum(a.clean for a in alignments),
-        }
+    counts = _carry_chunks(ctx, set(mine["trace_id"]), cfg.batch_size * 16)
+    if counts["traces"]:
+        result.written["step_importance"] = counts.pop("rows")
         result.notes.append(
             f"Thought Anchors chunks of {counts['traces']} trace(s): {counts['placed']} of "
             f"{counts['chunks']} placed on steps, {counts['clean']} map cleanly onto whole steps"
@@ -91,11 +74,29 @@ def run_segment(ctx: StageContext) -> StageResult:
     return result
 
 
-def _aligned(rows: list[dict[str, object]], chunks: Any) -> Any:
-    """:func:`legival_core.chunk_alignment.align_chunks` of one trace's new step rows."""
-    import pandas as pd
-
+def _carry_chunks(ctx: StageContext, mine: set[str], batch_rows: int) -> dict[str, int]:
+    """``step_importance`` rows for the traces of this shard that came with chunk importances
+    (Thought Anchors) and have steps but no such rows yet (a resumed run included): each
+    chunk carried onto the steps by character span (:mod:`legival_core.chunk_alignment`)."""
+    counts = {"traces": 0, "chunks": 0, "placed": 0, "clean": 0, "rows": 0}
+    if not ctx.store.has("chunk_importance"):
+        return counts
+    need = (done_ids(ctx.store, "chunk_importance") & mine) - done_ids(ctx.store, "step_importance")
+    if not need:
+        return counts
     from legival_core.chunk_alignment import align_chunks
 
-    steps = pd.DataFrame(rows, columns=["step", "start", "end"])
-    return align_chunks(steps, chunks)
+    wanted = {"trace_id": sorted(need)}
+    chunks = ctx.store.read("chunk_importance", filters=wanted)
+    steps = ctx.store.read("steps", columns=["trace_id", "step", "start", "end"], filters=wanted)
+    with BatchWriter(ctx.store, "step_importance", "segment", batch_rows) as writer:
+        for trace_id, trace_steps in steps.groupby("trace_id", sort=True):
+            alignment = align_chunks(trace_steps, chunks[chunks["trace_id"] == trace_id])
+            rows = alignment.steps.to_dict("records")
+            writer.add_group([{"trace_id": trace_id, **row} for row in rows])
+            counts["traces"] += 1
+            counts["chunks"] += alignment.chunks
+            counts["placed"] += alignment.placed
+            counts["clean"] += alignment.clean
+    counts["rows"] = writer.written
+    return counts
