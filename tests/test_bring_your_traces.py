@@ -291,6 +291,9 @@ def test_thought_anchors_importances_reach_the_stored_steps(
     aligned = align_chunks(steps, chunks)
     assert (aligned.chunks, aligned.placed, aligned.clean) == (3, 3, 3)
     assert aligned.steps["importance"].tolist() == [0.05, 0.4, -0.1]
+    # run's segment stage stored the same per step.
+    stored = store.read("step_importance", filters={"trace_id": trace_id}).sort_values("step")
+    assert stored["importance"].tolist() == [0.05, 0.4, -0.1]
 
 
 def test_the_installed_tools_still_write_what_the_adapters_read(
