@@ -581,6 +581,24 @@ CHUNK_IMPORTANCE = _register(
 )
 
 
+STEP_IMPORTANCE = _register(
+    TableSpec(
+        "step_importance",
+        _s(
+            ("trace_id", STR),
+            ("step", I32),
+            # the importance of the strongest chunk reaching the step (signed; null: none
+            # reaches it), legival_core.chunk_alignment
+            ("importance", F64),
+            ("n_chunks", I32),  # how many chunks reach the step
+            ("function_tags", STR),  # their tags, comma-separated
+        ),
+        keys=("trace_id", "step"),
+        description="Chunk importances carried onto the steps by character span (segment).",
+    )
+)
+
+
 def trace_id_for(teacher: str, problem_id: str, sample: int = 0) -> str:
     """Stable, short id of a trace: BLAKE2b-64 of an unambiguous encoding of (teacher,
     problem_id, sample).

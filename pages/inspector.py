@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
@@ -13,8 +12,13 @@ from legival_core.app_config import shorten
 from legival_core.efficiency import REDUNDANCY_THRESHOLDS
 from legival_core.provenance import token_sources
 from legival_core.redundancy_sweep_view import recorded_threshold
-from legival_core.safe_text import markdown_literal, plotly_literals
-from legival_core.views.step_layers import chunk_alignment, step_layers, step_layers_figure
+from legival_core.safe_text import markdown_literal
+from legival_core.views.step_layers import (
+    chunk_alignment,
+    step_layers,
+    step_layers_figure,
+    student_strip_figure,
+)
 from pages import common
 
 STEPS_PER_PAGE = 60
@@ -276,32 +280,16 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
                 st.text(f"{label['labeler']} label: no mistake found in this trace")
         if data["alignment"] is not None:
             # Resampling importance, redundancy, backtracking and the students on the same steps.
-            st.caption("Step layers (resampling importance: " + data["alignment"].summary() + ")")
+            st.caption(
+                "Step layers (resampling importance: " + data["alignment"].summary() + "). "
+                "Importance is blue where resampling the step away lowers the answer's "
+                "accuracy (the step matters), red where it raises it, blank where no chunk "
+                "reaches the step; then redundancy, backtracking and each student."
+            )
             layers = step_layers(table, data["alignment"], strip)
             st.plotly_chart(step_layers_figure(layers), key=f"layers_{slot}")
         if not strip.empty:
-            columns = [k for k in strip.columns if k >= 1]
-            heat = go.Figure(
-                go.Heatmap(
-                    z=strip[columns].to_numpy(),
-                    x=columns,
-                    y=plotly_literals(strip.index),
-                    zmin=0,
-                    zmax=1,
-                    colorscale=[[0, "#e74c3c"], [1, "#27ae60"]],
-                    showscale=False,
-                    xgap=1,
-                    ygap=2,
-                    hovertemplate="%{y} after step %{x}: %{z:.2f}<extra></extra>",
-                )
-            )
-            heat.update_layout(
-                height=80 + 30 * len(strip),
-                margin={"t": 10, "b": 50, "l": 10, "r": 10},
-                # the title below the ticks, not on them
-                xaxis={"title": {"text": "steps shown k", "standoff": 12}, "automargin": True},
-            )
-            st.plotly_chart(heat, key=f"strip_{slot}")
+            st.plotly_chart(student_strip_figure(strip), key=f"strip_{slot}")
             baseline = strip[0] if 0 in strip.columns else None
             if baseline is not None:
                 st.caption(

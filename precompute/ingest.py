@@ -801,6 +801,10 @@ class _Writer:
         #: The tool's verdicts and chunk importances a format adapter brings.
         self.extra = ExtraTables.for_store(store)
         self.truncated = 0
+        #: Traces written, and those among them whose reasoning is their answer (no part of
+        #: the output was set apart as reasoning).
+        self.fresh = 0
+        self.unsplit = 0
         self.hit_budget = 0
         for table in ("problems", "traces", "grades"):
             report.written.setdefault(table, 0)
@@ -869,6 +873,8 @@ class _Writer:
             trace_id = self._trace_id(record)
             grade = self._grade_row(trace_id, record, known)
             self._budget(record, grade, known)
+            self.fresh += 1
+            self.unsplit += bool(record.answer) and record.reasoning == record.answer
             traces.append(
                 {
                     "trace_id": trace_id,
@@ -914,12 +920,20 @@ class _Writer:
         docs/metrics/decomposition.md defines it: cut
         by the budget *and* without an extractable answer, the task's own test (the generate
         stage's rule). A trace graded correct has an answer by definition, so it is never
-        truncated (our grade, or the tool's verdict where there is no gold)."""
+        truncated (our grade, or the tool's verdict where there is no gold) — unless it stopped
+        inside its thinking (a ``<think>`` block opened and never closed) and is graded here:
+        then it wrote no final answer at all, so it is truncated and our grade is "no answer",
+        whatever a phrase of the unfinished reasoning would be graded as (a trace both truncated
+        and correct is refused by the decomposition)."""
         hit = record.extras.get("hit_budget")
         if record.truncated is not None or hit is None:
             return
         self.hit_budget += bool(hit)
         record.truncated = False
+        if hit and record.complete is False and grade is not None and record.correct is None:
+            record.truncated = True
+            grade.update(_ungraded_row(), correct=False, score=0.0, status="no_answer")
+            return
         if not hit or (grade is not None and grade.get("correct")):
             return
         problem = dict(known) if known is not None else self._problem_row(record)
@@ -1133,7 +1147,8 @@ def ingest(
             (and a name given here overrides the file's).
         task: task family (``legival_core.tasks``) of new problems and for grading by gold.
         mapping: field -> column of the file, e.g. ``{"prompt": "question"}``.
-        dataset: dataset name of new problems (default: the file's stem).
+        dataset: dataset name of new problems (default: the task the tool ran, for formats
+            whose files name it (Inspect AI, lm-eval), else the file's stem).
         max_trace_mb: largest accepted reasoning, answer or raw text in MB (10^6 bytes of UTF-8).
         split, config: for hub datasets.
         overwrite: rewrite traces already in the store (default: skip them).
@@ -1176,13 +1191,16 @@ def ingest(
     source = os.fspath(path)
     source_path = Path(source)
     is_file = source_path.exists()
-    name = dataset or re.sub(r"[^A-Za-z0-9_.-]+", "_", source_path.stem if is_file else source)
     task_impl = _task(task)
     rows = (
         _rows(source, split, config)
         if adapter is None
         else _adapted_rows(adapter, source, split, config, teacher)
     )
+    # A tool's log is named after when it ran; the task it ran names the problems better (two
+    # models' runs of one task then share them). Known once the adapter has opened the file.
+    own_name = getattr(adapter, "task_name", None) or (source_path.stem if is_file else source)
+    name = dataset or re.sub(r"[^A-Za-z0-9_.-]+", "_", own_name)
     the_store = _open_store(store)
     store_path = Path(getattr(the_store, "path", store))
     file_key = str(source_path.resolve()) if is_file else f"hub:{source}"
@@ -1199,6 +1217,10 @@ def ingest(
     first_seen: dict[tuple[str, str, int], str] = {}
     #: Where each problem's stored prompt and gold come from: "the store" or this file's line.
     origin: dict[str, str] = {}
+    #: Stored problems by the id they were loaded with (built when first needed) and the
+    #: datasets that rows without a prompt were found in that way (without --dataset).
+    by_own_id: dict[str, list[str]] | None = None
+    found_in: dict[str, int] = {}
     for raw_row in rows:
         report.rows_read += 1
         if raw_row.values is None:
@@ -1215,13 +1237,30 @@ def ingest(
             continue
         try:
             record = _record(raw_row, mapping, teacher or "", max_bytes)
-            record.problem_id = _resolve_problem_id(record.problem_id, name, existing)
+            own_id = record.problem_id
+            record.problem_id = _resolve_problem_id(own_id, name, existing)
             if record.prompt is None and record.problem_id not in existing:
-                raise _FieldError(
-                    "prompt",
-                    f"missing, and problem '{record.problem_id}' is not in the store "
-                    "(give the prompt, or load the dataset first)",
-                )
+                # A row that only names its problem (a batch output's custom_id): without
+                # --dataset, the one stored problem loaded with that id is meant.
+                if by_own_id is None:
+                    by_own_id = _problems_by_own_id(existing)
+                candidates = by_own_id.get(own_id, []) if dataset is None else []
+                if len(candidates) > 1:
+                    raise _FieldError(
+                        "problem_id",
+                        f"'{own_id}' names several stored problems ("
+                        + ", ".join(f"'{c}'" for c in candidates)
+                        + "): give --dataset",
+                    )
+                if not candidates:
+                    raise _FieldError(
+                        "prompt",
+                        f"missing, and problem '{record.problem_id}' is not in the store "
+                        "(give the prompt, or load the dataset first)",
+                    )
+                record.problem_id = candidates[0]
+                stored_in = str(existing[record.problem_id].get("dataset"))
+                found_in[stored_in] = found_in.get(stored_in, 0) + 1
             key = (record.teacher, record.problem_id, record.sample)
             if key in first_seen:
                 raise _FieldError(
@@ -1256,6 +1295,11 @@ def ingest(
             replacing={"file": file_key, "teacher": teacher_label},
         )
     )
+    for stored_in, count in sorted(found_in.items()):
+        report.notes.append(
+            f"{count} rows named their problem by the id it has in dataset '{stored_in}' "
+            "(they hold no prompt; --dataset chooses the dataset)"
+        )
     if adapter is not None:
         report.notes += _format_notes(adapter, writer)
     teachers = sorted(writer.tokens_by_teacher)
@@ -1390,12 +1434,32 @@ def _format_notes(adapter: Any, writer: _Writer) -> list[str]:
         if entry["given"]:
             origin = "; ".join(entry["given_by"]) or "the file"
             notes.append(f"teacher '{name}': {entry['given']} token counts from {origin}")
+    if writer.unsplit:
+        notes.append(
+            f"{writer.unsplit} of {writer.fresh} traces have no reasoning apart from the answer "
+            "(no reasoning field or block, no </think>): the whole output is measured as the "
+            "reasoning"
+        )
     if writer.hit_budget:
         notes.append(
             f"{writer.hit_budget} traces stopped at their output budget; {writer.truncated} of "
             "them hold no extractable answer and are marked truncated"
         )
     return notes
+
+
+def _problems_by_own_id(existing: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Stored problem ids by the id they were loaded with (``<dataset>/<id>`` → ``<id>``).
+
+    >>> _problems_by_own_id({"a/1": {"dataset": "a"}, "b/1": {"dataset": "b"}, "c": {}})
+    {'1': ['a/1', 'b/1']}
+    """
+    found: dict[str, list[str]] = {}
+    for problem_id, row in sorted(existing.items()):
+        prefix = f"{row.get('dataset')}/"
+        if row.get("dataset") and problem_id.startswith(prefix):
+            found.setdefault(problem_id[len(prefix) :], []).append(problem_id)
+    return found
 
 
 def _resolve_problem_id(raw_id: str, dataset: str, existing: Mapping[str, Any]) -> str:
@@ -1432,7 +1496,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "overrides the file's model name)",
     )
     parser.add_argument("--task", default="math", help="task family (default: math)")
-    parser.add_argument("--dataset", default=None, help="dataset name (default: the file's stem)")
+    parser.add_argument(
+        "--dataset",
+        default=None,
+        help="dataset name (default: the task an Inspect or lm-eval log ran, else the file's stem)",
+    )
     parser.add_argument(
         "--map",
         nargs="*",

@@ -278,8 +278,9 @@ def test_lm_eval_and_chat_completions_keep_their_tools_facts(
 def test_thought_anchors_importances_reach_the_stored_steps(
     measured: tuple[Store, Ingested],
 ) -> None:
-    """On the steps the segment stage stored: chunk 0 ("Let me add.") and chunk 2 ("So the
-    sum is 4.") are Punkt sentences of their own, so both map cleanly; chunk 1 has no span."""
+    """On the steps the segment stage stored: the three chunks ("Let me add.", "Two  plus two
+    is four." found with its doubled space taken as one, "So the sum is 4.") are Punkt
+    sentences of their own, so all three map cleanly, each step with its chunk's importance."""
     from legival_core.chunk_alignment import align_chunks
 
     store, ingested = measured
@@ -288,9 +289,11 @@ def test_thought_anchors_importances_reach_the_stored_steps(
     steps = store.read("steps", filters={"trace_id": trace_id})
     chunks = store.read("chunk_importance", filters={"trace_id": trace_id})
     aligned = align_chunks(steps, chunks)
-    assert (aligned.chunks, aligned.placed, aligned.clean) == (3, 2, 2)
-    assert aligned.steps["importance"].tolist()[0] == 0.05
-    assert aligned.steps["importance"].tolist()[-1] == -0.1
+    assert (aligned.chunks, aligned.placed, aligned.clean) == (3, 3, 3)
+    assert aligned.steps["importance"].tolist() == [0.05, 0.4, -0.1]
+    # run's segment stage stored the same per step.
+    stored = store.read("step_importance", filters={"trace_id": trace_id}).sort_values("step")
+    assert stored["importance"].tolist() == [0.05, 0.4, -0.1]
 
 
 def test_the_installed_tools_still_write_what_the_adapters_read(

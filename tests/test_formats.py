@@ -282,7 +282,7 @@ def test_sniffing_picks_each_format_and_leaves_our_rows_alone(tmp_path: Path) ->
 
 def _thought_anchors_folder(root: Path, model: str = "r1-distill-8b") -> Path:
     """One problem folder in the layout of the Thought Anchors rollouts: three chunks, the
-    second not in the solution verbatim (it was normalised by their splitter)."""
+    second with a doubled space where the solution has one."""
     folder = root / model / "temperature_0.6_top_p_0.95" / "correct_base_solution" / "problem_4"
     folder.mkdir(parents=True)
     solution = "Let me add. Two plus two is four. So the sum is 4.</think>The answer is 4."
@@ -337,6 +337,20 @@ def test_chunk_spans_are_found_in_order() -> None:
     ]
 
 
+def test_chunk_spans_allow_for_the_splitters_whitespace() -> None:
+    """Thought Anchors' splitter strips each chunk and may turn a line break into a space or
+    keep a doubled one: a chunk that differs from the reasoning only in its runs of white
+    space is found, with the span of the reasoning's own characters."""
+    text = "First line\nof it.  Then   two.\n\nDone."
+    assert chunk_spans(text, ["First line of it.", "Then two.", "Done."]) == [
+        (0, 17),
+        (19, 30),
+        (32, 37),
+    ]
+    # Only white space is forgiven: other characters must match.
+    assert chunk_spans(text, ["First lines of it."]) == [None]
+
+
 def test_thought_anchors_folder_to_chunk_rows_and_tool_verdict(tmp_path: Path) -> None:
     root = _thought_anchors_folder(tmp_path / "rollouts")
     report = ingest(root, tmp_path / "store", None, file_format="auto")
@@ -346,19 +360,20 @@ def test_thought_anchors_folder_to_chunk_rows_and_tool_verdict(tmp_path: Path) -
     assert trace["reasoning"] == "Let me add. Two plus two is four. So the sum is 4."
     assert trace["answer_text"] == "The answer is 4."
     chunks = store.read("chunk_importance").sort_values("chunk")
-    # "Let me add." is [0, 11); the doubled space keeps chunk 1 from being found; "So the sum
+    # "Let me add." is [0, 11); chunk 1's doubled space is the splitter's, so it is found as
+    # the reasoning's "Two plus two is four." (21 characters) at 12: [12, 33); "So the sum
     # is 4." (16 characters) starts after "Let me add. Two plus two is four. ", which is
     # 11 + 1 + 21 + 1 = 34 characters long: [34, 50).
-    assert chunks["start"].isna().tolist() == [False, True, False]
-    assert (int(chunks["start"].iloc[0]), int(chunks["end"].iloc[0])) == (0, 11)
-    assert (int(chunks["start"].iloc[2]), int(chunks["end"].iloc[2])) == (34, 34 + 16)
+    assert chunks["start"].notna().all()
+    spans = list(zip(chunks["start"].astype(int), chunks["end"].astype(int), strict=True))
+    assert spans == [(0, 11), (12, 33), (34, 34 + 16)]
     assert chunks["importance"].tolist() == [0.05, 0.4, -0.1]
     tool = store.read("tool_grades")
     assert tool[["tool", "correct", "answer"]].values.tolist() == [
         ["thought-anchors:is_correct", True, "4"]
     ]
     summary = report.summary()
-    assert "2 of 3 chunks found verbatim" in summary
+    assert "3 of 3 chunks found in the reasoning" in summary
     # Our grade (math-verify of "The answer is 4." against 4) agrees with theirs: 1 of 1.
     assert "agrees with Thought Anchors's verdict on 1 of 1 traces (100.0%)" in summary
     # Each thing the format lacks is said once.
@@ -557,3 +572,107 @@ def test_a_budget_cut_is_truncated_only_without_an_answer(tmp_path: Path) -> Non
     assert "2 traces stopped at their output budget; 1 of them hold no extractable answer" in (
         report.summary()
     )
+
+
+def test_a_generation_cut_inside_its_thinking_is_truncated(tmp_path: Path) -> None:
+    """OpenR1 rows: both generations stopped at their budget ("length"). The first closed its
+    think block and wrote \\boxed{81}; the second stopped inside its thinking, after "90 - 9",
+    so it wrote no final answer at all: truncated (r_ctx) and graded as giving no answer,
+    whatever a phrase of the unfinished reasoning would be graded as (a truncated trace is
+    never correct: the decomposition refuses the pair). Then we agree with math-verify's
+    verdicts (True, False) on both."""
+    rows = [
+        {
+            "uuid": "nine",
+            "problem": "Compute 9 times 9.",
+            "answer": "81",
+            "generations": [
+                "<think>9 * 9 = 81.</think>\\boxed{81} and",
+                "<think>\n9 * 9 is 9 * 10 - 9 = 90 - 9 which is",
+            ],
+            "correctness_math_verify": [True, False],
+            "finish_reasons": ["length", "length"],
+        }
+    ]
+    report = ingest(_jsonl(tmp_path / "r1.jsonl", rows), tmp_path / "s", "r1", file_format="auto")
+    store = Store.open(tmp_path / "s")
+    traces = store.read("traces").sort_values("sample")
+    assert traces["truncated"].tolist() == [False, True]
+    grades = store.read("grades").set_index("trace_id").loc[traces["trace_id"]]
+    assert grades["correct"].tolist() == [True, False]
+    assert grades["status"].tolist()[1] == "no_answer" and pd.isna(grades["extracted"].iloc[1])
+    summary = report.summary()
+    assert "2 traces stopped at their output budget; 1 of them" in summary
+    assert "verdict on 2 of 2 traces (100.0%)" in summary
+
+
+TOOL_LOGS = Path(__file__).resolve().parent / "fixtures" / "tool_logs"
+
+
+def test_batch_output_finds_the_problems_loaded_before_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/bring-your-traces.md's two commands for chat completions, as written: the problems
+    (llama.cpp's server answered them) go in as dataset 'problems', the batch output file is
+    ingested without --dataset, and each custom_id names its problem by the id it was loaded
+    with. A custom_id two datasets share is refused with both names."""
+    store = tmp_path / "s"
+    problems = TOOL_LOGS / "openai" / "problems.jsonl"
+    batch = TOOL_LOGS / "openai" / "batch_output.jsonl"
+    code = main(["datasets", "local", str(problems), "--map", "problem_id=id",
+                 "prompt=question", "gold=answer", "--store", str(store)])  # fmt: skip
+    assert code == EXIT_OK
+    capsys.readouterr()
+    assert main(["ingest", str(batch), "--store", str(store)]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "rows read: 3, kept: 3, quarantined: 0" in out
+    assert "3 rows named their problem by the id it has in dataset 'problems'" in out
+    traces = Store.open(store).read("traces")
+    assert sorted(traces["problem_id"]) == ["problems/add-1", "problems/add-2", "problems/mul-1"]
+    assert set(traces["dataset"]) == {"problems"}
+
+    # The same ids in a second dataset: which one is meant is not guessed.
+    code = main(["datasets", "local", str(problems), "--map", "problem_id=id",
+                 "prompt=question", "gold=answer", "--dataset", "again",
+                 "--store", str(store)])  # fmt: skip
+    assert code == EXIT_OK
+    report = ingest(batch, tmp_path / "s", "other-model", file_format="auto")
+    assert report.kept == 0
+    assert "('again/add-1', 'problems/add-1'): give --dataset" in report.quarantined[0].reason
+
+
+def test_a_tools_task_names_the_dataset(tmp_path: Path) -> None:
+    """Without --dataset the dataset is the task the tool ran, not the log's file name (which
+    carries a time stamp): two runs of one task, by two models, share their problems and are
+    compared on one benchmark. Inspect names the task in the log's eval spec (the committed
+    logs ran a task called "task"); lm-eval in the samples file's name."""
+    (eval_log,) = sorted((TOOL_LOGS / "inspect").glob("*.eval"))
+    (json_log,) = sorted((TOOL_LOGS / "inspect").glob("*.json"))
+    import zipfile_zstd  # noqa: F401  (Inspect's Zstandard members; the ingest extra)
+
+    with zipfile.ZipFile(eval_log) as archive:
+        task = json.loads(archive.read("header.json"))["eval"]["task"]
+    store = tmp_path / "s"
+    first = ingest(eval_log, store, None, file_format="auto")
+    second = ingest(json_log, store, "smollm2-4-tokens", file_format="auto")
+    assert first.dataset == second.dataset == task
+    traces = Store.open(store).read("traces")
+    assert set(traces["dataset"]) == {task} and len(traces) == 6 + 3
+    assert len(Store.open(store).read("problems")) == 3  # the same three problems
+    samples = _lm_eval_file(tmp_path / "out" / "smollm2", 2)  # samples_arith_<date>.jsonl
+    assert ingest(samples, store, None, file_format="auto").dataset == "arith"
+
+
+def test_outputs_without_a_reasoning_part_are_said_once(tmp_path: Path) -> None:
+    """SmolLM2 thinks in no block of its own: each of the 6 outputs in the committed Inspect
+    log is both the reasoning and the answer, which the summary says once (a reasoning model's
+    trace, split on its </think>, is not counted)."""
+    (eval_log,) = sorted((TOOL_LOGS / "inspect").glob("*.eval"))
+    summary = ingest(eval_log, tmp_path / "s", None, file_format="auto").summary()
+    wanted = "6 of 6 traces have no reasoning apart from the answer"
+    assert summary.count(wanted) == 1, summary
+    rows = [{"problem_id": "p", "prompt": "2+2?", "gold": "4",
+             "response": {"model": "m", "choices": [{"index": 0, "finish_reason": "stop",
+                          "message": {"content": "2 and 2 make 4.</think>4"}}]}}]  # fmt: skip
+    report = ingest(_jsonl(tmp_path / "r.jsonl", rows), tmp_path / "t", None, file_format="auto")
+    assert report.kept == 1 and "no reasoning apart" not in report.summary()

@@ -18,7 +18,13 @@ from streamlit.testing.v1 import AppTest
 
 from legival_core.chunk_alignment import align_chunks
 from legival_core.store import Store
-from legival_core.views.step_layers import IMPORTANCE_ROW, step_layers, step_layers_figure
+from legival_core.views.step_layers import (
+    IMPORTANCE_ROW,
+    step_dtick,
+    step_layers,
+    step_layers_figure,
+    student_strip_figure,
+)
 from precompute.cli import EXIT_OK, main
 from tests.test_formats import _thought_anchors_folder
 
@@ -56,6 +62,21 @@ def test_step_layers_rows_line_up_on_the_steps() -> None:
     importance = next(t for t in figure.data if t.y[0] == IMPORTANCE_ROW)
     assert (importance.zmin, importance.zmax) == (-0.1, 0.1)
     assert len(figure.data) == 4
+    # The step axis counts whole steps (Plotly's own ticks were 0.5, 1, 1.5, … on 3 steps).
+    axes = [v for k, v in figure.layout.to_plotly_json().items() if k.startswith("xaxis")]
+    assert len(axes) == 4 and all(a.get("dtick") == 1 for a in axes)
+
+
+def test_step_axes_tick_whole_steps_and_stay_readable() -> None:
+    """Ticks at whole steps, at most 15 of them: every step up to 15 steps, then 2, 5, 10, 20,
+    … steps apart (2,000 steps: 2000 / 15 = 133.3, so 200)."""
+    assert [step_dtick(m) for m in (1, 3, 15, 16, 30, 31, 75, 76, 2000)] == [
+        1, 1, 1, 2, 2, 5, 5, 10, 200,
+    ]  # fmt: skip
+    # The student strip below the layers: its k axis too (it read 0.5, 1, 1.5, … on 3 steps).
+    strip = pd.DataFrame({0: [0.0], 1: [1.0], 2: [1.0], 3: [0.0]}, index=["smol"])
+    figure = student_strip_figure(strip)
+    assert figure.layout.xaxis.dtick == 1 and list(figure.data[0].x) == [1, 2, 3]
 
 
 def test_a_hostile_student_name_is_escaped_in_the_figure() -> None:
@@ -86,10 +107,12 @@ def test_the_inspector_shows_thought_anchors_importance(
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     captions = [str(c.value) for c in at.caption]
-    # Punkt cuts the reasoning into the chunks' own sentences: chunks 0 and 2 are found and
-    # map onto whole steps; chunk 1 (a doubled space) has no span.
-    wanted = "3 chunks: 2 placed on steps by character span, 2 of them map cleanly onto whole steps"
+    # Punkt cuts the reasoning into the chunks' own sentences: every chunk is found (chunk 1's
+    # doubled space aside) and maps onto a whole step.
+    wanted = "3 chunks: 3 placed on steps by character span, 3 of them map cleanly onto whole steps"
     assert any(wanted in c for c in captions), captions
+    # What the importance colours mean is said beside the chart.
+    assert any("blue where resampling the step away lowers" in c for c in captions), captions
     charts = [c for c in at.get("plotly_chart")]
     assert charts, "no step-layers chart"
 
@@ -123,3 +146,31 @@ def test_chromium_draws_the_step_layers(tmp_path: Path) -> None:
         assert page.locator(".js-plotly-plot .hm").count() == 2
         assert page.locator(".js-plotly-plot .cartesianlayer .subplot").count() == 3
         assert not errors
+
+
+def test_segment_says_how_many_chunks_map_cleanly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The segment stage, having cut the Thought Anchors trace into Punkt steps, says in its
+    line and in the store's provenance how the chunks fall on them: all three are sentences
+    of their own (test_the_inspector_shows_thought_anchors_importance shows the same)."""
+    root = _thought_anchors_folder(tmp_path / "rollouts")
+    store_dir = tmp_path / "store"
+    assert main(["ingest", str(root), "--store", str(store_dir)]) == EXIT_OK
+    capsys.readouterr()
+    assert main(["segment", "--store", str(store_dir), "--no-progress"]) == EXIT_OK
+    out = capsys.readouterr().err  # the stage's line goes where its progress goes
+    assert (
+        "Thought Anchors chunks of 1 trace(s): 3 of 3 placed on steps, 3 map cleanly onto "
+        "whole steps"
+    ) in out
+    (record,) = [r for r in Store.open(store_dir).manifest["provenance"] if r["stage"] == "segment"]
+    assert record["chunk_alignment"] == {"traces": 1, "chunks": 3, "placed": 3, "clean": 3}
+    # The importances are stored per step, beside the steps (one chunk on each).
+    stored = Store.open(store_dir).read("step_importance").sort_values("step")
+    assert stored[["step", "importance", "n_chunks"]].values.tolist() == [
+        [0, 0.05, 1], [1, 0.4, 1], [2, -0.1, 1],
+    ]  # fmt: skip
+    assert stored["function_tags"].tolist() == [
+        "plan_generation", "active_computation", "result_consolidation",
+    ]  # fmt: skip

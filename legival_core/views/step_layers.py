@@ -16,11 +16,37 @@ import pandas as pd
 
 from legival_core.chunk_alignment import ChunkAlignment, align_chunks
 
-__all__ = ["IMPORTANCE_ROW", "chunk_alignment", "step_layers", "step_layers_figure"]
+__all__ = [
+    "IMPORTANCE_ROW",
+    "chunk_alignment",
+    "step_dtick",
+    "step_layers",
+    "step_layers_figure",
+    "student_strip_figure",
+]
 
 IMPORTANCE_ROW = "resampling importance"
 REDUNDANCY_ROW = "redundancy r_i"
 BACKTRACKING_ROW = "backtracking"
+
+
+#: At most this many ticks on a step axis.
+MAX_STEP_TICKS = 15
+
+
+def step_dtick(last_step: int) -> int:
+    """Distance between ticks on an axis of steps 1 … ``last_step``: whole steps, 1, 2, 5, 10,
+    20, … apart, the smallest that leaves at most :data:`MAX_STEP_TICKS` ticks.
+
+    >>> step_dtick(12), step_dtick(40), step_dtick(1500)
+    (1, 5, 100)
+    """
+    scale = 1
+    while True:
+        for factor in (1, 2, 5):
+            if last_step <= MAX_STEP_TICKS * factor * scale:
+                return factor * scale
+        scale *= 10
 
 
 def chunk_alignment(steps: pd.DataFrame, chunks: pd.DataFrame) -> ChunkAlignment | None:
@@ -126,5 +152,43 @@ def step_layers_figure(layers: pd.DataFrame) -> Any:
         height=60 + 30 * rows,
         margin={"t": 10, "b": 30, "l": 10, "r": 10},
     )
+    # Whole steps: Plotly's own ticks fall between them on a short trace.
+    figure.update_xaxes(tick0=0, dtick=step_dtick(max(columns, default=1)))
     figure.update_xaxes(title_text="step", row=rows, col=1)
+    return figure
+
+
+def student_strip_figure(strip: pd.DataFrame) -> Any:
+    """The student strip as a heatmap: one row per student, one cell per number of steps shown
+    k ≥ 1 (green right, red wrong); k = 0, the student alone, is left out (said apart)."""
+    import plotly.graph_objects as go
+
+    from legival_core.safe_text import plotly_literals
+
+    columns = [int(k) for k in strip.columns if k >= 1]
+    figure = go.Figure(
+        go.Heatmap(
+            z=strip[columns].to_numpy(),
+            x=columns,
+            y=plotly_literals(strip.index),
+            zmin=0,
+            zmax=1,
+            colorscale=_STUDENT_SCALE,
+            showscale=False,
+            xgap=1,
+            ygap=2,
+            hovertemplate="%{y} after step %{x}: %{z:.2f}<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        height=80 + 30 * len(strip),
+        margin={"t": 10, "b": 50, "l": 10, "r": 10},
+        # the title below the ticks, not on them
+        xaxis={
+            "title": {"text": "steps shown k", "standoff": 12},
+            "automargin": True,
+            "tick0": 0,
+            "dtick": step_dtick(max(columns, default=1)),
+        },
+    )
     return figure

@@ -103,6 +103,9 @@ class TraceFormat(ABC):
     def __init__(self) -> None:
         #: Things this ingest noticed about the file, said once in the summary.
         self.notes: list[str] = []
+        #: The task the tool ran, as the file names it (set by :meth:`rows`): the dataset
+        #: name when ``--dataset`` is not given, instead of the file's time-stamped name.
+        self.task_name: str | None = None
 
     def sniff_record(self, keys: frozenset[str], record: Mapping[str, Any]) -> bool:
         """True when a record with these keys is clearly of this format (auto-detection)."""

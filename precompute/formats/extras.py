@@ -100,9 +100,9 @@ def chunk_alignment_note(total: int, found: int) -> str:
     """One summary line on the chunks' character spans.
 
     >>> chunk_alignment_note(10, 9)
-    'chunk importances: 9 of 10 chunks found verbatim in the reasoning (the rest have no span)'
+    'chunk importances: 9 of 10 chunks found in the reasoning (the rest have no span)'
     """
     return (
-        f"chunk importances: {found} of {total} chunks found verbatim in the reasoning "
+        f"chunk importances: {found} of {total} chunks found in the reasoning "
         "(the rest have no span)"
     )

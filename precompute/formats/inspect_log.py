@@ -94,6 +94,7 @@ class InspectFormat(TraceFormat):
                 f"{path}: not a readable Inspect .eval log ({err})"
             ) from None
         eval_spec = header.get("eval") or {}
+        self.task_name = _task_name(eval_spec)
 
         def rows() -> Iterator[SourceRow]:
             with archive:
@@ -120,6 +121,7 @@ class InspectFormat(TraceFormat):
         if not isinstance(log, dict) or not isinstance(log.get("samples", []), list):
             raise FormatUnreadableError(f"{path}: not an Inspect log (no 'samples' list)")
         eval_spec = log.get("eval") or {}
+        self.task_name = _task_name(eval_spec)
         samples = log.get("samples") or []
         if not samples:
             self.notes.append(f"{path.name}: the log holds no samples (status {log.get('status')})")
@@ -194,6 +196,18 @@ def _zstd_support(archive: zipfile.ZipFile, path: Path) -> None:
                 f"{path}: Inspect compressed this log with Zstandard, which this Python's "
                 "zipfile cannot read: pip install zipfile-zstd (it comes with inspect-ai)"
             ) from None
+
+
+def _task_name(eval_spec: Mapping[str, Any]) -> str | None:
+    """The task's name without its package (``inspect_evals/gsm8k`` → ``gsm8k``).
+
+    >>> _task_name({"task": "inspect_evals/gsm8k"}), _task_name({})
+    ('gsm8k', None)
+    """
+    task = eval_spec.get("task") if isinstance(eval_spec, Mapping) else None
+    if not isinstance(task, str) or not task.strip("/ "):
+        return None
+    return task.strip("/ ").rsplit("/", 1)[-1]
 
 
 def _is_sample_file(name: str) -> bool:

@@ -27,6 +27,7 @@ lines are read (the others repeat the same responses).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -62,6 +63,7 @@ class LmEvalFormat(TraceFormat):
     def rows(self, path: Path | None, generic: Callable[[], Iterator[Any]]) -> Iterator[SourceRow]:
         if path is not None:
             self._model = _model_name(path)
+            self.task_name = _task_of(path)
         return self._noted(super().rows(path, generic))
 
     def _noted(self, rows: Iterator[SourceRow]) -> Iterator[SourceRow]:
@@ -117,6 +119,20 @@ class LmEvalFormat(TraceFormat):
                     row["tool_answer"] = _text(filtered[0])
             rows.append(row)
         return rows
+
+
+#: ``samples_<task>_<date>.jsonl``: lm-eval's name for a task's samples file.
+_SAMPLES_FILE = re.compile(r"^samples_(?P<task>.+)_\d{4}-\d{2}-\d{2}T[\d.:-]+$")
+
+
+def _task_of(samples_file: Path) -> str | None:
+    """The task of a ``samples_<task>_<date>.jsonl`` file (None for another name).
+
+    >>> _task_of(Path("samples_gsm8k_cot_2026-01-01T00-00-00.123456.jsonl"))
+    'gsm8k_cot'
+    """
+    found = _SAMPLES_FILE.match(samples_file.stem)
+    return found.group("task") if found else None
 
 
 def _text(value: Any) -> str:

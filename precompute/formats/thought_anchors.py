@@ -19,8 +19,9 @@ the folder's name (``problem_330``)        ``problem_id``
                                            ``reasoning`` and ``answer``
 ``base_solution.json`` ``is_correct``      the tool's verdict (``tool_grades``)
 ``chunks_labeled.json``                    ``chunk_importance``: each chunk's text, its character
-                                           span in the reasoning (found in order; null when the
-                                           text is not there verbatim), importances and tags
+                                           span in the reasoning (found in order, white space
+                                           aside; null when the text is not there), importances
+                                           and tags
 the folder above ``temperature_…``         the teacher (``--teacher`` overrides)
 several base solutions of one problem      ``sample`` 0, 1, … in folder order
 =========================================  =======================================================
@@ -29,6 +30,7 @@ several base solutions of one problem      ``sample`` 0, 1, … in folder order
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -49,22 +51,36 @@ CHUNKS_FILE = "chunks_labeled.json"
 
 def chunk_spans(reasoning: str, chunks: list[str]) -> list[tuple[int, int] | None]:
     """The character span of each chunk in ``reasoning``, searched in order (a chunk starts
-    at or after the end of the previous one found); None for a chunk not there verbatim.
+    at or after the end of the previous one found); None for a chunk not there.
+
+    A chunk is matched as it is, else with each run of white space in it standing for any run
+    in the reasoning: their splitter strips chunks and may turn a line break into a space.
+    Other characters must match.
 
     >>> chunk_spans("First. Then two. Done.", ["First.", "Then two.", "Nope.", "Done."])
     [(0, 6), (7, 16), None, (17, 22)]
+    >>> chunk_spans("One\\nline.", ["One  line."])
+    [(0, 9)]
     """
     spans: list[tuple[int, int] | None] = []
     position = 0
     for chunk in chunks:
-        text = chunk.strip()
-        at = reasoning.find(text, position) if text else -1
-        if at < 0:
-            spans.append(None)
-            continue
-        spans.append((at, at + len(text)))
-        position = at + len(text)
+        span = _find_chunk(reasoning, chunk.strip(), position)
+        spans.append(span)
+        if span is not None:
+            position = span[1]
     return spans
+
+
+def _find_chunk(reasoning: str, text: str, position: int) -> tuple[int, int] | None:
+    if not text:
+        return None
+    at = reasoning.find(text, position)
+    if at >= 0:
+        return at, at + len(text)
+    pattern = r"\s+".join(re.escape(word) for word in text.split())
+    match = re.compile(pattern).search(reasoning, position)
+    return None if match is None else match.span()
 
 
 class ThoughtAnchorsFormat(TraceFormat):

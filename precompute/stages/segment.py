@@ -37,7 +37,7 @@ def step_rows(trace_id: str, reasoning: str, mode: str, encoding: str) -> list[d
 @register_stage(
     "segment",
     reads=("traces",),
-    writes=("steps",),
+    writes=("steps", "step_importance"),
     help="split reasoning into sentence steps (char spans, token counts)",
 )
 def run_segment(ctx: StageContext) -> StageResult:
@@ -63,4 +63,40 @@ def run_segment(ctx: StageContext) -> StageResult:
     if empty:
         result.notes.append(f"{empty} trace(s) with empty reasoning have no steps")
     result.provenance = {"mode": cfg.mode, "encoding": cfg.encoding}
+    counts = _carry_chunks(ctx, set(mine["trace_id"]), cfg.batch_size * 16)
+    if counts["traces"]:
+        result.written["step_importance"] = counts.pop("rows")
+        result.notes.append(
+            f"Thought Anchors chunks of {counts['traces']} trace(s): {counts['placed']} of "
+            f"{counts['chunks']} placed on steps, {counts['clean']} map cleanly onto whole steps"
+        )
+        result.provenance["chunk_alignment"] = counts
     return result
+
+
+def _carry_chunks(ctx: StageContext, mine: set[str], batch_rows: int) -> dict[str, int]:
+    """``step_importance`` rows for the traces of this shard that came with chunk importances
+    (Thought Anchors) and have steps but no such rows yet (a resumed run included): each
+    chunk carried onto the steps by character span (:mod:`legival_core.chunk_alignment`)."""
+    counts = {"traces": 0, "chunks": 0, "placed": 0, "clean": 0, "rows": 0}
+    if not ctx.store.has("chunk_importance"):
+        return counts
+    need = (done_ids(ctx.store, "chunk_importance") & mine) - done_ids(ctx.store, "step_importance")
+    if not need:
+        return counts
+    from legival_core.chunk_alignment import align_chunks
+
+    wanted = {"trace_id": sorted(need)}
+    chunks = ctx.store.read("chunk_importance", filters=wanted)
+    steps = ctx.store.read("steps", columns=["trace_id", "step", "start", "end"], filters=wanted)
+    with BatchWriter(ctx.store, "step_importance", "segment", batch_rows) as writer:
+        for trace_id, trace_steps in steps.groupby("trace_id", sort=True):
+            alignment = align_chunks(trace_steps, chunks[chunks["trace_id"] == trace_id])
+            rows = alignment.steps.to_dict("records")
+            writer.add_group([{"trace_id": trace_id, **row} for row in rows])
+            counts["traces"] += 1
+            counts["chunks"] += alignment.chunks
+            counts["placed"] += alignment.placed
+            counts["clean"] += alignment.clean
+    counts["rows"] = writer.written
+    return counts
