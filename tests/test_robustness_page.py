@@ -122,6 +122,9 @@ def test_leaderboard_marks_ranks_that_flip(toy_store: Store, monkeypatch) -> Non
     assert marked_any
     links = at.get("page_link")
     assert links and "Robustness" in links[0].proto.label
+    # a page link's label does not wrap: the explanation is a caption, the link short
+    assert len(links[0].proto.label) <= 60, links[0].proto.label
+    assert any("flips under some analysis choice" in c.value for c in at.caption)
 
 
 def test_demo_page_and_what_the_demo_cannot_compare(monkeypatch) -> None:
