@@ -94,6 +94,9 @@ def test_reward_page_shows_the_oversight_rhos(monkeypatch: pytest.MonkeyPatch, s
         assert table.loc[row.teacher, "score"] == pytest.approx(row.score)
         assert table.loc[row.teacher, "FOTU"] == pytest.approx(row.fotu)
     assert any(b.label == "Download CSV" for b in at.get("download_button"))
+    # the ρ table names each metric as the other pages do, not by its field name
+    rho = next(d.value for d in at.dataframe if "level" in d.value.columns)
+    assert "FOTU" in set(rho["metric"]) and not set(rho["metric"]) & {"fotu", "regression_rate"}
 
 
 def test_reward_page_follows_the_url(monkeypatch: pytest.MonkeyPatch, stores) -> None:
