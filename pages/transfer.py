@@ -189,7 +189,7 @@ curve_figure, hazard_figure, coverage_figure = _figures(
     *common.store_key(), selection, tuple(picked), dashed
 )
 st.plotly_chart(curve_figure, key="curves_chart")
-if headline := common.leak_headline():
+if headline := common.leak_headline(per_teacher="in “Before the answer leaks” below"):
     st.warning(markdown_literal(headline))
 st.plotly_chart(coverage_figure, key="coverage_chart")
 firsts = first_measured(selection[0], selection[1])

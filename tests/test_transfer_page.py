@@ -63,6 +63,9 @@ def test_markers_sit_on_the_measured_bins_and_the_strip_shows_one_trace(monkeypa
         for x, y in zip(values(dots["x"]), values(dots["y"]), strict=True):
             assert line[round(float(x), 6)] == pytest.approx(y)
     assert len(seen) < 50  # the check has filled bins to leave unmarked
+    # the leak warning beside the curves points at this page's own table, not at this page
+    (warning,) = [w.value for w in at.warning if "Answer leak" in w.value]
+    assert "Before the answer leaks" in warning and "Transfer curves page" not in warning
     # the strip: one trace measured is drawn at least a light grey, not white
     heat = strip["data"][0]
     assert heat["type"] == "heatmap"
