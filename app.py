@@ -49,6 +49,12 @@ if _changed:
     st.rerun()
 
 
+def _forwarded() -> dict[str, list[str]]:
+    """The query parameters as given, a repeated one with every value (``to_dict`` keeps only
+    the last: ``?columns=tokens&columns=fotu`` lost its tokens on the way)."""
+    return {key: st.query_params.get_all(key) for key in st.query_params}
+
+
 def _home() -> None:
     """The root address opens the leaderboard at its own address, ``/leaderboard``.
 
@@ -57,7 +63,7 @@ def _home() -> None:
     a "Page not found" dialog. The leaderboard is therefore an ordinary page, and the default
     page only forwards to it with the query parameters it was given.
     """
-    st.switch_page("pages/leaderboard.py", query_params=st.query_params.to_dict())
+    st.switch_page("pages/leaderboard.py", query_params=_forwarded())
 
 
 PAGES = [
@@ -88,7 +94,7 @@ PAGES = [
 def _old_decomposition_url() -> None:
     """/efficiency was the decomposition page's address until it was renamed: a bookmark of it
     opens the page under its new address, with the bookmark's query parameters."""
-    st.switch_page("pages/decomposition.py", query_params=st.query_params.to_dict())
+    st.switch_page("pages/decomposition.py", query_params=_forwarded())
 
 
 # Hidden: not in the menu, only there so that old links keep working.

@@ -220,7 +220,9 @@ def bundled_calibration_report() -> pd.DataFrame | None:
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _leak_headline(path: str, stamp: float, references: tuple[str, ...]) -> str | None:
+def _leak_headline(
+    path: str, stamp: float, references: tuple[str, ...], per_teacher: str
+) -> str | None:
     from legival_core.leak_summary import leak_summary
     from legival_core.store import Store
 
@@ -241,15 +243,16 @@ def _leak_headline(path: str, stamp: float, references: tuple[str, ...]) -> str 
         f"⚠ Answer leak: {after} of {solves} first solves by a student come at or after the step "
         "where the trace already states the answer, so FOTU there may measure copying; FOTU "
         f"before the leak is 0 for {len(zero)} of {len(models)} model teachers"
-        " (every selection of this store; per teacher on the Transfer curves page)."
+        f" (every selection of this store; per teacher {per_teacher})."
     )
 
 
-def leak_headline() -> str | None:
+def leak_headline(per_teacher: str = "on the Transfer curves page") -> str | None:
     """One sentence on how much of the store's FOTU comes after the answer leak (first solves
     at or after the leak, teachers whose FOTU before the leak is 0), for every page where FOTU
-    is the headline; None when the store has no leak points."""
-    return _leak_headline(*store_key(), tuple(reference_teachers()))
+    is the headline; None when the store has no leak points. ``per_teacher`` says where the
+    per-teacher table is (the Transfer curves page itself says "below")."""
+    return _leak_headline(*store_key(), tuple(reference_teachers()), per_teacher)
 
 
 def has_table(table: str) -> bool:

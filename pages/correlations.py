@@ -110,6 +110,9 @@ def heatmap(
                 # one colour axis for both layers: faded cells keep the scale's colours
                 coloraxis="coloraxis",
                 opacity=0.3 if faded else 1.0,
+                # Plotly picks the text colour from the cell's full colour: white on a faded
+                # cell was unreadable, so faded cells get dark text
+                textfont={"color": "#333"} if faded else None,
                 name=f"fewer than {few} points" if faded else f"{few} points or more",
                 customdata=np.dstack([np.array(hover_p, dtype=object), n]),
                 hovertemplate="%{y} vs %{x}<br>ρ = %{z:.3f}<br>p = %{customdata[0]}"
@@ -121,6 +124,9 @@ def heatmap(
                    "colorbar": {"title": {"text": "ρ"}}},
     )  # fmt: skip
     figure.update_layout(title=title, height=460, yaxis_autorange="reversed")
+    # no grid lines through the cells (they showed through the faded ones)
+    figure.update_xaxes(showgrid=False)
+    figure.update_yaxes(showgrid=False)
     st.plotly_chart(figure, key=key)
     if (n < few).any():
         st.caption(

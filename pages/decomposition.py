@@ -65,7 +65,15 @@ def audits(benchmark: str, include: bool) -> dict[str, pd.DataFrame]:
 decomposition = common.load_table("decomposition")
 benchmarks = sorted(decomposition["benchmark"].unique())
 left, middle = st.columns(2)
-benchmark = common.url_select("Benchmark", benchmarks, "dataset", where=left)
+benchmark = common.url_select(
+    "Benchmark",
+    benchmarks,
+    "dataset",
+    where=left,
+    help='Decomposed one benchmark at a time, with no "All": W is each benchmark\'s own '
+    "workload and the solver layer's best model is chosen per benchmark, so pooled "
+    "benchmarks would not make one decomposition.",
+)
 rows = decomposition[decomposition["benchmark"] == benchmark]
 layers = sorted(rows["layer"].unique())
 layer = common.url_select(
@@ -188,8 +196,9 @@ common.download_csv(terms, "waterfall")
 
 if rows["vo"].notna().any() and rows["kappa"].notna().any():
     st.subheader("Overhead VŌ vs coupling κ")
+    is_reference = rows["model"].astype(str).isin(apart).to_numpy()
     scatter = px.scatter(
-        rows.assign(model=plotly_literals(rows["model"])),
+        rows[~is_reference].assign(model=plotly_literals(rows.loc[~is_reference, "model"])),
         x="vo",
         y="kappa",
         hover_name="model",
@@ -198,7 +207,22 @@ if rows["vo"].notna().any() and rows["kappa"].notna().any():
         hover_data={c: ":.4g" for c in ("e0", "accuracy", "mean_tokens", "r_ctx", "r_logic")},
         labels={"vo": "VŌ = mean T/W", "kappa": "κ = E[T] / (E[W] · VŌ)"},
     )
-    scatter.update_traces(textposition="top center")
+    scatter.update_traces(textposition="top center", name="models", showlegend=True)
+    references = rows[is_reference]
+    if len(references):
+        # a reference teacher (a human solution) for comparison, not one of the models
+        scatter.add_trace(
+            go.Scatter(
+                x=references["vo"],
+                y=references["kappa"],
+                mode="markers+text",
+                text=plotly_literals(references["model"]),
+                textposition="top center",
+                name="reference (not compared)",
+                marker={"symbol": "circle-open", "size": 10, "color": "#555"},
+                hovertemplate="%{text} (reference)<br>VŌ %{x:.4g}<br>κ %{y:.4g}<extra></extra>",
+            )
+        )
     scatter.add_hline(y=1.0, line_dash="dot", line_color="#888")
     st.plotly_chart(scatter, key="vo_kappa_chart")
 

@@ -297,13 +297,30 @@ value_columns = [c for c in shown.columns if c != "teacher" and not c.endswith((
 # A teacher's name is drawn as it is in a grid cell: its bidi controls are shown escaped.
 on_screen = shown.assign(teacher=shown["teacher"].astype(str).map(visible_bidi))
 styled = on_screen.style.map(colour, subset=change_columns).map(faint_low_n, subset=value_columns)
-st.dataframe(
-    styled,
-    hide_index=True,
-    key="leaderboard_table",
-    # the teacher stays in view while the metric columns scroll
-    column_config={"teacher": st.column_config.TextColumn("teacher", pinned=True)},
-)
+headline = common.leak_headline()
+
+
+def sentence(text: str) -> str:
+    """``text`` as a sentence: first letter up, the rest as written ("FOTU …" stays "FOTU")."""
+    return text[:1].upper() + text[1:] + "."
+
+
+def header_help(name: str) -> str:
+    """A metric header's tooltip: what it measures; for FOTU, how much of it comes after the
+    answer leak (the warning under the table, at the header a reader hovers)."""
+    text = sentence(views.METRICS[name].description)
+    if name == "fotu" and headline:
+        text += " " + headline.removeprefix("⚠ ")
+    return text
+
+
+# the teacher stays in view while the metric columns scroll; each metric's header explains it
+column_config: dict[str, object] = {"teacher": st.column_config.TextColumn("teacher", pinned=True)}
+for name in in_order:
+    if name in views.METRICS and common.metric_label(name) in shown.columns:
+        label = common.metric_label(name)
+        column_config[label] = st.column_config.TextColumn(label, help=header_help(name))
+st.dataframe(styled, hide_index=True, key="leaderboard_table", column_config=column_config)
 tied = [m for m in in_order if board_layout.is_tied(board, m)]
 if tied:
     st.caption(
@@ -316,7 +333,7 @@ st.caption(
     "redundancy and backtracking on every trace; the transfer metrics (FOTU, SOTU, regression, "
     "FOTU before leak) on the correct traces that have rollouts, once per student."
 )
-if "fotu" in in_order and (headline := common.leak_headline()):
+if "fotu" in in_order and headline:
     st.warning(markdown_literal(headline) + " *FOTU before leak* keeps the prefixes before it.")
 if "tokens" in metrics:
     st.caption(common.tokens_caption())
@@ -458,7 +475,7 @@ selection = (
     include,
 )
 st.plotly_chart(chart(*common.store_key(), selection, focus), key="leaderboard_chart")
-what = views.METRICS[focus].description.capitalize() + ". " if focus in views.METRICS else ""
+what = sentence(views.METRICS[focus].description) + " " if focus in views.METRICS else ""
 st.caption(
     f"{what}Error bars: 95% intervals over problem resamples. Pale hatched bars rest on fewer "
     f"than {config.low_n_traces} traces."

@@ -55,6 +55,10 @@ st.subheader("Planted vs recovered")
 common.table(shown, "calibration_report")
 
 
+#: Template sets in a fixed order and colour: development, held out, both together.
+TEMPLATE_SET_COLOURS = {"dev": "#1f77b4", "held_out": "#ff7f0e", "all": "#7f7f7f"}
+
+
 def _template_set_bars(rows: pd.DataFrame, share: str, share_label: str) -> go.Figure:
     """One bar per (detector, planted case) and template set, of the share in column ``share``
     (0 to 1): development and held-out templates side by side, so a gap between them shows."""
@@ -69,7 +73,15 @@ def _template_set_bars(rows: pd.DataFrame, share: str, share_label: str) -> go.F
         barmode="group",
         range_y=(0, 1),
         height=380,
-        labels={"label": "detector · planted case", share: share_label},
+        # one colour per template set on both charts (Plotly's order-of-appearance colours
+        # gave "dev" two different ones)
+        color_discrete_map=TEMPLATE_SET_COLOURS,
+        category_orders={"template_set": list(TEMPLATE_SET_COLOURS)},
+        labels={
+            "label": "detector · planted case",
+            share: share_label,
+            "template_set": "template set",
+        },
     )
 
 

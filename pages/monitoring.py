@@ -47,6 +47,13 @@ def scores(n_boot: int) -> pd.DataFrame:
     return oversight.monitor_scores(verdicts, n_boot=n_boot, seed=0)
 
 
+@common.derived("monitor_scores_pooled")
+def pooled_scores(n_boot: int) -> pd.DataFrame:
+    """The scores of every verdict of a teacher whatever its dataset (``dataset`` = "All")."""
+    verdicts = common.load_table("monitor_verdicts")
+    return oversight.monitor_scores(verdicts.assign(dataset=common.ALL), n_boot=n_boot, seed=0)
+
+
 @common.derived("monitor_legibility")
 def legibility(n_boot: int, include: bool) -> pd.DataFrame:
     """ρ(FOTU, P/R/F1) across teachers; reference teachers add no point unless ``include``."""
@@ -65,8 +72,10 @@ monitors = sorted(table["monitor"].unique())
 left, middle, right = st.columns(3)
 monitor = common.url_select("Monitor", monitors, "monitor", where=left)
 datasets = sorted(table.loc[table["monitor"] == monitor, "dataset"].unique())
-dataset = common.url_select("Dataset", datasets, "dataset", where=middle)
-chosen = table[(table["monitor"] == monitor) & (table["dataset"] == dataset)]
+dataset = common.url_select("Dataset", [common.ALL, *datasets], "dataset", where=middle)
+# "All": every verdict of a teacher counted once, whatever its dataset
+source = pooled_scores(N_BOOT) if dataset == common.ALL else table
+chosen = source[(source["monitor"] == monitor) & (source["dataset"] == dataset)]
 negatives = list(dict.fromkeys(chosen["negative_type"]))
 negative = common.url_select(
     "Negatives",
@@ -143,15 +152,27 @@ else:
     mine = correlation[
         (correlation["monitor"] == monitor) & (correlation["negative_type"] == negative)
     ]
-    here = mine[mine["dataset"] == dataset]
+    # "All" reads the pooled row: each teacher averaged over datasets first
+    here = mine[
+        mine["dataset"] == (oversight.POOLED_DATASETS if dataset == common.ALL else dataset)
+    ]
     columns = st.columns(3)
+    counts = []
     for column, measure in zip(columns, ("precision", "recall", "f1"), strict=True):
         row = here[here["measure"] == measure]
         value = float(row["rho"].iloc[0]) if len(row) else float("nan")
+        counts.append(int(row["n"].iloc[0]) if len(row) and pd.notna(row["n"].iloc[0]) else 0)
         column.metric(f"ρ(FOTU, {measure})", NOT_DEFINED if pd.isna(value) else f"{value:+.3f}")
     st.caption(
-        "Spearman ρ across teachers; partial ρ holds the mean token length fixed. The pooled "
-        f"row '{oversight.POOLED_DATASETS}' averages each teacher over datasets first."
+        "Spearman ρ across teachers (n = "
+        + (
+            f"{counts[0]} teachers"
+            if len(set(counts)) == 1
+            else " / ".join(f"{n} teachers" for n in counts) + " for precision / recall / F1"
+        )
+        + ": with so few points a ρ is a hint, not a finding; its p is in the table). Partial "
+        "ρ holds the mean token length fixed. The pooled row "
+        f"'{oversight.POOLED_DATASETS}' averages each teacher over datasets first."
     )
     common.table(mine, "monitor_legibility")
 
@@ -160,7 +181,8 @@ if not common.has_table("sabotaged"):
     st.info("The store has no sabotaged traces (the monitor ran on natural failures only).")
     st.stop()
 sabotaged = common.load_table("sabotaged")
-sabotaged = sabotaged[sabotaged["dataset"] == dataset]
+if dataset != common.ALL:
+    sabotaged = sabotaged[sabotaged["dataset"] == dataset]
 if sabotaged.empty:
     st.info("No sabotaged trace in this dataset.")
     st.stop()

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import oversight, provenance, views
+from legival_core.display import tidy_table
 from legival_core.safe_text import markdown_literal, plotly_literal, plotly_literals
 from pages import common
 
@@ -203,4 +204,13 @@ correlations = pd.concat(
     ignore_index=True,
 )
 st.markdown("**Spearman ρ of the reward with each transfer metric**")
-common.table(correlations, "reward_correlations")
+# the metrics by their names on the other pages (a trace-level "fotu" of a release-profile
+# store is the release's trace score); the CSV keeps the field names
+named = correlations.assign(
+    metric=[
+        views.trace_metric_label(name, profile) if level == "trace" else common.metric_label(name)
+        for name, level in zip(correlations["metric"], correlations["level"], strict=True)
+    ]
+)
+st.dataframe(tidy_table(named), hide_index=True)
+common.download_csv(correlations, "reward_correlations")

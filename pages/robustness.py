@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from legival_core.display import MISSING, tidy_table
 from legival_core.robustness import REAL_FLIP, WITHIN_NOISE
 from legival_core.safe_text import markdown_literal
 from legival_core.views import robustness as robustness_view
@@ -74,12 +75,15 @@ st.caption(
     "The default ranking beside the chosen alternative, in default order; highlighted rows "
     f"swap places with another teacher (red: {REAL_FLIP}, amber: {WITHIN_NOISE})."
 )
-common.table(
-    pair_table.style.apply(highlight, axis=1).format(
-        {"default value": "{:.4g}", "value under the choice": "{:.4g}"}, na_rep="–"
-    ),
-    f"robustness_{metric}_pairs",
-)
+# tidy_table writes a column with a gap as text (the reference teacher has no default rank):
+# the grid would draw a null as "None" whatever a Styler's na_rep says.
+short = {
+    name: (lambda v: MISSING if pd.isna(v) else f"{v:.4g}")
+    for name in ("default value", "value under the choice")
+}
+shown_pairs = tidy_table(pair_table, formats=short).apply(highlight, axis=1)
+st.dataframe(shown_pairs, hide_index=True)
+common.download_csv(pair_table, f"robustness_{metric}_pairs")
 
 if len(report.unavailable):
     st.subheader("Not compared on this store")

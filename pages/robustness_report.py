@@ -44,11 +44,14 @@ def leaderboard_marker(shown: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
         return shown
     marked = robustness_view.mark_changing_ranks(shown, drawn, metrics)
     if not marked.equals(shown):
-        # One short line: a long label is cut at the column's width, and the page's name with it.
-        label = (
-            f"Robustness: {robustness_view.CHANGE_MARK} marks a rank that flips under some "
-            "analysis choice"
+        # The explanation as a caption (it wraps); the link short, since a page link's label
+        # stays on one line and a long one ran off the page.
+        st.caption(
+            f"{robustness_view.CHANGE_MARK} marks a rank whose order against another teacher "
+            "flips under some analysis choice (threshold, prefix grid, profile, student, "
+            "labeler, tokenizer, segmenter)."
         )
+        label = f"{robustness_view.CHANGE_MARK} Which rankings survive every choice: Robustness"
         try:
             st.page_link(PAGE, label=label)
         except StreamlitAPIException:  # the page run on its own, outside app.py's navigation

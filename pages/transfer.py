@@ -100,12 +100,19 @@ def _figures(
             )
         )
     strip = covered[covered["teacher"].isin(picked)]
+    most = max(int(strip["n_observed"].max()) if len(strip) else 1, 1)
     coverage_figure = go.Figure(
         go.Heatmap(
             x=strip["x"],
             y=plotly_literals(strip["teacher"]),
             z=strip["n_observed"],
-            colorscale="Greys",
+            zmin=0,
+            zmax=most,
+            # white only where nothing was measured: one trace is already a clear grey (on a
+            # linear grey scale up to the whole-trace bin's ~50 traces it looked white)
+            colorscale=[[0.0, "#ffffff"], [min(1 / most, 0.5), "#bdbdbd"], [1.0, "#000000"]]
+            if most > 1
+            else [[0.0, "#ffffff"], [1.0, "#000000"]],
             colorbar={"title": {"text": "traces"}},
             customdata=strip["n_traces"],
             hovertemplate="%{y}, x = %{x:.2f}<br>measured for %{z} of %{customdata} traces"
@@ -182,7 +189,7 @@ curve_figure, hazard_figure, coverage_figure = _figures(
     *common.store_key(), selection, tuple(picked), dashed
 )
 st.plotly_chart(curve_figure, key="curves_chart")
-if headline := common.leak_headline():
+if headline := common.leak_headline(per_teacher="in “Before the answer leaks” below"):
     st.warning(markdown_literal(headline))
 st.plotly_chart(coverage_figure, key="coverage_chart")
 firsts = first_measured(selection[0], selection[1])

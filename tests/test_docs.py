@@ -49,6 +49,14 @@ def test_the_readme_is_at_most_12000_characters() -> None:
     assert size <= README_LIMIT, f"README.md has {size} characters; move detail into docs/"
 
 
+def test_the_readme_shows_two_screenshots_of_the_app() -> None:
+    # what a reader sees before installing anything: the leaderboard and the transfer curves
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    images = [t for t in relative_links(text) if t.endswith(".png")]
+    assert images == ["docs/img/leaderboard.png", "docs/img/transfer.png"], images
+    assert all((REPO / image).stat().st_size > 50_000 for image in images)
+
+
 def test_every_relative_link_of_the_readme_and_the_docs_names_a_file_that_exists() -> None:
     pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
     assert len(pages) > 20  # the docs pages are there to check

@@ -94,6 +94,9 @@ def test_reward_page_shows_the_oversight_rhos(monkeypatch: pytest.MonkeyPatch, s
         assert table.loc[row.teacher, "score"] == pytest.approx(row.score)
         assert table.loc[row.teacher, "FOTU"] == pytest.approx(row.fotu)
     assert any(b.label == "Download CSV" for b in at.get("download_button"))
+    # the ρ table names each metric as the other pages do, not by its field name
+    rho = next(d.value for d in at.dataframe if "level" in d.value.columns)
+    assert "FOTU" in set(rho["metric"]) and not set(rho["metric"]) & {"fotu", "regression_rate"}
 
 
 def test_reward_page_follows_the_url(monkeypatch: pytest.MonkeyPatch, stores) -> None:
@@ -182,6 +185,37 @@ def test_monitoring_page_matches_the_scores(monkeypatch: pytest.MonkeyPatch, sto
     assert [t["name"] for t in bars["data"]] == [
         "precision (Wilson 95%)", "recall (Wilson 95%)", "f1 (bootstrap 95%)"
     ]  # fmt: skip
+
+
+def test_monitoring_page_pools_all_datasets(monkeypatch: pytest.MonkeyPatch, stores) -> None:
+    """ "All" is the first dataset choice, as on every page: the scores of every verdict of a
+    teacher, whatever its dataset, and the ρ of the pooled row (teachers averaged over
+    datasets first), each n given."""
+    store = stores["full"]
+    verdicts = store.read("monitor_verdicts")
+    assert verdicts["dataset"].nunique() > 1  # the check pools something
+    at = run_page("monitoring", monkeypatch, store)
+    choice = next(box for box in at.selectbox if box.label == "Dataset")
+    assert choice.options[0] == "All" and choice.value == "All"
+    pooled = oversight.monitor_scores(verdicts.assign(dataset="All"), n_boot=500, seed=0)
+    view = pooled[pooled.negative_type == "sabotage"].set_index("teacher")
+    shown = at.dataframe[0].value.set_index("teacher")
+    for teacher, row in view.iterrows():
+        assert shown.loc[teacher, "n valid"] == row["n_valid"]
+        assert shown.loc[teacher, "tp"] == row["tp"]
+        cell = shown.loc[teacher, "precision"]
+        assert cell == ("n/a" if pd.isna(row["precision"]) else pytest.approx(row["precision"]))
+    scores = oversight.monitor_scores(verdicts, n_boot=500, seed=0)
+    legibility = oversight.monitor_legibility_correlation(scores, store.read("teacher_metrics"))
+    here = legibility[
+        (legibility.dataset == oversight.POOLED_DATASETS) & (legibility.negative_type == "sabotage")
+    ].set_index("measure")
+    values = metric_values(at)
+    for measure in ("precision", "recall", "f1"):
+        rho = here.loc[measure, "rho"]
+        assert values[f"ρ(FOTU, {measure})"] == ("n/a" if pd.isna(rho) else f"{rho:+.3f}")
+    captions = " ".join(c.value for c in at.caption)
+    assert f"n = {int(here.loc['precision', 'n'])} teachers" in captions
 
 
 def test_monitoring_page_highlights_a_sabotage_safely(

@@ -7,6 +7,10 @@ hold none of the artefacts of a computation a reader should never have to decode
 ``NaN``, ``Infinity``, ``-0.000`` or a snake_case column header; and no address may open behind
 Streamlit's "Page not found" dialog. A full-page screenshot of each visit goes to
 ``test-artifacts/``.
+
+A data grid draws its cells on a canvas; its accessible cells, read here, hold an empty string
+where the canvas draws ``None`` for a null. ``tests/test_grid_cells.py`` therefore checks the
+frames every page hands to its grids.
 """
 
 from __future__ import annotations

@@ -300,6 +300,10 @@ def _demo_page(monkeypatch: pytest.MonkeyPatch, page: str, include: bool) -> App
     return at
 
 
+def select(at: AppTest, label: str) -> object:
+    return next(box for box in at.selectbox if box.label == label)
+
+
 def _chart(at: AppTest, index: int = 0) -> dict:
     return json.loads(at.get("plotly_chart")[index].proto.spec)
 
@@ -344,3 +348,37 @@ def test_teacher_level_correlations_count_the_reference_only_when_included(
         at = _demo_page(monkeypatch, "monitoring", include)
         legibility = next(d.value for d in at.dataframe if "partial rho" in d.value.columns)
         assert legibility.loc[legibility["measure"] == "recall", "n"].max() == n
+
+
+@pytest.mark.usefixtures("_fresh_caches")
+def test_decomposition_page_keeps_the_reference_out_of_comparisons(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The human's E0 (5.37 on champ-combinatorics against at most 0.74 for a model) is a line,
+    not a bar; the waterfall opens on two models; the failure modes are against the best model;
+    the VŌ–κ scatter draws the human apart (an open marker named as the reference)."""
+    at = _demo_page(monkeypatch, "decomposition", include=False)
+    charts = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    bars = next(c for c in charts if c["data"][0]["type"] == "bar")
+    assert "human" not in bars["data"][0]["x"]
+    notes = [a["text"] for a in bars["layout"].get("annotations", [])]
+    assert any(n.startswith("human (reference): E0") for n in notes), notes
+    assert "human" not in (select(at, "Model").value, select(at, "Compared with").value)
+    # the one dataset selector without "All" says why
+    assert 'no "All"' in select(at, "Benchmark").help
+    modes = next(d.value for d in at.dataframe if "failure mode" in d.value.columns)
+    assert "human" not in set(modes["model"]) | set(modes["reference"])
+    scatter = next(c for c in charts if c["data"][0]["type"] == "scatter")
+    points = {d["name"]: d for d in scatter["data"] if d.get("mode") != "lines"}
+    model_names = {t for d in scatter["data"] for t in d.get("text", []) if d["name"] == "models"}
+    assert "human" not in model_names and "gpt-4" in model_names
+    reference = points["reference (not compared)"]
+    assert list(reference["text"]) == ["human"]
+    assert reference["marker"]["symbol"] == "circle-open"
+    at = _demo_page(monkeypatch, "decomposition", include=True)
+    scatter = next(
+        json.loads(c.proto.spec)
+        for c in at.get("plotly_chart")
+        if json.loads(c.proto.spec)["data"][0]["type"] == "scatter"
+    )
+    assert all(d["name"] != "reference (not compared)" for d in scatter["data"])

@@ -221,6 +221,8 @@ def test_correlations_show_n_and_fade_few_points(tmp_path: Path, monkeypatch) ->
     assert not any("*" in t for row in faded["text"] for t in row)
     # both layers share one colour scale, so faded cells keep their colours
     assert strong["coloraxis"] == faded["coloraxis"] == "coloraxis"
+    # and their numbers stay readable: dark text (Plotly's automatic white was lost on them)
+    assert faded["textfont"]["color"] == "#333"
     assert any("number of teachers" in c.value for c in at.caption)
     # trace level: 3 teachers x 6 problems = 18 traces; transfer metrics exist for the 15
     # correct ones only (3 wrong), so tokens-vs-redundancy has n 18 and tokens-vs-FOTU n 15,

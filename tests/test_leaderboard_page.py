@@ -1,0 +1,104 @@
+"""The leaderboard reads at a glance on the bundled demo, and a shared link reopens it.
+
+What a first look needs: the teacher column pinned while the metrics scroll; a small default set
+of columns (the chosen metric, accuracy, tokens, FOTU, FOTU before leak) with a chooser for the
+rest; rows in the chosen metric's rank order; a one-line verdict above the rank-interval table;
+FOTU's header saying how much of it comes after the answer leak. Every choice a person would
+share (metric, columns, composite weights, the rank-interval focus) is in the URL, and opening
+that URL shows the same table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from legival_core.app_config import BUNDLED_STORES
+from legival_core.leak_summary import leak_summary
+from legival_core.store import Store
+from tests.app_runner import run_app_page
+
+
+@pytest.fixture(autouse=True)
+def _clear_caches() -> None:
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+@pytest.fixture(scope="module")
+def demo() -> Store:
+    if not (BUNDLED_STORES["demo"] / "manifest.json").exists():
+        pytest.fail("the bundled demo store is missing (python -m precompute demo builds it)")
+    return Store.open(BUNDLED_STORES["demo"])
+
+
+def board(at: AppTest):  # the rank table: the first grid
+    return at.dataframe[0]
+
+
+def first_rank(cell: object) -> int | None:
+    match = re.match(r"(\d+)", str(cell))
+    return int(match.group(1)) if match else None
+
+
+def test_first_look(demo: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = run_app_page("leaderboard", monkeypatch, [demo.path], timeout=300)
+    grid = board(at)
+    config = json.loads(grid.proto.columns)
+    assert config["teacher"]["pinned"] is True
+    more = next(m for m in at.multiselect if m.label == "More columns")
+    assert more.value == ["accuracy", "tokens", "fotu_before_leak"]  # FOTU is the metric
+    shown = grid.value
+    assert [c for c in shown.columns if not c.endswith((" rank", " Δ"))] == [
+        "teacher", "FOTU", "Accuracy", "Tokens", "FOTU before leak"
+    ]  # fmt: skip
+    ranks = [first_rank(c) for c in shown["FOTU rank"]]
+    ranked = [r for r in ranks if r is not None]
+    assert ranked == sorted(ranked) and ranks[-1] is None  # the reference row last, unranked
+    # the verdict stands between the rank-interval choice and its table
+    verdicts = [
+        m.value for m in at.markdown if "separated on FOTU" in m.value or "On FOTU" in m.value
+    ]
+    assert len(verdicts) == 1
+    # FOTU's header says how much of it comes after the answer leak, from the store's pairs
+    pairs = demo.read("trace_transfer")
+    leaks = leak_summary(
+        pairs, demo.read("rollouts", columns=["trace_id", "student", "k", "correct"])
+    )
+    models = leaks[leaks["teacher"] != "human"]
+    after, solves = int(models["at_or_after_leak"].sum()), int(models["first_solves"].sum())
+    help_text = config["FOTU"]["help"]
+    assert f"{after} of {solves} first solves" in help_text, help_text
+    assert config["FOTU before leak"]["help"].startswith("FOTU from the prefixes shown before")
+
+
+def test_shared_state_is_in_the_url_and_reopens_the_same_table(
+    demo: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = run_app_page("leaderboard", monkeypatch, [demo.path], timeout=300)
+    next(s for s in at.selectbox if s.label == "Metric").select("accuracy").run()
+    next(m for m in at.multiselect if m.label == "More columns").select("redundancy").run()
+    next(n for n in at.number_input if n.key == "weight_tokens").set_value(2.0).run()
+    assert not at.exception, [e.value for e in at.exception]
+    params = dict(at.query_params)  # a value, or a list for a repeated parameter
+    assert params["metric"] == "accuracy"
+    assert "redundancy" in params["columns"]
+    assert params["weights"] == "tokens:2"
+    assert params["focus"] == "composite"
+    table = board(at).value
+    assert table.columns[1:3].tolist() == ["composite", "composite rank"]
+
+    monkeypatch.setenv("LEGIVAL_STORE", str(demo.path))
+    again = AppTest.from_file(
+        str(BUNDLED_STORES["demo"].parents[1] / "app.py"), default_timeout=300
+    )
+    for key, value in params.items():
+        again.query_params[key] = value
+    again.run()
+    assert not again.exception, [e.value for e in again.exception]
+    assert board(again).value.equals(table)
+    assert next(s for s in again.selectbox if s.label == "Rank intervals of").value == "composite"

@@ -1,0 +1,83 @@
+"""Measured vs filled on the demo's transfer page: a marker on each teacher's curve where some
+trace was measured, and nowhere else; a strip counting the traces measured per bin, on which a
+bin measured for a single trace is visibly not empty.
+
+The bins come from :func:`legival_core.views.observed_coverage` on the store's rollouts (its
+doctest works a case by hand); here the page must draw exactly those.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+
+import numpy as np
+import plotly.colors
+import pytest
+import streamlit as st
+
+from legival_core import views
+from legival_core.app_config import BUNDLED_STORES
+from legival_core.store import Store
+from tests.app_runner import run_app_page
+
+
+@pytest.fixture(autouse=True)
+def _clear_caches() -> None:
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def rgb(colour: str) -> tuple[float, ...]:
+    """A Plotly colour ("#aabbcc" or "rgb(1,2,3)") as an (r, g, b) tuple."""
+    if colour.startswith("#"):
+        return tuple(float(v) for v in plotly.colors.hex_to_rgb(colour))
+    return tuple(float(v) for v in plotly.colors.unlabel_rgb(colour))
+
+
+def values(data: object) -> np.ndarray:
+    """Plotly arrays: plain lists or ``{"dtype", "bdata"}`` base64 blocks."""
+    if isinstance(data, dict) and "bdata" in data:
+        return np.frombuffer(base64.b64decode(data["bdata"]), data["dtype"])
+    return np.asarray(data)
+
+
+def test_markers_sit_on_the_measured_bins_and_the_strip_shows_one_trace(monkeypatch) -> None:
+    if not (BUNDLED_STORES["demo"] / "manifest.json").exists():
+        pytest.fail("the bundled demo store is missing (python -m precompute demo builds it)")
+    demo = Store.open(BUNDLED_STORES["demo"])
+    at = run_app_page("transfer", monkeypatch, [demo.path], timeout=300)
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    curves, strip = charts[0], charts[1]
+    coverage = views.observed_coverage(demo.read("rollouts"))
+    lines = {d["name"]: d for d in curves["data"] if d.get("mode") == "lines"}
+    markers = {d["name"]: d for d in curves["data"] if d.get("mode") == "markers"}
+    for teacher in ("gpt-4", "gpt-3.5", "palm-2-medium"):
+        seen = coverage[(coverage["teacher"] == teacher) & (coverage["n_observed"] > 0)]
+        dots = markers[f"{teacher} measured"]
+        np.testing.assert_allclose(np.sort(values(dots["x"])), np.sort(seen["x"].to_numpy()))
+        # each dot lies on its line
+        xs, ys = np.round(values(lines[teacher]["x"]), 6), values(lines[teacher]["y"])
+        line = dict(zip(xs, ys, strict=True))
+        for x, y in zip(values(dots["x"]), values(dots["y"]), strict=True):
+            assert line[round(float(x), 6)] == pytest.approx(y)
+    assert len(seen) < 50  # the check has filled bins to leave unmarked
+    # the leak warning beside the curves points at this page's own table, not at this page
+    (warning,) = [w.value for w in at.warning if "Answer leak" in w.value]
+    assert "Before the answer leaks" in warning and "Transfer curves page" not in warning
+    # the strip: one trace measured is drawn at least a light grey, not white
+    heat = strip["data"][0]
+    assert heat["type"] == "heatmap"
+    counts = values(heat["z"])
+    assert counts.min() == 0 and 1 in counts
+    scale = [(float(p), c) for p, c in heat["colorscale"]]
+    one = (1 - heat.get("zmin", 0)) / (heat.get("zmax", counts.max()) - heat.get("zmin", 0))
+    colour = plotly.colors.find_intermediate_color(
+        *next(
+            (rgb(a), rgb(b), (one - p) / (q - p))
+            for (p, a), (q, b) in itertools.pairwise(scale)
+            if p <= one <= q
+        )
+    )
+    assert max(colour) <= 215, colour  # white is 255; a single trace must show
