@@ -50,10 +50,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from legival_core.polarity import (
+    AskedClaim,
+    asked_claim,
     is_hedge,
     main_clause,
     polarity,
     sentential_negation_count,
+    speaks_to,
     unequal_count,
 )
 from legival_core.tasks.boxed import box_content_spans
@@ -126,6 +129,7 @@ class AnswerFrame:
     prompt: str | None = None
     _givens: str | None = field(default=None, compare=False, repr=False)
     _focus: frozenset[str] | None = field(default=None, compare=False, repr=False)
+    _asked: AskedClaim | None = field(default=None, compare=False, repr=False)
 
     @property
     def question_negated(self) -> bool:
@@ -139,6 +143,15 @@ class AnswerFrame:
         # "≠" negates the question's claim ("Must x_n ≠ 0 for all n?"), not when it only
         # ranges over cases ("for any p ≠ q"); a reply's polarity counts it the same way.
         return (sentential_negation_count(asking) + unequal_count(asking)) % 2 == 1
+
+    @property
+    def asked(self) -> AskedClaim:
+        """What the question's claim is about beyond its words (a limit; computed once)."""
+        if self._asked is None:
+            from legival_core.questions import asking_sentence
+
+            object.__setattr__(self, "_asked", asked_claim(asking_sentence(self.prompt or "")))
+        return self._asked or AskedClaim()
 
     @property
     def focus(self) -> frozenset[str]:
@@ -946,14 +959,16 @@ def _frame_candidates(
     if conclusions_only and not _CONCLUSION.search(words):
         return
     if frame.question_type == "yes_no":
-        stated = polarity(words)
+        stated = polarity(words, frame.asked)
         if stated is not None:
             if frame.question_negated:  # "Must x_n ≠ 0?" answered "x_n is never 0": Yes
                 stated = "yes" if stated == "no" else "no"
             found = AnswerCandidate(sentence.start, sentence.end, stated.capitalize(), "polarity")
             # "The sequence … has no repeated terms" for "Must x_n ≠ 0 for all n?": a claim
             # about something else answers neither Yes nor No.
-            if frame.focus and frame.focus.isdisjoint(topic_words(main_clause(words))):
+            # A claim of divergence speaks of the limit asked about without naming it.
+            off_topic = frame.focus and frame.focus.isdisjoint(topic_words(main_clause(words)))
+            if off_topic and not speaks_to(words, frame.asked):
                 if dropped is not None:
                     dropped.append((found, _OFF_TOPIC))
             else:

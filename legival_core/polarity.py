@@ -9,6 +9,11 @@ contain a negation word without negating ("not only … but", "no doubt", "no ma
 "no less than", "nothing but") do not count. A "≠" in the claim's predicate negates too ("x_n ≠ 0
 for all n" as "x_n is never 0"), not one that ranges ("for any p ≠ q") or sits in its subject.
 
+A question can give a claim more ways to be denied. For one that asks whether a limit exists
+("Does a finite limit of a_n exist?"), a claim of divergence ("diverges", "is unbounded", "tends
+to infinity", "grows without bound") denies it as "has no limit" would; for one that asks about
+divergence itself, it affirms (:class:`AskedClaim`).
+
 A *hedge* commits to nothing: "Yes and no.", "Yes or no, I cannot tell.", "We cannot conclude
 that …", "it is not possible to determine …", "3 (or possibly 239)", "perhaps", "maybe". A
 hedged sentence states no answer at all, whatever words it contains.
@@ -23,15 +28,20 @@ Reference: Legi-Val (arXiv 2603.20508) §3 answer extraction; negation cues afte
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
+    "AskedClaim",
     "Polarity",
+    "asked_claim",
+    "divergence_count",
     "is_hedge",
     "main_clause",
     "negation_count",
     "polarity",
     "sentential_negation_count",
+    "speaks_to",
     "unequal_count",
 ]
 
@@ -226,9 +236,89 @@ def _between_relations(words: str, comma: int) -> bool:
     return all(any(c in _RELATION_CHARS for c in side[0]) for side in (before, after))
 
 
-def polarity(sentence: str) -> Polarity | None:
+# A claim of divergence in words: "diverges", "is divergent", "is unbounded", "tends to
+# infinity", "grows without bound". Fixed words only (linear time).
+_DIVERGENCE = re.compile(
+    r"\b(?:diverg(?:es|ed|ent|ing|e)\b|unbounded\b"
+    r"|(?:tends?|tending|goes|go|going|grows?|growing|increases?|increasing|approach(?:es)?"
+    r"|approaching|rises?|rising)\s+(?:to\s+(?:\+\s*)?(?:infinity\b|∞)|without\s+(?:a\s+)?bound\b))",
+    re.IGNORECASE,
+)
+#: Words that make "n tends to infinity" the limit process ("as n tends to infinity, …"), not
+#: a claim that something diverges.
+_PROCESS_WORDS = frozenset({"as", "when", "while", "if", "until", "once"})
+_LIMIT_WORDS = re.compile(r"\b(?:limits?|converg\w*|diverg\w*)\b", re.IGNORECASE)
+
+
+def divergence_count(claim: str) -> int:
+    """How many claims of divergence the words of ``claim`` make ("diverges", "is unbounded",
+    "tends to infinity", "grows without bound"); one that follows "as", "when", "if" … in its
+    clause is the limit process ("as n tends to infinity"), not a claim.
+
+    >>> divergence_count("The sequence diverges to infinity."), divergence_count("b_n is unbounded")
+    (1, 1)
+    >>> divergence_count("As n tends to infinity, the terms settle down to 2.")
+    0
+    """
+    words = _words_only(claim)
+    count = 0
+    for match in _DIVERGENCE.finditer(words):
+        before = words[max(0, match.start() - 64) : match.start()]
+        for mark in ",;:":
+            before = before.rsplit(mark, 1)[-1]
+        if not _PROCESS_WORDS.intersection(w.lower() for w in before.split()[-5:]):
+            count += 1
+    return count
+
+
+@dataclass(frozen=True)
+class AskedClaim:
+    """What a yes/no question's claim is about, beyond its words.
+
+    Attributes:
+        about_limit: the question asks whether a limit exists, or whether a sequence converges
+            or diverges ("Does a finite limit of a_n exist?"): a claim of divergence in a reply
+            is read against it.
+        divergence: the question's own claim is divergence ("Does b_n diverge?").
+    """
+
+    about_limit: bool = False
+    divergence: bool = False
+
+
+def asked_claim(asking: str) -> AskedClaim:
+    """The :class:`AskedClaim` of a question's asking sentence.
+
+    >>> asked_claim("Does a finite limit of a_n exist, and if so, find it.")
+    AskedClaim(about_limit=True, divergence=False)
+    >>> asked_claim("Does the sequence b_n diverge?").divergence
+    True
+    """
+    about_limit = _LIMIT_WORDS.search(_words_only(asking)) is not None
+    return AskedClaim(about_limit, about_limit and divergence_count(asking) % 2 == 1)
+
+
+def speaks_to(sentence: str, asked: AskedClaim | None) -> bool:
+    """True when ``sentence``'s claim is about what the question asks by a route its words
+    need not share with the question: for a question about a limit, a claim of convergence,
+    divergence or a limit ("converges to a finite limit" for "Does b_n diverge?").
+
+    >>> speaks_to("The sequence grows without bound.", AskedClaim(about_limit=True))
+    True
+    >>> speaks_to("The sequence is increasing.", AskedClaim(about_limit=True))
+    False
+    """
+    if asked is None or not asked.about_limit:
+        return False
+    claim = main_clause(sentence)
+    return divergence_count(claim) > 0 or _LIMIT_WORDS.search(_words_only(claim)) is not None
+
+
+def polarity(sentence: str, asked: AskedClaim | None = None) -> Polarity | None:
     """``"no"`` when an odd number of negations scope over the claim, else ``"yes"``; None for
-    a hedge. A leading "Yes," / "No," decides by itself.
+    a hedge. A leading "Yes," / "No," decides by itself. With the question's ``asked`` claim
+    about a limit, a claim of divergence counts as a negation (once more when the question
+    itself asks about divergence).
 
     >>> polarity("4^545 + 545^4 is not a prime number.")
     'no'
@@ -242,6 +332,8 @@ def polarity(sentence: str) -> Polarity | None:
     'yes'
     >>> polarity("Yes or no, I cannot tell.") is None
     True
+    >>> polarity("The sequence diverges to infinity.", AskedClaim(about_limit=True))
+    'no'
     """
     if is_hedge(sentence):
         return None
@@ -253,7 +345,11 @@ def polarity(sentence: str) -> Polarity | None:
     # one before its last copula belongs to the subject ("the least p + q with x_p ≠ x_q is 3").
     copulas = list(_COPULA_WORD.finditer(_words_only(claim)))
     predicate = copulas[-1].end() if copulas else 0
-    return "no" if (negation_count(claim) + unequal_count(claim, predicate)) % 2 else "yes"
+    negations = negation_count(claim) + unequal_count(claim, predicate)
+    if asked is not None and asked.about_limit:
+        # "diverges" denies "a limit exists"; it affirms "does it diverge?"
+        negations += divergence_count(claim) + asked.divergence
+    return "no" if negations % 2 else "yes"
 
 
 _COPULA_WORD = re.compile(r"\b(?:is|are|was|were|be|equals)\b", re.IGNORECASE)

@@ -273,6 +273,52 @@ def test_a_claim_about_something_else_answers_neither_yes_nor_no() -> None:
     assert graded("The sequence has no zero terms.", "Yes", SEQ37).grade.correct
 
 
+# --- the held-out half's disagreements, each as a class ------------------------------------------
+# The held-out half (tests/fixtures/champ_settings_labels_heldout.csv) was scored once, then read;
+# four of its five disagreements were grader classes. The prompts and replies below are written
+# for these tests in the shape of the recorded ones, with their kin; none is a recorded text.
+
+LIMIT_PROMPT = (
+    "A sequence {b_n} is defined by b_1=2, b_(n+1)=b_n+1/b_n. Does a finite limit of b_n "
+    "exist, and if so, find it."
+)
+NO_LIMIT = "The limit does not exist"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The sequence $\\{b_n\\}$ diverges to infinity.",
+        "The sequence b_n tends to infinity.",
+        "Therefore, the sequence is unbounded.",
+        "The terms b_n grow without bound.",
+        "Hence the sequence is divergent.",
+        "So b_n increases without bound, since each step adds a positive amount.",
+    ],
+)
+def test_a_divergence_claim_denies_that_the_limit_exists(text: str) -> None:
+    # Example C w/o H, PaLM 2 ("diverges to infinity", labelled right): a claim that the
+    # sequence diverges answers "does a (finite) limit exist?" with No
+    result = graded(text, NO_LIMIT, LIMIT_PROMPT)
+    assert result.grade.correct and (result.kind, result.answer) == ("polarity", "No"), result
+    assert not graded(text, "Yes", LIMIT_PROMPT).grade.correct
+    assert not graded(text, "The limit exists and is equal to 2", LIMIT_PROMPT).grade.correct
+
+
+def test_divergence_is_read_against_what_the_question_asks() -> None:
+    # a negated divergence affirms the limit; "as n tends to infinity" is no claim of divergence
+    assert graded("The sequence does not diverge.", "Yes", LIMIT_PROMPT).grade.correct
+    settles = "As n tends to infinity, the sequence settles down to a finite limit."
+    assert not graded(settles, NO_LIMIT, LIMIT_PROMPT).grade.correct
+    # a question that asks about divergence itself: divergence is its Yes
+    asks = "A sequence {b_n} is defined by b_1=2, b_(n+1)=b_n+1/b_n. Does b_n diverge?"
+    assert graded("The sequence b_n tends to infinity.", "Yes", asks).grade.correct
+    assert graded("The sequence b_n converges to a finite limit.", "No", asks).grade.correct
+    # a question about no limit: "unbounded" keeps its plain Yes
+    bounded = "Let f(x) = x^3 - x. Is f unbounded on the real line?"
+    assert graded("The function f is unbounded on the real line.", "Yes", bounded).grade.correct
+
+
 # --- no answer from the question (item 4) ---------------------------------------------------------
 
 NT20 = (
