@@ -23,7 +23,7 @@ of :mod:`legival_core.questions`):
 
 - a yes/no question answered by a statement gets a ``polarity`` candidate, "Yes" or "No", from
   the negations of the sentence (:mod:`legival_core.polarity`); a count question gets a
-  ``count`` candidate from "exactly two", "no such", "none";
+  ``count`` candidate from "exactly two", "no such", "none", "For 20 values of n, …";
 - a sentence that hedges ("Yes and no", "3 (or possibly 239)", "we cannot conclude …") states
   nothing: its only candidate is of kind ``hedge``, which no grader accepts;
 - several values offered together ("3 or 239", "$0$, $1$, or $-1$", "Possible answers: 3,
@@ -705,6 +705,15 @@ _COUNT_WORD = re.compile(
     re.IGNORECASE,
 )
 _BOUND = re.compile(r"\b(?:at\s+least|at\s+most|exactly)\s+", re.IGNORECASE)
+# A count sentence that opens with the number of cases ("For 20 values of n, …", "In 20 cases,
+# …", "Therefore, for exactly twenty integers n …"); used with Pattern.match at its start. The
+# number must be followed by a word: "For n = 20" and "In 2020, …" name no count.
+_CASES_COUNT = re.compile(
+    r"\W*(?:(?:so|thus|hence|therefore|finally|overall|in\s+(?:conclusion|summary))\s*,?\s+)?"
+    r"(?:for|in)\s+(?:(?:exactly|precisely|only|just|all)\s+)?"
+    r"(\d+|" + "|".join(_NUMBER_WORDS) + r")\s+(?=[A-Za-z])",
+    re.IGNORECASE,
+)
 _NONE = re.compile(r"\b(?:no\s+such|there\s+(?:are|is|exist|exists)\s+no|none)\b", re.IGNORECASE)
 
 
@@ -984,6 +993,10 @@ def _frame_candidates(
             found = _leading_expression(text, match.end(), sentence.end, "count")
             if found is not None:
                 yield found
+        # "For 20 values of n, the remainder is 4": the number of cases is the count.
+        if cases := _CASES_COUNT.match(text, sentence.start, sentence.end):
+            number = _NUMBER_WORDS.get(cases.group(1).lower(), cases.group(1))
+            yield AnswerCandidate(sentence.start, sentence.end, number, "count")
 
 
 Dropped = list[tuple[AnswerCandidate, str]]

@@ -319,6 +319,42 @@ def test_divergence_is_read_against_what_the_question_asks() -> None:
     assert graded("The function f is unbounded on the real line.", "Yes", bounded).grade.correct
 
 
+COUNT_MOD_PROMPT = (
+    "For how many integers n in {1, 2, ..., 60} does n^2+n+1 leave a remainder of 1 when "
+    "divided by 3?"
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "For 40 values of n in {1, 2, ..., 60}, n^2+n+1 leaves a remainder of 1 when divided by 3.",
+        "For exactly 40 values of n, the remainder is 1.",
+        "In 40 cases, n^2+n+1 leaves a remainder of 1.",
+        "Therefore, for all 40 such integers n, the remainder of n^2+n+1 is 1.",
+    ],
+)
+def test_a_count_stated_as_for_n_values(text: str) -> None:
+    # Name C w/o H, GPT-3.5 ("For 20 values of n …", labelled right): "for how many … give a
+    # remainder of 4?" asks a count, and a sentence that opens with "For N values" states N
+    assert question_type(COUNT_MOD_PROMPT) == "count"
+    result = graded(text, "40", COUNT_MOD_PROMPT)
+    assert result.grade.correct and (result.kind, result.answer) == ("count", "40"), result
+    assert not graded(text, "41", COUNT_MOD_PROMPT).grade.correct
+
+
+def test_only_a_count_question_reads_for_n_values_as_its_answer() -> None:
+    # a remainder asked of a count is still a residue question; an expression question does not
+    # take the number of cases for its answer
+    assert question_type("Find the remainder when the number of subsets is divided by 7.") == (
+        "mod_value"
+    )
+    prompt = "Let s_n = n^2 + 1. What is the sum of s_n mod 5 over n in {1, ..., 40}?"
+    assert not graded("For 40 values of n, the sum is 60.", "40", prompt).grade.correct
+    # "For n = 40" names a case, not a count of cases
+    assert not graded("For n = 40, the remainder is 1.", "40", COUNT_MOD_PROMPT).grade.correct
+
+
 # --- no answer from the question (item 4) ---------------------------------------------------------
 
 NT20 = (
