@@ -12,7 +12,9 @@ for all n" as "x_n is never 0"), not one that ranges ("for any p ≠ q") or sits
 A question can give a claim more ways to be denied. For one that asks whether a limit exists
 ("Does a finite limit of a_n exist?"), a claim of divergence ("diverges", "is unbounded", "tends
 to infinity", "grows without bound") denies it as "has no limit" would; for one that asks about
-divergence itself, it affirms (:class:`AskedClaim`).
+divergence itself, it affirms. For one that compares a quantity with a number ("Do we have
+a_9000 > 30?"), a reply that compares with the same number answers by its direction: "a_9000 is
+about 2.7, which is less than 30" is No, "a_9000 exceeds 30" is Yes (:class:`AskedClaim`).
 
 A *hedge* commits to nothing: "Yes and no.", "Yes or no, I cannot tell.", "We cannot conclude
 that …", "it is not possible to determine …", "3 (or possibly 239)", "perhaps", "maybe". A
@@ -29,12 +31,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
 __all__ = [
     "AskedClaim",
     "Polarity",
     "asked_claim",
+    "asked_comparison",
+    "compared_polarity",
     "divergence_count",
     "is_hedge",
     "main_clause",
@@ -271,6 +276,116 @@ def divergence_count(claim: str) -> int:
     return count
 
 
+# A comparison with a number: words ("greater than", "at most", "exceeds") or signs (">", "≤",
+# "\\geq"); "not"/"no" before the words turn it round ("no more than" is "at most"). The
+# bound is a plain number or fraction; what follows it is checked by :func:`_bound_of`.
+_UP = (
+    r"\b(?:(?:greater|larger|bigger|more|higher)\s+than(?:\s+or\s+equal\s+to)?|exceed(?:s|ing)?"
+    r"|above|at\s+least)\b|≥|>=|\\geq?(?:slant)?(?![A-Za-z])|\\gt(?![A-Za-z])|(?<![-=<>])>(?![=>])"
+)
+_DOWN = (
+    r"\b(?:(?:less|smaller|lower|fewer)\s+than(?:\s+or\s+equal\s+to)?|below|at\s+most)\b"
+    r"|≤|<=|\\leq?(?:slant)?(?![A-Za-z])|\\lt(?![A-Za-z])|(?<![<>])<(?![=<>-])"
+)
+_RELATION = rf"(?P<neg>\b(?:not|no)\s+)?(?:(?P<up>{_UP})|(?P<down>{_DOWN}))"
+_ANY_COMPARISON = re.compile(_RELATION, re.IGNORECASE)
+_COMPARISON = re.compile(
+    _RELATION + r"[ \t]*(?:\$[ \t]*)?(?:\{[ \t]*)?(?P<bound>-?\d+(?:\.\d+)?(?:[ \t]*/[ \t]*\d+)?)",
+    re.IGNORECASE,
+)
+#: A clause that gives a reason or a condition ("since a_n < 30 for small n"): its comparison
+#: is not the claim.
+_REASON = re.compile(
+    r"\W*(?:because|since|as|given|if|when|whenever|although|though|while|whereas|for"
+    r"|assuming|suppose)\b",
+    re.IGNORECASE,
+)
+Comparison = tuple[Literal["up", "down"], Fraction]
+
+
+def _bound_of(text: str, match: re.Match[str]) -> Fraction | None:
+    """The number a comparison match compares with, or None when the number is only the start
+    of an expression ("< 2^99", "> 30n", "< 30 + 1")."""
+    end = match.end()
+    following = text[end : end + 1]
+    if following and (following.isalnum() or following in "^_/!({[\\"):
+        return None
+    rest = text[end : end + 16].lstrip(" \t$}")
+    if rest[:1] and rest[0] in "+-*/^·×":
+        return None
+    try:
+        return Fraction(match.group("bound").replace(" ", "").replace("\t", ""))
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def _direction(match: re.Match[str]) -> Literal["up", "down"]:
+    """The direction of a comparison: up for "greater than" and its kin, down for "less than";
+    a "not" or "no" before the words turns it."""
+    up = match.group("up") is not None
+    if match.group("neg"):
+        up = not up
+    return "up" if up else "down"
+
+
+def asked_comparison(asking: str) -> Comparison | None:
+    """The direction and number of the one comparison a question asks about ("Do we have
+    a_9000>30?" -> up, 30), or None: no comparison, several, one with an expression, or a
+    negated question (read by its negation instead).
+
+    >>> asked_comparison("do we have a_9000>30?")
+    ('up', Fraction(30, 1))
+    >>> asked_comparison("is a less than 1/15?")
+    ('down', Fraction(1, 15))
+    >>> asked_comparison("is it possible to have a_100<2^99?") is None
+    True
+    """
+    if sentential_negation_count(asking) % 2 or len(_ANY_COMPARISON.findall(asking)) != 1:
+        return None
+    match = _COMPARISON.search(asking)
+    if match is None or (bound := _bound_of(asking, match)) is None:
+        return None
+    return _direction(match), bound
+
+
+def compared_polarity(sentence: str, comparison: Comparison | None) -> Polarity | None:
+    """How ``sentence`` answers a question that asks a ``comparison`` (:func:`asked_comparison`),
+    read from its own comparison with the same number: Yes in the asked direction, No in the
+    other, each turned by the negations of its clause ("It is false that …"). The comparison of
+    the main clause counts; else the last one outside a clause of reasons ("… is about 2.7,
+    which is less than 30"). None when the sentence compares nothing with that number.
+
+    >>> asked = asked_comparison("do we have a_9000>30?")
+    >>> compared_polarity("a_9000 is about 2.7, which is less than 30.", asked)
+    'no'
+    >>> compared_polarity("a_9000 is no less than 30.", asked)
+    'yes'
+    >>> compared_polarity("a_9000 is less than 40.", asked) is None
+    True
+    """
+    if comparison is None:
+        return None
+    direction, bound = comparison
+    found = [m for m in _COMPARISON.finditer(sentence) if _bound_of(sentence, m) == bound]
+    if not found:
+        return None
+    main = main_clause(sentence)
+    main_start = max(sentence.find(main), 0)
+    in_main = [m for m in found if main_start <= m.start() < main_start + len(main)]
+    chosen: re.Match[str] | None = in_main[-1] if in_main else None
+    if chosen is None:
+        for match in reversed(found):
+            clause = max(sentence.rfind(mark, 0, match.start()) for mark in ",;:") + 1
+            if not _REASON.match(sentence, clause, match.start()):
+                chosen = match
+                break
+    if chosen is None:
+        return None
+    clause = max(sentence.rfind(mark, 0, chosen.start()) for mark in ",;:") + 1
+    negated = negation_count(sentence[clause : chosen.start()]) % 2 == 1
+    return "yes" if (_direction(chosen) == direction) != negated else "no"
+
+
 @dataclass(frozen=True)
 class AskedClaim:
     """What a yes/no question's claim is about, beyond its words.
@@ -280,35 +395,44 @@ class AskedClaim:
             or diverges ("Does a finite limit of a_n exist?"): a claim of divergence in a reply
             is read against it.
         divergence: the question's own claim is divergence ("Does b_n diverge?").
+        comparison: the direction and number of the comparison it asks about ("Do we have
+            a_9000>30?": up, 30), read by :func:`compared_polarity`; None when it asks none.
     """
 
     about_limit: bool = False
     divergence: bool = False
+    comparison: Comparison | None = None
 
 
 def asked_claim(asking: str) -> AskedClaim:
     """The :class:`AskedClaim` of a question's asking sentence.
 
     >>> asked_claim("Does a finite limit of a_n exist, and if so, find it.")
-    AskedClaim(about_limit=True, divergence=False)
+    AskedClaim(about_limit=True, divergence=False, comparison=None)
     >>> asked_claim("Does the sequence b_n diverge?").divergence
     True
     """
     about_limit = _LIMIT_WORDS.search(_words_only(asking)) is not None
-    return AskedClaim(about_limit, about_limit and divergence_count(asking) % 2 == 1)
+    divergence = about_limit and divergence_count(asking) % 2 == 1
+    return AskedClaim(about_limit, divergence, asked_comparison(asking))
 
 
 def speaks_to(sentence: str, asked: AskedClaim | None) -> bool:
     """True when ``sentence``'s claim is about what the question asks by a route its words
     need not share with the question: for a question about a limit, a claim of convergence,
-    divergence or a limit ("converges to a finite limit" for "Does b_n diverge?").
+    divergence or a limit ("converges to a finite limit" for "Does b_n diverge?"); for one
+    that asks a comparison, a comparison with the same number.
 
     >>> speaks_to("The sequence grows without bound.", AskedClaim(about_limit=True))
     True
     >>> speaks_to("The sequence is increasing.", AskedClaim(about_limit=True))
     False
     """
-    if asked is None or not asked.about_limit:
+    if asked is None:
+        return False
+    if compared_polarity(sentence, asked.comparison) is not None:
+        return True
+    if not asked.about_limit:
         return False
     claim = main_clause(sentence)
     return divergence_count(claim) > 0 or _LIMIT_WORDS.search(_words_only(claim)) is not None
@@ -318,7 +442,8 @@ def polarity(sentence: str, asked: AskedClaim | None = None) -> Polarity | None:
     """``"no"`` when an odd number of negations scope over the claim, else ``"yes"``; None for
     a hedge. A leading "Yes," / "No," decides by itself. With the question's ``asked`` claim
     about a limit, a claim of divergence counts as a negation (once more when the question
-    itself asks about divergence).
+    itself asks about divergence); when it asks a comparison, a comparison of the sentence
+    with the same number decides (:func:`compared_polarity`).
 
     >>> polarity("4^545 + 545^4 is not a prime number.")
     'no'
@@ -340,6 +465,8 @@ def polarity(sentence: str, asked: AskedClaim | None = None) -> Polarity | None:
     lead = re.match(r"\W*(yes|no)\b\s*[,.;:!—-]", sentence, re.IGNORECASE)
     if lead is not None:
         return "yes" if lead.group(1).lower() == "yes" else "no"
+    if asked is not None and (compared := compared_polarity(sentence, asked.comparison)):
+        return compared
     claim = main_clause(sentence)
     # "x_n ≠ 0 for all n" denies as "x_n is never 0" does: a "≠" of the claim is a negation,
     # one before its last copula belongs to the subject ("the least p + q with x_p ≠ x_q is 3").

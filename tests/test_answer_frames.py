@@ -355,6 +355,41 @@ def test_only_a_count_question_reads_for_n_values_as_its_answer() -> None:
     assert not graded("For n = 40, the remainder is 1.", "40", COUNT_MOD_PROMPT).grade.correct
 
 
+COMPARE_PROMPT = "A sequence {c_n} is defined by c_1=1, c_(n+1)=c_n+1/c_n. Do we have c_500>40?"
+
+
+@pytest.mark.parametrize(
+    ("text", "gold"),
+    [
+        # Example C w/o H, GPT-3.5 ("… is approximately 2.71828, which is less than 30", labelled
+        # a No): the reply compares the asked quantity with the asked bound the other way round
+        ("The value of c_500 is approximately 31.6, which is less than 40.", "No"),
+        ("Thus c_500 is at most 40.", "No"),
+        ("We find that $c_{500} < 40$.", "No"),
+        ("So $c_{500} \\leq 40$ for this sequence.", "No"),
+        ("c_500 is no more than 40.", "No"),
+        ("c_500 is not less than 40.", "Yes"),
+        ("The value of c_500 is about 45, which is greater than 40.", "Yes"),
+        ("Hence c_500 exceeds 40.", "Yes"),
+        ("It is false that c_500 is smaller than 40.", "Yes"),
+    ],
+)
+def test_a_comparison_with_the_asked_bound_answers_by_its_direction(text: str, gold: str) -> None:
+    result = graded(text, gold, COMPARE_PROMPT)
+    assert result.grade.correct and result.kind == "polarity", result
+    other = "Yes" if gold == "No" else "No"
+    assert not graded(text, other, COMPARE_PROMPT).grade.correct
+
+
+def test_a_comparison_rule_needs_the_asked_bound_and_direction() -> None:
+    # a question asking "less than": "greater than" denies it
+    less = "Let a be the sum of 1/k^3 over k >= 2. Is a less than 0.25?"
+    assert graded("The sum a is about 0.202, which is less than 0.25.", "Yes", less).grade.correct
+    assert graded("We get a > 0.25.", "No", less).grade.correct
+    # a leading "Yes," decides by itself
+    assert graded("Yes, c_500 > 40.", "Yes", COMPARE_PROMPT).grade.correct
+
+
 # --- no answer from the question (item 4) ---------------------------------------------------------
 
 NT20 = (
