@@ -335,6 +335,44 @@ def _sentence_breaks(text: str) -> list[tuple[int, int]]:
     return breaks
 
 
+_SPACE = re.compile(r"\s+")
+
+
+def _window_start(text: str, start: int, end: int, limit: int) -> int:
+    """Where a sentence ``text[start:end]`` read on its last ``limit`` characters begins: at
+    ``end - limit``, moved on past the token that the cut falls inside ("= 1000…0" read from
+    inside its zeros would be the value 0); ``end`` when no whole token is left.
+
+    >>> text = "x = 1" + "0" * 10 + " so 7"
+    >>> text[_window_start(text, 0, len(text), 8) :]
+    'so 7'
+    >>> _window_start("1" + "0" * 10, 0, 11, 8)
+    11
+    """
+    if end - start <= limit:
+        return start
+    cut = end - limit
+    if text[cut - 1].isspace() or text[cut].isspace():
+        return cut
+    gap = _SPACE.search(text, cut, end)
+    return gap.end() if gap is not None else end
+
+
+def _window_end(text: str, start: int, cut: int) -> int:
+    """Where a text ``text[start:]`` read up to ``cut`` ends: at ``cut``, moved back before the
+    token it falls inside ("is 1000…0" cut inside its zeros names a smaller number); ``start``
+    when no whole token is left.
+
+    >>> text = "is 7 and 1" + "0" * 10
+    >>> text[: _window_end(text, 0, 15)]
+    'is 7 and'
+    """
+    if cut >= len(text) or text[cut].isspace() or text[cut - 1].isspace():
+        return cut
+    last = max(text.rfind(space, start, cut) for space in " \t\n\r")
+    return last if last > start else start
+
+
 class _Text:
     """A text with its maths regions and sentence breaks, found once."""
 
@@ -652,7 +690,9 @@ _ANSWER_PHRASE = re.compile(
 def _answer_phrase(source: _Text, frame: AnswerFrame) -> Iterator[AnswerCandidate]:
     text = source.text
     for match in _ANSWER_PHRASE.finditer(text):
-        end = min(source.sentence_end(match.end()), match.end() + MAX_SENTENCE_CHARS)
+        end = source.sentence_end(match.end())
+        if end - match.end() > MAX_SENTENCE_CHARS:
+            end = _window_end(text, match.end(), match.end() + MAX_SENTENCE_CHARS)
         if (found := _candidate(text, match.end(), end, "answer_phrase")) is None:
             continue
         if is_hedge(found.text):
@@ -1015,8 +1055,8 @@ def _sentence_candidates(
     docstring): a hedge yields only itself; a list is one candidate; nothing from a trailing
     clause, inside a list, or restating the problem's givens."""
     text = source.text
-    start = max(
-        start, end - (MAX_PREFIX_SENTENCE_CHARS if conclusions_only else MAX_SENTENCE_CHARS)
+    start = _window_start(
+        text, start, end, MAX_PREFIX_SENTENCE_CHARS if conclusions_only else MAX_SENTENCE_CHARS
     )
     words = text[start:end]
     if words.rstrip().endswith("?"):

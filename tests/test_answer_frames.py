@@ -390,6 +390,25 @@ def test_a_comparison_rule_needs_the_asked_bound_and_direction() -> None:
     assert graded("Yes, c_500 > 40.", "Yes", COMPARE_PROMPT).grade.correct
 
 
+LONG_DIGITS = "0" * 3000
+
+
+def test_a_window_that_starts_inside_a_number_reads_no_value() -> None:
+    # Misleading C w/o H, GPT-3.5 (cut off by the length limit inside "= 1000…0", no summary,
+    # labelled no answer): a sentence longer than the window was read from a cut inside its last
+    # number, so the trailing zeros read as the value 0
+    prompt = "Let n be 22...22, with a total of 1980 digits. What is n mod 1982?"
+    text = f"We square repeatedly.\n\nCalculating this, we get:\n\n10^1980 mod 991 = 1{LONG_DIGITS}"
+    result = graded(text, "0", prompt)
+    assert not result.grade.correct and result.grade.status == "no_answer", result
+    # the window's far end cut inside a number names a different, shorter number
+    long_value = "1" + "0" * 2500
+    assert not graded(f"The answer is {long_value}.", "1" + "0" * 1999).grade.correct
+    # a cut inside one token moves to the next word: what follows it is still read
+    tail = graded(f"Then x = 1{LONG_DIGITS} in this case, so the remainder is 7.", "7", prompt)
+    assert tail.grade.correct and tail.answer == "7"
+
+
 # --- no answer from the question (item 4) ---------------------------------------------------------
 
 NT20 = (
