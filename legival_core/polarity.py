@@ -75,7 +75,9 @@ _HEDGE = re.compile(
     r"|(?:is|was)\s+not\s+possible\s+to\s+(?:\w+\s+)?(?:determine|decide|conclude|say|tell)"
     r"|unable\s+to\s+(?:determine|decide|conclude|say|tell)"
     r"|not\s+(?:enough|sufficient)\s+information|(?:no|not\s+a)\s+simple\s+general"
-    r"|either\s+way|depends\s+on\s+the)\b",
+    r"|either\s+way|depends\s+on\s+the|unlikely|conjectured?"
+    r"|(?:analysis|approach|computation|calculation|investigation|proof)\s+(?:is|would\s+be)"
+    r"\s+(?:needed|required)|(?:conclusion|answer)\s+cannot\s+be\s+(?:made|reached|drawn|given))\b",
     re.IGNORECASE,
 )
 _INLINE_MATHS = re.compile(r"\$[^$]*\$|\\\([^\\]*\\\)")

@@ -388,6 +388,16 @@ def test_a_comparison_rule_needs_the_asked_bound_and_direction() -> None:
     assert graded("We get a > 0.25.", "No", less).grade.correct
     # a leading "Yes," decides by itself
     assert graded("Yes, c_500 > 40.", "Yes", COMPARE_PROMPT).grade.correct
+    # a comparison inside a hedge commits to nothing (its clause no longer hid it once the
+    # comparison was read: these were graded Yes by the first version of this rule)
+    for hedge in (
+        "From the estimate, it seems unlikely that c_500 would be greater than 40, but a "
+        "careful analysis is needed to determine its exact value.",
+        "From the recursion, it is conjectured that c_500 is greater than 40, but without "
+        "computing it, a definitive conclusion cannot be made.",
+    ):
+        for gold in ("Yes", "No"):
+            assert not graded(hedge, gold, COMPARE_PROMPT).grade.correct, (hedge, gold)
 
 
 LONG_DIGITS = "0" * 3000
