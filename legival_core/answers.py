@@ -23,7 +23,7 @@ of :mod:`legival_core.questions`):
 
 - a yes/no question answered by a statement gets a ``polarity`` candidate, "Yes" or "No", from
   the negations of the sentence (:mod:`legival_core.polarity`); a count question gets a
-  ``count`` candidate from "exactly two", "no such", "none";
+  ``count`` candidate from "exactly two", "no such", "none", "For 20 values of n, …";
 - a sentence that hedges ("Yes and no", "3 (or possibly 239)", "we cannot conclude …") states
   nothing: its only candidate is of kind ``hedge``, which no grader accepts;
 - several values offered together ("3 or 239", "$0$, $1$, or $-1$", "Possible answers: 3,
@@ -50,10 +50,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from legival_core.polarity import (
+    AskedClaim,
+    asked_claim,
     is_hedge,
     main_clause,
     polarity,
     sentential_negation_count,
+    speaks_to,
     unequal_count,
 )
 from legival_core.tasks.boxed import box_content_spans
@@ -126,6 +129,7 @@ class AnswerFrame:
     prompt: str | None = None
     _givens: str | None = field(default=None, compare=False, repr=False)
     _focus: frozenset[str] | None = field(default=None, compare=False, repr=False)
+    _asked: AskedClaim | None = field(default=None, compare=False, repr=False)
 
     @property
     def question_negated(self) -> bool:
@@ -139,6 +143,15 @@ class AnswerFrame:
         # "≠" negates the question's claim ("Must x_n ≠ 0 for all n?"), not when it only
         # ranges over cases ("for any p ≠ q"); a reply's polarity counts it the same way.
         return (sentential_negation_count(asking) + unequal_count(asking)) % 2 == 1
+
+    @property
+    def asked(self) -> AskedClaim:
+        """What the question's claim is about beyond its words (a limit; computed once)."""
+        if self._asked is None:
+            from legival_core.questions import asking_sentence
+
+            object.__setattr__(self, "_asked", asked_claim(asking_sentence(self.prompt or "")))
+        return self._asked or AskedClaim()
 
     @property
     def focus(self) -> frozenset[str]:
@@ -320,6 +333,44 @@ def _sentence_breaks(text: str) -> list[tuple[int, int]]:
                 breaks.append((newline, newline + 1))
             newline = text.find("\n", newline + 1, run_end)
     return breaks
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def _window_start(text: str, start: int, end: int, limit: int) -> int:
+    """Where a sentence ``text[start:end]`` read on its last ``limit`` characters begins: at
+    ``end - limit``, moved on past the token that the cut falls inside ("= 1000…0" read from
+    inside its zeros would be the value 0); ``end`` when no whole token is left.
+
+    >>> text = "x = 1" + "0" * 10 + " so 7"
+    >>> text[_window_start(text, 0, len(text), 8) :]
+    'so 7'
+    >>> _window_start("1" + "0" * 10, 0, 11, 8)
+    11
+    """
+    if end - start <= limit:
+        return start
+    cut = end - limit
+    if text[cut - 1].isspace() or text[cut].isspace():
+        return cut
+    gap = _SPACE.search(text, cut, end)
+    return gap.end() if gap is not None else end
+
+
+def _window_end(text: str, start: int, cut: int) -> int:
+    """Where a text ``text[start:]`` read up to ``cut`` ends: at ``cut``, moved back before the
+    token it falls inside ("is 1000…0" cut inside its zeros names a smaller number); ``start``
+    when no whole token is left.
+
+    >>> text = "is 7 and 1" + "0" * 10
+    >>> text[: _window_end(text, 0, 15)]
+    'is 7 and'
+    """
+    if cut >= len(text) or text[cut].isspace() or text[cut - 1].isspace():
+        return cut
+    last = max(text.rfind(space, start, cut) for space in " \t\n\r")
+    return last if last > start else start
 
 
 class _Text:
@@ -639,7 +690,9 @@ _ANSWER_PHRASE = re.compile(
 def _answer_phrase(source: _Text, frame: AnswerFrame) -> Iterator[AnswerCandidate]:
     text = source.text
     for match in _ANSWER_PHRASE.finditer(text):
-        end = min(source.sentence_end(match.end()), match.end() + MAX_SENTENCE_CHARS)
+        end = source.sentence_end(match.end())
+        if end - match.end() > MAX_SENTENCE_CHARS:
+            end = _window_end(text, match.end(), match.end() + MAX_SENTENCE_CHARS)
         if (found := _candidate(text, match.end(), end, "answer_phrase")) is None:
             continue
         if is_hedge(found.text):
@@ -692,6 +745,15 @@ _COUNT_WORD = re.compile(
     re.IGNORECASE,
 )
 _BOUND = re.compile(r"\b(?:at\s+least|at\s+most|exactly)\s+", re.IGNORECASE)
+# A count sentence that opens with the number of cases ("For 20 values of n, …", "In 20 cases,
+# …", "Therefore, for exactly twenty integers n …"); used with Pattern.match at its start. The
+# number must be followed by a word: "For n = 20" and "In 2020, …" name no count.
+_CASES_COUNT = re.compile(
+    r"\W*(?:(?:so|thus|hence|therefore|finally|overall|in\s+(?:conclusion|summary))\s*,?\s+)?"
+    r"(?:for|in)\s+(?:(?:exactly|precisely|only|just|all)\s+)?"
+    r"(\d+|" + "|".join(_NUMBER_WORDS) + r")\s+(?=[A-Za-z])",
+    re.IGNORECASE,
+)
 _NONE = re.compile(r"\b(?:no\s+such|there\s+(?:are|is|exist|exists)\s+no|none)\b", re.IGNORECASE)
 
 
@@ -946,14 +1008,16 @@ def _frame_candidates(
     if conclusions_only and not _CONCLUSION.search(words):
         return
     if frame.question_type == "yes_no":
-        stated = polarity(words)
+        stated = polarity(words, frame.asked)
         if stated is not None:
             if frame.question_negated:  # "Must x_n ≠ 0?" answered "x_n is never 0": Yes
                 stated = "yes" if stated == "no" else "no"
             found = AnswerCandidate(sentence.start, sentence.end, stated.capitalize(), "polarity")
             # "The sequence … has no repeated terms" for "Must x_n ≠ 0 for all n?": a claim
             # about something else answers neither Yes nor No.
-            if frame.focus and frame.focus.isdisjoint(topic_words(main_clause(words))):
+            # A claim of divergence speaks of the limit asked about without naming it.
+            off_topic = frame.focus and frame.focus.isdisjoint(topic_words(main_clause(words)))
+            if off_topic and not speaks_to(words, frame.asked):
                 if dropped is not None:
                     dropped.append((found, _OFF_TOPIC))
             else:
@@ -969,6 +1033,10 @@ def _frame_candidates(
             found = _leading_expression(text, match.end(), sentence.end, "count")
             if found is not None:
                 yield found
+        # "For 20 values of n, the remainder is 4": the number of cases is the count.
+        if cases := _CASES_COUNT.match(text, sentence.start, sentence.end):
+            number = _NUMBER_WORDS.get(cases.group(1).lower(), cases.group(1))
+            yield AnswerCandidate(sentence.start, sentence.end, number, "count")
 
 
 Dropped = list[tuple[AnswerCandidate, str]]
@@ -987,8 +1055,8 @@ def _sentence_candidates(
     docstring): a hedge yields only itself; a list is one candidate; nothing from a trailing
     clause, inside a list, or restating the problem's givens."""
     text = source.text
-    start = max(
-        start, end - (MAX_PREFIX_SENTENCE_CHARS if conclusions_only else MAX_SENTENCE_CHARS)
+    start = _window_start(
+        text, start, end, MAX_PREFIX_SENTENCE_CHARS if conclusions_only else MAX_SENTENCE_CHARS
     )
     words = text[start:end]
     if words.rstrip().endswith("?"):

@@ -9,6 +9,13 @@ contain a negation word without negating ("not only … but", "no doubt", "no ma
 "no less than", "nothing but") do not count. A "≠" in the claim's predicate negates too ("x_n ≠ 0
 for all n" as "x_n is never 0"), not one that ranges ("for any p ≠ q") or sits in its subject.
 
+A question can give a claim more ways to be denied. For one that asks whether a limit exists
+("Does a finite limit of a_n exist?"), a claim of divergence ("diverges", "is unbounded", "tends
+to infinity", "grows without bound") denies it as "has no limit" would; for one that asks about
+divergence itself, it affirms. For one that compares a quantity with a number ("Do we have
+a_9000 > 30?"), a reply that compares with the same number answers by its direction: "a_9000 is
+about 2.7, which is less than 30" is No, "a_9000 exceeds 30" is Yes (:class:`AskedClaim`).
+
 A *hedge* commits to nothing: "Yes and no.", "Yes or no, I cannot tell.", "We cannot conclude
 that …", "it is not possible to determine …", "3 (or possibly 239)", "perhaps", "maybe". A
 hedged sentence states no answer at all, whatever words it contains.
@@ -23,15 +30,23 @@ Reference: Legi-Val (arXiv 2603.20508) §3 answer extraction; negation cues afte
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
 __all__ = [
+    "AskedClaim",
     "Polarity",
+    "asked_claim",
+    "asked_comparison",
+    "compared_polarity",
+    "divergence_count",
     "is_hedge",
     "main_clause",
     "negation_count",
     "polarity",
     "sentential_negation_count",
+    "speaks_to",
     "unequal_count",
 ]
 
@@ -60,7 +75,9 @@ _HEDGE = re.compile(
     r"|(?:is|was)\s+not\s+possible\s+to\s+(?:\w+\s+)?(?:determine|decide|conclude|say|tell)"
     r"|unable\s+to\s+(?:determine|decide|conclude|say|tell)"
     r"|not\s+(?:enough|sufficient)\s+information|(?:no|not\s+a)\s+simple\s+general"
-    r"|either\s+way|depends\s+on\s+the)\b",
+    r"|either\s+way|depends\s+on\s+the|unlikely|conjectured?"
+    r"|(?:analysis|approach|computation|calculation|investigation|proof)\s+(?:is|would\s+be)"
+    r"\s+(?:needed|required)|(?:conclusion|answer)\s+cannot\s+be\s+(?:made|reached|drawn|given))\b",
     re.IGNORECASE,
 )
 _INLINE_MATHS = re.compile(r"\$[^$]*\$|\\\([^\\]*\\\)")
@@ -226,9 +243,209 @@ def _between_relations(words: str, comma: int) -> bool:
     return all(any(c in _RELATION_CHARS for c in side[0]) for side in (before, after))
 
 
-def polarity(sentence: str) -> Polarity | None:
+# A claim of divergence in words: "diverges", "is divergent", "is unbounded", "tends to
+# infinity", "grows without bound". Fixed words only (linear time).
+_DIVERGENCE = re.compile(
+    r"\b(?:diverg(?:es|ed|ent|ing|e)\b|unbounded\b"
+    r"|(?:tends?|tending|goes|go|going|grows?|growing|increases?|increasing|approach(?:es)?"
+    r"|approaching|rises?|rising)\s+(?:to\s+(?:\+\s*)?(?:infinity\b|∞)|without\s+(?:a\s+)?bound\b))",
+    re.IGNORECASE,
+)
+#: Words that make "n tends to infinity" the limit process ("as n tends to infinity, …"), not
+#: a claim that something diverges.
+_PROCESS_WORDS = frozenset({"as", "when", "while", "if", "until", "once"})
+_LIMIT_WORDS = re.compile(r"\b(?:limits?|converg\w*|diverg\w*)\b", re.IGNORECASE)
+
+
+def divergence_count(claim: str) -> int:
+    """How many claims of divergence the words of ``claim`` make ("diverges", "is unbounded",
+    "tends to infinity", "grows without bound"); one that follows "as", "when", "if" … in its
+    clause is the limit process ("as n tends to infinity"), not a claim.
+
+    >>> divergence_count("The sequence diverges to infinity."), divergence_count("b_n is unbounded")
+    (1, 1)
+    >>> divergence_count("As n tends to infinity, the terms settle down to 2.")
+    0
+    """
+    words = _words_only(claim)
+    count = 0
+    for match in _DIVERGENCE.finditer(words):
+        before = words[max(0, match.start() - 64) : match.start()]
+        for mark in ",;:":
+            before = before.rsplit(mark, 1)[-1]
+        if not _PROCESS_WORDS.intersection(w.lower() for w in before.split()[-5:]):
+            count += 1
+    return count
+
+
+# A comparison with a number: words ("greater than", "at most", "exceeds") or signs (">", "≤",
+# "\\geq"); "not"/"no" before the words turn it round ("no more than" is "at most"). The
+# bound is a plain number or fraction; what follows it is checked by :func:`_bound_of`.
+_UP = (
+    r"\b(?:(?:greater|larger|bigger|more|higher)\s+than(?:\s+or\s+equal\s+to)?|exceed(?:s|ing)?"
+    r"|above|at\s+least)\b|≥|>=|\\geq?(?:slant)?(?![A-Za-z])|\\gt(?![A-Za-z])|(?<![-=<>])>(?![=>])"
+)
+_DOWN = (
+    r"\b(?:(?:less|smaller|lower|fewer)\s+than(?:\s+or\s+equal\s+to)?|below|at\s+most)\b"
+    r"|≤|<=|\\leq?(?:slant)?(?![A-Za-z])|\\lt(?![A-Za-z])|(?<![<>])<(?![=<>-])"
+)
+_RELATION = rf"(?P<neg>\b(?:not|no)\s+)?(?:(?P<up>{_UP})|(?P<down>{_DOWN}))"
+_ANY_COMPARISON = re.compile(_RELATION, re.IGNORECASE)
+_COMPARISON = re.compile(
+    _RELATION + r"[ \t]*(?:\$[ \t]*)?(?:\{[ \t]*)?(?P<bound>-?\d+(?:\.\d+)?(?:[ \t]*/[ \t]*\d+)?)",
+    re.IGNORECASE,
+)
+#: A clause that gives a reason or a condition ("since a_n < 30 for small n"): its comparison
+#: is not the claim.
+_REASON = re.compile(
+    r"\W*(?:because|since|as|given|if|when|whenever|although|though|while|whereas|for"
+    r"|assuming|suppose)\b",
+    re.IGNORECASE,
+)
+Comparison = tuple[Literal["up", "down"], Fraction]
+
+
+def _bound_of(text: str, match: re.Match[str]) -> Fraction | None:
+    """The number a comparison match compares with, or None when the number is only the start
+    of an expression ("< 2^99", "> 30n", "< 30 + 1")."""
+    end = match.end()
+    following = text[end : end + 1]
+    if following and (following.isalnum() or following in "^_/!({[\\"):
+        return None
+    rest = text[end : end + 16].lstrip(" \t$}")
+    if rest[:1] and rest[0] in "+-*/^·×":
+        return None
+    try:
+        return Fraction(match.group("bound").replace(" ", "").replace("\t", ""))
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def _direction(match: re.Match[str]) -> Literal["up", "down"]:
+    """The direction of a comparison: up for "greater than" and its kin, down for "less than";
+    a "not" or "no" before the words turns it."""
+    up = match.group("up") is not None
+    if match.group("neg"):
+        up = not up
+    return "up" if up else "down"
+
+
+def asked_comparison(asking: str) -> Comparison | None:
+    """The direction and number of the one comparison a question asks about ("Do we have
+    a_9000>30?" -> up, 30), or None: no comparison, several, one with an expression, or a
+    negated question (read by its negation instead).
+
+    >>> asked_comparison("do we have a_9000>30?")
+    ('up', Fraction(30, 1))
+    >>> asked_comparison("is a less than 1/15?")
+    ('down', Fraction(1, 15))
+    >>> asked_comparison("is it possible to have a_100<2^99?") is None
+    True
+    """
+    if sentential_negation_count(asking) % 2 or len(_ANY_COMPARISON.findall(asking)) != 1:
+        return None
+    match = _COMPARISON.search(asking)
+    if match is None or (bound := _bound_of(asking, match)) is None:
+        return None
+    return _direction(match), bound
+
+
+def compared_polarity(sentence: str, comparison: Comparison | None) -> Polarity | None:
+    """How ``sentence`` answers a question that asks a ``comparison`` (:func:`asked_comparison`),
+    read from its own comparison with the same number: Yes in the asked direction, No in the
+    other, each turned by the negations of its clause ("It is false that …"). The comparison of
+    the main clause counts; else the last one outside a clause of reasons ("… is about 2.7,
+    which is less than 30"). None when the sentence compares nothing with that number.
+
+    >>> asked = asked_comparison("do we have a_9000>30?")
+    >>> compared_polarity("a_9000 is about 2.7, which is less than 30.", asked)
+    'no'
+    >>> compared_polarity("a_9000 is no less than 30.", asked)
+    'yes'
+    >>> compared_polarity("a_9000 is less than 40.", asked) is None
+    True
+    """
+    if comparison is None:
+        return None
+    direction, bound = comparison
+    found = [m for m in _COMPARISON.finditer(sentence) if _bound_of(sentence, m) == bound]
+    if not found:
+        return None
+    main = main_clause(sentence)
+    main_start = max(sentence.find(main), 0)
+    in_main = [m for m in found if main_start <= m.start() < main_start + len(main)]
+    chosen: re.Match[str] | None = in_main[-1] if in_main else None
+    if chosen is None:
+        for match in reversed(found):
+            clause = max(sentence.rfind(mark, 0, match.start()) for mark in ",;:") + 1
+            if not _REASON.match(sentence, clause, match.start()):
+                chosen = match
+                break
+    if chosen is None:
+        return None
+    clause = max(sentence.rfind(mark, 0, chosen.start()) for mark in ",;:") + 1
+    negated = negation_count(sentence[clause : chosen.start()]) % 2 == 1
+    return "yes" if (_direction(chosen) == direction) != negated else "no"
+
+
+@dataclass(frozen=True)
+class AskedClaim:
+    """What a yes/no question's claim is about, beyond its words.
+
+    Attributes:
+        about_limit: the question asks whether a limit exists, or whether a sequence converges
+            or diverges ("Does a finite limit of a_n exist?"): a claim of divergence in a reply
+            is read against it.
+        divergence: the question's own claim is divergence ("Does b_n diverge?").
+        comparison: the direction and number of the comparison it asks about ("Do we have
+            a_9000>30?": up, 30), read by :func:`compared_polarity`; None when it asks none.
+    """
+
+    about_limit: bool = False
+    divergence: bool = False
+    comparison: Comparison | None = None
+
+
+def asked_claim(asking: str) -> AskedClaim:
+    """The :class:`AskedClaim` of a question's asking sentence.
+
+    >>> asked_claim("Does a finite limit of a_n exist, and if so, find it.")
+    AskedClaim(about_limit=True, divergence=False, comparison=None)
+    >>> asked_claim("Does the sequence b_n diverge?").divergence
+    True
+    """
+    about_limit = _LIMIT_WORDS.search(_words_only(asking)) is not None
+    divergence = about_limit and divergence_count(asking) % 2 == 1
+    return AskedClaim(about_limit, divergence, asked_comparison(asking))
+
+
+def speaks_to(sentence: str, asked: AskedClaim | None) -> bool:
+    """True when ``sentence``'s claim is about what the question asks by a route its words
+    need not share with the question: for a question about a limit, a claim of convergence,
+    divergence or a limit ("converges to a finite limit" for "Does b_n diverge?"); for one
+    that asks a comparison, a comparison with the same number.
+
+    >>> speaks_to("The sequence grows without bound.", AskedClaim(about_limit=True))
+    True
+    >>> speaks_to("The sequence is increasing.", AskedClaim(about_limit=True))
+    False
+    """
+    if asked is None:
+        return False
+    if compared_polarity(sentence, asked.comparison) is not None:
+        return True
+    if not asked.about_limit:
+        return False
+    claim = main_clause(sentence)
+    return divergence_count(claim) > 0 or _LIMIT_WORDS.search(_words_only(claim)) is not None
+
+
+def polarity(sentence: str, asked: AskedClaim | None = None) -> Polarity | None:
     """``"no"`` when an odd number of negations scope over the claim, else ``"yes"``; None for
-    a hedge. A leading "Yes," / "No," decides by itself.
+    a hedge. A leading "Yes," / "No," decides by itself. With the question's ``asked`` claim
+    about a limit, a claim of divergence counts as a negation (once more when the question
+    itself asks about divergence); when it asks a comparison, a comparison of the sentence
+    with the same number decides (:func:`compared_polarity`).
 
     >>> polarity("4^545 + 545^4 is not a prime number.")
     'no'
@@ -242,18 +459,26 @@ def polarity(sentence: str) -> Polarity | None:
     'yes'
     >>> polarity("Yes or no, I cannot tell.") is None
     True
+    >>> polarity("The sequence diverges to infinity.", AskedClaim(about_limit=True))
+    'no'
     """
     if is_hedge(sentence):
         return None
     lead = re.match(r"\W*(yes|no)\b\s*[,.;:!—-]", sentence, re.IGNORECASE)
     if lead is not None:
         return "yes" if lead.group(1).lower() == "yes" else "no"
+    if asked is not None and (compared := compared_polarity(sentence, asked.comparison)):
+        return compared
     claim = main_clause(sentence)
     # "x_n ≠ 0 for all n" denies as "x_n is never 0" does: a "≠" of the claim is a negation,
     # one before its last copula belongs to the subject ("the least p + q with x_p ≠ x_q is 3").
     copulas = list(_COPULA_WORD.finditer(_words_only(claim)))
     predicate = copulas[-1].end() if copulas else 0
-    return "no" if (negation_count(claim) + unequal_count(claim, predicate)) % 2 else "yes"
+    negations = negation_count(claim) + unequal_count(claim, predicate)
+    if asked is not None and asked.about_limit:
+        # "diverges" denies "a limit exists"; it affirms "does it diverge?"
+        negations += divergence_count(claim) + asked.divergence
+    return "no" if negations % 2 else "yes"
 
 
 _COPULA_WORD = re.compile(r"\b(?:is|are|was|were|be|equals)\b", re.IGNORECASE)

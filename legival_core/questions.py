@@ -12,7 +12,8 @@ problem's ``meta.question_type`` can override it (see :meth:`legival_core.tasks.
 Types:
 
 - ``yes_no``: "Is …?", "Are there …?", "Do there exist …?", "Can …?", "Determine whether …";
-- ``count``: "How many …?", "At least how many …", "Find the number of …";
+- ``count``: "How many …?", "At least how many …", "Find the number of …" ("For how many n
+  does … leave a remainder of 4?" too: "how many" wins over a remainder);
 - ``find_all``: "Find all …", "Determine all …", "What are all the possible values …";
 - ``mod_value``: a value modulo n or a remainder ("What are the possible values of x mod 5?");
 - ``expression``: anything else.
@@ -96,6 +97,8 @@ _FIND_ALL = re.compile(
     r"|\bwhat are the possible\b|\ball (?:the )?(?:solutions|pairs|triples|integers)\b"
 )
 _MOD = re.compile(r"\bmod(?:ulo)?\b|\\pmod|\\bmod|\bremainders?\b|\bcongruent\b|≡")
+# "For how many n … give a remainder of 4?" counts cases, whatever they are about.
+_HOW_MANY = re.compile(r"\bhow many\b")
 
 
 @register_question_type("yes_no")
@@ -105,7 +108,11 @@ def _asks_yes_no(sentence: str) -> bool:
 
 @register_question_type("mod_value")
 def _asks_mod_value(sentence: str) -> bool:
-    return _MOD.search(sentence) is not None and not _asks_yes_no(sentence)
+    return (
+        _MOD.search(sentence) is not None
+        and not _asks_yes_no(sentence)
+        and not _HOW_MANY.search(sentence)
+    )
 
 
 @register_question_type("count")
@@ -129,6 +136,8 @@ def question_type(prompt: str | None) -> str:
     'find_all'
     >>> question_type("What are the possible values of abcde mod 5?")
     'mod_value'
+    >>> question_type("For how many n in {1, ..., 60} does n^2 leave a remainder of 1 mod 3?")
+    'count'
     >>> question_type("Find the minimum of x + 1/x for x > 0.")
     'expression'
     """

@@ -273,6 +273,152 @@ def test_a_claim_about_something_else_answers_neither_yes_nor_no() -> None:
     assert graded("The sequence has no zero terms.", "Yes", SEQ37).grade.correct
 
 
+# --- the held-out half's disagreements, each as a class ------------------------------------------
+# The held-out half (tests/fixtures/champ_settings_labels_heldout.csv) was scored once, then read;
+# four of its five disagreements were grader classes. The prompts and replies below are written
+# for these tests in the shape of the recorded ones, with their kin; none is a recorded text.
+
+LIMIT_PROMPT = (
+    "A sequence {b_n} is defined by b_1=2, b_(n+1)=b_n+1/b_n. Does a finite limit of b_n "
+    "exist, and if so, find it."
+)
+NO_LIMIT = "The limit does not exist"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The sequence $\\{b_n\\}$ diverges to infinity.",
+        "The sequence b_n tends to infinity.",
+        "Therefore, the sequence is unbounded.",
+        "The terms b_n grow without bound.",
+        "Hence the sequence is divergent.",
+        "So b_n increases without bound, since each step adds a positive amount.",
+    ],
+)
+def test_a_divergence_claim_denies_that_the_limit_exists(text: str) -> None:
+    # Example C w/o H, PaLM 2 ("diverges to infinity", labelled right): a claim that the
+    # sequence diverges answers "does a (finite) limit exist?" with No
+    result = graded(text, NO_LIMIT, LIMIT_PROMPT)
+    assert result.grade.correct and (result.kind, result.answer) == ("polarity", "No"), result
+    assert not graded(text, "Yes", LIMIT_PROMPT).grade.correct
+    assert not graded(text, "The limit exists and is equal to 2", LIMIT_PROMPT).grade.correct
+
+
+def test_divergence_is_read_against_what_the_question_asks() -> None:
+    # a negated divergence affirms the limit; "as n tends to infinity" is no claim of divergence
+    assert graded("The sequence does not diverge.", "Yes", LIMIT_PROMPT).grade.correct
+    settles = "As n tends to infinity, the sequence settles down to a finite limit."
+    assert not graded(settles, NO_LIMIT, LIMIT_PROMPT).grade.correct
+    # a question that asks about divergence itself: divergence is its Yes
+    asks = "A sequence {b_n} is defined by b_1=2, b_(n+1)=b_n+1/b_n. Does b_n diverge?"
+    assert graded("The sequence b_n tends to infinity.", "Yes", asks).grade.correct
+    assert graded("The sequence b_n converges to a finite limit.", "No", asks).grade.correct
+    # a question about no limit: "unbounded" keeps its plain Yes
+    bounded = "Let f(x) = x^3 - x. Is f unbounded on the real line?"
+    assert graded("The function f is unbounded on the real line.", "Yes", bounded).grade.correct
+
+
+COUNT_MOD_PROMPT = (
+    "For how many integers n in {1, 2, ..., 60} does n^2+n+1 leave a remainder of 1 when "
+    "divided by 3?"
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "For 40 values of n in {1, 2, ..., 60}, n^2+n+1 leaves a remainder of 1 when divided by 3.",
+        "For exactly 40 values of n, the remainder is 1.",
+        "In 40 cases, n^2+n+1 leaves a remainder of 1.",
+        "Therefore, for all 40 such integers n, the remainder of n^2+n+1 is 1.",
+    ],
+)
+def test_a_count_stated_as_for_n_values(text: str) -> None:
+    # Name C w/o H, GPT-3.5 ("For 20 values of n …", labelled right): "for how many … give a
+    # remainder of 4?" asks a count, and a sentence that opens with "For N values" states N
+    assert question_type(COUNT_MOD_PROMPT) == "count"
+    result = graded(text, "40", COUNT_MOD_PROMPT)
+    assert result.grade.correct and (result.kind, result.answer) == ("count", "40"), result
+    assert not graded(text, "41", COUNT_MOD_PROMPT).grade.correct
+
+
+def test_only_a_count_question_reads_for_n_values_as_its_answer() -> None:
+    # a remainder asked of a count is still a residue question; an expression question does not
+    # take the number of cases for its answer
+    assert question_type("Find the remainder when the number of subsets is divided by 7.") == (
+        "mod_value"
+    )
+    prompt = "Let s_n = n^2 + 1. What is the sum of s_n mod 5 over n in {1, ..., 40}?"
+    assert not graded("For 40 values of n, the sum is 60.", "40", prompt).grade.correct
+    # "For n = 40" names a case, not a count of cases
+    assert not graded("For n = 40, the remainder is 1.", "40", COUNT_MOD_PROMPT).grade.correct
+
+
+COMPARE_PROMPT = "A sequence {c_n} is defined by c_1=1, c_(n+1)=c_n+1/c_n. Do we have c_500>40?"
+
+
+@pytest.mark.parametrize(
+    ("text", "gold"),
+    [
+        # Example C w/o H, GPT-3.5 ("… is approximately 2.71828, which is less than 30", labelled
+        # a No): the reply compares the asked quantity with the asked bound the other way round
+        ("The value of c_500 is approximately 31.6, which is less than 40.", "No"),
+        ("Thus c_500 is at most 40.", "No"),
+        ("We find that $c_{500} < 40$.", "No"),
+        ("So $c_{500} \\leq 40$ for this sequence.", "No"),
+        ("c_500 is no more than 40.", "No"),
+        ("c_500 is not less than 40.", "Yes"),
+        ("The value of c_500 is about 45, which is greater than 40.", "Yes"),
+        ("Hence c_500 exceeds 40.", "Yes"),
+        ("It is false that c_500 is smaller than 40.", "Yes"),
+    ],
+)
+def test_a_comparison_with_the_asked_bound_answers_by_its_direction(text: str, gold: str) -> None:
+    result = graded(text, gold, COMPARE_PROMPT)
+    assert result.grade.correct and result.kind == "polarity", result
+    other = "Yes" if gold == "No" else "No"
+    assert not graded(text, other, COMPARE_PROMPT).grade.correct
+
+
+def test_a_comparison_rule_needs_the_asked_bound_and_direction() -> None:
+    # a question asking "less than": "greater than" denies it
+    less = "Let a be the sum of 1/k^3 over k >= 2. Is a less than 0.25?"
+    assert graded("The sum a is about 0.202, which is less than 0.25.", "Yes", less).grade.correct
+    assert graded("We get a > 0.25.", "No", less).grade.correct
+    # a leading "Yes," decides by itself
+    assert graded("Yes, c_500 > 40.", "Yes", COMPARE_PROMPT).grade.correct
+    # a comparison inside a hedge commits to nothing (its clause no longer hid it once the
+    # comparison was read: these were graded Yes by the first version of this rule)
+    for hedge in (
+        "From the estimate, it seems unlikely that c_500 would be greater than 40, but a "
+        "careful analysis is needed to determine its exact value.",
+        "From the recursion, it is conjectured that c_500 is greater than 40, but without "
+        "computing it, a definitive conclusion cannot be made.",
+    ):
+        for gold in ("Yes", "No"):
+            assert not graded(hedge, gold, COMPARE_PROMPT).grade.correct, (hedge, gold)
+
+
+LONG_DIGITS = "0" * 3000
+
+
+def test_a_window_that_starts_inside_a_number_reads_no_value() -> None:
+    # Misleading C w/o H, GPT-3.5 (cut off by the length limit inside "= 1000…0", no summary,
+    # labelled no answer): a sentence longer than the window was read from a cut inside its last
+    # number, so the trailing zeros read as the value 0
+    prompt = "Let n be 22...22, with a total of 1980 digits. What is n mod 1982?"
+    text = f"We square repeatedly.\n\nCalculating this, we get:\n\n10^1980 mod 991 = 1{LONG_DIGITS}"
+    result = graded(text, "0", prompt)
+    assert not result.grade.correct and result.grade.status == "no_answer", result
+    # the window's far end cut inside a number names a different, shorter number
+    long_value = "1" + "0" * 2500
+    assert not graded(f"The answer is {long_value}.", "1" + "0" * 1999).grade.correct
+    # a cut inside one token moves to the next word: what follows it is still read
+    tail = graded(f"Then x = 1{LONG_DIGITS} in this case, so the remainder is 7.", "7", prompt)
+    assert tail.grade.correct and tail.answer == "7"
+
+
 # --- no answer from the question (item 4) ---------------------------------------------------------
 
 NT20 = (

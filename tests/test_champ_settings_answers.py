@@ -3,11 +3,13 @@
 test half: tests/fixtures/champ_settings_labels.md. The grader was tuned on the development half;
 the test half was scored once, with the code final, and has been read since while the grader was
 fixed, so both are development data now. The held-out half (four further settings, labelled by
-reading before it was scored) is the measurement: scored once, never tuned on.
+reading before it was scored) was scored twice untouched (112 / 120, then 115 / 120 with the
+code final), then read, and four of its five disagreements fixed as classes: it is development
+data too. A fresh test half, labelled separately, is the measurement (docs/reliability.md).
 
-Goals (issue 23): at least 97% agreement on the test half (now: the held-out half), no setting
-below 93%, and no wrong answer graded right because a candidate restated the problem's own
-condition.
+Goals (issue 23): at least 97% agreement on the test half, no setting below 93%, and no wrong
+answer graded right because a candidate restated the problem's own condition. All three halves
+here are tuned, so their goals only guard against regressions.
 """
 
 from __future__ import annotations
@@ -85,10 +87,13 @@ def _report(labels: pd.DataFrame) -> str:
 MEASURED_FLOOR = {
     "dev": (120, 30, 0),
     "test": (120, 30, 0),
-    # Scored once with the code at 2eb6da8 (112 / 120) and once with the code final: 115 / 120
-    # = 95.8% (Example C w/ H 30/30, Example C w/o H 28/30, Misleading C w/o H 28/30, Name C
-    # w/o H 29/30), two wrong answers graded right (none from a restated condition).
-    "heldout": (115, 28, 2),
+    # Scored untouched twice: with the code at 2eb6da8 (112 / 120) and with the code final
+    # (115 / 120, two wrong answers graded right; the same at 0b60535). Then read, and four
+    # disagreements fixed as classes (tests/test_answer_frames.py, "the held-out half's
+    # disagreements"): 119 / 120 (Example C w/ H, Example C w/o H and Name C w/o H 30/30,
+    # Misleading C w/o H 29/30), no wrong answer graded right. Tuned now: the floor only
+    # guards against regressions.
+    "heldout": (119, 29, 0),
 }  # agree, worst setting, false positives
 
 
@@ -117,7 +122,7 @@ def test_grader_holds_its_measured_agreement_on_unseen_settings(
 ) -> None:
     half, labels = graded_half
     assert len(labels) == 120 and labels["setting"].nunique() == 4
-    # Held-out half: 115 agree of 120 = 95.8%; worst setting 28 of 30 = 93.3%.
+    # Held-out half: 119 agree of 120 = 99.2%; worst setting 29 of 30 = 96.7%.
     per_setting = labels.groupby("setting")["agree"].sum()
     false_positives = labels[labels["graded"] & (labels["label"] != "correct")]
     agree, worst, positives = MEASURED_FLOOR[half]
@@ -130,22 +135,11 @@ def test_grader_holds_its_measured_agreement_on_unseen_settings(
 
 @pytest.mark.slow
 def test_the_halves_meet_the_issue_goals(graded_half: tuple[str, pd.DataFrame]) -> None:
-    """The goals hold on the two development halves (tuned there, so this only guards them);
-    on the held-out half, the measurement, 115 / 120 misses the 97% goal (an expected failure,
-    strict: it turns into a failure the day the held-out half meets the goals, so
-    docs/reliability.md and this marker get updated)."""
-    half, labels = graded_half
+    """The goals hold on all three halves. Each was tuned on (the held-out half since it was
+    read after scoring: 119 / 120 now, the one disagreement a judgement call of the reader), so
+    this only guards them; the measurement is a fresh test half labelled separately."""
+    _, labels = graded_half
     per_setting = labels.groupby("setting")["agree"].mean()
-    if half == "heldout":
-        met = labels["agree"].mean() >= TEST_GOAL and (per_setting >= SETTING_GOAL).all()
-        if not met:
-            pytest.xfail(
-                "held-out half 115/120 = 95.8% < 97% (every setting >= 93.3%, two wrong "
-                "answers graded right); see docs/reliability.md"
-            )
-        pytest.fail(
-            "the held-out half meets the goals now: update docs/reliability.md and this test"
-        )
     false_positives = labels[labels["graded"] & (labels["label"] != "correct")]
     assert false_positives.empty, _report(labels)
     assert labels["agree"].mean() >= TEST_GOAL, _report(labels)
