@@ -327,22 +327,26 @@ def test_fresh_settings_are_the_four_no_sample_used(
     assert len(rows[FRESH_HALF]) == FRESH.TARGET == 4 * FRESH.PER_SETTING
 
 
-def test_fresh_excludes_every_earlier_label_file() -> None:
-    # Every label file in the folder except the fresh one is excluded from the draw.
-    others = {
-        p.name
-        for p in FIXTURES.glob("champ_*labels*.csv")
-        if p.name != f"champ_settings_labels_{FRESH_HALF}.csv"
+def _other_label_files() -> list[Path]:
+    """Every label file in the fixtures folder except the fresh one."""
+    fresh = f"champ_settings_labels_{FRESH_HALF}.csv"
+    return sorted(p for p in FIXTURES.glob("champ_*labels*.csv") if p.name != fresh)
+
+
+def test_fresh_draw_excluded_every_label_file_made_before_it() -> None:
+    assert set(FRESH.EARLIER_LABEL_FILES) == {
+        "champ_answer_labels.csv",
+        *(f"champ_settings_labels_{half}.csv" for half in HALVES),
     }
-    assert set(FRESH.EARLIER_LABEL_FILES) == others
+    assert set(FRESH.EARLIER_LABEL_FILES) <= {p.name for p in _other_label_files()}
 
 
 def test_fresh_overlaps_no_other_label_file(rows: dict[str, list[dict[str, str]]]) -> None:
     fresh = _keys(rows[FRESH_HALF])
     assert len(fresh) == len(rows[FRESH_HALF])
-    for name in FRESH.EARLIER_LABEL_FILES:
-        with (FIXTURES / name).open(encoding="utf-8", newline="") as f:
-            assert not fresh & _keys(list(csv.DictReader(f))), name
+    for path in _other_label_files():
+        with path.open(encoding="utf-8", newline="") as f:
+            assert not fresh & _keys(list(csv.DictReader(f))), path.name
     assert not fresh & FRESH.labelled_keys()
 
 
