@@ -1,10 +1,11 @@
 """Integrity of the hand labels of CHAMP answers from settings other than 0-Shot (issue 23).
 
-The labels (tests/fixtures/champ_settings_labels_{dev,test,heldout}.csv, made by reading; how:
-tests/fixtures/champ_settings_labels.md) are checked against the CHAMP data itself, never
+The labels (tests/fixtures/champ_settings_labels_{dev,test,heldout,fresh}.csv, made by reading;
+how: tests/fixtures/champ_settings_labels.md) are checked against the CHAMP data itself, never
 against the grader: every stated answer is a verbatim piece of the recorded text it was read
-from, the halves are whole settings, the draw scripts reproduce exactly the labelled keys, and
-the counts in the .md are the counts of the files. Nothing here imports the answer layer.
+from, the halves are whole settings, the draw scripts reproduce exactly the labelled keys, no
+answer is labelled in two files, and the counts in the .md are the counts of the files. Nothing
+here imports the answer layer or grades anything.
 """
 
 from __future__ import annotations
@@ -24,13 +25,18 @@ from hypothesis import strategies as st
 from precompute.champ import (
     CHAMP_MODELS,
     DEFAULT_SETTING,
+    champ_first_wrong_steps,
     champ_problems,
     champ_settings,
     champ_traces,
 )
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+#: The files drawn with 6 items per (setting, category) and every model in every category.
 HALVES = ("dev", "test", "heldout")
+#: The fresh test sample (issue 23): balanced only as far as its settings allow.
+FRESH_HALF = "fresh"
+FILES = (*HALVES, FRESH_HALF)
 #: The columns of the issue-13 labels file (champ_answer_labels.csv), plus ``question``.
 COLUMNS = [
     "problem_id",
@@ -63,6 +69,8 @@ def _load_draw_script(name: str = "make_champ_settings_label_sample") -> ModuleT
 DRAW = _load_draw_script()
 #: The held-out draw (issue 23, item 5); it imports the first script, loaded just above.
 HELDOUT = _load_draw_script("make_champ_heldout_label_sample")
+#: The fresh test sample's draw; it imports both scripts above.
+FRESH = _load_draw_script("make_champ_fresh_label_sample")
 
 
 def _rows(half: str) -> list[dict[str, str]]:
@@ -72,7 +80,7 @@ def _rows(half: str) -> list[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def rows() -> dict[str, list[dict[str, str]]]:
-    return {half: _rows(half) for half in HALVES}
+    return {half: _rows(half) for half in FILES}
 
 
 @pytest.fixture(scope="module")
@@ -97,21 +105,26 @@ def test_files_have_the_issue_13_columns_plus_question() -> None:
     with (FIXTURES / "champ_answer_labels.csv").open(encoding="utf-8", newline="") as f:
         old = next(csv.reader(f))
     assert [*old, "question"] == COLUMNS
-    for half in HALVES:
+    for half in FILES:
         with (FIXTURES / f"champ_settings_labels_{half}.csv").open(encoding="utf-8") as f:
             assert next(csv.reader(f)) == COLUMNS
 
 
 def test_every_value_is_one_the_rules_allow(rows: dict[str, list[dict[str, str]]]) -> None:
-    for half in HALVES:
+    for half in FILES:
         for n, row in enumerate(rows[half], start=2):
             where = f"{half} line {n}"
             assert row["label"] in LABELS, where
             assert row["question"] in QUESTIONS, where
             assert row["teacher"] in CHAMP_MODELS.values(), where
+            assert row["category"] in CATEGORIES, where
             assert row["drawn"] == "true", where
-            # No setting of the sample has CHAMP first-wrong-step annotations.
-            assert row["no_mistake_annotation"] == "", where
+            # CHAMP annotated first wrong steps under "No C w/o H" and "Direct C w/ H" only;
+            # only the fresh sample holds the latter (checked against CHAMP further down).
+            if row["setting"] != "Direct C w/ H":
+                assert row["no_mistake_annotation"] == "", where
+            else:
+                assert row["no_mistake_annotation"] in {"", "true", "false"}, where
             if row["label"] == "no_answer":
                 assert (row["stated_answer"], row["where"]) == ("", ""), where
             else:
@@ -169,7 +182,7 @@ def test_stated_answers_are_verbatim_in_the_recorded_texts(
     rows: dict[str, list[dict[str, str]]], recorded: dict[tuple[str, str, str], dict[str, str]]
 ) -> None:
     gold = dict(zip(champ_problems()["problem_id"], champ_problems()["gold"], strict=True))
-    for half in HALVES:
+    for half in FILES:
         for n, row in enumerate(rows[half], start=2):
             key = (row["setting"], row["problem_id"], row["teacher"])
             assert key in recorded, f"{half} line {n}: no recorded answer {key}"
@@ -185,7 +198,7 @@ def test_no_labelled_text_was_recorded_under_another_setting(
     # CHAMP reuses one conversation for settings whose prompts coincide; the draw keeps only
     # texts recorded under their own setting alone, so none is a 0-Shot text (what the answer
     # layer was built on) and none is in both halves.
-    for half in HALVES:
+    for half in FILES:
         for row in rows[half]:
             pid, teacher = row["problem_id"], row["teacher"]
             text = recorded[(row["setting"], pid, teacher)]["solution"]
@@ -250,7 +263,7 @@ def _counts(rows: list[dict[str, str]], column: str) -> dict[str, tuple[int, int
     return out
 
 
-@pytest.mark.parametrize("half", HALVES)
+@pytest.mark.parametrize("half", FILES)
 @pytest.mark.parametrize("column", ["setting", "teacher", "category", "question"])
 def test_counts_in_the_md_are_the_counts_of_the_files(
     rows: dict[str, list[dict[str, str]]], half: str, column: str
@@ -291,3 +304,129 @@ def test_draw_fills_every_cell_for_any_large_enough_pools(pool: int, drop: list[
             assert len(cell) == 6 and len({pid for pid, _ in cell}) == 6
             assert {t for _, t in cell} == set(teachers)
             assert all(pid in eligible[(setting, c, t)] for pid, t in cell)
+
+
+# --- The fresh test sample (champ_settings_labels_fresh.csv) --------------------------------
+
+
+def _keys(rows: list[dict[str, str]]) -> set[tuple[str, str, str]]:
+    return {(r["setting"], r["problem_id"], r["teacher"]) for r in rows}
+
+
+def test_fresh_settings_are_the_four_no_sample_used(
+    rows: dict[str, list[dict[str, str]]],
+) -> None:
+    fresh = {r["setting"] for r in rows[FRESH_HALF]}
+    assert fresh == set(FRESH.FRESH_SETTINGS)
+    # The eight settings left after the first sample, less the held-out half's four.
+    left = set(HELDOUT.candidates(champ_settings())) - set(HELDOUT.HELDOUT_SETTINGS)
+    assert set(FRESH.FRESH_SETTINGS) == left
+    for half in HALVES:
+        assert not fresh & {r["setting"] for r in rows[half]}, half
+    # No top-up was needed: the four settings filled every slot.
+    assert len(rows[FRESH_HALF]) == FRESH.TARGET == 4 * FRESH.PER_SETTING
+
+
+def _other_label_files() -> list[Path]:
+    """Every label file in the fixtures folder except the fresh one."""
+    fresh = f"champ_settings_labels_{FRESH_HALF}.csv"
+    return sorted(p for p in FIXTURES.glob("champ_*labels*.csv") if p.name != fresh)
+
+
+def test_fresh_draw_excluded_every_label_file_made_before_it() -> None:
+    assert set(FRESH.EARLIER_LABEL_FILES) == {
+        "champ_answer_labels.csv",
+        *(f"champ_settings_labels_{half}.csv" for half in HALVES),
+    }
+    assert set(FRESH.EARLIER_LABEL_FILES) <= {p.name for p in _other_label_files()}
+
+
+def test_fresh_overlaps_no_other_label_file(rows: dict[str, list[dict[str, str]]]) -> None:
+    fresh = _keys(rows[FRESH_HALF])
+    assert len(fresh) == len(rows[FRESH_HALF])
+    for path in _other_label_files():
+        with path.open(encoding="utf-8", newline="") as f:
+            assert not fresh & _keys(list(csv.DictReader(f))), path.name
+    assert not fresh & FRESH.labelled_keys()
+
+
+def test_fresh_draw_reproduces_exactly_the_labelled_keys(
+    rows: dict[str, list[dict[str, str]]],
+) -> None:
+    items = FRESH.sample()
+    assert {i["half"] for i in items} == {FRESH_HALF}
+    drawn = [(i["setting"], i["problem_id"], i["teacher"], i["category"]) for i in items]
+    labelled = [
+        (r["setting"], r["problem_id"], r["teacher"], r["category"]) for r in rows[FRESH_HALF]
+    ]
+    assert drawn == labelled
+    # A truncated solution has no summary, so no stated answer.
+    for item, row in zip(items, rows[FRESH_HALF], strict=True):
+        if item["truncated"]:
+            assert row["label"] == "no_answer", row["problem_id"]
+
+
+def test_fresh_counts_per_setting(rows: dict[str, list[dict[str, str]]]) -> None:
+    for setting in FRESH.FRESH_SETTINGS:
+        mine = [r for r in rows[FRESH_HALF] if r["setting"] == setting]
+        assert len(mine) == FRESH.PER_SETTING
+        assert len({r["problem_id"] for r in mine}) == len(mine)
+        assert {r["category"] for r in mine} == set(CATEGORIES)
+        per_model = Counter(r["teacher"] for r in mine)
+        assert set(per_model) == set(CHAMP_MODELS.values())
+        assert max(per_model.values()) - min(per_model.values()) <= 3
+        # Only 2 Combinatorics problems are eligible in these settings; the round robin gives
+        # the other four categories 6 to 8 items each.
+        per_category = Counter(r["category"] for r in mine)
+        assert per_category["Combinatorics"] == 2
+        assert all(6 <= per_category[c] <= 8 for c in CATEGORIES if c != "Combinatorics")
+
+
+def test_fresh_annotation_flags_are_champs(rows: dict[str, list[dict[str, str]]]) -> None:
+    # Filled in from CHAMP's own first-wrong-step annotations after labelling, not by reading.
+    flags = {}
+    for setting in FRESH.FRESH_SETTINGS:
+        frame = champ_first_wrong_steps(setting)
+        for teacher, pid, error in zip(
+            frame["teacher"], frame["problem_id"], frame["error_found"], strict=True
+        ):
+            flags[(setting, pid, teacher.partition("@")[0])] = "false" if error else "true"
+    for row in rows[FRESH_HALF]:
+        key = (row["setting"], row["problem_id"], row["teacher"])
+        assert row["no_mistake_annotation"] == flags.get(key, ""), key
+    # An annotation attaches to every setting that recorded the annotated text; a labelled
+    # text is recorded under its own setting only, so only "Direct C w/ H" rows carry one.
+    flagged = {r["setting"] for r in rows[FRESH_HALF] if r["no_mistake_annotation"]}
+    assert flagged <= {"Direct C w/ H"}
+
+
+def test_round_robin_balances_and_skips_short_cells() -> None:
+    cats, teachers = ["A", "B", "C"], ["t1", "t2", "t3", "t4"]
+    eligible = {("S", c, t): [f"P_{c}_{i}" for i in range(1, 21)] for c in cats for t in teachers}
+    eligible.update({("S", "A", t): ["P_A_1", "P_A_2"] for t in teachers})
+    exclude = {("S", "P_B_1", t) for t in teachers}
+    keys = FRESH.round_robin_keys(eligible, cats, teachers, ["S"], exclude, per_setting=20)
+    assert len(keys) == 20 == len(set(keys))
+    assert len({pid for _, pid, _ in keys}) == 20  # no problem twice in a setting
+    assert not set(keys) & exclude
+    per_category = Counter(pid.split("_")[1] for _, pid, _ in keys)
+    assert per_category == {"A": 2, "B": 9, "C": 9}
+    assert all(pid in eligible[("S", pid.split("_")[1], t)] for _, pid, t in keys)
+    # Within a category the models take turns: counts differ by at most one.
+    for c in ("B", "C"):
+        per_model = Counter(t for _, pid, t in keys if pid.startswith(f"P_{c}_"))
+        assert max(per_model.values()) - min(per_model.values()) <= 1
+    # Seeded: the same call gives the same keys; too few eligible gives what there is.
+    assert FRESH.round_robin_keys(eligible, cats, teachers, ["S"], exclude, 20) == keys
+    few = FRESH.round_robin_keys(eligible, ["A"], teachers, ["S"], frozenset(), 30)
+    assert len(few) == 2
+
+
+def test_top_up_draws_only_unlabelled_eligible_keys() -> None:
+    eligible = {("H", "A", "t1"): ["P_1", "P_2", "P_3"], ("G", "A", "t1"): ["P_9"]}
+    exclude = {("H", "P_2", "t1")}
+    keys = FRESH.top_up_keys(eligible, ["H"], exclude, 5)
+    assert keys == [("H", "P_1", "t1"), ("H", "P_3", "t1")]
+    assert FRESH.top_up_keys(eligible, ["H"], exclude, 0) == []
+    one = FRESH.top_up_keys(eligible, ["H"], exclude, 1)
+    assert one == FRESH.top_up_keys(eligible, ["H"], exclude, 1) and one[0] in keys
