@@ -27,6 +27,7 @@ HALVES = {
     "dev": "champ_settings_labels_dev.csv",
     "test": "champ_settings_labels_test.csv",
     "heldout": "champ_settings_labels_heldout.csv",
+    "fresh": "champ_settings_labels_fresh.csv",
 }
 TEST_GOAL = 0.97
 SETTING_GOAL = 0.93
@@ -94,6 +95,11 @@ MEASURED_FLOOR = {
     # Misleading C w/o H 29/30), no wrong answer graded right. Tuned now: the floor only
     # guards against regressions.
     "heldout": (119, 29, 0),
+    # The fresh test half (Direct C w/ H, Direct C w/o H, Root C w/ H, Root C w/o H), labelled
+    # by reading before any grader ran on it, scored once with the code final: 115 / 120
+    # (28, 30, 28, 29 of 30), one wrong answer graded right (a conditional reply, "… if m is
+    # even, and there are no integer solutions if m is odd"). Not tuned on: the measurement.
+    "fresh": (115, 28, 1),
 }  # agree, worst setting, false positives
 
 
@@ -135,11 +141,23 @@ def test_grader_holds_its_measured_agreement_on_unseen_settings(
 
 @pytest.mark.slow
 def test_the_halves_meet_the_issue_goals(graded_half: tuple[str, pd.DataFrame]) -> None:
-    """The goals hold on all three halves. Each was tuned on (the held-out half since it was
-    read after scoring: 119 / 120 now, the one disagreement a judgement call of the reader), so
-    this only guards them; the measurement is a fresh test half labelled separately."""
-    _, labels = graded_half
+    """The goals hold on the three tuned halves (the held-out half since it was read after
+    scoring: 119 / 120 now, the one disagreement a judgement call of the reader), so this only
+    guards them. The measurement is the fresh test half, scored once: 115 / 120 misses 97%."""
+    half, labels = graded_half
     per_setting = labels.groupby("setting")["agree"].mean()
+    if half == "fresh":
+        # The measurement misses the overall goal (an expected failure, strict: it turns into
+        # a failure the day the half meets the goals, so the docs and this marker get updated).
+        met = labels["agree"].mean() >= TEST_GOAL and (per_setting >= SETTING_GOAL).all()
+        if not met:
+            pytest.xfail(
+                "fresh test half 115/120 = 95.8% < 97% (every setting >= 93.3%, one wrong "
+                "answer graded right); see docs/reliability.md"
+            )
+        pytest.fail(
+            "the fresh test half meets the goals now: update docs/reliability.md and this test"
+        )
     false_positives = labels[labels["graded"] & (labels["label"] != "correct")]
     assert false_positives.empty, _report(labels)
     assert labels["agree"].mean() >= TEST_GOAL, _report(labels)
