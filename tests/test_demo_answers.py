@@ -78,8 +78,8 @@ def test_leak_points_and_fotu_before_the_leak_match_plain_loops(demo: Store) -> 
     stored = demo.read("trace_transfer").set_index(["trace_id", "student"])
     leaks = stored["leak_k"]
     # Prose answers are found: nearly every correct model trace states its answer before or at
-    # its last step (the human solutions less often: they often end on the argument). 62 of 64
-    # in this build; the two without one answer a yes/no question.
+    # its last step (the human solutions less often: they often end on the argument). 64 of 65
+    # in this build.
     models = stored[stored["teacher"] != "human"]
     assert models["leak_k"].notna().mean() >= 0.9
     steps = demo.read("steps", columns=["trace_id", "step"])

@@ -107,10 +107,10 @@ def test_snapshot_opens_offline_with_intervals(chromium: Any, demo_site: Path) -
         headers = page.locator("#rank-table th").all_inner_texts()
         assert headers[:3] == ["teacher", "Accuracy", "Accuracy rank"]
         first = rows.nth(0).locator("td").all_inner_texts()
-        # gpt-4-turbo answers 24 of the 50 problems: 48%, the best model accuracy
+        # gpt-4-turbo answers 25 of the 50 problems: 50%, the best model accuracy
         assert first[0] == "gpt-4-turbo"
         # value and interval, then n on a line of its own
-        assert first[1].split("\n") == ["48.0% [33.2–61.8]", "n 50"], first[1]
+        assert first[1].split("\n") == ["50.0% [35.2–63.7]", "n 50"], first[1]
         assert first[2] == "1 (1–2)"
         # the human reference solution: shown last, with its value and interval but no rank
         last = rows.nth(4).locator("td").all_inner_texts()
