@@ -39,7 +39,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # `python bench/x.py` puts bench/ on sys.path, not the repo root
 
-from legival_core.store import Store  # noqa: E402
+from legival_core.store.store import Store  # noqa: E402
 
 #: The bundled demo store: the big store is made of copies of its tables (real CHAMP text).
 DEMO = REPO / "results" / "demo"
@@ -194,7 +194,7 @@ def build_long(path: Path, steps: int = 2000, seed: int = 0) -> Store:
     students at k = 0, 3, 6, …, m. Reused when already built."""
     if (path / "manifest.json").exists():
         return Store.open(path)
-    from legival_core.tokens import count_tokens
+    from legival_core.text.tokens import count_tokens
     from precompute.demo import DemoOptions, demo_config
     from precompute.stages import StageContext, run_stage
     from precompute.stages.rollout import k_grid

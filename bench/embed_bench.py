@@ -2,7 +2,7 @@
 
 The workload is 5,000 steps of which 30% repeat an earlier step, the way real reasoning
 traces repeat themselves. Steps are real sentences: the recorded model solutions shipped
-in the ``champ-dataset`` package (MIT), split with :func:`legival_core.segment.split_steps`.
+in the ``champ-dataset`` package (MIT), split with :func:`legival_core.text.segment.split_steps`.
 
 Both contenders get the same list and the same MiniLM object; the model is warmed up first
 and our caches start empty, so the comparison is a cold first pass for both.
@@ -25,8 +25,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # `python bench/x.py` puts bench/ on sys.path, not the repo root
 
-from legival_core.embedding import clear_memory_cache, embed_sentences, load_minilm  # noqa: E402
-from legival_core.segment import split_steps  # noqa: E402
+from legival_core.text.embedding import clear_memory_cache, embed_sentences, load_minilm  # noqa: E402
+from legival_core.text.segment import split_steps  # noqa: E402
 
 
 def champ_sentences(limit: int, seed: int) -> list[str]:

@@ -67,7 +67,7 @@ def missing_packages() -> list[str]:
 
 def store_texts(source: Path) -> list[str]:
     """Every problem statement and trace of the store at ``source`` (the tokenizer's corpus)."""
-    from legival_core.store import Store
+    from legival_core.store.store import Store
 
     store = Store.open(source)
     problems = store.read("problems", columns=["prompt"])["prompt"].astype(str).tolist()

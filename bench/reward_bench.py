@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # `python bench/x.py` puts bench/ on sys.path, not the repo root
 
-from legival_core.store import Store  # noqa: E402
+from legival_core.store.store import Store  # noqa: E402
 from precompute.models import model_cache_dir  # noqa: E402
 from precompute.stages.common import chunks, is_missing  # noqa: E402
 from precompute.stages.reward import (  # noqa: E402

@@ -183,7 +183,7 @@ def demo_subset_store(path: Path, source: Path, traces: int) -> tuple[Any, int]:
     """A store at ``path`` with ``traces`` correct traces of ``source`` spread over its
     teachers and datasets (every n-th by trace id), with their problems and steps.
     Returns the store and the number of steps of the chosen traces."""
-    from legival_core.store import Store
+    from legival_core.store.store import Store
 
     src = Store.open(source)
     grades = src.read("grades")
@@ -368,7 +368,7 @@ def stage_against_engine(args: argparse.Namespace) -> int:
 
 def same_as_source(store: Any, source: Path) -> str:
     """How many of the stage's rollouts equal the source store's (completion and grade)."""
-    from legival_core.store import Store
+    from legival_core.store.store import Store
 
     keys = ["trace_id", "student", "k", "sample"]
     columns = [*keys, "completion", "correct"]

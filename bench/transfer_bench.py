@@ -1,10 +1,10 @@
 """Benchmark: transfer-utility metrics on ~2M synthetic rollouts, vectorised vs a plain loop.
 
 Builds a seeded synthetic rollouts table (12 teachers x 3 datasets x 2 students; prefixes
-k = 0, 3, 6, ..., m), times :func:`legival_core.transfer.trace_metrics` and
-:func:`legival_core.transfer.teacher_metrics` (with and without the bootstrap), then recomputes
-the same per-trace and per-teacher numbers with a straightforward per-trace Python loop and
-checks that both agree to 1e-9. Wall and CPU seconds (this process, all threads) are printed
+k = 0, 3, 6, ..., m), times :func:`legival_core.metrics.transfer.trace_metrics` and
+:func:`legival_core.metrics.transfer.teacher_metrics` (with and without the bootstrap), then
+recomputes the same per-trace and per-teacher numbers with a straightforward per-trace Python loop
+and checks that both agree to 1e-9. Wall and CPU seconds (this process, all threads) are printed
 side by side: on a shared machine the wall time says as much about the neighbours as about
 the code.
 
@@ -40,8 +40,8 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # `python bench/x.py` puts bench/ on sys.path, not the repo root
 
-from legival_core import transfer  # noqa: E402
-from legival_core.transfer import teacher_metrics, trace_metrics  # noqa: E402
+from legival_core.metrics import transfer  # noqa: E402
+from legival_core.metrics.transfer import teacher_metrics, trace_metrics  # noqa: E402
 
 N_BINS = 50
 
@@ -240,9 +240,10 @@ def compare(rollouts: pd.DataFrame) -> tuple[tuple[float, float], int, int]:
 
 
 def revision_module(revision: str) -> ModuleType:
-    """``legival_core/transfer.py`` as it was at git ``revision``, loaded as its own module."""
+    """``legival_core/metrics/transfer.py`` as it was at git ``revision``, loaded as its own
+    module."""
     source = subprocess.run(
-        ["git", "-C", str(REPO), "show", f"{revision}:legival_core/transfer.py"],
+        ["git", "-C", str(REPO), "show", f"{revision}:legival_core/metrics/transfer.py"],
         check=True,
         capture_output=True,
         text=True,

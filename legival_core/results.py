@@ -38,10 +38,10 @@ from typing import Any
 import pandas as pd
 
 from legival_core import views
-from legival_core.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
-from legival_core.store import Store
-from legival_core.transfer import ROLLOUT_CATEGORIES
-from legival_core.transfer_curves import BAND_RESAMPLES
+from legival_core.metrics.transfer import ROLLOUT_CATEGORIES
+from legival_core.metrics.transfer_curves import BAND_RESAMPLES
+from legival_core.store.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
+from legival_core.store.store import Store
 
 #: What :meth:`Results.correlations` can return for each pair of metrics.
 CORRELATION_VALUES = ("rho", "p", "n")
@@ -50,12 +50,12 @@ CORRELATION_VALUES = ("rho", "p", "n")
 def open(path: str | os.PathLike[str]) -> Results:
     """Open the results store at ``path`` for reading.
 
-    A folder that is not a store raises :class:`legival_core.store.StoreError` naming it:
+    A folder that is not a store raises :class:`legival_core.store.store.StoreError` naming it:
 
     >>> open("no/such/store")
     Traceback (most recent call last):
     ...
-    legival_core.store.StoreError: no/such/store: no such store (folder not found)
+    legival_core.store.store.StoreError: no/such/store: no such store (folder not found)
     """
     return Results(Store.open(path))
 
@@ -152,7 +152,7 @@ class Results:
         return self._cached(("distinct", table, column), read)
 
     def _rollouts(self) -> pd.DataFrame:
-        from legival_core.transfer import ROLLOUT_COLUMNS
+        from legival_core.metrics.transfer import ROLLOUT_COLUMNS
 
         return self.table("rollouts", list(ROLLOUT_COLUMNS), ROLLOUT_CATEGORIES)
 
@@ -172,7 +172,7 @@ class Results:
     def reference_teachers(self) -> list[str]:
         """Teachers that are references (a human solution, a gold rationale), which pages show
         apart and leave out of ranks unless asked (``include_references``)."""
-        from legival_core.references import store_reference_teachers
+        from legival_core.published.references import store_reference_teachers
 
         return self._cached(("references",), lambda: store_reference_teachers(self._store))
 
@@ -273,22 +273,22 @@ class Results:
         first, the value, its 95% interval over ``n_boot`` paired resamples of the problems
         (the same draw for every teacher), the traces behind it (``n traces``; ``low n`` below
         ``low_n``), its rank, the rank's 95% interval and the teachers it is not separated
-        from (:func:`legival_core.board.metric_detail`).
+        from (:func:`legival_core.views.board.metric_detail`).
 
         ``metric`` defaults to the page's: ``"composite"`` with ``weights``, else FOTU (or
         accuracy in a store without transfer). The resample count, seed and low-n threshold
-        are the app's defaults (``legival_core.app_config``), which ``streamlit run app.py``
+        are the app's defaults (``legival_core.store.app_config``), which ``streamlit run app.py``
         options can change.
 
         >>> detail = open("results/demo").rank_intervals()
         >>> list(detail.columns[:5])
         ['teacher', 'value', '95% lo', '95% hi', 'n traces']
         """
-        from legival_core import board as board_layout
-        from legival_core.rank_intervals import (
+        from legival_core.rankings.rank_intervals import (
             agreeing_intervals,
             interval_table,
         )
+        from legival_core.views import board as board_layout
 
         board = self.leaderboard(
             dataset, student, weights=weights, include_references=include_references
@@ -330,7 +330,7 @@ class Results:
     ) -> views.TransferView:
         """The Transfer curves page's whole view (curves, hazards, baseline, pooled summary)
         for one selection; :meth:`curves` is its ``curves`` frame."""
-        from legival_core.transfer import PROFILES
+        from legival_core.metrics.transfer import PROFILES
 
         self._need("rollouts", "transfer curves")
         # the page's first option (its selectbox lists PROFILES in order)
@@ -405,8 +405,8 @@ class Results:
         >>> list(steps.columns[:7])
         ['step', 'number', 'text', 'tokens', 'similarity', 'matched_step', 'redundant']
         """
-        from legival_core.efficiency import REDUNDANCY_THRESHOLDS
-        from legival_core.redundancy_sweep_view import recorded_threshold
+        from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
+        from legival_core.metrics.redundancy_sweep_view import recorded_threshold
 
         self._need("steps", "trace")
         choices = self.traces()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from legival_core import views
-from legival_core.published import PUBLISHED_SOURCES
+from legival_core.published.published import PUBLISHED_SOURCES
 from pages import common
 
 st.title("ℹ️ About")

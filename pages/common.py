@@ -21,9 +21,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from legival_core.app_config import AppConfig, parse_app_args, shorten
-from legival_core.safe_export import csv_frame
-from legival_core.safe_text import markdown_literal
+from legival_core.store.app_config import AppConfig, parse_app_args, shorten
+from legival_core.store.safe_export import csv_frame
+from legival_core.text.safe_text import markdown_literal
 
 _CONFIG_KEY = "_legival_config"
 _LOG = logging.getLogger("legival.app")
@@ -123,7 +123,7 @@ def _read_table(
     columns: tuple[str, ...] | None,
     categorical: tuple[str, ...] = (),
 ) -> pd.DataFrame:
-    from legival_core.store import Store
+    from legival_core.store.store import Store
     from legival_core.views import arrow_to_frame
 
     store = Store.open(path)
@@ -148,12 +148,12 @@ def load_table(
 
 
 #: Which rollout columns to load as categoricals.
-from legival_core.transfer import ROLLOUT_CATEGORIES  # noqa: E402
+from legival_core.metrics.transfer import ROLLOUT_CATEGORIES  # noqa: E402
 
 
 def load_rollouts() -> pd.DataFrame:
     """The rollouts table with the columns transfer metrics need (ids as categoricals)."""
-    from legival_core.transfer import ROLLOUT_COLUMNS
+    from legival_core.metrics.transfer import ROLLOUT_COLUMNS
 
     return load_table("rollouts", list(ROLLOUT_COLUMNS), ROLLOUT_CATEGORIES)
 
@@ -162,7 +162,7 @@ def load_rollouts() -> pd.DataFrame:
 def _distinct(path: str, stamp: float, table: str, column: str) -> list[str]:
     import pyarrow.compute as pc
 
-    from legival_core.store import Store
+    from legival_core.store.store import Store
 
     store = Store.open(path)
     if not store.has(table):
@@ -178,7 +178,7 @@ def distinct(table: str, column: str) -> list[str]:
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def _read_manifest(path: str, stamp: float) -> dict[str, Any]:
-    from legival_core.store import Store
+    from legival_core.store.store import Store
 
     return dict(Store.open(path).manifest)
 
@@ -223,8 +223,8 @@ def bundled_calibration_report() -> pd.DataFrame | None:
 def _leak_headline(
     path: str, stamp: float, references: tuple[str, ...], per_teacher: str
 ) -> str | None:
-    from legival_core.leak_summary import leak_summary
-    from legival_core.store import Store
+    from legival_core.metrics.leak_summary import leak_summary
+    from legival_core.store.store import Store
 
     store = Store.open(path)
     if not (store.has("trace_transfer") and store.has("rollouts")):
@@ -263,13 +263,13 @@ def has_table(table: str) -> bool:
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _references(path: str, stamp: float) -> list[str]:
-    from legival_core.references import store_reference_teachers
+    from legival_core.published.references import store_reference_teachers
 
     return store_reference_teachers(path)
 
 
 def reference_teachers() -> list[str]:
-    """The current store's reference teachers (:mod:`legival_core.references`), cached."""
+    """The current store's reference teachers (:mod:`legival_core.published.references`), cached."""
     return _references(*store_key())
 
 
@@ -376,7 +376,7 @@ def store_or_stop() -> None:
 
 def _stop_without_store() -> None:
     """Stop the page with a friendly message when the current store cannot be opened."""
-    from legival_core.store import Store, StoreError
+    from legival_core.store.store import Store, StoreError
 
     name = current_store_name()
     path = current_store_path()
@@ -397,7 +397,7 @@ def _stop_without_store() -> None:
 def table_or_problem(table: str) -> pd.DataFrame | None:
     """:func:`load_table`, or ``None`` with the store's problem shown when it cannot be read
     (for a page that has more to show than this store, like the published numbers)."""
-    from legival_core.store import StoreError
+    from legival_core.store.store import StoreError
 
     try:
         return load_table(table)
@@ -414,7 +414,7 @@ def run_page(page: Any) -> None:
     In read-only (hosting) mode any other error ends the page with a generic message too: the
     traceback goes to the server's log, never to a visitor's screen.
     """
-    from legival_core.store import StoreError
+    from legival_core.store.store import StoreError
 
     try:
         page.run()
@@ -551,11 +551,11 @@ def table(
 ) -> None:
     """A dataframe with its CSV export underneath.
 
-    A plain frame is shown tidy (:func:`legival_core.display.tidy_table`: labelled headers,
+    A plain frame is shown tidy (:func:`legival_core.views.display.tidy_table`: labelled headers,
     fixed decimals or %, an em dash for missing values) and exported with its field names and
     full precision; ``frame`` may also be a pandas Styler the page has formatted itself.
     """
-    from legival_core.display import tidy_table
+    from legival_core.views.display import tidy_table
 
     if isinstance(frame, pd.DataFrame):
         data, shown = frame, tidy_table(frame, labels, formats)
@@ -568,7 +568,7 @@ def table(
 def tokens_caption() -> str:
     """What the leaderboard's Tokens column and the efficiency decomposition page's E[T]
     count, from the store's provenance (escaped: teacher names come from the store)."""
-    from legival_core.provenance import token_sources
+    from legival_core.store.provenance import token_sources
 
     sources = token_sources(load_manifest())
     return markdown_literal(

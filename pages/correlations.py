@@ -10,9 +10,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
-from legival_core.display import MISSING, format_number
-from legival_core.references import keep_teachers
-from legival_core.safe_text import plotly_literal
+from legival_core.published.references import keep_teachers
+from legival_core.text.safe_text import plotly_literal
+from legival_core.views.display import MISSING, format_number
 from pages import common
 
 st.title("🧮 Correlations")
@@ -58,7 +58,7 @@ def matrices(
 def per_student(profile: str, include: bool) -> pd.DataFrame:
     """Transfer metrics per (teacher, dataset, student), reference teachers left out unless
     ``include``."""
-    from legival_core.references import keep_teachers
+    from legival_core.published.references import keep_teachers
 
     frame = common.student_metrics(profile)
     return keep_teachers(frame, common.reference_teachers(), include)
@@ -216,7 +216,7 @@ metric = common.url_select(
 stability_left, stability_right = st.columns(2)
 with stability_left:
     if teacher_metrics["dataset"].nunique() > 1:
-        from legival_core.stats import rank_stability
+        from legival_core.stats.stats import rank_stability
 
         rho_d, p_d = rank_stability(teacher_metrics, metric, across="dataset")
         st.markdown("**Across datasets**")
@@ -225,7 +225,7 @@ with stability_left:
         st.info("One dataset only: no cross-dataset stability.")
 with stability_right:
     if common.has_table("rollouts") and metric in views.STUDENT_METRICS:
-        from legival_core.stats import rank_stability
+        from legival_core.stats.stats import rank_stability
 
         students = per_student(profile, include)
         if students["student"].nunique() > 1:

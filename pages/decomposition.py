@@ -1,5 +1,5 @@
 """Efficiency decomposition: Kaiser et al.'s E0 board, Δlog waterfall, VŌ vs κ, failure modes and
-solver-workload audits (not the efficiency axis of ``legival_core.efficiency``)."""
+solver-workload audits (not the efficiency axis of ``legival_core.metrics.efficiency``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
-from legival_core.display import format_signed
-from legival_core.provenance import token_sources
-from legival_core.safe_text import markdown_literal, plotly_literal, plotly_literals
+from legival_core.store.provenance import token_sources
+from legival_core.text.safe_text import markdown_literal, plotly_literal, plotly_literals
+from legival_core.views.display import format_signed
 from pages import common
 
 st.title("⏱️ Efficiency decomposition")

@@ -8,11 +8,11 @@ import pandas as pd
 import streamlit as st
 
 from legival_core import views
-from legival_core.app_config import shorten
-from legival_core.efficiency import REDUNDANCY_THRESHOLDS
-from legival_core.provenance import token_sources
-from legival_core.redundancy_sweep_view import recorded_threshold
-from legival_core.safe_text import markdown_literal
+from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
+from legival_core.metrics.redundancy_sweep_view import recorded_threshold
+from legival_core.store.app_config import shorten
+from legival_core.store.provenance import token_sources
+from legival_core.text.safe_text import markdown_literal
 from legival_core.views.step_layers import (
     chunk_alignment,
     step_layers,
@@ -47,7 +47,7 @@ def trace_index() -> pd.DataFrame:
 @common.derived("trace_bundle")
 def trace_bundle(trace_id: str) -> dict[str, Any]:
     """Everything the inspector shows about one trace (read with filters: one trace only)."""
-    from legival_core.store import Store
+    from legival_core.store.store import Store
 
     store = Store.open(common.current_store_path())
     one = {"trace_id": trace_id}
@@ -153,7 +153,7 @@ only_rollouts = table_filter[1].toggle("Only traces with rollouts", key="only_ro
 if only_rollouts:
     listed = listed[listed["rollouts"]]
 listed = listed.head(TABLE_ROWS).reset_index(drop=True)
-from legival_core.display import tidy_table  # noqa: E402
+from legival_core.views.display import tidy_table  # noqa: E402
 
 picked_rows = st.dataframe(
     tidy_table(

@@ -8,15 +8,15 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from legival_core import board as board_layout
 from legival_core import views
-from legival_core.rank_intervals import TeacherResamples
-from legival_core.safe_text import (
+from legival_core.rankings.rank_intervals import TeacherResamples
+from legival_core.text.safe_text import (
     markdown_literal,
     plotly_literal,
     plotly_literals,
     visible_bidi,
 )
+from legival_core.views import board as board_layout
 from pages import common, merged_board, robustness_report
 
 st.title("🏆 Leaderboard")
@@ -40,8 +40,8 @@ def student_metrics(profile: str) -> pd.DataFrame:
 @common.derived("intervals")
 def intervals(student: str | None, n_boot: int) -> pd.DataFrame:
     """Per (teacher, dataset) values with bootstrap CIs: efficiency from trace_efficiency,
-    transfer from the rollouts (legival_core.transfer.teacher_metrics)."""
-    from legival_core.transfer import teacher_metrics
+    transfer from the rollouts (legival_core.metrics.transfer.teacher_metrics)."""
+    from legival_core.metrics.transfer import teacher_metrics
 
     frames = []
     if common.has_table("trace_efficiency"):
@@ -100,7 +100,7 @@ def resamples(
     dataset: str | None, student: str | None, n_boot: int, seed: int
 ) -> TeacherResamples | None:
     """Every ranked metric per teacher on paired resamples of problems
-    (legival_core.rank_intervals); None when the store has no per-trace tables. Reference
+    (legival_core.rankings.rank_intervals); None when the store has no per-trace tables. Reference
     teachers are resampled too (for their value intervals); the ranks leave them out."""
     _frame, metrics = board_rows(dataset, student)
     return views.board_resamples(
@@ -125,7 +125,7 @@ def uncertainty(
 ) -> pd.DataFrame:
     """Value and rank intervals per (metric, teacher), the composite's too when weighted; empty
     without resamples. New weights reuse the cached resamples."""
-    from legival_core.rank_intervals import agreeing_intervals, interval_table
+    from legival_core.rankings.rank_intervals import agreeing_intervals, interval_table
 
     drawn = resamples(dataset, student, n_boot, seed)
     if drawn is None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from legival_core.board_merge import MergeConflict
-from legival_core.safe_text import markdown_literal, visible_bidi
+from legival_core.text.safe_text import markdown_literal, visible_bidi
+from legival_core.views.board_merge import MergeConflict
 from legival_core.views.merged_board import MergedBoard, merged_board
 from pages import common
 
@@ -59,7 +59,7 @@ def _board(
 ) -> MergedBoard | str:
     """The merged board of ``stores`` ((name, path, manifest mtime): the mtimes key the cache),
     or the one-line message of the clash that refuses it. Shared and read-only."""
-    from legival_core.store import Store
+    from legival_core.store.store import Store
 
     opened = {name: Store.open(path) for name, path, _stamp in stores}
     try:
@@ -70,7 +70,7 @@ def _board(
 
 def show(include: bool) -> None:
     """Draw the merged board; a clash ``--prefer`` does not decide shows its message only."""
-    from legival_core.store import Store, StoreError
+    from legival_core.store.store import Store, StoreError
 
     config = common.get_config()
     stores = config.merge_stores()

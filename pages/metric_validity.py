@@ -7,8 +7,8 @@ import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
-from legival_core.calibration import detector_table, report_view
-from legival_core.safe_text import markdown_literal, plotly_literals
+from legival_core.calibration.calibration import detector_table, report_view
+from legival_core.text.safe_text import markdown_literal, plotly_literals
 from pages import common
 
 st.title("🧪 Metric validity")

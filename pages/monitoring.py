@@ -9,8 +9,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from legival_core import oversight
-from legival_core.safe_text import markdown_literal, plotly_literal, plotly_literals
+from legival_core.oversight import oversight
+from legival_core.text.safe_text import markdown_literal, plotly_literal, plotly_literals
 from legival_core.views.monitoring import NOT_DEFINED, interval_text, monitor_intervals
 from pages import common
 
@@ -57,7 +57,7 @@ def pooled_scores(n_boot: int) -> pd.DataFrame:
 @common.derived("monitor_legibility")
 def legibility(n_boot: int, include: bool) -> pd.DataFrame:
     """ρ(FOTU, P/R/F1) across teachers; reference teachers add no point unless ``include``."""
-    from legival_core.references import keep_teachers
+    from legival_core.published.references import keep_teachers
 
     if not common.has_table("teacher_metrics"):
         return pd.DataFrame()

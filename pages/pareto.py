@@ -5,11 +5,11 @@ from __future__ import annotations
 import plotly.express as px
 import streamlit as st
 
-from legival_core import board as board_layout
 from legival_core import views
-from legival_core.display import format_share
-from legival_core.safe_text import markdown_literal, plotly_literals
+from legival_core.text.safe_text import markdown_literal, plotly_literals
+from legival_core.views import board as board_layout
 from legival_core.views import figures
+from legival_core.views.display import format_share
 from pages import common
 
 st.title("⚖️ Pareto frontier")
@@ -47,7 +47,11 @@ def frontier_shares(
 ) -> dict[str, float]:
     """Teacher -> share of paired problem resamples in which it is on the frontier; empty
     when the store has no per-trace tables to resample."""
-    from legival_core.rank_intervals import frontier_shares, points_agree, resample_teachers
+    from legival_core.rankings.rank_intervals import (
+        frontier_shares,
+        points_agree,
+        resample_teachers,
+    )
 
     tables = {
         name: views.filter_rows(common.load_table(name), dataset=dataset)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import plotly.express as px
 import streamlit as st
 
-from legival_core import published, views
-from legival_core.safe_text import plotly_literals
+from legival_core import views
+from legival_core.published import published
+from legival_core.text.safe_text import plotly_literals
 from pages import common
 
 st.title("📚 Published numbers")

@@ -10,13 +10,13 @@ import plotly.colors
 import plotly.graph_objects as go
 import streamlit as st
 
-from legival_core.efficiency import REDUNDANCY_THRESHOLDS
-from legival_core.redundancy_sweep_view import (
+from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
+from legival_core.metrics.redundancy_sweep_view import (
     recorded_threshold,
     sweep_thresholds,
     teacher_redundancy_sweep,
 )
-from legival_core.safe_text import plotly_literal
+from legival_core.text.safe_text import plotly_literal
 from legival_core.views.redundancy import sweep_over_datasets
 from pages import common
 

@@ -7,9 +7,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from legival_core import oversight, provenance, views
-from legival_core.display import tidy_table
-from legival_core.safe_text import markdown_literal, plotly_literal, plotly_literals
+from legival_core import views
+from legival_core.oversight import oversight
+from legival_core.store import provenance
+from legival_core.text.safe_text import markdown_literal, plotly_literal, plotly_literals
+from legival_core.views.display import tidy_table
 from pages import common
 
 st.title("🎯 Reward models")
@@ -54,7 +56,7 @@ def reward_rho(
 ) -> pd.DataFrame:
     """ρ of reward with each transfer metric; at teacher level reference teachers add no
     point unless ``include``."""
-    from legival_core.references import keep_teachers
+    from legival_core.published.references import keep_teachers
 
     rewards = common.load_table("rewards")
     transfer = common.load_table("trace_transfer")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from legival_core.display import MISSING, tidy_table
-from legival_core.robustness import REAL_FLIP, WITHIN_NOISE
-from legival_core.safe_text import markdown_literal
+from legival_core.rankings.robustness import REAL_FLIP, WITHIN_NOISE
+from legival_core.text.safe_text import markdown_literal
 from legival_core.views import robustness as robustness_view
+from legival_core.views.display import MISSING, tidy_table
 from pages import common, robustness_report
 
 st.title("🧭 Robustness")

@@ -7,8 +7,8 @@ import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from legival_core.robustness_choices import RobustnessReport
-from legival_core.safe_text import markdown_literal
+from legival_core.rankings.robustness_choices import RobustnessReport
+from legival_core.text.safe_text import markdown_literal
 from pages import common
 
 #: Where the leaderboard's marker links to.
@@ -17,9 +17,10 @@ PAGE = "pages/robustness.py"
 
 @common.derived("robustness_report")
 def report(n_boot: int, seed: int) -> RobustnessReport:
-    """Every metric's ranking under every alternative choice (legival_core.robustness_choices),
-    flips judged against the default's rank intervals from ``n_boot`` resamples (none: 0)."""
-    from legival_core.robustness_choices import Settings, read_tables, robustness_report
+    """Every metric's ranking under every alternative choice
+    (legival_core.rankings.robustness_choices), flips judged against the default's rank intervals
+    from ``n_boot`` resamples (none: 0)."""
+    from legival_core.rankings.robustness_choices import Settings, read_tables, robustness_report
 
     def read(table: str, columns: list[str] | None) -> pd.DataFrame:
         return common.load_table(table, columns) if common.has_table(table) else pd.DataFrame()

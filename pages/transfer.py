@@ -11,11 +11,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from legival_core import board as board_layout
 from legival_core import views
-from legival_core.display import format_share
-from legival_core.safe_text import markdown_literal, plotly_literal, plotly_literals
+from legival_core.text.safe_text import markdown_literal, plotly_literal, plotly_literals
+from legival_core.views import board as board_layout
 from legival_core.views import figures
+from legival_core.views.display import format_share
 from pages import common
 
 st.title("📈 Transfer curves")
@@ -29,7 +29,7 @@ common.need_tables("rollouts", what="Transfer curves")
 include = common.include_references()
 
 #: Resamples of traces behind the bands (the metrics stage stores views with the same).
-from legival_core.transfer_curves import BAND_RESAMPLES  # noqa: E402
+from legival_core.metrics.transfer_curves import BAND_RESAMPLES  # noqa: E402
 
 
 @common.derived("transfer_view")
@@ -159,7 +159,7 @@ left, middle, right = st.columns(3)
 dataset = common.url_select("Dataset", [common.ALL, *datasets], "dataset", where=left)
 student = common.url_select("Student", [common.ALL, *students], "student", where=middle)
 with right:
-    from legival_core.transfer import PROFILES
+    from legival_core.metrics.transfer import PROFILES
 
     profile = common.url_select(
         "Profile",
@@ -257,7 +257,7 @@ st.caption(
 @common.derived("transfer_leaks")
 def leaks_of(dataset: str | None, student: str | None) -> pd.DataFrame:
     """The leak table of a selection (cached: it groups every rollout of the selection)."""
-    from legival_core.leak_summary import leak_summary
+    from legival_core.metrics.leak_summary import leak_summary
 
     pairs = views.filter_rows(common.load_table("trace_transfer"), dataset=dataset, student=student)
     rows = common.load_rollouts()

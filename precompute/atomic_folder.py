@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from legival_core.store import _fsync_dir, _pid_alive  # one definition each
+from legival_core.store.store import _fsync_dir, _pid_alive  # one definition each
 
 __all__ = ["KILL_IN_STAGING_ENV", "kill_if_asked", "recover", "staged_folder"]
 

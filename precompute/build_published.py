@@ -18,8 +18,8 @@ import shutil
 import uuid
 from pathlib import Path
 
-from legival_core import published
-from legival_core.store import MANIFEST_NAME, Store, StoreError
+from legival_core.published import published
+from legival_core.store.store import MANIFEST_NAME, Store, StoreError
 from precompute.errors import InputUnusableError
 
 STAGE = "published"

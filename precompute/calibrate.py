@@ -1,10 +1,11 @@
 """The calibration suite: ``python -m precompute calibrate --store DIR [--seed N] [--size small]``.
 
-Builds a store of synthetic traces with planted properties (:mod:`legival_core.calibration`),
-runs the real stages on it — grade, segment (Punkt), embed (all-MiniLM-L6-v2), rollout (the
-rule-based student, exact and with a known error rate), judge (the lexical detector), metrics
-— and writes the table ``calibration_report``: planted vs recovered for every metric, and
-precision/recall of every detector on development and held-out templates. Seeded and offline.
+Builds a store of synthetic traces with planted properties
+(:mod:`legival_core.calibration.calibration`), runs the real stages on it — grade, segment (Punkt),
+embed (all-MiniLM-L6-v2), rollout (the rule-based student, exact and with a known error rate), judge
+(the lexical detector), metrics — and writes the table ``calibration_report``: planted vs recovered
+for every metric, and precision/recall of every detector on development and held-out templates.
+Seeded and offline.
 
 The rule-based student (:mod:`precompute.backends.rule_student`) is a calibration instrument:
 it answers from an answer key written next to the store and is never used for results.
@@ -26,13 +27,13 @@ from typing import Any
 
 import pandas as pd
 
-from legival_core.calibration import (
+from legival_core.calibration.calibration import (
     PlantedTrace,
     calibration_report,
     plant_traces,
     planted_instances,
 )
-from legival_core.schema import trace_id_for
+from legival_core.store.schema import trace_id_for
 from precompute.config import (
     ExperimentConfig,
     GradeConfig,
@@ -109,7 +110,7 @@ def _write_inputs(store: Any, planted: Sequence[PlantedTrace], out: Path) -> Non
         stored = store.read("traces", columns=["trace_id", "reasoning"])
         planted_text = {trace_id_for(t.teacher, t.problem_id): t.reasoning for t in planted}
         if dict(zip(stored["trace_id"], stored["reasoning"], strict=True)) != planted_text:
-            from legival_core.store import StoreError
+            from legival_core.store.store import StoreError
 
             raise StoreError(
                 f"store {out} holds other traces than this seed and size would plant; "
@@ -166,8 +167,8 @@ def build_calibration(
     labels and the report measures it beside the lexical detector. The report is also
     written to the store as table ``calibration_report``.
     """
-    from legival_core.decomposition import decompose
-    from legival_core.store import Store
+    from legival_core.metrics.decomposition import decompose
+    from legival_core.store.store import Store
     from precompute.stages import StageContext, run_stage
 
     if size not in SIZES:

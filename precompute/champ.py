@@ -30,7 +30,7 @@ How they map onto the store
               solution message (the package records no token counts).
     labels    :func:`champ_first_wrong_steps` gives one row per annotated trace, labeller
               ``"human"``: ``error_found``, the span inside ``traces.reasoning`` and the
-              1-based step (``legival_core.segment``) where the wrong step starts. An
+              1-based step (``legival_core.text.segment``) where the wrong step starts. An
               annotation is attached to a trace only when its text equals the trace's
               reasoning exactly; the ``"0-Shot"`` and ``"No C w/o H"`` conversations are
               identical in the package, so the default traces receive the 270 ``"No C w/o H"``
@@ -51,8 +51,8 @@ from typing import Any
 
 import pandas as pd
 
-from legival_core.schema import TABLES, trace_id_for, validate_frame
-from legival_core.store import pandas_dtypes
+from legival_core.store.schema import TABLES, trace_id_for, validate_frame
+from legival_core.store.store import pandas_dtypes
 
 __all__ = [
     "CHAMP_MODELS",
@@ -293,7 +293,7 @@ def champ_problems(
 
 
 def _count(texts: list[str]) -> list[int | None]:
-    from legival_core.tokens import count_tokens_many
+    from legival_core.text.tokens import count_tokens_many
 
     return list(count_tokens_many(texts))
 
@@ -405,10 +405,10 @@ def champ_first_wrong_steps(
     One row per annotated trace: ``labeler="human"``, ``annotated`` = the CHAMP conversation
     the annotation was made on (``"GPT-4|No C w/o H"``), ``error_found`` (False = "No
     mistake"), ``start``/``end`` = the wrong step's character span in ``traces.reasoning``,
-    ``step`` = 1-based number of the step (``legival_core.segment.split_steps``) containing
+    ``step`` = 1-based number of the step (``legival_core.text.segment.split_steps``) containing
     ``start``, ``wrong_step_text`` = the annotated span.
     """
-    from legival_core.segment import split_steps
+    from legival_core.text.segment import split_steps
 
     chosen = list(models) if models is not None else list(CHAMP_MODELS)
     rows: list[dict[str, Any]] = []
@@ -475,7 +475,7 @@ def champ_counts() -> dict[str, Any]:
 
 
 #: How the ``tokens`` of CHAMP traces were obtained (recorded in the provenance; read by
-#: ``legival_core.provenance.token_sources``): the package records no token counts.
+#: ``legival_core.store.provenance.token_sources``): the package records no token counts.
 CHAMP_TOKENS = "counted: tiktoken cl100k_base count of the recorded solution"
 
 

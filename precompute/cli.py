@@ -236,7 +236,7 @@ def _config_for(args: argparse.Namespace, store: Any | None) -> ExperimentConfig
 
 
 def _open_store(path: Path, config: ExperimentConfig | None = None, create: bool = True) -> Any:
-    from legival_core.store import Store
+    from legival_core.store.store import Store
 
     if create:
         return Store.create(path, config=config.to_dict() if config is not None else None)
@@ -688,12 +688,12 @@ def _progress(args: argparse.Namespace) -> bool | None:
 
 def _exit_code(error: BaseException) -> int:
     """Map an exception to the documented exit code."""
-    from legival_core.schema import SchemaError
+    from legival_core.store.schema import SchemaError
     from precompute.stages import StageError
 
     store_errors: tuple[type[BaseException], ...] = (SchemaError,)
     try:
-        from legival_core.store import StoreError
+        from legival_core.store.store import StoreError
 
         store_errors = (*store_errors, StoreError)
     except ImportError:
@@ -705,7 +705,7 @@ def _exit_code(error: BaseException) -> int:
         ImportError,
     )
     try:
-        from legival_core.assets import MissingAssetError
+        from legival_core.store.assets import MissingAssetError
 
         missing = (*missing, MissingAssetError)
     except ImportError:

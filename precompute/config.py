@@ -272,7 +272,8 @@ class JudgeConfig:
 
 
 #: Redundancy τ of each transfer profile when ``[metrics]`` gives no ``threshold`` (the same
-#: values as :data:`legival_core.efficiency.REDUNDANCY_THRESHOLDS`; a test keeps them equal).
+#: values as :data:`legival_core.metrics.efficiency.REDUNDANCY_THRESHOLDS`; a test keeps them
+#: equal).
 PROFILE_THRESHOLDS = {"paper": 0.8, "release": 0.85}
 
 

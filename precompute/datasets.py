@@ -2,7 +2,7 @@
 
 :data:`DATASETS` is the registry. Each entry's ``load(source=None, *, limit=None, ...)``
 returns a :class:`pandas.DataFrame` with exactly the columns of
-``legival_core.schema.TABLES["problems"]`` (problem_id, dataset, task, prompt, gold, choices,
+``legival_core.store.schema.TABLES["problems"]`` (problem_id, dataset, task, prompt, gold, choices,
 choice_seed, workload, workload_kind, reference_solution, meta).
 
 Where the rows come from
@@ -44,8 +44,8 @@ from typing import Any
 
 import pandas as pd
 
-from legival_core.schema import TABLES, SchemaError, validate_frame
-from legival_core.store import pandas_dtypes
+from legival_core.store.schema import TABLES, SchemaError, validate_frame
+from legival_core.store.store import pandas_dtypes
 from legival_core.tasks.gpqa import choice_seed_for, shuffle_choices
 from precompute.errors import InputMissingError, InputUnusableError, UsageError
 
@@ -1139,7 +1139,7 @@ def load_from_args(args: argparse.Namespace) -> pd.DataFrame | None:
         _write_out(frame, Path(args.out))
         print(f"wrote {args.out}")
     if args.store:
-        from legival_core.store import Store
+        from legival_core.store.store import Store
 
         store = Store.create(args.store)
         store.write("problems", frame, stage=f"datasets.{args.name}")

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from legival_core.schema import TABLES
+from legival_core.store.schema import TABLES
 from precompute.config import (
     ExperimentConfig,
     GradeConfig,
@@ -235,7 +235,7 @@ def grade_recorded(store: Any, progress: bool | None = None) -> int:
     store.record_stage(
         "grade",
         method="champ task (math-verify, statement golds word by word) on the answer each "
-        "recorded summary states (legival_core.answers via Task.grade_text); human reference "
+        "recorded summary states (legival_core.text.answers via Task.grade_text); human reference "
         "graded on the gold answer",
         written={"grades": len(rows)},
     )
@@ -245,7 +245,7 @@ def grade_recorded(store: Any, progress: bool | None = None) -> int:
 def _oversight(ctx: Any, options: DemoOptions) -> dict[str, float]:
     """Stand-in reward scores and a small weak-monitor study (see the module docstring)."""
 
-    from legival_core.provenance import STANDIN_FOLDER
+    from legival_core.store.provenance import STANDIN_FOLDER
     from precompute.models import model_cache_dir
     from precompute.stages.reward import build_standin_reward_model
 
@@ -278,7 +278,7 @@ def _shard_worker(
 
     for variable in ("LEGIVAL_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[variable] = "1"
-    from legival_core.store import Store
+    from legival_core.store.store import Store
     from precompute.sharding import Shard
     from precompute.stages import StageContext, run_stage
 
@@ -333,9 +333,9 @@ def _run_demo_stage(name: str, ctx: Any, options: DemoOptions) -> float:
 
 
 def build_demo(options: DemoOptions | None = None, *, progress: bool | None = None) -> Any:
-    """Build (or resume) the demo store; returns the :class:`~legival_core.store.Store`."""
+    """Build (or resume) the demo store; returns the :class:`~legival_core.store.store.Store`."""
 
-    from legival_core.store import Store
+    from legival_core.store.store import Store
     from precompute.stages import StageContext
 
     options = options or DemoOptions()

@@ -3,8 +3,8 @@
 A module raises one of these (often through a subclass of its own error, such as
 ``IngestUsageError(IngestError, UsageError)``) and :func:`precompute.cli.main` turns the kind
 into the code of :data:`precompute.cli.EXIT_CODES`. Failures with kinds of their own elsewhere:
-``precompute.config.ConfigError`` (3), ``legival_core.store.StoreError`` and
-``legival_core.schema.SchemaError`` (4), ``precompute.stages.StageError`` (5).
+``precompute.config.ConfigError`` (3), ``legival_core.store.store.StoreError`` and
+``legival_core.store.schema.SchemaError`` (4), ``precompute.stages.StageError`` (5).
 
 >>> issubclass(InputMissingError, Exception)
 True

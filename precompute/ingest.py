@@ -13,7 +13,7 @@ our grade (``tool_grades``) and chunk importances (``chunk_importance``), and ta
 from the model the file names unless ``--teacher`` is given. ``auto`` (the default) sniffs.
 
 ``--reference`` marks the file as reference solutions (a human write-up, a gold rationale):
-their teacher is a reference teacher (:mod:`legival_core.references`).
+their teacher is a reference teacher (:mod:`legival_core.published.references`).
 
 ``FILE`` is JSONL (read line by line), JSON (an array of rows), Parquet, CSV/TSV, or the name
 of a Hugging Face dataset (``owner/name``; ``--split``/``--config`` pick the part).
@@ -28,7 +28,7 @@ problem_id    yes       the problem's id (text or integer); new ids become ``<da
 prompt        see note  the problem text. May be left out when the problem is already in the
                         store (the row then refers to it).
 reasoning     yes*      the reasoning text (non-empty). *Or ``raw``: the full model output,
-                        split into reasoning and answer by ``legival_core.reasoning``.
+                        split into reasoning and answer by ``legival_core.text.reasoning``.
 answer        no        the final answer text
 correct       no        true/false (also 1/0, yes/no) — written to ``grades`` as given
 gold          no        the gold answer; without ``correct`` the task grades ``answer``
@@ -79,8 +79,8 @@ from typing import Any, BinaryIO
 
 import pandas as pd
 
-from legival_core.schema import TABLES, trace_id_for
-from legival_core.store import Store, StoreError
+from legival_core.store.schema import TABLES, trace_id_for
+from legival_core.store.store import Store, StoreError
 from legival_core.tasks.base import Grade, TextGrade
 from precompute.errors import InputMissingError, InputUnusableError, UsageError
 from precompute.formats.base import EXTRA_KEYS
@@ -617,7 +617,7 @@ def _nfc(text: str) -> str:
 
 def _split_raw(raw: str) -> tuple[str, str | None, bool | None]:
     """Reasoning, answer and completeness of a raw model output (``parse_reasoning``)."""
-    from legival_core.reasoning import parse_reasoning
+    from legival_core.text.reasoning import parse_reasoning
 
     parsed = parse_reasoning(raw)
     return parsed.reasoning, (parsed.answer_text or None), parsed.complete
@@ -762,13 +762,13 @@ class _Writer:
         batch_rows: int,
         reference: bool = False,
     ):
-        from legival_core.references import reference_source
+        from legival_core.published.references import reference_source
 
         self.store = store
         self.report = report
         self.task = task
         self.existing = existing
-        # A reference teacher's traces say so in their source (legival_core.references).
+        # A reference teacher's traces say so in their source (legival_core.published.references).
         self.source = f"ingest:{source_name}"
         if reference:
             self.source = reference_source(self.source)
@@ -818,7 +818,7 @@ class _Writer:
         records, self.pending = self.pending, []
         if not records:
             return
-        from legival_core.tokens import count_tokens_many
+        from legival_core.text.tokens import count_tokens_many
 
         problems, traces, grades = [], [], []
         fresh = [
@@ -1141,7 +1141,7 @@ def ingest(
 
     Args:
         path: JSONL / JSON / Parquet / CSV file, or a hub dataset name ``owner/name``.
-        store: a :class:`legival_core.store.Store` or the folder of one (created if needed).
+        store: a :class:`legival_core.store.store.Store` or the folder of one (created if needed).
         teacher: teacher name for every row (a row's own ``teacher`` field wins). With a
             ``file_format`` whose files name their model, None takes the teacher from the file
             (and a name given here overrides the file's).
@@ -1155,8 +1155,8 @@ def ingest(
         batch_rows: rows per written part.
         reference: the file holds reference solutions (a human write-up, a gold rationale):
             its traces get the source ``reference:ingest:<file>``, which makes their teacher a
-            reference teacher (:mod:`legival_core.references`), shown apart and left out of
-            ranks, frontiers, teacher-level correlations and solver pools by default.
+            reference teacher (:mod:`legival_core.published.references`), shown apart and left out
+            of ranks, frontiers, teacher-level correlations and solver pools by default.
         file_format: a :data:`precompute.formats.FORMATS` name, or ``"auto"`` to sniff it;
             ``"legival"`` (the default) reads our own rows.
 
@@ -1319,7 +1319,7 @@ def ingest(
             rows_read=report.rows_read,
             kept=report.kept,
             quarantined=len(report.quarantined),
-            # E[T]'s origin for this teacher (legival_core.provenance.token_sources): traces
+            # E[T]'s origin for this teacher (legival_core.store.provenance.token_sources): traces
             # written with the file's own count, and with a tiktoken count of the text.
             tokens={
                 "given": writer.tokens_given,

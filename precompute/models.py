@@ -74,11 +74,11 @@ def gemma3_270m_gguf_path() -> Path:
 def model_cache_dir() -> Path:
     """Where converted models are cached.
 
-    ``legival_core.assets.cache_dir()`` when that module exists, else ``$LEGIVAL_CACHE``,
+    ``legival_core.store.assets.cache_dir()`` when that module exists, else ``$LEGIVAL_CACHE``,
     else the platform's user cache folder for "legival".
     """
     try:
-        from legival_core.assets import cache_dir  # type: ignore[import-not-found]
+        from legival_core.store.assets import cache_dir  # type: ignore[import-not-found]
     except ImportError:
         cache_dir = None
     if cache_dir is not None:

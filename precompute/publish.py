@@ -15,17 +15,17 @@ Writes into ``--out`` (a folder that opens from ``file://`` or on any static hos
 * ``assets/`` — plotly.js, the style sheet and the sorting script, once for every page;
 * ``leaderboard.csv`` / ``leaderboard.tex`` — the table as numbers and as a booktabs tabular;
 * ``site.json`` — what the site pins: per store its content, config and provenance digests
-  (:mod:`legival_core.site_pin`), the package version, the publish options and the digest of
+  (:mod:`legival_core.store.site_pin`), the package version, the publish options and the digest of
   every other file; each page's footer shows it. ``publish --check SITE --store DIR`` compares
   it with a store;
 * with ``--space``, ``README.md``: the Hugging Face Space card (``sdk: static``).
 
 Several ``--store`` merge their ``teacher_metrics`` rows into one board
-(:func:`legival_core.board_merge.merge_teacher_rows`; a clash is refused unless ``--prefer``
+(:func:`legival_core.views.board_merge.merge_teacher_rows`; a clash is refused unless ``--prefer``
 names the winning store), each row saying which store and config it came from.
 
-The numbers are the app's: :mod:`legival_core.rank_intervals` for the intervals (problems
-resampled, the same draw for every teacher, seeded), :mod:`legival_core.board` for the cells.
+The numbers are the app's: :mod:`legival_core.rankings.rank_intervals` for the intervals (problems
+resampled, the same draw for every teacher, seeded), :mod:`legival_core.views.board` for the cells.
 Every name and every piece of model text is escaped (HTML in the pages, Plotly labels in the
 charts, trace text through the app's own :func:`legival_core.views.trace_html`).
 
@@ -45,13 +45,17 @@ from typing import Any
 
 import pandas as pd
 
-from legival_core import __version__, site_pages, site_pin, views
-from legival_core import board as board_layout
-from legival_core.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
-from legival_core.board_merge import merge_teacher_rows, merged_table
-from legival_core.safe_export import csv_frame
-from legival_core.safe_text import plotly_literals
-from legival_core.snapshot import (
+from legival_core import __version__, views
+from legival_core.store import site_pin
+from legival_core.store.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
+from legival_core.store.safe_export import csv_frame
+from legival_core.store.store import Store
+from legival_core.text.safe_text import plotly_literals
+from legival_core.views import board as board_layout
+from legival_core.views import figures, site_pages
+from legival_core.views.board_merge import merge_teacher_rows, merged_table
+from legival_core.views.merged_board import merged_rank_board
+from legival_core.views.snapshot import (
     PLOTLY_ASSET,
     SITE_CSS,
     SITE_JS,
@@ -59,9 +63,6 @@ from legival_core.snapshot import (
     footer_html,
     snapshot_html,
 )
-from legival_core.store import Store
-from legival_core.views import figures
-from legival_core.views.merged_board import merged_rank_board
 from precompute.atomic_folder import kill_if_asked, staged_folder
 
 __all__ = [
@@ -94,7 +95,7 @@ annotated traces. `site.json` pins the store content, config and code it was mad
 """
 
 #: Resamples of traces behind the transfer-curve bands (as on the app's transfer page).
-from legival_core.transfer_curves import BAND_RESAMPLES  # noqa: E402
+from legival_core.metrics.transfer_curves import BAND_RESAMPLES  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -107,10 +108,10 @@ class PublishOptions:
     x: str = "tokens"
     y: str = "fotu"
     #: Rank reference teachers like any model (by default they get a row without a rank and
-    #: a point never on the frontier, see legival_core.references).
+    #: a point never on the frontier, see legival_core.published.references).
     include_references: bool = False
     #: Trace pages per (teacher, dataset) row: None = every trace, else this many, chosen by
-    #: :func:`legival_core.site_pages.choose_traces` with ``seed``.
+    #: :func:`legival_core.views.site_pages.choose_traces` with ``seed``.
     traces: int | None = None
     #: Add the Hugging Face Space card (``README.md``, ``sdk: static``).
     space: bool = False
@@ -171,7 +172,7 @@ def _transfer_view(sources: _Sources) -> views.TransferView | None:
             view = views.transfer_view_from_table(table, None, None, "paper", BAND_RESAMPLES)
             if view is not None:
                 return view
-    from legival_core.transfer import ROLLOUT_COLUMNS
+    from legival_core.metrics.transfer import ROLLOUT_COLUMNS
 
     rollouts = sources.read("rollouts", columns=list(ROLLOUT_COLUMNS))
     if rollouts is None:
@@ -246,10 +247,10 @@ def _footer(sources: _Sources, options: PublishOptions, pin_file: str) -> str:
 
 def _robustness_report(sources: _Sources, options: PublishOptions) -> Any:
     """Every ranking under every alternative analysis choice the store can give
-    (legival_core.robustness_choices), flips judged against the default's rank intervals from
-    the same resamples as the rank table; None without per-trace tables, or with several
+    (legival_core.rankings.robustness_choices), flips judged against the default's rank intervals
+    from the same resamples as the rank table; None without per-trace tables, or with several
     stores (a robustness report compares choices within one run)."""
-    from legival_core.robustness_choices import Settings, load_tables, robustness_report
+    from legival_core.rankings.robustness_choices import Settings, load_tables, robustness_report
 
     if len(sources.stores) != 1 or not sources.stores[0].store.has("trace_efficiency"):
         return None
@@ -266,7 +267,7 @@ def _leaderboard_sections(
     sources: _Sources, options: PublishOptions, references: Sequence[str]
 ) -> tuple[list[Section], pd.DataFrame, str, pd.DataFrame]:
     """The leaderboard page's sections, the rank table shown (text), its LaTeX and numbers."""
-    from legival_core.rank_intervals import frontier_shares, points_agree
+    from legival_core.rankings.rank_intervals import frontier_shares, points_agree
 
     include = options.include_references
     made = merged_rank_board(
@@ -422,8 +423,8 @@ def _by_trace(frame: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
 def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_pages.TraceEvidence]:
     """Everything each trace page shows, read from one store with one filtered read per table
     (the inspector's bundle, for many traces at once)."""
-    from legival_core.efficiency import REDUNDANCY_THRESHOLDS
-    from legival_core.redundancy_sweep_view import recorded_threshold
+    from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
+    from legival_core.metrics.redundancy_sweep_view import recorded_threshold
 
     store = source.store
     wanted = {"trace_id": list(trace_ids)}
@@ -615,7 +616,7 @@ def _open_sources(store_paths: Sequence[Path], prefer: str | None) -> _Sources:
                 "stage first"
             )
         metrics[source.name] = source.store.read("teacher_metrics")
-    from legival_core.board_merge import MergeConflict
+    from legival_core.views.board_merge import MergeConflict
 
     if prefer is not None and len(sources) == 1 and prefer != sources[0].name:
         raise UsageError(f"--prefer {prefer}: no store of that name (stores: {names[0]})")
@@ -632,7 +633,7 @@ def build_site(
     """Every file of the site for the stores at ``store_paths`` (relative path -> bytes)."""
     import plotly.offline
 
-    from legival_core.references import store_reference_teachers
+    from legival_core.published.references import store_reference_teachers
 
     options = options or PublishOptions()
     sources = _open_sources(store_paths, options.prefer)
@@ -653,7 +654,8 @@ def build_site(
         links={"rank-table": {c: hrefs for c in text_table.columns}},
         footer=_footer(sources, options, "site.json"),
     )
-    # Every CSV cell a spreadsheet would run as a formula is quoted (legival_core.safe_export).
+    # Every CSV cell a spreadsheet would run as a formula is quoted
+    # (legival_core.store.safe_export).
     files["leaderboard.csv"] = csv_frame(numbers).to_csv(index=False)
     files["leaderboard.tex"] = latex + "\n"
     files.update(evidence)

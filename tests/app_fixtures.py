@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from legival_core.backtracking import lexical_backtracking
-from legival_core.schema import trace_id_for
-from legival_core.store import Store
+from legival_core.metrics.backtracking import lexical_backtracking
+from legival_core.store.schema import trace_id_for
+from legival_core.store.store import Store
 
 #: Teacher -> (Hugging Face id, transfer "skill").
 #: The skill is the share of the trace a student needs to see before it answers correctly.
@@ -321,7 +321,7 @@ def add_oversight_tables(store: Store, names: Mapping[str, str] | None = None) -
     """
     import json
 
-    from legival_core.sabotage import sabotage
+    from legival_core.oversight.sabotage import sabotage
     from precompute.stages.monitor import diff_edits, sabotage_seed
 
     names = dict(names or {})

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from legival_core.schema import trace_id_for
-from legival_core.store import Store
+from legival_core.store.schema import trace_id_for
+from legival_core.store.store import Store
 
 #: A six-step trace the sabotage tests cut and edit; steps 2..3 (0-based) are its middle third
 #: (6 // 3 = 2 up to 6 - 2 = 4, exclusive).

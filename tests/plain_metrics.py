@@ -14,7 +14,7 @@ def plain_fotu(points: dict[int, float], m: int, last_bin: int = 50) -> float:
     """FOTU written out from docs/metrics/fotu.md with loops: bin(k) = ceil(50k/m) for k >= 1, the
     mean
     correctness per bin, linear interpolation between observed bins, constant outside them, and
-    the mean over the bins 1..last_bin (50). Independent of ``legival_core.transfer``'s
+    the mean over the bins 1..last_bin (50). Independent of ``legival_core.metrics.transfer``'s
     vectorised code."""
     sums: dict[int, list[float]] = {}
     for k, correct in points.items():

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from legival_core.answers import AnswerFrame, expression_end, final_answer_candidates
-from legival_core.polarity import polarity
-from legival_core.questions import question_type
 from legival_core.tasks import get_task
+from legival_core.text.answers import AnswerFrame, expression_end, final_answer_candidates
+from legival_core.text.polarity import polarity
+from legival_core.text.questions import question_type
 
 # A generous bound for work that must finish "well under the deadline": the old code took
 # 8.5 s on 24 digits and doubled per digit; hours on 2 MB.
@@ -562,7 +562,7 @@ def test_any_two_values_offered_together_are_one_list(first: str, second: str, s
 def test_ingest_keeps_the_good_rows_around_a_hostile_one_and_bounds_every_text(
     tmp_path: Path,
 ) -> None:
-    from legival_core.store import Store
+    from legival_core.store.store import Store
     from precompute.ingest import ingest
 
     rows = [

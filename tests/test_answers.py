@@ -1,4 +1,4 @@
-"""The answer layer (legival_core.answers) and grading through it (Task.grade_text).
+"""The answer layer (legival_core.text.answers) and grading through it (Task.grade_text).
 
 Spans are checked exactly (``text[start:end]``); the grader is measured against answers labelled
 by reading (tests/fixtures/champ_answer_labels.csv, how they were made:
@@ -12,14 +12,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from legival_core.answers import (
+from legival_core.tasks import get_task
+from legival_core.tasks.champ import statement_matches
+from legival_core.text.answers import (
     answer_candidates,
     closing_sentence_span,
     final_answer_candidates,
     first_accepted,
 )
-from legival_core.tasks import get_task
-from legival_core.tasks.champ import statement_matches
 
 LABELS = Path(__file__).resolve().parent / "fixtures" / "champ_answer_labels.csv"
 
@@ -164,8 +164,8 @@ def test_recorded_prose_answers_ingested_as_a_user_would_grade_like_the_hand_lab
     every such row graded wrong (no box, no extracted answer)."""
     import json
 
-    from legival_core.schema import trace_id_for
-    from legival_core.store import Store
+    from legival_core.store.schema import trace_id_for
+    from legival_core.store.store import Store
     from precompute.champ import champ_problems, champ_traces
     from precompute.cli import main
 

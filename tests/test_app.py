@@ -19,11 +19,13 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from legival_core import board as board_layout
-from legival_core import stats, transfer, views
-from legival_core.safe_text import markdown_literal
-from legival_core.schema import trace_id_for
-from legival_core.store import Store
+from legival_core import views
+from legival_core.metrics import transfer
+from legival_core.stats import stats
+from legival_core.store.schema import trace_id_for
+from legival_core.store.store import Store
+from legival_core.text.safe_text import markdown_literal
+from legival_core.views import board as board_layout
 from tests import app_fixtures
 from tests.app_runner import run_app_page
 
@@ -501,7 +503,7 @@ def test_missing_store_gets_a_friendly_message(tmp_path: Path, monkeypatch):
 
 
 def test_published_tables_and_matching_teachers(toy_store: Store, tmp_path: Path, monkeypatch):
-    from legival_core import published
+    from legival_core.published import published
 
     at = run_page("published", monkeypatch, [toy_store])
     table7 = at.dataframe[0].value

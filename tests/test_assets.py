@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from legival_core import assets
-from legival_core.assets import (
+from legival_core.store import assets
+from legival_core.store.assets import (
     PUNKT_FILES,
     MissingAssetError,
     cache_dir,
@@ -69,7 +69,7 @@ def test_ensure_punkt_repairs_an_incomplete_folder(fresh_cache):
 
 def test_concurrent_processes_prepare_punkt_safely(fresh_cache):
     code = (
-        "from legival_core.assets import ensure_punkt; import nltk; ensure_punkt(); "
+        "from legival_core.store.assets import ensure_punkt; import nltk; ensure_punkt(); "
         "print(nltk.sent_tokenize('A b. C d.'))"
     )
     env = {**os.environ, "LEGIVAL_CACHE": str(fresh_cache)}
@@ -178,7 +178,7 @@ def test_module_entry_point_prepares_everything(fresh_cache):
     env = {**os.environ, "LEGIVAL_CACHE": str(fresh_cache)}
     env.pop("TIKTOKEN_CACHE_DIR", None)
     done = subprocess.run(
-        [sys.executable, "-m", "legival_core.assets"],
+        [sys.executable, "-m", "legival_core.store.assets"],
         cwd=REPO,
         env=env,
         capture_output=True,

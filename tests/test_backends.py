@@ -123,7 +123,8 @@ def test_importing_the_backends_loads_no_heavy_module() -> None:
 def test_model_cache_dir_follows_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from precompute import models
 
-    # legival_core.assets.cache_dir() (when present) and the fallback both honour the variable.
+    # legival_core.store.assets.cache_dir() (when present) and the fallback both honour the
+    # variable.
     monkeypatch.setenv("LEGIVAL_CACHE", str(tmp_path))
     assert models.model_cache_dir() == tmp_path / "models"
     assert (tmp_path / "models").is_dir()

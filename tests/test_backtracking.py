@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from legival_core.backtracking import (
+from legival_core.metrics.backtracking import (
     CUE_PHRASES,
     FAMILY_ALIASES,
     backtracking_agreement,
@@ -19,7 +19,7 @@ from legival_core.backtracking import (
     lexical_backtracking,
     register_cues,
 )
-from legival_core.segment import Step
+from legival_core.text.segment import Step
 
 # ----------------------------------------------------------------------- lexical detector
 

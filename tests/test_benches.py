@@ -95,8 +95,8 @@ def test_synthetic_rollouts_cover_every_prefix_of_every_trace() -> None:
 
 
 def test_the_long_trace_is_2000_punkt_steps_of_about_30000_tokens() -> None:
-    from legival_core.segment import split_steps
-    from legival_core.tokens import count_tokens
+    from legival_core.text.segment import split_steps
+    from legival_core.text.tokens import count_tokens
 
     _problem, reasoning, total = app_bench.long_trace(2000)
     assert len(split_steps(reasoning)) == 2000

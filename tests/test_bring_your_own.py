@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from legival_core.store import Store
+from legival_core.store.store import Store
 from precompute.champ import champ_problems, champ_traces
 from precompute.cli import EXIT_MISSING, EXIT_OK, EXIT_USAGE, main
 

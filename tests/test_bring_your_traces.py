@@ -30,8 +30,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from legival_core.provenance import token_sources
-from legival_core.store import Store
+from legival_core.store.provenance import token_sources
+from legival_core.store.store import Store
 from precompute.cli import EXIT_OK, main
 from precompute.ingest import ingest
 from tests import tool_logs
@@ -281,7 +281,7 @@ def test_thought_anchors_importances_reach_the_stored_steps(
     """On the steps the segment stage stored: the three chunks ("Let me add.", "Two  plus two
     is four." found with its doubled space taken as one, "So the sum is 4.") are Punkt
     sentences of their own, so all three map cleanly, each step with its chunk's importance."""
-    from legival_core.chunk_alignment import align_chunks
+    from legival_core.text.chunk_alignment import align_chunks
 
     store, ingested = measured
     _, _, dataset, teacher = ingested["thought-anchors"]

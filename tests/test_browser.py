@@ -204,7 +204,7 @@ def test_the_old_efficiency_address_opens_the_decomposition_page(page: Any, serv
 
 
 def test_inspector_shows_hostile_text_as_text(page: Any, server: str) -> None:
-    from legival_core.schema import trace_id_for
+    from legival_core.store.schema import trace_id_for
     from tests.app_fixtures import XSS_TRACE
 
     trace_id = trace_id_for(*XSS_TRACE)

@@ -20,7 +20,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from legival_core.calibration import (
+from legival_core.calibration.calibration import (
     FRAMED_QUESTIONS,
     closed_form_curve,
     closed_form_fotu,
@@ -29,7 +29,7 @@ from legival_core.calibration import (
     plant_traces,
     rule_student_correct,
 )
-from legival_core.store import Store
+from legival_core.store.store import Store
 from precompute.backends import make_engine
 from precompute.backends.base import GenerationRequest
 from precompute.backends.rule_student import RuleStudent, load_answer_key
@@ -197,7 +197,7 @@ def test_closed_form_of_a_nine_step_trace_with_the_key_at_step_four() -> None:
 
 
 def test_the_library_transfer_code_agrees_with_the_hand_worked_trace() -> None:
-    from legival_core.transfer import trace_metrics
+    from legival_core.metrics.transfer import trace_metrics
 
     rollouts = pd.DataFrame(
         {
@@ -249,7 +249,7 @@ def test_planted_traces_are_seeded_and_cover_every_case() -> None:
 
 
 def test_backtracking_flags_count_only_valid_judgments() -> None:
-    from legival_core.calibration import backtracking_flags
+    from legival_core.calibration.calibration import backtracking_flags
 
     [trace] = plant_traces(1, seed=0)
     ends = [end for _, end in trace.sentence_spans()]
@@ -381,7 +381,7 @@ def test_metric_validity_page_shows_the_report(
     ]
     lexical = detectors[detectors["measure"] == "lexical"].iloc[0]
     summary = _row(report, measure="lexical", template_set="held_out", case="summary")
-    from legival_core.display import column_label
+    from legival_core.views.display import column_label
 
     # The page shows labelled headers ("recall held out"); the values stay numbers.
     assert lexical[column_label("recall_held_out")] == summary["recall"]

@@ -110,7 +110,7 @@ def graded_half(request: pytest.FixtureRequest) -> tuple[str, pd.DataFrame]:
 
 def _restated_givens_false_positives(labels: pd.DataFrame) -> pd.DataFrame:
     """Wrong answers graded right whose accepted candidate holds a relation of the prompt."""
-    from legival_core.answers import AnswerFrame, restates_given
+    from legival_core.text.answers import AnswerFrame, restates_given
     from precompute.champ import champ_problems
 
     prompts = champ_problems().set_index("problem_id")["prompt"]
@@ -171,7 +171,7 @@ def test_a_bring_your_own_file_of_a_new_setting_shows_the_hand_labelled_accuracy
     """The user path of issue 23: a non-0-Shot setting's recorded answers as a JSONL file,
     ``ingest --task champ`` then ``run``; the accuracy shown is within 3 points of the one
     read by hand. "Problem C w/ H" is the setting the issue measured at 77% agreement."""
-    from legival_core.store import Store
+    from legival_core.store.store import Store
     from precompute import cli
     from precompute.champ import champ_problems
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from legival_core.store import Store
+from legival_core.store.store import Store
 from precompute import cli, stages
 from precompute.cli import EXIT_CODES, EXIT_MISSING, EXIT_OK, EXIT_STORE, EXIT_USAGE, main
 from precompute.stages import STAGES, StageContext, StageResult, register_stage

@@ -13,13 +13,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from legival_core.cogniload_consistency import (
+from legival_core.metrics.decomposition import BEST_E0, decompose
+from legival_core.published.cogniload_consistency import (
     cogniload_consistency,
     common_workload_minimax,
     instances_from_summary,
 )
-from legival_core.decomposition import BEST_E0, decompose
-from legival_core.published import cogniload_efficiency
+from legival_core.published.published import cogniload_efficiency
 
 HALF_PP = 0.005  # half a percentage point
 N = 1000

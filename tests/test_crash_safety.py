@@ -38,8 +38,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from legival_core.schema import spec
-from legival_core.store import KILL_AFTER_PART_ENV, Store
+from legival_core.store.schema import spec
+from legival_core.store.store import KILL_AFTER_PART_ENV, Store
 from precompute.cli import main
 from precompute.config import load_config
 from precompute.stages import STAGES, StageContext, run_stage

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from legival_core.schema import TABLES, validate_frame
+from legival_core.store.schema import TABLES, validate_frame
 from legival_core.tasks.gpqa import choice_seed_for, shuffle_choices
 from precompute.cli import EXIT_MISSING
 from precompute.datasets import (
@@ -421,7 +421,7 @@ def test_champ_first_wrong_step_labels(champ: dict[str, pd.DataFrame]) -> None:
 
 
 def test_champ_counts_and_store(tmp_path: Path) -> None:
-    from legival_core.store import Store
+    from legival_core.store.store import Store
     from precompute.champ import champ_counts, write_champ
 
     counts = champ_counts()

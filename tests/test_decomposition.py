@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from legival_core.decomposition import (
+from legival_core.metrics.decomposition import (
     BEST_E0,
     DECOMPOSITION_COLUMNS,
     FAILURE_MODE_RULES,
@@ -21,8 +21,8 @@ from legival_core.decomposition import (
     failure_modes,
     normalize_instances,
 )
-from legival_core.efficiency import compression_ratio
-from legival_core.trace_audits import (
+from legival_core.metrics.efficiency import compression_ratio
+from legival_core.metrics.trace_audits import (
     oracle_early_stop,
     prefix_checks,
     prompt_copy_share,

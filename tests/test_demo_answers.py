@@ -13,8 +13,8 @@ import math
 import pandas as pd
 import pytest
 
-from legival_core.app_config import BUNDLED_STORES
-from legival_core.store import Store
+from legival_core.store.app_config import BUNDLED_STORES
+from legival_core.store.store import Store
 from legival_core.tasks import get_task
 
 DEMO = BUNDLED_STORES["demo"]
@@ -66,7 +66,7 @@ def test_every_correct_trace_has_rollouts_and_the_human_is_a_reference(demo: Sto
     model_correct = traces[traces["trace_id"].isin(correct) & (traces["teacher"] != "human")]
     # Rollouts on model traces, not only on the human's (the v1 demo ran them on 4 of them).
     assert len(model_correct) >= 40
-    from legival_core.references import store_reference_teachers
+    from legival_core.published.references import store_reference_teachers
 
     assert store_reference_teachers(DEMO) == ["human"]
 

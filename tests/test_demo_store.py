@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from legival_core.app_config import BUNDLED_STORES
-from legival_core.store import Store
+from legival_core.store.app_config import BUNDLED_STORES
+from legival_core.store.store import Store
 
 DEMO = BUNDLED_STORES["demo"]
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -132,7 +132,7 @@ def test_shipped_transfer_and_redundancy_tables_match_the_stores_own_rows(demo: 
 
 
 def test_shipped_compression_is_the_librarys_sigma(demo: Store) -> None:
-    from legival_core.efficiency import compression_ratio
+    from legival_core.metrics.efficiency import compression_ratio
 
     texts = demo.read("traces", columns=["trace_id", "reasoning"]).set_index("trace_id")
     stored = demo.read("trace_efficiency", columns=["trace_id", "compression"])
@@ -154,7 +154,7 @@ def test_transfer_page_on_the_demo_shows_the_current_definitions(
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from legival_core.transfer import teacher_metrics
+    from legival_core.metrics.transfer import teacher_metrics
 
     monkeypatch.delenv("LEGIVAL_STORE", raising=False)
     monkeypatch.delenv("LEGIVAL_READONLY", raising=False)
@@ -178,7 +178,7 @@ def test_transfer_page_on_the_demo_shows_the_current_definitions(
         assert pooled["FOTU, traces pooled"] == pytest.approx(row["fotu"]), teacher
         sotu = pooled["SOTU, traces pooled"]
         if isinstance(sotu, str):  # a column with an undefined SOTU is shown as its text
-            from legival_core.display import format_share
+            from legival_core.views.display import format_share
 
             assert sotu == format_share(row["sotu"]), teacher
         else:

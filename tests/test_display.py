@@ -1,4 +1,4 @@
-"""Tests of legival_core.display, the one formatting helper of every page."""
+"""Tests of legival_core.views.display, the one formatting helper of every page."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
-from legival_core.display import (
+from legival_core.views.display import (
     MISSING,
     column_label,
     format_number,
@@ -61,7 +61,7 @@ def test_property_no_number_formats_as_an_artefact(value: float) -> None:
 def test_tidy_table_shows_bidi_controls_escaped() -> None:
     """Issue 24, item 9, in the app's tables: a name holding U+202E was drawn raw in a grid
     cell (and in a header), so it read reversed; cells and headers get the visible escape."""
-    from legival_core.display import tidy_table
+    from legival_core.views.display import tidy_table
 
     frame = pd.DataFrame({"teacher": ["report\u202egpj.exe", "plain"], "n_traces": [1, 2]})
     frame["wide\u202ename"] = pd.Categorical(["a\u202eb", "c"])

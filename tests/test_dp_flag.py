@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from legival_core.store import Store
+from legival_core.store.store import Store
 from precompute.cli import EXIT_OK, EXIT_USAGE, main, with_data_parallel
 from precompute.config import load_config
 

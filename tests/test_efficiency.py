@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from legival_core import efficiency
-from legival_core.efficiency import (
+from legival_core.metrics import efficiency
+from legival_core.metrics.efficiency import (
     REDUNDANCY_THRESHOLDS,
     SWEEP_THRESHOLDS,
     backtracking_share,
@@ -28,8 +28,8 @@ from legival_core.efficiency import (
     step_similarities,
     trace_lengths,
 )
-from legival_core.segment import split_steps
-from legival_core.tokens import count_tokens
+from legival_core.text.segment import split_steps
+from legival_core.text.tokens import count_tokens
 
 # --------------------------------------------------------------------------------- lengths
 
@@ -78,7 +78,7 @@ def test_normalised_lengths_nan_without_a_correct_trace_and_keeps_the_index():
 
 
 def test_normalised_lengths_names_the_missing_column():
-    from legival_core.schema import SchemaError
+    from legival_core.store.schema import SchemaError
 
     pattern = r"table 'normalised_lengths', field 'n': missing column\(s\) \['n'\]"
     with pytest.raises(SchemaError, match=pattern):
@@ -208,7 +208,7 @@ def test_similarities_are_cosines_of_earlier_steps(e):
 
 @pytest.fixture(scope="module")
 def minilm():
-    from legival_core.embedding import load_minilm
+    from legival_core.text.embedding import load_minilm
 
     return load_minilm("cpu")
 
@@ -323,7 +323,7 @@ def test_backtracking_share_rejects_invalid_steps():
 
 
 def test_backtracking_share_of_the_lexical_detector_on_a_real_split():
-    from legival_core.backtracking import lexical_backtracking
+    from legival_core.metrics.backtracking import lexical_backtracking
 
     text = "So x = 4. Wait, that is wrong. Let me redo it: x = 5. The answer is 5."
     steps = split_steps(text)
@@ -352,7 +352,7 @@ class CountingModel:
 
 @pytest.mark.slow
 def test_embed_sentences_dedupes_sorts_by_length_and_caches(minilm):
-    from legival_core.embedding import embed_sentences
+    from legival_core.text.embedding import embed_sentences
 
     model = CountingModel(minilm)
     texts = ["Wait.", "Let me check the sum again.", "Wait.", "So x = 3.", "Wait."]
@@ -375,7 +375,7 @@ def test_embed_sentences_dedupes_sorts_by_length_and_caches(minilm):
 
 @pytest.mark.slow
 def test_embed_sentences_disk_cache_survives_a_fresh_model_object(minilm, tmp_path):
-    from legival_core.embedding import embed_sentences
+    from legival_core.text.embedding import embed_sentences
 
     path = tmp_path / "vectors.sqlite"
     texts = ["First step.", "Second, longer step of the trace.", "First step."]
@@ -393,7 +393,7 @@ def test_embed_sentences_disk_cache_survives_a_fresh_model_object(minilm, tmp_pa
 
 @pytest.mark.slow
 def test_embed_sentences_default_model_and_edge_cases(minilm):
-    from legival_core.embedding import embed_sentences, load_minilm
+    from legival_core.text.embedding import embed_sentences, load_minilm
 
     assert load_minilm("cpu") is minilm  # loaded once per process
     # model=None: the packaged MiniLM on the auto-picked device, same vectors

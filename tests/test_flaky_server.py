@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from legival_core.schema import trace_id_for
-from legival_core.store import Store
+from legival_core.store.schema import trace_id_for
+from legival_core.store.store import Store
 from precompute.backends import GenerationRequest
 from precompute.backends import openai_engine as engine_module
 from precompute.backends.openai_engine import OpenAIEngine

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from legival_core.chunk_alignment import align_chunks
-from legival_core.provenance import TOKEN_KINDS, token_sources
-from legival_core.store import Store
+from legival_core.store.provenance import TOKEN_KINDS, token_sources
+from legival_core.store.store import Store
+from legival_core.text.chunk_alignment import align_chunks
 from precompute import formats
 from precompute.cli import EXIT_MISSING, EXIT_OK, EXIT_USAGE, main
 from precompute.formats.base import as_verdict, split_on_last_think

@@ -41,11 +41,11 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 import legival_core as lv
-from legival_core import board as board_layout
 from legival_core import views
-from legival_core.display import MISSING, tidy_table
 from legival_core.results import Results
-from legival_core.store import StoreError
+from legival_core.store.store import StoreError
+from legival_core.views import board as board_layout
+from legival_core.views.display import MISSING, tidy_table
 from tests.app_runner import run_app_page
 
 REPO = Path(__file__).resolve().parents[1]
@@ -406,7 +406,7 @@ def test_a_rewritten_store_is_read_again(tmp_path: Path) -> None:
     import os
     import shutil
 
-    from legival_core.store import Store
+    from legival_core.store.store import Store
 
     path = Path(shutil.copytree(DEMO, tmp_path / "demo"))
     r = lv.open(path)

@@ -40,7 +40,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from legival_core.store import Store, StoreError
+from legival_core.store.store import Store, StoreError
 from precompute.cli import EXIT_UNUSABLE
 from precompute.config import ConfigError, ExperimentConfig, load_config
 from precompute.datasets import DatasetError, load_local

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from legival_core.grade_review import label_agreement, spreadsheet_safe
+from legival_core.calibration.grade_review import label_agreement, spreadsheet_safe
 from precompute import cli
 
 ROWS = [

@@ -30,7 +30,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from legival_core.safe_text import markdown_literal, plotly_literal
+from legival_core.text.safe_text import markdown_literal, plotly_literal
 from tests import app_fixtures
 
 REPO = Path(__file__).resolve().parents[1]

@@ -125,7 +125,7 @@ def test_packaged_models_load_from_their_folders_and_ask_the_hub_nothing(
 ) -> None:
     code = """
         import json, os
-        from legival_core.embedding import embed_sentences, load_minilm
+        from legival_core.text.embedding import embed_sentences, load_minilm
         from precompute.backends.chat import load_tokenizer
         from precompute.backends.transformers_engine import TransformersEngine
         from precompute.models import smollm2_gguf_path, smollm2_hf_folder

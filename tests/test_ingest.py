@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from legival_core.schema import trace_id_for
-from legival_core.store import Store
-from legival_core.tokens import count_tokens
+from legival_core.store.schema import trace_id_for
+from legival_core.store.store import Store
+from legival_core.text.tokens import count_tokens
 from precompute.cli import EXIT_MISSING, EXIT_STORE, EXIT_UNUSABLE, EXIT_USAGE
 from precompute.ingest import IngestError, ingest
 

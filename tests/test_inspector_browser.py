@@ -13,7 +13,7 @@ import re
 import pytest
 
 import legival_core as lv
-from legival_core.app_config import BUNDLED_STORES
+from legival_core.store.app_config import BUNDLED_STORES
 from tests.browser_fixtures import HAVE_CHROMIUM, NO_CHROMIUM, chromium_context, streamlit_app
 from tests.test_browser import wait_idle
 

@@ -1,9 +1,15 @@
 """Which layer may import which: the pipeline never imports the app's view layer, and the
-precompute package has no import cycle (commands register from the CLI, never the reverse)."""
+precompute package has no import cycle (commands register from the CLI, never the reverse).
+
+Each room of ``legival_core`` (a subpackage by concept) imports only the rooms its rule
+names (``ROOMS`` below, the same rule its ``__init__`` states in words), and every
+module but the package's ``__init__`` and the front door lives in a room.
+"""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +48,7 @@ def test_the_import_check_sees_every_spelling() -> None:
     assert imports_views("def f():\n    from legival_core.views.transfer import transfer_view")
     assert imports_views("from legival_core import views")
     assert imports_views("import legival_core.views as v")
-    assert not imports_views("from legival_core.transfer_curves import rollouts_stamp")
+    assert not imports_views("from legival_core.metrics.transfer_curves import rollouts_stamp")
     assert not imports_views("from legival_core import viewsets, transfer")
 
 
@@ -146,3 +152,129 @@ def test_precompute_has_no_import_cycle_and_commands_register_from_the_cli() -> 
     assert "precompute.cli" in graph and "precompute.datasets" in graph
     assert _find_cycle(graph) is None, " -> ".join(_find_cycle(graph) or [])
     assert not [m for m, targets in graph.items() if "precompute.cli" in targets]
+
+
+# --- The rooms of legival_core (issue 30 item 1) ---
+#: Each room of ``legival_core`` and the rooms its modules may import (besides its own). The
+#: room's ``__init__`` docstring says the same in words ("May import: …"). The front door
+#: (``legival_core/results.py``) and the package's ``__init__`` are the only modules outside a
+#: room; nothing in a room imports the front door (checked above).
+ROOMS: dict[str, set[str]] = {
+    "store": set(),
+    "text": {"store"},
+    "tasks": {"store", "text"},
+    "stats": {"store"},
+    "metrics": {"store", "text", "tasks", "stats"},
+    "published": {"store", "text", "tasks", "stats", "metrics"},
+    "rankings": {"store", "text", "tasks", "stats", "metrics", "published"},
+    "oversight": {"store", "text", "tasks", "stats", "metrics"},
+    "calibration": {"store", "text", "tasks", "stats", "metrics"},
+    "views": {
+        "store",
+        "text",
+        "tasks",
+        "stats",
+        "metrics",
+        "published",
+        "rankings",
+        "oversight",
+        "calibration",
+    },
+}
+#: Single imports allowed beyond a room's rule: module path -> the dotted modules it may import.
+ROOM_EXCEPTIONS: dict[str, set[str]] = {
+    "legival_core/store/app_config.py": {"legival_core.text.safe_text"},
+    "legival_core/text/answers.py": {"legival_core.tasks.boxed"},
+}
+#: Rooms that were packages before the move and keep their re-exports.
+ROOMS_WITH_REEXPORTS = {"tasks", "views"}
+
+
+def _room_of(name: str) -> str | None:
+    """The room a dotted name of the library falls in (None outside every room)."""
+    parts = name.split(".")
+    if parts[0] != "legival_core" or len(parts) < 2:
+        return None
+    return parts[1] if parts[1] in ROOMS else None
+
+
+def test_every_module_of_the_library_lives_in_a_room() -> None:
+    library = ROOT / "legival_core"
+    outside = {
+        path.relative_to(ROOT).as_posix()
+        for path in library.rglob("*.py")
+        if _room_of(".".join(path.relative_to(ROOT).with_suffix("").parts)) is None
+    }
+    assert outside == {"legival_core/__init__.py", FRONT_DOOR}
+    for room in ROOMS:
+        assert (library / room / "__init__.py").is_file(), room
+
+
+def test_every_room_says_what_lives_there_and_what_it_may_import() -> None:
+    for room, allowed in ROOMS.items():
+        source = (ROOT / "legival_core" / room / "__init__.py").read_text(encoding="utf-8")
+        doc = ast.get_docstring(ast.parse(source)) or ""
+        said = re.search(r"May\s+import:\s+([^.]*)\.", doc)
+        assert said, f"legival_core/{room}/__init__.py says nothing of what it may import"
+        named = {" ".join(n.split()) for n in said.group(1).split(",")} - {"no other room"}
+        assert named == allowed, (room, named, allowed)
+
+
+def test_a_new_room_imports_nothing_on_import() -> None:
+    """A room's ``__init__`` re-exports nothing (importing one module never loads its
+    neighbours, and no cycle goes through a room's ``__init__``)."""
+    for room in set(ROOMS) - ROOMS_WITH_REEXPORTS:
+        source = (ROOT / "legival_core" / room / "__init__.py").read_text(encoding="utf-8")
+        imports = [n for n in ast.parse(source).body if isinstance(n, ast.Import | ast.ImportFrom)]
+        assert all(isinstance(n, ast.ImportFrom) and n.module == "__future__" for n in imports)
+
+
+def test_the_rooms_rules_have_no_cycle() -> None:
+    graph = {room: set(allowed) for room, allowed in ROOMS.items()}
+    assert _find_cycle(graph) is None, " -> ".join(_find_cycle(graph) or [])
+
+
+def _forbidden_imports(room: str, where: str, source: str) -> list[str]:
+    """The imports of one module of ``room`` (at path ``where``) that its room's rule does not
+    allow: a name in another room that is neither listed nor one of the module's exceptions."""
+    allowed = ROOMS[room]
+    excepted = ROOM_EXCEPTIONS.get(where, set())
+    broken = []
+    for name in sorted(imported_names(source)):
+        target = _room_of(name)
+        if target is None or target == room or target in allowed:
+            continue
+        if any(name == e or name.startswith(f"{e}.") for e in excepted):
+            continue
+        broken.append(f"{where} imports {name}")
+    return broken
+
+
+def test_the_room_check_sees_a_forbidden_import() -> None:
+    assert _room_of("legival_core.views.board") == "views"
+    assert _room_of("legival_core.results") is None
+    assert _room_of("numpy.linalg") is None
+    metric = "legival_core/metrics/x.py"
+    assert _forbidden_imports("metrics", metric, "from legival_core.views import board")
+    lazy = "def f():\n    import legival_core.oversight.sabotage"
+    assert _forbidden_imports("metrics", metric, lazy)
+    assert not _forbidden_imports("metrics", metric, "from legival_core.stats import stats")
+    assert not _forbidden_imports("metrics", metric, "from legival_core.metrics import transfer")
+    assert _forbidden_imports("store", "legival_core/store/x.py", "from legival_core import text")
+    app_config = "legival_core/store/app_config.py"
+    assert not _forbidden_imports("store", app_config, "from legival_core.text.safe_text import m")
+    assert _forbidden_imports("store", app_config, "from legival_core.text.tokens import m")
+
+
+def test_each_room_imports_only_the_rooms_it_may() -> None:
+    """Every import of a room's module, anywhere in its source (a lazy one too), lands in its
+    own room, a room its rule names, or one of its listed exceptions."""
+    broken = [
+        line
+        for room in ROOMS
+        for path in sorted((ROOT / "legival_core" / room).rglob("*.py"))
+        for line in _forbidden_imports(
+            room, path.relative_to(ROOT).as_posix(), path.read_text(encoding="utf-8")
+        )
+    ]
+    assert broken == []

@@ -17,9 +17,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from legival_core.app_config import BUNDLED_STORES
-from legival_core.leak_summary import leak_summary
-from legival_core.store import Store
+from legival_core.metrics.leak_summary import leak_summary
+from legival_core.store.app_config import BUNDLED_STORES
+from legival_core.store.store import Store
 from tests.app_runner import run_app_page
 
 

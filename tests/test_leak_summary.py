@@ -1,4 +1,5 @@
-"""First solves against the answer leak, per teacher (legival_core.leak_summary), by hand."""
+"""First solves against the answer leak, per teacher (legival_core.metrics.leak_summary), by
+hand."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import math
 
 import pandas as pd
 
-from legival_core.leak_summary import first_solve_positions, leak_summary
+from legival_core.metrics.leak_summary import first_solve_positions, leak_summary
 
 
 def _rollouts(rows: list[tuple[str, str, int, float]]) -> pd.DataFrame:

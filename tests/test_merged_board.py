@@ -17,10 +17,10 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from legival_core.app_config import parse_app_args
-from legival_core.safe_text import markdown_literal
-from legival_core.site_pin import canonical_digest
-from legival_core.store import Store
+from legival_core.store.app_config import parse_app_args
+from legival_core.store.site_pin import canonical_digest
+from legival_core.store.store import Store
+from legival_core.text.safe_text import markdown_literal
 from tests import app_fixtures
 from tests.test_publish import hand_store
 
@@ -276,7 +276,7 @@ def test_names_holding_the_unit_separator_are_distinct_pairs() -> None:
     """Rows were matched by teacher + U+001F + dataset, and names may hold U+001F (ingest
     keeps them): teacher "a␟b" on dataset "c" and teacher "a" on "b␟c", in two stores, were
     one clash, refused or (with --prefer) one of them dropped from the board."""
-    from legival_core.board_merge import clashes, merge_teacher_rows, merged_table
+    from legival_core.views.board_merge import clashes, merge_teacher_rows, merged_table
 
     run1 = pd.DataFrame({"teacher": ["a\x1fb"], "dataset": ["c"], "fotu": [0.1]})
     run2 = pd.DataFrame({"teacher": ["a"], "dataset": ["b\x1fc"], "fotu": [0.2]})

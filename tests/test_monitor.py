@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from legival_core.oversight import monitor_scores
-from legival_core.sabotage import Edit, apply_edits, middle_steps, sabotage
-from legival_core.store import Store
+from legival_core.oversight.oversight import monitor_scores
+from legival_core.oversight.sabotage import Edit, apply_edits, middle_steps, sabotage
+from legival_core.store.store import Store
 from precompute.config import ExperimentConfig
 from precompute.stages import STAGES, StageContext, StageError, run_stage
 from precompute.stages.monitor import (

@@ -1,4 +1,5 @@
-"""Oversight analyses (legival_core.oversight): values worked out by hand from the formulas.
+"""Oversight analyses (legival_core.oversight.oversight): values worked out by hand from the
+formulas.
 
 Spearman without ties: rho = 1 - 6 * sum(d^2) / (n (n^2 - 1)), d = rank difference.
 """
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from legival_core.oversight import (
+from legival_core.oversight.oversight import (
     POOLED_DATASETS,
     detection_scores,
     highlight_edits,
@@ -26,7 +27,7 @@ from legival_core.oversight import (
     trace_level_rewards,
     variant_label,
 )
-from legival_core.sabotage import apply_edits, sabotage
+from legival_core.oversight.sabotage import apply_edits, sabotage
 
 # ----------------------------------------------------------------------------- detection scores
 
@@ -397,7 +398,7 @@ def test_import_stays_light() -> None:
     import sys
 
     code = (
-        "import sys, legival_core.oversight; "
+        "import sys, legival_core.oversight.oversight; "
         "print(','.join(m for m in ('torch', 'streamlit', 'httpx') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,4 +1,5 @@
-"""AppTest checks of the "Reward models" and "Monitoring" pages against legival_core.oversight.
+"""AppTest checks of the "Reward models" and "Monitoring" pages against
+legival_core.oversight.oversight.
 
 The store is the app's toy store (tests/app_fixtures.py) plus oversight tables written here:
 reward scores that are a fixed function of each trace, sabotaged copies (the real sabotage
@@ -19,9 +20,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from legival_core import oversight
-from legival_core.schema import trace_id_for
-from legival_core.store import Store
+from legival_core.oversight import oversight
+from legival_core.store.schema import trace_id_for
+from legival_core.store.store import Store
 from tests import app_fixtures
 
 PAGES = Path(__file__).resolve().parents[1] / "pages"

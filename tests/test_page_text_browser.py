@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from legival_core.app_config import BUNDLED_STORES
+from legival_core.store.app_config import BUNDLED_STORES
 from tests.browser_fixtures import (
     HAVE_CHROMIUM,
     NO_CHROMIUM,

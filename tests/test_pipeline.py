@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from legival_core.schema import trace_id_for
-from legival_core.store import Store
+from legival_core.store.schema import trace_id_for
+from legival_core.store.store import Store
 from precompute.cli import main
 from precompute.config import DEFAULT_STAGES, load_config
 from precompute.stages.judge import parse_verdict

@@ -1,4 +1,4 @@
-"""legival_core.provenance on manifests written by the real writers (issue 13, item 6).
+"""legival_core.store.provenance on manifests written by the real writers (issue 13, item 6).
 
 E[T]'s origin is read from provenance only: ingest records how many traces came with the
 file's own token count and how many were counted with tiktoken; CHAMP (and so the demo)
@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from legival_core.provenance import TOKEN_KINDS, reward_standin, token_sources
-from legival_core.store import Store
+from legival_core.store.provenance import TOKEN_KINDS, reward_standin, token_sources
+from legival_core.store.store import Store
 from precompute.champ import write_champ
 from precompute.cli import main
 

@@ -3,7 +3,7 @@
 * The Reward models page warns when the reward model is a stand-in, read from the manifest,
   and never shows the paper's |ρ| ≤ 0.2 beside a stand-in's ρ without that warning.
 * The efficiency decomposition page, the leaderboard and the inspector say what the token
-  counts are, from the same provenance (legival_core.provenance.token_sources).
+  counts are, from the same provenance (legival_core.store.provenance.token_sources).
 
 Stores: the bundled demo (CHAMP recorded traces, the stand-in reward model) and copies of the
 app's toy store with provenance records written the way the stages write them.
@@ -18,8 +18,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from legival_core.provenance import TOKEN_KINDS
-from legival_core.store import Store
+from legival_core.store.provenance import TOKEN_KINDS
+from legival_core.store.store import Store
 from tests import app_fixtures
 
 ROOT = Path(__file__).resolve().parents[1]

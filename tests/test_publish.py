@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_publish_hand_worked_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from legival_core.store import Store
+    from legival_core.store.store import Store
     from precompute.stages.metrics import teacher_table
 
     store = Store.create(tmp_path / "hand", config={"synthetic": True})
@@ -66,7 +66,7 @@ def test_publish_published_store_has_no_intervals(tmp_path: Path) -> None:
 
 
 def test_publish_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from legival_core.store import Store
+    from legival_core.store.store import Store
 
     # not a store: 4
     assert (
@@ -103,7 +103,7 @@ HOSTILE = {
 
 
 def hostile_store(root: Path) -> Path:
-    from legival_core.store import Store
+    from legival_core.store.store import Store
     from precompute.stages.metrics import teacher_table
 
     store = Store.create(root, config={"synthetic": True})
@@ -123,7 +123,7 @@ def hostile_store(root: Path) -> Path:
 def hand_store(path: Path, tokens: dict[str, list[int]], dataset: str = "hand") -> Path:
     """A store of ``trace_efficiency`` rows (one trace per problem, token counts as given, all
     correct, 5 steps) and the ``teacher_metrics`` the real metrics stage makes of them."""
-    from legival_core.store import Store
+    from legival_core.store.store import Store
     from precompute.stages.metrics import teacher_table
 
     rows = [
@@ -197,7 +197,7 @@ def test_demo_site_links_every_value_to_its_traces(demo_site: Path) -> None:
     import html
     import re
 
-    from legival_core.store import Store
+    from legival_core.store.store import Store
 
     store = Store.open(REPO / "results" / "demo")
     efficiency = store.read("trace_efficiency")
@@ -242,7 +242,7 @@ def test_demo_trace_pages_mark_the_human_first_wrong_step(demo_site: Path) -> No
     import re
 
     from legival_core import views
-    from legival_core.store import Store
+    from legival_core.store.store import Store
 
     store = Store.open(REPO / "results" / "demo")
     labels = store.read("error_labels")
@@ -340,7 +340,7 @@ def test_publish_is_reproducible(demo_site: Path, tmp_path: Path) -> None:
 def test_check_detects_a_changed_store_and_a_changed_site(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from legival_core.store import Store
+    from legival_core.store.store import Store
 
     store = hand_store(tmp_path / "run", {"ace": [100, 110], "bee": [200, 300]})
     site = tmp_path / "site"
@@ -369,7 +369,7 @@ def test_check_detects_a_changed_store_and_a_changed_site(
 
 
 def test_traces_option_chooses_reproducibly_and_says_so(tmp_path: Path) -> None:
-    from legival_core.site_pages import choose_traces
+    from legival_core.views.site_pages import choose_traces
 
     demo = str(REPO / "results" / "demo")
     one, two = tmp_path / "one", tmp_path / "two"
@@ -447,7 +447,7 @@ def test_trace_page_escapes_as_the_app_does(tmp_path: Path) -> None:
     """The hostile store's trace pages hold exactly the inspector's HTML of the trace (the
     function the app renders with), and no payload survives as markup anywhere."""
     from legival_core import views
-    from legival_core.store import Store
+    from legival_core.store.store import Store
     from tests.xss_payloads import PAYLOADS, build_hostile_store
 
     store_path = build_hostile_store(tmp_path / "hostile")
@@ -495,8 +495,8 @@ def test_trace_pages_mark_redundancy_at_the_stores_threshold(tmp_path: Path) -> 
     """The inspector marks a step redundant above the τ the store's metrics run recorded; a
     trace page, the inspector's view, uses the same τ (it used 0.8 whatever the store said)."""
     from legival_core import views
-    from legival_core.redundancy_sweep_view import recorded_threshold
-    from legival_core.schema import trace_id_for
+    from legival_core.metrics.redundancy_sweep_view import recorded_threshold
+    from legival_core.store.schema import trace_id_for
     from tests.test_robustness import build_hand_store
 
     store = build_hand_store(tmp_path / "hand")

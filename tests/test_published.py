@@ -1,4 +1,5 @@
-"""Tests of legival_core.published and of the bundled store built by ``precompute published``."""
+"""Tests of legival_core.published.published and of the bundled store built by ``precompute
+published``."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from legival_core import published, schema
-from legival_core.store import Store, StoreError
+from legival_core.published import published
+from legival_core.store import schema
+from legival_core.store.store import Store, StoreError
 from precompute import build_published, cli
 
 REPO = Path(__file__).resolve().parents[1]

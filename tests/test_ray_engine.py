@@ -263,7 +263,7 @@ def test_rollout_stage_on_ray_http_matches_the_openai_engine(
     prefix of the previous request, so its greedy text depends on the order requests arrive in
     (one run in three differed here). The real model is covered by the contract tests above.
     """
-    from legival_core.store import Store
+    from legival_core.store.store import Store
     from precompute.config import ExperimentConfig, ModelConfig, RolloutConfig
     from precompute.stages import StageContext, run_stage
     from tests.flaky_server import FaultSchedule, FlakyServer

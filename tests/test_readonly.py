@@ -29,7 +29,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from legival_core.store import Store
+from legival_core.store.store import Store
 from tests.xss_payloads import PAYLOADS, build_hostile_store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -252,7 +252,7 @@ def test_query_parameters_never_leave_the_configured_stores(
 
 
 def _bundled_stores() -> list[Path]:
-    from legival_core.app_config import BUNDLED_STORES
+    from legival_core.store.app_config import BUNDLED_STORES
 
     return list(BUNDLED_STORES.values())
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from legival_core.reasoning import (
+from legival_core.text.reasoning import (
     REASONING_FORMATS,
     ParsedOutput,
     detect_reasoning_format,

@@ -1,11 +1,11 @@
 """The redundancy-threshold sweep (docs/metrics/redundancy.md): the library view by hand, and the
 app's page.
 
-* ``legival_core.redundancy_sweep_view`` on a tiny similarity table, every value worked out
+* ``legival_core.metrics.redundancy_sweep_view`` on a tiny similarity table, every value worked out
   by hand; its errors name the table, row and field.
 * The *Redundancy threshold* page on the bundled demo store (AppTest): for every dataset, the
   plotted curve of each teacher is the mean over its traces of
-  :func:`legival_core.efficiency.redundancy_sweep` applied to that trace's stored similarity
+  :func:`legival_core.metrics.efficiency.redundancy_sweep` applied to that trace's stored similarity
   rows, and the dotted line is the τ the store's metrics run recorded.
 """
 
@@ -22,16 +22,16 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from legival_core.app_config import BUNDLED_STORES
-from legival_core.efficiency import SWEEP_THRESHOLDS, redundancy_sweep
-from legival_core.redundancy_sweep_view import (
+from legival_core.metrics.efficiency import SWEEP_THRESHOLDS, redundancy_sweep
+from legival_core.metrics.redundancy_sweep_view import (
     recorded_threshold,
     sweep_thresholds,
     teacher_redundancy_sweep,
 )
-from legival_core.safe_text import plotly_literal
-from legival_core.schema import SchemaError
-from legival_core.store import Store
+from legival_core.store.app_config import BUNDLED_STORES
+from legival_core.store.schema import SchemaError
+from legival_core.store.store import Store
+from legival_core.text.safe_text import plotly_literal
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 DEMO = BUNDLED_STORES["demo"]

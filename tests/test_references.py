@@ -35,10 +35,10 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from legival_core import views
-from legival_core.board import board_numbers
-from legival_core.references import reference_teachers, store_reference_teachers
-from legival_core.stats import rank_table, spearman
-from legival_core.store import Store
+from legival_core.published.references import reference_teachers, store_reference_teachers
+from legival_core.stats.stats import rank_table, spearman
+from legival_core.store.store import Store
+from legival_core.views.board import board_numbers
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -110,7 +110,11 @@ def test_model_level_correlation_leaves_the_reference_out() -> None:
 
 
 def test_resampled_ranks_leave_the_reference_out() -> None:
-    from legival_core.rank_intervals import frontier_shares, interval_table, resample_teachers
+    from legival_core.rankings.rank_intervals import (
+        frontier_shares,
+        interval_table,
+        resample_teachers,
+    )
 
     efficiency = pd.DataFrame(
         {

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from legival_core.store import Store
+from legival_core.store.store import Store
 from precompute.cli import main
 
 pytestmark = pytest.mark.slow

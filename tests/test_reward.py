@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from legival_core.store import Store
+from legival_core.store.store import Store
 from precompute.config import ExperimentConfig
 from precompute.stages import STAGES, StageContext, StageError, run_stage
 from precompute.stages.reward import (
@@ -191,9 +191,9 @@ def test_standin_reward_model_builds_and_scores(tmp_path: Path) -> None:
 
 def test_reward_stage_records_a_standin_explicitly(tmp_path: Path, tiny_model: Path) -> None:
     """A stand-in's folder carries a marker; the stage writes its reason into the provenance,
-    where legival_core.provenance.reward_standin (and so the Reward models page) finds it.
+    where legival_core.store.provenance.reward_standin (and so the Reward models page) finds it.
     The folder is not named like the demo's, so only the explicit record can tell."""
-    from legival_core.provenance import STANDIN_FOLDER, reward_standin
+    from legival_core.store.provenance import STANDIN_FOLDER, reward_standin
     from precompute.stages.reward import STANDIN_MARKER, build_standin_reward_model
 
     folder = build_standin_reward_model(tmp_path / "my-rm", seed=0)

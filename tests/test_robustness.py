@@ -1,4 +1,5 @@
-"""The robustness report (legival_core.robustness, legival_core.robustness_choices).
+"""The robustness report (legival_core.rankings.robustness,
+legival_core.rankings.robustness_choices).
 
 * τ_b, ρ, flipped pairs and their verdicts on rankings small enough to check by hand, and
   hypothesis properties: an alternative equal to the default (or any order-keeping change of
@@ -22,9 +23,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from legival_core import robustness_choices
-from legival_core.backtracking import lexical_backtracking
-from legival_core.robustness import (
+from legival_core.metrics.backtracking import lexical_backtracking
+from legival_core.rankings import robustness_choices
+from legival_core.rankings.robustness import (
     NO_INTERVAL,
     REAL_FLIP,
     WITHIN_NOISE,
@@ -34,15 +35,15 @@ from legival_core.robustness import (
     noise_verdict,
     spearman_rho,
 )
-from legival_core.robustness_choices import (
+from legival_core.rankings.robustness_choices import (
     Alternative,
     Settings,
     Variant,
     load_tables,
     robustness_report,
 )
-from legival_core.schema import trace_id_for
-from legival_core.store import Store
+from legival_core.store.schema import trace_id_for
+from legival_core.store.store import Store
 
 # --- rank agreement by hand -----------------------------------------------------------------
 

@@ -12,9 +12,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from legival_core.app_config import BUNDLED_STORES, RANK_RESAMPLES, RESAMPLE_SEED
-from legival_core.robustness_choices import Settings, load_tables, robustness_report
-from legival_core.store import Store
+from legival_core.rankings.robustness_choices import Settings, load_tables, robustness_report
+from legival_core.store.app_config import BUNDLED_STORES, RANK_RESAMPLES, RESAMPLE_SEED
+from legival_core.store.store import Store
 from legival_core.views import robustness as robustness_view
 from tests import app_fixtures
 from tests.app_runner import run_app_page
@@ -137,7 +137,7 @@ def test_demo_page_and_what_the_demo_cannot_compare(monkeypatch) -> None:
 
 
 def test_a_table_that_does_not_fit_gives_a_message(tmp_path: Path, monkeypatch) -> None:
-    from legival_core.schema import trace_id_for
+    from legival_core.store.schema import trace_id_for
     from tests.test_robustness import build_hand_store
 
     store = build_hand_store(tmp_path / "bad")

@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from legival_core.robustness_choices import Settings, load_tables, robustness_report
-from legival_core.schema import trace_id_for
-from legival_core.store import KILL_AFTER_PART_ENV, Store
+from legival_core.rankings.robustness_choices import Settings, load_tables, robustness_report
+from legival_core.store.schema import trace_id_for
+from legival_core.store.store import KILL_AFTER_PART_ENV, Store
 from precompute.cli import EXIT_OK, EXIT_USAGE, main
 
 REPO = Path(__file__).resolve().parents[1]

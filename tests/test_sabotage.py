@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from legival_core.sabotage import INJECTORS, Edit, apply_edits, middle_steps, sabotage
+from legival_core.oversight.sabotage import INJECTORS, Edit, apply_edits, middle_steps, sabotage
 from tests.oversight_helpers import STEPS, TEXT, spans_of
 
 SPANS = spans_of(STEPS)

@@ -1,4 +1,4 @@
-"""Cells of files other programs open (``legival_core/safe_export.py``), on hand-made values.
+"""Cells of files other programs open (``legival_core/store/safe_export.py``), on hand-made values.
 
 The commands and pages that write such files are tested where they are (``test_publish``,
 ``test_store``, ``test_grade_review``); here the helper itself meets every kind of column a
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import pyarrow as pa
 
-from legival_core.safe_export import csv_arrow, csv_frame
+from legival_core.store.safe_export import csv_arrow, csv_frame
 
 FORMULAS = ["=1+1", "+cmd|' /C calc'!A0", "-2+3", "@SUM(1+1)", "\t=1", "\r=1"]
 

@@ -1,4 +1,4 @@
-"""The escaping helpers of ``legival_core/safe_text.py``, on strings worked out by hand.
+"""The escaping helpers of ``legival_core/text/safe_text.py``, on strings worked out by hand.
 
 What Streamlit and Plotly then draw from them is checked in Chromium by
 ``tests/test_hostile_names_browser.py``.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from legival_core.safe_text import markdown_literal, plotly_literal, without_local_paths
+from legival_core.text.safe_text import markdown_literal, plotly_literal, without_local_paths
 
 WJ = "\u2060"  # the word joiner markdown_literal puts where an autolink would start
 
@@ -82,7 +82,7 @@ def test_bidi_controls_are_shown_escaped() -> None:
     assert "\u202e" not in shown and shown == "model\\\\u202eexe\\.txt"
     label = plotly_literal(name)
     assert "\u202e" not in label and label == "model\\u202eexe.txt"
-    from legival_core.safe_text import BIDI_CONTROLS, visible_bidi
+    from legival_core.text.safe_text import BIDI_CONTROLS, visible_bidi
 
     every = "".join(sorted(BIDI_CONTROLS))
     assert not set(visible_bidi(every)) & BIDI_CONTROLS

@@ -1,4 +1,5 @@
-"""Tests of legival_core.schema: every table's declaration, validation and its error messages."""
+"""Tests of legival_core.store.schema: every table's declaration, validation and its error
+messages."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from legival_core import schema
+from legival_core.store import schema
 from tests.test_store import sample_frame
 
 
@@ -200,16 +201,10 @@ def _lacking(column: str) -> pd.DataFrame:
 
 
 def _checks() -> list[tuple[str, object, str]]:
-    from legival_core import (
-        cogniload_consistency,
-        decomposition,
-        efficiency,
-        oversight,
-        stats,
-        trace_audits,
-        transfer,
-        workload,
-    )
+    from legival_core.metrics import decomposition, efficiency, trace_audits, transfer, workload
+    from legival_core.oversight import oversight
+    from legival_core.published import cogniload_consistency
+    from legival_core.stats import stats
 
     return [
         ("efficiency", lambda: efficiency.normalised_lengths(_lacking("tokens")), "tokens"),

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from legival_core import segment
-from legival_core.segment import SEGMENTERS, Step, split_steps, step_texts
+from legival_core.text import segment
+from legival_core.text.segment import SEGMENTERS, Step, split_steps, step_texts
 
 
 def assert_valid_spans(text: str, steps: list[Step]) -> None:

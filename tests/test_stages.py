@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from legival_core.store import Store
+from legival_core.store.store import Store
 from precompute.cli import EXIT_CONFIG, EXIT_MISSING, EXIT_STORE, EXIT_USAGE, main
 from precompute.config import DEFAULT_STAGES, ConfigError, ExperimentConfig, load_config
 from precompute.sharding import Shard, ShardError, bucket_of, parse_shard
@@ -128,7 +128,7 @@ def test_config_errors_name_file_section_and_key(tmp_path: Path, text: str, frag
 def test_release_profile_brings_its_redundancy_threshold(
     tmp_path: Path, text: str, threshold: float
 ) -> None:
-    from legival_core.efficiency import REDUNDANCY_THRESHOLDS
+    from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
     from precompute.config import PROFILE_THRESHOLDS
 
     assert PROFILE_THRESHOLDS == REDUNDANCY_THRESHOLDS
@@ -345,7 +345,7 @@ def test_efficiency_table_values_by_hand() -> None:
 
 def test_stored_sigma_and_the_trace_layers_sigma_are_one_number() -> None:
     """``trace_efficiency.compression`` and the decomposition's σ_i of the same 3 kB trace."""
-    from legival_core.decomposition import decompose
+    from legival_core.metrics.decomposition import decompose
 
     text = "".join(f"Try n = {i}: 2 * {i} mod 7 = {2 * i % 7}, not yet. " for i in range(1, 80))
     text = text[:3000]  # 3,000 bytes; zlib level 9 -> 441 bytes, level 6 -> 439 bytes
@@ -370,7 +370,7 @@ def test_audits_from_the_stored_sigma_equal_the_audits_from_the_texts() -> None:
     compressing every reasoning text again; on the demo store both give the same instances and
     the same solver-workload audits."""
     from legival_core import views
-    from legival_core.decomposition import normalize_instances
+    from legival_core.metrics.decomposition import normalize_instances
 
     store = Store.open(Path(__file__).resolve().parents[1] / "results" / "demo")
     traces, grades = store.read("traces"), store.read("grades")

@@ -1,4 +1,4 @@
-"""Tests of legival_core.stats; expected numbers are worked out by hand in the comments."""
+"""Tests of legival_core.stats.stats; expected numbers are worked out by hand in the comments."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from legival_core.stats import (
+from legival_core.stats.stats import (
     bootstrap_ci,
     pareto_front,
     partial_spearman,
@@ -411,7 +411,7 @@ def test_property_spearman_is_bounded_and_symmetric(xs, seed):
 
 
 def test_resample_counts_and_percentile_interval_by_hand() -> None:
-    from legival_core.stats import percentile_interval, resample_counts, seeded_stream
+    from legival_core.stats.stats import percentile_interval, resample_counts, seeded_stream
 
     # seed 0 draws the positions [2, 1, 1] and [0, 0, 0] (resample_indices' doctest)
     counts = resample_counts(3, 2, seeded_stream(0))
@@ -425,8 +425,8 @@ def test_resample_counts_and_percentile_interval_by_hand() -> None:
 def test_the_decompositions_interval_is_the_shared_bootstrap_with_alpha() -> None:
     """decompose takes ``alpha`` like every other bootstrap, and its accuracy interval is the
     shared draw (seeded by model and benchmark) put through the shared percentile interval."""
-    from legival_core.decomposition import decompose
-    from legival_core.stats import percentile_interval, resample_counts, seeded_stream
+    from legival_core.metrics.decomposition import decompose
+    from legival_core.stats.stats import percentile_interval, resample_counts, seeded_stream
 
     correct = np.array([1, 0, 1, 1, 0, 0, 1, 0], dtype=float)
     instances = pd.DataFrame(

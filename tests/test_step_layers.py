@@ -16,8 +16,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from legival_core.chunk_alignment import align_chunks
-from legival_core.store import Store
+from legival_core.store.store import Store
+from legival_core.text.chunk_alignment import align_chunks
 from legival_core.views.step_layers import (
     IMPORTANCE_ROW,
     step_dtick,

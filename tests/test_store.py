@@ -1,4 +1,5 @@
-"""Tests of legival_core.store: atomic parts, dedupe, crash safety, corruption, concurrency."""
+"""Tests of legival_core.store.store: atomic parts, dedupe, crash safety, corruption,
+concurrency."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from legival_core import schema
-from legival_core.store import (
+from legival_core.store import schema
+from legival_core.store.store import (
     TEMP_MAX_AGE_S,
     Store,
     StoreError,
@@ -400,7 +401,7 @@ def test_crash_leftovers_are_cleaned_and_an_unlisted_part_is_not_adopted(tmp_pat
     # A writer that died mid-file (dead pid on this host), one with an unparsable name that is
     # old, and one in flight in this very process (must survive the cleanup).
     half = orphan.read_bytes()[: orphan.stat().st_size // 2]
-    from legival_core import store as store_module
+    from legival_core.store import store as store_module
 
     dead = folder / f".tmp-{store_module._HOST}-999999999-{'d' * 32}.arrow"
     dead.write_bytes(half)
@@ -441,7 +442,7 @@ _KILLED_WRITER = textwrap.dedent(
     """
     import sys
     import pandas as pd
-    from legival_core.store import Store
+    from legival_core.store.store import Store
     store = Store.open(sys.argv[1])
     run = sys.argv[2]
     for i in range(100000):
@@ -555,7 +556,7 @@ def test_verify_reports_garbage_missing_parts_and_unknown_folders(tmp_path: Path
 
 
 def test_part_with_a_wrong_type_is_reported_by_field(tmp_path: Path) -> None:
-    from legival_core.store import _write_ipc
+    from legival_core.store.store import _write_ipc
 
     store = Store.create(tmp_path / "s")
     folder = store.path / "tables" / "rewards"
@@ -568,7 +569,7 @@ def test_part_with_a_wrong_type_is_reported_by_field(tmp_path: Path) -> None:
 
 
 def test_part_from_an_older_schema_gets_the_new_columns_as_nulls(tmp_path: Path) -> None:
-    from legival_core.store import _write_ipc
+    from legival_core.store.store import _write_ipc
 
     store = Store.create(tmp_path / "s")
     folder = store.path / "tables" / "grades"
@@ -959,7 +960,7 @@ def test_a_listed_part_or_table_missing_on_disk_can_be_quarantined(tmp_path: Pat
 _FIFO_PROBE = textwrap.dedent(
     """
     import sys, warnings
-    from legival_core.store import Store, StoreError
+    from legival_core.store.store import Store, StoreError
     store = Store.open(sys.argv[1])
     print(len(store.verify()))
     try:
@@ -1007,7 +1008,7 @@ def test_a_deeply_nested_manifest_is_one_store_error(tmp_path: Path) -> None:
     message = str(info.value)
     assert message.startswith(str(store.manifest_path)) and "nested 100001 levels" in message
     # Deep brackets inside a string are text, not nesting: 1 (outer object) + 0.
-    from legival_core.store import json_depth
+    from legival_core.store.store import json_depth
 
     assert json_depth('{"note": "' + "[" * 500 + '"}') == 1
 
@@ -1032,7 +1033,7 @@ def test_a_kill_inside_the_manifest_first_write_window_is_finished_by_the_next_w
     """The two moments a writer can be killed now that the manifest vouches for every part:
     after listing its part as pending and before the rename (the part is not read and the next
     writer drops the entry), and after the rename before clearing the mark (the part is read)."""
-    from legival_core import store as store_module
+    from legival_core.store import store as store_module
 
     store = Store.create(tmp_path / "s")
     store.write("rewards", _rewards(0.25, ("t1",)))

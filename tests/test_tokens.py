@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from legival_core import tokens
-from legival_core.assets import MissingAssetError
-from legival_core.tokens import count_tokens, count_tokens_many, get_encoding
+from legival_core.store.assets import MissingAssetError
+from legival_core.text import tokens
+from legival_core.text.tokens import count_tokens, count_tokens_many, get_encoding
 
 SAMPLES = [
     "",

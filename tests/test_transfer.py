@@ -1,4 +1,5 @@
-"""Tests of legival_core.transfer: every expected number is worked out by hand in a comment."""
+"""Tests of legival_core.metrics.transfer: every expected number is worked out by hand in a
+comment."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from legival_core.schema import SchemaError
-from legival_core.transfer import (
+from legival_core.metrics.transfer import (
     PROFILES,
     TEACHER_QUANTITIES,
     TransferProfile,
@@ -28,6 +28,7 @@ from legival_core.transfer import (
     trace_curves,
     trace_metrics,
 )
+from legival_core.store.schema import SchemaError
 
 LOG50 = math.log(50)
 

@@ -18,8 +18,8 @@ import pytest
 import streamlit as st
 
 from legival_core import views
-from legival_core.app_config import BUNDLED_STORES
-from legival_core.store import Store
+from legival_core.store.app_config import BUNDLED_STORES
+from legival_core.store.store import Store
 from tests.app_runner import run_app_page
 
 

@@ -27,9 +27,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from legival_core import rank_intervals
-from legival_core.board import LOW_N_MARK, NO_INTERVAL
-from legival_core.store import Store
+from legival_core.rankings import rank_intervals
+from legival_core.store.store import Store
+from legival_core.views.board import LOW_N_MARK, NO_INTERVAL
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TOKENS = {
@@ -297,10 +297,10 @@ def test_no_interval_around_a_number_it_does_not_belong_to(tmp_path: Path, monke
     assert all(" [" in cell and "· n " in cell for cell in board["Accuracy"])
     assert set(detail(at)["rank 95% interval"]) == {"no interval"}
     # the Pareto page likewise: no frontier shares with FOTU on an axis, shares with accuracy
-    from legival_core.display import MISSING
+    from legival_core.views.display import MISSING
 
     def missing(column: pd.Series) -> pd.Series:
-        # A column with a gap is shown as text, the gap as the em dash (legival_core.display).
+        # A column with a gap is shown as text, the gap as the em dash (legival_core.views.display).
         return column.isna() | (column.astype(object) == MISSING)
 
     at = open_page(monkeypatch, str(store.path), "pareto", {"x": "tokens", "y": "fotu"})

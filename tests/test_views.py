@@ -405,7 +405,7 @@ def test_decomposition_instances_from_store_tables() -> None:
 
 
 def test_published_beside_matches_by_name_or_hf_id() -> None:
-    from legival_core.published import legival_table7
+    from legival_core.published.published import legival_table7
 
     mine = pd.DataFrame(
         {
@@ -450,8 +450,8 @@ def test_student_metrics_read_from_transfer_curves_equal_those_from_the_rollouts
     """The correlations and leaderboard pages read per-student metrics from the stored
     ``transfer_curves`` instead of regrouping every rollout; on the demo store the two agree
     for every (teacher, dataset, student) cell and metric."""
-    from legival_core.store import Store
-    from legival_core.transfer_curves import CELL_METRICS
+    from legival_core.metrics.transfer_curves import CELL_METRICS
+    from legival_core.store.store import Store
 
     store = Store.open(Path(__file__).resolve().parents[1] / "results" / "demo")
     keys = ["teacher", "dataset", "student"]
@@ -477,7 +477,7 @@ def test_student_metrics_read_from_transfer_curves_equal_those_from_the_rollouts
 
 
 def test_board_shows_a_constant_metric_as_tied_not_ranked() -> None:
-    from legival_core import board as layout
+    from legival_core.views import board as layout
 
     # Regression is 0 for every teacher: rank_table gives all rank 1 ("min" ties) and a change
     # of accuracy_rank - 1 = 0, -1, -2, which the old board drew as "=", "▼ 1", "▼ 2".
@@ -497,7 +497,7 @@ def test_board_shows_a_constant_metric_as_tied_not_ranked() -> None:
 
 
 def test_board_gives_no_interval_from_one_trace() -> None:
-    from legival_core import board as layout
+    from legival_core.views import board as layout
 
     # one trace: every resample is that trace, the bootstrap says [0.0-0.0], looking certain
     assert layout.value_cell(0.0, 0.0, 0.0, 1, 1, "accuracy", 20) == (
@@ -515,7 +515,7 @@ def test_board_gives_no_interval_from_one_trace() -> None:
 
 
 def test_verdict_names_who_is_ahead_by_rank_intervals() -> None:
-    from legival_core import board as layout
+    from legival_core.views import board as layout
 
     # rank intervals a 1-1, b 2-3, c 2-4, d 4-4: a is ahead of b, c, d (1 < 2, 2, 4); b's hi 3
     # is below d's lo 4, so b is ahead of d; c (hi 4) is ahead of no one.

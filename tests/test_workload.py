@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from legival_core.decomposition import decompose
-from legival_core.workload import (
+from legival_core.metrics.decomposition import decompose
+from legival_core.metrics.workload import (
     AUDIT_COLUMNS,
     attach_workload,
     champ_solution_steps,

@@ -85,9 +85,9 @@ def _reasoning(teacher_index: int, problem_index: int) -> list[str]:
 def build_hostile_store(path: str | Path) -> Path:
     """A complete small store (inputs through the real ``segment`` code, derived tables through
     the real ``metrics`` stage) with hostile strings in every text field the app shows."""
-    from legival_core.backtracking import lexical_backtracking
-    from legival_core.schema import trace_id_for
-    from legival_core.store import Store
+    from legival_core.metrics.backtracking import lexical_backtracking
+    from legival_core.store.schema import trace_id_for
+    from legival_core.store.store import Store
     from precompute.config import ExperimentConfig
     from precompute.stages import StageContext, run_stage
     from precompute.stages.segment import step_rows

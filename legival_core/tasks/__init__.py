@@ -2,6 +2,9 @@
 
 ``get_task(name)`` returns a registered family (math, champ, gsm8k, gpqa, connections, jsonl).
 Importing this package stays light: math-verify is imported only by the grading worker.
+
+A room of ``legival_core``: prompts, answer extraction and grading per benchmark family. May
+import: store, text.
 """
 
 from legival_core.tasks.base import (

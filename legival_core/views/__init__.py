@@ -9,24 +9,31 @@ so ``views.leaderboard(...)`` and ``from legival_core.views import METRICS`` kee
 
 The Streamlit pages under ``pages/`` only read a store, call one of these functions and draw
 the result; every number shown comes from here or from the metric modules these call
-(:mod:`legival_core.stats`, :mod:`legival_core.transfer`, :mod:`legival_core.transfer_curves`,
-:mod:`legival_core.decomposition`, :mod:`legival_core.workload`). Nothing here imports
-Streamlit, so the logic is tested without a browser; :mod:`~legival_core.views.figures` builds
-the charts a page and the published snapshot share, importing Plotly only inside its functions
-(it is not re-exported here). The pipeline (``precompute``)
-does not import this package: the table it stores lives in :mod:`legival_core.transfer_curves`.
+(:mod:`legival_core.stats.stats`, :mod:`legival_core.metrics.transfer`,
+:mod:`legival_core.metrics.transfer_curves`, :mod:`legival_core.metrics.decomposition`,
+:mod:`legival_core.metrics.workload`). Nothing here imports Streamlit, so the logic is tested
+without a browser; :mod:`~legival_core.views.figures` builds the charts a page and the published
+snapshot share, importing Plotly only inside its functions (it is not re-exported here). The
+pipeline (``precompute``) does not import this package: the table it stores lives in
+:mod:`legival_core.metrics.transfer_curves`.
 
 Model text, problem text, teacher and dataset names are untrusted: the only function that
 produces HTML, :func:`trace_html`, escapes every piece of text it puts in.
 
 References: Legi-Val (arXiv 2603.20508) for the legibility metrics and rankings; Kaiser et al.
 (arXiv 2602.09805) for the efficiency decomposition.
+
+A room of ``legival_core``: the view helpers, the app's data preparation (one module per page)
+and the helpers beside it (board layout, merged boards, number formatting, the static site's
+pages). May import: store, text, tasks, stats, metrics, published, rankings, oversight,
+calibration. Outside the tests, only the front door (``legival_core.results``), the app's pages
+and ``precompute/publish.py`` import this room.
 """
 
 from __future__ import annotations
 
-from legival_core.decomposition import decomposition_instances
-from legival_core.transfer_curves import (
+from legival_core.metrics.decomposition import decomposition_instances
+from legival_core.metrics.transfer_curves import (
     ALL_ROWS,
     SUMMARY_COLUMNS,
     TRANSFER_CURVES_VERSION,

@@ -11,7 +11,7 @@ import pandas as pd
 
 def store_overview(manifest: Mapping[str, Any]) -> pd.DataFrame:
     """What a store holds, from its manifest: per table the rows, parts, bytes and meaning."""
-    from legival_core.schema import TABLES
+    from legival_core.store.schema import TABLES
 
     rows = []
     for name, entry in sorted((manifest.get("tables") or {}).items()):
@@ -34,13 +34,13 @@ def provenance_table(manifest: Mapping[str, Any], *, hide_paths: bool = False) -
     """The manifest's provenance records as rows: time, stage, and the rest as JSON text.
 
     With ``hide_paths`` (a hosted app) every absolute local path in the details is cut to its
-    last component (:func:`legival_core.safe_text.without_local_paths_in`).
+    last component (:func:`legival_core.text.safe_text.without_local_paths_in`).
 
     >>> record = {"time": "t0", "stage": "reward", "model": "/home/me/models/rm"}
     >>> provenance_table({"provenance": [record]}, hide_paths=True)["details"].iloc[0]
     '{"model": "…/rm"}'
     """
-    from legival_core.safe_text import without_local_paths_in
+    from legival_core.text.safe_text import without_local_paths_in
 
     rows = []
     for record in manifest.get("provenance") or []:
@@ -69,7 +69,7 @@ def config_text(manifest: Mapping[str, Any], *, hide_paths: bool = False) -> str
       "data": "…/problems.jsonl"
     }
     """
-    from legival_core.safe_text import without_local_paths_in
+    from legival_core.text.safe_text import without_local_paths_in
 
     config = manifest.get("config") or {}
     if hide_paths:
@@ -84,7 +84,7 @@ def _json_text(value: Any, indent: int | None = None) -> str:
     >>> _json_text({"name": "caf\u00e9\u202e"})
     '{"name": "café\\u202e"}'
     """
-    from legival_core.safe_text import visible_bidi
+    from legival_core.text.safe_text import visible_bidi
 
     text = json.dumps(value, indent=indent, sort_keys=True, default=str, ensure_ascii=False)
     return visible_bidi(text)

@@ -1,6 +1,6 @@
-"""What several pages share: the metrics they know about (:mod:`legival_core.metric_catalog`,
-re-exported), row filters, the transfer profile a store was computed with, and Arrow tables as
-pandas frames.
+"""What several pages share: the metrics they know about
+(:mod:`legival_core.metrics.metric_catalog`, re-exported), row filters, the transfer profile a store
+was computed with, and Arrow tables as pandas frames.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from legival_core.metric_catalog import (
+from legival_core.metrics.metric_catalog import (
     LEADERBOARD_METRICS,
     METRICS,
     RANKED_METRICS,
@@ -71,7 +71,7 @@ def trace_metric_label(name: str, profile: str = "paper") -> str:
     >>> trace_metric_label("fotu"), trace_metric_label("fotu", "release")
     ('FOTU', 'Trace score (release)')
     """
-    from legival_core.transfer import get_profile
+    from legival_core.metrics.transfer import get_profile
 
     if name == "fotu" and get_profile(profile).trace_fotu == "trace_score":
         return TRACE_SCORE_LABEL

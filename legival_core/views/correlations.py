@@ -34,7 +34,7 @@ def model_level_frame(
     >>> model_level_frame(tm, references=["human"]).teacher.tolist()
     ['a', 'b']
     """
-    from legival_core.references import keep_teachers
+    from legival_core.published.references import keep_teachers
 
     frame = keep_teachers(teacher_metrics, references, include_references).copy()
     if correct_only:
@@ -74,9 +74,9 @@ def partial_matrix(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Partial Spearman ρ (and p) of every pair of ``columns`` with ``control`` held fixed.
 
-    Each cell is :func:`legival_core.stats.partial_spearman`; the control itself is left out.
+    Each cell is :func:`legival_core.stats.stats.partial_spearman`; the control itself is left out.
     """
-    from legival_core.stats import partial_spearman
+    from legival_core.stats.stats import partial_spearman
 
     cols = [c for c in columns if c != control]
     rho = pd.DataFrame(np.nan, index=cols, columns=cols)
@@ -94,14 +94,14 @@ def partial_matrix(
 
 def significance_stars(p: float, n: int | None = None) -> str:
     """``***`` p < 0.001, ``**`` p < 0.01, ``*`` p < 0.05, else empty; nothing with fewer than
-    five points (:func:`legival_core.stats.significance_marks`).
+    five points (:func:`legival_core.stats.stats.significance_marks`).
 
     >>> [significance_stars(p) for p in (0.0005, 0.005, 0.03, 0.2, float("nan"))]
     ['***', '**', '*', '', '']
     >>> significance_stars(0.0005, n=4)
     ''
     """
-    from legival_core.stats import significance_marks
+    from legival_core.stats.stats import significance_marks
 
     return significance_marks(p, n)
 
@@ -110,11 +110,11 @@ def correlation_matrices(
     frame: pd.DataFrame, partial: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """ρ, p and n (the points behind each coefficient) of the ranked metrics in ``frame`` that
-    vary: Spearman (:func:`legival_core.stats.spearman_matrix`) or, with ``partial``, partial
+    vary: Spearman (:func:`legival_core.stats.stats.spearman_matrix`) or, with ``partial``, partial
     Spearman controlling for tokens (:func:`partial_matrix`). A metric with one value has no
     rank order, so it is left out rather than shown as an undefined row. The Correlations page
     and ``lv.open(...).correlations`` both call it."""
-    from legival_core.stats import pairwise_counts, spearman_matrix
+    from legival_core.stats.stats import pairwise_counts, spearman_matrix
 
     columns = ranked_metrics(frame, list(METRICS))
     columns = [c for c in columns if frame[c].nunique(dropna=True) > 1]

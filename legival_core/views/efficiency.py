@@ -1,6 +1,6 @@
 """The efficiency-decomposition page's data: the E0 board, the Δlog waterfall, failure modes
 and the solver-workload audits (Kaiser et al., arXiv 2602.09805). The instances come from
-:func:`legival_core.decomposition.decomposition_instances`, as the metrics stage's do.
+:func:`legival_core.metrics.decomposition.decomposition_instances`, as the metrics stage's do.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from legival_core.decomposition import log_ratio
+from legival_core.metrics.decomposition import log_ratio
 
 # ---------------------------------------------------------------------------------------------
 # Efficiency decomposition
@@ -68,7 +68,7 @@ def delta_log_terms(row: Mapping[str, Any], reference: Mapping[str, Any]) -> pd.
     Δlog E0 = Δlog r_ctx + Δlog r_logic − Δlog E[W] − Δlog VŌ − Δlog κ (Kaiser et al., arXiv
     2602.09805). When a row lacks the workload terms, −Δlog E[T] stands in for the last three.
     A ``rounding`` bar holds whatever the stored terms leave over (published tables are
-    rounded; on rows computed by :func:`legival_core.decomposition.decompose` it is ~0), so
+    rounded; on rows computed by :func:`legival_core.metrics.decomposition.decompose` it is ~0), so
     the bars always add up to the ``total``.
 
     Returns ``term, value, measure`` (``"relative"`` bars, then the ``"total"``).
@@ -117,7 +117,7 @@ def failure_mode_table(decomposition: pd.DataFrame, references: Sequence[str] = 
     """Failure-mode label of every model against its benchmark's best-E0 model.
 
     The Δlog terms are taken from the stored rows (model vs reference), then labelled by
-    :func:`legival_core.decomposition.failure_modes` (logic-, context-, verbosity- or
+    :func:`legival_core.metrics.decomposition.failure_modes` (logic-, context-, verbosity- or
     redundancy-limited; the reference itself has no shortfall). Reference teachers
     (``references``: a human solution, a gold rationale) are never the yardstick: the best
     model is the best non-reference one, and a reference teacher's own row is left out.
@@ -127,7 +127,7 @@ def failure_mode_table(decomposition: pd.DataFrame, references: Sequence[str] = 
     >>> failure_mode_table(d, ["human"])[["model", "reference"]].values.tolist()
     [['a', 'a'], ['c', 'a']]
     """
-    from legival_core.decomposition import failure_modes
+    from legival_core.metrics.decomposition import failure_modes
 
     left_out = {str(r) for r in references}
     decomposition = decomposition[~decomposition["model"].astype(str).isin(left_out)]
@@ -175,16 +175,16 @@ def workload_audits(
     ``include_references``; the references' instances are left out of the audits too.
     Returns ``"audits"`` (leave-self-out, leave-top-k for k = 1, 3, 5, and ``n_splits``
     random half-pool splits, one table) and ``"concentration"`` (top-1 solver share,
-    effective number of solvers) from :mod:`legival_core.workload`.
+    effective number of solvers) from :mod:`legival_core.metrics.workload`.
     """
-    from legival_core.references import keep_teachers
-    from legival_core.workload import (
+    from legival_core.metrics.workload import (
         held_out_pools,
         leave_self_out,
         leave_top_k,
         solver_concentration,
         solver_workload,
     )
+    from legival_core.published.references import keep_teachers
 
     base = keep_teachers(
         instances.drop(columns=["workload"], errors="ignore"),

@@ -4,7 +4,7 @@ A chart shown in the app and in the published snapshot is built here once, so th
 drift apart. Plotly is imported inside each function: the rest of the view layer stays free of
 it, and importing :mod:`legival_core.views` needs no plotting library.
 
-Every name from a store goes through :func:`legival_core.safe_text.plotly_literal` before it
+Every name from a store goes through :func:`legival_core.text.safe_text.plotly_literal` before it
 becomes a label, because Plotly reads an HTML subset in labels.
 """
 
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from legival_core.safe_text import plotly_literal
-from legival_core.transfer_curves import TransferView
+from legival_core.metrics.transfer_curves import TransferView
+from legival_core.text.safe_text import plotly_literal
 from legival_core.views.common import METRICS
 
 if TYPE_CHECKING:

@@ -91,7 +91,7 @@ def with_lexical_flags(table: pd.DataFrame, task: str | None) -> pd.DataFrame:
     held no lexical labels; unchanged when it did or when there is no step or no task."""
     if "flag_lexical" in table or not task or not len(table):
         return table
-    from legival_core.backtracking import lexical_backtracking
+    from legival_core.metrics.backtracking import lexical_backtracking
     from legival_core.tasks import get_task
 
     try:

@@ -14,7 +14,7 @@ import pandas as pd
 from legival_core.views.common import METRICS, STUDENT_METRICS, filter_rows, ranked_metrics
 
 if TYPE_CHECKING:
-    from legival_core.rank_intervals import TeacherResamples
+    from legival_core.rankings.rank_intervals import TeacherResamples
 
 # ---------------------------------------------------------------------------------------------
 # Leaderboard
@@ -24,10 +24,10 @@ if TYPE_CHECKING:
 def student_transfer_metrics(rollouts: pd.DataFrame, profile: str = "paper") -> pd.DataFrame:
     """Transfer metrics per (teacher, dataset, student), no bootstrap.
 
-    A thin call of :func:`legival_core.transfer.teacher_metrics` grouped by student too, so a
-    leaderboard can be filtered to one student and cross-student stability can be measured.
+    A thin call of :func:`legival_core.metrics.transfer.teacher_metrics` grouped by student too, so
+    a leaderboard can be filtered to one student and cross-student stability can be measured.
     """
-    from legival_core.transfer import teacher_metrics
+    from legival_core.metrics.transfer import teacher_metrics
 
     if rollouts.empty:
         return pd.DataFrame(columns=["teacher", "dataset", "student", *STUDENT_METRICS])
@@ -76,7 +76,7 @@ def composite_score(ranks: pd.DataFrame, weights: Mapping[str, float]) -> pd.Ser
     A model with no weighted rank gets NaN.
 
     Args:
-        ranks: a :func:`legival_core.stats.rank_table` result (``<metric>_rank`` columns).
+        ranks: a :func:`legival_core.stats.stats.rank_table` result (``<metric>_rank`` columns).
         weights: metric -> weight >= 0.
 
     >>> ranks = pd.DataFrame({"accuracy_rank": [1, 2, 3], "tokens_rank": [3, 1, 2]})
@@ -84,7 +84,7 @@ def composite_score(ranks: pd.DataFrame, weights: Mapping[str, float]) -> pd.Ser
     >>> composite_score(ranks, {"accuracy": 2, "tokens": 1}).round(4).tolist()
     [0.6667, 0.6667, 0.1667]
     """
-    from legival_core.rank_intervals import composite_scores
+    from legival_core.rankings.rank_intervals import composite_scores
 
     # One definition of the composite: composite_scores also scores each bootstrap resample.
     columns = {
@@ -110,11 +110,11 @@ def leaderboard(
 
     Values are averaged over datasets per teacher, ranked (1 = best) and each rank's change
     against the accuracy rank is given (``<metric>_change = accuracy_rank - metric_rank``), by
-    :func:`legival_core.stats.rank_table`. With ``weights``, a ``composite`` column
+    :func:`legival_core.stats.stats.rank_table`. With ``weights``, a ``composite`` column
     (:func:`composite_score`) and its rank are added. ``hf_id`` is carried over where known.
 
-    Reference teachers (``references``, see :mod:`legival_core.references`) keep a row with
-    their values but no rank, no change and no composite, below the ranked teachers, and do
+    Reference teachers (``references``, see :mod:`legival_core.published.references`) keep a row
+    with their values but no rank, no change and no composite, below the ranked teachers, and do
     not move anyone else's rank; with ``include_references`` they are ranked like the others.
     When ``references`` is given the table has a boolean ``reference`` column.
 
@@ -126,7 +126,7 @@ def leaderboard(
     >>> leaderboard(tm, references=["human"], include_references=True).accuracy_rank.tolist()
     [1, 2, 3]
     """
-    from legival_core.stats import rank_table
+    from legival_core.stats.stats import rank_table
 
     chosen = list(metrics) if metrics is not None else ranked_metrics(teacher_metrics)
     chosen = [m for m in chosen if m in ranked_metrics(teacher_metrics, chosen)]
@@ -161,10 +161,10 @@ def efficiency_intervals(
     """Per (teacher, dataset): accuracy, tokens, redundancy and backtracking with bootstrap CIs.
 
     Each value is the mean over the group's traces (what ``teacher_metrics`` stores) and its
-    percentile interval from :func:`legival_core.stats.bootstrap_ci` (``n_boot`` resamples of
+    percentile interval from :func:`legival_core.stats.stats.bootstrap_ci` (``n_boot`` resamples of
     the traces, seeded). Accuracy, a proportion, also gets its Wilson interval
-    (:func:`legival_core.stats.wilson_interval`), which does not collapse to a point when every
-    trace is right or wrong. Long table: ``teacher, dataset, metric, value, lo, hi, n,
+    (:func:`legival_core.stats.stats.wilson_interval`), which does not collapse to a point when
+    every trace is right or wrong. Long table: ``teacher, dataset, metric, value, lo, hi, n,
     wilson_lo, wilson_hi`` (the last two NaN except for accuracy).
 
     >>> te = pd.DataFrame({"teacher": "T", "dataset": "D", "correct": [True, True],
@@ -173,7 +173,7 @@ def efficiency_intervals(
     >>> float(row["lo"]), round(float(row["wilson_lo"]), 4)  # Wilson: 2 / (2 + 1.96^2)
     (1.0, 0.3424)
     """
-    from legival_core.stats import bootstrap_ci, wilson_interval
+    from legival_core.stats.stats import bootstrap_ci, wilson_interval
 
     rows = []
     columns = [c for c in ("tokens", "redundancy", "backtracking") if c in trace_efficiency]
@@ -201,8 +201,8 @@ def efficiency_intervals(
 
 
 def _latex_escape(text: str) -> str:
-    # ASCII-only, every special character escaped, "[" braced: legival_core.safe_export.
-    from legival_core.safe_export import tex_text
+    # ASCII-only, every special character escaped, "[" braced: legival_core.store.safe_export.
+    from legival_core.store.safe_export import tex_text
 
     return tex_text(text)
 
@@ -259,11 +259,11 @@ def board_resamples(
     seed: int,
 ) -> TeacherResamples | None:
     """Every ranked metric per teacher on paired resamples of problems for one selection
-    (:func:`legival_core.rank_intervals.resample_teachers` on ``trace_efficiency`` and
+    (:func:`legival_core.rankings.rank_intervals.resample_teachers` on ``trace_efficiency`` and
     ``trace_transfer`` filtered to ``dataset`` and ``student``); None when neither per-trace
     table has a row there. The Leaderboard page and ``lv.open(...).metric_detail`` both call it,
     so their intervals come from the same draws."""
-    from legival_core.rank_intervals import resample_teachers
+    from legival_core.rankings.rank_intervals import resample_teachers
 
     if efficiency is not None:
         efficiency = filter_rows(efficiency, dataset=dataset)

@@ -1,7 +1,7 @@
 """The merged board of several stores, ranked as the Leaderboard ranks one store's rows.
 
-The rows come from :func:`legival_core.board_merge.merge_teacher_rows` (which store holds which
-(teacher, dataset), a clash refused unless ``prefer`` decides it); ranking them needs the
+The rows come from :func:`legival_core.views.board_merge.merge_teacher_rows` (which store holds
+which (teacher, dataset), a clash refused unless ``prefer`` decides it); ranking them needs the
 leaderboard's own layout (:mod:`legival_core.views.leaderboard`), so it lives here, with the
 views, and both the app's merged board and ``precompute publish`` call it.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from legival_core.board_merge import clashes, merge_teacher_rows, merged_table
+from legival_core.views.board_merge import clashes, merge_teacher_rows, merged_table
 
 __all__ = ["MergedBoard", "merged_board", "merged_rank_board"]
 
@@ -53,12 +53,16 @@ def merged_rank_board(
 ) -> MergedBoard:
     """The rank table of the merged ``kept`` rows (:func:`merge_teacher_rows`) with 95% value
     and rank intervals from ``n_boot`` paired resamples of problems over the merged per-trace
-    tables (:func:`merged_table`; :mod:`legival_core.rank_intervals`), and, ``with_store``,
+    tables (:func:`merged_table`; :mod:`legival_core.rankings.rank_intervals`), and, ``with_store``,
     each teacher's store(s), and config when ``kept`` has that column (a teacher may span
     runs, one per dataset: joined by ", ")."""
-    from legival_core import board as board_layout
     from legival_core import views
-    from legival_core.rank_intervals import agreeing_intervals, interval_table, resample_teachers
+    from legival_core.rankings.rank_intervals import (
+        agreeing_intervals,
+        interval_table,
+        resample_teachers,
+    )
+    from legival_core.views import board as board_layout
 
     teacher_metrics = kept.drop(columns=["store", "config"], errors="ignore")
     metrics = views.ranked_metrics(teacher_metrics)
@@ -96,13 +100,13 @@ def merged_board(
     seed: int,
     low_n: int,
 ) -> MergedBoard:
-    """The merged board of the opened stores ``stores`` (name -> :class:`legival_core.store.
+    """The merged board of the opened stores ``stores`` (name -> :class:`legival_core.store.store.
     Store`): :func:`merge_teacher_rows` of their ``teacher_metrics`` (raises
     :class:`MergeConflict` on a clash ``prefer`` does not decide), each row with its store and
-    the first 12 hex digits of its store's config digest (:mod:`legival_core.site_pin`, as a
+    the first 12 hex digits of its store's config digest (:mod:`legival_core.store.site_pin`, as a
     published site's footer shows it), ranked by :func:`merged_rank_board`. Reads only."""
-    from legival_core.references import store_reference_teachers
-    from legival_core.site_pin import canonical_digest
+    from legival_core.published.references import store_reference_teachers
+    from legival_core.store.site_pin import canonical_digest
 
     def read(table: str) -> dict[str, pd.DataFrame | None]:
         return {n: (s.read(table) if s.has(table) else None) for n, s in stores.items()}

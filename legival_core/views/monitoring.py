@@ -1,12 +1,12 @@
 """The monitoring page's data: detection scores with intervals that hold at a handful of traces.
 
-:func:`legival_core.oversight.monitor_scores` gives precision, recall and F1 with percentile
-bootstrap intervals. With one flagged trace every resample is that trace, so the bootstrap says
-[1, 1]: certainty from one observation. Precision and recall are proportions (``tp`` of the
-``tp + fp`` traces called invalid, ``tp`` of the ``n_invalid`` invalid ones), so they get Wilson
-intervals, which stay wide at small n; F1 is not a proportion and keeps its bootstrap interval,
-dropped when it rests on fewer than two traces. An undefined score (no trace called invalid,
-so no precision) stays undefined: "n/a", never a bar of height 0.
+:func:`legival_core.oversight.oversight.monitor_scores` gives precision, recall and F1 with
+percentile bootstrap intervals. With one flagged trace every resample is that trace, so the
+bootstrap says [1, 1]: certainty from one observation. Precision and recall are proportions (``tp``
+of the ``tp + fp`` traces called invalid, ``tp`` of the ``n_invalid`` invalid ones), so they get
+Wilson intervals, which stay wide at small n; F1 is not a proportion and keeps its bootstrap
+interval, dropped when it rests on fewer than two traces. An undefined score (no trace called
+invalid, so no precision) stays undefined: "n/a", never a bar of height 0.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ NOT_DEFINED = "n/a"
 
 
 def monitor_intervals(scores: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """``scores`` (a :func:`legival_core.oversight.monitor_scores` table) with the intervals
-    the page draws: Wilson for precision (``tp`` of ``tp + fp``) and recall (``tp`` of
+    """``scores`` (a :func:`legival_core.oversight.oversight.monitor_scores` table) with the
+    intervals the page draws: Wilson for precision (``tp`` of ``tp + fp``) and recall (``tp`` of
     ``n_invalid``), the bootstrap one for F1 only when ``tp + fp + fn >= 2``.
 
     Adds ``precision_n``, ``recall_n`` and ``f1_n`` (the observations behind each score) and
@@ -34,7 +34,7 @@ def monitor_intervals(scores: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame
     >>> round(float(out.precision_lo[0]), 4), float(out.precision_hi[0]), bool(out.f1_lo.isna()[0])
     (0.2065, 1.0, True)
     """
-    from legival_core.stats import wilson_interval
+    from legival_core.stats.stats import wilson_interval
 
     out = scores.copy()
     tp = out["tp"].astype(int).to_numpy()
@@ -61,7 +61,7 @@ def interval_text(lo: object, hi: object) -> str:
     >>> interval_text(0.20655, 1.0), interval_text(float("nan"), 1.0)
     ('0.207–1.000', '—')
     """
-    from legival_core.display import MISSING, format_number
+    from legival_core.views.display import MISSING, format_number
 
     if pd.isna(lo) or pd.isna(hi):
         return MISSING

@@ -38,7 +38,7 @@ def pareto_view(
 ) -> pd.DataFrame:
     """The teachers of a leaderboard with a ``frontier`` flag on (``x``, ``y``) and a family.
 
-    The frontier is :func:`legival_core.stats.pareto_front` with each axis' better direction
+    The frontier is :func:`legival_core.stats.stats.pareto_front` with each axis' better direction
     taken from :data:`METRICS`; frontier rows come sorted by ``x`` so they draw as a line.
     Reference teachers stay in the table (a ``reference`` column marks them) but are never on
     the frontier and dominate no one, unless ``include_references``.
@@ -51,7 +51,7 @@ def pareto_view(
     >>> pareto_view(board, "tokens", "fotu", ["human"], include_references=True).frontier.tolist()
     [True, False, False]
     """
-    from legival_core.stats import pareto_front
+    from legival_core.stats.stats import pareto_front
 
     out = table.copy()
     hf = out["hf_id"] if "hf_id" in out else pd.Series(None, index=out.index, dtype=object)

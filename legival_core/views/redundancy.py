@@ -15,7 +15,7 @@ __all__ = ["sweep_over_datasets"]
 def sweep_over_datasets(sweep: pd.DataFrame) -> pd.DataFrame:
     """Per (teacher, threshold): the mean over datasets of the redundancy share, the traces
     behind it (summed) and the number of datasets, from
-    :func:`legival_core.redundancy_sweep_view.teacher_redundancy_sweep`.
+    :func:`legival_core.metrics.redundancy_sweep_view.teacher_redundancy_sweep`.
 
     >>> sweep = pd.DataFrame({"teacher": "T", "dataset": ["a", "b"], "threshold": 0.5,
     ...     "redundancy": [0.2, 0.4], "n_traces": [1, 3]})

@@ -1,5 +1,5 @@
 """The Robustness page's tables, the leaderboard's marker and the snapshot's section, laid out
-from a :class:`legival_core.robustness_choices.RobustnessReport`.
+from a :class:`legival_core.rankings.robustness_choices.RobustnessReport`.
 
 Pure pandas: cells are text or numbers, never markup (the page and the snapshot escape them).
 """
@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from legival_core.metric_catalog import METRICS
-from legival_core.robustness import REAL_FLIP, WITHIN_NOISE
-from legival_core.robustness_choices import DEFAULT_CHOICE, RobustnessReport
+from legival_core.metrics.metric_catalog import METRICS
+from legival_core.rankings.robustness import REAL_FLIP, WITHIN_NOISE
+from legival_core.rankings.robustness_choices import DEFAULT_CHOICE, RobustnessReport
 
 __all__ = [
     "CHANGE_MARK",
@@ -45,7 +45,7 @@ def choice_matrix(report: RobustnessReport, metric: str) -> pd.DataFrame:
 
     τ_b and ρ are "–" when undefined (fewer than two teachers, or every teacher tied).
 
-    >>> from legival_core.robustness_choices import Settings
+    >>> from legival_core.rankings.robustness_choices import Settings
     >>> summary = pd.DataFrame({"metric": ["fotu"], "family": ["grid"], "choice": ["grid:6"],
     ...     "label": ["prefixes every 6 steps"], "tau_b": [0.6667], "rho": [0.8],
     ...     "n_teachers": [4], "flips": [1], "real_flips": [0], "ties": [0], "note": [""]})
@@ -176,9 +176,9 @@ def mark_changing_ranks(
 ) -> pd.DataFrame:
     """The leaderboard's text table with :data:`CHANGE_MARK` after every rank cell of a
     teacher whose order flips under some alternative choice (that metric's ``<label> rank``
-    column; ``shown`` is :func:`legival_core.board.uncertainty_board`'s table).
+    column; ``shown`` is :func:`legival_core.views.board.uncertainty_board`'s table).
 
-    >>> from legival_core.robustness_choices import Settings
+    >>> from legival_core.rankings.robustness_choices import Settings
     >>> flips = pd.DataFrame({"metric": ["fotu"], "choice": ["grid:6"], "above": ["a"],
     ...     "below": ["b"], "verdict": ["within noise"]})
     >>> report = RobustnessReport(pd.DataFrame(), pd.DataFrame(), flips, pd.DataFrame(),
@@ -201,9 +201,9 @@ def mark_changing_ranks(
 
 
 def robustness_section(report: RobustnessReport) -> object:
-    """The static snapshot's "Robustness" section (:class:`legival_core.snapshot.Section`):
+    """The static snapshot's "Robustness" section (:class:`legival_core.views.snapshot.Section`):
     the survival table, then per metric its choice matrix and, folded, each flipped pair."""
-    from legival_core.snapshot import Section
+    from legival_core.views.snapshot import Section
 
     settings = report.settings
     note = (

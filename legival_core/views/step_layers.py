@@ -1,6 +1,6 @@
 """The inspector's step layers: for one trace, one row of cells per measurement over the same
 steps — resampling importance (Thought Anchors chunks carried onto steps by character span,
-:mod:`legival_core.chunk_alignment`), redundancy r_i, backtracking flags, then each weak
+:mod:`legival_core.text.chunk_alignment`), redundancy r_i, backtracking flags, then each weak
 student's correctness after seeing the trace up to that step.
 
 :func:`step_layers` is plain pandas; :func:`step_layers_figure` draws it with Plotly (imported
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from legival_core.chunk_alignment import ChunkAlignment, align_chunks
+from legival_core.text.chunk_alignment import ChunkAlignment, align_chunks
 
 __all__ = [
     "IMPORTANCE_ROW",
@@ -119,7 +119,7 @@ def step_layers_figure(layers: pd.DataFrame) -> Any:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from legival_core.safe_text import plotly_literal
+    from legival_core.text.safe_text import plotly_literal
 
     rows = max(1, len(layers))
     figure = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.02)
@@ -163,7 +163,7 @@ def student_strip_figure(strip: pd.DataFrame) -> Any:
     k ≥ 1 (green right, red wrong); k = 0, the student alone, is left out (said apart)."""
     import plotly.graph_objects as go
 
-    from legival_core.safe_text import plotly_literals
+    from legival_core.text.safe_text import plotly_literals
 
     columns = [int(k) for k in strip.columns if k >= 1]
     figure = go.Figure(

@@ -1,5 +1,5 @@
 """The transfer-curves page's data, computed from the rollouts or read from the stored
-``transfer_curves`` table (:mod:`legival_core.transfer_curves`).
+``transfer_curves`` table (:mod:`legival_core.metrics.transfer_curves`).
 """
 
 from __future__ import annotations
@@ -8,7 +8,11 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from legival_core.transfer_curves import TransferView, selection_view, transfer_view_from_table
+from legival_core.metrics.transfer_curves import (
+    TransferView,
+    selection_view,
+    transfer_view_from_table,
+)
 from legival_core.views.common import filter_rows
 
 
@@ -23,12 +27,15 @@ def transfer_view(
     """The transfer page's curves, hazards, baseline and summary, computed from the rollouts.
 
     The rows of ``dataset`` / ``student`` (None = all) are collapsed once for both the curves
-    (:func:`legival_core.transfer.curve` by teacher, ``n_boot`` resamples) and the per-trace
-    table (:func:`legival_core.transfer.trace_metrics`); see
-    :func:`legival_core.transfer.selection_curves`. The stored ``transfer_curves`` table holds
-    the same view for every selection:
+    (:func:`legival_core.metrics.transfer.curve` by teacher, ``n_boot`` resamples) and the per-trace
+    table (:func:`legival_core.metrics.transfer.trace_metrics`); see
+    :func:`legival_core.metrics.transfer.selection_curves`. The stored ``transfer_curves`` table
+    holds the same view for every selection:
 
-    >>> from legival_core.transfer_curves import transfer_curve_table, transfer_view_from_table
+    >>> from legival_core.metrics.transfer_curves import (
+    ...     transfer_curve_table,
+    ...     transfer_view_from_table,
+    ... )
     >>> rollouts = pd.DataFrame({"teacher": "T", "dataset": "D", "student": ["S", "U"] * 3,
     ...     "trace_id": "a", "problem_id": "p", "k": [0, 0, 1, 1, 2, 2], "m": 2,
     ...     "correct": [0, 0, 0, 1, 1, 1]})
@@ -37,7 +44,7 @@ def transfer_view(
     >>> stored.curves.equals(transfer_view(rollouts, None, "S", "paper", 0).curves)
     True
     """
-    from legival_core.transfer import selection_curves
+    from legival_core.metrics.transfer import selection_curves
 
     selected = filter_rows(rollouts, dataset=dataset, student=student)
     ((curves, per_trace),) = selection_curves(
@@ -77,7 +84,7 @@ def observed_coverage(
     """How many traces were measured in each bin of the transfer curve, per teacher.
 
     A curve's value in a bin is *measured* for a trace when the trace has a prefix ``k >= 1``
-    whose bin (:func:`legival_core.transfer.paper_bin`, or ``release_bin`` under the
+    whose bin (:func:`legival_core.metrics.transfer.paper_bin`, or ``release_bin`` under the
     ``release`` profile) is that bin; every other bin is filled in by the profile's grid (from
     the neighbouring measured prefixes, the first one back-filled to x = 0). Traces count once
     whatever the number of students.
@@ -94,7 +101,7 @@ def observed_coverage(
     """
     import numpy as np
 
-    from legival_core.transfer import N_BINS, bin_centres, paper_bin, release_bin
+    from legival_core.metrics.transfer import N_BINS, bin_centres, paper_bin, release_bin
 
     selected = filter_rows(rollouts, dataset=dataset, student=student)
     prefixes = selected[selected["k"] >= 1][["teacher", "trace_id", "k", "m"]]

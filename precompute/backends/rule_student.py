@@ -6,7 +6,7 @@ The engine answers from an *answer key*, not from a language model. Its rule is 
 
 So on a trace whose key fact stands at step s (1-based), the rollout at prefix size k is correct
 exactly when k ≥ s, and every trace's true transfer curve, FOTU, hazard bin and SOTU follow in
-closed form (:mod:`legival_core.calibration`). The calibration build
+closed form (:mod:`legival_core.calibration.calibration`). The calibration build
 (:mod:`precompute.calibrate`) runs the real rollout stage with this engine and compares what
 the metrics stage recovers against those closed forms. Numbers it produces say how well the
 *metrics* work; they say nothing about any model, so never put it in a results config.

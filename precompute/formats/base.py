@@ -164,7 +164,7 @@ def split_on_last_think(text: str) -> tuple[str, str | None, bool | None]:
 
     Chat templates that open ``<think>`` in the prompt leave only the closing tag in the
     completion, and a model may quote the tag inside its thinking; the last one ends it. Without
-    a closing tag the ingest's own parser (:func:`legival_core.reasoning.parse_reasoning`)
+    a closing tag the ingest's own parser (:func:`legival_core.text.reasoning.parse_reasoning`)
     decides (an opened, never closed block is incomplete).
 
     >>> split_on_last_think("a </think> b </think> 42")
@@ -174,7 +174,7 @@ def split_on_last_think(text: str) -> tuple[str, str | None, bool | None]:
     """
     head, marker, tail = text.rpartition("</think>")
     if not marker:
-        from legival_core.reasoning import parse_reasoning
+        from legival_core.text.reasoning import parse_reasoning
 
         parsed = parse_reasoning(text)
         return parsed.reasoning, (parsed.answer_text or None), parsed.complete

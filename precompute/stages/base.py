@@ -279,7 +279,7 @@ def run_stage(name: str, ctx: StageContext, **provenance: Any) -> StageResult:
     except OSError as error:
         if not disk_error(error):
             raise
-        from legival_core.store import StoreError
+        from legival_core.store.store import StoreError
 
         store = getattr(ctx.store, "path", ctx.store)
         raise StoreError(

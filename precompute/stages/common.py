@@ -32,7 +32,7 @@ def read_or_empty(store: Any, table: str, columns: Sequence[str] | None = None) 
     """The table as a frame, or an empty frame with the schema's columns when absent."""
     if store.has(table):
         return store.read(table, columns=list(columns) if columns else None)
-    from legival_core.schema import spec
+    from legival_core.store.schema import spec
 
     names = list(columns) if columns else spec(table).columns
     return pd.DataFrame({name: pd.Series(dtype=object) for name in names})

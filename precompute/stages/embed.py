@@ -1,8 +1,9 @@
 """Stage ``embed``: per-step redundancy r_i = max_{j<i} cos(s_i, s_j) with its argmax j.
 
-Steps are embedded with all-MiniLM-L6-v2 (:func:`legival_core.embedding.embed_sentences`,
-deduplicated and cached) a few traces at a time; :func:`legival_core.efficiency.step_similarities`
-gives r_i and j* (docs/metrics/redundancy.md). Step 0 has neither (null).
+Steps are embedded with all-MiniLM-L6-v2 (:func:`legival_core.text.embedding.embed_sentences`,
+deduplicated and cached) a few traces at a time;
+:func:`legival_core.metrics.efficiency.step_similarities` gives r_i and j*
+(docs/metrics/redundancy.md). Step 0 has neither (null).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ __all__ = ["run_embed", "similarity_rows"]
 
 def similarity_rows(trace_id: str, embeddings: object) -> list[dict[str, object]]:
     """Rows of the ``similarity`` table for one trace's step embeddings (in step order)."""
-    from legival_core.efficiency import step_similarities
+    from legival_core.metrics.efficiency import step_similarities
 
     max_similarity, matched = step_similarities(embeddings)  # type: ignore[arg-type]
     return [
@@ -40,7 +41,7 @@ def similarity_rows(trace_id: str, embeddings: object) -> list[dict[str, object]
     help="embed steps (MiniLM) and record each step's most similar earlier step",
 )
 def run_embed(ctx: StageContext) -> StageResult:
-    from legival_core.embedding import embed_sentences
+    from legival_core.text.embedding import embed_sentences
 
     cfg = ctx.config.embed
     result = StageResult("embed")

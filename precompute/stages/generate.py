@@ -2,7 +2,7 @@
 
 For every (problem, teacher, sample) whose trace id is not yet in ``traces`` (and that the
 shard owns), the teacher's engine completes the task's chat messages. The raw output is
-split into reasoning and final answer (:func:`legival_core.reasoning.parse_reasoning`), the
+split into reasoning and final answer (:func:`legival_core.text.reasoning.parse_reasoning`), the
 generated tokens T are the engine's count, and a trace is *truncated* when it stopped at the
 output budget without an extractable answer (docs/metrics/decomposition.md; Kaiser et al. C_i).
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from legival_core.schema import trace_id_for
+from legival_core.store.schema import trace_id_for
 from precompute.config import ModelConfig
 from precompute.stages.base import BatchWriter, StageContext, StageResult, register_stage
 from precompute.stages.common import (
@@ -41,7 +41,7 @@ class GenerationJob:
 
 def parse_output(raw: str, family: str = "auto") -> tuple[str, str, bool]:
     """(reasoning, answer_text, complete) of a raw model output."""
-    from legival_core.reasoning import parse_reasoning
+    from legival_core.text.reasoning import parse_reasoning
 
     parsed = parse_reasoning(raw, family=family)
     return parsed.reasoning, parsed.answer_text, bool(parsed.complete)

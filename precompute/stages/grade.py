@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from legival_core.grade_review import (
+from legival_core.calibration.grade_review import (
     REVIEW_COLUMNS,
     LabelAgreement,
     agreement_report,

@@ -3,7 +3,7 @@
 Labelers (``[judge] labelers``):
 
 ``lexical``
-    :func:`legival_core.backtracking.lexical_backtracking`: steps that open with a revision
+    :func:`legival_core.metrics.backtracking.lexical_backtracking`: steps that open with a revision
     cue of the task family. Offline, instant, always valid.
 ``llm``
     A model behind any engine, labeller name ``judge:<name>``. It sees the problem and the
@@ -236,7 +236,7 @@ def _valid_done(store: Any, labeler: str) -> set[str]:
 
 
 def _lexical_rows(trace_id: str, texts: list[str], family: str) -> list[dict[str, Any]]:
-    from legival_core.backtracking import lexical_backtracking
+    from legival_core.metrics.backtracking import lexical_backtracking
 
     flagged = lexical_backtracking(texts, family)
     reasons = [f"opens with a revision cue: {texts[n - 1][:40]!r}" for n in flagged]

@@ -4,18 +4,18 @@
   of the problem's correct traces, redundancy (share of steps with r_i > τ), backtracking
   (share of steps flagged by the primary labeler), compression σ (docs/metrics/).
 * ``trace_transfer`` — per (trace, student): FOTU, hazard bin, regressions, baseline, lift
-  (:func:`legival_core.transfer.trace_metrics`, docs/metrics/fotu.md).
+  (:func:`legival_core.metrics.transfer.trace_metrics`, docs/metrics/fotu.md).
 * ``transfer_curves`` — the transfer page's curves, hazards and summaries for every dataset x
   student selection and profile
-  (:func:`legival_core.transfer_curves.transfer_curve_table`), so the app need not read the
+  (:func:`legival_core.metrics.transfer_curves.transfer_curve_table`), so the app need not read the
   rollouts.
 * ``teacher_metrics`` — per (teacher, dataset): accuracy and the means of the efficiency
   columns, plus FOTU, SOTU, regression rate, never-solved share and baseline from
-  :func:`legival_core.transfer.teacher_metrics`.
+  :func:`legival_core.metrics.transfer.teacher_metrics`.
 * ``decomposition`` — per (teacher, dataset, layer): Kaiser et al.'s E0 = 1000·r_ctx·r_logic/E[T]
   with VŌ and κ for the native workload (``problems.workload``), the solver-derived workload
   (pool = every teacher of the dataset but the reference teachers, see
-  :mod:`legival_core.references`) and the trace layer (σ·T in place of T).
+  :mod:`legival_core.published.references`) and the trace layer (σ·T in place of T).
 
 Each run rewrites these tables whole (they are cheap and depend on everything), then
 compacts them to one part. The stage needs the whole store, so it refuses ``--shard``.
@@ -73,7 +73,7 @@ def primary_labeler(ctx: StageContext) -> str:
 
 
 def _redundancy(similarity: pd.DataFrame, threshold: float) -> dict[str, float]:
-    from legival_core.efficiency import redundancy_share
+    from legival_core.metrics.efficiency import redundancy_share
 
     values: dict[str, float] = {}
     ordered = similarity.sort_values(["trace_id", "step"])
@@ -84,7 +84,7 @@ def _redundancy(similarity: pd.DataFrame, threshold: float) -> dict[str, float]:
 
 
 def _backtracking(judgments: pd.DataFrame, labeler: str, steps: pd.Series) -> dict[str, float]:
-    from legival_core.efficiency import backtracking_share
+    from legival_core.metrics.efficiency import backtracking_share
 
     values: dict[str, float] = {}
     rows = judgments[(judgments["labeler"] == labeler) & judgments["valid"].fillna(False)]
@@ -113,8 +113,8 @@ def efficiency_table(
     released scripts do (docs/profiles.md); the redundancy τ is ``threshold`` in either case (the
     config gives 0.85 for ``release`` unless it names a threshold).
     """
-    from legival_core.efficiency import compression_ratio, normalised_lengths
-    from legival_core.tokens import count_tokens_many
+    from legival_core.metrics.efficiency import compression_ratio, normalised_lengths
+    from legival_core.text.tokens import count_tokens_many
 
     frame = traces[["trace_id", "teacher", "dataset", "problem_id", "reasoning"]].copy()
     correct = dict(zip(grades["trace_id"], grades["correct"], strict=True))
@@ -198,10 +198,11 @@ def transfer_table(
     rollouts: pd.DataFrame, profile: str, grid: str, leaks: pd.DataFrame | None = None
 ) -> pd.DataFrame:
     """Rows of ``trace_transfer`` (docs/metrics/fotu.md), via
-    :func:`legival_core.transfer.trace_metrics`,
-    with the leak step and FOTU before it (:func:`legival_core.transfer.fotu_before_leak`)."""
-    from legival_core.schema import spec
-    from legival_core.transfer import fotu_before_leak, trace_metrics
+    :func:`legival_core.metrics.transfer.trace_metrics`,
+    with the leak step and FOTU before it
+    (:func:`legival_core.metrics.transfer.fotu_before_leak`)."""
+    from legival_core.metrics.transfer import fotu_before_leak, trace_metrics
+    from legival_core.store.schema import spec
 
     table = trace_metrics(rollouts, profile=profile, grid=grid)
     if leaks is not None and len(leaks):
@@ -220,7 +221,7 @@ def transfer_table(
 def transfer_curves_table(rollouts: pd.DataFrame, stamp: str, seed: int) -> pd.DataFrame:
     """Rows of ``transfer_curves``: every view of the transfer page, bands from 200 resamples
     (what the page draws), stamped with the state of the rollouts they came from."""
-    from legival_core.transfer_curves import BAND_RESAMPLES, transfer_curve_table
+    from legival_core.metrics.transfer_curves import BAND_RESAMPLES, transfer_curve_table
 
     return transfer_curve_table(rollouts, n_boot=BAND_RESAMPLES, seed=seed, stamp=stamp)
 
@@ -234,7 +235,7 @@ def teacher_table(
     trace_transfer: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Rows of ``teacher_metrics``: efficiency means per (teacher, dataset) + transfer terms."""
-    from legival_core.transfer import teacher_metrics
+    from legival_core.metrics.transfer import teacher_metrics
 
     frame = efficiency.assign(correct_f=efficiency["correct"].astype("Float64"))
     grouped = frame.groupby(["teacher", "dataset"], observed=True, sort=True)
@@ -321,8 +322,8 @@ def decomposition_table(instances: pd.DataFrame, references: Sequence[str] = ())
     gold would solve every instance); a reference still gets solver-layer terms, measured
     against the models' workload.
     """
-    from legival_core.decomposition import decompose
-    from legival_core.workload import attach_workload, solver_workload
+    from legival_core.metrics.decomposition import decompose
+    from legival_core.metrics.workload import attach_workload, solver_workload
 
     if instances.empty:
         return pd.DataFrame(columns=["model", "benchmark", "layer", "accuracy"])
@@ -465,7 +466,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     steps = read_or_empty(store, "steps", ["trace_id", "step", "end"])
     similarity = read_or_empty(store, "similarity", ["trace_id", "step", "max_similarity"])
     judgments = read_or_empty(store, "judgments", ["trace_id", "labeler", "steps", "valid"])
-    from legival_core.transfer_curves import rollouts_stamp
+    from legival_core.metrics.transfer_curves import rollouts_stamp
 
     stamp = rollouts_stamp(store.manifest)  # before the read: a later write makes it stale
     rollouts = read_or_empty(store, "rollouts")
@@ -506,8 +507,8 @@ def run_metrics(ctx: StageContext) -> StageResult:
         tables.get("trace_transfer"),
     )
     if len(grades):
-        from legival_core.decomposition import decomposition_instances
-        from legival_core.references import reference_teachers
+        from legival_core.metrics.decomposition import decomposition_instances
+        from legival_core.published.references import reference_teachers
 
         decomposition = decomposition_table(
             decomposition_instances(traces, grades, problems), reference_teachers(traces)

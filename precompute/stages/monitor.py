@@ -8,8 +8,8 @@ For each teacher (and dataset) the monitor reads three kinds of trace:
 * **originals** - traces the teacher got right (``grades.correct``), unchanged: label ``valid``;
 * **natural failures** - traces the teacher got wrong: label ``invalid``;
 * **sabotaged copies** of the correct traces - one error injected by each kind of
-  :mod:`legival_core.sabotage` (a number changed and carried on, a sign flipped, an operator
-  swapped, a computing step dropped): label ``invalid``. Every copy is written to the
+  :mod:`legival_core.oversight.sabotage` (a number changed and carried on, a sign flipped, an
+  operator swapped, a computing step dropped): label ``invalid``. Every copy is written to the
   ``sabotaged`` table with its edit record (what changed, where, in which step) and the seed
   the injection used, so ``sabotage(reasoning, spans, kind, seed)`` reproduces it.
   Optionally (``rewrite_model``) an LLM behind any engine rewrites each correct trace with
@@ -28,7 +28,7 @@ always appends a step, even after ``valid``). Pass ``--no-prefill`` for a monito
 enough to reason first and name the step.
 
 Verdicts go to ``monitor_verdicts`` keyed by (trace_id, variant, monitor); a rerun skips the
-keys already there. Scores come from :func:`legival_core.oversight.monitor_scores`.
+keys already there. Scores come from :func:`legival_core.oversight.oversight.monitor_scores`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from typing import Any
 
 import pandas as pd
 
-from legival_core.oversight import INVALID, NATURAL, ORIGINAL, VALID, sabotage_variant
+from legival_core.oversight.oversight import INVALID, NATURAL, ORIGINAL, VALID, sabotage_variant
 from precompute.stages.base import (
     BatchWriter,
     StageContext,
@@ -102,7 +102,7 @@ class MonitorOptions:
             short names such as ``smollm2-135m`` work).
         name: label stored in ``monitor_verdicts.monitor`` (default: ``model``).
         max_tokens: the monitor's budget.
-        kinds: sabotage kinds to inject (keys of ``legival_core.sabotage.INJECTORS``).
+        kinds: sabotage kinds to inject (keys of ``legival_core.oversight.sabotage.INJECTORS``).
         seed: base seed; each trace's injection seed is derived from it and the trace id.
         natural: include the teacher's natural failures as negatives.
         prefill: start the reply as ``VERDICT:`` and stop at the first comma or line end.
@@ -137,7 +137,7 @@ class MonitorOptions:
         cls, values: Mapping[str, Any], source: str = "monitor options"
     ) -> MonitorOptions:
         """Build from a dict (CLI arguments or a config table), naming a bad key or value."""
-        from legival_core.sabotage import INJECTORS
+        from legival_core.oversight.sabotage import INJECTORS
 
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
@@ -288,7 +288,7 @@ def shifted_spans(
     every edit that ends at or before it. A step wholly covered by an edit that deletes it
     disappears.
 
-    >>> from legival_core.sabotage import Edit
+    >>> from legival_core.oversight.sabotage import Edit
     >>> shifted_spans([(0, 5), (6, 12), (13, 18)], [Edit(1, 6, 13, "x = 12 ", "")])
     [(0, 5), None, (6, 11)]
     >>> shifted_spans([(0, 5), (6, 12)], [Edit(0, 2, 3, "3", "30")])
@@ -311,7 +311,7 @@ def diff_edits(original: str, rewritten: str, spans: Sequence[tuple[int, int]]) 
     >>> [(e.step, e.old, e.new) for e in diff_edits("a 1. b 2.", "a 1. b 3.", [(0, 4), (5, 9)])]
     [(1, '2', '3')]
     """
-    from legival_core.sabotage import Edit
+    from legival_core.oversight.sabotage import Edit
 
     matcher = difflib.SequenceMatcher(a=original, b=rewritten, autojunk=False)
     edits = []
@@ -328,7 +328,7 @@ def _edits_json(edits: Sequence[Any]) -> str:
 
 
 def _edits_from_json(text: str) -> list[Any]:
-    from legival_core.sabotage import Edit
+    from legival_core.oversight.sabotage import Edit
 
     return [Edit(**item) for item in json.loads(text)]
 
@@ -386,7 +386,7 @@ def run_monitor(ctx: StageContext) -> StageResult:
 
 def monitor_study(ctx: StageContext, options: MonitorOptions) -> StageResult:
     """Write the sabotaged copies and the monitor's verdicts that the store lacks."""
-    from legival_core.sabotage import sabotage
+    from legival_core.oversight.sabotage import sabotage
 
     result = StageResult("monitor")
     traces = read_or_empty(
@@ -585,7 +585,7 @@ def _sabotaged_steps(
 ) -> list[str]:
     """The numbered steps the monitor sees for a sabotaged copy."""
     if row.kind == LLM_REWRITE:
-        from legival_core.segment import step_texts
+        from legival_core.text.segment import step_texts
 
         return step_texts(row.text, mode)
     placed = shifted_spans(original_spans, _edits_from_json(row.edits))

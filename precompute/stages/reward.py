@@ -345,7 +345,7 @@ def score_rewards(ctx: StageContext, options: RewardOptions) -> StageResult:
     }
     standin = standin_reason(options.model_id)
     if standin is not None:
-        # Recorded explicitly, so every page can say so (legival_core.provenance).
+        # Recorded explicitly, so every page can say so (legival_core.store.provenance).
         result.provenance["models"][label]["standin"] = standin
         result.notes.append(f"{label} is a stand-in: its scores carry no preference signal")
     if todo.empty:

@@ -1,6 +1,6 @@
 """Stage ``robustness`` (opt-in): re-segment and re-embed every trace under another segmenter.
 
-The robustness report (:mod:`legival_core.robustness_choices`) computes most alternative
+The robustness report (:mod:`legival_core.rankings.robustness_choices`) computes most alternative
 choices from what the store holds; cutting the steps another way needs new steps and new
 embeddings. This stage writes them into side tables, never into the default ones:
 
@@ -42,7 +42,7 @@ from precompute.stages.common import (
 
 __all__ = ["run_robustness", "segmenter_rows"]
 
-#: The segmenters an alternative can use (legival_core.segment modes).
+#: The segmenters an alternative can use (legival_core.text.segment modes).
 SEGMENTERS = ("paper", "lines")
 
 ROBUSTNESS_OPTIONS = (
@@ -62,8 +62,8 @@ def segmenter_rows(
     trace_id: str, reasoning: str, segmenter: str, encoding: str, family: str
 ) -> list[dict[str, Any]]:
     """Rows of ``robustness_steps`` for one trace: its steps under ``segmenter`` with the
-    lexical detector's flag (:func:`legival_core.backtracking.lexical_backtracking`)."""
-    from legival_core.backtracking import lexical_backtracking
+    lexical detector's flag (:func:`legival_core.metrics.backtracking.lexical_backtracking`)."""
+    from legival_core.metrics.backtracking import lexical_backtracking
     from precompute.stages.segment import step_rows
 
     rows = step_rows(trace_id, reasoning, segmenter, encoding)
@@ -100,7 +100,7 @@ def _done(store: Any, segmenter: str) -> set[str]:
     options=ROBUSTNESS_OPTIONS,
 )
 def run_robustness(ctx: StageContext) -> StageResult:
-    from legival_core.embedding import embed_sentences
+    from legival_core.text.embedding import embed_sentences
     from precompute.stages.embed import similarity_rows
 
     options = ctx.options_of("robustness")

@@ -16,8 +16,8 @@ __all__ = ["run_segment", "step_rows"]
 
 def step_rows(trace_id: str, reasoning: str, mode: str, encoding: str) -> list[dict[str, object]]:
     """Rows of the ``steps`` table for one trace."""
-    from legival_core.segment import split_steps
-    from legival_core.tokens import count_tokens_many
+    from legival_core.text.segment import split_steps
+    from legival_core.text.tokens import count_tokens_many
 
     steps = split_steps(reasoning, mode)
     counts = count_tokens_many([s.text for s in steps], encoding)
@@ -77,14 +77,14 @@ def run_segment(ctx: StageContext) -> StageResult:
 def _carry_chunks(ctx: StageContext, mine: set[str], batch_rows: int) -> dict[str, int]:
     """``step_importance`` rows for the traces of this shard that came with chunk importances
     (Thought Anchors) and have steps but no such rows yet (a resumed run included): each
-    chunk carried onto the steps by character span (:mod:`legival_core.chunk_alignment`)."""
+    chunk carried onto the steps by character span (:mod:`legival_core.text.chunk_alignment`)."""
     counts = {"traces": 0, "chunks": 0, "placed": 0, "clean": 0, "rows": 0}
     if not ctx.store.has("chunk_importance"):
         return counts
     need = (done_ids(ctx.store, "chunk_importance") & mine) - done_ids(ctx.store, "step_importance")
     if not need:
         return counts
-    from legival_core.chunk_alignment import align_chunks
+    from legival_core.text.chunk_alignment import align_chunks
 
     wanted = {"trace_id": sorted(need)}
     chunks = ctx.store.read("chunk_importance", filters=wanted)

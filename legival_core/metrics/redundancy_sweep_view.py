@@ -1,0 +1,202 @@
+"""The redundancy-threshold sweep of docs/metrics/redundancy.md, per teacher and dataset, as the
+app draws it.
+
+A trace's redundancy at τ is the share of its steps i ≥ 1 whose best match to an earlier step
+has cosine r_i > τ (:func:`legival_core.metrics.efficiency.redundancy_share`). The published
+threshold study reports it over 21 thresholds 0.0, 0.05, …, 1.0; this module applies
+:func:`legival_core.metrics.efficiency.redundancy_sweep` to the stored ``similarity`` rows of every
+trace and averages per teacher and dataset, the way ``teacher_metrics.redundancy`` averages the
+per-trace shares at the store's own τ.
+
+Reference: Legi-Val, arXiv 2603.20508 (redundancy and its threshold study).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from legival_core.metrics.efficiency import SWEEP_THRESHOLDS, resolve_threshold
+from legival_core.store.schema import SchemaError
+
+__all__ = ["recorded_threshold", "sweep_thresholds", "teacher_redundancy_sweep"]
+
+#: Decimal places a threshold is rounded to: ``np.linspace`` gives 0.8500000000000001 for the
+#: grid's 0.85, which must be the same point as the authors' τ = 0.85.
+_THRESHOLD_DECIMALS = 12
+
+
+def sweep_thresholds(
+    chosen: float, grid: Sequence[float] | np.ndarray = SWEEP_THRESHOLDS
+) -> np.ndarray:
+    """The sweep grid with the chosen τ in it, sorted, each value rounded to 12 decimals.
+
+    The chosen τ is added so that the curve passes through the point the page marks; when the
+    grid already holds it, the grid is unchanged.
+
+    >>> sweep_thresholds(0.85)[15:19].tolist()  # the grid's 0.85 and τ = 0.85: one point
+    [0.75, 0.8, 0.85, 0.9]
+    >>> sweep_thresholds(0.83)[16:19].tolist(), sweep_thresholds(0.83).size
+    ([0.8, 0.83, 0.85], 22)
+    """
+    values = np.append(np.asarray(grid, dtype=np.float64), float(chosen))
+    return np.unique(np.round(values, _THRESHOLD_DECIMALS))
+
+
+def recorded_threshold(manifest: Mapping[str, Any]) -> float | None:
+    """The τ of ``trace_efficiency.redundancy``: the one the store's latest ``metrics`` run
+    recorded in its provenance, else ``None`` (no metrics run recorded one).
+
+    >>> recorded_threshold({"provenance": [{"stage": "metrics", "threshold": 0.8},
+    ...                                     {"stage": "embed"},
+    ...                                     {"stage": "metrics", "threshold": 0.85}]})
+    0.85
+    >>> recorded_threshold({"provenance": [{"stage": "embed"}]}) is None
+    True
+    """
+    for record in reversed(list(manifest.get("provenance") or [])):
+        if not isinstance(record, Mapping) or record.get("stage") != "metrics":
+            continue
+        value = record.get("threshold")
+        # bool is an int: a stray true/false in a hand-edited manifest is not a threshold.
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    return None
+
+
+def _trace_similarities(similarity: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per trace, r_0..r_{m−1} in step order; a gap in the steps or a missing r_i (i ≥ 1) is a
+    :class:`~legival_core.store.schema.SchemaError` naming the row and field."""
+    trace_ids, starts, _position, sims = _similarity_arrays(similarity)
+    if not len(sims):
+        return {}
+    return dict(zip(trace_ids[starts].tolist(), np.split(sims, starts[1:]), strict=True))
+
+
+def _similarity_arrays(
+    similarity: pd.DataFrame,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The checked rows sorted by (trace, step): trace id per row, the row where each trace
+    starts, each row's step position in its trace, and r per row."""
+    missing = [c for c in ("trace_id", "step", "max_similarity") if c not in similarity.columns]
+    if missing:
+        raise SchemaError("similarity", f"missing column(s) {missing}")
+    # Sorted by (trace, step) on integer codes: sorting a million id strings is the slow part.
+    ids = similarity["trace_id"].astype(str).to_numpy()
+    codes, _uniques = pd.factorize(ids, sort=False)
+    step_values = pd.to_numeric(similarity["step"], errors="coerce").to_numpy(dtype=float)
+    order = np.lexsort((step_values, codes))
+    if not len(order):
+        empty = np.zeros(0)
+        return empty.astype(str), empty.astype(np.int64), empty.astype(np.int64), empty
+    rows = order  # the input's row numbers, so an error can name the row
+    trace_ids = ids[order]
+    steps = step_values[order]
+    sims = pd.to_numeric(similarity["max_similarity"], errors="coerce").to_numpy(float)[order]
+    same_trace = codes[order]
+    # Arrays, not a group-by loop: a store can hold 10⁵ traces. A trace's rows start where its
+    # id changes; its k-th row (in step order) must be step k.
+    starts = np.flatnonzero(np.r_[True, same_trace[1:] != same_trace[:-1]])
+    position = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+    gaps = np.flatnonzero(steps != position)
+    if gaps.size:
+        first = gaps[0]
+        own = trace_ids == trace_ids[first]
+        listed = ", ".join(f"{s:g}" for s in steps[own][:10])
+        raise SchemaError(
+            "similarity",
+            f"trace {trace_ids[first]!r} has steps {listed}; expected 0..{own.sum() - 1}",
+            row=int(rows[first]),
+            column="step",
+        )
+    holes = np.flatnonzero(np.isnan(sims) & (position > 0))
+    if holes.size:
+        first = holes[0]
+        raise SchemaError(
+            "similarity",
+            f"trace {trace_ids[first]!r}: step {position[first]} has no similarity to an "
+            "earlier step",
+            row=int(rows[first]),
+            column="max_similarity",
+        )
+    return trace_ids, starts, position, sims
+
+
+def _trace_shares(similarity: pd.DataFrame, taus: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Trace ids and, per trace and τ, |{i ≥ 1 : r_i > τ}| / (m − 1) (0 when m ≤ 1): what
+    :func:`legival_core.metrics.efficiency.redundancy_sweep` gives each trace, for all at once."""
+    trace_ids, starts, position, sims = _similarity_arrays(similarity)
+    if not len(sims):
+        return [], np.zeros((0, taus.size))
+    lengths = np.diff(np.r_[starts, len(sims)])
+    later = position > 0
+    owner = np.repeat(np.arange(len(starts)), lengths)[later]
+    hits = np.column_stack(
+        [np.bincount(owner, weights=sims[later] > tau, minlength=len(starts)) for tau in taus]
+    ).reshape(len(starts), taus.size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shares = np.where(lengths[:, None] > 1, hits / (lengths[:, None] - 1), 0.0)
+    return trace_ids[starts].tolist(), shares
+
+
+def teacher_redundancy_sweep(
+    similarity: pd.DataFrame,
+    traces: pd.DataFrame,
+    thresholds: Sequence[float] | np.ndarray = SWEEP_THRESHOLDS,
+) -> pd.DataFrame:
+    """Redundancy share as a function of τ, per teacher and dataset (docs/metrics/redundancy.md
+    threshold sweep).
+
+    R(τ) = (1/N) Σ_t |{i ≥ 1 : r_{t,i} > τ}| / (m_t − 1)
+
+    over the N traces t of the teacher on the dataset that have ``similarity`` rows (a trace
+    with m_t ≤ 1 steps counts 0, as in :func:`legival_core.metrics.efficiency.redundancy_share`; a
+    trace without rows, one that was never embedded, is left out). The per-trace shares come from
+    :func:`legival_core.metrics.efficiency.redundancy_sweep`.
+
+    Args:
+        similarity: ``trace_id``, ``step``, ``max_similarity`` (the store's ``similarity``).
+        traces: ``trace_id``, ``teacher``, ``dataset`` (the store's ``traces``).
+        thresholds: the τ values (default: the published 21).
+
+    Returns:
+        One row per (teacher, dataset, threshold), sorted so: ``teacher``, ``dataset``,
+        ``threshold``, ``redundancy``, ``n_traces``.
+
+    Raises:
+        SchemaError: a trace's steps are not 0..m−1, or r_i is missing for some i ≥ 1.
+
+    >>> sims = pd.DataFrame({"trace_id": ["a"] * 3 + ["b"] * 2, "step": [0, 1, 2, 0, 1],
+    ...                      "max_similarity": [None, 0.9, 0.5, None, 0.6]})
+    >>> traces = pd.DataFrame({"trace_id": ["a", "b"], "teacher": ["T", "T"],
+    ...                        "dataset": ["d", "d"]})
+    >>> sweep = teacher_redundancy_sweep(sims, traces, [0.55, 0.8])
+    >>> sweep["redundancy"].tolist()  # τ 0.55: (1/2 + 1/1) / 2; τ 0.8: (1/2 + 0/1) / 2
+    [0.75, 0.25]
+    """
+    missing = [c for c in ("trace_id", "teacher", "dataset") if c not in traces.columns]
+    if missing:
+        raise SchemaError("traces", f"missing column(s) {missing}")
+    columns = ["teacher", "dataset", "threshold", "redundancy", "n_traces"]
+    # numbers only (as before), each checked as a threshold the way redundancy_sweep checks it
+    taus = np.asarray(
+        [resolve_threshold(t) for t in np.asarray(thresholds, dtype=np.float64)], np.float64
+    )
+    ids, per_trace = _trace_shares(similarity, taus)
+    owners = traces[["trace_id", "teacher", "dataset"]].astype({"trace_id": str})
+    owners = owners.drop_duplicates("trace_id")
+    where = pd.Index(ids).get_indexer(owners["trace_id"])  # -1: a trace never embedded
+    owners = owners[where >= 0]
+    if owners.empty:
+        return pd.DataFrame(columns=columns)
+    shares = per_trace[where[where >= 0]]
+    rows = []
+    groups = owners.reset_index(drop=True).groupby(["teacher", "dataset"], sort=True)
+    for (teacher, dataset), group in groups:
+        mean = shares[group.index.to_numpy()].mean(axis=0)
+        for tau, value in zip(taus, mean, strict=True):
+            rows.append((str(teacher), str(dataset), float(tau), float(value), len(group)))
+    return pd.DataFrame.from_records(rows, columns=columns)

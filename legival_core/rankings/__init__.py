@@ -1,0 +1,17 @@
+"""Rankings and their uncertainty: a room of ``legival_core``.
+
+Teachers ranked with their uncertainty: rank intervals (``rank_intervals``) and the robustness
+of a ranking to resampling and to analysis choices (``robustness``, ``robustness_choices``).
+Above the metrics and the published references, which they rank.
+
+May import: store, text, tasks, stats, metrics, published.
+
+Never imports ``legival_core.views`` (the app's data preparation) nor ``legival_core.results``
+(the notebooks' front door, which sits above the views).
+
+This ``__init__`` imports nothing: import a module of the room by its full name (``from
+legival_core.rankings import rank_intervals``), so importing one module never loads its
+neighbours.
+"""
+
+from __future__ import annotations

@@ -1,0 +1,653 @@
+"""How sure a leaderboard is of each teacher's value and place: paired problem resampling.
+
+A rank table on a few dozen traces per teacher can look decisive when it is noise. This module
+resamples *problems* with replacement (the same draw for every teacher, so the comparison is
+paired: a hard problem drawn twice is hard for everyone), recomputes each teacher's metric on
+every resample, ranks the teachers again and reports
+
+* the 95% percentile interval of the value (``value_lo``, ``value_hi``),
+* the 95% interval of the rank (``rank_lo``–``rank_hi``, e.g. "2–4"),
+* the upper-bound rank ``rank_ub = 1 + #{teachers whose value interval lies entirely on the
+  better side of this teacher's}`` (the convention of public arena leaderboards),
+* the teachers whose rank intervals overlap this one's: not separated from it.
+
+Per teacher, a metric is computed as the stored tables compute it: the mean over the traces of
+each (dataset, student) cell, then over students, then over datasets (``teacher_metrics`` and
+:func:`legival_core.stats.stats.rank_table`); SOTU is the normalised entropy of each cell's hazard
+histogram (:func:`legival_core.metrics.transfer.normalised_entropy`, paper profile). A resample
+gives each trace the number of times its problem was drawn as its weight, so every statistic becomes
+a weighted sum: one sparse matrix product per metric for all resamples at once.
+
+Reference: Legi-Val (arXiv 2603.20508) for the metrics and rank table; the percentile bootstrap
+(Efron & Tibshirani 1993); rank intervals by resampling as in public model arenas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from legival_core.stats.stats import percentile_interval, resample_counts, seeded_stream
+
+__all__ = [
+    "MetricResamples",
+    "TeacherResamples",
+    "agreeing_intervals",
+    "composite_resamples",
+    "composite_scores",
+    "frontier_shares",
+    "interval_table",
+    "metric_resamples",
+    "points_agree",
+    "problem_draws",
+    "rank_intervals",
+    "replicate_ranks",
+    "resample_teachers",
+]
+
+#: Metrics read from ``trace_efficiency`` (cells = datasets) and from ``trace_transfer``
+#: (cells = dataset x student); ``accuracy`` is the mean of the ``correct`` column.
+EFFICIENCY_METRICS = ("accuracy", "tokens", "redundancy", "backtracking")
+TRANSFER_METRICS = ("fotu", "sotu", "regression_rate", "fotu_before_leak")
+_HAZARD_BINS = 50
+# Values are rounded before ranking so that float noise cannot split a tie (as rank_table does).
+_RANK_DECIMALS = 9
+
+
+@dataclass(frozen=True)
+class MetricResamples:
+    """One metric for every teacher: on the data as it is and on each resample of problems.
+
+    ``point[t]`` and ``replicates[b, t]`` are NaN where teacher t has no value (no traces, or
+    none of its problems drawn in resample b). ``n_traces`` counts distinct traces and
+    ``n_students`` distinct students behind the point value (1 for efficiency metrics).
+    """
+
+    teachers: tuple[str, ...]
+    point: np.ndarray
+    replicates: np.ndarray
+    n_traces: np.ndarray
+    n_students: np.ndarray
+
+
+@dataclass(frozen=True)
+class TeacherResamples:
+    """Every metric of :func:`resample_teachers`, all computed on the same problem draws."""
+
+    teachers: tuple[str, ...]
+    n_boot: int
+    seed: int
+    metrics: dict[str, MetricResamples]
+
+
+def problem_draws(n_problems: int, n_boot: int, seed: int = 0) -> np.ndarray:
+    """How often each problem is drawn in each of ``n_boot`` resamples (rows sum to P).
+
+    Row b counts P draws of a problem index uniformly with replacement (a multinomial with
+    probabilities 1/P), from a numpy generator seeded with ``seed``: the same seed gives the
+    same resamples.
+
+    >>> draws = problem_draws(4, n_boot=3, seed=0)
+    >>> draws.shape, draws.sum(axis=1).tolist()
+    ((3, 4), [4.0, 4.0, 4.0])
+    >>> bool((problem_draws(4, 3, seed=0) == draws).all())
+    True
+    """
+    if n_problems < 0 or n_boot < 0:
+        raise ValueError(f"problem_draws: need n_problems, n_boot >= 0, got {n_problems}, {n_boot}")
+    if n_problems == 0:
+        return np.zeros((n_boot, 0))
+    return resample_counts(n_problems, n_boot, seeded_stream(seed))
+
+
+def _cells(rows: pd.DataFrame, teachers: Sequence[str]) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Teacher index, cell index (dataset x student) per row, and the number of each."""
+    teacher_index = pd.Index(teachers).get_indexer(rows["teacher"].astype(str))
+    dataset, datasets = pd.factorize(rows["dataset"].astype(str), sort=True)
+    if "student" in rows:
+        student, students = pd.factorize(rows["student"].astype(str), sort=True)
+    else:
+        student, students = np.zeros(len(rows), dtype=np.int64), [""]
+    cell = dataset * len(students) + student
+    return teacher_index, np.asarray(cell), len(datasets), len(students)
+
+
+def _counts(rows: pd.DataFrame, teachers: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct traces and students per teacher among the rows that carry a value."""
+    teacher = rows["teacher"].astype(str).to_numpy()
+    ids = rows["trace_id"] if "trace_id" in rows else rows["problem_id"]
+    n_traces = ids.groupby(teacher).nunique().reindex(teachers, fill_value=0)
+    if "student" in rows:
+        n_students = rows["student"].groupby(teacher).nunique().reindex(teachers, fill_value=0)
+    else:
+        n_students = (n_traces > 0).astype(np.int64)
+    return n_traces.to_numpy(dtype=np.int64), n_students.to_numpy(dtype=np.int64)
+
+
+def metric_resamples(
+    rows: pd.DataFrame,
+    value: str,
+    teachers: Sequence[str],
+    problems: pd.Index,
+    draws: np.ndarray,
+    statistic: str = "mean",
+) -> MetricResamples:
+    """One teacher metric on the data (weight 1 per problem) and on every row of ``draws``.
+
+    ``rows`` has one row per trace (or per trace and student) with ``teacher``, ``dataset``,
+    ``problem_id``, optionally ``student``, and ``value``. With weights w_p (how often problem
+    p is drawn), for each (teacher, dataset, student) cell:
+
+    * ``statistic="mean"``: ``sum_i w_p(i) v_i / sum_i w_p(i)`` over the cell's rows with a
+      value (a weighted mean);
+    * ``statistic="entropy"``: ``value`` is a hazard bin 1..50 (NaN = never solved, left
+      out); the cell's histogram ``h_b = sum_i w_p(i) [v_i = b]`` gives
+      ``H(h) / log 50``.
+
+    The teacher's value is the mean over students of each dataset's cells, then the mean over
+    datasets (cells with no weight are left out). ``n_traces`` and ``n_students`` count the
+    rows with a value (for SOTU: the traces some prefix of which the student solves).
+
+    >>> rows = pd.DataFrame({"teacher": ["a", "a", "b", "b"], "dataset": "d",
+    ...     "problem_id": ["p", "q", "p", "q"], "v": [1.0, 0.0, 0.5, 0.5]})
+    >>> problems = pd.Index([("d", "p"), ("d", "q")])
+    >>> draws = np.array([[2.0, 0.0], [1.0, 1.0]])  # p twice; then p and q once each
+    >>> res = metric_resamples(rows, "v", ["a", "b"], problems, draws)
+    >>> res.point.tolist(), res.replicates.tolist(), res.n_traces.tolist()
+    ([0.5, 0.5], [[1.0, 0.5], [0.5, 0.5]], [2, 2])
+    """
+    n_teachers = len(teachers)
+    values = pd.to_numeric(rows[value], errors="coerce").to_numpy(dtype=np.float64)
+    if statistic == "mean":
+        keep = ~np.isnan(values)
+    elif statistic == "entropy":
+        keep = ~np.isnan(values) & (values >= 1) & (values <= _HAZARD_BINS)
+    else:
+        raise ValueError(
+            f"metric_resamples: statistic must be 'mean' or 'entropy', not {statistic!r}"
+        )
+    used = rows[keep]
+    values = values[keep]
+    n_traces, n_students = _counts(used, teachers)
+    teacher_index, cell, n_datasets, n_student_levels = _cells(used, teachers)
+    problem_index = problems.get_indexer(
+        pd.MultiIndex.from_arrays([used["dataset"].astype(str), used["problem_id"].astype(str)])
+    )
+    known = (teacher_index >= 0) & (problem_index >= 0)
+    teacher_index, cell, problem_index, values = (
+        a[known] for a in (teacher_index, cell, problem_index, values)
+    )
+    n_cells = n_datasets * n_student_levels
+    all_draws = np.vstack([np.ones((1, len(problems))), draws])  # row 0 = the data as it is
+    if statistic == "mean":
+        # Two columns per cell: the sum of the values and the number of rows.
+        columns = 2
+        column = np.concatenate([np.zeros(len(values), np.int64), np.ones(len(values), np.int64)])
+        weights = np.concatenate([values, np.ones_like(values)])
+        repeat = 2
+    else:
+        # One column per hazard bin: how many rows first succeed in that bin.
+        columns, repeat = _HAZARD_BINS, 1
+        column, weights = values.astype(np.int64) - 1, np.ones_like(values)
+    slot = np.tile((teacher_index * n_cells + cell) * columns, repeat) + column
+    width = n_teachers * n_cells * columns
+    shape = (n_teachers, n_datasets, n_student_levels, columns)
+    problem_rows = np.tile(problem_index, repeat)
+    if statistic == "mean":
+        sums = _weighted_sums(all_draws, problem_rows, slot, weights, width)
+        sums = sums.reshape(len(all_draws), *shape)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per_cell = np.where(sums[..., 1] > 0, sums[..., 0] / sums[..., 1], np.nan)
+    else:
+        from legival_core.metrics.transfer import normalised_entropy
+
+        # 50 bins per cell make the histograms 50 times the size of a mean's sums: built and
+        # reduced a block of resamples at a time, they stay in cache (same values, each row of
+        # draws is independent of the others).
+        per_cell = np.vstack(
+            [
+                normalised_entropy(
+                    _weighted_sums(
+                        all_draws[start : start + _ENTROPY_BLOCK],
+                        problem_rows,
+                        slot,
+                        weights,
+                        width,
+                    ).reshape(-1, *shape)
+                )
+                for start in range(0, len(all_draws), _ENTROPY_BLOCK)
+            ]
+        )
+    per_dataset = _nanmean(per_cell, axis=-1)
+    per_teacher = _nanmean(per_dataset, axis=-1)
+    return MetricResamples(
+        teachers=tuple(teachers),
+        point=per_teacher[0],
+        replicates=per_teacher[1:],
+        n_traces=n_traces,
+        n_students=n_students,
+    )
+
+
+#: Resamples whose hazard histograms are built and reduced together (see metric_resamples).
+_ENTROPY_BLOCK = 64
+# Above this many cells, the problem-by-column matrix stays sparse (the hazard histograms).
+_DENSE_LIMIT = 5_000_000
+
+
+def _weighted_sums(
+    draws: np.ndarray,
+    problem_index: np.ndarray,
+    column_index: np.ndarray,
+    weights: np.ndarray,
+    width: int,
+) -> np.ndarray:
+    """``draws @ A`` where A[p, c] sums ``weights`` of the rows of problem p and column c."""
+    n_problems = draws.shape[1]
+    if n_problems * width <= _DENSE_LIMIT:
+        flat = np.bincount(
+            problem_index * width + column_index, weights=weights, minlength=n_problems * width
+        )
+        return draws @ flat.reshape(n_problems, width)
+    from scipy import sparse
+
+    matrix = sparse.csr_matrix((weights, (problem_index, column_index)), shape=(n_problems, width))
+    matrix.sum_duplicates()
+    return np.ascontiguousarray((matrix.T @ draws.T).T)
+
+
+def _nanmean(values: np.ndarray, axis: int) -> np.ndarray:
+    """Mean over ``axis`` ignoring NaN; NaN (without a warning) where every value is NaN."""
+    finite = ~np.isnan(values)
+    count = finite.sum(axis=axis)
+    total = np.where(finite, values, 0.0).sum(axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def replicate_ranks(values: np.ndarray, higher_is_better: bool) -> np.ndarray:
+    """Rank 1 = best along the last axis, ties sharing the best rank; NaN stays unranked.
+
+    ``rank_t = 1 + #{u : v_u strictly better than v_t}`` among the finite values (pandas'
+    ``method="min"``), after rounding to 9 decimals so float noise cannot split a tie.
+
+    >>> replicate_ranks(np.array([[0.2, 0.9, 0.9, np.nan]]), higher_is_better=True).tolist()
+    [[3.0, 1.0, 1.0, nan]]
+    >>> replicate_ranks(np.array([300.0, 100.0, 200.0]), higher_is_better=False).tolist()
+    [3.0, 1.0, 2.0]
+    """
+    rounded = np.round(np.asarray(values, dtype=np.float64), _RANK_DECIMALS)
+    signed = rounded if higher_is_better else -rounded
+    finite = ~np.isnan(signed)
+    better = (signed[..., None, :] > signed[..., :, None]) & finite[..., None, :]
+    ranks = 1.0 + better.sum(axis=-1)
+    return np.where(finite, ranks, np.nan)
+
+
+def rank_intervals(
+    resamples: MetricResamples, higher_is_better: bool, alpha: float = 0.05
+) -> pd.DataFrame:
+    """Value interval, rank, rank interval, upper-bound rank and overlaps of every teacher.
+
+    With ``V[b, t]`` the value of teacher t on resample b and ``R[b, t]`` its rank there
+    (:func:`replicate_ranks`; resamples where t has no value are left out of its columns):
+
+    * ``value_lo``, ``value_hi`` = the alpha/2 and 1 - alpha/2 quantiles of ``V[:, t]``;
+    * ``rank`` = the rank of the point values; ``rank_lo``, ``rank_hi`` = the alpha/2 and
+      1 - alpha/2 quantiles of ``R[:, t]`` (empirical, so always ranks that occurred);
+    * ``rank_ub = 1 + #{u : value interval of u entirely better than t's}`` (higher is better:
+      ``value_lo[u] > value_hi[t]``);
+    * ``not_separated`` = the teachers u != t whose rank intervals overlap t's
+      (``rank_lo[u] <= rank_hi[t]`` and ``rank_lo[t] <= rank_hi[u]``), comma-separated.
+
+    >>> # a beats b on every problem; b and c have identical scores problem by problem
+    >>> res = MetricResamples(("a", "b", "c"), np.array([0.9, 0.5, 0.5]),
+    ...     np.array([[0.8, 0.4, 0.4], [0.95, 0.6, 0.6], [0.9, 0.5, 0.5]]),
+    ...     np.array([3, 3, 3]), np.array([1, 1, 1]))
+    >>> table = rank_intervals(res, higher_is_better=True)
+    >>> # a's interval [0.81, 0.95] lies above b's and c's [0.40, 0.60]: both have rank_ub 2
+    >>> table[["teacher", "rank", "rank_lo", "rank_hi", "rank_ub", "not_separated"]].values.tolist()
+    [['a', 1, 1, 1, 1, ''], ['b', 2, 2, 2, 2, 'c'], ['c', 2, 2, 2, 2, 'b']]
+    """
+    if not 0 < alpha < 1:
+        raise ValueError(f"rank_intervals: alpha must be in (0, 1), got {alpha!r}")
+    teachers = list(resamples.teachers)
+    n_teachers = len(teachers)
+    replicates = np.asarray(resamples.replicates, dtype=np.float64).reshape(-1, n_teachers)
+    point_rank = replicate_ranks(resamples.point, higher_is_better)
+    ranks = replicate_ranks(replicates, higher_is_better)
+    value_lo, value_hi, rank_lo, rank_hi = (np.full(n_teachers, np.nan) for _ in range(4))
+    for t in range(n_teachers):
+        values = replicates[:, t][~np.isnan(replicates[:, t])]
+        if len(values):
+            value_lo[t], value_hi[t] = percentile_interval(values, alpha)
+            placed = ranks[:, t][~np.isnan(ranks[:, t])]
+            rank_lo[t], rank_hi[t] = np.quantile(
+                placed, [alpha / 2, 1 - alpha / 2], method="inverted_cdf"
+            )
+    with np.errstate(invalid="ignore"):
+        if higher_is_better:
+            beats = value_lo[None, :] > value_hi[:, None]  # [t, u]: u surely better than t
+        else:
+            beats = value_hi[None, :] < value_lo[:, None]
+        overlap = (rank_lo[None, :] <= rank_hi[:, None]) & (rank_lo[:, None] <= rank_hi[None, :])
+    np.fill_diagonal(overlap, False)
+    has_interval = ~np.isnan(value_lo)
+    rank_ub = np.where(has_interval, 1 + beats.sum(axis=1), np.nan)
+    return pd.DataFrame(
+        {
+            "teacher": teachers,
+            "value": resamples.point,
+            "value_lo": value_lo,
+            "value_hi": value_hi,
+            "n_traces": resamples.n_traces,
+            "n_students": resamples.n_students,
+            "rank": pd.array(point_rank, dtype="Float64").astype("Int64"),
+            "rank_lo": pd.array(rank_lo, dtype="Float64").astype("Int64"),
+            "rank_hi": pd.array(rank_hi, dtype="Float64").astype("Int64"),
+            "rank_ub": pd.array(rank_ub, dtype="Float64").astype("Int64"),
+            "not_separated": [
+                ", ".join(teachers[u] for u in np.flatnonzero(overlap[t]))
+                for t in range(n_teachers)
+            ],
+        }
+    )
+
+
+def composite_scores(ranks: Mapping[str, np.ndarray], weights: Mapping[str, float]) -> np.ndarray:
+    """The weighted composite of rank scores along the last axis (teachers), in [0, 1].
+
+    Each metric's rank r among the n teachers ranked on it (per row) becomes the score
+    ``(n - r) / (n - 1)`` (1 = best, 0 = worst; 1 when n = 1); the composite is
+    ``sum_m w_m s_m / sum_m w_m`` over the weighted metrics the teacher has a rank for, NaN
+    when it has none. Works on one ranking (shape [T]) or on many at once ([B, T]).
+
+    >>> ranks = {"accuracy": np.array([1.0, 2.0, 3.0]), "tokens": np.array([3.0, 1.0, 2.0])}
+    >>> # scores: accuracy 1, 0.5, 0; tokens 0, 1, 0.5; weights 2:1 -> (2*s_acc + s_tok) / 3
+    >>> composite_scores(ranks, {"accuracy": 2, "tokens": 1}).round(4).tolist()
+    [0.6667, 0.6667, 0.1667]
+    """
+    total: np.ndarray | float = 0.0
+    weight_sum: np.ndarray | float = 0.0
+    for metric, weight in weights.items():
+        if weight < 0 or not np.isfinite(weight):
+            raise ValueError(f"composite_scores: weight of {metric!r} must be >= 0, got {weight}")
+        if weight == 0 or metric not in ranks:
+            continue
+        rank = np.asarray(ranks[metric], dtype=np.float64)
+        n = (~np.isnan(rank)).sum(axis=-1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            score = np.where(
+                n > 1, (n - rank) / np.maximum(n - 1, 1), np.where(np.isnan(rank), np.nan, 1.0)
+            )
+        present = ~np.isnan(score)
+        total = total + np.where(present, weight * score, 0.0)
+        weight_sum = weight_sum + np.where(present, weight, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(np.asarray(weight_sum) > 0, total / np.maximum(weight_sum, 1e-300), np.nan)
+
+
+def composite_resamples(
+    resamples: TeacherResamples,
+    weights: Mapping[str, float],
+    higher_is_better: Mapping[str, bool],
+) -> MetricResamples:
+    """The composite score (:func:`composite_scores`) on the data and on every resample.
+
+    Each weighted metric is ranked within each resample (:func:`replicate_ranks`), so the
+    composite of resample b uses the ranks of resample b: the same paired draws throughout.
+    ``n_traces`` and ``n_students`` are the largest over the weighted metrics.
+    """
+    chosen = [m for m, w in weights.items() if w > 0 and m in resamples.metrics]
+    if not chosen:
+        raise ValueError("composite_resamples: no weighted metric has resamples")
+    used = {m: resamples.metrics[m] for m in chosen}
+    point = composite_scores(
+        {m: replicate_ranks(r.point, higher_is_better[m]) for m, r in used.items()}, weights
+    )
+    replicates = composite_scores(
+        {m: replicate_ranks(r.replicates, higher_is_better[m]) for m, r in used.items()}, weights
+    )
+    return MetricResamples(
+        teachers=resamples.teachers,
+        point=point,
+        replicates=replicates,
+        n_traces=np.max([r.n_traces for r in used.values()], axis=0),
+        n_students=np.max([r.n_students for r in used.values()], axis=0),
+    )
+
+
+def frontier_shares(
+    x: MetricResamples,
+    y: MetricResamples,
+    maximize: tuple[bool, bool],
+    references: Sequence[str] = (),
+) -> np.ndarray:
+    """Per teacher, the share of resamples in which it is on the Pareto frontier of (x, y).
+
+    The frontier of each resample is :func:`legival_core.stats.stats.pareto_mask` of that
+    resample's values; resamples where a teacher has no value count as off the frontier.
+    Teachers in ``references`` (reference teachers) take no part: they dominate no one and
+    their share is NaN.
+
+    >>> x = MetricResamples(("a", "b"), np.array([1.0, 2.0]),
+    ...     np.array([[1.0, 2.0], [3.0, 2.0]]), np.array([1, 1]), np.array([1, 1]))
+    >>> y = MetricResamples(("a", "b"), np.array([1.0, 2.0]),
+    ...     np.array([[1.0, 2.0], [3.0, 2.0]]), np.array([1, 1]), np.array([1, 1]))
+    >>> frontier_shares(x, y, (True, True)).tolist()  # b wins resample 0, a resample 1
+    [0.5, 0.5]
+    """
+    from legival_core.stats.stats import pareto_mask
+
+    xs = np.atleast_2d(np.asarray(x.replicates, dtype=np.float64)).copy()
+    ys = np.atleast_2d(np.asarray(y.replicates, dtype=np.float64))
+    if not len(xs):
+        return np.full(len(x.teachers), np.nan)
+    left_out = np.array([t in set(references) for t in x.teachers], dtype=bool)
+    xs[:, left_out] = np.nan  # a NaN is never on the frontier and dominates no one
+    on_front = np.array([pareto_mask(xb, yb, maximize) for xb, yb in zip(xs, ys, strict=True)])
+    return np.where(left_out, np.nan, on_front.mean(axis=0))
+
+
+def resample_teachers(
+    trace_efficiency: pd.DataFrame | None,
+    trace_transfer: pd.DataFrame | None,
+    metrics: Sequence[str],
+    n_boot: int = 1000,
+    seed: int = 0,
+    references: Sequence[str] = (),
+    include_references: bool = False,
+) -> TeacherResamples:
+    """Every metric of ``metrics`` per teacher, on the data and on ``n_boot`` paired resamples.
+
+    Reference teachers (``references``, :mod:`legival_core.published.references`) are left out, so
+    they take no place in the resampled ranks or frontiers, unless ``include_references``.
+
+    Problems are the (dataset, problem_id) pairs of both tables; one :func:`problem_draws`
+    serves every metric and every teacher. ``accuracy``, ``tokens``, ``redundancy`` and
+    ``backtracking`` come from ``trace_efficiency`` (one row per trace); ``fotu`` and
+    ``regression_rate`` are means, and ``sotu`` the hazard entropy, over ``trace_transfer``
+    (one row per trace and student, already filtered to the chosen students). Metrics whose
+    table is absent or empty are left out.
+
+    >>> eff = pd.DataFrame({"trace_id": ["1", "2", "3", "4"], "teacher": ["a", "a", "b", "b"],
+    ...     "dataset": "d", "problem_id": ["p", "q", "p", "q"], "correct": [1, 1, 0, 1]})
+    >>> res = resample_teachers(eff, None, ["accuracy"], n_boot=50, seed=0)
+    >>> res.teachers, res.metrics["accuracy"].point.tolist()
+    (('a', 'b'), [1.0, 0.5])
+    >>> bool((res.metrics["accuracy"].replicates[:, 0] == 1.0).all())  # a is right everywhere
+    True
+    >>> resample_teachers(eff, None, ["accuracy"], n_boot=5, references=["b"]).teachers
+    ('a',)
+    """
+    from legival_core.published.references import keep_teachers
+
+    frames = {
+        name: keep_teachers(frame, references, include_references)
+        if frame is not None
+        else pd.DataFrame()
+        for name, frame in (("efficiency", trace_efficiency), ("transfer", trace_transfer))
+    }
+    present = [f for f in frames.values() if len(f)]
+    teachers = tuple(sorted({str(t) for f in present for t in pd.unique(f["teacher"].astype(str))}))
+    keys = [
+        pd.MultiIndex.from_arrays([f["dataset"].astype(str), f["problem_id"].astype(str)])
+        for f in present
+    ]
+    problems = (
+        keys[0].append(keys[1:]).unique().sort_values()
+        if keys
+        else pd.MultiIndex.from_tuples([("", "")])[:0]
+    )
+    problems.names = ["dataset", "problem_id"]
+    draws = problem_draws(len(problems), n_boot, seed)
+    out: dict[str, MetricResamples] = {}
+    efficiency = frames["efficiency"]
+    transfer = frames["transfer"]
+    for metric in metrics:
+        if metric in EFFICIENCY_METRICS and len(efficiency):
+            column = "correct" if metric == "accuracy" else metric
+            if column not in efficiency:
+                continue
+            rows = efficiency.assign(
+                value=pd.to_numeric(efficiency[column].astype("Float64"), errors="coerce")
+            ).drop(columns=["student"], errors="ignore")
+            out[metric] = metric_resamples(rows, "value", teachers, problems, draws)
+        elif metric in TRANSFER_METRICS and len(transfer):
+            column = "hazard_bin" if metric == "sotu" else metric
+            if column not in transfer:
+                continue
+            statistic = "entropy" if metric == "sotu" else "mean"
+            out[metric] = metric_resamples(transfer, column, teachers, problems, draws, statistic)
+    return TeacherResamples(teachers=teachers, n_boot=int(n_boot), seed=int(seed), metrics=out)
+
+
+def _teacher_subset(resamples: MetricResamples, keep: np.ndarray) -> MetricResamples:
+    """The columns ``keep`` (a boolean mask over teachers) of ``resamples``."""
+    replicates = np.asarray(resamples.replicates, dtype=np.float64).reshape(
+        -1, len(resamples.teachers)
+    )
+    return MetricResamples(
+        teachers=tuple(t for t, k in zip(resamples.teachers, keep, strict=True) if k),
+        point=np.asarray(resamples.point)[keep],
+        replicates=replicates[:, keep],
+        n_traces=np.asarray(resamples.n_traces)[keep],
+        n_students=np.asarray(resamples.n_students)[keep],
+    )
+
+
+def _value_intervals_only(resamples: MetricResamples, alpha: float) -> pd.DataFrame:
+    """:func:`rank_intervals` columns for teachers shown with their values but not ranked
+    (reference teachers): value interval and n; rank columns missing."""
+    table = rank_intervals(resamples, True, alpha)
+    for column in ("rank", "rank_lo", "rank_hi", "rank_ub"):
+        table[column] = pd.array([pd.NA] * len(table), dtype="Int64")
+    table["not_separated"] = ""
+    return table
+
+
+def interval_table(
+    resamples: TeacherResamples,
+    higher_is_better: Mapping[str, bool],
+    weights: Mapping[str, float] | None = None,
+    alpha: float = 0.05,
+    references: Sequence[str] = (),
+) -> pd.DataFrame:
+    """:func:`rank_intervals` of every resampled metric (and of the composite, when weighted),
+    stacked: one row per (metric, teacher), ``metric = "composite"`` for the composite.
+
+    Teachers in ``references`` (reference teachers left out of the ranks) get their value
+    interval and n from the same paired draws, but no rank, rank interval or composite, and
+    take no place in the others' ranks (:mod:`legival_core.published.references`).
+
+    >>> eff = pd.DataFrame({"trace_id": list("1234"), "teacher": ["a", "a", "b", "b"],
+    ...     "dataset": "d", "problem_id": ["p", "q", "p", "q"], "correct": [1, 1, 0, 1],
+    ...     "tokens": [10, 20, 10, 20]})
+    >>> res = resample_teachers(eff, None, ["accuracy", "tokens"], n_boot=20)
+    >>> table = interval_table(res, {"accuracy": True, "tokens": False}, {"accuracy": 1})
+    >>> table[["metric", "teacher", "rank", "rank_lo", "rank_hi"]].values.tolist()[:2]
+    [['accuracy', 'a', 1, 1, 1], ['accuracy', 'b', 2, 1, 2]]
+    >>> sorted(set(table.metric))
+    ['accuracy', 'composite', 'tokens']
+    >>> directions = {"accuracy": True, "tokens": False}
+    >>> apart = interval_table(res, directions, {"accuracy": 1}, references=["b"])
+    >>> apart[apart.metric != "tokens"][["metric", "teacher", "value", "rank"]].values.tolist()
+    [['accuracy', 'a', 1.0, 1], ['accuracy', 'b', 0.5, <NA>], ['composite', 'a', 1.0, 1]]
+    """
+    wanted = {str(r) for r in references}
+    is_reference = np.array([t in wanted for t in resamples.teachers], dtype=bool)
+    ranked = TeacherResamples(
+        teachers=tuple(t for t in resamples.teachers if t not in wanted),
+        n_boot=resamples.n_boot,
+        seed=resamples.seed,
+        metrics={m: _teacher_subset(r, ~is_reference) for m, r in resamples.metrics.items()},
+    )
+    frames = []
+    for m, r in resamples.metrics.items():
+        frames.append(
+            rank_intervals(ranked.metrics[m], higher_is_better[m], alpha).assign(metric=m)
+        )
+        if is_reference.any():
+            apart = _value_intervals_only(_teacher_subset(r, is_reference), alpha)
+            frames.append(apart.assign(metric=m))
+    if weights and any(w > 0 and m in ranked.metrics for m, w in weights.items()):
+        composite = composite_resamples(ranked, weights, higher_is_better)
+        frames.append(rank_intervals(composite, True, alpha).assign(metric="composite"))
+    if not frames:
+        return pd.DataFrame(columns=["metric", "teacher"])
+    table = pd.concat(frames, ignore_index=True)
+    return table[["metric", *[c for c in table.columns if c != "metric"]]]
+
+
+def agreeing_intervals(intervals: pd.DataFrame, board: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``intervals`` whose metric's point values equal the ``board``'s values.
+
+    An interval is only shown around the number it belongs to. The resamples recompute each
+    metric from the per-trace tables with the paper profile's definitions; a store whose
+    teacher table was made otherwise (the ``release`` profile) or has gone stale gives other
+    point values, and that metric's rows are dropped (relative tolerance 1e-9). The composite is
+    kept only when every metric is.
+
+    >>> board = pd.DataFrame({"teacher": ["a", "b"], "fotu": [0.5, 0.2], "tokens": [10.0, 20]})
+    >>> intervals = pd.DataFrame({"metric": ["fotu", "fotu", "tokens", "tokens"],
+    ...     "teacher": ["a", "b", "a", "b"], "value": [0.5, 0.2, 10.0, 25.0]})
+    >>> sorted(set(agreeing_intervals(intervals, board)["metric"]))
+    ['fotu']
+    """
+    if intervals.empty:
+        return intervals
+    shown = board.set_index(board["teacher"].astype(str))
+    keep = []
+    for metric, rows in intervals.groupby("metric", sort=False):
+        if metric == "composite" or metric not in shown:
+            continue
+        expected = shown[metric].reindex(rows["teacher"].astype(str))
+        if _same_values(rows["value"], expected):
+            keep.append(metric)
+    has_composite = (intervals["metric"] == "composite").any()
+    if has_composite and set(intervals["metric"]) - {"composite"} <= set(keep):
+        keep.append("composite")
+    return intervals[intervals["metric"].isin(keep)].reset_index(drop=True)
+
+
+def _same_values(got: object, expected: object) -> bool:
+    """Equal to a relative 1e-9, NaN matching NaN."""
+    a = np.asarray(got, dtype=np.float64)
+    b = np.asarray(expected, dtype=np.float64)
+    return bool((np.isclose(a, b, rtol=1e-9, atol=0.0) | (np.isnan(a) & np.isnan(b))).all())
+
+
+def points_agree(resampled: MetricResamples, board: pd.DataFrame, metric: str) -> bool:
+    """Whether the resampled metric's point values are ``board[metric]`` for its teachers
+    (see :func:`agreeing_intervals` for why this is checked).
+
+    >>> res = MetricResamples(("a",), np.array([0.5]), np.zeros((1, 1)), np.array([1]),
+    ...     np.array([1]))
+    >>> points_agree(res, pd.DataFrame({"teacher": ["a"], "fotu": [0.5]}), "fotu")
+    True
+    """
+    shown = board.set_index(board["teacher"].astype(str))[metric]
+    return _same_values(resampled.point, shown.reindex(list(resampled.teachers)))
