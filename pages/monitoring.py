@@ -33,6 +33,10 @@ if not common.has_table("monitor_verdicts"):
 include = common.include_references()
 
 N_BOOT = 500
+#: How a reference teacher's bars are labelled and drawn (an outline, not a model's colour).
+REFERENCE_LABEL = "reference (not compared)"
+REFERENCE_FILL = "rgba(0,0,0,0)"
+REFERENCE_LINE = "#888"
 STYLE = (
     "<style>.lv-trace{white-space:pre-wrap;font-family:monospace;font-size:0.85rem;"
     "border:1px solid #ddd;border-radius:6px;padding:0.6rem;}"
@@ -86,18 +90,34 @@ negative = common.url_select(
 )
 view = monitor_intervals(chosen[chosen["negative_type"] == negative].sort_values("teacher"))
 
+# Reference teachers (a human solution) stay out of the comparison: drawn as grey outlines
+# and labelled, unless the sidebar switch includes them.
+apart = set() if include else {str(t) for t in common.reference_teachers()}
+is_reference = [str(t) in apart for t in view["teacher"]]
+bar_labels = [
+    f"{t} · {REFERENCE_LABEL}" if ref else str(t)
+    for t, ref in zip(view["teacher"], is_reference, strict=True)
+]
+COLOURS = {"precision": "#2e86c1", "recall": "#e67e22", "f1": "#27ae60"}
 figure = go.Figure()
 for measure, how in (("precision", "Wilson"), ("recall", "Wilson"), ("f1", "bootstrap")):
     defined = view[measure].notna()
     figure.add_trace(
         go.Bar(
             name=f"{measure} ({how} 95%)",
-            x=plotly_literals(view["teacher"]),
+            x=plotly_literals(bar_labels),
             # an undefined score is a labelled gap, not a bar of height 0
             y=view[measure].fillna(0.0),
             text=[None if ok else NOT_DEFINED for ok in defined],
             textposition="outside",
-            marker_opacity=[1.0 if ok else 0.0 for ok in defined],
+            marker={
+                "color": [REFERENCE_FILL if ref else COLOURS[measure] for ref in is_reference],
+                "line": {
+                    "color": [REFERENCE_LINE if ref else COLOURS[measure] for ref in is_reference],
+                    "width": 1.5,
+                },
+                "opacity": [1.0 if ok else 0.0 for ok in defined],
+            },
             customdata=view[f"{measure}_n"],
             hovertemplate="%{x}<br>%{y:.3f} from n = %{customdata}<extra>%{fullData.name}</extra>",
             error_y={
@@ -120,6 +140,12 @@ st.caption(
     "proportions: their bars carry Wilson intervals, which stay wide when they rest on one or "
     "two traces. F1 carries a bootstrap interval over traces, left out below two traces. "
     f"“{NOT_DEFINED}”: the score is undefined (e.g. no trace called invalid: no precision)."
+    + (
+        f" Grey outlines marked “{REFERENCE_LABEL}” are reference teachers (a human solution): "
+        "shown for scale, not one of the models compared."
+        if any(is_reference)
+        else ""
+    )
 )
 shown = view.assign(
     **{

@@ -243,3 +243,33 @@ def test_monitoring_page_highlights_a_sabotage_safely(
 def test_monitoring_page_without_verdicts_says_so(monkeypatch: pytest.MonkeyPatch, stores) -> None:
     at = run_page("monitoring", monkeypatch, stores["plain"])
     assert any("no monitor verdicts yet" in i.value for i in at.info)
+
+
+def test_monitoring_page_keeps_the_reference_teacher_out_of_the_comparison(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On the demo with dataset "All", the human reference teacher is drawn as a grey outline
+    labelled "reference (not compared)", never as an ordinary coloured bar beside the models."""
+    from legival_core.published.references import store_reference_teachers
+    from legival_core.store.app_config import BUNDLED_STORES
+    from tests.app_runner import run_app_page
+
+    demo = Store.open(BUNDLED_STORES["demo"])
+    references = set(store_reference_teachers(demo))
+    assert "human" in references  # the check has a reference to keep apart
+    at = run_app_page("monitoring", monkeypatch, [demo.path], timeout=300)
+    assert next(box for box in at.selectbox if box.label == "Dataset").value == "All"
+    bars = figures(at)[0]
+    for trace in bars["data"]:
+        labels = list(trace["x"])
+        fills = trace["marker"]["color"]
+        assert isinstance(fills, list) and len(fills) == len(labels), trace["name"]
+        marked = [i for i, x in enumerate(labels) if "reference (not compared)" in x]
+        assert [labels[i].split(" · ")[0] for i in marked] == ["human"], labels
+        for i, fill in enumerate(fills):
+            if i in marked:
+                assert fill == "rgba(0,0,0,0)", (trace["name"], labels[i])
+            else:
+                assert fill != "rgba(0,0,0,0)", (trace["name"], labels[i])
+    captions = " ".join(c.value for c in at.caption)
+    assert "reference (not compared)" in captions
