@@ -102,3 +102,28 @@ def test_shared_state_is_in_the_url_and_reopens_the_same_table(
     assert not again.exception, [e.value for e in again.exception]
     assert board(again).value.equals(table)
     assert next(s for s in again.selectbox if s.label == "Rank intervals of").value == "composite"
+
+
+def test_a_share_whose_bootstrap_collapses_shows_its_wilson_interval(
+    demo: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A share every trace scores 0 (Regression on the demo) resamples to [0.0–0.0] however many
+    traces there are, which reads as certain; the cell shows the Wilson interval instead.
+
+    By hand, Wilson at p = 0 from n traces (z = 1.96, z² = 3.8416): lower 0, upper
+    z² / (n + z²); at n = 14 that is 3.8416 / 17.8416 = 0.2153, i.e. "0.0% [0.0–21.5] (Wilson)".
+    """
+    at = run_app_page(
+        "leaderboard", monkeypatch, [demo.path], {"columns": "regression_rate"}, timeout=300
+    )
+    cells = [str(c) for c in board(at).value["Regression"]]
+    zeros = [c for c in cells if c.startswith("0.0% [")]
+    assert zeros, cells  # the demo has a teacher whose every trace scores 0
+    for cell in cells:
+        assert not re.search(r"\[(\d+\.\d)–\1\]", cell), cell  # no zero-width interval
+    for cell in zeros:
+        n = int(re.search(r"· n (\d+)", cell).group(1))
+        upper = 3.8416 / (n + 3.8416)  # Wilson upper bound at p = 0, worked above
+        assert cell.startswith(f"0.0% [0.0–{100 * upper:.1f}] (Wilson)"), cell
+    if any("· n 14" in c for c in zeros):
+        assert any(c.startswith("0.0% [0.0–21.5] (Wilson) · n 14") for c in zeros)

@@ -26,6 +26,7 @@ __all__ = [
     "ONE_OBSERVATION",
     "REFERENCE_MARK",
     "TIED_MARK",
+    "WILSON_MARK",
     "ascii_cells",
     "board_numbers",
     "change_arrow",
@@ -54,6 +55,8 @@ TIED_MARK = "tied"
 #: What a value cell resting on one trace says instead of an interval (a resample of one
 #: observation is that observation: a zero-width interval that looks certain).
 ONE_OBSERVATION = "one trace, no interval"
+#: Follows an interval that is the Wilson interval of a share whose bootstrap collapsed.
+WILSON_MARK = "(Wilson)"
 
 
 def _missing(value: object) -> bool:
@@ -75,6 +78,36 @@ def format_value(value: object, metric: str) -> str:
 def _bound(value: float, metric: str) -> str:
     # The interval's bounds without the % sign, which the value already carries.
     return format_value(value, metric).rstrip("%")
+
+
+def collapsed_share_interval(
+    value: object, lo: object, hi: object, n_traces: object, metric: str
+) -> tuple[float, float] | None:
+    """The Wilson 95% interval of a share whose bootstrap interval collapsed to a point.
+
+    When every trace scores the same (say 0 of 14 regress), resampling the traces gives
+    [0, 0]: zero width from many observations, which reads as certain. For a share (a catalog
+    metric marked ``share``) from two traces or more this gives the Wilson interval of
+    ``round(value · n)`` of ``n`` (:func:`legival_core.stats.stats.wilson_interval`) instead;
+    None when the interval has width, the metric is not a share, or n is under 2.
+
+    >>> [round(b, 4) for b in collapsed_share_interval(0.0, 0.0, 0.0, 14, "accuracy")]
+    [0.0, 0.2153]
+    >>> collapsed_share_interval(0.2, 0.1, 0.3, 14, "accuracy") is None
+    True
+    """
+    from legival_core.stats.stats import wilson_interval
+
+    if metric not in METRICS or not METRICS[metric].share:
+        return None
+    if any(_missing(x) for x in (value, lo, hi, n_traces)):
+        return None
+    n = int(n_traces)  # type: ignore[call-overload]
+    if n < 2 or float(hi) - float(lo) > 1e-12:  # type: ignore[arg-type]
+        return None
+    successes = min(n, max(0, round(float(value) * n)))  # type: ignore[arg-type]
+    ci = wilson_interval(successes, n)
+    return ci.lo, ci.hi
 
 
 def value_cell(
@@ -99,6 +132,12 @@ def value_cell(
     '37.8% · published, no interval'
     >>> value_cell(0.0, 0.0, 0.0, 1, 1, "accuracy", low_n=20)
     '0.0% · n 1 · one trace, no interval'
+
+    A share whose bootstrap collapsed (every trace the same) shows its Wilson interval
+    (:func:`collapsed_share_interval`):
+
+    >>> value_cell(0.0, 0.0, 0.0, 14, 1, "accuracy", low_n=5)
+    '0.0% [0.0–21.5] (Wilson) · n 14'
     """
     text = format_value(value, metric)
     if _missing(value):
@@ -107,7 +146,11 @@ def value_cell(
         return f"{text} · n {int(n_traces)} · {ONE_OBSERVATION}"  # type: ignore[call-overload]
     if _missing(lo) or _missing(hi):
         return f"{text} · {no_interval}"
-    text += f" [{_bound(lo, metric)}–{_bound(hi, metric)}]"  # type: ignore[arg-type]
+    wilson = collapsed_share_interval(value, lo, hi, n_traces, metric)
+    if wilson is not None:
+        text += f" [{_bound(wilson[0], metric)}–{_bound(wilson[1], metric)}] {WILSON_MARK}"
+    else:
+        text += f" [{_bound(lo, metric)}–{_bound(hi, metric)}]"  # type: ignore[arg-type]
     if not _missing(n_traces):
         traces = int(n_traces)  # type: ignore[call-overload]
         students = 0 if _missing(n_students) else int(n_students)  # type: ignore[call-overload]
@@ -360,6 +403,14 @@ def metric_detail(
     one = (out["n traces"] < 2).fillna(False).to_numpy(dtype=bool)  # no interval from one trace
     out.insert(2, "95% lo", column("value_lo").astype("float64").mask(one).to_numpy())
     out.insert(3, "95% hi", column("value_hi").astype("float64").mask(one).to_numpy())
+    # a share whose bootstrap collapsed to a point: its Wilson interval, as the table cell shows
+    for i in range(len(out)):
+        wilson = collapsed_share_interval(
+            out.at[i, "value"], out.at[i, "95% lo"], out.at[i, "95% hi"], out.at[i, "n traces"],
+            metric,
+        )  # fmt: skip
+        if wilson is not None:
+            out.at[i, "95% lo"], out.at[i, "95% hi"] = wilson
     out["n students"] = column("n_students").astype("Int64").to_numpy()
     out["low n"] = (out["n traces"] < low_n).fillna(False).astype(bool).to_numpy()
     out["rank"] = board[f"{metric}_rank"].astype("Int64").to_numpy()
