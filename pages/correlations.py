@@ -11,6 +11,7 @@ import streamlit as st
 
 from legival_core import views
 from legival_core.published.references import keep_teachers
+from legival_core.stats.stats import MIN_N_FOR_SIGNIFICANCE
 from legival_core.text.safe_text import plotly_literal
 from legival_core.views.display import MISSING, format_number
 from pages import common
@@ -204,7 +205,12 @@ else:
         heatmap(rho, pvalue, counts, "correlation_heatmap", title)
 
 st.subheader("Rank stability")
-st.caption("Spearman ρ between the teacher rankings a metric gives on two datasets / students.")
+st.caption(
+    "Spearman ρ between the teacher rankings a metric gives on two datasets / students, with "
+    "n, the teachers ranked on both. Significance marks (* p < 0.05, ** p < 0.01, "
+    "*** p < 0.001) only from "
+    f"{MIN_N_FOR_SIGNIFICANCE} teachers up: below that a ρ is a hint, not a finding."
+)
 metrics = views.ranked_metrics(teacher_metrics)
 metric = common.url_select(
     "Metric",
@@ -216,22 +222,30 @@ metric = common.url_select(
 stability_left, stability_right = st.columns(2)
 with stability_left:
     if teacher_metrics["dataset"].nunique() > 1:
-        from legival_core.stats.stats import rank_stability
+        from legival_core.stats.stats import rank_stability, rank_stability_counts
 
         rho_d, p_d = rank_stability(teacher_metrics, metric, across="dataset")
+        n_d = rank_stability_counts(teacher_metrics, metric, across="dataset")
         st.markdown("**Across datasets**")
-        common.table(rho_d.round(3).reset_index(names="dataset"), "stability_datasets")
+        common.table(
+            views.stability_cells(rho_d, p_d, n_d).reset_index(names="dataset"),
+            "stability_datasets",
+        )
     else:
         st.info("One dataset only: no cross-dataset stability.")
 with stability_right:
     if common.has_table("rollouts") and metric in views.STUDENT_METRICS:
-        from legival_core.stats.stats import rank_stability
+        from legival_core.stats.stats import rank_stability, rank_stability_counts
 
         students = per_student(profile, include)
         if students["student"].nunique() > 1:
             rho_s, p_s = rank_stability(students, metric, across="student")
+            n_s = rank_stability_counts(students, metric, across="student")
             st.markdown("**Across students**")
-            common.table(rho_s.round(3).reset_index(names="student"), "stability_students")
+            common.table(
+                views.stability_cells(rho_s, p_s, n_s).reset_index(names="student"),
+                "stability_students",
+            )
         else:
             st.info("One student only: no cross-student stability.")
     else:

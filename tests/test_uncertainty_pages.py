@@ -334,3 +334,40 @@ def test_sotu_resamples_are_the_same_in_blocks_of_any_size(monkeypatch) -> None:
         assert np.array_equal(results[0].replicates, other.replicates, equal_nan=True)
         assert np.array_equal(results[0].point, other.point, equal_nan=True)
     assert np.isfinite(results[0].replicates).any()
+
+
+def test_rank_stability_cells_give_n_and_no_stars_below_five(monkeypatch) -> None:
+    """On the demo each rank-stability ρ rests on the four model teachers ranked on both
+    datasets (the human reference is left out): every cell names its n, and none below n = 5
+    carries a significance mark, however extreme its ρ."""
+    import re
+
+    from legival_core.published.references import store_reference_teachers
+    from legival_core.stats.stats import MIN_N_FOR_SIGNIFICANCE, rank_stability
+    from legival_core.store.app_config import BUNDLED_STORES
+    from tests.app_runner import run_app_page
+
+    demo = Store.open(BUNDLED_STORES["demo"])
+    at = run_app_page("correlations", monkeypatch, [demo.path], {"metric": "fotu"}, timeout=300)
+    table = next(d.value for d in at.dataframe if d.value.columns[0] == "dataset")
+    table = table.set_index("dataset")
+    metrics = demo.read("teacher_metrics")
+    models = metrics[~metrics["teacher"].isin(store_reference_teachers(demo))]
+    rho, _ = rank_stability(models, "fotu", across="dataset")
+    wide = models.pivot_table(index="teacher", columns="dataset", values="fotu")
+    checked = 0
+    for a in table.index:
+        for b in table.columns:
+            cell = str(table.loc[a, b])
+            if a == b:
+                continue
+            n = int(wide[[a, b]].dropna().shape[0])  # teachers with a FOTU on both datasets
+            match = re.fullmatch(r"([+-]\d\.\d{3}|n/a)(\**) · n (\d+)", cell)
+            assert match, cell
+            assert int(match.group(3)) == n
+            if match.group(1) != "n/a":
+                assert float(match.group(1)) == pytest.approx(rho.loc[a, b], abs=5e-4)
+            if n < MIN_N_FOR_SIGNIFICANCE:
+                assert match.group(2) == "", cell
+            checked += 1
+    assert checked and n < MIN_N_FOR_SIGNIFICANCE  # the demo's cells are the small-n case

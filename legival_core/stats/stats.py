@@ -404,6 +404,30 @@ def rank_stability(
     return rho, pvalue
 
 
+def rank_stability_counts(
+    df: pd.DataFrame, metric: str, by: str = "teacher", across: str = "dataset"
+) -> pd.DataFrame:
+    """How many ``by`` groups (teachers) each coefficient of :func:`rank_stability` rests on:
+    n[a, b] = groups with a value of ``metric`` on both levels a and b of ``across``.
+
+    >>> df = pd.DataFrame({"teacher": list("abcd") + list("abc"), "dataset": ["X"] * 4 + ["Y"] * 3,
+    ...     "fotu": [0.1, 0.2, 0.3, 0.4, 0.9, 0.8, 0.7]})
+    >>> rank_stability_counts(df, "fotu").values.tolist()
+    [[4, 3], [3, 3]]
+    """
+    require_columns(df, [metric, by, across], "rank_stability input")
+    values = _numeric(df, [metric], "rank_stability input")[metric]
+    frame = pd.DataFrame({by: df[by].to_numpy(), across: df[across].to_numpy(), metric: values})
+    wide = frame.pivot_table(
+        index=by, columns=across, values=metric, aggfunc="mean", observed=True, sort=True
+    )
+    levels = list(wide.columns)
+    wide.columns = [str(c) for c in levels]
+    counts = pairwise_counts(wide, list(wide.columns))
+    counts.index = counts.columns = pd.Index(levels, name=across)
+    return counts
+
+
 def significance_marks(p: float, n: int | None = None) -> str:
     """``***`` p < 0.001, ``**`` p < 0.01, ``*`` p < 0.05, else empty; always empty with fewer
     than :data:`MIN_N_FOR_SIGNIFICANCE` points (a handful of teachers cannot carry a star).

@@ -68,6 +68,7 @@ from legival_core.views.correlations import (
     model_level_frame,
     partial_matrix,
     significance_stars,
+    stability_cells,
     trace_level_frame,
 )
 from legival_core.views.efficiency import (
@@ -153,6 +154,7 @@ __all__ = [
     "ranked_metrics",
     "rollouts_stamp",
     "significance_stars",
+    "stability_cells",
     "step_page",
     "step_table",
     "store_overview",

@@ -106,6 +106,35 @@ def significance_stars(p: float, n: int | None = None) -> str:
     return significance_marks(p, n)
 
 
+def stability_cells(rho: pd.DataFrame, pvalue: pd.DataFrame, counts: pd.DataFrame) -> pd.DataFrame:
+    """The rank-stability matrix as text: "ρ[marks] · n N" per pair of levels, where N is the
+    number of teachers the ρ rests on; significance marks only from
+    :data:`legival_core.stats.stats.MIN_N_FOR_SIGNIFICANCE` teachers up
+    (:func:`significance_stars`); an em dash on the diagonal, "n/a" for an undefined ρ.
+
+    >>> levels = pd.Index(["X", "Y"])
+    >>> rho = pd.DataFrame([[1.0, 1.0], [1.0, 1.0]], index=levels, columns=levels)
+    >>> p = pd.DataFrame([[0.0, 0.0001], [0.0001, 0.0]], index=levels, columns=levels)
+    >>> stability_cells(rho, p, pd.DataFrame(4, index=levels, columns=levels)).loc["X", "Y"]
+    '+1.000 · n 4'
+    >>> stability_cells(rho, p, pd.DataFrame(6, index=levels, columns=levels)).loc["X", "Y"]
+    '+1.000*** · n 6'
+    """
+    cells = pd.DataFrame("", index=rho.index, columns=rho.columns, dtype=object)
+    for a in rho.index:
+        for b in rho.columns:
+            if a == b:
+                cells.loc[a, b] = "—"
+                continue
+            n = int(counts.loc[a, b])
+            value = float(rho.loc[a, b])
+            text = "n/a" if not np.isfinite(value) else f"{value:+.3f}"
+            if np.isfinite(value):
+                text += significance_stars(float(pvalue.loc[a, b]), n)
+            cells.loc[a, b] = f"{text} · n {n}"
+    return cells
+
+
 def correlation_matrices(
     frame: pd.DataFrame, partial: bool
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
