@@ -485,6 +485,48 @@ def url_select(
     return value
 
 
+#: How :func:`url_toggle` writes a switch in the URL.
+TOGGLE_ON, TOGGLE_OFF = "on", "off"
+
+
+def url_toggle(
+    label: str,
+    param: str,
+    *,
+    default: bool = False,
+    where: Any = None,
+    help: str | None = None,
+    key: str | None = None,
+) -> bool:
+    """A toggle whose value lives in ``?param=on`` / ``?param=off``, as :func:`url_select` keeps
+    a selectbox: the URL decides on a first visit and whenever it names a value other than the
+    one the widget showed last; afterwards the widget decides and writes its value back. Any
+    other URL value falls back to ``default`` with a short message."""
+    where = where or st
+    key = key or f"qp_{st.session_state.get('_page', 'app')}_{param}"
+    wanted = st.query_params.get(param)
+    state = st.session_state.get(key)
+    if wanted is not None and wanted != st.session_state.get(f"_{key}_url"):
+        if wanted in (TOGGLE_ON, TOGGLE_OFF):
+            state = wanted == TOGGLE_ON
+        else:
+            where.info(
+                markdown_literal(
+                    f"{label}: {shorten(wanted)} is not a choice here (on or off); showing "
+                    f"{TOGGLE_ON if default else TOGGLE_OFF}."
+                )
+            )
+            state = default
+    elif not isinstance(state, bool):
+        state = default
+    st.session_state[key] = state
+    value = bool(where.toggle(label, key=key, help=help))
+    written = TOGGLE_ON if value else TOGGLE_OFF
+    st.query_params[param] = written
+    st.session_state[f"_{key}_url"] = written
+    return value
+
+
 def url_multiselect(
     label: str,
     options: Sequence[Any],

@@ -481,7 +481,9 @@ st.caption(
     f"than {config.low_n_traces} traces."
 )
 
-show_ci = st.toggle("Per dataset: values with 95% bootstrap intervals over traces", key="show_ci")
+show_ci = common.url_toggle(
+    "Per dataset: values with 95% bootstrap intervals over traces", "per_dataset"
+)
 if show_ci:
     chosen = ci_rows(chosen_dataset, chosen_student, metric)
     if chosen.empty:

@@ -171,8 +171,8 @@ with right:
         "the curves, bands, hazards and every number of the summary.",
     )
     st.caption(PROFILES[profile].description)
-bands = st.toggle(
-    f"Bootstrap bands (95%, {BAND_RESAMPLES} resamples of traces)", value=True, key="bands"
+bands = common.url_toggle(
+    f"Bootstrap bands (95%, {BAND_RESAMPLES} resamples of traces)", "bands", default=True
 )
 selection = (
     None if dataset == common.ALL else dataset,

@@ -202,7 +202,7 @@ def test_leaderboard_grids_show_bidi_controls_escaped(
 
 def test_leaderboard_intervals_match_bootstrap(toy_store: Store, monkeypatch):
     at = run_page("leaderboard", monkeypatch, [toy_store], {"metric": "accuracy"})
-    at.toggle(key="show_ci").set_value(True).run()
+    next(t for t in at.toggle if t.label.startswith("Per dataset")).set_value(True).run()
     intervals = at.dataframe[-1].value
     efficiency = toy_store.read("trace_efficiency")
     group = efficiency[(efficiency.teacher == "alpha-mini") & (efficiency.dataset == "toy-math")]

@@ -127,3 +127,21 @@ def test_a_share_whose_bootstrap_collapses_shows_its_wilson_interval(
         assert cell.startswith(f"0.0% [0.0–{100 * upper:.1f}] (Wilson)"), cell
     if any("· n 14" in c for c in zeros):
         assert any(c.startswith("0.0% [0.0–21.5] (Wilson) · n 14") for c in zeros)
+
+
+def test_the_per_dataset_toggle_is_in_the_url(demo: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-dataset intervals switch is kept in the URL like the other leaderboard choices:
+    switching it on writes ?per_dataset=on, and a link with it opens the intervals table."""
+    label = "Per dataset: values with 95% bootstrap intervals over traces"
+    at = run_app_page("leaderboard", monkeypatch, [demo.path], timeout=300)
+    assert at.query_params["per_dataset"] == "off"
+    tables = len(at.dataframe)
+    next(t for t in at.toggle if t.label == label).set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.query_params["per_dataset"] == "on" and len(at.dataframe) == tables + 1
+    again = run_app_page(
+        "leaderboard", monkeypatch, [demo.path], {"per_dataset": "on"}, timeout=300
+    )
+    assert next(t for t in again.toggle if t.label == label).value is True
+    assert len(again.dataframe) == tables + 1
+    assert again.dataframe[-1].value.equals(at.dataframe[-1].value)

@@ -81,3 +81,24 @@ def test_markers_sit_on_the_measured_bins_and_the_strip_shows_one_trace(monkeypa
         )
     )
     assert max(colour) <= 215, colour  # white is 255; a single trace must show
+
+
+def band_count(at) -> int:
+    """Filled bootstrap bands on the transfer page's charts."""
+    charts = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    return sum(1 for f in charts for t in f["data"] if t.get("fill") == "toself")
+
+
+def test_the_bands_toggle_is_in_the_url_and_a_shared_link_reopens_it(monkeypatch) -> None:
+    """The bootstrap-band switch is shared state like the dataset or teachers: switching it off
+    writes ?bands=off, and a link with ?bands=off opens without bands."""
+    demo = Store.open(BUNDLED_STORES["demo"])
+    at = run_app_page("transfer", monkeypatch, [demo.path], timeout=300)
+    assert at.query_params["bands"] == "on" and band_count(at) > 0
+    next(t for t in at.toggle if t.label.startswith("Bootstrap bands")).set_value(False).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.query_params["bands"] == "off" and band_count(at) == 0
+    st.cache_data.clear()
+    again = run_app_page("transfer", monkeypatch, [demo.path], {"bands": "off"}, timeout=300)
+    assert next(t for t in again.toggle if t.label.startswith("Bootstrap bands")).value is False
+    assert band_count(again) == 0
