@@ -115,7 +115,8 @@ def test_snapshot_opens_offline_with_intervals(chromium: Any, demo_site: Path) -
         # the human reference solution: shown last, with its value and interval but no rank
         last = rows.nth(4).locator("td").all_inner_texts()
         assert last[0] == "human" and last[2] == "reference", last
-        assert last[1].split("\n") == ["100.0% [100.0–100.0]", "n 50"], last[1]
+        # 50 of 50: the Wilson interval, lower 50 / (50 + 1.96²) = 0.929, not a collapsed [100–100]
+        assert last[1].split("\n") == ["100.0% [92.9–100.0] (Wilson)", "n 50"], last[1]
         # FOTU of palm-2-medium rests on six correct traces: marked low-n
         palm = page.locator("#rank-table tr", has_text="palm-2-medium").locator("td.low-n")
         assert palm.count() >= 1
