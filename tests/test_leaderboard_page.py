@@ -4,7 +4,8 @@ What a first look needs: the teacher column pinned while the metrics scroll; a s
 of columns (the chosen metric, accuracy, tokens, FOTU, FOTU before leak) with a chooser for the
 rest; rows in the chosen metric's rank order; a one-line verdict above the rank-interval table;
 FOTU's header saying how much of it comes after the answer leak. Every choice a person would
-share (metric, columns, composite weights, the rank-interval focus) is in the URL, and opening
+share (metric, columns, composite weights, the rank-interval focus, the per-dataset intervals) is
+in the URL, and opening
 that URL shows the same table.
 """
 
