@@ -5,8 +5,7 @@ of columns (the chosen metric, accuracy, tokens, FOTU, FOTU before leak) with a 
 rest; rows in the chosen metric's rank order; a one-line verdict above the rank-interval table;
 FOTU's header saying how much of it comes after the answer leak. Every choice a person would
 share (metric, columns, composite weights, the rank-interval focus, the per-dataset intervals) is
-in the URL, and opening
-that URL shows the same table.
+in the URL, and opening that URL shows the same table.
 """
 
 from __future__ import annotations
