@@ -463,6 +463,7 @@ KILL_WINDOWS = {
     # tests/test_robustness_stage.py::test_a_killed_run_resumes_to_the_same_rows kills it
     # right after a trace's robustness_steps part, before that trace's similarities.
     "robustness": "robustness_steps",
+    "segment": "steps",
 }
 
 
@@ -521,6 +522,40 @@ def test_monitor_killed_between_its_tables_resumes(tmp_path: Path) -> None:
     wanted = {(t, "original") for t in sabotaged["trace_id"]}
     wanted |= {(t, "sabotage:number") for t in sabotaged["trace_id"]}
     assert set(zip(verdicts["trace_id"], verdicts["variant"], strict=True)) == wanted
+    assert store.verify() == []
+
+
+def test_segment_killed_between_its_tables_resumes(tmp_path: Path) -> None:
+    """segment writes the steps, then carries Thought Anchors chunk importances onto them
+    (``step_importance``); killed right after the steps part lands, the rerun keeps that part,
+    writes the importances, and ends with the store of an uninterrupted run."""
+    from tests.test_formats import _thought_anchors_folder
+
+    folder = _thought_anchors_folder(tmp_path / "math_rollouts")
+    store_dir, reference = tmp_path / "store", tmp_path / "reference"
+    assert main(["ingest", str(folder), "--store", str(store_dir)]) == 0
+    shutil.copytree(store_dir, reference)
+    command = [sys.executable, "-m", "precompute", "segment", "--store", str(store_dir),
+               "--no-progress"]  # fmt: skip
+    env = {**_env(), KILL_AFTER_PART_ENV: f"{KILL_WINDOWS['segment']}:1"}
+    killed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=300)  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    store = Store.open(store_dir)
+    steps = store.read("steps")
+    assert len(steps) == 3 and not store.has("step_importance")
+    assert store.verify() == []
+
+    for folder_ in (store_dir, reference):
+        again = subprocess.run([*command[:5], str(folder_), "--no-progress"], cwd=REPO,
+                               env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert again.returncode == 0, again.stderr[-2000:]
+    store = Store.open(store_dir)
+    assert _raw_rows(store_dir, "steps") == len(steps)  # kept, not written again
+    # The three chunks each map onto one step: importances 0.05, 0.4 and -0.1 in step order.
+    stored = store.read("step_importance").sort_values("step")
+    assert stored["importance"].tolist() == [0.05, 0.4, -0.1]
+    _assert_same_store(store_dir, reference)
     assert store.verify() == []
 
 
