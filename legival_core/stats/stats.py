@@ -369,6 +369,22 @@ def partial_spearman(
     return Correlation(rho, _pearson_p(rho, n, dof), n, T_METHOD)
 
 
+def _by_across(
+    df: pd.DataFrame, metric: str, by: str, across: str
+) -> tuple[pd.DataFrame, list[object]]:
+    """The mean of ``metric`` per ``by`` (rows) and ``across`` level (columns, named as strings),
+    and the levels as they were: what :func:`rank_stability` and its counts both rank."""
+    require_columns(df, [metric, by, across], "rank_stability input")
+    values = _numeric(df, [metric], "rank_stability input")[metric]
+    frame = pd.DataFrame({by: df[by].to_numpy(), across: df[across].to_numpy(), metric: values})
+    wide = frame.pivot_table(
+        index=by, columns=across, values=metric, aggfunc="mean", observed=True, sort=True
+    )
+    levels = list(wide.columns)
+    wide.columns = [str(c) for c in levels]
+    return wide, levels
+
+
 def rank_stability(
     df: pd.DataFrame,
     metric: str,
@@ -391,14 +407,7 @@ def rank_stability(
     >>> rank_stability(df, "fotu")[0].values.tolist()
     [[1.0, -1.0], [-1.0, 1.0]]
     """
-    require_columns(df, [metric, by, across], "rank_stability input")
-    values = _numeric(df, [metric], "rank_stability input")[metric]
-    frame = pd.DataFrame({by: df[by].to_numpy(), across: df[across].to_numpy(), metric: values})
-    wide = frame.pivot_table(
-        index=by, columns=across, values=metric, aggfunc="mean", observed=True, sort=True
-    )
-    levels = list(wide.columns)
-    wide.columns = [str(c) for c in levels]
+    wide, levels = _by_across(df, metric, by, across)
     rho, pvalue = spearman_matrix(wide, list(wide.columns))
     rho.index = rho.columns = pvalue.index = pvalue.columns = pd.Index(levels, name=across)
     return rho, pvalue
@@ -415,14 +424,7 @@ def rank_stability_counts(
     >>> rank_stability_counts(df, "fotu").values.tolist()
     [[4, 3], [3, 3]]
     """
-    require_columns(df, [metric, by, across], "rank_stability input")
-    values = _numeric(df, [metric], "rank_stability input")[metric]
-    frame = pd.DataFrame({by: df[by].to_numpy(), across: df[across].to_numpy(), metric: values})
-    wide = frame.pivot_table(
-        index=by, columns=across, values=metric, aggfunc="mean", observed=True, sort=True
-    )
-    levels = list(wide.columns)
-    wide.columns = [str(c) for c in levels]
+    wide, levels = _by_across(df, metric, by, across)
     counts = pairwise_counts(wide, list(wide.columns))
     counts.index = counts.columns = pd.Index(levels, name=across)
     return counts
