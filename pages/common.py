@@ -462,27 +462,54 @@ def url_select(
     # Widget keys are per page: the same parameter on two pages is two different widgets.
     key = key or f"qp_{st.session_state.get('_page', 'app')}_{param}"
     as_text = [str(o) for o in options]
+    fallback = options[options.index(default) if default in options else 0]
+    _sync_from_url(
+        param,
+        key,
+        where,
+        lambda wanted: (
+            (True, options[as_text.index(wanted)]) if wanted in as_text else (False, None)
+        ),
+        lambda state: state in options,
+        fallback,
+        lambda wanted: (
+            f"{label}: {shorten(wanted)} is not available here; showing {format_func(fallback)}."
+        ),
+    )
+    value = where.selectbox(label, options, key=key, help=help, format_func=format_func)
+    _write_to_url(param, key, str(value))
+    return value
+
+
+def _sync_from_url(
+    param: str,
+    key: str,
+    where: Any,
+    parse: Callable[[str], tuple[bool, Any]],
+    valid: Callable[[Any], bool],
+    fallback: Any,
+    unknown_note: Callable[[str], str],
+) -> None:
+    """Set the state of the widget ``key`` that :func:`url_select` and :func:`url_toggle` keep in
+    ``?param=``: the URL decides on a first visit and whenever it names a value other than the
+    one the widget showed last (an unparsable one falls back with a short note); afterwards the
+    widget's own state stands, or ``fallback`` when it is not ``valid``."""
     wanted = st.query_params.get(param)
-    fallback = options.index(default) if default in options else 0
     state = st.session_state.get(key)
     if wanted is not None and wanted != st.session_state.get(f"_{key}_url"):
-        if wanted in as_text:
-            state = options[as_text.index(wanted)]
-        else:
-            where.info(
-                markdown_literal(
-                    f"{label}: {shorten(wanted)} is not available here; showing "
-                    f"{format_func(options[fallback])}."
-                )
-            )
-            state = options[fallback]
-    elif state not in options:
-        state = options[fallback]
+        known, parsed = parse(wanted)
+        if not known:
+            where.info(markdown_literal(unknown_note(wanted)))
+        state = parsed if known else fallback
+    elif not valid(state):
+        state = fallback
     st.session_state[key] = state
-    value = where.selectbox(label, options, key=key, help=help, format_func=format_func)
-    st.query_params[param] = str(value)
-    st.session_state[f"_{key}_url"] = str(value)
-    return value
+
+
+def _write_to_url(param: str, key: str, text: str) -> None:
+    """Write a URL-kept widget's value back to ``?param=`` and remember it as the one shown."""
+    st.query_params[param] = text
+    st.session_state[f"_{key}_url"] = text
 
 
 #: How :func:`url_toggle` writes a switch in the URL.
@@ -504,26 +531,20 @@ def url_toggle(
     other URL value falls back to ``default`` with a short message."""
     where = where or st
     key = key or f"qp_{st.session_state.get('_page', 'app')}_{param}"
-    wanted = st.query_params.get(param)
-    state = st.session_state.get(key)
-    if wanted is not None and wanted != st.session_state.get(f"_{key}_url"):
-        if wanted in (TOGGLE_ON, TOGGLE_OFF):
-            state = wanted == TOGGLE_ON
-        else:
-            where.info(
-                markdown_literal(
-                    f"{label}: {shorten(wanted)} is not a choice here (on or off); showing "
-                    f"{TOGGLE_ON if default else TOGGLE_OFF}."
-                )
-            )
-            state = default
-    elif not isinstance(state, bool):
-        state = default
-    st.session_state[key] = state
+    _sync_from_url(
+        param,
+        key,
+        where,
+        lambda wanted: (wanted in (TOGGLE_ON, TOGGLE_OFF), wanted == TOGGLE_ON),
+        lambda state: isinstance(state, bool),
+        default,
+        lambda wanted: (
+            f"{label}: {shorten(wanted)} is not a choice here (on or off); showing "
+            f"{TOGGLE_ON if default else TOGGLE_OFF}."
+        ),
+    )
     value = bool(where.toggle(label, key=key, help=help))
-    written = TOGGLE_ON if value else TOGGLE_OFF
-    st.query_params[param] = written
-    st.session_state[f"_{key}_url"] = written
+    _write_to_url(param, key, TOGGLE_ON if value else TOGGLE_OFF)
     return value
 
 
