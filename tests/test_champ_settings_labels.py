@@ -1,6 +1,6 @@
 """Integrity of the hand labels of CHAMP answers from settings other than 0-Shot (issue 23).
 
-The labels (tests/fixtures/champ_settings_labels_{dev,test,heldout,fresh}.csv, made by reading;
+The labels (tests/fixtures/champ_settings_labels_{dev,test,heldout,fresh,unseen}.csv, made by reading;
 how: tests/fixtures/champ_settings_labels.md) are checked against the CHAMP data itself, never
 against the grader: every stated answer is a verbatim piece of the recorded text it was read
 from, the halves are whole settings, the draw scripts reproduce exactly the labelled keys, no
@@ -36,7 +36,9 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HALVES = ("dev", "test", "heldout")
 #: The fresh test sample (issue 23): balanced only as far as its settings allow.
 FRESH_HALF = "fresh"
-FILES = (*HALVES, FRESH_HALF)
+#: The unseen-problems test sample (issue 23): problems no other label file holds.
+UNSEEN_HALF = "unseen"
+FILES = (*HALVES, FRESH_HALF, UNSEEN_HALF)
 #: The columns of the issue-13 labels file (champ_answer_labels.csv), plus ``question``.
 COLUMNS = [
     "problem_id",
@@ -71,6 +73,8 @@ DRAW = _load_draw_script()
 HELDOUT = _load_draw_script("make_champ_heldout_label_sample")
 #: The fresh test sample's draw; it imports both scripts above.
 FRESH = _load_draw_script("make_champ_fresh_label_sample")
+#: The unseen-problems sample's draw; it imports the fresh script.
+UNSEEN = _load_draw_script("make_champ_unseen_label_sample")
 
 
 def _rows(half: str) -> list[dict[str, str]]:
@@ -327,10 +331,10 @@ def test_fresh_settings_are_the_four_no_sample_used(
     assert len(rows[FRESH_HALF]) == FRESH.TARGET == 4 * FRESH.PER_SETTING
 
 
-def _other_label_files() -> list[Path]:
-    """Every label file in the fixtures folder except the fresh one."""
-    fresh = f"champ_settings_labels_{FRESH_HALF}.csv"
-    return sorted(p for p in FIXTURES.glob("champ_*labels*.csv") if p.name != fresh)
+def _other_label_files(half: str = FRESH_HALF) -> list[Path]:
+    """Every label file in the fixtures folder except ``half``'s."""
+    mine = f"champ_settings_labels_{half}.csv"
+    return sorted(p for p in FIXTURES.glob("champ_*labels*.csv") if p.name != mine)
 
 
 def test_fresh_draw_excluded_every_label_file_made_before_it() -> None:
@@ -339,6 +343,8 @@ def test_fresh_draw_excluded_every_label_file_made_before_it() -> None:
         *(f"champ_settings_labels_{half}.csv" for half in HALVES),
     }
     assert set(FRESH.EARLIER_LABEL_FILES) <= {p.name for p in _other_label_files()}
+    # The unseen sample came after the fresh one: only it may exclude the fresh file.
+    assert f"champ_settings_labels_{UNSEEN_HALF}.csv" not in FRESH.EARLIER_LABEL_FILES
 
 
 def test_fresh_overlaps_no_other_label_file(rows: dict[str, list[dict[str, str]]]) -> None:
@@ -430,3 +436,48 @@ def test_top_up_draws_only_unlabelled_eligible_keys() -> None:
     assert FRESH.top_up_keys(eligible, ["H"], exclude, 0) == []
     one = FRESH.top_up_keys(eligible, ["H"], exclude, 1)
     assert one == FRESH.top_up_keys(eligible, ["H"], exclude, 1) and one[0] in keys
+
+
+# --- The unseen-problems sample (champ_settings_labels_unseen.csv) --------------------------
+
+
+def test_unseen_draw_excluded_every_other_label_file() -> None:
+    others = {p.name for p in _other_label_files(UNSEEN_HALF)}
+    assert set(UNSEEN.EARLIER_LABEL_FILES) == others
+
+
+def test_unseen_problems_are_in_no_other_label_file(
+    rows: dict[str, list[dict[str, str]]],
+) -> None:
+    unseen = {r["problem_id"] for r in rows[UNSEEN_HALF]}
+    for path in _other_label_files(UNSEEN_HALF):
+        with path.open(encoding="utf-8", newline="") as f:
+            assert not unseen & {r["problem_id"] for r in csv.DictReader(f)}, path.name
+
+
+def test_unseen_draw_reproduces_exactly_the_labelled_keys(
+    rows: dict[str, list[dict[str, str]]],
+) -> None:
+    items = UNSEEN.sample()
+    assert {i["half"] for i in items} == {UNSEEN_HALF}
+    drawn = [(i["setting"], i["problem_id"], i["teacher"], i["category"]) for i in items]
+    labelled = [
+        (r["setting"], r["problem_id"], r["teacher"], r["category"]) for r in rows[UNSEEN_HALF]
+    ]
+    assert drawn == labelled
+    for item, row in zip(items, rows[UNSEEN_HALF], strict=True):
+        if item["truncated"]:
+            assert row["label"] == "no_answer", row["problem_id"]
+
+
+def test_unseen_counts_per_setting(rows: dict[str, list[dict[str, str]]]) -> None:
+    # Every setting but 0-Shot and its copy; the Direct / Root settings have no unique text
+    # on an unlabelled problem, so twelve remain, ten items each.
+    settings = Counter(r["setting"] for r in rows[UNSEEN_HALF])
+    left = set(champ_settings()) - set(UNSEEN.LEFT_OUT) - set(FRESH.FRESH_SETTINGS)
+    assert set(settings) == left and len(left) == 12
+    assert set(settings.values()) == {UNSEEN.PER_SETTING}
+    for setting in settings:
+        mine = [r for r in rows[UNSEEN_HALF] if r["setting"] == setting]
+        assert len({r["problem_id"] for r in mine}) == len(mine)
+    assert {r["teacher"] for r in rows[UNSEEN_HALF]} == set(CHAMP_MODELS.values())
