@@ -1,11 +1,11 @@
 """Integrity of the hand labels of CHAMP answers from settings other than 0-Shot (issue 23).
 
-The labels (tests/fixtures/champ_settings_labels_{dev,test,heldout,fresh,unseen}.csv, made by reading;
-how: tests/fixtures/champ_settings_labels.md) are checked against the CHAMP data itself, never
-against the grader: every stated answer is a verbatim piece of the recorded text it was read
-from, the halves are whole settings, the draw scripts reproduce exactly the labelled keys, no
-answer is labelled in two files, and the counts in the .md are the counts of the files. Nothing
-here imports the answer layer or grades anything.
+The labels (tests/fixtures/champ_settings_labels_{dev,test,heldout,fresh,unseen}.csv, made by
+reading; how: tests/fixtures/champ_settings_labels.md) are checked against the CHAMP data itself,
+never against the grader: every stated answer is a verbatim piece of the recorded text it was read
+from, the halves are whole settings, the draw scripts reproduce exactly the labelled keys, no answer
+is labelled in two files, and the counts in the .md are the counts of the files. Nothing here
+imports the answer layer or grades anything.
 """
 
 from __future__ import annotations
