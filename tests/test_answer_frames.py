@@ -649,3 +649,102 @@ def test_a_conclusion_opened_by_therefore_leaks_its_polarity() -> None:
     problem = {"prompt": prompt, "task": "champ"}
     point = get_task("champ").answer_leak_step(text, [20, len(text)], "No", problem=problem)
     assert point.k == 2
+
+
+# --- the fresh half's disagreements, each as a class ----------------------------------------------
+# The fresh half (tests/fixtures/champ_settings_labels_fresh.csv) was scored once, then read;
+# four of its five disagreements were grader classes. The sentences below are written for these
+# tests in the shape of the recorded ones, with their kin; none is a recorded text.
+
+PRIME_PROMPT = (
+    "Let x be 1000...0001, with a total of 1961 zeros in the middle. Is x a prime number?"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "gold"),
+    [
+        # an aside between the subject and its verb: the verb still carries the claim
+        ("The number 1000...0001, with 1961 zeros in the middle, is not a prime number.", "No"),
+        ("The number x, as shown above, cannot be prime.", "No"),
+        ("The number x, with its 1963 digits, is a prime number.", "Yes"),
+        ("The number x, being a sum of two cubes, is not prime.", "No"),
+    ],
+)
+def test_an_aside_between_subject_and_verb_keeps_the_verbs_polarity(text: str, gold: str) -> None:
+    result = graded(text, gold, PRIME_PROMPT)
+    assert result.grade.correct and result.kind == "polarity", result
+    other = "Yes" if gold == "No" else "No"
+    assert not graded(text, other, PRIME_PROMPT).grade.correct
+
+
+SOLUTIONS_PROMPT = (
+    "Find all integer solutions to the equation (n-2)^2+(n-1)^2+n^2+(n+1)^2+(n+2)^2=m^2."
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The solutions are $n=\\pm\\frac{m}{2}+1$ if $m$ is even, and there are no integer "
+        "solutions if $m$ is odd.",
+        "There are no integer solutions if m is odd, and n = 1 if m is even.",
+    ],
+)
+def test_a_gold_statement_true_in_one_case_of_a_piecewise_reply_is_not_the_gold(text: str) -> None:
+    # Direct C w/ H, PaLM 2 (labelled wrong, graded right): the gold "No integer solutions"
+    # holds for one case only; the reply as a whole gives solutions in the other
+    assert not graded(text, "No integer solutions", SOLUTIONS_PROMPT).grade.correct
+
+
+def test_an_unconditional_no_solutions_is_still_the_gold() -> None:
+    for text in [
+        "There are no integer solutions.",
+        "If there were a solution, m^2 would be 2 mod 5; so there are no integer solutions.",
+        "Since 5n^2 + 10 is never a square, there are no integer solutions.",
+    ]:
+        assert graded(text, "No integer solutions", SOLUTIONS_PROMPT).grade.correct, text
+
+
+BOUND_PROMPT = (
+    "For positive a, b, c, d, at most how many of the three inequalities a+b<c+d, "
+    "(a+b)(c+d)<ab+cd, (a+b)cd<ab(c+d) can be true at the same time?"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "right"),
+    [
+        ("At most, two of the three given inequalities can be true at the same time.", True),
+        ("At most, 2 of them can hold at once.", True),
+        ("At most, one of them can be true.", False),
+        ("At most, three of the inequalities can be true at the same time.", False),
+    ],
+)
+def test_a_comma_after_at_most_keeps_the_count(text: str, right: bool) -> None:
+    # Root C w/ H, GPT-4 (labelled right, graded wrong: "true at the same time" was taken)
+    result = graded(text, "2 inequalities", BOUND_PROMPT)
+    assert result.grade.correct is right, result
+
+
+LIMIT_VALUE_PROMPT = (
+    "What are possible values of the limit of the sequence x_(n+1)=(x_n+a/x_n)/2, for "
+    "different values of x_0>0, a>0, possibly as an expression of x_0, a?"
+)
+ROOT_GOLD = "The only possible value for the limit is sqrt(a)"
+
+
+@pytest.mark.parametrize(
+    ("text", "right"),
+    [
+        ("The limit of the sequence is the positive square root of a, denoted as √a.", True),
+        ("The limit is the square root of a.", True),
+        ("So the limit is the principal square root of a.", True),
+        ("The limit is the negative square root of a.", False),
+        ("The limit is the cube root of a.", False),
+        ("The limit is the square root of 2a.", False),
+    ],
+)
+def test_a_root_said_in_words_is_read_as_maths(text: str, right: bool) -> None:
+    # Root C w/o H, GPT-4 (labelled right, graded wrong: the words were not maths)
+    assert graded(text, ROOT_GOLD, LIMIT_VALUE_PROMPT).grade.correct is right, text

@@ -243,6 +243,8 @@ def _statement_position(statement: str, text: str) -> int | None:
     return None
 
 
+# A case of a piecewise answer: "if m is odd", "when n is even", "otherwise".
+_CONDITION = re.compile(r"\b(?:if|when|whenever|unless|otherwise)\b", re.IGNORECASE)
 # Where a clause begins: a negation before it does not scope over what follows.
 _CLAUSE_BREAK = re.compile(r"[,;:]|\b(?:but|although|though|whereas|while)\b", re.IGNORECASE)
 
@@ -260,19 +262,67 @@ def statement_asserted(statement: str, text: str) -> bool:
     False
     >>> statement_asserted(gold, "We cannot conclude that there are no integer solutions.")
     False
+    >>> statement_asserted(gold, "n = m/2 if m is even, and no integer solutions if m is odd.")
+    False
     """
     from legival_core.text.polarity import is_hedge, negation_count
 
     position = _statement_position(statement, text)
     if position is None or is_hedge(text):
         return False
-    clause_start = 0
+    clause_start = condition_start = 0
     for match in _CLAUSE_BREAK.finditer(text, 0, position):
-        clause_start = match.end()
+        condition_start, clause_start = clause_start, match.end()
     after = _CLAUSE_BREAK.search(text, position)
     # The clause that states it: its negations against the gold's.
     clause = text[clause_start : after.start() if after else len(text)]
+    # Its condition: inside it ("… if m is odd") or the clause just before ("if m is odd, …").
+    if not _CONDITION.match(text, condition_start) and not re.match(
+        r"\W*(?:and\s+)?(?:if|when|whenever|unless)\b", text[condition_start:clause_start]
+    ):
+        condition_start = clause_start
+    governed = text[condition_start : after.start() if after else len(text)]
+    elsewhere = text[:condition_start] + " " + (text[after.start() :] if after else "")
+    if _CONDITION.search(governed) and _CONDITION.search(elsewhere):
+        # "… are n = m/2 + 1 if m is even, and there are no integer solutions if m is odd":
+        # the gold holds in one case of a piecewise answer, which as a whole is not the gold.
+        return False
     return negation_count(clause) % 2 == negation_count(statement) % 2
+
+
+# A root said in words: "the positive square root of a" is sqrt(a) (the principal root; a
+# "negative square root" is left alone, it is another value).
+_SPOKEN_ROOT = re.compile(
+    r"\b(?:the\s+)?(?:(?:positive|principal|non-?negative)\s+)?(square|cube)\s+root\s+of\s+"
+    r"([A-Za-z0-9]+|\([^()]{0,80}\))",
+    re.IGNORECASE,
+)
+
+
+def spoken_roots(answer: str) -> str:
+    """``answer`` with roots said in words written as maths.
+
+    >>> spoken_roots("the positive square root of a, denoted as √a")
+    'sqrt(a)'
+    >>> spoken_roots("the cube root of (x+1)")
+    '(x+1)^(1/3)'
+    >>> spoken_roots("the negative square root of a")
+    'the negative square root of a'
+    """
+
+    def written(match: re.Match[str]) -> str:
+        radicand = match.group(2)
+        if match.group(1).lower() == "square":
+            return f"sqrt({radicand.removeprefix('(').removesuffix(')')})"
+        return f"{radicand}^(1/3)"
+
+    if re.search(r"\bnegative\s+(?:square|cube)\s+root", answer, re.IGNORECASE):
+        return answer
+    spoken = _SPOKEN_ROOT.sub(written, answer)
+    if spoken != answer:
+        # "sqrt(a), denoted as √a": the name given after it is the same value again
+        spoken = re.sub(r",?\s*(?:denoted|written)\s+(?:as|by)\b.*\Z", "", spoken, flags=re.S)
+    return spoken
 
 
 def champ_answer_for_math(answer: str) -> str:
@@ -308,6 +358,7 @@ def champ_answer_matches(accepted: str, answer: str) -> bool:
 
             return answer_text == "no" and polarity(accepted) == "no"
         return statement_asserted(accepted, answer)
+    answer = spoken_roots(answer)
     if len(_prose_words(answer)) >= 3:
         return False
     return math_verify_equal(f"${champ_ascii_to_latex(accepted)}$", champ_answer_for_math(answer))

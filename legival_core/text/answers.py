@@ -739,12 +739,13 @@ _NUMBER_WORDS = {
     "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12",
 }  # fmt: skip
 _COUNT_WORD = re.compile(
-    r"\b(?:exactly|precisely|only|are|is|be|have|has|of|least|most)\s+("
+    r"\b(?:(?:exactly|precisely|only|are|is|be|have|has|of)\s+|(?:least|most),?\s+)("
     + "|".join(_NUMBER_WORDS)
     + r")\b",
     re.IGNORECASE,
 )
-_BOUND = re.compile(r"\b(?:at\s+least|at\s+most|exactly)\s+", re.IGNORECASE)
+# The comma of "At most, two …" sets off the bound; the count still follows it.
+_BOUND = re.compile(r"\b(?:at\s+least|at\s+most|exactly),?\s+", re.IGNORECASE)
 # A count sentence that opens with the number of cases ("For 20 values of n, …", "In 20 cases,
 # …", "Therefore, for exactly twenty integers n …"); used with Pattern.match at its start. The
 # number must be followed by a word: "For n = 20" and "In 2020, …" name no count.

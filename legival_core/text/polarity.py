@@ -173,6 +173,14 @@ _CONCLUDING = re.compile(
     r"\s*(?:which\s+(?:means|implies|shows)|implying|meaning|so|hence|thus|therefore)\b",
     re.IGNORECASE,
 )
+#: A clause that opens with its verb has no subject of its own: it is the predicate of the
+#: main clause's subject, cut off by a phrase set off by commas ("x, with 1961 zeros in the
+#: middle, is not a prime number").
+_PREDICATE = re.compile(
+    r"\s*(?:is|are|was|were|has|have|does|do|did|can|cannot|can't|could|must|will|would"
+    r"|equals|exists|exist)\b",
+    re.IGNORECASE,
+)
 
 
 #: A connective that opens a sentence and is set off by a comma ("Therefore, …", "In
@@ -200,6 +208,10 @@ def main_clause(sentence: str) -> str:
     'Therefore, there do not exist such integers.'
     >>> main_clause("The sequence defined by a_1=1, a_(n+1)=a_n+1/a_n^2 has no limit.")
     'The sequence defined by a_1=1, a_(n+1)=a_n+1/a_n^2 has no limit.'
+    >>> main_clause("The number x, with 1961 zeros in the middle, is not a prime number.")
+    'The number x, is not a prime number.'
+    >>> main_clause("The number x, as shown above, cannot be prime.")
+    'The number x, cannot be prime.'
     """
     words = _words_only(sentence)
     cuts = [0] + [
@@ -212,7 +224,7 @@ def main_clause(sentence: str) -> str:
     main: str | None = None
     concluding: str | None = None
     opener = ""
-    for clause in clauses:
+    for at, clause in enumerate(clauses):
         if _OPENER.fullmatch(clause):
             opener += clause  # "Therefore," alone states nothing: it opens the next clause
             continue
@@ -223,11 +235,27 @@ def main_clause(sentence: str) -> str:
         if _CONCLUDING.match(clause):
             concluding = clause
         elif _SUBORDINATE.match(clause):
-            if main is not None:
+            if main is not None and not _predicate_follows(main, clauses[at + 1 :]):
                 break  # "…, because …, so …": what follows the reason belongs to the reason
         elif main is None:
             main = clause
+        elif _predicate_follows(main, [clause]):
+            # the subject's own verb, after an aside: "x, with …, is not prime"
+            main += clause
     return concluding or main or (clauses or [sentence])[0]
+
+
+def _predicate_follows(subject: str, clauses: list[str]) -> bool:
+    """True when ``subject`` has no verb of its own and the first of ``clauses`` that is not
+    an aside opens with one (its predicate: "x, as shown above, cannot be prime")."""
+    if _PREDICATE.search(subject):
+        return False
+    for clause in clauses:
+        if _PREDICATE.match(clause):
+            return True
+        if not _SUBORDINATE.match(clause) and not clause.lstrip().lower().startswith("with"):
+            return False
+    return False
 
 
 _RELATION_CHARS = frozenset("=<>≤≥≠^_")
