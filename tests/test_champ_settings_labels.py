@@ -1,6 +1,6 @@
 """Integrity of the hand labels of CHAMP answers from settings other than 0-Shot (issue 23).
 
-The labels (tests/fixtures/champ_settings_labels_{dev,test,heldout,fresh,unseen}.csv, made by
+The labels (tests/fixtures/champ_settings_labels_{dev,test,heldout,fresh,unseen,last}.csv, made by
 reading; how: tests/fixtures/champ_settings_labels.md) are checked against the CHAMP data itself,
 never against the grader: every stated answer is a verbatim piece of the recorded text it was read
 from, the halves are whole settings, the draw scripts reproduce exactly the labelled keys, no answer
@@ -38,7 +38,9 @@ HALVES = ("dev", "test", "heldout")
 FRESH_HALF = "fresh"
 #: The unseen-problems test sample (issue 23): problems no other label file holds.
 UNSEEN_HALF = "unseen"
-FILES = (*HALVES, FRESH_HALF, UNSEEN_HALF)
+#: The last sample (issue 23): the problems left after the unseen-problems sample.
+LAST_HALF = "last"
+FILES = (*HALVES, FRESH_HALF, UNSEEN_HALF, LAST_HALF)
 #: The columns of the issue-13 labels file (champ_answer_labels.csv), plus ``question``.
 COLUMNS = [
     "problem_id",
@@ -75,6 +77,8 @@ HELDOUT = _load_draw_script("make_champ_heldout_label_sample")
 FRESH = _load_draw_script("make_champ_fresh_label_sample")
 #: The unseen-problems sample's draw; it imports the fresh script.
 UNSEEN = _load_draw_script("make_champ_unseen_label_sample")
+#: The last sample's draw; it imports the unseen script.
+LAST = _load_draw_script("make_champ_last_label_sample")
 
 
 def _rows(half: str) -> list[dict[str, str]]:
@@ -441,43 +445,56 @@ def test_top_up_draws_only_unlabelled_eligible_keys() -> None:
 # --- The unseen-problems sample (champ_settings_labels_unseen.csv) --------------------------
 
 
-def test_unseen_draw_excluded_every_other_label_file() -> None:
-    others = {p.name for p in _other_label_files(UNSEEN_HALF)}
-    assert set(UNSEEN.EARLIER_LABEL_FILES) == others
+#: The two samples of problems no other label file holds, in the order they were drawn.
+PROBLEM_SAMPLES = {UNSEEN_HALF: UNSEEN, LAST_HALF: LAST}
 
 
-def test_unseen_problems_are_in_no_other_label_file(
-    rows: dict[str, list[dict[str, str]]],
+@pytest.mark.parametrize("half", list(PROBLEM_SAMPLES))
+def test_problem_samples_excluded_every_label_file_made_before_them(half: str) -> None:
+    earlier = set(PROBLEM_SAMPLES[half].EARLIER_LABEL_FILES)
+    later = {f"champ_settings_labels_{h}.csv" for h in list(PROBLEM_SAMPLES)[1:]}
+    others = {p.name for p in _other_label_files(half)}
+    if half == UNSEEN_HALF:
+        assert earlier == others - later
+    else:
+        assert earlier == others
+
+
+@pytest.mark.parametrize("half", list(PROBLEM_SAMPLES))
+def test_problem_samples_hold_no_problem_of_another_label_file(
+    rows: dict[str, list[dict[str, str]]], half: str
 ) -> None:
-    unseen = {r["problem_id"] for r in rows[UNSEEN_HALF]}
-    for path in _other_label_files(UNSEEN_HALF):
+    mine = {r["problem_id"] for r in rows[half]}
+    for path in _other_label_files(half):
         with path.open(encoding="utf-8", newline="") as f:
-            assert not unseen & {r["problem_id"] for r in csv.DictReader(f)}, path.name
+            assert not mine & {r["problem_id"] for r in csv.DictReader(f)}, path.name
 
 
-def test_unseen_draw_reproduces_exactly_the_labelled_keys(
-    rows: dict[str, list[dict[str, str]]],
+@pytest.mark.parametrize("half", list(PROBLEM_SAMPLES))
+def test_problem_sample_draws_reproduce_exactly_the_labelled_keys(
+    rows: dict[str, list[dict[str, str]]], half: str
 ) -> None:
-    items = UNSEEN.sample()
-    assert {i["half"] for i in items} == {UNSEEN_HALF}
+    items = PROBLEM_SAMPLES[half].sample()
+    assert {i["half"] for i in items} == {half}
     drawn = [(i["setting"], i["problem_id"], i["teacher"], i["category"]) for i in items]
-    labelled = [
-        (r["setting"], r["problem_id"], r["teacher"], r["category"]) for r in rows[UNSEEN_HALF]
-    ]
+    labelled = [(r["setting"], r["problem_id"], r["teacher"], r["category"]) for r in rows[half]]
     assert drawn == labelled
-    for item, row in zip(items, rows[UNSEEN_HALF], strict=True):
+    for item, row in zip(items, rows[half], strict=True):
         if item["truncated"]:
             assert row["label"] == "no_answer", row["problem_id"]
 
 
-def test_unseen_counts_per_setting(rows: dict[str, list[dict[str, str]]]) -> None:
+def test_problem_samples_settings_and_counts(rows: dict[str, list[dict[str, str]]]) -> None:
     # Every setting but 0-Shot and its copy; the Direct / Root settings have no unique text
-    # on an unlabelled problem, so twelve remain, ten items each.
-    settings = Counter(r["setting"] for r in rows[UNSEEN_HALF])
+    # on an unlabelled problem, so twelve remain, ten items each where there are ten.
     left = set(champ_settings()) - set(UNSEEN.LEFT_OUT) - set(FRESH.FRESH_SETTINGS)
-    assert set(settings) == left and len(left) == 12
-    assert set(settings.values()) == {UNSEEN.PER_SETTING}
-    for setting in settings:
-        mine = [r for r in rows[UNSEEN_HALF] if r["setting"] == setting]
-        assert len({r["problem_id"] for r in mine}) == len(mine)
-    assert {r["teacher"] for r in rows[UNSEEN_HALF]} == set(CHAMP_MODELS.values())
+    assert len(left) == 12
+    for half in PROBLEM_SAMPLES:
+        settings = Counter(r["setting"] for r in rows[half])
+        assert set(settings) == left
+        assert max(settings.values()) == UNSEEN.PER_SETTING
+        for setting in settings:
+            mine = [r for r in rows[half] if r["setting"] == setting]
+            assert len({r["problem_id"] for r in mine}) == len(mine)
+    assert set(Counter(r["setting"] for r in rows[UNSEEN_HALF]).values()) == {10}
+    assert len(rows[LAST_HALF]) == 46  # all the eligible texts the round robin could place
