@@ -748,3 +748,73 @@ ROOT_GOLD = "The only possible value for the limit is sqrt(a)"
 def test_a_root_said_in_words_is_read_as_maths(text: str, right: bool) -> None:
     # Root C w/o H, GPT-4 (labelled right, graded wrong: the words were not maths)
     assert graded(text, ROOT_GOLD, LIMIT_VALUE_PROMPT).grade.correct is right, text
+
+
+# --- the unseen-problems half's disagreements, each as a class ------------------------------------
+# The unseen-problems half (tests/fixtures/champ_settings_labels_unseen.csv) was scored once
+# (110 / 120), then read; nine of its ten disagreements were four grader classes. The sentences
+# below are written for these tests in the shape of the recorded ones; none is a recorded text.
+
+
+@pytest.mark.parametrize(
+    ("prompt", "text", "gold"),
+    [
+        # a yes/no question behind a leading clause: its frame still reads the reply's polarity
+        ("For a, b, c>0, are there possible values of them to make (a+b+c)/3 less than "
+         "(abc)^(1/3)?", "There are no possible values of a, b, and c that make (a+b+c)/3 less "
+         "than (abc)^(1/3).", "No"),
+        ("For a, b, c>0, are there possible values of them to make (a+b+c)/3 less than "
+         "(abc)^(1/3)?", "There are no values of \\( a, b, c > 0 \\) that make it smaller, as "
+         "AM-GM shows that the mean is always at least \\( (abc)^{1/3} \\).", "No"),
+        ("If f(x) is a polynomial with f(1) = 0, can we always find g(x) with f(x)=(x-1)g(x) "
+         "such that g(x) is a polynomial?", "Yes, we can always find g(x) with f(x) = (x-1) g(x) "
+         "such that g(x) is a polynomial function.", "Yes"),
+        ("Given that n is odd, is n^2 - 1 divisible by 8?", "n^2 - 1 is divisible by 8.", "Yes"),
+    ],
+)  # fmt: skip
+def test_a_yes_no_question_after_a_leading_clause_is_read_as_yes_no(
+    prompt: str, text: str, gold: str
+) -> None:
+    assert question_type(prompt) == "yes_no"
+    result = graded(text, gold, prompt)
+    # read as the reply's polarity, or its leading "Yes," / "No,"
+    assert result.grade.correct and result.kind in ("polarity", "yes_no"), result
+    assert not graded(text, "Yes" if gold == "No" else "No", prompt).grade.correct
+
+
+def test_a_leading_clause_does_not_make_a_yes_no_question() -> None:
+    assert question_type("For n > 1, what is the smallest prime factor of n^2 + 1?") != "yes_no"
+    assert question_type("If x + y = 5, find all possible values of xy.") == "find_all"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Determining whether integer solutions exist requires further advanced analysis or "
+        "computational methods beyond the provided steps.",
+        "Whether such integers exist requires more careful study.",
+    ],
+)
+def test_a_reply_that_defers_to_further_analysis_is_a_hedge(text: str) -> None:
+    prompt = "Are there integer solutions to the equation (x^2-1)(y^2-1)+1984=z^2?"
+    assert not graded(text, "Yes", prompt).grade.correct
+    assert not graded(text, "No", prompt).grade.correct
+
+
+MOD_PROMPT = "Find all possible values of 4^n+15n-1 mod 9 for integer n≥0."
+
+
+@pytest.mark.parametrize(
+    ("text", "gold", "right"),
+    [
+        ("The expression \\(4^n + 15n - 1 \\mod 9\\) is always congruent to 0 for any "
+         "non-negative integer \\(n\\).", "0 is the only possible value", True),
+        ("Modulo 9, the expression is always congruent to 3.", "0 is the only possible value",
+         False),
+        ("Modulo 9, the expression is always congruent to 3.", "3", True),
+    ],
+)  # fmt: skip
+def test_congruent_to_r_answers_a_question_about_residues(
+    text: str, gold: str, right: bool
+) -> None:
+    assert graded(text, gold, MOD_PROMPT).grade.correct is right

@@ -729,6 +729,9 @@ _TRAILING = re.compile(
     r"|\s+\((?:i\.e\.|e\.g\.|when|for|with|achieved|attained)",
     re.IGNORECASE,
 )
+# In the frame of a question about residues: "is always congruent to 0 for any n" (the
+# modulus said before it) states the residue 0.
+_CONGRUENT_TO = re.compile(r"\bcongruent\s+to\s+(-?\d+)\b(?![.,]?\d)", re.IGNORECASE)
 # "≡ r (mod n)", "\equiv r \pmod{n}", "congruent to r modulo n": r is the residue.
 _CONGRUENCE = re.compile(
     r"(?:≡|\\equiv|congruent\s+to)\s*(-?\d+)\s*(?:\(\s*)?(?:\\pmod|\\bmod|\\mod|mod(?:ulo)?)\b",
@@ -1038,6 +1041,9 @@ def _frame_candidates(
         if cases := _CASES_COUNT.match(text, sentence.start, sentence.end):
             number = _NUMBER_WORDS.get(cases.group(1).lower(), cases.group(1))
             yield AnswerCandidate(sentence.start, sentence.end, number, "count")
+    elif frame.question_type == "mod_value":
+        for match in _CONGRUENT_TO.finditer(text, sentence.start, sentence.end):
+            yield AnswerCandidate(match.start(1), match.end(1), match.group(1), "congruence")
 
 
 Dropped = list[tuple[AnswerCandidate, str]]

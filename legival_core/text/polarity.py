@@ -69,6 +69,7 @@ _HEDGE = re.compile(
     r"\b(?:yes\s+(?:and|or)\s+no|no\s+(?:and|or)\s+yes|perhaps|maybe|probably"
     r"|(?:or|and|but|is|are|be)\s+possibly|possibly\s+(?:also|even)|would\s+require"
     r"|further\s+(?:analysis|investigation|work)\s+(?:is|would\s+be)\s+(?:needed|required)"
+    r"|requires?\s+(?:further|more)\s+(?:\w+\s+)?(?:analysis|investigation|work|methods|study)"
     r"|might\s+be|may\s+or\s+may\s+not|not\s+sure|unsure|unclear|uncertain|undetermined"
     r"|cannot\s+(?:be\s+)?(?:tell|determined?|decided?|concluded?|conclude|say|know|be\s+sure)"
     r"|can't\s+(?:tell|determine|decide|conclude|say|know|be\s+sure)"

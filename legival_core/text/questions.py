@@ -86,9 +86,12 @@ def _sentences(text: str) -> list[str]:
     return sentences
 
 
-# Auxiliary verbs that open a yes/no question; "whether" asks one inside a statement.
+# Auxiliary verbs that open a yes/no question, also after a leading clause set off by a comma
+# ("For a, b, c > 0, are there …?", "If f is symmetric, can we …?"); "whether" asks one inside
+# a statement. The lazy leading clause is tried once per comma: linear in the sentence.
 _YES_NO = re.compile(
-    r"^(?:\W*)(?:is|are|was|were|does|do|did|can|could|will|would|must|may|has|have|should)\b"
+    r"^(?:\W*)(?:(?:for|if|given|when|suppose|assuming)\b[^?]*?,\s*)?"
+    r"(?:is|are|was|were|does|do|did|can|could|will|would|must|may|has|have|should)\b"
     r"|\bwhether\b|\bprove or disprove\b|\bis it (?:true|possible)\b"
 )
 _COUNT = re.compile(r"\bhow many\b|\bnumber of\b|\bhow much\b")
@@ -101,9 +104,17 @@ _MOD = re.compile(r"\bmod(?:ulo)?\b|\\pmod|\\bmod|\bremainders?\b|\bcongruent\b|
 _HOW_MANY = re.compile(r"\bhow many\b")
 
 
+# "Do we have A, B, or C?" offers options to choose from: not a yes/no question.
+_ALTERNATIVES = re.compile(r",\s*or\s+(?!not\b)")
+
+
 @register_question_type("yes_no")
 def _asks_yes_no(sentence: str) -> bool:
-    return _YES_NO.search(sentence) is not None and not _COUNT.search(sentence)
+    return (
+        _YES_NO.search(sentence) is not None
+        and not _COUNT.search(sentence)
+        and not _ALTERNATIVES.search(sentence)
+    )
 
 
 @register_question_type("mod_value")
@@ -130,6 +141,10 @@ def question_type(prompt: str | None) -> str:
 
     >>> question_type("Are there integer solutions to x^2 + y^2 = 3?")
     'yes_no'
+    >>> question_type("For a, b, c>0, are there values of them making a+b+c less than 1?")
+    'yes_no'
+    >>> question_type("Do we have w > 20 always, w < 20 always, or sometimes either?")
+    'expression'
     >>> question_type("How many subsets of {1, ..., 10} have no two consecutive elements?")
     'count'
     >>> question_type("Find all pairs (m, n) of positive integers with m^2 = n^3.")
