@@ -818,3 +818,45 @@ def test_congruent_to_r_answers_a_question_about_residues(
     text: str, gold: str, right: bool
 ) -> None:
     assert graded(text, gold, MOD_PROMPT).grade.correct is right
+
+
+# --- the last sample's disagreements, each as a class ---------------------------------------------
+# The last sample (tests/fixtures/champ_settings_labels_last.csv) was scored once (42 / 46), then
+# read; two of its four disagreements were the question misread (its asking sentence cut short
+# by a factorial's "!" or an ellipsis), one a count gold said in words.
+
+
+@pytest.mark.parametrize(
+    ("prompt", "kind"),
+    [
+        ("How many (real or complex) roots have multiplicity greater than 1 for the polynomial "
+         "f(x)=1+x/(1!)+x^2/(2!)+...+x^n/(n!)?", "count"),
+        ("How many sequences of positive numbers a_0, a_1, a_2, ... satisfy a_0=1 and "
+         "a_(n+2)=a_n-a_(n+1) for all n≥0?", "count"),
+        ("Is it possible to select an infinite geometric sequence from 1, 1/2, 1/4, ... such "
+         "that the sum is 1/5?", "yes_no"),
+        ("Let n! be the product 1*2*...*n. Is n! + 1 ever a square for n > 7?", "yes_no"),
+    ],
+)  # fmt: skip
+def test_a_factorial_or_an_ellipsis_does_not_cut_the_asking_sentence(
+    prompt: str, kind: str
+) -> None:
+    assert question_type(prompt) == kind
+
+
+@pytest.mark.parametrize(
+    ("text", "gold", "right"),
+    [
+        ("The polynomial has no roots with multiplicity greater than 1, because f and f' share "
+         "no root.", "0 roots", True),
+        ("The polynomial has no repeated roots.", "1 root", False),
+        ("There is only one sequence of positive numbers that satisfies the conditions, with "
+         "a_1 close to 0.618.", "Exactly one sequence", True),
+        ("There are exactly two such sequences.", "Exactly one sequence", False),
+    ],
+)  # fmt: skip
+def test_counts_in_words_answer_a_count_question(text: str, gold: str, right: bool) -> None:
+    prompt = "How many roots of f(x)=1+x/(1!)+...+x^n/(n!) have multiplicity greater than 1?"
+    if "sequence" in gold:
+        prompt = "How many sequences of positive numbers a_0, a_1, ... satisfy a_0=1?"
+    assert graded(text, gold, prompt).grade.correct is right, text

@@ -30,7 +30,18 @@ _ALTERNATIVE_SEPARATOR = re.compile(
 _IE_REMARK = re.compile(r"\s*\((?:i\.e\.|e\.g\.).*\)\s*$", re.IGNORECASE | re.DOTALL)
 _ONLY_VALUE = re.compile(r"^(.+?)\s+is the only possible value\.?$", re.IGNORECASE)
 # A count with the noun it counts: "98 values", "2 inequalities", "0 roots" -> also "98".
+# Also an exact count in words: "Exactly one sequence" -> also "1" (a bound, "At least 1
+# number", is not an exact count and keeps its words).
 _COUNTED = re.compile(r"^(-?\d+)\s+[A-Za-z]+(?:\s+[A-Za-z]+){0,2}\.?$")
+_COUNTED_IN_WORDS = re.compile(
+    r"^(?:exactly|only|precisely)\s+(one|two|three|four|five|six|seven|eight|nine|ten|\d+)"
+    r"\s+[A-Za-z]+(?:\s+[A-Za-z]+){0,2}\.?$",
+    re.IGNORECASE,
+)
+_SMALL_NUMBERS = {
+    "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
+    "eight": "8", "nine": "9", "ten": "10",
+}  # fmt: skip
 # A statement that names its value at the end: "The limit exists and is equal to 2", "The only
 # possible value for the limit is sqrt(a)" -> also "2", "sqrt(a)" (stating the value states it).
 _MAX_NAMED_GOLD = 200
@@ -105,6 +116,8 @@ def champ_accepted_answers(gold: str) -> list[str]:
         ['0']
         >>> champ_accepted_answers("98 values")
         ['98 values', '98']
+        >>> champ_accepted_answers("Exactly one sequence")
+        ['Exactly one sequence', '1']
         >>> champ_accepted_answers("The limit exists and is equal to (1+sqrt(4a+1))/2")
         ['The limit exists and is equal to (1+sqrt(4a+1))/2', '(1+sqrt(4a+1))/2']
     """
@@ -129,6 +142,9 @@ def _value_of_statement(text: str) -> list[str]:
         return []  # such golds are short; the bound keeps the lazy pattern below linear
     if counted := _COUNTED.match(text):
         return [counted.group(1)]
+    if counted := _COUNTED_IN_WORDS.match(text):
+        number = counted.group(1).lower()
+        return [_SMALL_NUMBERS.get(number, number)]
     named = _NAMED_VALUE.match(text)
     if named is None or negation_count(named.group("claim")) or not is_statement_answer(text):
         return []

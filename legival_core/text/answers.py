@@ -758,7 +758,11 @@ _CASES_COUNT = re.compile(
     r"(\d+|" + "|".join(_NUMBER_WORDS) + r")\s+(?=[A-Za-z])",
     re.IGNORECASE,
 )
-_NONE = re.compile(r"\b(?:no\s+such|there\s+(?:are|is|exist|exists)\s+no|none)\b", re.IGNORECASE)
+# "no such", "there are no …", "none", and "has no roots …" (a count of none).
+_NONE = re.compile(
+    r"\b(?:no\s+such|there\s+(?:are|is|exist|exists)\s+no|none|(?:has|have)\s+no)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)

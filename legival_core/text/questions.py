@@ -73,10 +73,21 @@ def asking_sentence(prompt: str) -> str:
 
 
 def _sentences(text: str) -> list[str]:
-    """Sentences split after ". ", "? ", "! " and line breaks, by one pass over ``text``."""
+    """Sentences split after ". ", "? ", "! " and line breaks, by one pass over ``text``. An
+    ellipsis ("a_1, a_2, ... satisfy") and a factorial ("x/(1!)+x^2/(2!)") end nothing.
+
+    >>> _sentences("Let f = 1+x/(1!)+x^2/(2!). How many a_0, a_1, ... are there?")
+    ['Let f = 1+x/(1!)+x^2/(2!).', ' How many a_0, a_1, ... are there?']
+    """
     sentences, start = [], 0
     for index, char in enumerate(text):
-        ends = char in "?!\n" or (char == "." and text[index + 1 : index + 2] in (" ", "\n", ""))
+        after = text[index + 1 : index + 2]
+        if char == "!":
+            ends = after in (" ", "\n", "") and not text[index - 1 : index].isalnum()
+        elif char == ".":
+            ends = after in (" ", "\n", "") and text[index - 1 : index] != "."
+        else:
+            ends = char in "?\n"
         if ends:
             if text[start : index + 1].strip():
                 sentences.append(text[start : index + 1])
