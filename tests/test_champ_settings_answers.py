@@ -5,11 +5,13 @@ the test half was scored once, with the code final, and has been read since whil
 fixed, so both are development data now. The held-out half (four further settings, labelled by
 reading before it was scored) was scored twice untouched (112 / 120, then 115 / 120 with the
 code final), then read, and four of its five disagreements fixed as classes: it is development
-data too. A fresh test half, labelled separately, is the measurement (docs/reliability.md).
+data too. So are the three samples labelled after it, each scored once and then read: a fresh
+half (four more settings, 115 / 120), and two samples on problems no earlier file held (110 /
+120 and 42 / 46). Those first scores are the measurements (docs/reliability.md).
 
 Goals (issue 23): at least 97% agreement on the test half, no setting below 93%, and no wrong
-answer graded right because a candidate restated the problem's own condition. All three halves
-here are tuned, so their goals only guard against regressions.
+answer graded right because a candidate restated the problem's own condition. Every sample here
+is tuned now, so the goals only guard against regressions.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ HALVES = {
     "test": "champ_settings_labels_test.csv",
     "heldout": "champ_settings_labels_heldout.csv",
     "fresh": "champ_settings_labels_fresh.csv",
+    "unseen": "champ_settings_labels_unseen.csv",
+    "last": "champ_settings_labels_last.csv",
 }
 TEST_GOAL = 0.97
 SETTING_GOAL = 0.93
@@ -95,11 +99,18 @@ MEASURED_FLOOR = {
     # Misleading C w/o H 29/30), no wrong answer graded right. Tuned now: the floor only
     # guards against regressions.
     "heldout": (119, 29, 0),
-    # The fresh test half (Direct C w/ H, Direct C w/o H, Root C w/ H, Root C w/o H), labelled
-    # by reading before any grader ran on it, scored once with the code final: 115 / 120
-    # (28, 30, 28, 29 of 30), one wrong answer graded right (a conditional reply, "… if m is
-    # even, and there are no integer solutions if m is odd"). Not tuned on: the measurement.
-    "fresh": (115, 28, 1),
+    # The fresh half (Direct C w/ H, Direct C w/o H, Root C w/ H, Root C w/o H), labelled by
+    # reading before any grader ran on it, scored once: 115 / 120 (28, 30, 28, 29 of 30), one
+    # wrong answer graded right. Then read, and four classes fixed: 119 / 120. Tuned now.
+    "fresh": (119, 29, 0),
+    # Twelve settings, 10 answers each, on the 35 problems no earlier label file held; scored
+    # once: 110 / 120 (91.7%), one reply labelled no_answer graded right. Then read, and four
+    # classes fixed: 119 / 120, the one left a judgement call of the reader. Tuned now.
+    "unseen": (119, 9, 0),
+    # The 46 answers on the last 20 problems, scored once: 42 / 46 (91.3%), one wrong answer
+    # graded right ("exactly one root …, which is z = 0" for gold "0 roots"). Then read, and
+    # three classes fixed: 44 / 46, that false positive left. Tuned now.
+    "last": (44, 1, 1),
 }  # agree, worst setting, false positives
 
 
@@ -127,7 +138,8 @@ def test_grader_holds_its_measured_agreement_on_unseen_settings(
     graded_half: tuple[str, pd.DataFrame],
 ) -> None:
     half, labels = graded_half
-    assert len(labels) == 120 and labels["setting"].nunique() == 4
+    assert len(labels) == {"unseen": 120, "last": 46}.get(half, 120)
+    assert labels["setting"].nunique() == (12 if half in ("unseen", "last") else 4)
     # Held-out half: 119 agree of 120 = 99.2%; worst setting 29 of 30 = 96.7%.
     per_setting = labels.groupby("setting")["agree"].sum()
     false_positives = labels[labels["graded"] & (labels["label"] != "correct")]
@@ -139,29 +151,27 @@ def test_grader_holds_its_measured_agreement_on_unseen_settings(
     assert _restated_givens_false_positives(labels).empty, _report(labels)
 
 
+#: The halves drawn 30 to a setting, where "no setting below 93%" can be checked.
+WHOLE_SETTING_HALVES = ("dev", "test", "heldout", "fresh")
+
+
 @pytest.mark.slow
 def test_the_halves_meet_the_issue_goals(graded_half: tuple[str, pd.DataFrame]) -> None:
-    """The goals hold on the three tuned halves (the held-out half since it was read after
-    scoring: 119 / 120 now, the one disagreement a judgement call of the reader), so this only
-    guards them. The measurement is the fresh test half, scored once: 115 / 120 misses 97%."""
+    """Every half has been scored once and then tuned on, so the goals only guard against
+    regressions here; the measurements are the first scores, in docs/reliability.md (the
+    last two samples, on problems no other file held: 110 / 120 and 42 / 46). The last sample
+    still misses 97% after tuning (44 / 46): an expected failure, strict."""
     half, labels = graded_half
     per_setting = labels.groupby("setting")["agree"].mean()
-    if half == "fresh":
-        # The measurement misses the overall goal (an expected failure, strict: it turns into
-        # a failure the day the half meets the goals, so the docs and this marker get updated).
-        met = labels["agree"].mean() >= TEST_GOAL and (per_setting >= SETTING_GOAL).all()
-        if not met:
-            pytest.xfail(
-                "fresh test half 115/120 = 95.8% < 97% (every setting >= 93.3%, one wrong "
-                "answer graded right); see docs/reliability.md"
-            )
-        pytest.fail(
-            "the fresh test half meets the goals now: update docs/reliability.md and this test"
-        )
+    if half == "last":
+        if labels["agree"].mean() < TEST_GOAL:
+            pytest.xfail("last sample 44/46 = 95.7% < 97% after tuning; docs/reliability.md")
+        pytest.fail("the last sample meets 97% now: update docs/reliability.md and this test")
     false_positives = labels[labels["graded"] & (labels["label"] != "correct")]
     assert false_positives.empty, _report(labels)
     assert labels["agree"].mean() >= TEST_GOAL, _report(labels)
-    assert (per_setting >= SETTING_GOAL).all(), _report(labels)
+    if half in WHOLE_SETTING_HALVES:
+        assert (per_setting >= SETTING_GOAL).all(), _report(labels)
 
 
 @pytest.mark.slow
