@@ -524,8 +524,11 @@ def test_a_megabyte_trace_gets_its_leak_step_inside_the_deadline() -> None:
 
 
 def test_a_check_past_the_deadline_is_a_timeout_graded_wrong() -> None:
-    # A deadline no real grading meets: the row is wrong with status "timeout", no raise.
-    result = get_task("champ").grade_text({"answer_text": SUBSETS}, "2^128", timeout_s=1e-4)
+    # A deadline no real grading meets: the row is wrong with status "timeout", no raise. The
+    # text is a megabyte no earlier test graded (a fresh number in it), so no cache answers
+    # it: reading it takes milliseconds, far past the 0.1 ms deadline on any machine.
+    fresh = f"The answer is {time.time_ns()}. " + "We check the case again. " * 40_000
+    result = get_task("champ").grade_text({"answer_text": fresh + SUBSETS}, "2^128", timeout_s=1e-4)
     assert result.grade.status == "timeout" and not result.grade.correct
 
 
@@ -859,4 +862,25 @@ def test_counts_in_words_answer_a_count_question(text: str, gold: str, right: bo
     prompt = "How many roots of f(x)=1+x/(1!)+...+x^n/(n!) have multiplicity greater than 1?"
     if "sequence" in gold:
         prompt = "How many sequences of positive numbers a_0, a_1, ... satisfy a_0=1?"
+    assert graded(text, gold, prompt).grade.correct is right, text
+
+
+@pytest.mark.parametrize(
+    ("text", "gold", "right"),
+    [
+        # Last sample, GPT-4 Turbo 2/3 Soln (labelled wrong, graded right): the root named in
+        # the relative clause verified as the gold count 0
+        ("The polynomial has exactly one root with multiplicity greater than 1, which is "
+         "\\( z = 0 \\) with multiplicity \\( n+1 \\).", "0 roots", False),
+        ("The polynomial has exactly one root with multiplicity greater than 1, which is "
+         "\\( z = 0 \\).", "1 root", True),
+        ("There are no such roots, since every root x = r would also be a root of f'.",
+         "0 roots", True),
+        ("So the number of such roots is $N = 0$.", "0 roots", True),  # no count in words
+    ],
+)  # fmt: skip
+def test_a_value_naming_what_was_counted_is_not_the_count(
+    text: str, gold: str, right: bool
+) -> None:
+    prompt = "How many (real or complex) roots have multiplicity greater than 1 for f(x)?"
     assert graded(text, gold, prompt).grade.correct is right, text

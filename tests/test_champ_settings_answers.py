@@ -7,7 +7,7 @@ reading before it was scored) was scored twice untouched (112 / 120, then 115 / 
 code final), then read, and four of its five disagreements fixed as classes: it is development
 data too. So are the three samples labelled after it, each scored once and then read: a fresh
 half (four more settings, 115 / 120), and two samples on problems no earlier file held (110 /
-120 and 42 / 46). Those first scores are the measurements (docs/reliability.md).
+120 and 42 / 46). Those first scores are the measurements (docs/reliability.md); none met 97%.
 
 Goals (issue 23): at least 97% agreement on the test half, no setting below 93%, and no wrong
 answer graded right because a candidate restated the problem's own condition. Every sample here
@@ -109,8 +109,8 @@ MEASURED_FLOOR = {
     "unseen": (119, 9, 0),
     # The 46 answers on the last 20 problems, scored once: 42 / 46 (91.3%), one wrong answer
     # graded right ("exactly one root …, which is z = 0" for gold "0 roots"). Then read, and
-    # three classes fixed: 44 / 46, that false positive left. Tuned now.
-    "last": (44, 1, 1),
+    # four classes fixed: 45 / 46, the one left a judgement call of the reader. Tuned now.
+    "last": (45, 1, 0),
 }  # agree, worst setting, false positives
 
 
@@ -159,14 +159,9 @@ WHOLE_SETTING_HALVES = ("dev", "test", "heldout", "fresh")
 def test_the_halves_meet_the_issue_goals(graded_half: tuple[str, pd.DataFrame]) -> None:
     """Every half has been scored once and then tuned on, so the goals only guard against
     regressions here; the measurements are the first scores, in docs/reliability.md (the
-    last two samples, on problems no other file held: 110 / 120 and 42 / 46). The last sample
-    still misses 97% after tuning (44 / 46): an expected failure, strict."""
+    last two samples, on problems no other file held: 110 / 120 and 42 / 46)."""
     half, labels = graded_half
     per_setting = labels.groupby("setting")["agree"].mean()
-    if half == "last":
-        if labels["agree"].mean() < TEST_GOAL:
-            pytest.xfail("last sample 44/46 = 95.7% < 97% after tuning; docs/reliability.md")
-        pytest.fail("the last sample meets 97% now: update docs/reliability.md and this test")
     false_positives = labels[labels["graded"] & (labels["label"] != "correct")]
     assert false_positives.empty, _report(labels)
     assert labels["agree"].mean() >= TEST_GOAL, _report(labels)

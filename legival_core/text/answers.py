@@ -1122,10 +1122,24 @@ def _why_not(
         return _RESTATES
     if found.kind not in ("yes_no", "option") and _negated(source.text, sentence.start, found):
         return 'negated by its clause ("it is false that …")'
+    if frame.question_type == "count" and _names_a_counted_object(source.text, sentence, found):
+        return _COUNTED_OBJECT
     return None
 
 
 _RESTATES = "restates a condition of the problem"
+_COUNTED_OBJECT = "names what was counted (the count is said in words before it)"
+# "z = 0": a letter given a value, the way a root or a solution is named.
+_NAMED_OBJECT = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*\S")
+
+
+def _names_a_counted_object(text: str, sentence: _Sentence, found: AnswerCandidate) -> bool:
+    """True for "has exactly one root …, which is z = 0" in reply to "how many roots …?": a
+    candidate that gives a letter a value, after a count said in words in its sentence, names
+    the object counted, not the count."""
+    before = text[sentence.start : found.start]
+    said = _COUNT_WORD.search(before) or _NONE.search(before)
+    return said is not None and _NAMED_OBJECT.match(text, found.start, found.end) is not None
 _CLAUSE_START = re.compile(r"[,;:]|\b(?:but|although|though|whereas|while)\b", re.IGNORECASE)
 
 
