@@ -103,3 +103,14 @@ def test_encoding_not_shipped_offline_names_encoding_and_package(monkeypatch, tm
         assert count_tokens("hello world") == 2
     finally:
         tokens.get_encoding.cache_clear()
+
+
+def test_counts_across_block_boundaries_equal_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Counted block by block (a million traces' token lists at once held several GB): with
+    # blocks of 3, seven texts span three blocks and every count is the text's own.
+    from legival_core.text import tokens
+
+    monkeypatch.setattr(tokens, "COUNT_BLOCK", 3)
+    texts = [f"step {i}: " + "x + 1 = y " * i for i in range(7)] + [" "]
+    assert count_tokens_many(texts) == [count_tokens(t) for t in texts]
+    assert count_tokens_many(texts, blank_is_zero=True)[-1] == 0

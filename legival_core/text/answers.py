@@ -1140,6 +1140,8 @@ def _names_a_counted_object(text: str, sentence: _Sentence, found: AnswerCandida
     before = text[sentence.start : found.start]
     said = _COUNT_WORD.search(before) or _NONE.search(before)
     return said is not None and _NAMED_OBJECT.match(text, found.start, found.end) is not None
+
+
 _CLAUSE_START = re.compile(r"[,;:]|\b(?:but|although|though|whereas|while)\b", re.IGNORECASE)
 
 

@@ -86,6 +86,10 @@ def count_tokens(
     return len(get_encoding(encoding).encode_ordinary(text))
 
 
+#: Texts tokenised per batch by :func:`count_tokens_many`.
+COUNT_BLOCK = 2048
+
+
 def count_tokens_many(
     texts: Sequence[str],
     encoding: str = DEFAULT_ENCODING,
@@ -108,8 +112,15 @@ def count_tokens_many(
             raise TypeError(f"count_tokens_many: item {index} is {type(text).__name__}, not str")
     if not texts:
         return []
-    tokenised = get_encoding(encoding).encode_ordinary_batch(texts, num_threads=num_threads)
-    counts = [len(ids) for ids in tokenised]
+    encoder = get_encoding(encoding)
+    counts: list[int] = []
+    # In blocks, keeping only the lengths: the token lists of a million traces at once held
+    # several GB (bench/scale_bench.py), a block of them a few MB.
+    for first in range(0, len(texts), COUNT_BLOCK):
+        block = texts[first : first + COUNT_BLOCK]
+        counts += [
+            len(ids) for ids in encoder.encode_ordinary_batch(block, num_threads=num_threads)
+        ]
     if blank_is_zero:
         counts = [0 if not text.strip() else n for text, n in zip(texts, counts, strict=True)]
     return counts

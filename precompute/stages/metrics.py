@@ -442,6 +442,18 @@ def _refuse_missing(
     )
 
 
+#: The ``traces`` columns the metrics stage reads (never ``raw`` or ``answer_text``).
+METRICS_TRACE_COLUMNS = (
+    "trace_id", "problem_id", "dataset", "teacher", "sample", "reasoning", "tokens", "truncated",
+    "source",
+)  # fmt: skip
+#: The ``rollouts`` columns it reads (never the students' texts or token counts).
+METRICS_ROLLOUT_COLUMNS = (
+    "trace_id", "problem_id", "dataset", "teacher", "student", "k", "sample", "m", "correct",
+    "forced", "status",
+)  # fmt: skip
+
+
 @register_stage(
     "metrics",
     reads=("problems", "traces", "grades", "steps", "similarity", "judgments", "rollouts"),
@@ -459,7 +471,9 @@ def run_metrics(ctx: StageContext) -> StageResult:
     cfg = ctx.config.metrics
     result = StageResult("metrics")
     store = ctx.store
-    traces = read_or_empty(store, "traces")
+    # Only the columns the metrics use: at a million traces the raw outputs alone are 1.4 GB
+    # in memory (bench/scale_bench.py), and the rollouts' texts another 0.4 GB.
+    traces = read_or_empty(store, "traces", list(METRICS_TRACE_COLUMNS))
     if traces.empty:
         raise StageError("stage 'metrics' needs rows in table 'traces', which is empty")
     grades = read_or_empty(store, "grades", ["trace_id", "correct"])
@@ -469,7 +483,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     from legival_core.metrics.transfer_curves import rollouts_stamp
 
     stamp = rollouts_stamp(store.manifest)  # before the read: a later write makes it stale
-    rollouts = read_or_empty(store, "rollouts")
+    rollouts = read_or_empty(store, "rollouts", list(METRICS_ROLLOUT_COLUMNS))
     problems = read_or_empty(store, "problems", ["problem_id", "workload"])
     labeler = primary_labeler(ctx)
     gold = read_or_empty(store, "problems", ["problem_id", "meta"])
