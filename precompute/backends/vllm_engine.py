@@ -153,6 +153,8 @@ class VLLMEngine(TemplatePrompts):
         self.dp, self.tp = max(1, int(dp)), max(1, int(tp))
         self.check_every = max(1, int(check_every))
         self.answer_stop = bool(answer_stop)
+        # Turning answer_stop on later needs the processor loaded now (see _in_engine).
+        self._processor_loaded = self.answer_stop
         options = {"enable_prefix_caching": True, "tensor_parallel_size": self.tp, **llm_options}
         if self.answer_stop:
             # By name: the engine core (another process) imports it from there.
@@ -263,7 +265,12 @@ class VLLMEngine(TemplatePrompts):
 
     def _in_engine(self, request: GenerationRequest) -> bool:
         """Whether vLLM runs this request's early-stop check (see the module doc)."""
-        return self.answer_stop and request.stop_when is not None and request.stop_check is not None
+        return (
+            self.answer_stop
+            and self._processor_loaded
+            and request.stop_when is not None
+            and request.stop_check is not None
+        )
 
     def _job(self, item: _Pending) -> dict[str, Any]:
         """A picklable description of one sequence for one round."""
