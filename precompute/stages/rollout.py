@@ -33,7 +33,7 @@ from precompute.stages.base import (
 )
 from precompute.stages.common import chunks, problem_rows, read_or_empty, shard_rows, task_of
 
-__all__ = ["RolloutJob", "k_grid", "prefix_text", "run_rollout"]
+__all__ = ["RolloutJob", "answer_extractable_in", "k_grid", "prefix_text", "run_rollout"]
 
 
 def k_grid(m: int, interval: int = 3, include_full: bool = True) -> list[int]:
@@ -111,6 +111,24 @@ def _checker(job: RolloutJob, lead: str = "") -> Callable[[str], bool]:
     return extractable
 
 
+def answer_extractable_in(text: str, *, task: str, problem: dict[str, Any], lead: str = "") -> bool:
+    """The early-stop check of :func:`_checker`, rebuilt from plain data by an engine that runs
+    it in another process (vLLM's engine core; :class:`StopCheckSpec`)."""
+    from legival_core.tasks import get_task
+
+    return bool(get_task(task).answer_extractable(lead + text, problem=problem))
+
+
+def _stop_check(job: RolloutJob, lead: str = "") -> Any:
+    """:func:`_checker` as a :class:`StopCheckSpec` (same task, problem and lead)."""
+    from precompute.backends.base import StopCheckSpec, plain_data
+
+    return StopCheckSpec(
+        f"{__name__}:answer_extractable_in",
+        {"task": str(job.problem["task"]), "problem": plain_data(dict(job.problem)), "lead": lead},
+    )
+
+
 def _triggers(task: Any) -> list[str]:
     """Strings after which the early-stop check is worth running.
 
@@ -138,6 +156,7 @@ def _first_pass_request(job: RolloutJob) -> Any:
         seed=student.seed + job.sample,
         stop_when=_checker(job),
         stop_when_after=_triggers(task),
+        stop_check=_stop_check(job),
     )
 
 
@@ -175,6 +194,7 @@ def _forcing_request(job: RolloutJob, first_text: str) -> Any:
         seed=student.seed + job.sample,
         stop_when=_checker(job, lead),
         stop_when_after=_triggers(task),
+        stop_check=_stop_check(job, lead),
     )
 
 
