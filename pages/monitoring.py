@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from legival_core.oversight import oversight
+from legival_core.oversight import oversight, selections
 from legival_core.text.safe_text import markdown_literal, plotly_literal, plotly_literals
 from legival_core.views.monitoring import NOT_DEFINED, interval_text, monitor_intervals
 from pages import common
@@ -32,7 +32,7 @@ if not common.has_table("monitor_verdicts"):
     st.stop()
 include = common.include_references()
 
-N_BOOT = 500
+N_BOOT = selections.MONITOR_RESAMPLES
 #: How a reference teacher's bars are labelled and drawn (an outline, not a model's colour).
 REFERENCE_LABEL = "reference (not compared)"
 REFERENCE_FILL = "rgba(0,0,0,0)"
@@ -47,15 +47,20 @@ STYLE = (
 
 @common.derived("monitor_scores")
 def scores(n_boot: int) -> pd.DataFrame:
-    verdicts = common.load_table("monitor_verdicts")
-    return oversight.monitor_scores(verdicts, n_boot=n_boot, seed=0)
+    """Scores per (monitor, teacher, dataset) (stored by the metrics stage for ``N_BOOT``)."""
+    stored = common.stored_result("monitor_scores", (n_boot,))
+    if stored is not None:
+        return stored
+    return oversight.monitor_scores(common.load_table("monitor_verdicts"), n_boot=n_boot, seed=0)
 
 
 @common.derived("monitor_scores_pooled")
 def pooled_scores(n_boot: int) -> pd.DataFrame:
     """The scores of every verdict of a teacher whatever its dataset (``dataset`` = "All")."""
-    verdicts = common.load_table("monitor_verdicts")
-    return oversight.monitor_scores(verdicts.assign(dataset=common.ALL), n_boot=n_boot, seed=0)
+    stored = common.stored_result("monitor_scores_pooled", (n_boot,))
+    if stored is not None:
+        return stored
+    return selections.pooled_monitor_scores(common.load_table("monitor_verdicts"), n_boot)
 
 
 @common.derived("monitor_legibility")

@@ -1,0 +1,138 @@
+"""Page results stored by the metrics stage, keyed by selection and by the state of their inputs.
+
+Some pages compute a result on load that takes seconds on a big store (the leaderboard's
+resampled intervals, the monitoring bootstrap, the reward correlations, the first-solve
+table). The ``metrics`` stage computes those of the default selection once and writes them
+to the ``page_results`` table: one row per (``name``, ``selection``) holding the result frame
+as Arrow IPC bytes and the :func:`inputs_stamp` of the tables it was computed from. A page
+uses a stored row only when both its selection and its stamp equal the current ones
+(:func:`stored_frame`); any other selection, or a store whose inputs were written since, is
+computed as before. The pages and the stage name a result's inputs through :data:`INPUTS`,
+so they cannot disagree about what makes a row stale.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+__all__ = [
+    "INPUTS",
+    "PAGE_RESULTS_VERSION",
+    "frame_from_bytes",
+    "frame_to_bytes",
+    "inputs_stamp",
+    "page_results_rows",
+    "selection_key",
+    "stored_frame",
+]
+
+#: Bump when a stored result's definition changes: rows written before become stale.
+PAGE_RESULTS_VERSION = 1
+
+#: The tables each stored result is computed from (what its stamp covers).
+INPUTS: dict[str, tuple[str, ...]] = {
+    "board_resamples": ("trace_efficiency", "trace_transfer"),
+    "monitor_scores": ("monitor_verdicts",),
+    "monitor_scores_pooled": ("monitor_verdicts",),
+    "reward_points": ("rewards", "trace_transfer", "grades"),
+    "reward_rho": ("rewards", "trace_transfer", "grades", "traces"),
+    "teacher_rewards": ("rewards", "trace_transfer", "grades", "traces"),
+    "transfer_coverage": ("rollouts",),
+    "transfer_first_measured": ("rollouts",),
+    "transfer_leaks": ("trace_transfer", "rollouts"),
+}
+
+
+def inputs_stamp(manifest: Mapping[str, Any], tables: Iterable[str]) -> str:
+    """Which state of ``tables`` a result was computed from: each table's ``last_seq`` and row
+    count in the store's manifest (every write or merge raises ``last_seq``), and the
+    :data:`PAGE_RESULTS_VERSION`.
+
+    >>> inputs_stamp({"tables": {"rollouts": {"last_seq": 3, "rows": 120}}}, ["rollouts", "x"])
+    'page results v1; rollouts seq 3 rows 120; x seq 0 rows 0'
+    """
+    entries = manifest.get("tables") or {}
+    parts = [f"page results v{PAGE_RESULTS_VERSION}"]
+    for table in tables:
+        entry = entries.get(table) or {}
+        seq, rows = int(entry.get("last_seq") or 0), int(entry.get("rows") or 0)
+        parts.append(f"{table} seq {seq} rows {rows}")
+    return "; ".join(parts)
+
+
+def selection_key(args: Sequence[Any]) -> str:
+    """The arguments of a page computation as a JSON text (tuples as lists, None as null).
+
+    >>> selection_key((None, "champ", 1000, 0, False))
+    '[null, "champ", 1000, 0, false]'
+    """
+    return json.dumps(list(args), default=list)
+
+
+def frame_to_bytes(frame: pd.DataFrame) -> bytes:
+    """``frame`` as Arrow IPC stream bytes (dtypes, categoricals and a range index kept).
+
+    >>> f = pd.DataFrame({"a": [1.5, float("nan")], "b": ["x", None]})
+    >>> frame_from_bytes(frame_to_bytes(f)).equals(f)
+    True
+    """
+    table = pa.Table.from_pandas(frame)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def frame_from_bytes(data: bytes) -> pd.DataFrame:
+    """The frame :func:`frame_to_bytes` wrote."""
+    with pa.ipc.open_stream(pa.py_buffer(data)) as reader:
+        return reader.read_all().to_pandas()
+
+
+def page_results_rows(
+    results: Iterable[tuple[str, Sequence[Any], pd.DataFrame]], manifest: Mapping[str, Any]
+) -> pa.Table:
+    """Rows of ``page_results`` for ``results`` (name, arguments, frame), each stamped with
+    :func:`inputs_stamp` of its :data:`INPUTS` in ``manifest`` (the store after the tables
+    they were computed from were written)."""
+    from legival_core.store.schema import spec
+
+    names, selections, stamps, payloads = [], [], [], []
+    for name, args, frame in results:
+        names.append(name)
+        selections.append(selection_key(args))
+        stamps.append(inputs_stamp(manifest, INPUTS[name]))
+        payloads.append(frame_to_bytes(frame))
+    schema = spec("page_results").schema
+    return pa.table([names, selections, stamps, payloads], schema=schema)
+
+
+def stored_frame(
+    table: pd.DataFrame | None, manifest: Mapping[str, Any], name: str, args: Sequence[Any]
+) -> pd.DataFrame | None:
+    """The stored result ``name`` for ``args`` from a ``page_results`` ``table``, or None when
+    the table has no such row or the row was computed from other inputs than the store's now
+    (its stamp differs from :func:`inputs_stamp` of the current ``manifest``).
+
+    >>> manifest = {"tables": {"monitor_verdicts": {"last_seq": 2, "rows": 10}}}
+    >>> rows = page_results_rows([("monitor_scores", (500,), pd.DataFrame({"f1": [0.5]}))],
+    ...     manifest).to_pandas()
+    >>> stored_frame(rows, manifest, "monitor_scores", (500,))["f1"].tolist()
+    [0.5]
+    >>> stored_frame(rows, manifest, "monitor_scores", (200,)) is None  # another selection
+    True
+    >>> manifest["tables"]["monitor_verdicts"]["last_seq"] = 3  # verdicts written since
+    >>> stored_frame(rows, manifest, "monitor_scores", (500,)) is None
+    True
+    """
+    if table is None or table.empty or name not in INPUTS:
+        return None
+    hit = table[(table["name"] == name) & (table["selection"] == selection_key(args))]
+    if len(hit) != 1 or hit["inputs_stamp"].iloc[0] != inputs_stamp(manifest, INPUTS[name]):
+        return None
+    return frame_from_bytes(hit["payload"].iloc[0])
