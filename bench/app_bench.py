@@ -18,8 +18,9 @@ Each page is run headless with ``streamlit.testing.v1.AppTest``: "cold" = a run 
 cache empty (tables read from disk, views computed; modules already imported, as in a running
 server), "rerun" = the same page again (median of 5). Wall and CPU seconds (the app's process,
 all threads) are printed side by side, since the machine may be shared. Each page runs in a
-Python process of its own, which also reports its resident memory: "RSS" when the cold run
-starts (imports, the warm-up's leftovers) and "peak", the most it held during the cold run and
+Python process of its own, warmed up on the small **long** store (so the big store's tables are
+first read by the cold run), and reports its resident memory: "RSS" when the cold run starts
+(the imports, the warm-up's leftovers) and "peak", the most it held during the cold run and
 the reruns (``VmHWM``, reset after the warm-up; Linux). Targets: cold < 1 s, rerun < 0.2 s.
 Streamlit's own import and the browser's drawing are not included.
 
@@ -290,8 +291,9 @@ def _reset_peak_rss() -> None:
         Path("/proc/self/clear_refs").write_text("5")
 
 
-def time_page(page: str, repeats: int = 5) -> dict[str, float]:
-    """One page under AppTest: cold and median rerun, each as wall and CPU seconds, and this
+def time_page(page: str, warm: Path, repeats: int = 5) -> dict[str, float]:
+    """One page under AppTest on the store ``LEGIVAL_STORE`` names, after a warm-up run on
+    the store at ``warm``: cold and median rerun, each as wall and CPU seconds, and this
     process's RSS when the cold run starts and its peak over the cold run and the reruns
     (MiB). Run it in a process of its own (:func:`measure`), so each page's peak is its own."""
     import gc
@@ -299,12 +301,20 @@ def time_page(page: str, repeats: int = 5) -> dict[str, float]:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
+    from legival_core.store.app_config import parse_app_args
+
+    target = os.environ["LEGIVAL_STORE"]
+    # Warm-up on the small ``warm`` store: imports (plotly, scipy, ...) are a one-off per
+    # server process, and the big store's tables are not read before the cold run.
+    os.environ["LEGIVAL_STORE"] = f"bench={warm}"
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=300)
-    at.run()  # warm-up: imports (plotly, scipy, ...) are a one-off per server process
+    at.run()
     if page != "leaderboard":
         at.query_params.clear()
         at.switch_page(f"pages/{page}.py")
         at.run()
+    os.environ["LEGIVAL_STORE"] = target
+    at.session_state["_legival_config"] = parse_app_args([], os.environ)  # pages.common's key
     st.cache_data.clear()
     st.cache_resource.clear()
     gc.collect()
@@ -324,14 +334,15 @@ def time_page(page: str, repeats: int = 5) -> dict[str, float]:
     }
 
 
-def measure(page: str, store: Path, repeats: int) -> dict[str, float]:
-    """:func:`time_page` of ``page`` on ``store`` in a fresh Python process (this script with
-    ``--child``), so that the RSS figures are this page's alone."""
+def measure(page: str, store: Path, warm: Path, repeats: int) -> dict[str, float]:
+    """:func:`time_page` of ``page`` on ``store`` (warm-up on ``warm``) in a fresh Python
+    process (this script with ``--child``), so that the RSS figures are this page's alone."""
     import json
     import subprocess
 
     env = {**os.environ, "LEGIVAL_STORE": f"bench={store}"}
-    command = [sys.executable, __file__, "--child", page, "--repeats", str(repeats)]
+    command = [sys.executable, __file__, "--child", page, "--warm", str(warm)]
+    command += ["--repeats", str(repeats)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
@@ -365,12 +376,13 @@ def main(argv: list[str] | None = None) -> int:
         help="also time the transfer page on a copy of the store without transfer_curves",
     )
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)  # one page, JSON out
+    parser.add_argument("--warm", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:  # in a process of its own (see measure): LEGIVAL_STORE names the store
         import json
 
         try:
-            print(json.dumps(time_page(args.child, args.repeats)), flush=True)
+            print(json.dumps(time_page(args.child, args.warm, args.repeats)), flush=True)
         except RuntimeError as error:
             print(json.dumps({"error": str(error)[:300]}), flush=True)
         return 0
@@ -393,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     missed = []
     for page, name in runs:
         try:
-            got = measure(page, stores[name], args.repeats)
+            got = measure(page, stores[name], long.path, args.repeats)
         except RuntimeError as error:  # the page raised: a bug, reported with the timings
             missed.append(f"{page} on {name} (raised {error})")
             print(f"{page:22} {name:24} raised {str(error)[:200]}", flush=True)
