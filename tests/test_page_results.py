@@ -20,7 +20,7 @@ import streamlit as st
 
 from legival_core.metrics import leak_summary as leak_module
 from legival_core.oversight import oversight
-from legival_core.rankings import rank_intervals
+from legival_core.rankings import rank_intervals, robustness_choices
 from legival_core.store import page_results
 from legival_core.store.page_results import stored_frame
 from legival_core.store.store import Store
@@ -35,6 +35,7 @@ COMPUTING = (
     (oversight, "teacher_level_rewards"),
     (oversight, "trace_level_rewards"),
     (leak_module, "leak_summary"),
+    (robustness_choices, "robustness_report"),
 )
 
 
@@ -98,7 +99,7 @@ def test_the_default_views_read_the_stored_results_and_show_the_computed_numbers
 ) -> None:
     """Fails on a page that computes its default view: every computing function raises."""
     shown = {}
-    for page in ("leaderboard", "monitoring", "rewards", "transfer"):
+    for page in ("leaderboard", "monitoring", "rewards", "transfer", "robustness"):
         _clear_caches_now()
         with monkeypatch.context() as patched:
             calls = _forbid_computing(patched)
@@ -197,3 +198,8 @@ def test_a_stale_stored_result_is_not_used(
     old = stored_frame(store.read("page_results"), store.manifest, "monitor_scores", (500,))
     assert old is not None and not fresh["f1"].equals(old["f1"])
     assert at.get("plotly_chart")
+
+
+def test_the_robustness_rows_are_stamped_with_every_table_the_report_reads() -> None:
+    for part in robustness_choices.REPORT_PARTS:
+        assert page_results.INPUTS[f"robustness_{part}"] == tuple(robustness_choices.TABLE_COLUMNS)

@@ -1,14 +1,15 @@
 """Page results stored by the metrics stage, keyed by selection and by the state of their inputs.
 
 Some pages compute a result on load that takes seconds on a big store (the leaderboard's
-resampled intervals, the monitoring bootstrap, the reward correlations, the first-solve
-table). The ``metrics`` stage computes those of the default selection once and writes them
-to the ``page_results`` table: one row per (``name``, ``selection``) holding the result frame
-as Arrow IPC bytes and the :func:`inputs_stamp` of the tables it was computed from. A page
-uses a stored row only when both its selection and its stamp equal the current ones
-(:func:`stored_frame`); any other selection, or a store whose inputs were written since, is
-computed as before. The pages and the stage name a result's inputs through :data:`INPUTS`,
-so they cannot disagree about what makes a row stale.
+resampled intervals and robustness marks, the robustness report, the monitoring bootstrap,
+the reward correlations, the first-solve table). The ``metrics`` stage computes those of the
+default selection once and writes them to the ``page_results`` table: one row per
+(``name``, ``selection``) holding the result frame as Arrow IPC bytes and the
+:func:`inputs_stamp` of the tables it was computed from. A page uses a stored row only when
+both its selection and its stamp equal the current ones (:func:`stored_frame`); any other
+selection, or a store whose inputs were written since, is computed as before. The pages and
+the stage name a result's inputs through :data:`INPUTS`, so they cannot disagree about what
+makes a row stale.
 """
 
 from __future__ import annotations
@@ -42,6 +43,19 @@ INPUTS: dict[str, tuple[str, ...]] = {
     "reward_points": ("rewards", "trace_transfer", "grades"),
     "reward_rho": ("rewards", "trace_transfer", "grades", "traces"),
     "teacher_rewards": ("rewards", "trace_transfer", "grades", "traces"),
+    **{
+        f"robustness_{part}": (
+            "trace_efficiency",
+            "trace_transfer",
+            "rollouts",
+            "similarity",
+            "judgments",
+            "traces",
+            "robustness_steps",
+            "robustness_similarity",
+        )
+        for part in ("summary", "rankings", "flips", "unavailable")
+    },
     "transfer_coverage": ("rollouts",),
     "transfer_first_measured": ("rollouts",),
     "transfer_leaks": ("trace_transfer", "rollouts"),

@@ -377,7 +377,33 @@ def _read_rollouts_as_pages(store: Any) -> pd.DataFrame:
     return arrow_to_frame(arrow, ROLLOUT_CATEGORIES)
 
 
-def page_results_table(store: Any, manifest: dict[str, Any]) -> pa.Table | None:
+def robustness_results(
+    store: Any, settings: Any, n_boots: Sequence[int], seed: int
+) -> list[tuple[str, tuple[Any, ...], pd.DataFrame]]:
+    """The robustness report (:func:`legival_core.rankings.robustness_choices.robustness_report`)
+    of the store under its default ``settings`` for each of ``n_boots`` (the leaderboard's
+    marker uses 0, the Robustness page the configured resamples), as ``page_results`` entries,
+    one per frame of the report."""
+    from legival_core.rankings import robustness_choices as choices
+
+    tables = choices.load_tables(store)
+    if tables.trace_efficiency.empty:
+        return []
+    out = []
+    for n_boot in n_boots:
+        try:
+            report = choices.robustness_report(tables, settings, n_boot=n_boot, seed=seed)
+        except ValueError:  # a table that does not fit: the pages say why when they compute it
+            return []
+        args = (n_boot, seed, choices.settings_key(settings))
+        for part, frame in choices.report_frames(report).items():
+            out.append((f"robustness_{part}", args, frame))
+    return out
+
+
+def page_results_table(
+    store: Any, manifest: dict[str, Any], settings: Any = None
+) -> pa.Table | None:
     """Rows of ``page_results`` (:mod:`legival_core.store.page_results`): what the slow pages
     compute on load for their default selection, from the store's tables as they are now,
     each stamped with the state of its inputs in ``manifest``.
@@ -389,7 +415,11 @@ def page_results_table(store: Any, manifest: dict[str, Any]) -> pa.Table | None:
       (all and correct traces) and the teacher table, all datasets, all traces, reference
       teachers left out;
     * transfer curves: the first-solve table before the leak, the measured-bin coverage (each
-      profile) and the first measured positions, all datasets and students.
+      profile) and the first measured positions, all datasets and students;
+    * robustness: the report under the default ``settings`` (a
+      :class:`~legival_core.rankings.robustness_choices.Settings`, as the pages will read
+      them from the manifest) with no resamples (the leaderboard's marks) and with the
+      configured ones (the Robustness page); left out when ``settings`` is None.
 
     None when the store holds none of their inputs.
     """
@@ -448,6 +478,9 @@ def page_results_table(store: Any, manifest: dict[str, Any]) -> pa.Table | None:
         results.append(
             ("transfer_first_measured", (None, None), first_measured_positions(rollouts))
         )
+        del rollouts
+    if settings is not None:
+        results += robustness_results(store, settings, (0, RANK_RESAMPLES), RESAMPLE_SEED)
     return page_results_rows(results, manifest) if results else None
 
 
@@ -628,13 +661,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
         **(started.get("tables") or {}),
         **{n: e for n, e in (now.get("tables") or {}).items() if n in tables},
     }
-    pages = page_results_table(store, state)
-    if pages is not None:
-        store.write("page_results", pages, stage="metrics")
-        store.merge("page_results")
-        result.written["page_results"] = pages.num_rows
-    result.todo = len(traces)
-    result.provenance = {
+    provenance = {
         "threshold": cfg.threshold,
         "profile": cfg.profile,
         "grid": cfg.grid,
@@ -643,4 +670,17 @@ def run_metrics(ctx: StageContext) -> StageResult:
         "truncated_correct": TRUNCATED_CORRECT,
         "answer_leaks_found": leaks_found,
     }
+    # The default choices as the pages will read them, once this run's record is in.
+    from legival_core.rankings.robustness_choices import Settings
+
+    settings = Settings.from_manifest(
+        {**now, "provenance": [*(now.get("provenance") or []), {"stage": "metrics", **provenance}]}
+    )
+    pages = page_results_table(store, state, settings)
+    if pages is not None:
+        store.write("page_results", pages, stage="metrics")
+        store.merge("page_results")
+        result.written["page_results"] = pages.num_rows
+    result.todo = len(traces)
+    result.provenance = provenance
     return result
