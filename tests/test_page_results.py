@@ -99,7 +99,7 @@ def test_the_default_views_read_the_stored_results_and_show_the_computed_numbers
 ) -> None:
     """Fails on a page that computes its default view: every computing function raises."""
     shown = {}
-    for page in ("leaderboard", "monitoring", "rewards", "transfer", "robustness"):
+    for page in ("leaderboard", "monitoring", "rewards", "transfer", "robustness", "pareto"):
         _clear_caches_now()
         with monkeypatch.context() as patched:
             calls = _forbid_computing(patched)

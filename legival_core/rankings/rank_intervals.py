@@ -666,13 +666,20 @@ def stored_board_resamples(
     trace_transfer: pd.DataFrame | None,
     n_boot: int,
     seed: int,
+    references: Sequence[str] = (),
 ) -> TeacherResamples:
     """:func:`resample_teachers` for every metric of :data:`RESAMPLED_METRICS` on every dataset
     and student (the leaderboard's default selection), as the metrics stage stores it. The
     draws depend on the problems only, so a board's metrics are picked out of it unchanged
-    (:func:`resamples_from_frame`)."""
+    (:func:`resamples_from_frame`). With ``references`` those teachers are left out (the
+    Pareto page's draws; the leaderboard resamples them too)."""
     return resample_teachers(
-        trace_efficiency, trace_transfer, RESAMPLED_METRICS, n_boot=n_boot, seed=seed
+        trace_efficiency,
+        trace_transfer,
+        RESAMPLED_METRICS,
+        n_boot=n_boot,
+        seed=seed,
+        references=references,
     )
 
 

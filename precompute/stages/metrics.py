@@ -409,7 +409,8 @@ def page_results_table(
     each stamped with the state of its inputs in ``manifest``.
 
     * leaderboard: the paired resamples of every ranked metric, all datasets and students
-      (:func:`legival_core.rankings.rank_intervals.stored_board_resamples`);
+      (:func:`legival_core.rankings.rank_intervals.stored_board_resamples`); the Pareto
+      page's, reference teachers left out;
     * monitoring: the detection scores with their bootstrap, per dataset and pooled;
     * reward models: for each reward model, the trace points, ρ at trace and teacher level
       (all and correct traces) and the teacher table, all datasets, all traces, reference
@@ -437,6 +438,12 @@ def page_results_table(
         results.append(
             ("board_resamples", (None, None, RANK_RESAMPLES, RESAMPLE_SEED), resamples_frame(drawn))
         )
+        references = store_reference_teachers(store)
+        drawn = stored_board_resamples(
+            efficiency, transfer, RANK_RESAMPLES, RESAMPLE_SEED, references
+        )
+        args = (None, RANK_RESAMPLES, RESAMPLE_SEED, False)
+        results.append(("pareto_resamples", args, resamples_frame(drawn)))
     if store.has("monitor_verdicts"):
         verdicts = store.read("monitor_verdicts")
         n_boot = selections.MONITOR_RESAMPLES
