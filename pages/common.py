@@ -617,11 +617,16 @@ def url_multiselect(
     return list(value)
 
 
-def download_csv(frame: pd.DataFrame, name: str, label: str = "Download CSV") -> None:
-    """Every table has a CSV export."""
+def csv_bytes(frame: pd.DataFrame) -> bytes:
+    """``frame`` as the app's CSV export (no live formulas in a spreadsheet)."""
+    return csv_frame(frame).to_csv(index=False).encode()
+
+
+def download_csv(frame: pd.DataFrame | bytes, name: str, label: str = "Download CSV") -> None:
+    """Every table has a CSV export (``frame`` may be its :func:`csv_bytes`, made once)."""
     st.download_button(
         label,
-        csv_frame(frame).to_csv(index=False).encode(),  # no live formulas in a spreadsheet
+        frame if isinstance(frame, bytes) else csv_bytes(frame),
         file_name=f"{_FILE_NAME_UNSAFE.sub('_', name)[:80]}.csv",
         mime="text/csv",
         key=f"csv_{name}",
