@@ -19,6 +19,7 @@ import pytest
 import streamlit as st
 
 from legival_core.metrics import leak_summary as leak_module
+from legival_core.metrics import redundancy_sweep_view
 from legival_core.oversight import oversight
 from legival_core.rankings import rank_intervals, robustness_choices
 from legival_core.store import page_results
@@ -36,6 +37,7 @@ COMPUTING = (
     (oversight, "trace_level_rewards"),
     (leak_module, "leak_summary"),
     (robustness_choices, "robustness_report"),
+    (redundancy_sweep_view, "teacher_redundancy_sweep"),
 )
 
 
@@ -99,7 +101,16 @@ def test_the_default_views_read_the_stored_results_and_show_the_computed_numbers
 ) -> None:
     """Fails on a page that computes its default view: every computing function raises."""
     shown = {}
-    for page in ("leaderboard", "monitoring", "rewards", "transfer", "robustness", "pareto"):
+    pages = (
+        "leaderboard",
+        "monitoring",
+        "rewards",
+        "transfer",
+        "robustness",
+        "pareto",
+        "redundancy",
+    )
+    for page in pages:
         _clear_caches_now()
         with monkeypatch.context() as patched:
             calls = _forbid_computing(patched)

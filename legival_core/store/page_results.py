@@ -41,6 +41,7 @@ INPUTS: dict[str, tuple[str, ...]] = {
     "monitor_scores": ("monitor_verdicts",),
     "monitor_scores_pooled": ("monitor_verdicts",),
     "pareto_resamples": ("trace_efficiency", "trace_transfer", "traces"),
+    "redundancy_sweep": ("similarity", "traces"),
     "reward_points": ("rewards", "trace_transfer", "grades"),
     "reward_rho": ("rewards", "trace_transfer", "grades", "traces"),
     "teacher_rewards": ("rewards", "trace_transfer", "grades", "traces"),

@@ -377,6 +377,32 @@ def _read_rollouts_as_pages(store: Any) -> pd.DataFrame:
     return arrow_to_frame(arrow, ROLLOUT_CATEGORIES)
 
 
+def redundancy_results(
+    store: Any, manifest: dict[str, Any]
+) -> list[tuple[str, tuple[Any, ...], pd.DataFrame]]:
+    """The redundancy page's sweep
+    (:func:`legival_core.metrics.redundancy_sweep_view.teacher_redundancy_sweep`) over the
+    published τ grid plus the τ the page reads from ``manifest``, as a ``page_results`` entry;
+    none without similarities."""
+    from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
+    from legival_core.metrics.redundancy_sweep_view import (
+        recorded_threshold,
+        sweep_thresholds,
+        teacher_redundancy_sweep,
+    )
+
+    if not (store.has("similarity") and store.has("traces")):
+        return []
+    recorded = recorded_threshold(manifest)
+    chosen = recorded if recorded is not None else REDUNDANCY_THRESHOLDS["paper"]
+    table = teacher_redundancy_sweep(
+        store.read("similarity", columns=["trace_id", "step", "max_similarity"]),
+        store.read("traces", columns=["trace_id", "teacher", "dataset"]),
+        sweep_thresholds(chosen),
+    )
+    return [("redundancy_sweep", (chosen,), table)]
+
+
 def robustness_results(
     store: Any, settings: Any, n_boots: Sequence[int], seed: int
 ) -> list[tuple[str, tuple[Any, ...], pd.DataFrame]]:
@@ -402,7 +428,7 @@ def robustness_results(
 
 
 def page_results_table(
-    store: Any, manifest: dict[str, Any], settings: Any = None
+    store: Any, manifest: dict[str, Any], future: dict[str, Any] | None = None
 ) -> pa.Table | None:
     """Rows of ``page_results`` (:mod:`legival_core.store.page_results`): what the slow pages
     compute on load for their default selection, from the store's tables as they are now,
@@ -417,16 +443,20 @@ def page_results_table(
       teachers left out;
     * transfer curves: the first-solve table before the leak, the measured-bin coverage (each
       profile) and the first measured positions, all datasets and students;
-    * robustness: the report under the default ``settings`` (a
-      :class:`~legival_core.rankings.robustness_choices.Settings`, as the pages will read
-      them from the manifest) with no resamples (the leaderboard's marks) and with the
-      configured ones (the Robustness page); left out when ``settings`` is None.
+    * redundancy threshold: every teacher's sweep over the published τ grid plus the τ the
+      pages will read from ``future`` (the manifest once this run's record is in);
+    * robustness: the report under the default choices the pages will read from ``future``
+      with no resamples (the leaderboard's marks) and with the configured ones (the
+      Robustness page).
+
+    The last two are left out without ``future``.
 
     None when the store holds none of their inputs.
     """
     from legival_core.oversight import oversight, selections
     from legival_core.published.references import store_reference_teachers
     from legival_core.rankings.rank_intervals import resamples_frame, stored_board_resamples
+    from legival_core.rankings.robustness_choices import Settings
     from legival_core.store.app_config import RANK_RESAMPLES, RESAMPLE_SEED
     from legival_core.store.page_results import page_results_rows
 
@@ -486,7 +516,9 @@ def page_results_table(
             ("transfer_first_measured", (None, None), first_measured_positions(rollouts))
         )
         del rollouts
-    if settings is not None:
+    if future is not None:
+        results += redundancy_results(store, future)
+        settings = Settings.from_manifest(future)
         results += robustness_results(store, settings, (0, RANK_RESAMPLES), RESAMPLE_SEED)
     return page_results_rows(results, manifest) if results else None
 
@@ -677,13 +709,12 @@ def run_metrics(ctx: StageContext) -> StageResult:
         "truncated_correct": TRUNCATED_CORRECT,
         "answer_leaks_found": leaks_found,
     }
-    # The default choices as the pages will read them, once this run's record is in.
-    from legival_core.rankings.robustness_choices import Settings
-
-    settings = Settings.from_manifest(
-        {**now, "provenance": [*(now.get("provenance") or []), {"stage": "metrics", **provenance}]}
-    )
-    pages = page_results_table(store, state, settings)
+    # The manifest as the pages will read it (default choices, τ) once this run's record is in.
+    future = {
+        **now,
+        "provenance": [*(now.get("provenance") or []), {"stage": "metrics", **provenance}],
+    }
+    pages = page_results_table(store, state, future)
     if pages is not None:
         store.write("page_results", pages, stage="metrics")
         store.merge("page_results")
