@@ -65,20 +65,29 @@ INPUTS: dict[str, tuple[str, ...]] = {
 
 
 def inputs_stamp(manifest: Mapping[str, Any], tables: Iterable[str]) -> str:
-    """Which state of ``tables`` a result was computed from: each table's ``last_seq`` and row
-    count in the store's manifest (every write or merge raises ``last_seq``), and the
-    :data:`PAGE_RESULTS_VERSION`.
+    """Which state of ``tables`` a result was computed from: each table's row count and a
+    digest of its parts' checksums in the store's manifest (every write adds a part or, merged,
+    replaces them; the same rows merged into one part, as a resumed ``metrics`` run leaves its
+    tables, give the same stamp), and the :data:`PAGE_RESULTS_VERSION`.
 
-    >>> inputs_stamp({"tables": {"rollouts": {"last_seq": 3, "rows": 120}}}, ["rollouts", "x"])
-    'page results v1; rollouts seq 3 rows 120; x seq 0 rows 0'
+    >>> manifest = {"tables": {"rollouts": {"rows": 120, "parts": [{"blake2b": "ab12"}]}}}
+    >>> inputs_stamp(manifest, ["rollouts", "x"])
+    'page results v1; rollouts rows 120 parts cabb3b29adb439d2; x rows 0 parts 0000000000000000'
     """
+    import hashlib
+
     entries = manifest.get("tables") or {}
-    parts = [f"page results v{PAGE_RESULTS_VERSION}"]
+    stamp = [f"page results v{PAGE_RESULTS_VERSION}"]
     for table in tables:
         entry = entries.get(table) or {}
-        seq, rows = int(entry.get("last_seq") or 0), int(entry.get("rows") or 0)
-        parts.append(f"{table} seq {seq} rows {rows}")
-    return "; ".join(parts)
+        listed = [str(p.get("blake2b") or p.get("file")) for p in entry.get("parts") or []]
+        digest = (
+            hashlib.blake2b(" ".join(listed).encode(), digest_size=8).hexdigest()
+            if listed
+            else "0" * 16
+        )
+        stamp.append(f"{table} rows {int(entry.get('rows') or 0)} parts {digest}")
+    return "; ".join(stamp)
 
 
 def selection_key(args: Sequence[Any]) -> str:
@@ -135,14 +144,14 @@ def stored_frame(
     the table has no such row or the row was computed from other inputs than the store's now
     (its stamp differs from :func:`inputs_stamp` of the current ``manifest``).
 
-    >>> manifest = {"tables": {"monitor_verdicts": {"last_seq": 2, "rows": 10}}}
+    >>> manifest = {"tables": {"monitor_verdicts": {"rows": 10, "parts": [{"blake2b": "1"}]}}}
     >>> rows = page_results_rows([("monitor_scores", (500,), pd.DataFrame({"f1": [0.5]}))],
     ...     manifest).to_pandas()
     >>> stored_frame(rows, manifest, "monitor_scores", (500,))["f1"].tolist()
     [0.5]
     >>> stored_frame(rows, manifest, "monitor_scores", (200,)) is None  # another selection
     True
-    >>> manifest["tables"]["monitor_verdicts"]["last_seq"] = 3  # verdicts written since
+    >>> manifest["tables"]["monitor_verdicts"]["parts"].append({"blake2b": "2"})  # written since
     >>> stored_frame(rows, manifest, "monitor_scores", (500,)) is None
     True
     """
