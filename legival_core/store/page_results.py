@@ -66,9 +66,9 @@ INPUTS: dict[str, tuple[str, ...]] = {
 
 def inputs_stamp(manifest: Mapping[str, Any], tables: Iterable[str]) -> str:
     """Which state of ``tables`` a result was computed from: each table's row count and a
-    digest of its parts' checksums in the store's manifest (every write adds a part or, merged,
-    replaces them; the same rows merged into one part, as a resumed ``metrics`` run leaves its
-    tables, give the same stamp), and the :data:`PAGE_RESULTS_VERSION`.
+    digest of its parts' checksums in the store's manifest (every write adds a part, every
+    merge replaces them by one: either changes the stamp), and the
+    :data:`PAGE_RESULTS_VERSION`.
 
     >>> manifest = {"tables": {"rollouts": {"rows": 120, "parts": [{"blake2b": "ab12"}]}}}
     >>> inputs_stamp(manifest, ["rollouts", "x"])
