@@ -18,8 +18,9 @@ Each page is run headless with ``streamlit.testing.v1.AppTest``: "cold" = a run 
 cache empty (tables read from disk, views computed; modules already imported, as in a running
 server), "rerun" = the same page again (median of 5). Wall and CPU seconds (the app's process,
 all threads) are printed side by side, since the machine may be shared. Each page runs in a
-Python process of its own, warmed up on the small **long** store (so the big store's tables are
-first read by the cold run), and reports its resident memory: "RSS" when the cold run starts
+Python process of its own, warmed up on the bundled demo store (every page runs through and
+imports what it uses, and the measured store's tables are first read by the cold run), and
+reports its resident memory: "RSS" when the cold run starts
 (the imports, the warm-up's leftovers) and "peak", the most it held during the cold run and
 the reruns (``VmHWM``, reset after the warm-up; Linux). Targets: cold < 1 s, rerun < 0.2 s.
 Streamlit's own import and the browser's drawing are not included.
@@ -304,8 +305,9 @@ def time_page(page: str, warm: Path, repeats: int = 5) -> dict[str, float]:
     from legival_core.store.app_config import parse_app_args
 
     target = os.environ["LEGIVAL_STORE"]
-    # Warm-up on the small ``warm`` store: imports (plotly, scipy, ...) are a one-off per
-    # server process, and the big store's tables are not read before the cold run.
+    # Warm-up on the small ``warm`` store (the demo: every page runs through): imports (plotly,
+    # scipy.stats, ...) are a one-off per server process, and the measured store's tables are
+    # not read before the cold run.
     os.environ["LEGIVAL_STORE"] = f"bench={warm}"
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=300)
     at.run()
@@ -405,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     missed = []
     for page, name in runs:
         try:
-            got = measure(page, stores[name], long.path, args.repeats)
+            got = measure(page, stores[name], DEMO, args.repeats)
         except RuntimeError as error:  # the page raised: a bug, reported with the timings
             missed.append(f"{page} on {name} (raised {error})")
             print(f"{page:22} {name:24} raised {str(error)[:200]}", flush=True)

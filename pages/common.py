@@ -230,9 +230,6 @@ def _leak_headline(
     store = Store.open(path)
     if not (store.has("trace_transfer") and store.has("rollouts")):
         return None
-    pairs = store.read("trace_transfer")
-    if not {"leak_k", "fotu_before_leak"} <= set(pairs.columns):
-        return None
     # every pair of the store: the transfer page's leak table of all datasets and students,
     # which the metrics stage stores (else computed from the rollouts)
     table = (
@@ -246,6 +243,9 @@ def _leak_headline(
         else None
     )
     if table is None:
+        pairs = store.read("trace_transfer")
+        if not {"leak_k", "fotu_before_leak"} <= set(pairs.columns):
+            return None
         rollouts = store.read("rollouts", columns=["trace_id", "student", "k", "correct"])
         table = leak_summary(pairs, rollouts)
     models = table[~table["teacher"].astype(str).isin(references)]

@@ -134,12 +134,15 @@ def uncertainty(
     without resamples. New weights reuse the cached resamples."""
     from legival_core.rankings.rank_intervals import agreeing_intervals, interval_table
 
-    drawn = resamples(dataset, student, n_boot, seed)
-    if drawn is None:
-        return pd.DataFrame()
-    directions = {m: views.METRICS[m].higher_is_better for m in views.METRICS}
-    apart = () if include else common.reference_teachers()
-    table = interval_table(drawn, directions, dict(weights) or None, references=apart)
+    args = (dataset, student, weights, n_boot, seed, include)
+    table = common.stored_result("board_intervals", args)  # the default view's, stored
+    if table is None:
+        drawn = resamples(dataset, student, n_boot, seed)
+        if drawn is None:
+            return pd.DataFrame()
+        directions = {m: views.METRICS[m].higher_is_better for m in views.METRICS}
+        apart = () if include else common.reference_teachers()
+        table = interval_table(drawn, directions, dict(weights) or None, references=apart)
     return agreeing_intervals(table, board_table(dataset, student, weights, include))
 
 

@@ -31,6 +31,7 @@ DEMO = Path(__file__).resolve().parents[1] / "results" / "demo"
 #: The functions behind the stored results (what a page computes when nothing is stored).
 COMPUTING = (
     (rank_intervals, "resample_teachers"),
+    (rank_intervals, "interval_table"),
     (oversight, "monitor_scores"),
     (oversight, "reward_correlations"),
     (oversight, "teacher_level_rewards"),

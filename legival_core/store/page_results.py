@@ -37,6 +37,7 @@ PAGE_RESULTS_VERSION = 1
 
 #: The tables each stored result is computed from (what its stamp covers).
 INPUTS: dict[str, tuple[str, ...]] = {
+    "board_intervals": ("trace_efficiency", "trace_transfer", "teacher_metrics", "traces"),
     "board_resamples": ("trace_efficiency", "trace_transfer"),
     "monitor_scores": ("monitor_verdicts",),
     "monitor_scores_pooled": ("monitor_verdicts",),

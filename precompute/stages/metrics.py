@@ -377,6 +377,28 @@ def _read_rollouts_as_pages(store: Any) -> pd.DataFrame:
     return arrow_to_frame(arrow, ROLLOUT_CATEGORIES)
 
 
+def board_intervals(
+    store: Any, drawn: Any, references: Sequence[str]
+) -> tuple[str, tuple[Any, ...], pd.DataFrame]:
+    """The leaderboard's value and rank intervals of its default view (every dataset and
+    student, no composite, reference teachers unranked) from the stored draws ``drawn``
+    (:func:`legival_core.rankings.rank_intervals.interval_table` of the board's metrics), as a
+    ``page_results`` entry."""
+    from legival_core.metrics.metric_catalog import LEADERBOARD_METRICS, METRICS, ranked_metrics
+    from legival_core.rankings.rank_intervals import (
+        interval_table,
+        resamples_frame,
+        resamples_from_frame,
+    )
+    from legival_core.store.app_config import RANK_RESAMPLES, RESAMPLE_SEED
+
+    metrics = ranked_metrics(store.read("teacher_metrics"), LEADERBOARD_METRICS)
+    board = resamples_from_frame(resamples_frame(drawn), metrics)  # the page's metrics, in order
+    directions = {m: METRICS[m].higher_is_better for m in METRICS}
+    table = interval_table(board, directions, None, references=references)
+    return ("board_intervals", (None, None, (), RANK_RESAMPLES, RESAMPLE_SEED, False), table)
+
+
 def redundancy_results(
     store: Any, manifest: dict[str, Any]
 ) -> list[tuple[str, tuple[Any, ...], pd.DataFrame]]:
@@ -435,7 +457,8 @@ def page_results_table(
     each stamped with the state of its inputs in ``manifest``.
 
     * leaderboard: the paired resamples of every ranked metric, all datasets and students
-      (:func:`legival_core.rankings.rank_intervals.stored_board_resamples`); the Pareto
+      (:func:`legival_core.rankings.rank_intervals.stored_board_resamples`), the default
+      view's intervals (:func:`board_intervals`); the Pareto
       page's, reference teachers left out;
     * monitoring: the detection scores with their bootstrap, per dataset and pooled;
     * reward models: for each reward model, the trace points, ρ at trace and teacher level
@@ -469,6 +492,8 @@ def page_results_table(
             ("board_resamples", (None, None, RANK_RESAMPLES, RESAMPLE_SEED), resamples_frame(drawn))
         )
         references = store_reference_teachers(store)
+        if store.has("teacher_metrics"):
+            results.append(board_intervals(store, drawn, references))
         drawn = stored_board_resamples(
             efficiency, transfer, RANK_RESAMPLES, RESAMPLE_SEED, references
         )
