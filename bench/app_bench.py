@@ -18,9 +18,10 @@ Each page is run headless with ``streamlit.testing.v1.AppTest``: "cold" = a run 
 cache empty (tables read from disk, views computed; modules already imported, as in a running
 server), "rerun" = the same page again (median of 5). Wall and CPU seconds (the app's process,
 all threads) are printed side by side, since the machine may be shared. Each page runs in a
-Python process of its own, warmed up on the bundled demo store (every page runs through and
-imports what it uses, and the measured store's tables are first read by the cold run), and
-reports its resident memory: "RSS" when the cold run starts
+Python process of its own, warmed up on the bundled demo store through ``app.py`` (every page
+runs through and imports what it uses); the cold run is then a new session on the page script
+itself (a new visitor: no choice left over from the warm-up, the measured store's tables first
+read there). Each process reports its resident memory: "RSS" when the cold run starts
 (the imports, the warm-up's leftovers) and "peak", the most it held during the cold run and
 the reruns (``VmHWM``, reset after the warm-up; Linux). Targets: cold < 1 s, rerun < 0.2 s.
 Streamlit's own import and the browser's drawing are not included.
@@ -302,8 +303,6 @@ def time_page(page: str, warm: Path, repeats: int = 5) -> dict[str, float]:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from legival_core.store.app_config import parse_app_args
-
     target = os.environ["LEGIVAL_STORE"]
     # Warm-up on the small ``warm`` store (the demo: every page runs through): imports (plotly,
     # scipy.stats, ...) are a one-off per server process, and the measured store's tables are
@@ -316,7 +315,9 @@ def time_page(page: str, warm: Path, repeats: int = 5) -> dict[str, float]:
         at.switch_page(f"pages/{page}.py")
         at.run()
     os.environ["LEGIVAL_STORE"] = target
-    at.session_state["_legival_config"] = parse_app_args([], os.environ)  # pages.common's key
+    # The measured run: a new session on the page itself (a new visitor, nothing chosen),
+    # in this warmed-up process.
+    at = AppTest.from_file(str(REPO / "pages" / f"{page}.py"), default_timeout=300)
     st.cache_data.clear()
     st.cache_resource.clear()
     gc.collect()
