@@ -97,39 +97,31 @@ def _tables(at) -> list[pd.DataFrame]:
     return [frame.value for frame in at.dataframe]
 
 
-def test_the_default_views_read_the_stored_results_and_show_the_computed_numbers(
-    monkeypatch: pytest.MonkeyPatch, store: Store
+#: The pages whose default view the metrics stage stores.
+PAGES = ("leaderboard", "monitoring", "rewards", "transfer", "robustness", "pareto", "redundancy")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_default_view_reads_the_stored_results_and_shows_the_computed_numbers(
+    monkeypatch: pytest.MonkeyPatch, store: Store, page: str
 ) -> None:
-    """Fails on a page that computes its default view: every computing function raises."""
-    shown = {}
-    pages = (
-        "leaderboard",
-        "monitoring",
-        "rewards",
-        "transfer",
-        "robustness",
-        "pareto",
-        "redundancy",
-    )
-    for page in pages:
-        _clear_caches_now()
-        with monkeypatch.context() as patched:
-            calls = _forbid_computing(patched)
-            at = run_app_page(page, patched, [store.path])
-            assert calls == [], (page, calls)
-            shown[page] = ([m.value for m in at.metric], _tables(at), at.markdown)
-    # Without the stored rows (the fallback, computed as before) the pages show the same.
+    """Fails on a page that computes its default view: every computing function raises. Then,
+    without the stored rows (the fallback, computed as before), the page shows the same."""
+    with monkeypatch.context() as patched:
+        calls = _forbid_computing(patched)
+        at = run_app_page(page, patched, [store.path])
+        assert calls == [], calls
+        metrics, tables = [m.value for m in at.metric], _tables(at)
+    _clear_caches_now()
     monkeypatch.setattr(page_results, "stored_frame", lambda *args, **kwargs: None)
-    for page, (metrics, tables, _markdown) in shown.items():
-        _clear_caches_now()
-        at = run_app_page(page, monkeypatch, [store.path])
-        assert [m.value for m in at.metric] == metrics, page
-        computed = _tables(at)
-        assert len(computed) == len(tables), page
-        for got, want in zip(computed, tables, strict=True):
-            pd.testing.assert_frame_equal(
-                got.reset_index(drop=True), want.reset_index(drop=True), check_dtype=False
-            )
+    at = run_app_page(page, monkeypatch, [store.path])
+    assert [m.value for m in at.metric] == metrics
+    computed = _tables(at)
+    assert len(computed) == len(tables)
+    for got, want in zip(computed, tables, strict=True):
+        pd.testing.assert_frame_equal(
+            got.reset_index(drop=True), want.reset_index(drop=True), check_dtype=False
+        )
 
 
 def _clear_caches_now() -> None:
