@@ -358,8 +358,10 @@ def trace_choices(
         out["fotu"] = out["trace_id"].map(fotu)
         if "leak_k" in trace_transfer:
             out["leak_k"] = out["trace_id"].map(grouped["leak_k"].first()).astype("Int64")
-        # the traces with transfer rows (the groups' keys, without building every group)
-        out["rollouts"] = out["trace_id"].isin(fotu.index)
+        # the traces with transfer rows (the groups' keys, without building every group; a
+        # lookup, since isin on Arrow strings makes a scalar of every key)
+        has_rows = pd.Series(True, index=fotu.index)
+        out["rollouts"] = out["trace_id"].map(has_rows).notna().to_numpy()
     else:
         out["fotu"] = np.nan
         out["rollouts"] = False
