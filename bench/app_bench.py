@@ -16,9 +16,15 @@ Builds (once, then reused) two stores:
 
 Each page is run headless with ``streamlit.testing.v1.AppTest``: "cold" = a run with every
 cache empty (tables read from disk, views computed; modules already imported, as in a running
-server), "rerun" = the same page again (median of 5). Wall and CPU seconds (this process, all
-threads) are printed side by side, since the machine may be shared. Targets: cold < 1 s,
-rerun < 0.2 s. Streamlit's own import and the browser's drawing are not included.
+server), "rerun" = the same page again (median of 5). Wall and CPU seconds (the app's process,
+all threads) are printed side by side, since the machine may be shared. Each page runs in a
+Python process of its own, warmed up on the bundled demo store through ``app.py`` (every page
+runs through and imports what it uses); the cold run is then a new session on the page script
+itself (a new visitor: no choice left over from the warm-up, the measured store's tables first
+read there). Each process reports its resident memory: "RSS" when the cold run starts
+(the imports, the warm-up's leftovers) and "peak", the most it held during the cold run and
+the reruns (``VmHWM``, reset after the warm-up; Linux). Targets: cold < 1 s, rerun < 0.2 s.
+Streamlit's own import and the browser's drawing are not included.
 
 ``--fallback`` also times the transfer page without the ``transfer_curves`` table (it then
 computes the same view from the 2M rollouts).
@@ -27,6 +33,7 @@ computes the same view from the 2M rollouts).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -268,35 +275,94 @@ def _timed(run: object) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def time_page(page: str, repeats: int = 5) -> tuple[tuple[float, float], tuple[float, float]]:
-    """(cold, median rerun) of one page under AppTest, each as (wall, CPU) seconds."""
+def _status_mib(field: str) -> float:
+    """``VmRSS`` / ``VmHWM`` (peak) of this process in MiB (Linux; NaN elsewhere)."""
+    try:
+        text = Path("/proc/self/status").read_text()
+    except OSError:
+        return float("nan")
+    for line in text.splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _reset_peak_rss() -> None:
+    """Start this process's peak RSS (``VmHWM``) again from its current RSS (Linux)."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+def time_page(page: str, warm: Path, repeats: int = 5) -> dict[str, float]:
+    """One page under AppTest on the store ``LEGIVAL_STORE`` names, after a warm-up run on
+    the store at ``warm``: cold and median rerun, each as wall and CPU seconds, and this
+    process's RSS when the cold run starts and its peak over the cold run and the reruns
+    (MiB). Run it in a process of its own (:func:`measure`), so each page's peak is its own."""
+    import gc
+
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
+    target = os.environ["LEGIVAL_STORE"]
+    # Warm-up on the small ``warm`` store (the demo: every page runs through): imports (plotly,
+    # scipy.stats, ...) are a one-off per server process, and the measured store's tables are
+    # not read before the cold run.
+    os.environ["LEGIVAL_STORE"] = f"bench={warm}"
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=300)
-    at.run()  # warm-up: imports (plotly, scipy, ...) are a one-off per server process
+    at.run()
     if page != "leaderboard":
         at.query_params.clear()
         at.switch_page(f"pages/{page}.py")
         at.run()
+    os.environ["LEGIVAL_STORE"] = target
+    # The measured run: a new session on the page itself (a new visitor, nothing chosen),
+    # in this warmed-up process.
+    at = AppTest.from_file(str(REPO / "pages" / f"{page}.py"), default_timeout=300)
     st.cache_data.clear()
     st.cache_resource.clear()
-    cold = _timed(at.run)
+    gc.collect()
+    start_rss = _status_mib("VmRSS")
+    _reset_peak_rss()
+    cold_wall, cold_cpu = _timed(at.run)
     if at.exception:
         raise RuntimeError([e.value for e in at.exception])
     reruns = [_timed(at.run) for _ in range(repeats)]
-    rerun = (
-        statistics.median(w for w, _ in reruns),
-        statistics.median(c for _, c in reruns),
-    )
-    return cold, rerun
+    return {
+        "cold_wall": cold_wall,
+        "cold_cpu": cold_cpu,
+        "rerun_wall": statistics.median(w for w, _ in reruns),
+        "rerun_cpu": statistics.median(c for _, c in reruns),
+        "start_rss_mib": start_rss,
+        "peak_rss_mib": _status_mib("VmHWM"),
+    }
+
+
+def measure(page: str, store: Path, warm: Path, repeats: int) -> dict[str, float]:
+    """:func:`time_page` of ``page`` on ``store`` (warm-up on ``warm``) in a fresh Python
+    process (this script with ``--child``), so that the RSS figures are this page's alone."""
+    import json
+    import subprocess
+
+    env = {**os.environ, "LEGIVAL_STORE": f"bench={store}"}
+    command = [sys.executable, __file__, "--child", page, "--warm", str(warm)]
+    command += ["--repeats", str(repeats)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        raise RuntimeError((done.stderr or done.stdout).strip().splitlines()[-1:])
+    result = json.loads(lines[-1])
+    if "error" in result:
+        raise RuntimeError(result["error"])
+    return result
 
 
 def all_pages() -> list[str]:
-    """Every page script of the app (``pages/*.py`` but the shared helpers)."""
-    return sorted(
-        p.stem for p in (REPO / "pages").glob("*.py") if p.stem not in {"__init__", "common"}
-    )
+    """Every page of the app's navigation (the ``pages/*.py`` scripts ``app.py`` registers;
+    helpers such as ``pages/common.py`` are not pages)."""
+    import re
+
+    text = (REPO / "app.py").read_text(encoding="utf-8")
+    return sorted(set(re.findall(r'"pages/(\w+)\.py"', text)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -312,14 +378,23 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also time the transfer page on a copy of the store without transfer_curves",
     )
+    parser.add_argument("--child", default="", help=argparse.SUPPRESS)  # one page, JSON out
+    parser.add_argument("--warm", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:  # in a process of its own (see measure): LEGIVAL_STORE names the store
+        import json
+
+        try:
+            print(json.dumps(time_page(args.child, args.warm, args.repeats)), flush=True)
+        except RuntimeError as error:
+            print(json.dumps({"error": str(error)[:300]}), flush=True)
+        return 0
     pages = [p for p in args.pages.split(",") if p] or all_pages()
     unknown = sorted(set(pages) - set(all_pages()))
     if unknown:
         parser.error(f"unknown page(s) {unknown}; pages: {all_pages()}")
     big = build(args.store / f"big-{args.copies}", args.copies)
     long = build_long(args.store / "long-2000")
-    import streamlit.testing.v1  # noqa: F401  (import cost kept out of the timings)
 
     stores = {"big": big.path, "long": long.path}
     runs = [(page, name) for page in pages for name in stores]
@@ -327,24 +402,24 @@ def main(argv: list[str] | None = None) -> int:
         stores["big, no transfer_curves"] = without_transfer_curves(big.path)
         runs.append(("transfer", "big, no transfer_curves"))
     print(
-        f"\n{'page':16} {'store':24} {'cold wall s':>11} {'cold CPU s':>10} "
-        f"{'rerun wall s':>12} {'rerun CPU s':>11}  goal"
+        f"\n{'page':22} {'store':24} {'cold wall s':>11} {'cold CPU s':>10} "
+        f"{'rerun wall s':>12} {'rerun CPU s':>11} {'RSS MiB':>8} {'peak MiB':>8}  goal"
     )
     missed = []
     for page, name in runs:
-        os.environ["LEGIVAL_STORE"] = f"bench={stores[name]}"
         try:
-            (cold_wall, cold_cpu), (rerun_wall, rerun_cpu) = time_page(page, args.repeats)
+            got = measure(page, stores[name], DEMO, args.repeats)
         except RuntimeError as error:  # the page raised: a bug, reported with the timings
             missed.append(f"{page} on {name} (raised {error})")
-            print(f"{page:16} {name:24} raised {str(error)[:200]}", flush=True)
+            print(f"{page:22} {name:24} raised {str(error)[:200]}", flush=True)
             continue
-        ok = cold_wall < 1.0 and rerun_wall < 0.2
+        ok = got["cold_wall"] < 1.0 and got["rerun_wall"] < 0.2
         if not ok:
             missed.append(f"{page} on {name}")
         print(
-            f"{page:16} {name:24} {cold_wall:>11.2f} {cold_cpu:>10.2f} {rerun_wall:>12.3f} "
-            f"{rerun_cpu:>11.3f}  {'met' if ok else 'MISSED'}",
+            f"{page:22} {name:24} {got['cold_wall']:>11.2f} {got['cold_cpu']:>10.2f} "
+            f"{got['rerun_wall']:>12.3f} {got['rerun_cpu']:>11.3f} {got['start_rss_mib']:>8.0f} "
+            f"{got['peak_rss_mib']:>8.0f}  {'met' if ok else 'MISSED'}",
             flush=True,
         )
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")

@@ -224,16 +224,30 @@ def _leak_headline(
     path: str, stamp: float, references: tuple[str, ...], per_teacher: str
 ) -> str | None:
     from legival_core.metrics.leak_summary import leak_summary
+    from legival_core.store.page_results import stored_frame
     from legival_core.store.store import Store
 
     store = Store.open(path)
     if not (store.has("trace_transfer") and store.has("rollouts")):
         return None
-    pairs = store.read("trace_transfer")
-    if not {"leak_k", "fotu_before_leak"} <= set(pairs.columns):
-        return None
-    rollouts = store.read("rollouts", columns=["trace_id", "student", "k", "correct"])
-    table = leak_summary(pairs, rollouts)
+    # every pair of the store: the transfer page's leak table of all datasets and students,
+    # which the metrics stage stores (else computed from the rollouts)
+    table = (
+        stored_frame(
+            _read_table(path, stamp, "page_results", None),
+            _read_manifest(path, stamp),
+            "transfer_leaks",
+            (None, None),
+        )
+        if store.has("page_results")
+        else None
+    )
+    if table is None:
+        pairs = store.read("trace_transfer")
+        if not {"leak_k", "fotu_before_leak"} <= set(pairs.columns):
+            return None
+        rollouts = store.read("rollouts", columns=["trace_id", "student", "k", "correct"])
+        table = leak_summary(pairs, rollouts)
     models = table[~table["teacher"].astype(str).isin(references)]
     solves, after = int(models["first_solves"].sum()), int(models["at_or_after_leak"].sum())
     if not solves:
@@ -259,6 +273,17 @@ def has_table(table: str) -> bool:
     """Whether the current store has rows in ``table`` (from the cached manifest)."""
     entry = (load_manifest().get("tables") or {}).get(table) or {}
     return bool(entry.get("rows"))
+
+
+def stored_result(name: str, args: Sequence[Any]) -> pd.DataFrame | None:
+    """The result ``name`` for ``args`` as the metrics stage stored it in ``page_results``,
+    or None when it stored no such selection or the store's inputs were written since
+    (:func:`legival_core.store.page_results.stored_frame`): the caller then computes it."""
+    from legival_core.store.page_results import stored_frame
+
+    if not has_table("page_results"):
+        return None
+    return stored_frame(load_table("page_results"), load_manifest(), name, args)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -592,11 +617,16 @@ def url_multiselect(
     return list(value)
 
 
-def download_csv(frame: pd.DataFrame, name: str, label: str = "Download CSV") -> None:
-    """Every table has a CSV export."""
+def csv_bytes(frame: pd.DataFrame) -> bytes:
+    """``frame`` as the app's CSV export (no live formulas in a spreadsheet)."""
+    return csv_frame(frame).to_csv(index=False).encode()
+
+
+def download_csv(frame: pd.DataFrame | bytes, name: str, label: str = "Download CSV") -> None:
+    """Every table has a CSV export (``frame`` may be its :func:`csv_bytes`, made once)."""
     st.download_button(
         label,
-        csv_frame(frame).to_csv(index=False).encode(),  # no live formulas in a spreadsheet
+        frame if isinstance(frame, bytes) else csv_bytes(frame),
         file_name=f"{_FILE_NAME_UNSAFE.sub('_', name)[:80]}.csv",
         mime="text/csv",
         key=f"csv_{name}",

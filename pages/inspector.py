@@ -52,8 +52,10 @@ def trace_bundle(trace_id: str) -> dict[str, Any]:
     store = Store.open(common.current_store_path())
     one = {"trace_id": trace_id}
 
-    def read(table: str) -> pd.DataFrame:
-        return store.read(table, filters=one) if store.has(table) else pd.DataFrame()
+    def read(table: str, columns: list[str] | None = None) -> pd.DataFrame:
+        if not store.has(table):
+            return pd.DataFrame()
+        return store.read(table, columns=columns, filters=one)
 
     trace = read("traces").iloc[0].to_dict()
     grades = read("grades")
@@ -74,7 +76,8 @@ def trace_bundle(trace_id: str) -> dict[str, Any]:
         "problem": problem,
         "steps": table,
         "ends": steps.sort_values("step")["end"].tolist() if len(steps) else [],
-        "strip": views.student_strip(read("rollouts")),
+        # the strip's columns only: the rollouts are the store's biggest table
+        "strip": views.student_strip(read("rollouts", ["trace_id", "student", "k", "correct"])),
         "labelers": sorted(judgments["labeler"].astype(str)) if len(judgments) else [],
         "error_labels": read("error_labels"),
         "stored_leaks": read("trace_transfer"),

@@ -101,8 +101,15 @@ def resamples(
 ) -> TeacherResamples | None:
     """Every ranked metric per teacher on paired resamples of problems
     (legival_core.rankings.rank_intervals); None when the store has no per-trace tables. Reference
-    teachers are resampled too (for their value intervals); the ranks leave them out."""
+    teachers are resampled too (for their value intervals); the ranks leave them out. The
+    metrics stage stores the draws of every dataset and student; other selections are drawn
+    here."""
+    from legival_core.rankings.rank_intervals import resamples_from_frame
+
     _frame, metrics = board_rows(dataset, student)
+    stored = common.stored_result("board_resamples", (dataset, student, n_boot, seed))
+    if stored is not None:
+        return resamples_from_frame(stored, metrics)
     return views.board_resamples(
         common.load_table("trace_efficiency") if common.has_table("trace_efficiency") else None,
         common.load_table("trace_transfer") if common.has_table("trace_transfer") else None,
@@ -127,12 +134,15 @@ def uncertainty(
     without resamples. New weights reuse the cached resamples."""
     from legival_core.rankings.rank_intervals import agreeing_intervals, interval_table
 
-    drawn = resamples(dataset, student, n_boot, seed)
-    if drawn is None:
-        return pd.DataFrame()
-    directions = {m: views.METRICS[m].higher_is_better for m in views.METRICS}
-    apart = () if include else common.reference_teachers()
-    table = interval_table(drawn, directions, dict(weights) or None, references=apart)
+    args = (dataset, student, weights, n_boot, seed, include)
+    table = common.stored_result("board_intervals", args)  # the default view's, stored
+    if table is None:
+        drawn = resamples(dataset, student, n_boot, seed)
+        if drawn is None:
+            return pd.DataFrame()
+        directions = {m: views.METRICS[m].higher_is_better for m in views.METRICS}
+        apart = () if include else common.reference_teachers()
+        table = interval_table(drawn, directions, dict(weights) or None, references=apart)
     return agreeing_intervals(table, board_table(dataset, student, weights, include))
 
 

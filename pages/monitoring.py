@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from legival_core.oversight import oversight
+from legival_core.oversight import oversight, selections
 from legival_core.text.safe_text import markdown_literal, plotly_literal, plotly_literals
 from legival_core.views.monitoring import NOT_DEFINED, interval_text, monitor_intervals
 from pages import common
@@ -32,7 +32,7 @@ if not common.has_table("monitor_verdicts"):
     st.stop()
 include = common.include_references()
 
-N_BOOT = 500
+N_BOOT = selections.MONITOR_RESAMPLES
 #: How a reference teacher's bars are labelled and drawn (an outline, not a model's colour).
 REFERENCE_LABEL = "reference (not compared)"
 REFERENCE_FILL = "rgba(0,0,0,0)"
@@ -47,15 +47,20 @@ STYLE = (
 
 @common.derived("monitor_scores")
 def scores(n_boot: int) -> pd.DataFrame:
-    verdicts = common.load_table("monitor_verdicts")
-    return oversight.monitor_scores(verdicts, n_boot=n_boot, seed=0)
+    """Scores per (monitor, teacher, dataset) (stored by the metrics stage for ``N_BOOT``)."""
+    stored = common.stored_result("monitor_scores", (n_boot,))
+    if stored is not None:
+        return stored
+    return oversight.monitor_scores(common.load_table("monitor_verdicts"), n_boot=n_boot, seed=0)
 
 
 @common.derived("monitor_scores_pooled")
 def pooled_scores(n_boot: int) -> pd.DataFrame:
     """The scores of every verdict of a teacher whatever its dataset (``dataset`` = "All")."""
-    verdicts = common.load_table("monitor_verdicts")
-    return oversight.monitor_scores(verdicts.assign(dataset=common.ALL), n_boot=n_boot, seed=0)
+    stored = common.stored_result("monitor_scores_pooled", (n_boot,))
+    if stored is not None:
+        return stored
+    return selections.pooled_monitor_scores(common.load_table("monitor_verdicts"), n_boot)
 
 
 @common.derived("monitor_legibility")
@@ -206,25 +211,50 @@ st.subheader("Sabotaged traces")
 if not common.has_table("sabotaged"):
     st.info("The store has no sabotaged traces (the monitor ran on natural failures only).")
     st.stop()
-sabotaged = common.load_table("sabotaged")
-if dataset != common.ALL:
-    sabotaged = sabotaged[sabotaged["dataset"] == dataset]
-if sabotaged.empty:
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def sabotaged_of(
+    path: str, stamp: float, kind: str | None, dataset: str | None
+) -> tuple[pd.DataFrame, list[str], dict[str, str], bytes]:
+    """The sabotaged copies of ``dataset`` (None: all): the injections they hold and, for
+    ``kind``, its rows by teacher, the trace labels and the CSV export (shared, read-only:
+    built once per store state, not on every rerun)."""
+    frame = common.load_table("sabotaged")
+    if dataset is not None:
+        frame = frame[frame["dataset"] == dataset]
+    kinds = sorted(frame["kind"].unique())
+    of_kind = frame[frame["kind"] == kind].sort_values(["teacher", "trace_id"])
+    labels = {
+        t: f"{teacher} · {t}"
+        for t, teacher in zip(of_kind["trace_id"], of_kind["teacher"], strict=True)
+    }
+    return of_kind, kinds, labels, common.csv_bytes(of_kind.drop(columns=["text"]))
+
+
+@common.derived("monitor_original")
+def original_reasoning(trace_id: str) -> str:
+    """The reasoning of one original trace (read alone: not every trace's text)."""
+    from legival_core.store.store import Store
+
+    store = Store.open(common.current_store_path())
+    rows = store.read("traces", columns=["trace_id", "reasoning"], filters={"trace_id": trace_id})
+    return str(rows["reasoning"].iloc[0])
+
+
+chosen_set = None if dataset == common.ALL else dataset
+_rows, kinds, _labels, _csv = sabotaged_of(*common.store_key(), None, chosen_set)
+if not kinds:
     st.info("No sabotaged trace in this dataset.")
     st.stop()
 left, middle = st.columns(2)
-kind = common.url_select("Injection", sorted(sabotaged["kind"].unique()), "kind", where=left)
-of_kind = sabotaged[sabotaged["kind"] == kind].sort_values(["teacher", "trace_id"])
-labels = {
-    t: f"{teacher} · {t}"
-    for t, teacher in zip(of_kind["trace_id"], of_kind["teacher"], strict=True)
-}
+kind = common.url_select("Injection", kinds, "kind", where=left)
+of_kind, _kinds, labels, csv = sabotaged_of(*common.store_key(), kind, chosen_set)
 trace_id = common.url_select(
     "Trace", list(labels), "trace", where=middle, format_func=lambda t: labels[t]
 )
 record = of_kind[of_kind["trace_id"] == trace_id].iloc[0]
-original = common.load_table("traces", columns=["trace_id", "reasoning"])
-reasoning = original.loc[original["trace_id"] == trace_id, "reasoning"].iloc[0]
+reasoning = original_reasoning(trace_id)
 st.text(f"What changed: {record['description']}")
 before, after = oversight.highlight_edits(reasoning, json.loads(record["edits"]))
 verdicts = common.load_table("monitor_verdicts")
@@ -251,4 +281,4 @@ with two:
     st.markdown(f"**Sabotaged** ({markdown_literal(kind)})")
     st.html(f'{STYLE}<div class="lv-trace">{after}</div>')
     st.text(f"Monitor: {verdict_line(oversight.sabotage_variant(str(kind)))}")
-common.download_csv(of_kind.drop(columns=["text"]), f"sabotaged_{kind}")
+common.download_csv(csv, f"sabotaged_{kind}")

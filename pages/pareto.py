@@ -51,24 +51,30 @@ def frontier_shares(
         frontier_shares,
         points_agree,
         resample_teachers,
+        resamples_from_frame,
     )
 
-    tables = {
-        name: views.filter_rows(common.load_table(name), dataset=dataset)
-        if common.has_table(name)
-        else None
-        for name in ("trace_efficiency", "trace_transfer")
-    }
-    if all(t is None or t.empty for t in tables.values()):
-        return {}
-    resamples = resample_teachers(
-        *tables.values(),
-        [x, y],
-        n_boot=n_boot,
-        seed=seed,
-        references=common.reference_teachers(),
-        include_references=include,
-    )
+    # the metrics stage stores the draws of every metric for all datasets
+    stored = common.stored_result("pareto_resamples", (dataset, n_boot, seed, include))
+    if stored is not None:
+        resamples = resamples_from_frame(stored, [x, y])
+    else:
+        tables = {
+            name: views.filter_rows(common.load_table(name), dataset=dataset)
+            if common.has_table(name)
+            else None
+            for name in ("trace_efficiency", "trace_transfer")
+        }
+        if all(t is None or t.empty for t in tables.values()):
+            return {}
+        resamples = resample_teachers(
+            *tables.values(),
+            [x, y],
+            n_boot=n_boot,
+            seed=seed,
+            references=common.reference_teachers(),
+            include_references=include,
+        )
     board = views.leaderboard(views.filter_rows(teacher_metrics, dataset=dataset), [x, y])
     if not all(
         m in resamples.metrics and points_agree(resamples.metrics[m], board, m) for m in (x, y)

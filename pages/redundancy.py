@@ -38,7 +38,11 @@ chosen = recorded if recorded is not None else REDUNDANCY_THRESHOLDS["paper"]
 
 @common.derived("redundancy_sweep")
 def sweep(chosen: float) -> pd.DataFrame:
-    """Every teacher's and dataset's sweep over the published grid plus ``chosen``."""
+    """Every teacher's and dataset's sweep over the published grid plus ``chosen`` (stored by
+    the metrics stage for the τ it recorded)."""
+    stored = common.stored_result("redundancy_sweep", (chosen,))
+    if stored is not None:
+        return stored
     return teacher_redundancy_sweep(
         common.load_table("similarity", columns=["trace_id", "step", "max_similarity"]),
         common.load_table("traces", columns=["trace_id", "teacher", "dataset"]),

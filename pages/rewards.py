@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
-from legival_core.oversight import oversight
+from legival_core.oversight import selections
 from legival_core.store import provenance
 from legival_core.text.safe_text import markdown_literal, plotly_literal, plotly_literals
 from legival_core.views.display import tidy_table
@@ -40,14 +40,13 @@ SUBSETS = {"all": "all traces", "correct": "correct traces only"}
 
 @common.derived("reward_points")
 def reward_points(model: str, dataset: str | None, correct_only: bool) -> pd.DataFrame:
-    rewards = common.load_table("rewards")
-    points = oversight.trace_level_rewards(
-        rewards[rewards["reward_model"] == model],
-        common.load_table("trace_transfer"),
-        common.load_table("grades"),
-        correct_only=correct_only,
-    )
-    return points if dataset is None else points[points["dataset"] == dataset]
+    """The scatter's points (stored by the metrics stage for the default selection)."""
+    args = (model, dataset, correct_only)
+    stored = common.stored_result("reward_points", args)
+    if stored is not None:
+        return stored
+    tables = [common.load_table(t) for t in ("rewards", "trace_transfer", "grades")]
+    return selections.reward_points(*tables, *args)
 
 
 @common.derived("reward_rho")
@@ -55,44 +54,32 @@ def reward_rho(
     model: str, dataset: str | None, level: str, correct_only: bool, include: bool
 ) -> pd.DataFrame:
     """ρ of reward with each transfer metric; at teacher level reference teachers add no
-    point unless ``include``."""
-    from legival_core.published.references import keep_teachers
-
-    rewards = common.load_table("rewards")
-    transfer = common.load_table("trace_transfer")
-    traces = common.load_table("traces", columns=["trace_id", "teacher", "dataset"])
-    if level == "teacher":
-        traces = keep_teachers(traces, common.reference_teachers(), include)
-        transfer = transfer[transfer["trace_id"].isin(traces["trace_id"])]
-    if dataset is not None:
-        transfer = transfer[transfer["dataset"] == dataset]
-        traces = traces[traces["dataset"] == dataset]
-    if dataset is not None or level == "teacher":
-        rewards = rewards[rewards["trace_id"].isin(traces["trace_id"])]
-    return oversight.reward_correlations(
-        rewards[rewards["reward_model"] == model],
-        transfer,
-        common.load_table("grades"),
-        level=level,  # type: ignore[arg-type]
-        correct_only=correct_only,
-        traces=traces,
+    point unless ``include`` (stored by the metrics stage for the default selection)."""
+    stored = common.stored_result("reward_rho", (model, dataset, level, correct_only, include))
+    if stored is not None:
+        return stored
+    return selections.reward_rho(
+        *[common.load_table(t) for t in ("rewards", "trace_transfer", "grades")],
+        common.load_table("traces", columns=["trace_id", "teacher", "dataset"]),
+        model,
+        dataset,
+        level,  # type: ignore[arg-type]
+        correct_only,
+        () if include else common.reference_teachers(),
     )
 
 
 @common.derived("teacher_rewards")
 def teacher_rewards(model: str, dataset: str | None, correct_only: bool) -> pd.DataFrame:
-    rewards = common.load_table("rewards")
-    transfer = common.load_table("trace_transfer")
-    traces = common.load_table("traces", columns=["trace_id", "teacher", "dataset"])
-    if dataset is not None:
-        transfer = transfer[transfer["dataset"] == dataset]
-        traces = traces[traces["dataset"] == dataset]
-    return oversight.teacher_level_rewards(
-        rewards[rewards["reward_model"] == model],
-        transfer,
-        common.load_table("grades"),
-        correct_only=correct_only,
-        traces=traces,
+    """Mean reward and transfer per teacher (stored for the default selection)."""
+    args = (model, dataset, correct_only)
+    stored = common.stored_result("teacher_rewards", args)
+    if stored is not None:
+        return stored
+    return selections.teacher_rewards(
+        *[common.load_table(t) for t in ("rewards", "trace_transfer", "grades")],
+        common.load_table("traces", columns=["trace_id", "teacher", "dataset"]),
+        *args,
     )
 
 

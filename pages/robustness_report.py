@@ -19,15 +19,21 @@ PAGE = "pages/robustness.py"
 def report(n_boot: int, seed: int) -> RobustnessReport:
     """Every metric's ranking under every alternative choice
     (legival_core.rankings.robustness_choices), flips judged against the default's rank intervals
-    from ``n_boot`` resamples (none: 0)."""
-    from legival_core.rankings.robustness_choices import Settings, read_tables, robustness_report
+    from ``n_boot`` resamples (none: 0); stored by the metrics stage for the leaderboard's
+    marker (0) and the Robustness page (the configured resamples)."""
+    from legival_core.rankings import robustness_choices as choices
 
     def read(table: str, columns: list[str] | None) -> pd.DataFrame:
         return common.load_table(table, columns) if common.has_table(table) else pd.DataFrame()
 
-    tables = read_tables(read, common.reference_teachers())
-    settings = Settings.from_manifest(common.load_manifest())
-    return robustness_report(tables, settings, n_boot=n_boot, seed=seed)
+    settings = choices.Settings.from_manifest(common.load_manifest())
+    # the metrics stage stores the report of the default settings (leaderboard and page)
+    args = (n_boot, seed, choices.settings_key(settings))
+    parts = {p: common.stored_result(f"robustness_{p}", args) for p in choices.REPORT_PARTS}
+    if all(frame is not None for frame in parts.values()):
+        return choices.report_from_frames(parts, settings)  # type: ignore[arg-type]
+    tables = choices.read_tables(read, common.reference_teachers())
+    return choices.robustness_report(tables, settings, n_boot=n_boot, seed=seed)
 
 
 def leaderboard_marker(shown: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:

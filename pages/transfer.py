@@ -43,12 +43,20 @@ def transfer_view(
 
 @common.derived("transfer_coverage")
 def coverage(dataset: str | None, student: str | None, profile: str) -> pd.DataFrame:
-    """Traces measured per (teacher, bin) of the selection (legival_core.views)."""
+    """Traces measured per (teacher, bin) of the selection (legival_core.views; stored by the
+    metrics stage for every dataset and student)."""
+    stored = common.stored_result("transfer_coverage", (dataset, student, profile))
+    if stored is not None:
+        return stored
     return views.observed_coverage(common.load_rollouts(), dataset, student, profile)
 
 
 @common.derived("transfer_first_measured")
 def first_measured(dataset: str | None, student: str | None) -> pd.DataFrame:
+    """Per trace, the first measured position (stored for every dataset and student)."""
+    stored = common.stored_result("transfer_first_measured", (dataset, student))
+    if stored is not None:
+        return stored
     return views.first_measured_positions(common.load_rollouts(), dataset, student)
 
 
@@ -256,12 +264,15 @@ st.caption(
 
 @common.derived("transfer_leaks")
 def leaks_of(dataset: str | None, student: str | None) -> pd.DataFrame:
-    """The leak table of a selection (cached: it groups every rollout of the selection)."""
-    from legival_core.metrics.leak_summary import leak_summary
+    """The leak table of a selection (cached: it groups every rollout of the selection;
+    stored by the metrics stage for every dataset and student)."""
+    from legival_core.metrics.leak_summary import selection_leak_summary
 
+    stored = common.stored_result("transfer_leaks", (dataset, student))
+    if stored is not None:
+        return stored
     pairs = views.filter_rows(common.load_table("trace_transfer"), dataset=dataset, student=student)
-    rows = common.load_rollouts()
-    return leak_summary(pairs, rows[rows["trace_id"].isin(set(pairs["trace_id"]))])
+    return selection_leak_summary(pairs, common.load_rollouts())
 
 
 columns = common.load_table("trace_transfer").columns if common.has_table("trace_transfer") else []

@@ -77,6 +77,8 @@ def sample_value(dtype: pa.DataType, i: int) -> Any:
         return f'v{i}, "quoted"\nline two é'
     if pa.types.is_list(dtype):
         return [sample_value(dtype.value_type, i + j) for j in range(i % 3)]
+    if pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype):
+        return f"bytes {i}\x00é".encode()
     raise AssertionError(f"no sample value for {dtype}")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["first_solve_positions", "leak_summary"]
+__all__ = ["first_solve_positions", "leak_summary", "selection_leak_summary"]
 
 
 def first_solve_positions(rollouts: pd.DataFrame) -> pd.DataFrame:
@@ -98,3 +98,11 @@ def leak_summary(trace_transfer: pd.DataFrame, rollouts: pd.DataFrame) -> pd.Dat
     for column in ("pairs", "leaks", "first_solves", "at_or_after_leak"):
         out[column] = out[column].astype(int)
     return out[columns]
+
+
+def selection_leak_summary(trace_transfer: pd.DataFrame, rollouts: pd.DataFrame) -> pd.DataFrame:
+    """:func:`leak_summary` of the (trace, student) pairs of ``trace_transfer`` (a selection's
+    rows), reading only the rollouts of their traces: the transfer page's "Before the answer
+    leaks" table, which the metrics stage stores for the default selection."""
+    wanted = set(trace_transfer["trace_id"])
+    return leak_summary(trace_transfer, rollouts[rollouts["trace_id"].isin(wanted)])

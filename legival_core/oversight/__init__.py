@@ -1,7 +1,8 @@
 """Oversight: a room of ``legival_core``.
 
-Weak-monitor detection scores and reward-model correlations (``oversight``) and the planted
-errors they are measured on (``sabotage``).
+Weak-monitor detection scores and reward-model correlations (``oversight``), the planted
+errors they are measured on (``sabotage``) and the oversight pages' results for one selection
+(``selections``).
 
 May import: store, text, tasks, stats, metrics.
 

@@ -81,8 +81,12 @@ def reference_teachers(traces: pd.DataFrame) -> list[str]:
     """
     if traces.empty or "source" not in traces or "teacher" not in traces:
         return []
-    marked = traces["source"].astype(object).map(is_reference_source)
-    every = marked.groupby(traces["teacher"].astype(str), observed=True).all()
+    # each distinct (teacher, source) once: a big store has 100,000 traces but few sources
+    pairs = pd.DataFrame(
+        {"teacher": traces["teacher"].astype(str), "source": traces["source"].astype(object)}
+    ).drop_duplicates()
+    marked = pairs["source"].map(is_reference_source)
+    every = marked.groupby(pairs["teacher"], observed=True).all()
     return sorted(str(t) for t in every[every].index)
 
 

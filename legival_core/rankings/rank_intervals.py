@@ -46,6 +46,9 @@ __all__ = [
     "rank_intervals",
     "replicate_ranks",
     "resample_teachers",
+    "resamples_frame",
+    "resamples_from_frame",
+    "stored_board_resamples",
 ]
 
 #: Metrics read from ``trace_efficiency`` (cells = datasets) and from ``trace_transfer``
@@ -651,3 +654,92 @@ def points_agree(resampled: MetricResamples, board: pd.DataFrame, metric: str) -
     """
     shown = board.set_index(board["teacher"].astype(str))[metric]
     return _same_values(resampled.point, shown.reindex(list(resampled.teachers)))
+
+
+#: Every metric :func:`resample_teachers` can resample: what the metrics stage stores, so any
+#: board's metrics are a subset (each metric's resamples do not depend on the others).
+RESAMPLED_METRICS = EFFICIENCY_METRICS + TRANSFER_METRICS
+
+
+def stored_board_resamples(
+    trace_efficiency: pd.DataFrame | None,
+    trace_transfer: pd.DataFrame | None,
+    n_boot: int,
+    seed: int,
+    references: Sequence[str] = (),
+) -> TeacherResamples:
+    """:func:`resample_teachers` for every metric of :data:`RESAMPLED_METRICS` on every dataset
+    and student (the leaderboard's default selection), as the metrics stage stores it. The
+    draws depend on the problems only, so a board's metrics are picked out of it unchanged
+    (:func:`resamples_from_frame`). With ``references`` those teachers are left out (the
+    Pareto page's draws; the leaderboard resamples them too)."""
+    return resample_teachers(
+        trace_efficiency,
+        trace_transfer,
+        RESAMPLED_METRICS,
+        n_boot=n_boot,
+        seed=seed,
+        references=references,
+    )
+
+
+def resamples_frame(resamples: TeacherResamples) -> pd.DataFrame:
+    """``resamples`` as a frame to store: one row per (metric, teacher) with its point value,
+    counts and replicates (a list of ``n_boot`` floats), in the teachers' order.
+
+    >>> eff = pd.DataFrame({"trace_id": ["1", "2", "3"], "teacher": ["a", "a", "b"],
+    ...     "dataset": "d", "problem_id": ["p", "q", "p"], "correct": [1, 0, 1]})
+    >>> res = resample_teachers(eff, None, ["accuracy"], n_boot=4, seed=0)
+    >>> back = resamples_from_frame(resamples_frame(res), ["accuracy"])
+    >>> a, b = back.metrics["accuracy"], res.metrics["accuracy"]
+    >>> np.array_equal(a.replicates, b.replicates, equal_nan=True), a.teachers == b.teachers
+    (True, True)
+    """
+    frames = []
+    for metric, one in resamples.metrics.items():
+        replicates = np.asarray(one.replicates, dtype=np.float64).reshape(-1, len(one.teachers))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "metric": metric,
+                    "teacher": list(one.teachers),
+                    "point": np.asarray(one.point, dtype=np.float64),
+                    "n_traces": np.asarray(one.n_traces),
+                    "n_students": np.asarray(one.n_students),
+                    "replicates": list(replicates.T),
+                    "n_boot": resamples.n_boot,
+                    "seed": resamples.seed,
+                    "teachers": "\n".join(resamples.teachers),
+                }
+            )
+        )
+    if not frames:
+        return pd.DataFrame(
+            {"metric": [], "teacher": [], "n_boot": resamples.n_boot, "seed": resamples.seed}
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def resamples_from_frame(frame: pd.DataFrame, metrics: Sequence[str]) -> TeacherResamples:
+    """The :class:`TeacherResamples` of ``metrics`` (those :func:`resamples_frame` stored, in
+    the order of ``metrics``) from a stored frame."""
+    out: dict[str, MetricResamples] = {}
+    teachers: tuple[str, ...] = ()
+    for metric in metrics:
+        rows = frame[frame["metric"] == metric]
+        if rows.empty:
+            continue
+        teachers = tuple(str(rows["teachers"].iloc[0]).split("\n"))
+        mine = tuple(str(t) for t in rows["teacher"])
+        out[metric] = MetricResamples(
+            teachers=mine,
+            point=rows["point"].to_numpy(dtype=np.float64),
+            replicates=np.stack([np.asarray(r, dtype=np.float64) for r in rows["replicates"]]).T,
+            n_traces=rows["n_traces"].to_numpy(),
+            n_students=rows["n_students"].to_numpy(),
+        )
+    if not teachers and len(frame) and "teachers" in frame:
+        teachers = tuple(str(frame["teachers"].iloc[0]).split("\n"))
+    n_boot = int(frame["n_boot"].iloc[0]) if len(frame) else 0
+    seed = int(frame["seed"].iloc[0]) if len(frame) else 0
+    return TeacherResamples(teachers=teachers, n_boot=n_boot, seed=seed, metrics=out)

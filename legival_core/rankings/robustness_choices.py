@@ -61,7 +61,10 @@ __all__ = [
     "load_tables",
     "read_tables",
     "register_family",
+    "report_frames",
+    "report_from_frames",
     "robustness_report",
+    "settings_key",
     "side_table_coverage",
     "teacher_values",
 ]
@@ -868,3 +871,36 @@ def _ranking_rows(metric: str, choice: str, values: pd.Series) -> pd.DataFrame:
         }
     )
     return frame.sort_values(["rank", "teacher"], kind="stable").reset_index(drop=True)
+
+
+#: The frames of a :class:`RobustnessReport`, stored one ``page_results`` row each.
+REPORT_PARTS = ("summary", "rankings", "flips", "unavailable")
+
+
+def settings_key(settings: Settings) -> str:
+    """``settings`` as a JSON text (part of a stored report's selection: a report made under
+    other default choices is never read for these).
+
+    >>> settings_key(Settings())[:40]
+    '{"encoding": "cl100k_base", "grid": null'
+    """
+    import dataclasses
+    import json
+
+    return json.dumps(dataclasses.asdict(settings), sort_keys=True)
+
+
+def report_frames(report: RobustnessReport) -> dict[str, pd.DataFrame]:
+    """The frames of ``report`` by :data:`REPORT_PARTS` name (what the metrics stage stores)."""
+    return {part: getattr(report, part) for part in REPORT_PARTS}
+
+
+def report_from_frames(frames: Mapping[str, pd.DataFrame], settings: Settings) -> RobustnessReport:
+    """The :class:`RobustnessReport` :func:`report_frames` gave, under ``settings``.
+
+    >>> empty = pd.DataFrame()
+    >>> report = RobustnessReport(empty, empty, empty, empty, Settings())
+    >>> report_from_frames(report_frames(report), Settings()) == report
+    True
+    """
+    return RobustnessReport(**{part: frames[part] for part in REPORT_PARTS}, settings=settings)

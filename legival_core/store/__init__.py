@@ -3,8 +3,8 @@
 The results store and what it rests on: the tables and their key columns (``schema``), the store
 and its parts (``store``), who made what (``provenance``), which stores the app may open
 (``app_config``), the offline assets (``assets``, also ``python -m legival_core.store.assets``),
-safe CSV/TeX cells (``safe_export``) and the digests a published site is pinned to
-(``site_pin``).
+safe CSV/TeX cells (``safe_export``), the digests a published site is pinned to
+(``site_pin``) and the pages' stored default results (``page_results``).
 
 May import: no other room. Beyond that: ``app_config`` imports ``legival_core.text.safe_text``
 (a store's name is escaped for Markdown with the one escaping helper).

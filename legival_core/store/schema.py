@@ -507,6 +507,27 @@ TRANSFER_CURVES = _register(
 )
 
 
+# --- app view: page results of the default selections (written by the metrics stage) -----------
+
+PAGE_RESULTS = _register(
+    TableSpec(
+        "page_results",
+        _s(
+            ("name", STR),  # a key of legival_core.store.page_results.INPUTS
+            ("selection", STR),  # the page computation's arguments as JSON
+            ("inputs_stamp", STR),  # the state of the tables it was computed from
+            ("payload", pa.large_binary()),  # the result frame as Arrow IPC stream bytes
+        ),
+        keys=("name", "selection"),
+        required=("inputs_stamp", "payload"),
+        description=(
+            "Results the slow pages compute on load (resampled intervals, monitoring "
+            "bootstrap, reward correlations, first-solve table) for their default selection, "
+            "each stamped with the state of its inputs, so a page reads instead of computing."
+        ),
+    )
+)
+
 # --- robustness: side tables of the opt-in ``robustness`` stage (never the default ones) ----------
 
 ROBUSTNESS_STEPS = _register(

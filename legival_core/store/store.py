@@ -87,6 +87,7 @@ __all__ = [
     "OnCorrupt",
     "Store",
     "StoreError",
+    "arrow_to_frame",
     "pandas_dtypes",
     "read_exported",
 ]
@@ -2033,3 +2034,20 @@ def read_exported(path: str | os.PathLike[str], table: str | None = None) -> pa.
         return schema.validate_frame(name, data)
     except schema.SchemaError as exc:
         raise StoreError(f"{source}: {exc}") from None
+
+
+def arrow_to_frame(table: Any, categorical: Sequence[str] = ()) -> pd.DataFrame:
+    """A pyarrow table as pandas, with the ``categorical`` string columns dictionary-encoded.
+
+    Repeated ids (teacher, student, trace_id in a rollouts table) become pandas categoricals,
+    which group and factorize several times faster than plain strings.
+    """
+    columns = {}
+    for name in table.column_names:
+        column = table.column(name)
+        if name in categorical and (
+            pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+        ):
+            column = pc.dictionary_encode(column)
+        columns[name] = column
+    return pa.table(columns).to_pandas()

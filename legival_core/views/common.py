@@ -19,6 +19,7 @@ from legival_core.metrics.metric_catalog import (
     Metric,
     ranked_metrics,
 )
+from legival_core.store.store import arrow_to_frame
 
 __all__ = [
     "LEADERBOARD_METRICS",
@@ -96,21 +97,3 @@ def metrics_profile(manifest: Mapping[str, Any]) -> str:
 
 
 #: Version of the curve definitions behind a stored ``transfer_curves`` table. Raised when a
-def arrow_to_frame(table: Any, categorical: Sequence[str] = ()) -> pd.DataFrame:
-    """A pyarrow table as pandas, with the ``categorical`` string columns dictionary-encoded.
-
-    Repeated ids (teacher, student, trace_id in a rollouts table) become pandas categoricals,
-    which group and factorize several times faster than plain strings.
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    columns = {}
-    for name in table.column_names:
-        column = table.column(name)
-        if name in categorical and (
-            pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
-        ):
-            column = pc.dictionary_encode(column)
-        columns[name] = column
-    return pa.table(columns).to_pandas()

@@ -354,10 +354,14 @@ def trace_choices(
         grouped = trace_transfer.assign(trace_id=trace_transfer["trace_id"].astype(str)).groupby(
             "trace_id", observed=True
         )
-        out["fotu"] = out["trace_id"].map(grouped["fotu"].mean())
+        fotu = grouped["fotu"].mean()
+        out["fotu"] = out["trace_id"].map(fotu)
         if "leak_k" in trace_transfer:
             out["leak_k"] = out["trace_id"].map(grouped["leak_k"].first()).astype("Int64")
-        out["rollouts"] = out["trace_id"].isin(grouped.groups.keys())
+        # the traces with transfer rows (the groups' keys, without building every group; a
+        # lookup, since isin on Arrow strings makes a scalar of every key)
+        has_rows = pd.Series(True, index=fotu.index)
+        out["rollouts"] = out["trace_id"].map(has_rows).notna().to_numpy()
     else:
         out["fotu"] = np.nan
         out["rollouts"] = False

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from legival_core.metrics import transfer_curves
 from legival_core.metrics.transfer_curves import (
     TransferView,
     selection_view,
@@ -81,67 +82,16 @@ def observed_coverage(
     student: str | None = None,
     profile: str = "paper",
 ) -> pd.DataFrame:
-    """How many traces were measured in each bin of the transfer curve, per teacher.
-
-    A curve's value in a bin is *measured* for a trace when the trace has a prefix ``k >= 1``
-    whose bin (:func:`legival_core.metrics.transfer.paper_bin`, or ``release_bin`` under the
-    ``release`` profile) is that bin; every other bin is filled in by the profile's grid (from
-    the neighbouring measured prefixes, the first one back-filled to x = 0). Traces count once
-    whatever the number of students.
-
-    Returns:
-        ``teacher``, ``bin`` (1..50), ``x`` (bin centre), ``n_observed``, ``n_traces`` (the
-        teacher's traces with at least one measured prefix), one row per (teacher, bin).
-
-    >>> rollouts = pd.DataFrame({"teacher": "T", "dataset": "D", "student": "S",
-    ...     "trace_id": ["a", "a", "a", "b", "b"], "k": [0, 1, 2, 0, 4], "m": [2, 2, 2, 4, 4]})
-    >>> c = observed_coverage(rollouts)  # a: k/m = 1/2 (bin 25) and 1 (bin 50); b: 4/4 (bin 50)
-    >>> c[c["n_observed"] > 0][["bin", "n_observed", "n_traces"]].values.tolist()
-    [[25, 1, 2], [50, 2, 2]]
-    """
-    import numpy as np
-
-    from legival_core.metrics.transfer import N_BINS, bin_centres, paper_bin, release_bin
-
+    """:func:`legival_core.metrics.transfer_curves.observed_coverage` of the rows of
+    ``dataset`` / ``student`` (None = all)."""
     selected = filter_rows(rollouts, dataset=dataset, student=student)
-    prefixes = selected[selected["k"] >= 1][["teacher", "trace_id", "k", "m"]]
-    prefixes = prefixes.drop_duplicates(["trace_id", "k"]).astype({"teacher": str})
-    to_bin = release_bin if profile == "release" else paper_bin
-    prefixes = prefixes.assign(
-        bin=to_bin(prefixes["k"].to_numpy(), prefixes["m"].to_numpy()).clip(1, N_BINS)
-    )
-    counts = (
-        prefixes.drop_duplicates(["trace_id", "bin"])
-        .groupby(["teacher", "bin"], observed=True)["trace_id"]
-        .nunique()
-    )
-    totals = prefixes.groupby("teacher", observed=True)["trace_id"].nunique()
-    teachers = sorted(totals.index)
-    grid = pd.MultiIndex.from_product([teachers, range(1, N_BINS + 1)], names=["teacher", "bin"])
-    out = counts.reindex(grid, fill_value=0).rename("n_observed").reset_index()
-    out.insert(2, "x", np.tile(bin_centres(), len(teachers)))
-    out["n_traces"] = out["teacher"].map(totals).astype("int64")
-    out["n_observed"] = out["n_observed"].astype("int64")
-    return out
+    return transfer_curves.observed_coverage(selected, profile)
 
 
 def first_measured_positions(
     rollouts: pd.DataFrame, dataset: str | None = None, student: str | None = None
 ) -> pd.DataFrame:
-    """Per trace: the first measured position ``min k / m`` over ``k >= 1`` and whether the
-    only measured prefix is the whole trace (``k = m``).
-
-    >>> rollouts = pd.DataFrame({"teacher": "T", "dataset": "D", "student": "S",
-    ...     "trace_id": ["a", "a", "b"], "k": [1, 2, 4], "m": [2, 2, 4]})
-    >>> first_measured_positions(rollouts)[["trace_id", "first_x", "whole_only"]].values.tolist()
-    [['a', 0.5, False], ['b', 1.0, True]]
-    """
+    """:func:`legival_core.metrics.transfer_curves.first_measured_positions` of the rows of
+    ``dataset`` / ``student`` (None = all)."""
     selected = filter_rows(rollouts, dataset=dataset, student=student)
-    prefixes = selected[selected["k"] >= 1][["teacher", "trace_id", "k", "m"]].astype(
-        {"teacher": str, "trace_id": str}
-    )
-    prefixes = prefixes.assign(x=prefixes["k"] / prefixes["m"])
-    grouped = prefixes.groupby("trace_id", observed=True, sort=True)
-    out = grouped.agg(teacher=("teacher", "first"), first_x=("x", "min"), k_min=("k", "min"))
-    out["whole_only"] = grouped["k"].nunique().eq(1) & out["first_x"].eq(1.0)
-    return out.reset_index()[["trace_id", "teacher", "first_x", "whole_only"]]
+    return transfer_curves.first_measured_positions(selected)

@@ -12,6 +12,9 @@
 * ``teacher_metrics`` — per (teacher, dataset): accuracy and the means of the efficiency
   columns, plus FOTU, SOTU, regression rate, never-solved share and baseline from
   :func:`legival_core.metrics.transfer.teacher_metrics`.
+* ``page_results`` — what the slow pages compute on load for their default selection
+  (:func:`page_results_table`), stamped with the state of its inputs, so a page reads it
+  instead (:mod:`legival_core.store.page_results`).
 * ``decomposition`` — per (teacher, dataset, layer): Kaiser et al.'s E0 = 1000·r_ctx·r_logic/E[T]
   with VŌ and κ for the native workload (``problems.workload``), the solver-derived workload
   (pool = every teacher of the dataset but the reference teachers, see
@@ -36,6 +39,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from precompute.stages.base import StageContext, StageError, StageResult, register_stage
 from precompute.stages.common import is_missing, problem_rows, read_or_empty
@@ -363,6 +367,187 @@ def decomposition_table(instances: pd.DataFrame, references: Sequence[str] = ())
     return pd.DataFrame(rows)
 
 
+def _read_rollouts_as_pages(store: Any) -> pd.DataFrame:
+    """The rollouts as the app's pages load them (the transfer columns, ids as categoricals),
+    so the stored page results are computed from exactly what a page would compute them."""
+    from legival_core.metrics.transfer import ROLLOUT_CATEGORIES, ROLLOUT_COLUMNS
+    from legival_core.store.store import arrow_to_frame
+
+    arrow = store.read_arrow("rollouts", columns=list(ROLLOUT_COLUMNS))
+    return arrow_to_frame(arrow, ROLLOUT_CATEGORIES)
+
+
+def board_intervals(
+    store: Any, drawn: Any, references: Sequence[str]
+) -> tuple[str, tuple[Any, ...], pd.DataFrame]:
+    """The leaderboard's value and rank intervals of its default view (every dataset and
+    student, no composite, reference teachers unranked) from the stored draws ``drawn``
+    (:func:`legival_core.rankings.rank_intervals.interval_table` of the board's metrics), as a
+    ``page_results`` entry."""
+    from legival_core.metrics.metric_catalog import LEADERBOARD_METRICS, METRICS, ranked_metrics
+    from legival_core.rankings.rank_intervals import (
+        interval_table,
+        resamples_frame,
+        resamples_from_frame,
+    )
+    from legival_core.store.app_config import RANK_RESAMPLES, RESAMPLE_SEED
+
+    metrics = ranked_metrics(store.read("teacher_metrics"), LEADERBOARD_METRICS)
+    board = resamples_from_frame(resamples_frame(drawn), metrics)  # the page's metrics, in order
+    directions = {m: METRICS[m].higher_is_better for m in METRICS}
+    table = interval_table(board, directions, None, references=references)
+    return ("board_intervals", (None, None, (), RANK_RESAMPLES, RESAMPLE_SEED, False), table)
+
+
+def redundancy_results(
+    store: Any, manifest: dict[str, Any]
+) -> list[tuple[str, tuple[Any, ...], pd.DataFrame]]:
+    """The redundancy page's sweep
+    (:func:`legival_core.metrics.redundancy_sweep_view.teacher_redundancy_sweep`) over the
+    published τ grid plus the τ the page reads from ``manifest``, as a ``page_results`` entry;
+    none without similarities."""
+    from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
+    from legival_core.metrics.redundancy_sweep_view import (
+        recorded_threshold,
+        sweep_thresholds,
+        teacher_redundancy_sweep,
+    )
+
+    if not (store.has("similarity") and store.has("traces")):
+        return []
+    recorded = recorded_threshold(manifest)
+    chosen = recorded if recorded is not None else REDUNDANCY_THRESHOLDS["paper"]
+    table = teacher_redundancy_sweep(
+        store.read("similarity", columns=["trace_id", "step", "max_similarity"]),
+        store.read("traces", columns=["trace_id", "teacher", "dataset"]),
+        sweep_thresholds(chosen),
+    )
+    return [("redundancy_sweep", (chosen,), table)]
+
+
+def robustness_results(
+    store: Any, settings: Any, n_boots: Sequence[int], seed: int
+) -> list[tuple[str, tuple[Any, ...], pd.DataFrame]]:
+    """The robustness report (:func:`legival_core.rankings.robustness_choices.robustness_report`)
+    of the store under its default ``settings`` for each of ``n_boots`` (the leaderboard's
+    marker uses 0, the Robustness page the configured resamples), as ``page_results`` entries,
+    one per frame of the report."""
+    from legival_core.rankings import robustness_choices as choices
+
+    tables = choices.load_tables(store)
+    if tables.trace_efficiency.empty:
+        return []
+    out = []
+    for n_boot in n_boots:
+        try:
+            report = choices.robustness_report(tables, settings, n_boot=n_boot, seed=seed)
+        except ValueError:  # a table that does not fit: the pages say why when they compute it
+            return []
+        args = (n_boot, seed, choices.settings_key(settings))
+        for part, frame in choices.report_frames(report).items():
+            out.append((f"robustness_{part}", args, frame))
+    return out
+
+
+def page_results_table(
+    store: Any, manifest: dict[str, Any], future: dict[str, Any] | None = None
+) -> pa.Table | None:
+    """Rows of ``page_results`` (:mod:`legival_core.store.page_results`): what the slow pages
+    compute on load for their default selection, from the store's tables as they are now,
+    each stamped with the state of its inputs in ``manifest``.
+
+    * leaderboard: the paired resamples of every ranked metric, all datasets and students
+      (:func:`legival_core.rankings.rank_intervals.stored_board_resamples`), the default
+      view's intervals (:func:`board_intervals`); the Pareto
+      page's, reference teachers left out;
+    * monitoring: the detection scores with their bootstrap, per dataset and pooled;
+    * reward models: for each reward model, the trace points, ρ at trace and teacher level
+      (all and correct traces) and the teacher table, all datasets, all traces, reference
+      teachers left out;
+    * transfer curves: the first-solve table before the leak, the measured-bin coverage (each
+      profile) and the first measured positions, all datasets and students;
+    * redundancy threshold: every teacher's sweep over the published τ grid plus the τ the
+      pages will read from ``future`` (the manifest once this run's record is in);
+    * robustness: the report under the default choices the pages will read from ``future``
+      with no resamples (the leaderboard's marks) and with the configured ones (the
+      Robustness page).
+
+    The last two are left out without ``future``.
+
+    None when the store holds none of their inputs.
+    """
+    from legival_core.oversight import oversight, selections
+    from legival_core.published.references import store_reference_teachers
+    from legival_core.rankings.rank_intervals import resamples_frame, stored_board_resamples
+    from legival_core.rankings.robustness_choices import Settings
+    from legival_core.store.app_config import RANK_RESAMPLES, RESAMPLE_SEED
+    from legival_core.store.page_results import page_results_rows
+
+    results: list[tuple[str, tuple[Any, ...], pd.DataFrame]] = []
+    transfer = store.read("trace_transfer") if store.has("trace_transfer") else None
+    efficiency = store.read("trace_efficiency") if store.has("trace_efficiency") else None
+    if (efficiency is not None and len(efficiency)) or (transfer is not None and len(transfer)):
+        drawn = stored_board_resamples(efficiency, transfer, RANK_RESAMPLES, RESAMPLE_SEED)
+        results.append(
+            ("board_resamples", (None, None, RANK_RESAMPLES, RESAMPLE_SEED), resamples_frame(drawn))
+        )
+        references = store_reference_teachers(store)
+        if store.has("teacher_metrics"):
+            results.append(board_intervals(store, drawn, references))
+        drawn = stored_board_resamples(
+            efficiency, transfer, RANK_RESAMPLES, RESAMPLE_SEED, references
+        )
+        args = (None, RANK_RESAMPLES, RESAMPLE_SEED, False)
+        results.append(("pareto_resamples", args, resamples_frame(drawn)))
+    if store.has("monitor_verdicts"):
+        verdicts = store.read("monitor_verdicts")
+        n_boot = selections.MONITOR_RESAMPLES
+        scores = oversight.monitor_scores(verdicts, n_boot=n_boot, seed=0)
+        results.append(("monitor_scores", (n_boot,), scores))
+        pooled = selections.pooled_monitor_scores(verdicts, n_boot)
+        results.append(("monitor_scores_pooled", (n_boot,), pooled))
+    if store.has("rewards") and transfer is not None and store.has("grades"):
+        rewards, grades = store.read("rewards"), store.read("grades")
+        traces = store.read("traces", columns=["trace_id", "teacher", "dataset"])
+        references = store_reference_teachers(store)
+        tables = (rewards, transfer, grades)
+        for model in sorted(rewards["reward_model"].unique()):
+            points = selections.reward_points(*tables, model, None, False)
+            results.append(("reward_points", (model, None, False), points))
+            for level in ("trace", "teacher"):
+                for correct_only in (False, True):
+                    rho = selections.reward_rho(
+                        *tables, traces, model, None, level, correct_only, references
+                    )
+                    results.append(("reward_rho", (model, None, level, correct_only, False), rho))
+            teachers = selections.teacher_rewards(*tables, traces, model, None, False)
+            results.append(("teacher_rewards", (model, None, False), teachers))
+    if store.has("rollouts"):
+        from legival_core.metrics.leak_summary import selection_leak_summary
+        from legival_core.metrics.transfer import PROFILES
+        from legival_core.metrics.transfer_curves import (
+            first_measured_positions,
+            observed_coverage,
+        )
+
+        rollouts = _read_rollouts_as_pages(store)
+        if transfer is not None and {"leak_k", "fotu_before_leak"} <= set(transfer.columns):
+            leaks = selection_leak_summary(transfer, rollouts)
+            results.append(("transfer_leaks", (None, None), leaks))
+        for profile in PROFILES:
+            covered = observed_coverage(rollouts, profile)
+            results.append(("transfer_coverage", (None, None, profile), covered))
+        results.append(
+            ("transfer_first_measured", (None, None), first_measured_positions(rollouts))
+        )
+        del rollouts
+    if future is not None:
+        results += redundancy_results(store, future)
+        settings = Settings.from_manifest(future)
+        results += robustness_results(store, settings, (0, RANK_RESAMPLES), RESAMPLE_SEED)
+    return page_results_rows(results, manifest) if results else None
+
+
 def missing_input(
     traces: pd.DataFrame,
     grades: pd.DataFrame,
@@ -456,13 +641,24 @@ METRICS_ROLLOUT_COLUMNS = (
 
 @register_stage(
     "metrics",
-    reads=("problems", "traces", "grades", "steps", "similarity", "judgments", "rollouts"),
+    reads=(
+        "problems",
+        "traces",
+        "grades",
+        "steps",
+        "similarity",
+        "judgments",
+        "rollouts",
+        "rewards",
+        "monitor_verdicts",
+    ),
     writes=(
         "trace_efficiency",
         "trace_transfer",
         "transfer_curves",
         "teacher_metrics",
         "decomposition",
+        "page_results",
     ),
     help="derived tables: trace efficiency, transfer utility, teacher summary, decomposition",
     shardable=False,
@@ -482,7 +678,8 @@ def run_metrics(ctx: StageContext) -> StageResult:
     judgments = read_or_empty(store, "judgments", ["trace_id", "labeler", "steps", "valid"])
     from legival_core.metrics.transfer_curves import rollouts_stamp
 
-    stamp = rollouts_stamp(store.manifest)  # before the read: a later write makes it stale
+    started = store.manifest  # before the reads: a later write makes what they gave stale
+    stamp = rollouts_stamp(started)
     rollouts = read_or_empty(store, "rollouts", list(METRICS_ROLLOUT_COLUMNS))
     problems = read_or_empty(store, "problems", ["problem_id", "workload"])
     labeler = primary_labeler(ctx)
@@ -533,8 +730,16 @@ def run_metrics(ctx: StageContext) -> StageResult:
         store.write(name, frame, stage="metrics")
         store.merge(name)
         result.written[name] = len(frame)
-    result.todo = len(traces)
-    result.provenance = {
+    # The pages' default results, from the tables just written. Each is stamped with its
+    # inputs' state: the tables this stage wrote as they are now, the others as they were
+    # when the stage started (a table written meanwhile makes the row stale, never wrong).
+    now = store.manifest
+    state = dict(started)
+    state["tables"] = {
+        **(started.get("tables") or {}),
+        **{n: e for n, e in (now.get("tables") or {}).items() if n in tables},
+    }
+    provenance = {
         "threshold": cfg.threshold,
         "profile": cfg.profile,
         "grid": cfg.grid,
@@ -543,4 +748,16 @@ def run_metrics(ctx: StageContext) -> StageResult:
         "truncated_correct": TRUNCATED_CORRECT,
         "answer_leaks_found": leaks_found,
     }
+    # The manifest as the pages will read it (default choices, τ) once this run's record is in.
+    future = {
+        **now,
+        "provenance": [*(now.get("provenance") or []), {"stage": "metrics", **provenance}],
+    }
+    pages = page_results_table(store, state, future)
+    if pages is not None:
+        store.write("page_results", pages, stage="metrics")
+        store.merge("page_results")
+        result.written["page_results"] = pages.num_rows
+    result.todo = len(traces)
+    result.provenance = provenance
     return result

@@ -1,0 +1,209 @@
+"""The slow pages' default results, stored by the metrics stage (issue 28 item 2).
+
+A copy of the bundled demo store goes through the real ``metrics`` stage, which writes
+``page_results``. The leaderboard, monitoring, reward-model and transfer pages must then open
+their default view without computing what was stored (the computing functions are replaced by
+ones that fail), show the same numbers as the functions give on the store's tables, fall back
+to computing for another selection, and never use a row whose inputs were written since.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import streamlit as st
+
+from legival_core.metrics import leak_summary as leak_module
+from legival_core.metrics import redundancy_sweep_view
+from legival_core.oversight import oversight
+from legival_core.rankings import rank_intervals, robustness_choices
+from legival_core.store import page_results
+from legival_core.store.page_results import stored_frame
+from legival_core.store.store import Store
+from tests.app_runner import run_app_page
+
+DEMO = Path(__file__).resolve().parents[1] / "results" / "demo"
+#: The functions behind the stored results (what a page computes when nothing is stored).
+COMPUTING = (
+    (rank_intervals, "resample_teachers"),
+    (rank_intervals, "interval_table"),
+    (oversight, "monitor_scores"),
+    (oversight, "reward_correlations"),
+    (oversight, "teacher_level_rewards"),
+    (oversight, "trace_level_rewards"),
+    (leak_module, "leak_summary"),
+    (robustness_choices, "robustness_report"),
+    (redundancy_sweep_view, "teacher_redundancy_sweep"),
+)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    """The demo store after one real ``metrics`` stage run (about 10 s)."""
+    from precompute.demo import DemoOptions, demo_config
+    from precompute.stages import StageContext, run_stage
+
+    path = tmp_path_factory.mktemp("page_results") / "demo"
+    shutil.copytree(DEMO, path)
+    opened = Store.open(path)
+    run_stage(
+        "metrics", StageContext(store=opened, config=demo_config(DemoOptions()), progress=False)
+    )
+    return opened
+
+
+@pytest.fixture(autouse=True)
+def _clear_caches() -> Iterator[None]:
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    yield
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def _forbid_computing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Replace every computing function by one that records its call and fails."""
+    calls: list[str] = []
+    for module, name in COMPUTING:
+
+        def fail(*args: object, _name: str = name, **kwargs: object) -> object:
+            calls.append(_name)
+            raise AssertionError(f"{_name} computed although the stage stored it")
+
+        monkeypatch.setattr(module, name, fail)
+    return calls
+
+
+def _spy_computing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Wrap every computing function so that its calls are recorded (it still computes)."""
+    calls: list[str] = []
+    for module, name in COMPUTING:
+        real = getattr(module, name)
+
+        def spy(*args: object, _name: str = name, _real=real, **kwargs: object) -> object:
+            calls.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, spy)
+    return calls
+
+
+def _tables(at) -> list[pd.DataFrame]:
+    return [frame.value for frame in at.dataframe]
+
+
+#: The pages whose default view the metrics stage stores.
+PAGES = ("leaderboard", "monitoring", "rewards", "transfer", "robustness", "pareto", "redundancy")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_default_view_reads_the_stored_results_and_shows_the_computed_numbers(
+    monkeypatch: pytest.MonkeyPatch, store: Store, page: str
+) -> None:
+    """Fails on a page that computes its default view: every computing function raises. Then,
+    without the stored rows (the fallback, computed as before), the page shows the same."""
+    with monkeypatch.context() as patched:
+        calls = _forbid_computing(patched)
+        at = run_app_page(page, patched, [store.path])
+        assert calls == [], calls
+        metrics, tables = [m.value for m in at.metric], _tables(at)
+    _clear_caches_now()
+    monkeypatch.setattr(page_results, "stored_frame", lambda *args, **kwargs: None)
+    at = run_app_page(page, monkeypatch, [store.path])
+    assert [m.value for m in at.metric] == metrics
+    computed = _tables(at)
+    assert len(computed) == len(tables)
+    for got, want in zip(computed, tables, strict=True):
+        pd.testing.assert_frame_equal(
+            got.reset_index(drop=True), want.reset_index(drop=True), check_dtype=False
+        )
+
+
+def _clear_caches_now() -> None:
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def test_the_stored_results_equal_the_functions_on_the_stores_tables(store: Store) -> None:
+    """Each stored frame against its function run here on the tables the page reads."""
+    from legival_core.metrics.leak_summary import leak_summary
+
+    manifest = store.manifest
+    table = store.read("page_results")
+    verdicts = store.read("monitor_verdicts")
+    scores = stored_frame(table, manifest, "monitor_scores", (500,))
+    assert scores is not None
+    pd.testing.assert_frame_equal(scores, oversight.monitor_scores(verdicts, n_boot=500, seed=0))
+    rewards, transfer, grades = (store.read(t) for t in ("rewards", "trace_transfer", "grades"))
+    (model,) = sorted(rewards["reward_model"].unique())
+    rho = stored_frame(table, manifest, "reward_rho", (model, None, "trace", False, False))
+    assert rho is not None
+    expected = oversight.reward_correlations(
+        rewards, transfer, grades, traces=store.read("traces")[["trace_id", "teacher", "dataset"]]
+    )
+    pd.testing.assert_frame_equal(rho, expected)
+    leaks = stored_frame(table, manifest, "transfer_leaks", (None, None))
+    assert leaks is not None
+    rollouts = store.read("rollouts", columns=["trace_id", "student", "k", "correct"])
+    pd.testing.assert_frame_equal(
+        leaks[["pairs", "leaks", "first_solves", "at_or_after_leak"]].reset_index(drop=True),
+        leak_summary(transfer, rollouts)[["pairs", "leaks", "first_solves", "at_or_after_leak"]],
+        check_dtype=False,
+    )
+    stored = stored_frame(table, manifest, "board_resamples", (None, None, 1000, 0))
+    assert stored is not None
+    drawn = rank_intervals.resamples_from_frame(stored, ["accuracy", "fotu", "sotu"])
+    fresh = rank_intervals.resample_teachers(
+        store.read("trace_efficiency"), transfer, ["accuracy", "fotu", "sotu"], 1000, 0
+    )
+    assert drawn.teachers == fresh.teachers and list(drawn.metrics) == list(fresh.metrics)
+    for name, one in fresh.metrics.items():
+        assert np.array_equal(drawn.metrics[name].replicates, one.replicates, equal_nan=True)
+        assert np.array_equal(drawn.metrics[name].point, one.point, equal_nan=True)
+
+
+def test_another_selection_is_computed(monkeypatch: pytest.MonkeyPatch, store: Store) -> None:
+    """A selection the stage did not store (one dataset, correct traces only) is computed."""
+    dataset = sorted(store.read("trace_transfer")["dataset"].unique())[0]
+    calls = _spy_computing(monkeypatch)
+    run_app_page("leaderboard", monkeypatch, [store.path], {"dataset": dataset})
+    assert "resample_teachers" in calls
+    calls.clear()
+    run_app_page("transfer", monkeypatch, [store.path], {"dataset": dataset})
+    assert "leak_summary" in calls
+    calls.clear()
+    run_app_page("rewards", monkeypatch, [store.path], {"subset": "correct"})
+    assert {"teacher_level_rewards", "trace_level_rewards"} <= set(calls)
+
+
+def test_a_stale_stored_result_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, store: Store, tmp_path: Path
+) -> None:
+    """Verdicts written after the stage ran: the stored scores no longer match the store, so
+    the page computes them (and shows the new verdicts' numbers)."""
+    copy = tmp_path / "stale"
+    shutil.copytree(store.path, copy)
+    stale = Store.open(copy)
+    verdicts = stale.read("monitor_verdicts")
+    flipped = verdicts.assign(verdict=verdicts["verdict"].map({"valid": "invalid"}).fillna("valid"))
+    stale.write("monitor_verdicts", flipped, stage="monitor")
+    assert (
+        stored_frame(stale.read("page_results"), stale.manifest, "monitor_scores", (500,)) is None
+    )
+    calls = _spy_computing(monkeypatch)
+    at = run_app_page("monitoring", monkeypatch, [copy])
+    assert "monitor_scores" in calls
+    fresh = oversight.monitor_scores(stale.read("monitor_verdicts"), n_boot=500, seed=0)
+    old = stored_frame(store.read("page_results"), store.manifest, "monitor_scores", (500,))
+    assert old is not None and not fresh["f1"].equals(old["f1"])
+    assert at.get("plotly_chart")
+
+
+def test_the_robustness_rows_are_stamped_with_every_table_the_report_reads() -> None:
+    for part in robustness_choices.REPORT_PARTS:
+        assert page_results.INPUTS[f"robustness_{part}"] == tuple(robustness_choices.TABLE_COLUMNS)
