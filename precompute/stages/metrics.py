@@ -32,6 +32,7 @@ rows with holes in them. Rollouts are optional: without them the transfer column
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 from collections.abc import Sequence
@@ -730,6 +731,13 @@ def run_metrics(ctx: StageContext) -> StageResult:
         store.write(name, frame, stage="metrics")
         store.merge(name)
         result.written[name] = len(frame)
+    result.todo = len(traces)
+    written = set(tables)
+    # The page results read what they need from the store again: let the inputs go first (at
+    # a million traces they held ~10 GB, and holding them beside the rollouts read again
+    # below crossed 17 GB; bench/scale_bench.py).
+    del traces, grades, steps, similarity, judgments, rollouts, efficiency, tables, frame
+    gc.collect()
     # The pages' default results, from the tables just written. Each is stamped with its
     # inputs' state: the tables this stage wrote as they are now, the others as they were
     # when the stage started (a table written meanwhile makes the row stale, never wrong).
@@ -737,7 +745,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     state = dict(started)
     state["tables"] = {
         **(started.get("tables") or {}),
-        **{n: e for n, e in (now.get("tables") or {}).items() if n in tables},
+        **{n: e for n, e in (now.get("tables") or {}).items() if n in written},
     }
     provenance = {
         "threshold": cfg.threshold,
@@ -758,6 +766,5 @@ def run_metrics(ctx: StageContext) -> StageResult:
         store.write("page_results", pages, stage="metrics")
         store.merge("page_results")
         result.written["page_results"] = pages.num_rows
-    result.todo = len(traces)
     result.provenance = provenance
     return result
