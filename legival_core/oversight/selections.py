@@ -27,6 +27,17 @@ MONITOR_RESAMPLES = 500
 POOLED = "All"
 
 
+def _on_dataset(
+    traces: pd.DataFrame, trace_transfer: pd.DataFrame, dataset: str | None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The traces' key columns and the transfer rows, both on ``dataset`` (None: all)."""
+    traces = traces[["trace_id", "teacher", "dataset"]]
+    if dataset is None:
+        return traces, trace_transfer
+    on = trace_transfer[trace_transfer["dataset"] == dataset]
+    return traces[traces["dataset"] == dataset], on
+
+
 def _without(frame: pd.DataFrame, references: Sequence[str]) -> pd.DataFrame:
     """``frame`` without the rows of the ``references`` teachers (none: unchanged), the filter
     of :func:`legival_core.published.references.keep_teachers`."""
@@ -76,14 +87,10 @@ def reward_rho(
     at trace or teacher ``level``
     (:func:`legival_core.oversight.oversight.reward_correlations`); at teacher level the
     ``references`` teachers add no point (pass none to include them)."""
-    traces = traces[["trace_id", "teacher", "dataset"]]
-    transfer = trace_transfer
+    traces, transfer = _on_dataset(traces, trace_transfer, dataset)
     if level == "teacher":
         traces = _without(traces, references)
         transfer = transfer[transfer["trace_id"].isin(traces["trace_id"])]
-    if dataset is not None:
-        transfer = transfer[transfer["dataset"] == dataset]
-        traces = traces[traces["dataset"] == dataset]
     if dataset is not None or level == "teacher":
         rewards = rewards[rewards["trace_id"].isin(traces["trace_id"])]
     return oversight.reward_correlations(
@@ -107,11 +114,7 @@ def teacher_rewards(
 ) -> pd.DataFrame:
     """Mean reward and transfer metrics per teacher for ``model`` on ``dataset`` (None: all),
     :func:`legival_core.oversight.oversight.teacher_level_rewards`."""
-    traces = traces[["trace_id", "teacher", "dataset"]]
-    transfer = trace_transfer
-    if dataset is not None:
-        transfer = transfer[transfer["dataset"] == dataset]
-        traces = traces[traces["dataset"] == dataset]
+    traces, transfer = _on_dataset(traces, trace_transfer, dataset)
     return oversight.teacher_level_rewards(
         rewards[rewards["reward_model"] == model],
         transfer,
