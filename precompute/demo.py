@@ -58,7 +58,7 @@ CHAMP_CREDIT = (
 )
 
 #: Stages run after the CHAMP problems, traces and grades are in the store.
-DEMO_STAGES = ("segment", "embed", "rollout", "judge", "metrics")
+DEMO_STAGES = ("segment", "embed", "rollout", "judge", "metrics")  # metrics runs last of all
 #: Stages run as parallel one-thread shards when ``DemoOptions.job_count() > 1``: the slow ones,
 #: whose work splits by trace (all prefixes of a trace stay in one shard, sharing its cache).
 PARALLEL_STAGES = ("rollout", "reward")
@@ -350,10 +350,12 @@ def build_demo(options: DemoOptions | None = None, *, progress: bool | None = No
     timings["grade"] = round(time.monotonic() - mark, 2)
     ctx = StageContext(store=store, config=config, progress=progress)
     try:
-        for name in DEMO_STAGES:
+        for name in DEMO_STAGES[:-1]:
             timings[name] = _run_demo_stage(name, ctx, options)
         if options.oversight:
             timings.update(_oversight(ctx, options))
+        # metrics last: its stored page results read the rewards and monitor verdicts too
+        timings["metrics"] = _run_demo_stage("metrics", ctx, options)
     finally:
         ctx.engines.close()
     store.record_stage(
