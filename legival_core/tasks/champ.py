@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from legival_core.tasks.base import register_task
 from legival_core.tasks.math import MathTask, math_verify_equal, normalise_text_answer
+from legival_core.text.number_words import NUMBER_WORDS
 
 _ALTERNATIVE_SEPARATOR = re.compile(
     r",?\s*or (?:equivalently|an equivalent form such as)\s*,?\s*", re.IGNORECASE
@@ -38,10 +39,6 @@ _COUNTED_IN_WORDS = re.compile(
     r"\s+[A-Za-z]+(?:\s+[A-Za-z]+){0,2}\.?$",
     re.IGNORECASE,
 )
-_SMALL_NUMBERS = {
-    "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
-    "eight": "8", "nine": "9", "ten": "10",
-}  # fmt: skip
 # A statement that names its value at the end: "The limit exists and is equal to 2", "The only
 # possible value for the limit is sqrt(a)" -> also "2", "sqrt(a)" (stating the value states it).
 _MAX_NAMED_GOLD = 200
@@ -144,7 +141,7 @@ def _value_of_statement(text: str) -> list[str]:
         return [counted.group(1)]
     if counted := _COUNTED_IN_WORDS.match(text):
         number = counted.group(1).lower()
-        return [_SMALL_NUMBERS.get(number, number)]
+        return [NUMBER_WORDS.get(number, number)]
     named = _NAMED_VALUE.match(text)
     if named is None or negation_count(named.group("claim")) or not is_statement_answer(text):
         return []
@@ -163,10 +160,6 @@ _STOP_WORDS = frozenset(
     {"the", "a", "an", "is", "are", "was", "were", "of", "in", "on", "to", "and", "that", "this"}
     | {"there", "it", "its", "be", "for", "with", "by", "as", "any", "all", "which", "such"}
 )
-_NUMBER_WORDS = {
-    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
-    "seven": "7", "eight": "8", "nine": "9", "ten": "10",
-}  # fmt: skip
 _UNICODE_POWERS = {"²": "^2", "³": "^3", "⁴": "^4", "ⁿ": "^n"}
 
 
@@ -189,7 +182,7 @@ def _content_words_at(text: str) -> list[tuple[str, int]]:
     """:func:`_content_words` with the position of each word in ``text``."""
     words = []
     for match in re.finditer(r"[a-z]+|\d+", text.lower()):
-        token = _NUMBER_WORDS.get(match.group(), match.group())
+        token = NUMBER_WORDS.get(match.group(), match.group())
         if token in _STOP_WORDS:
             continue
         token = token[:-1] if len(token) > 3 and token.endswith("s") else token

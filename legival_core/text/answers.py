@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from legival_core.tasks.boxed import box_content_spans
+from legival_core.text.number_words import NUMBER_WORDS
 from legival_core.text.polarity import (
     AskedClaim,
     asked_claim,
@@ -737,13 +738,9 @@ _CONGRUENCE = re.compile(
     r"(?:≡|\\equiv|congruent\s+to)\s*(-?\d+)\s*(?:\(\s*)?(?:\\pmod|\\bmod|\\mod|mod(?:ulo)?)\b",
     re.IGNORECASE,
 )
-_NUMBER_WORDS = {
-    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
-    "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12",
-}  # fmt: skip
 _COUNT_WORD = re.compile(
     r"\b(?:(?:exactly|precisely|only|are|is|be|have|has|of)\s+|(?:least|most),?\s+)("
-    + "|".join(_NUMBER_WORDS)
+    + "|".join(NUMBER_WORDS)
     + r")\b",
     re.IGNORECASE,
 )
@@ -755,7 +752,7 @@ _BOUND = re.compile(r"\b(?:at\s+least|at\s+most|exactly),?\s+", re.IGNORECASE)
 _CASES_COUNT = re.compile(
     r"\W*(?:(?:so|thus|hence|therefore|finally|overall|in\s+(?:conclusion|summary))\s*,?\s+)?"
     r"(?:for|in)\s+(?:(?:exactly|precisely|only|just|all)\s+)?"
-    r"(\d+|" + "|".join(_NUMBER_WORDS) + r")\s+(?=[A-Za-z])",
+    r"(\d+|" + "|".join(NUMBER_WORDS) + r")\s+(?=[A-Za-z])",
     re.IGNORECASE,
 )
 # "no such", "there are no …", "none", and "has no roots …" (a count of none).
@@ -1034,7 +1031,7 @@ def _frame_candidates(
         if _NONE.search(words):
             yield AnswerCandidate(sentence.start, sentence.end, "0", "count")
         for match in _COUNT_WORD.finditer(words):
-            number = _NUMBER_WORDS[match.group(1).lower()]
+            number = NUMBER_WORDS[match.group(1).lower()]
             yield AnswerCandidate(sentence.start, sentence.end, number, "count")
         # "At least k - 2 integers …": the bound is the count asked for.
         for match in _BOUND.finditer(text, sentence.start, sentence.end):
@@ -1043,7 +1040,7 @@ def _frame_candidates(
                 yield found
         # "For 20 values of n, the remainder is 4": the number of cases is the count.
         if cases := _CASES_COUNT.match(text, sentence.start, sentence.end):
-            number = _NUMBER_WORDS.get(cases.group(1).lower(), cases.group(1))
+            number = NUMBER_WORDS.get(cases.group(1).lower(), cases.group(1))
             yield AnswerCandidate(sentence.start, sentence.end, number, "count")
     elif frame.question_type == "mod_value":
         for match in _CONGRUENT_TO.finditer(text, sentence.start, sentence.end):
