@@ -40,7 +40,9 @@ FRESH_HALF = "fresh"
 UNSEEN_HALF = "unseen"
 #: The last sample (issue 23): the problems left after the unseen-problems sample.
 LAST_HALF = "last"
-FILES = (*HALVES, FRESH_HALF, UNSEEN_HALF, LAST_HALF)
+#: The two samples of answers no label file held (issue 23), on problems earlier files hold.
+ANSWER_HALVES = ("final", "confirm")
+FILES = (*HALVES, FRESH_HALF, UNSEEN_HALF, LAST_HALF, *ANSWER_HALVES)
 #: The columns of the issue-13 labels file (champ_answer_labels.csv), plus ``question``.
 COLUMNS = [
     "problem_id",
@@ -79,6 +81,9 @@ FRESH = _load_draw_script("make_champ_fresh_label_sample")
 UNSEEN = _load_draw_script("make_champ_unseen_label_sample")
 #: The last sample's draw; it imports the unseen script.
 LAST = _load_draw_script("make_champ_last_label_sample")
+#: The two answer samples' draws (the confirm script imports the final one).
+FINAL = _load_draw_script("make_champ_final_label_sample")
+CONFIRM = _load_draw_script("make_champ_confirm_label_sample")
 
 
 def _rows(half: str) -> list[dict[str, str]]:
@@ -336,9 +341,10 @@ def test_fresh_settings_are_the_four_no_sample_used(
 
 
 def _other_label_files(half: str = FRESH_HALF) -> list[Path]:
-    """Every label file in the fixtures folder except ``half``'s."""
-    mine = f"champ_settings_labels_{half}.csv"
-    return sorted(p for p in FIXTURES.glob("champ_*labels*.csv") if p.name != mine)
+    """Every label file in the fixtures folder except ``half``'s and the answer samples'
+    (drawn later, on problems the other files hold)."""
+    skip = {f"champ_settings_labels_{h}.csv" for h in (half, *ANSWER_HALVES)}
+    return sorted(p for p in FIXTURES.glob("champ_*labels*.csv") if p.name not in skip)
 
 
 def test_fresh_draw_excluded_every_label_file_made_before_it() -> None:
@@ -498,3 +504,68 @@ def test_problem_samples_settings_and_counts(rows: dict[str, list[dict[str, str]
             assert len({r["problem_id"] for r in mine}) == len(mine)
     assert set(Counter(r["setting"] for r in rows[UNSEEN_HALF]).values()) == {10}
     assert len(rows[LAST_HALF]) == 46  # all the eligible texts the round robin could place
+
+
+# --- The answer samples (champ_settings_labels_{final,confirm}.csv) -------------------------------
+
+ANSWER_SAMPLES = {"final": FINAL, "confirm": CONFIRM}
+
+
+def _file_keys(path: Path) -> set[tuple[str, str, str]]:
+    with path.open(encoding="utf-8", newline="") as f:
+        return {(r["setting"], r["problem_id"], r["teacher"]) for r in csv.DictReader(f)}
+
+
+def test_answer_samples_excluded_every_label_file_made_before_them() -> None:
+    earlier = {p.name for p in _other_label_files("final")}
+    assert set(FINAL.EARLIER_LABEL_FILES) == earlier
+    assert set(CONFIRM.EARLIER_LABEL_FILES) == earlier | {"champ_settings_labels_final.csv"}
+
+
+@pytest.mark.parametrize("half", list(ANSWER_SAMPLES))
+def test_answer_samples_hold_no_key_of_an_earlier_label_file(half: str) -> None:
+    mine = _file_keys(FIXTURES / f"champ_settings_labels_{half}.csv")
+    assert len(mine) == 208
+    for name in ANSWER_SAMPLES[half].EARLIER_LABEL_FILES:
+        assert not mine & _file_keys(FIXTURES / name), name
+
+
+@pytest.mark.parametrize("half", list(ANSWER_SAMPLES))
+def test_answer_sample_draws_reproduce_exactly_the_labelled_keys(
+    rows: dict[str, list[dict[str, str]]], half: str
+) -> None:
+    items = ANSWER_SAMPLES[half].sample()
+    assert {i["half"] for i in items} == {half}
+    drawn = [(i["setting"], i["problem_id"], i["teacher"], i["category"]) for i in items]
+    labelled = [(r["setting"], r["problem_id"], r["teacher"], r["category"]) for r in rows[half]]
+    assert drawn == labelled
+    # 16 settings (all but 0-Shot and its copy) x 13 = 208
+    settings = Counter(r["setting"] for r in rows[half])
+    assert set(settings) == set(champ_settings()) - set(UNSEEN.LEFT_OUT)
+    assert set(settings.values()) == {FINAL.PER_SETTING} and len(rows[half]) == 16 * 13
+    for item, row in zip(items, rows[half], strict=True):
+        if item["truncated"]:
+            assert row["label"] == "no_answer", row["problem_id"]
+
+
+@pytest.mark.parametrize("half", list(ANSWER_SAMPLES))
+def test_answer_samples_hold_no_text_a_reader_had_labelled(
+    rows: dict[str, list[dict[str, str]]],
+    recorded: dict[tuple[str, str, str], dict[str, str]],
+    half: str,
+) -> None:
+    """No drawn answer's text equals the text of a labelled key of the same model and problem
+    (the eligibility rule: a text recorded under one setting only)."""
+    earlier: set[tuple[str, str, str]] = set()
+    for name in ANSWER_SAMPLES[half].EARLIER_LABEL_FILES:
+        earlier |= _file_keys(FIXTURES / name)
+
+    def text(key: tuple[str, str, str]) -> tuple[str, str]:
+        return tuple(str(recorded[key][part]) for part in ("summary", "solution"))  # type: ignore[return-value]
+
+    seen: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for key in earlier:
+        seen.setdefault(key[1:], set()).add(text(key))
+    for row in rows[half]:
+        key = (row["setting"], row["problem_id"], row["teacher"])
+        assert text(key) not in seen.get(key[1:], set()), key

@@ -56,6 +56,7 @@ from legival_core.text.polarity import (
     asked_claim,
     is_hedge,
     main_clause,
+    negation_count,
     polarity,
     sentential_negation_count,
     speaks_to,
@@ -90,9 +91,10 @@ MAX_PREFIX_SENTENCE_CHARS = 500
 #: Candidate kinds that state no single answer: never accepted by a grader (kept for
 #: explanations).
 REJECTED_KINDS = frozenset({"hedge"})
-#: Whole-sentence candidates that hold a list or a restated condition: read only against a
-#: gold that is a statement (a value's verifier would take the list's or the condition's value).
-STATEMENT_ONLY_KINDS = frozenset({"list_sentence", "given_sentence"})
+#: Whole-sentence candidates that hold a list, a restated condition or an expression cut off
+#: before its brackets close: read only against a gold that is a statement (a value's verifier
+#: would take the list's, the condition's or the fragment's last value).
+STATEMENT_ONLY_KINDS = frozenset({"list_sentence", "given_sentence", "cut_sentence"})
 
 
 @dataclass(frozen=True, order=True)
@@ -169,6 +171,20 @@ class AnswerFrame:
             focus = frozenset(topic_words(asking)) - frozenset(topic_words(rest))
             object.__setattr__(self, "_focus", focus)
         return self._focus or frozenset()
+
+    @property
+    def set_aside(self) -> frozenset[str]:
+        """Values the question itself sets aside ("… besides 25": {"25"}), in the normal form
+        of :func:`restates_given`."""
+        from legival_core.text.questions import asking_sentence
+
+        asking = asking_sentence(self.prompt or "")
+        return frozenset(
+            _normal_maths(value)
+            for match in _SET_ASIDE.finditer(asking)
+            for value in re.split(r"\s*(?:,|\band\b|\bor\b)\s*", match.group(1))
+            if value
+        )
 
     @property
     def givens(self) -> str:
@@ -532,19 +548,24 @@ def expression_end(text: str, start: int, end: int | None = None) -> int:
     """
     end = len(text) if end is None else end
     index = last = start
-    depth = 0  # open brackets: inside them a comma separates coordinates, not values
+    opened: list[int] = []  # open brackets: inside them a comma separates coordinates
     while index < end:
         char = text[index]
-        stop = index + 1 if char == "," and depth > 0 else _token_end(text, index, end)
+        stop = index + 1 if char == "," and opened else _token_end(text, index, end)
         if stop == index:
             break
         if stop == index + 1 and char in "([{":
-            depth += 1
-        elif stop == index + 1 and char in ")]}":
-            depth = max(depth - 1, 0)
+            opened.append(index)
+        elif stop == index + 1 and char in ")]}" and opened:
+            opened.pop()
         last = index = stop
         while index < end and text[index] in " \t":
             index += 1
+    if opened and index < end and _is_letter(text[index]):
+        # "2 (attained by …)": a word inside a bracket it opened; the run ends before it.
+        last = opened[0]
+        while last > start and text[last - 1] in " \t":
+            last -= 1
     return last
 
 
@@ -749,6 +770,25 @@ _BOUND = re.compile(r"\b(?:at\s+least|at\s+most|exactly),?\s+", re.IGNORECASE)
 # A count sentence that opens with the number of cases ("For 20 values of n, …", "In 20 cases,
 # …", "Therefore, for exactly twenty integers n …"); used with Pattern.match at its start. The
 # number must be followed by a word: "For n = 20" and "In 2020, …" name no count.
+# "holds for 98 values of n", "in exactly two cases": the number of cases inside a sentence.
+_CASES_INSIDE = re.compile(
+    r"\b(?:for|in)\s+(?:(?:exactly|precisely|only|just)\s+)?(\d+|" + "|".join(NUMBER_WORDS) + r")"
+    r"\s+(?:(?:distinct|different|positive|integer|such)\s+)?"
+    r"(?:values?|integers?|numbers?|choices|cases|pairs?|triples?)\b",
+    re.IGNORECASE,
+)
+# A clause that gives a reason ("…, since f(x)=x has no real solutions"): what it says of
+# "no" or "none" is the premise, not the count.
+_REASON_CLAUSE = re.compile(r"\W*(?:because|since|as|given|if|when|whenever)\b", re.IGNORECASE)
+_REASON_WORD = re.compile(r"\b(?:because|since)\b", re.IGNORECASE)
+# A claim that its cases fail: "fails for 98 values of n" counts the other cases.
+_FAILS = re.compile(r"\bfail(?:s|ed)?\b", re.IGNORECASE)
+# "besides 25", "other than 1 and 2": values the question itself sets aside.
+_SET_ASIDE = re.compile(
+    r"\b(?:besides|other\s+than|apart\s+from|aside\s+from|except(?:\s+for)?)\s+"
+    r"(-?\d+(?:\s*(?:,|\band\b|\bor\b)\s*-?\d+)*)",
+    re.IGNORECASE,
+)
 _CASES_COUNT = re.compile(
     r"\W*(?:(?:so|thus|hence|therefore|finally|overall|in\s+(?:conclusion|summary))\s*,?\s+)?"
     r"(?:for|in)\s+(?:(?:exactly|precisely|only|just|all)\s+)?"
@@ -772,19 +812,21 @@ class _Sentence:
     copulas: list[re.Match[str]]
     answer_start: int  # after the copula that introduces the answer (start if none)
     answer_end: int  # where a trailing clause begins (end if none)
+    value_tail: bool = False  # the copula's tail leads with a value ("… is 1")
 
 
 def _read_sentence(source: _Text, start: int, end: int) -> _Sentence:
     text = source.text
     copulas = [m for m in _COPULA.finditer(text, start, end) if not source.inside(m.start())]
     answer_start, answer_end = start, end
+    value_tail = False
     # The copula that introduces the answer: the last one whose tail starts with a value
     # before any trailing clause ("is 11, which is achieved when …" -> the first "is").
     for copula in reversed(copulas):
         cut = _trailing_cut(source, copula.end(), end)
         value = source.region_at(copula.end()) is not None or text.startswith("\\", copula.end())
         if value or _leading_expression(text, copula.end(), cut, "probe") is not None:
-            answer_start, answer_end = copula.end(), cut
+            answer_start, answer_end, value_tail = copula.end(), cut, True
             break
     else:
         if copulas:
@@ -792,7 +834,7 @@ def _read_sentence(source: _Text, start: int, end: int) -> _Sentence:
             answer_end = _trailing_cut(source, answer_start, end)
     if not copulas:
         answer_end = _trailing_cut(source, start, end, require_value=True)
-    return _Sentence(source, start, end, copulas, answer_start, answer_end)
+    return _Sentence(source, start, end, copulas, answer_start, answer_end, value_tail)
 
 
 def _trailing_cut(source: _Text, start: int, end: int, *, require_value: bool = False) -> int:
@@ -848,6 +890,23 @@ def _value_list(text: str, offset: int = 0) -> tuple[int, int] | None:
             return offset + index, offset + stop
         index = max(first, index + 1)
     return None
+
+
+def _list_values(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The spans of the values of the list ``text[start:end]`` (a span of :func:`_value_list`)."""
+    region_at = {a: b for a, b in math_regions(text)}
+    spans: list[tuple[int, int]] = []
+    index = start
+    while index < end:
+        stop = _value_at(text, index, region_at)
+        if stop is None or stop > end:
+            break
+        spans.append((index, stop))
+        after, _word = _separator(text, stop)
+        if after is None:
+            break
+        index = after
+    return spans
 
 
 def _value_at(text: str, index: int, region_at: dict[int, int]) -> int | None:
@@ -1028,10 +1087,20 @@ def _frame_candidates(
             else:
                 yield found
     elif frame.question_type == "count":
-        if _NONE.search(words):
+        if any(not _in_reason_clause(words, m.start()) for m in _NONE.finditer(words)):
             yield AnswerCandidate(sentence.start, sentence.end, "0", "count")
         for match in _COUNT_WORD.finditer(words):
+            if _in_reason_clause(words, match.start()):
+                continue
             number = NUMBER_WORDS[match.group(1).lower()]
+            yield AnswerCandidate(sentence.start, sentence.end, number, "count")
+        for match in _CASES_INSIDE.finditer(words):
+            clause = words[_clause_start(words, match.start()) : match.start()]
+            if _in_reason_clause(words, match.start()) or negation_count(clause):
+                continue
+            if _FAILS.search(clause):
+                continue
+            number = NUMBER_WORDS.get(match.group(1).lower(), match.group(1))
             yield AnswerCandidate(sentence.start, sentence.end, number, "count")
         # "At least k - 2 integers …": the bound is the count asked for.
         for match in _BOUND.finditer(text, sentence.start, sentence.end):
@@ -1048,6 +1117,19 @@ def _frame_candidates(
 
 
 Dropped = list[tuple[AnswerCandidate, str]]
+
+
+def _clause_start(words: str, index: int) -> int:
+    """Where the clause holding ``words[index]`` starts: after the last ",", ";" or ":"."""
+    return max(words.rfind(mark, 0, index) for mark in ",;:") + 1
+
+
+def _in_reason_clause(words: str, index: int) -> bool:
+    """True when ``words[index]`` is in a clause of reasons: one that opens with "since",
+    "because", "if", … or holds "because"/"since" before it ("is 2 because f(x) = x has no
+    real solutions")."""
+    clause = _clause_start(words, index)
+    return bool(_REASON_CLAUSE.match(words, clause) or _REASON_WORD.search(words, clause, index))
 
 
 def _sentence_candidates(
@@ -1075,6 +1157,14 @@ def _sentence_candidates(
         return
     sentence = _read_sentence(source, start, end)
     listed = _value_list(text[sentence.answer_start : sentence.answer_end], sentence.answer_start)
+    if listed is not None and frame.set_aside:
+        # "25 and 76" for "… besides 25": the value the question set aside is not offered.
+        rest = [
+            span for span in _list_values(text, *listed)
+            if _normal_maths(text[span[0] : span[1]]) not in frame.set_aside
+        ]  # fmt: skip
+        if len(rest) == 1 and (one := _candidate(text, *rest[0], "list_rest")) is not None:
+            yield one
     if listed is not None:
         found = _candidate(text, listed[0], listed[1], "list")
         if found is not None:
@@ -1096,6 +1186,8 @@ def _sentence_candidates(
     # against the sentence that states it. One that offers a list is graded as a list.
     restating = any(why == _RESTATES for _, why in own_drops)
     kind = "list_sentence" if listed is not None else "given_sentence" if restating else "sentence"
+    if kind == "sentence" and not _brackets_close(words):
+        kind = "cut_sentence"  # a reply cut off mid-expression: its last number is no answer
     if (whole := _candidate(text, start, end, kind)) is not None:
         yield whole
 
@@ -1115,6 +1207,12 @@ def _why_not(
         return "one value of a list before the answer"
     if found.start >= sentence.answer_end and found.kind not in ("yes_no", "option"):
         return "in the clause after the answer"  # "achieved when m = 1 and n = 2"
+    if found.kind not in ("yes_no", "option", "congruence") and not _brackets_close(found.text):
+        return _CUT_OFF  # a reply cut off mid-expression
+    if found.kind == "inline_math" and sentence.value_tail and found.end <= sentence.answer_start:
+        # "The number of values of $n$ in $\{1, …, 100\}$ … is 1": the subject names what is
+        # asked; the copula's tail gives the value.
+        return "in the subject; the value follows the copula"
     if restates_given(_relation_around(source, found, sentence.start, sentence.end), frame):
         return _RESTATES
     if found.kind not in ("yes_no", "option") and _negated(source.text, sentence.start, found):
@@ -1124,7 +1222,13 @@ def _why_not(
     return None
 
 
+def _brackets_close(text: str) -> bool:
+    """True when ``text`` closes as many brackets as it opens ("[0, 1)" counts as closed)."""
+    return sum(text.count(c) for c in "([{") == sum(text.count(c) for c in ")]}")
+
+
 _RESTATES = "restates a condition of the problem"
+_CUT_OFF = "cut off: a bracket it opens never closes"
 _COUNTED_OBJECT = "names what was counted (the count is said in words before it)"
 # "z = 0": a letter given a value, the way a root or a solution is named.
 _NAMED_OBJECT = re.compile(r"\s*[A-Za-z](?:_\{?\w+\}?)?\s*=\s*\S")

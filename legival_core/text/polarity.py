@@ -98,8 +98,17 @@ def negation_count(sentence: str) -> int:
     2
     >>> negation_count("Not only can it be tiled, but in two ways.")
     0
+    >>> negation_count("It is neither increasing nor decreasing.")
+    1
     """
-    return sum(match.lastgroup != "idiom" for match in _WORDS.finditer(_words_only(sentence)))
+    count, neither = 0, False
+    for match in _WORDS.finditer(_words_only(sentence)):
+        word = match.group().lower()
+        if match.lastgroup == "idiom" or (word == "nor" and neither):
+            continue  # "neither A nor B" denies A and B once each: one negation, not two
+        neither |= word == "neither"
+        count += 1
+    return count
 
 
 _SENTENTIAL = frozenset({"not", "never", "cannot", "impossible"})
@@ -393,15 +402,38 @@ def compared_polarity(sentence: str, comparison: Comparison | None) -> Polarity 
     'yes'
     >>> compared_polarity("a_9000 is less than 40.", asked) is None
     True
+    >>> compared_polarity("a_9000 is greater than 40.", asked)  # settles it: more than 30
+    'yes'
     """
+    return _compared(sentence, comparison)[1]
+
+
+def _compared(sentence: str, comparison: Comparison | None) -> tuple[bool, Polarity | None]:
+    """``(compares, answer)``: whether ``sentence``'s claim compares with a number, and how
+    that answers the asked ``comparison`` (None when it settles nothing: "a_9000 > 5" for
+    "Is a_9000 > 30?")."""
     if comparison is None:
-        return None
+        return False, None
     direction, bound = comparison
-    found = [m for m in _COMPARISON.finditer(sentence) if _bound_of(sentence, m) == bound]
-    if not found:
-        return None
+    bounded = [(m, b) for m in _COMPARISON.finditer(sentence) if (b := _bound_of(sentence, m))
+               is not None]  # fmt: skip
+    found = [m for m, b in bounded if b == bound]
     main = main_clause(sentence)
     main_start = max(sentence.find(main), 0)
+    if not found:
+        # Another number in the claim: an answer only when it implies the asked comparison
+        # or its opposite ("> 40" answers "> 30?" Yes; "< 20" answers it No; "> 5" neither).
+        other = [(m, b) for m, b in bounded if main_start <= m.start() < main_start + len(main)]
+        if not other:
+            return False, None
+        match, number = other[-1]
+        clause = max(sentence.rfind(mark, 0, match.start()) for mark in ",;:") + 1
+        up = (_direction(match) == "up") != (negation_count(sentence[clause : match.start()]) % 2)
+        if up and number >= bound:
+            return True, "yes" if direction == "up" else "no"
+        if not up and number <= bound:
+            return True, "no" if direction == "up" else "yes"
+        return True, None
     in_main = [m for m in found if main_start <= m.start() < main_start + len(main)]
     chosen: re.Match[str] | None = in_main[-1] if in_main else None
     if chosen is None:
@@ -411,10 +443,10 @@ def compared_polarity(sentence: str, comparison: Comparison | None) -> Polarity 
                 chosen = match
                 break
     if chosen is None:
-        return None
+        return False, None
     clause = max(sentence.rfind(mark, 0, chosen.start()) for mark in ",;:") + 1
     negated = negation_count(sentence[clause : chosen.start()]) % 2 == 1
-    return "yes" if (_direction(chosen) == direction) != negated else "no"
+    return True, "yes" if (_direction(chosen) == direction) != negated else "no"
 
 
 @dataclass(frozen=True)
@@ -496,8 +528,10 @@ def polarity(sentence: str, asked: AskedClaim | None = None) -> Polarity | None:
     lead = re.match(r"\W*(yes|no)\b\s*[,.;:!—-]", sentence, re.IGNORECASE)
     if lead is not None:
         return "yes" if lead.group(1).lower() == "yes" else "no"
-    if asked is not None and (compared := compared_polarity(sentence, asked.comparison)):
-        return compared
+    if asked is not None and asked.comparison is not None:
+        compares, compared = _compared(sentence, asked.comparison)
+        if compares:
+            return compared  # None: it compares with a number that settles nothing
     claim = main_clause(sentence)
     # "x_n ≠ 0 for all n" denies as "x_n is never 0" does: a "≠" of the claim is a negation,
     # one before its last copula belongs to the subject ("the least p + q with x_p ≠ x_q is 3").
