@@ -1052,3 +1052,128 @@ def test_a_list_member_the_question_sets_aside_is_not_offered(
     text: str, gold: str, right: bool
 ) -> None:
     assert graded(text, gold, AUTOMORPHIC_PROMPT).grade.correct is right
+
+
+# --- the eighth sample's disagreements, each as a class -------------------------------------------
+# The eighth sample (tests/fixtures/champ_settings_labels_confirm.csv) was scored once with the code
+# final (201 / 208), then read; six of its seven disagreements were grader classes.
+
+PRODUCT_COUNT_PROMPT = (
+    "For how many values of n in {1, 2, ..., 100}, do we have "
+    "(1/2)*(3/4)*(5/6)*...*(2n-1)/(2n)≤1/sqrt(3n+1)?"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "right"),
+    [
+        # Eighth sample, GPT-4 Turbo, 1/3 Soln (labelled right, graded wrong)
+        ("The inequality \\( \\left(\\frac{1}{2}\\right)\\cdots\\left(\\frac{2n-1}{2n}\\right) "
+         "\\leq \\frac{1}{\\sqrt{3n+1}} \\) holds for all 100 values of \\( n \\) in the set "
+         "\\( \\{1, 2, \\ldots, 100\\} \\).", True),
+        ("The inequality holds for all 99 values of n with n > 1.", False),
+    ],
+)  # fmt: skip
+def test_for_all_n_values_states_the_count(text: str, right: bool) -> None:
+    assert graded(text, "100 (i.e., all values)", PRODUCT_COUNT_PROMPT).grade.correct is right
+
+
+PROGRESSIONS_PROMPT = (
+    "In how many ways can 12 geometric progressions be selected from the numbers 1, 2, ..., 100 "
+    "such that every number is in exactly one progression?"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "gold", "right"),
+    [
+        # Eighth sample, PaLM 2 Medium, 2/3 Soln (labelled right, graded wrong): the gold is a
+        # value with a remark in brackets, which no reading of the count could match
+        ("There is no way to choose 12 geometric progressions from the numbers 1 to 100 such "
+         "that every number is in exactly one progression.", "0 (no such selection is possible)",
+         True),
+        ("So the number of ways is 0.", "0 (no such selection is possible)", True),
+        ("So the number of ways is 12.", "0 (no such selection is possible)", False),
+        ("So the number of ways is 12.", "12 (one per prime)", True),
+    ],
+)  # fmt: skip
+def test_a_gold_value_with_a_remark_in_brackets_accepts_the_value(
+    text: str, gold: str, right: bool
+) -> None:
+    assert graded(text, gold, PROGRESSIONS_PROMPT).grade.correct is right
+
+
+QUARTIC_PROMPT = "Solve the equation x^4+a^4-3a*x^3+3a^3*x=0 for a≠0 as an expression of a."
+QUARTIC_GOLD = "a(1±sqrt(2)), a(1±sqrt(5))/2"
+
+
+@pytest.mark.parametrize(
+    ("text", "right"),
+    [
+        # Eighth sample, GPT-4 Turbo, Direct C w/ H (labelled right, graded wrong): the gold's
+        # "±" stands for two values each
+        ("The solutions for \\( x \\) in terms of \\( a \\) are \\( x = a(1 + \\sqrt{2}) \\), "
+         "\\( x = a(1 - \\sqrt{2}) \\), "
+         "\\( x = a\\left(\\frac{1}{2} + \\frac{\\sqrt{5}}{2}\\right) \\), and "
+         "\\( x = a\\left(\\frac{1}{2} - \\frac{\\sqrt{5}}{2}\\right) \\).", True),
+        ("The solutions are a(1+sqrt(2)), a(1-sqrt(2)), a(1+sqrt(5))/2 and a(1-sqrt(5))/2.", True),
+        ("The solutions are a(1+sqrt(2)) and a(1+sqrt(5))/2.", False),
+        ("The solutions are a(1+sqrt(2)), a(1-sqrt(2)), a(1+sqrt(3))/2 and a(1-sqrt(3))/2.", False),
+    ],
+)  # fmt: skip
+def test_a_plus_minus_gold_stands_for_both_values(text: str, right: bool) -> None:
+    assert graded(text, QUARTIC_GOLD, QUARTIC_PROMPT).grade.correct is right
+
+
+FACTOR_PROMPT = "Factorize x^8+x^4+1 into terms of integer coefficients."
+FACTOR_GOLD = "(x^2+x+1)(x^2-x+1)(x^4-x^2+1)"
+
+
+@pytest.mark.parametrize(
+    ("text", "right"),
+    [
+        # Eighth sample, GPT-4 Turbo, Example C w/o H (labelled wrong, graded right): the
+        # expression the question asks about, restated, verified as equal to its factorisation
+        ("The expression \\( x^8 + x^4 + 1 \\) factorizes into terms with integer coefficients as "
+         "\\( (x^2 + 1)^2(x^4 - x^2 + 1) \\).", False),
+        ("So $x^8+x^4+1$ is the answer.", False),
+        ("The expression \\( x^8 + x^4 + 1 \\) factorizes as \\( (x^2+x+1)(x^2-x+1)(x^4-x^2+1) "
+         "\\).", True),
+    ],
+)  # fmt: skip
+def test_the_expression_the_question_asks_about_is_not_its_answer(text: str, right: bool) -> None:
+    assert graded(text, FACTOR_GOLD, FACTOR_PROMPT).grade.correct is right
+
+
+def test_a_letter_list_in_an_opening_clause_does_not_cut_the_main_clause() -> None:
+    # Eighth sample, GPT-4, Name C w/ H (labelled right, graded wrong): "a, b, and c," ended
+    # the opening clause early, and its claim was read from "and c"
+    prompt = (
+        "For a, b, c>0, are there possible values of them to make (a^3*b+b^3*c+c^3*a)/(a+b+c) "
+        "less than abc?"
+    )
+    text = (
+        "For any positive real numbers a, b, and c, there are no possible values that would make "
+        "the expression (a^3*b + b^3*c + c^3*a)/(a + b + c) less than abc."
+    )
+    assert graded(text, "No", prompt).grade.correct
+    assert not graded(text, "Yes", prompt).grade.correct
+    assert polarity(text) == "no"
+
+
+@pytest.mark.parametrize(
+    ("text", "right"),
+    [
+        # Eighth sample, GPT-4, No C w/ H (labelled right, graded wrong): "result in" gives the
+        # count; the last copula ("are collected") was read instead
+        ("The expansion of (x+y+z)^1999 will result in 2,001,000 terms when like terms are "
+         "collected.", True),
+        ("The expansion results in 2001000 terms.", True),
+        ("The expansion will result in 1,999,000 terms when like terms are collected.", False),
+    ],
+)  # fmt: skip
+def test_result_in_introduces_the_count(text: str, right: bool) -> None:
+    prompt = (
+        "When (x+y+z)^1999 is expanded and like terms are collected, how many terms will there be?"
+    )
+    assert graded(text, "2001000", prompt).grade.correct is right

@@ -30,6 +30,8 @@ _ALTERNATIVE_SEPARATOR = re.compile(
 # A trailing "(i.e., ...)" remark; it may hold parentheses of its own.
 _IE_REMARK = re.compile(r"\s*\((?:i\.e\.|e\.g\.).*\)\s*$", re.IGNORECASE | re.DOTALL)
 _ONLY_VALUE = re.compile(r"^(.+?)\s+is the only possible value\.?$", re.IGNORECASE)
+# A value with a remark of words in brackets: "0 (no such selection is possible)".
+_VALUE_REMARK = re.compile(r"^(-?\d+(?:/\d+)?)\s+\([A-Za-z][^()]*\s[^()]*\)$")
 # A count with the noun it counts: "98 values", "2 inequalities", "0 roots" -> also "98".
 # Also an exact count in words: "Exactly one sequence" -> also "1" (a bound, "At least 1
 # number", is not an exact count and keeps its words).
@@ -111,6 +113,10 @@ def champ_accepted_answers(gold: str) -> list[str]:
         ['900']
         >>> champ_accepted_answers("0 is the only possible value")
         ['0']
+        >>> champ_accepted_answers("0 (no such selection is possible)")
+        ['0']
+        >>> champ_accepted_answers("a(1±sqrt(2)), 5")
+        ['a(1±sqrt(2)), 5', 'a(1+sqrt(2)), a(1-sqrt(2)), 5']
         >>> champ_accepted_answers("98 values")
         ['98 values', '98']
         >>> champ_accepted_answers("Exactly one sequence")
@@ -123,10 +129,25 @@ def champ_accepted_answers(gold: str) -> list[str]:
         text = _IE_REMARK.sub("", alternative.replace("@@", "")).strip()
         if only := _ONLY_VALUE.match(text):
             text = only.group(1).strip()
+        if remarked := _VALUE_REMARK.match(text):
+            text = remarked.group(1)  # "0 (no such selection is possible)": the value is 0
         if text:
             accepted.append(text)
             accepted += _value_of_statement(text)
+            if "±" in text and (both := _both_signs(text)):
+                accepted.append(both)
     return accepted
+
+
+def _both_signs(text: str) -> str:
+    """A gold list with each "±" written out as its two values ("a(1±sqrt(2)), 3" ->
+    "a(1+sqrt(2)), a(1-sqrt(2)), 3"); "" when a value holds more than one "±"."""
+    values: list[str] = []
+    for value in (v.strip() for v in text.split(",")):
+        if value.count("±") > 1:
+            return ""
+        values += [value.replace("±", "+"), value.replace("±", "-")] if "±" in value else [value]
+    return ", ".join(values)
 
 
 def _value_of_statement(text: str) -> list[str]:
@@ -340,6 +361,9 @@ def champ_answer_for_math(answer: str) -> str:
     >>> print(champ_answer_for_math("(√2 + 1)/(4√2)"))
     (\\sqrt{2} + 1)/(4\\sqrt{2})
     """
+    if answer.count("\\(") >= 2:
+        # A list of inline maths ("\\( x = 1 \\), \\( x = 2 \\)"): one expression per item.
+        answer = answer.replace("\\(", " ").replace("\\)", " ")
     for power, ascii_power in _UNICODE_POWERS.items():
         answer = answer.replace(power, ascii_power)
     answer = re.sub(r"√\s*\(", "sqrt(", answer)

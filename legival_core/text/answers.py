@@ -133,6 +133,7 @@ class AnswerFrame:
     _givens: str | None = field(default=None, compare=False, repr=False)
     _focus: frozenset[str] | None = field(default=None, compare=False, repr=False)
     _asked: AskedClaim | None = field(default=None, compare=False, repr=False)
+    _asked_object: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def question_negated(self) -> bool:
@@ -186,6 +187,21 @@ class AnswerFrame:
             if value
         )
 
+    def restates_object(self, candidate: str) -> bool:
+        """True when ``candidate`` is the one expression the question asks about ("Factorize
+        x^8+x^4+1": "x^8 + x^4 + 1"), which is never its answer. Not for yes/no and choice
+        questions, nor when the asking sentence writes several expressions ("Which is larger,
+        2^100 or 3^60?"): there a restated expression may be the answer."""
+        if self.question_type in ("yes_no", "choice") or not self.prompt:
+            return False
+        if self._asked_object is None:
+            from legival_core.text.questions import asking_sentence
+
+            asked_object = _only_expression(asking_sentence(self.prompt))
+            object.__setattr__(self, "_asked_object", asked_object)
+        normal = _normal_maths(candidate)
+        return bool(self._asked_object) and normal == self._asked_object
+
     @property
     def givens(self) -> str:
         """The prompt in the normal form of :func:`restates_given` (computed once)."""
@@ -195,6 +211,26 @@ class AnswerFrame:
 
 
 _BRACKETED = re.compile(r"\([^()]*\)")
+_OPERATOR_CHARS = frozenset("+-*/^")
+
+
+def _only_expression(asking: str) -> str:
+    """The normal form (:func:`_normal_maths`) of the one expression with an operator that
+    ``asking`` writes, of five or more characters; "" when it writes none or several."""
+    found: list[str] = []
+    index = 0
+    while index < len(asking):
+        stop = expression_end(asking, index)
+        if stop > index:
+            normal = _normal_maths(asking[index:stop])
+            if len(normal) >= 5 and _OPERATOR_CHARS.intersection(normal):
+                found.append(normal)
+            index = stop
+        else:
+            index += 1
+    return found[0] if len(found) == 1 else ""
+
+
 _TOPIC_TOKEN = re.compile(r"\\[A-Za-z]+|[A-Za-z]{3,}|\d+")
 #: Words that ask or join, not what is asked about.
 _TOPIC_STOP = frozenset({
@@ -728,9 +764,10 @@ def _answer_phrase(source: _Text, frame: AnswerFrame) -> Iterator[AnswerCandidat
 # --- the closing sentence -------------------------------------------------------------------------
 
 # The last copula of a sentence introduces what it states: "… is X", "… are X", "… equals X",
+# "… results in 2,001,000 terms" (only before a number or maths),
 # "… will have X", "… is given by (the expression|formula) X", "… is equal to X".
 _COPULA = re.compile(
-    r"\b(?:is|are|was|were|equals|will\s+have|has|have|becomes|be)"
+    r"\b(?:is|are|was|were|equals|will\s+have|has|have|becomes|be|(?:will\s+)?results?\s+in(?=\s+[-\d$\\]))"
     r"(?:\s+(?:given\s+by|equal\s+to|exactly|simply|just))?"
     r"(?:\s+(?:the\s+)?(?:expression|formula|value|number|sum|product|answer))?"
     r"(?:\s*:)?\s+",
@@ -772,7 +809,8 @@ _BOUND = re.compile(r"\b(?:at\s+least|at\s+most|exactly),?\s+", re.IGNORECASE)
 # number must be followed by a word: "For n = 20" and "In 2020, …" name no count.
 # "holds for 98 values of n", "in exactly two cases": the number of cases inside a sentence.
 _CASES_INSIDE = re.compile(
-    r"\b(?:for|in)\s+(?:(?:exactly|precisely|only|just)\s+)?(\d+|" + "|".join(NUMBER_WORDS) + r")"
+    r"\b(?:for|in)\s+(?:(?:exactly|precisely|only|just|all)\s+)?"
+    r"(\d+|" + "|".join(NUMBER_WORDS) + r")"
     r"\s+(?:(?:distinct|different|positive|integer|such)\s+)?"
     r"(?:values?|integers?|numbers?|choices|cases|pairs?|triples?)\b",
     re.IGNORECASE,
@@ -1209,6 +1247,8 @@ def _why_not(
         return "in the clause after the answer"  # "achieved when m = 1 and n = 2"
     if found.kind not in ("yes_no", "option", "congruence") and not _brackets_close(found.text):
         return _CUT_OFF  # a reply cut off mid-expression
+    if found.kind not in ("yes_no", "option") and frame.restates_object(found.text):
+        return _RESTATES  # "Factorize x^8+x^4+1" answered by "x^8 + x^4 + 1 factorizes as …"
     if found.kind == "inline_math" and sentence.value_tail and found.end <= sentence.answer_start:
         # "The number of values of $n$ in $\{1, …, 100\}$ … is 1": the subject names what is
         # asked; the copula's tail gives the value.

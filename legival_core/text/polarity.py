@@ -224,10 +224,11 @@ def main_clause(sentence: str) -> str:
     'The number x, cannot be prime.'
     """
     words = _words_only(sentence)
+    listing = _letter_list_commas(words)
     cuts = [0] + [
         m.start() + (1 if m.group() in ",;:" else 0)
         for m in _CLAUSE.finditer(words)
-        if not (m.group() == "," and _between_relations(words, m.start()))
+        if not (m.group() == "," and (_between_relations(words, m.start()) or m.start() in listing))
     ]
     clauses = [sentence[a:b] for a, b in zip(cuts, [*cuts[1:], len(sentence)], strict=True)]
     clauses = [c for c in clauses if c.strip()]
@@ -279,6 +280,24 @@ def _between_relations(words: str, comma: int) -> bool:
     before = words[max(0, comma - 64) : comma].rsplit(None, 1)[-1:] or [""]
     after = words[comma + 1 : comma + 65].split(None, 1)[:1] or [""]
     return all(any(c in _RELATION_CHARS for c in side[0]) for side in (before, after))
+
+
+# "a, b, and c", "x, y, z": one-letter variables listed with commas (and "and"/"or").
+_LETTER_LIST = re.compile(
+    r"\b[A-Za-z]\b(?:[ \t]*,[ \t]*[A-Za-z]\b)+(?:[ \t]*,?[ \t]*(?:and|or)[ \t]+[A-Za-z]\b)?"
+)
+
+
+def _letter_list_commas(words: str) -> set[int]:
+    """Positions of the commas inside lists of three or more one-letter variables ("a, b,
+    and c", "x, y, z"): they list variables, not clauses. "for all n, a_n > 0" is no list."""
+    commas: set[int] = set()
+    for match in _LETTER_LIST.finditer(words):
+        inside = [match.start() + i for i, c in enumerate(match.group()) if c == ","]
+        joined = re.search(r"\b(?:and|or)\b", match.group()) is not None
+        if len(inside) >= 2 or (inside and joined):
+            commas.update(inside)
+    return commas
 
 
 # A claim of divergence in words: "diverges", "is divergent", "is unbounded", "tends to
