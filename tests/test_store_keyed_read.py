@@ -273,3 +273,45 @@ def test_a_truncated_part_is_reported_by_a_keyed_read(tmp_path: Path, small_batc
         store.read("steps", filters={"trace_id": "t03"})
     with pytest.warns(RuntimeWarning, match="skipping unreadable part"):
         assert store.read("steps", filters={"trace_id": "t03"}, on_corrupt="skip").empty
+
+
+# --- the inspector's trace list ----------------------------------------------------------------
+
+
+def test_rows_per_counts_the_rows_a_read_gives(tmp_path: Path, small_batches: None) -> None:
+    store = sorted_store(tmp_path)
+    unsorted_part(
+        store,
+        steps_frame([trace_name(i) for i in range(25, 35)]),
+        "part-00000002-1-abcdef12.arrow",
+    )  # overlaps the first part's last traces: each (trace, step) is counted once
+    expected = store.read("steps", ["trace_id"])["trace_id"].astype(str).value_counts()
+    got = store.rows_per("steps", "trace_id")
+    assert got.sort_index().equals(expected.sort_index())
+    assert got.name == "count" and got.index.name == "trace_id" and got.sum() == 35 * STEPS
+    assert store.rows_per("steps", "step").to_dict() == dict.fromkeys(range(1, STEPS + 1), 35)
+    assert Store.create(tmp_path / "empty").rows_per("steps", "trace_id").empty
+    with pytest.raises(schema.SchemaError):
+        store.rows_per("steps", "nope")
+
+
+def old_trace_choices(store: Store) -> pd.DataFrame:
+    """The inspector's trace list as the page assembled it before ``store_trace_choices``."""
+    from legival_core import views
+
+    traces = store.read(
+        "traces", ["trace_id", "problem_id", "dataset", "teacher", "sample", "tokens"]
+    )
+    grades = store.read("grades", ["trace_id", "correct"]) if store.has("grades") else None
+    transfer = store.read("trace_transfer") if store.has("trace_transfer") else None
+    per_trace = store.read("steps", ["trace_id"])["trace_id"].astype(str).value_counts()
+    return views.trace_choices(traces, grades, transfer, per_trace)
+
+
+def test_store_trace_choices_equal_the_old_assembly_on_the_demo() -> None:
+    from legival_core import views
+
+    demo = Store.open(Path(__file__).resolve().parents[1] / "results" / "demo")
+    got = views.store_trace_choices(demo)
+    pd.testing.assert_frame_equal(got, old_trace_choices(demo))
+    assert len(got) and got["m"].notna().all()

@@ -1608,6 +1608,26 @@ class Store:
         """:meth:`read_arrow` as a DataFrame with stable dtypes (see :func:`pandas_dtypes`)."""
         return _to_pandas(self.read_arrow(table, columns, filters, on_corrupt=on_corrupt))
 
+    def rows_per(self, table: str, column: str, *, on_corrupt: OnCorrupt = "raise") -> pd.Series:
+        """How many rows of ``table`` (the latest part winning) hold each non-null value of
+        ``column``: a Series indexed by the value, named ``count`` (as pandas' value_counts).
+
+        Counted in Arrow: the inspector's steps per trace come out as 100,000 numbers instead
+        of 1.1M step ids turned into pandas strings, counted there and cached."""
+        spec = schema.spec(table)
+        (name,) = _check_columns(spec, [column])
+        found = self.read_arrow(table, [name], on_corrupt=on_corrupt).column(name)
+        counts = pc.value_counts(found)
+        values, numbers = counts.field("values"), counts.field("counts")
+        present = pc.is_valid(values)
+        values, numbers = values.filter(present), numbers.filter(present)
+        index = _to_pandas(pa.table({name: values}))[name]
+        return pd.Series(
+            numbers.to_numpy(zero_copy_only=False).astype(np.int64),
+            index=pd.Index(index, name=name),
+            name="count",
+        )
+
     def done_keys(
         self,
         table: str,
