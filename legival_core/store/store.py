@@ -663,13 +663,16 @@ def _read_part_keyed(
                     raise _NoKeyRange()
                 return smallest, largest
 
-            # The batches are in key order: the first whose largest key reaches ``low`` up to
-            # the last whose smallest key is at most ``high``. A batch without keys (empty)
-            # gives no order to search by: every batch is then looked at.
+            # The batches are in key order: the first whose largest key reaches ``low`` (a
+            # binary search), up to the last whose smallest key is at most ``high`` (a walk on:
+            # the batches it passes are candidates, whose keys are looked at anyway). A batch
+            # without keys (empty) gives no order to search by: every batch is then looked at.
             try:
                 start = _first_index(count, lambda i: bounds(i)[1] >= low)
-                stop = _first_index(count, lambda i: bounds(i)[0] > high)
-                candidates = range(start, max(start, stop))
+                stop = start
+                while stop < count and bounds(stop)[0] <= high:
+                    stop += 1
+                candidates = range(start, stop)
             except _NoKeyRange:
                 candidates = range(count)
     pieces = []
