@@ -380,16 +380,7 @@ class Results:
         self._need("traces", "traces")
 
         def make() -> pd.DataFrame:
-            traces = self.table(
-                "traces",
-                ["trace_id", "problem_id", "dataset", "teacher", "sample", "tokens"],
-            )
-            grades = (
-                self.table("grades", ["trace_id", "correct"]) if self.has_table("grades") else None
-            )
-            transfer = self.table("trace_transfer") if self.has_table("trace_transfer") else None
-            per_trace = self.table("steps", ["trace_id"])["trace_id"].astype(str).value_counts()
-            return views.trace_choices(traces, grades, transfer, per_trace)
+            return views.store_trace_choices(self._store)
 
         return self._cached(("traces",), make)
 
