@@ -6,12 +6,16 @@ fixed, so both are development data now. The held-out half (four further setting
 reading before it was scored) was scored twice untouched (112 / 120, then 115 / 120 with the
 code final), then read, and four of its five disagreements fixed as classes: it is development
 data too. So are the three samples labelled after it, each scored once and then read: a fresh
-half (four more settings, 115 / 120), and two samples on problems no earlier file held (110 /
-120 and 42 / 46). Those first scores are the measurements (docs/reliability.md); none met 97%.
+half (four more settings, 115 / 120), two samples on problems no earlier file held (110 / 120
+and 42 / 46) and two samples of replies no reader had seen (198 / 208 and 201 / 208). Those first
+scores are the measurements (docs/reliability.md); none met 97%. The ninth sample (replies no
+reader had seen, 30 per setting in two parts) was scored once with the code after those fixes,
+and never tuned on: 470 / 480 (97.9%), every setting at least 28 / 30, no false positive from a
+restated condition: the issue's goals, met on untouched data.
 
 Goals (issue 23): at least 97% agreement on the test half, no setting below 93%, and no wrong
-answer graded right because a candidate restated the problem's own condition. Every sample here
-is tuned now, so the goals only guard against regressions.
+answer graded right because a candidate restated the problem's own condition. On the tuned
+samples the goals only guard against regressions.
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ HALVES = {
     "fresh": "champ_settings_labels_fresh.csv",
     "unseen": "champ_settings_labels_unseen.csv",
     "last": "champ_settings_labels_last.csv",
+    "final": "champ_settings_labels_final.csv",
+    "confirm": "champ_settings_labels_confirm.csv",
+    "recheck": "champ_settings_labels_recheck.csv",
+    "recheck_b": "champ_settings_labels_recheck_b.csv",
 }
 TEST_GOAL = 0.97
 SETTING_GOAL = 0.93
@@ -98,7 +106,7 @@ MEASURED_FLOOR = {
     # disagreements"): 119 / 120 (Example C w/ H, Example C w/o H and Name C w/o H 30/30,
     # Misleading C w/o H 29/30), no wrong answer graded right. Tuned now: the floor only
     # guards against regressions.
-    "heldout": (119, 29, 0),
+    "heldout": (120, 30, 0),
     # The fresh half (Direct C w/ H, Direct C w/o H, Root C w/ H, Root C w/o H), labelled by
     # reading before any grader ran on it, scored once: 115 / 120 (28, 30, 28, 29 of 30), one
     # wrong answer graded right. Then read, and four classes fixed: 119 / 120. Tuned now.
@@ -111,6 +119,17 @@ MEASURED_FLOOR = {
     # graded right ("exactly one root …, which is z = 0" for gold "0 roots"). Then read, and
     # four classes fixed: 45 / 46, the one left a judgement call of the reader. Tuned now.
     "last": (45, 1, 0),
+    # Answers no reader had seen (16 settings, 13 each), scored once: 198 / 208 (95.2%), then
+    # read, and seven classes fixed: 205 / 208. Tuned now.
+    "final": (205, 12, 0),
+    # The same, drawn after it and scored once with the code then final: 201 / 208 (96.6%);
+    # then read, and six classes fixed: 207 / 208. Tuned now.
+    "confirm": (207, 12, 0),
+    # The ninth sample, in two parts scored once each by the same code (fdde17e), never tuned
+    # on: 203 / 208 and 267 / 272, together 470 / 480 (97.9%), every setting at least 28 / 30
+    # (docs/reliability.md). These are measurements, not tuned figures.
+    "recheck": (203, 12, 1),
+    "recheck_b": (267, 15, 2),
 }  # agree, worst setting, false positives
 
 
@@ -138,8 +157,10 @@ def test_grader_holds_its_measured_agreement_on_unseen_settings(
     graded_half: tuple[str, pd.DataFrame],
 ) -> None:
     half, labels = graded_half
-    assert len(labels) == {"unseen": 120, "last": 46}.get(half, 120)
-    assert labels["setting"].nunique() == (12 if half in ("unseen", "last") else 4)
+    sizes = {"unseen": 120, "last": 46, "final": 208, "confirm": 208, "recheck": 208}
+    assert len(labels) == {**sizes, "recheck_b": 272}.get(half, 120)
+    settings = {"unseen": 12, "last": 12, "final": 16, "confirm": 16, "recheck": 16}
+    assert labels["setting"].nunique() == {**settings, "recheck_b": 16}.get(half, 4)
     # Held-out half: 119 agree of 120 = 99.2%; worst setting 29 of 30 = 96.7%.
     per_setting = labels.groupby("setting")["agree"].sum()
     false_positives = labels[labels["graded"] & (labels["label"] != "correct")]
@@ -153,6 +174,8 @@ def test_grader_holds_its_measured_agreement_on_unseen_settings(
 
 #: The halves drawn 30 to a setting, where "no setting below 93%" can be checked.
 WHOLE_SETTING_HALVES = ("dev", "test", "heldout", "fresh")
+#: The two parts of the ninth sample: never tuned on, so their wrong answers graded right stay.
+UNTOUCHED_HALVES = ("recheck", "recheck_b")
 
 
 @pytest.mark.slow
@@ -163,10 +186,27 @@ def test_the_halves_meet_the_issue_goals(graded_half: tuple[str, pd.DataFrame]) 
     half, labels = graded_half
     per_setting = labels.groupby("setting")["agree"].mean()
     false_positives = labels[labels["graded"] & (labels["label"] != "correct")]
-    assert false_positives.empty, _report(labels)
+    if half not in UNTOUCHED_HALVES:
+        assert false_positives.empty, _report(labels)
     assert labels["agree"].mean() >= TEST_GOAL, _report(labels)
     if half in WHOLE_SETTING_HALVES:
         assert (per_setting >= SETTING_GOAL).all(), _report(labels)
+
+
+@pytest.mark.slow
+def test_the_untouched_ninth_sample_meets_the_issue_goals() -> None:
+    """The ninth sample's two parts, both scored once by the same code and never tuned on,
+    hold 30 replies per setting: 470 / 480 (97.9%) overall, each setting at least 28 / 30
+    (93.3%), three wrong answers graded right, none restating a condition of the problem."""
+    labels = pd.concat([_graded(half) for half in UNTOUCHED_HALVES], ignore_index=True)
+    per_setting = labels.groupby("setting")["agree"].agg(["sum", "count"])
+    assert (per_setting["count"] == 30).all() and len(per_setting) == 16
+    # 470 / 480 = 0.979 >= 0.97; 28 / 30 = 0.933 >= 0.93
+    assert labels["agree"].sum() >= 470, _report(labels)
+    assert labels["agree"].mean() >= TEST_GOAL
+    assert (per_setting["sum"] / per_setting["count"] >= SETTING_GOAL).all(), _report(labels)
+    assert _restated_givens_false_positives(labels).empty, _report(labels)
+    assert (labels["graded"] & (labels["label"] != "correct")).sum() <= 3, _report(labels)
 
 
 @pytest.mark.slow

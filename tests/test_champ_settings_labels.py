@@ -41,7 +41,7 @@ UNSEEN_HALF = "unseen"
 #: The last sample (issue 23): the problems left after the unseen-problems sample.
 LAST_HALF = "last"
 #: The two samples of answers no label file held (issue 23), on problems earlier files hold.
-ANSWER_HALVES = ("final", "confirm")
+ANSWER_HALVES = ("final", "confirm", "recheck", "recheck_b")
 FILES = (*HALVES, FRESH_HALF, UNSEEN_HALF, LAST_HALF, *ANSWER_HALVES)
 #: The columns of the issue-13 labels file (champ_answer_labels.csv), plus ``question``.
 COLUMNS = [
@@ -81,9 +81,11 @@ FRESH = _load_draw_script("make_champ_fresh_label_sample")
 UNSEEN = _load_draw_script("make_champ_unseen_label_sample")
 #: The last sample's draw; it imports the unseen script.
 LAST = _load_draw_script("make_champ_last_label_sample")
-#: The two answer samples' draws (the confirm script imports the final one).
+#: The answer samples' draws (each later script imports the one before it).
 FINAL = _load_draw_script("make_champ_final_label_sample")
 CONFIRM = _load_draw_script("make_champ_confirm_label_sample")
+RECHECK = _load_draw_script("make_champ_recheck_label_sample")
+RECHECK_B = _load_draw_script("make_champ_recheck_b_label_sample")
 
 
 def _rows(half: str) -> list[dict[str, str]]:
@@ -508,7 +510,9 @@ def test_problem_samples_settings_and_counts(rows: dict[str, list[dict[str, str]
 
 # --- The answer samples (champ_settings_labels_{final,confirm}.csv) -------------------------------
 
-ANSWER_SAMPLES = {"final": FINAL, "confirm": CONFIRM}
+ANSWER_SAMPLES = {"final": FINAL, "confirm": CONFIRM, "recheck": RECHECK, "recheck_b": RECHECK_B}
+#: Answers per setting in each answer sample (16 settings each).
+PER_SETTING = {"final": 13, "confirm": 13, "recheck": 13, "recheck_b": 17}
 
 
 def _file_keys(path: Path) -> set[tuple[str, str, str]]:
@@ -519,13 +523,15 @@ def _file_keys(path: Path) -> set[tuple[str, str, str]]:
 def test_answer_samples_excluded_every_label_file_made_before_them() -> None:
     earlier = {p.name for p in _other_label_files("final")}
     assert set(FINAL.EARLIER_LABEL_FILES) == earlier
-    assert set(CONFIRM.EARLIER_LABEL_FILES) == earlier | {"champ_settings_labels_final.csv"}
+    names = [f"champ_settings_labels_{half}.csv" for half in ANSWER_SAMPLES]
+    for at, module in enumerate(ANSWER_SAMPLES.values()):
+        assert set(module.EARLIER_LABEL_FILES) == earlier | set(names[:at])
 
 
 @pytest.mark.parametrize("half", list(ANSWER_SAMPLES))
 def test_answer_samples_hold_no_key_of_an_earlier_label_file(half: str) -> None:
     mine = _file_keys(FIXTURES / f"champ_settings_labels_{half}.csv")
-    assert len(mine) == 208
+    assert len(mine) == 16 * PER_SETTING[half]
     for name in ANSWER_SAMPLES[half].EARLIER_LABEL_FILES:
         assert not mine & _file_keys(FIXTURES / name), name
 
@@ -542,7 +548,8 @@ def test_answer_sample_draws_reproduce_exactly_the_labelled_keys(
     # 16 settings (all but 0-Shot and its copy) x 13 = 208
     settings = Counter(r["setting"] for r in rows[half])
     assert set(settings) == set(champ_settings()) - set(UNSEEN.LEFT_OUT)
-    assert set(settings.values()) == {FINAL.PER_SETTING} and len(rows[half]) == 16 * 13
+    assert set(settings.values()) == {PER_SETTING[half]}
+    assert len(rows[half]) == 16 * PER_SETTING[half]
     for item, row in zip(items, rows[half], strict=True):
         if item["truncated"]:
             assert row["label"] == "no_answer", row["problem_id"]
