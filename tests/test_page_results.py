@@ -207,3 +207,59 @@ def test_a_stale_stored_result_is_not_used(
 def test_the_robustness_rows_are_stamped_with_every_table_the_report_reads() -> None:
     for part in robustness_choices.REPORT_PARTS:
         assert page_results.INPUTS[f"robustness_{part}"] == tuple(robustness_choices.TABLE_COLUMNS)
+
+
+# --- the inspector's trace list: step counts from the stage when they are current -------------
+
+
+def test_the_trace_list_takes_its_step_counts_from_the_stage_when_they_are_current(
+    monkeypatch: pytest.MonkeyPatch, store: Store
+) -> None:
+    """Counting 11M steps per trace was most of the inspector's cold start at a million traces;
+    the metrics stage's ``trace_efficiency.steps`` holds the same counts, and a ``page_results``
+    row stamped with the steps table says whether they are current."""
+    from legival_core import views
+
+    counted = views.trace_choices(
+        store.read("traces"),
+        store.read("grades"),
+        store.read("trace_transfer"),
+        store.read("steps", columns=["trace_id"])["trace_id"].astype(str).value_counts(),
+    )
+
+    def fail(*args: object, **kwargs: object) -> object:
+        raise AssertionError("steps counted although the stage's counts are current")
+
+    monkeypatch.setattr(Store, "rows_per", fail)
+    listed = views.store_trace_choices(store)
+    pd.testing.assert_frame_equal(listed, counted)
+    assert listed["m"].notna().all()
+
+
+def test_the_trace_list_counts_steps_written_after_the_stage(
+    monkeypatch: pytest.MonkeyPatch, store: Store, tmp_path: Path
+) -> None:
+    """Steps written since the stage ran (one trace gets one more step): the stored counts are
+    stale, so the list counts the steps table again and shows the new count."""
+    from legival_core import views
+
+    copy = tmp_path / "new-steps"
+    shutil.copytree(store.path, copy)
+    stale = Store.open(copy)
+    steps = stale.read("steps")
+    first = str(steps["trace_id"].iloc[0])
+    mine = steps[steps["trace_id"].astype(str) == first]
+    before = len(mine)
+    extra = mine.tail(1).assign(step=mine["step"].max() + 1)
+    stale.write("steps", extra, stage="segment")
+    calls: list[str] = []
+    real = Store.rows_per
+
+    def spy(self: Store, *args: object, **kwargs: object) -> object:
+        calls.append("rows_per")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "rows_per", spy)
+    listed = views.store_trace_choices(stale).set_index("trace_id")
+    assert calls == ["rows_per"]
+    assert int(listed.loc[first, "m"]) == before + 1

@@ -27,6 +27,7 @@ __all__ = [
     "frame_from_bytes",
     "frame_to_bytes",
     "inputs_stamp",
+    "is_current",
     "page_results_rows",
     "selection_key",
     "stored_frame",
@@ -59,6 +60,8 @@ INPUTS: dict[str, tuple[str, ...]] = {
         )
         for part in ("summary", "rankings", "flips", "unavailable")
     },
+    # A marker (no frame): trace_efficiency's step counts were computed from today's steps.
+    "trace_steps": ("steps", "trace_efficiency"),
     "transfer_coverage": ("rollouts",),
     "transfer_first_measured": ("rollouts",),
     "transfer_leaks": ("trace_transfer", "rollouts"),
@@ -136,6 +139,26 @@ def page_results_rows(
         payloads.append(frame_to_bytes(frame))
     schema = spec("page_results").schema
     return pa.table([names, selections, stamps, payloads], schema=schema)
+
+
+def is_current(
+    table: pd.DataFrame | None, manifest: Mapping[str, Any], name: str, args: Sequence[Any]
+) -> bool:
+    """True when ``table`` (``page_results``, its payload column may be left out) holds the row
+    ``name`` for ``args`` and it was computed from the store's inputs as they are now.
+
+    >>> manifest = {"tables": {"steps": {"rows": 3, "parts": [{"blake2b": "1"}]}}}
+    >>> rows = page_results_rows([("trace_steps", (), pd.DataFrame())], manifest).to_pandas()
+    >>> is_current(rows, manifest, "trace_steps", ())
+    True
+    >>> manifest["tables"]["steps"]["parts"].append({"blake2b": "2"})  # steps written since
+    >>> is_current(rows, manifest, "trace_steps", ())
+    False
+    """
+    if table is None or table.empty or name not in INPUTS:
+        return False
+    hit = table[(table["name"] == name) & (table["selection"] == selection_key(args))]
+    return len(hit) == 1 and hit["inputs_stamp"].iloc[0] == inputs_stamp(manifest, INPUTS[name])
 
 
 def stored_frame(

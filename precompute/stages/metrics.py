@@ -469,6 +469,8 @@ def page_results_table(
       profile) and the first measured positions, all datasets and students;
     * redundancy threshold: every teacher's sweep over the published τ grid plus the τ the
       pages will read from ``future`` (the manifest once this run's record is in);
+    * inspector: a marker that ``trace_efficiency``'s step counts are those of the steps table
+      now (the trace list then reads them instead of counting every step);
     * robustness: the report under the default choices the pages will read from ``future``
       with no resamples (the leaderboard's marks) and with the configured ones (the
       Robustness page).
@@ -542,6 +544,10 @@ def page_results_table(
             ("transfer_first_measured", (None, None), first_measured_positions(rollouts))
         )
         del rollouts
+    if store.has("trace_efficiency") and store.has("steps"):
+        # The inspector's trace list reads trace_efficiency's step counts while this marker
+        # is current instead of counting every step (seconds at a million traces).
+        results.append(("trace_steps", (), pd.DataFrame({"current": [True]})))
     if future is not None:
         results += redundancy_results(store, future)
         settings = Settings.from_manifest(future)
