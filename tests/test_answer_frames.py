@@ -1177,3 +1177,24 @@ def test_result_in_introduces_the_count(text: str, right: bool) -> None:
         "When (x+y+z)^1999 is expanded and like terms are collected, how many terms will there be?"
     )
     assert graded(text, "2001000", prompt).grade.correct is right
+
+
+# --- after the ninth sample's measurement: one of its wrong answers graded right -----------------
+# The ninth sample (scored once, 470 / 480) was read after its score was recorded; this class is
+# fixed after it (the sample's recorded first score stays the measurement).
+
+
+@pytest.mark.parametrize(
+    ("text", "right"),
+    [
+        # Ninth sample, PaLM 2 Medium, Misleading C w/ H (labelled wrong, graded right): the
+        # gold's words were found across the reason clause ("monotonically … since … increasing")
+        ("The sequence $a_n/b_n$ is monotonically decreasing, since $a_n$ is increasing and "
+         "$b_n$ is decreasing.", False),
+        ("The sequence a_n/b_n is monotonically increasing, since a_n grows faster than b_n.",
+         True),
+        ("Since a_n grows faster than b_n, the sequence is monotonically increasing.", True),
+    ],
+)  # fmt: skip
+def test_a_gold_statement_is_not_matched_across_a_reason_clause(text: str, right: bool) -> None:
+    assert graded(text, "Monotonically increasing", MONOTONE_PROMPT).grade.correct is right

@@ -9,9 +9,9 @@ data too. So are the three samples labelled after it, each scored once and then 
 half (four more settings, 115 / 120), two samples on problems no earlier file held (110 / 120
 and 42 / 46) and two samples of replies no reader had seen (198 / 208 and 201 / 208). Those first
 scores are the measurements (docs/reliability.md); none met 97%. The ninth sample (replies no
-reader had seen, 30 per setting in two parts) was scored once with the code after those fixes,
-and never tuned on: 470 / 480 (97.9%), every setting at least 28 / 30, no false positive from a
-restated condition: the issue's goals, met on untouched data.
+reader had seen, 30 per setting in two parts) was scored once with the code after those fixes:
+470 / 480 (97.9%), every setting at least 28 / 30, no false positive from a restated condition:
+the issue's goals, met on untouched data. One class was fixed from it after that (471 / 480).
 
 Goals (issue 23): at least 97% agreement on the test half, no setting below 93%, and no wrong
 answer graded right because a candidate restated the problem's own condition. On the tuned
@@ -127,9 +127,11 @@ MEASURED_FLOOR = {
     "confirm": (207, 12, 0),
     # The ninth sample, in two parts scored once each by the same code (fdde17e), never tuned
     # on: 203 / 208 and 267 / 272, together 470 / 480 (97.9%), every setting at least 28 / 30
-    # (docs/reliability.md). These are measurements, not tuned figures.
+    # (docs/reliability.md). These are the measurement; one class was fixed after it was
+    # recorded (a gold statement matched across a reason clause): 268 / 272 and one false
+    # positive in the second part since.
     "recheck": (203, 12, 1),
-    "recheck_b": (267, 15, 2),
+    "recheck_b": (268, 15, 1),
 }  # agree, worst setting, false positives
 
 
@@ -174,7 +176,8 @@ def test_grader_holds_its_measured_agreement_on_unseen_settings(
 
 #: The halves drawn 30 to a setting, where "no setting below 93%" can be checked.
 WHOLE_SETTING_HALVES = ("dev", "test", "heldout", "fresh")
-#: The two parts of the ninth sample: never tuned on, so their wrong answers graded right stay.
+#: The two parts of the ninth sample: measured before any fix from them (one class since), so
+#: their remaining wrong answers graded right stay.
 UNTOUCHED_HALVES = ("recheck", "recheck_b")
 
 
@@ -195,9 +198,10 @@ def test_the_halves_meet_the_issue_goals(graded_half: tuple[str, pd.DataFrame]) 
 
 @pytest.mark.slow
 def test_the_untouched_ninth_sample_meets_the_issue_goals() -> None:
-    """The ninth sample's two parts, both scored once by the same code and never tuned on,
-    hold 30 replies per setting: 470 / 480 (97.9%) overall, each setting at least 28 / 30
-    (93.3%), three wrong answers graded right, none restating a condition of the problem."""
+    """The ninth sample's two parts, both scored once by the same code, hold 30 replies per
+    setting: 470 / 480 (97.9%) overall at that score, each setting at least 28 / 30 (93.3%),
+    three wrong answers graded right, none restating a condition of the problem (one class
+    fixed since: 471 / 480, two)."""
     labels = pd.concat([_graded(half) for half in UNTOUCHED_HALVES], ignore_index=True)
     per_setting = labels.groupby("setting")["agree"].agg(["sum", "count"])
     assert (per_setting["count"] == 30).all() and len(per_setting) == 16

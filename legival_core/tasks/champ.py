@@ -246,6 +246,8 @@ def statement_matches(statement: str, text: str) -> bool:
     return _statement_position(statement, text) is not None
 
 
+#: Words that open a clause of reasons: a statement's words are not matched across them.
+_REASON_WORDS = frozenset({"since", "because"})
 #: A word a statement gold may leave unsaid: "At least 1 number" is stated by "At least one
 #: of $x$, $y$ and $z$ …".
 _OPTIONAL_WORDS = frozenset({"number"})
@@ -264,6 +266,9 @@ def _statement_position(statement: str, text: str) -> int | None:
         position, matched = first, 1
         for word in wanted[1:]:
             window = have[position + 1 : position + 2 + STATEMENT_GAP]
+            # Not across a reason: "monotonically decreasing, since a_n is increasing".
+            cut = next((i for i, w in enumerate(window) if w in _REASON_WORDS), len(window))
+            window = window[:cut] if word not in _REASON_WORDS else window
             if word not in window:
                 break
             position += 1 + window.index(word)
