@@ -81,11 +81,8 @@ FRESH = _load_draw_script("make_champ_fresh_label_sample")
 UNSEEN = _load_draw_script("make_champ_unseen_label_sample")
 #: The last sample's draw; it imports the unseen script.
 LAST = _load_draw_script("make_champ_last_label_sample")
-#: The answer samples' draws (each later script imports the one before it).
-FINAL = _load_draw_script("make_champ_final_label_sample")
-CONFIRM = _load_draw_script("make_champ_confirm_label_sample")
-RECHECK = _load_draw_script("make_champ_recheck_label_sample")
-RECHECK_B = _load_draw_script("make_champ_recheck_b_label_sample")
+#: The answer samples' draw (one script, a registry of the samples).
+ANSWERS = _load_draw_script("make_champ_answer_label_sample")
 
 
 def _rows(half: str) -> list[dict[str, str]]:
@@ -510,9 +507,13 @@ def test_problem_samples_settings_and_counts(rows: dict[str, list[dict[str, str]
 
 # --- The answer samples (champ_settings_labels_{final,confirm}.csv) -------------------------------
 
-ANSWER_SAMPLES = {"final": FINAL, "confirm": CONFIRM, "recheck": RECHECK, "recheck_b": RECHECK_B}
 #: Answers per setting in each answer sample (16 settings each).
 PER_SETTING = {"final": 13, "confirm": 13, "recheck": 13, "recheck_b": 17}
+
+
+def test_the_answer_samples_are_the_registry_in_drawing_order() -> None:
+    assert list(ANSWERS.SAMPLES) == list(ANSWER_HALVES)
+    assert {half: s.per_setting for half, s in ANSWERS.SAMPLES.items()} == PER_SETTING
 
 
 def _file_keys(path: Path) -> set[tuple[str, str, str]]:
@@ -522,25 +523,24 @@ def _file_keys(path: Path) -> set[tuple[str, str, str]]:
 
 def test_answer_samples_excluded_every_label_file_made_before_them() -> None:
     earlier = {p.name for p in _other_label_files("final")}
-    assert set(FINAL.EARLIER_LABEL_FILES) == earlier
-    names = [f"champ_settings_labels_{half}.csv" for half in ANSWER_SAMPLES]
-    for at, module in enumerate(ANSWER_SAMPLES.values()):
-        assert set(module.EARLIER_LABEL_FILES) == earlier | set(names[:at])
+    names = [f"champ_settings_labels_{half}.csv" for half in ANSWER_HALVES]
+    for at, half in enumerate(ANSWER_HALVES):
+        assert set(ANSWERS.earlier_label_files(half)) == earlier | set(names[:at])
 
 
-@pytest.mark.parametrize("half", list(ANSWER_SAMPLES))
+@pytest.mark.parametrize("half", ANSWER_HALVES)
 def test_answer_samples_hold_no_key_of_an_earlier_label_file(half: str) -> None:
     mine = _file_keys(FIXTURES / f"champ_settings_labels_{half}.csv")
     assert len(mine) == 16 * PER_SETTING[half]
-    for name in ANSWER_SAMPLES[half].EARLIER_LABEL_FILES:
+    for name in ANSWERS.earlier_label_files(half):
         assert not mine & _file_keys(FIXTURES / name), name
 
 
-@pytest.mark.parametrize("half", list(ANSWER_SAMPLES))
+@pytest.mark.parametrize("half", ANSWER_HALVES)
 def test_answer_sample_draws_reproduce_exactly_the_labelled_keys(
     rows: dict[str, list[dict[str, str]]], half: str
 ) -> None:
-    items = ANSWER_SAMPLES[half].sample()
+    items = ANSWERS.sample(half)
     assert {i["half"] for i in items} == {half}
     drawn = [(i["setting"], i["problem_id"], i["teacher"], i["category"]) for i in items]
     labelled = [(r["setting"], r["problem_id"], r["teacher"], r["category"]) for r in rows[half]]
@@ -555,7 +555,7 @@ def test_answer_sample_draws_reproduce_exactly_the_labelled_keys(
             assert row["label"] == "no_answer", row["problem_id"]
 
 
-@pytest.mark.parametrize("half", list(ANSWER_SAMPLES))
+@pytest.mark.parametrize("half", ANSWER_HALVES)
 def test_answer_samples_hold_no_text_a_reader_had_labelled(
     rows: dict[str, list[dict[str, str]]],
     recorded: dict[tuple[str, str, str], dict[str, str]],
@@ -564,7 +564,7 @@ def test_answer_samples_hold_no_text_a_reader_had_labelled(
     """No drawn answer's text equals the text of a labelled key of the same model and problem
     (the eligibility rule: a text recorded under one setting only)."""
     earlier: set[tuple[str, str, str]] = set()
-    for name in ANSWER_SAMPLES[half].EARLIER_LABEL_FILES:
+    for name in ANSWERS.earlier_label_files(half):
         earlier |= _file_keys(FIXTURES / name)
 
     def text(key: tuple[str, str, str]) -> tuple[str, str]:
