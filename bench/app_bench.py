@@ -316,8 +316,12 @@ def time_page(page: str, warm: Path, repeats: int = 5) -> dict[str, float]:
         at.run()
     os.environ["LEGIVAL_STORE"] = target
     # The measured run: a new session on the page itself (a new visitor, nothing chosen),
-    # in this warmed-up process.
+    # in this warmed-up process. A server scans the installed packages for components once,
+    # when it starts; AppTest does it again for each new AppTest (0.2 s here), so the
+    # measured session gets the warm-up's registry, as a server's sessions share one.
+    registry = at._bidi_component_manager
     at = AppTest.from_file(str(REPO / "pages" / f"{page}.py"), default_timeout=300)
+    at._bidi_component_manager = registry
     st.cache_data.clear()
     st.cache_resource.clear()
     gc.collect()
@@ -335,6 +339,18 @@ def time_page(page: str, warm: Path, repeats: int = 5) -> dict[str, float]:
         "start_rss_mib": start_rss,
         "peak_rss_mib": _status_mib("VmHWM"),
     }
+
+
+def meets_goal(got: dict[str, float]) -> bool:
+    """The page goal: cold under 1 s and reruns under 0.2 s, in wall and in CPU seconds.
+
+    >>> meets_goal({"cold_wall": 0.9, "cold_cpu": 1.1, "rerun_wall": 0.1, "rerun_cpu": 0.1})
+    False
+    """
+    return (
+        max(got["cold_wall"], got["cold_cpu"]) < 1.0
+        and max(got["rerun_wall"], got["rerun_cpu"]) < 0.2
+    )
 
 
 def measure(page: str, store: Path, warm: Path, repeats: int) -> dict[str, float]:
@@ -413,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
             missed.append(f"{page} on {name} (raised {error})")
             print(f"{page:22} {name:24} raised {str(error)[:200]}", flush=True)
             continue
-        ok = got["cold_wall"] < 1.0 and got["rerun_wall"] < 0.2
+        ok = meets_goal(got)
         if not ok:
             missed.append(f"{page} on {name}")
         print(
@@ -423,7 +439,9 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print("goal (cold < 1 s, rerun < 0.2 s) missed by: " + (", ".join(missed) or "none"))
+    print(
+        "goal (cold < 1 s, rerun < 0.2 s, wall and CPU) missed by: " + (", ".join(missed) or "none")
+    )
     return 0
 
 

@@ -15,6 +15,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -623,10 +624,13 @@ def csv_bytes(frame: pd.DataFrame) -> bytes:
 
 
 def download_csv(frame: pd.DataFrame | bytes, name: str, label: str = "Download CSV") -> None:
-    """Every table has a CSV export (``frame`` may be its :func:`csv_bytes`, made once)."""
+    """Every table has a CSV export (``frame`` may be its :func:`csv_bytes`, made once).
+
+    A frame's CSV is written when the button is clicked (Streamlit calls ``data`` then), not
+    on every run of the page: a big table's CSV costs more than drawing the page."""
     st.download_button(
         label,
-        frame if isinstance(frame, bytes) else csv_bytes(frame),
+        frame if isinstance(frame, bytes) else partial(csv_bytes, frame),
         file_name=f"{_FILE_NAME_UNSAFE.sub('_', name)[:80]}.csv",
         mime="text/csv",
         key=f"csv_{name}",

@@ -37,7 +37,12 @@ def stored_sigma() -> pd.Series | None:
 
 @common.derived("audits")
 def audits(benchmark: str, include: bool) -> dict[str, pd.DataFrame]:
-    """Solver-workload audits; the pool leaves reference teachers out unless ``include``."""
+    """Solver-workload audits; the pool leaves reference teachers out unless ``include``
+    (stored by the metrics stage for each benchmark, reference teachers left out)."""
+    parts = ("audits", "concentration")
+    stored = [common.stored_result(f"decomposition_{p}", (benchmark, include)) for p in parts]
+    if all(frame is not None for frame in stored):
+        return dict(zip(parts, stored, strict=True))
     instances = views.decomposition_instances(
         common.load_table(
             "traces",

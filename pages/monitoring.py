@@ -70,6 +70,9 @@ def legibility(n_boot: int, include: bool) -> pd.DataFrame:
 
     if not common.has_table("teacher_metrics"):
         return pd.DataFrame()
+    stored = common.stored_result("monitor_legibility", (n_boot, include))
+    if stored is not None:
+        return stored
     teachers = keep_teachers(
         common.load_table("teacher_metrics"), common.reference_teachers(), include
     )
@@ -216,9 +219,9 @@ if not common.has_table("sabotaged"):
 @st.cache_resource(show_spinner=False, max_entries=16)
 def sabotaged_of(
     path: str, stamp: float, kind: str | None, dataset: str | None
-) -> tuple[pd.DataFrame, list[str], dict[str, str], bytes]:
+) -> tuple[pd.DataFrame, list[str], dict[str, str], pd.DataFrame]:
     """The sabotaged copies of ``dataset`` (None: all): the injections they hold and, for
-    ``kind``, its rows by teacher, the trace labels and the CSV export (shared, read-only:
+    ``kind``, its rows by teacher, the trace labels and the rows to export (shared, read-only:
     built once per store state, not on every rerun)."""
     frame = common.load_table("sabotaged")
     if dataset is not None:
@@ -229,7 +232,7 @@ def sabotaged_of(
         t: f"{teacher} · {t}"
         for t, teacher in zip(of_kind["trace_id"], of_kind["teacher"], strict=True)
     }
-    return of_kind, kinds, labels, common.csv_bytes(of_kind.drop(columns=["text"]))
+    return of_kind, kinds, labels, of_kind.drop(columns=["text"])
 
 
 @common.derived("monitor_original")
@@ -243,13 +246,13 @@ def original_reasoning(trace_id: str) -> str:
 
 
 chosen_set = None if dataset == common.ALL else dataset
-_rows, kinds, _labels, _csv = sabotaged_of(*common.store_key(), None, chosen_set)
+_rows, kinds, _labels, _export = sabotaged_of(*common.store_key(), None, chosen_set)
 if not kinds:
     st.info("No sabotaged trace in this dataset.")
     st.stop()
 left, middle = st.columns(2)
 kind = common.url_select("Injection", kinds, "kind", where=left)
-of_kind, _kinds, labels, csv = sabotaged_of(*common.store_key(), kind, chosen_set)
+of_kind, _kinds, labels, export = sabotaged_of(*common.store_key(), kind, chosen_set)
 trace_id = common.url_select(
     "Trace", list(labels), "trace", where=middle, format_func=lambda t: labels[t]
 )
@@ -281,4 +284,4 @@ with two:
     st.markdown(f"**Sabotaged** ({markdown_literal(kind)})")
     st.html(f'{STYLE}<div class="lv-trace">{after}</div>')
     st.text(f"Monitor: {verdict_line(oversight.sabotage_variant(str(kind)))}")
-common.download_csv(csv, f"sabotaged_{kind}")
+common.download_csv(export, f"sabotaged_{kind}")

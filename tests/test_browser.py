@@ -150,6 +150,25 @@ def test_leaderboard_filters_and_draws(page: Any, server: str, toy_store: Any) -
     screenshot(page, "leaderboard")
 
 
+def test_a_deferred_csv_download_arrives_in_the_browser(
+    page: Any, server: str, toy_store: Any
+) -> None:
+    """The CSV exports are made when the button is clicked (Streamlit calls the page's
+    function then): the served file is the leaderboard's numbers, one row per teacher."""
+    import csv
+    import io
+
+    open_page(page, f"{server}/leaderboard?store=toy&metric=fotu")
+    button = page.locator('[data-testid="stDownloadButton"]').filter(has_text="Download CSV")
+    with page.expect_download(timeout=30_000) as arrived:
+        button.first.click()
+    path = arrived.value.path()
+    assert arrived.value.suggested_filename == "leaderboard.csv"
+    rows = list(csv.DictReader(io.StringIO(Path(path).read_text(encoding="utf-8"))))
+    teachers = set(toy_store.read("teacher_metrics")["teacher"].astype(str))
+    assert rows and {row["teacher"] for row in rows} == teachers
+
+
 def test_transfer_curves_draw_bands_and_hazards(page: Any, server: str) -> None:
     open_page(page, f"{server}/transfer?store=toy&student=stu-tiny")
     # the curves, the strip of measured bins, the hazards

@@ -1,7 +1,8 @@
 """The slow pages' default results, stored by the metrics stage (issue 28 item 2).
 
 A copy of the bundled demo store goes through the real ``metrics`` stage, which writes
-``page_results``. The leaderboard, monitoring, reward-model and transfer pages must then open
+``page_results``. The leaderboard, monitoring, reward-model, transfer, robustness, Pareto,
+redundancy and decomposition pages must then open
 their default view without computing what was stored (the computing functions are replaced by
 ones that fail), show the same numbers as the functions give on the store's tables, fall back
 to computing for another selection, and never use a row whose inputs were written since.
@@ -18,6 +19,7 @@ import pandas as pd
 import pytest
 import streamlit as st
 
+from legival_core import views
 from legival_core.metrics import leak_summary as leak_module
 from legival_core.metrics import redundancy_sweep_view
 from legival_core.oversight import oversight
@@ -33,6 +35,8 @@ COMPUTING = (
     (rank_intervals, "resample_teachers"),
     (rank_intervals, "interval_table"),
     (oversight, "monitor_scores"),
+    (oversight, "monitor_legibility_correlation"),
+    (views, "workload_audits"),
     (oversight, "reward_correlations"),
     (oversight, "teacher_level_rewards"),
     (oversight, "trace_level_rewards"),
@@ -98,7 +102,16 @@ def _tables(at) -> list[pd.DataFrame]:
 
 
 #: The pages whose default view the metrics stage stores.
-PAGES = ("leaderboard", "monitoring", "rewards", "transfer", "robustness", "pareto", "redundancy")
+PAGES = (
+    "leaderboard",
+    "monitoring",
+    "rewards",
+    "transfer",
+    "robustness",
+    "pareto",
+    "redundancy",
+    "decomposition",
+)
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -165,6 +178,43 @@ def test_the_stored_results_equal_the_functions_on_the_stores_tables(store: Stor
     for name, one in fresh.metrics.items():
         assert np.array_equal(drawn.metrics[name].replicates, one.replicates, equal_nan=True)
         assert np.array_equal(drawn.metrics[name].point, one.point, equal_nan=True)
+
+
+def test_the_monitor_legibility_and_workload_audits_equal_the_pages_computation(
+    store: Store,
+) -> None:
+    """The two results stored last: ρ(FOTU, score) across teachers, and each benchmark's
+    workload audits. The audits are computed here the page's way, reasoning texts read (the
+    stage leaves them out when every trace has a token count, as in the demo)."""
+    from legival_core.metrics.decomposition import decomposition_instances
+    from legival_core.published.references import keep_teachers, store_reference_teachers
+
+    manifest, table = store.manifest, store.read("page_results")
+    references = store_reference_teachers(store)
+    scores = oversight.monitor_scores(store.read("monitor_verdicts"), n_boot=500, seed=0)
+    teachers = keep_teachers(store.read("teacher_metrics"), references)
+    stored = stored_frame(table, manifest, "monitor_legibility", (500, False))
+    assert stored is not None and len(stored)
+    pd.testing.assert_frame_equal(
+        stored, oversight.monitor_legibility_correlation(scores, teachers)
+    )
+    assert store.read("traces", columns=["tokens"])["tokens"].notna().all()
+    efficiency = store.read("trace_efficiency")
+    instances = decomposition_instances(
+        store.read("traces"),
+        store.read("grades", columns=["trace_id", "correct"]),
+        sigma=pd.Series(efficiency["compression"].to_numpy(), index=efficiency["trace_id"]),
+    )
+    benchmarks = sorted(store.read("decomposition")["benchmark"].unique())
+    assert benchmarks
+    for benchmark in benchmarks:
+        want = views.workload_audits(
+            instances[instances["benchmark"] == benchmark], references=references
+        )
+        for part in ("audits", "concentration"):
+            got = stored_frame(table, manifest, f"decomposition_{part}", (benchmark, False))
+            assert got is not None, (benchmark, part)
+            pd.testing.assert_frame_equal(got, want[part])
 
 
 def test_another_selection_is_computed(monkeypatch: pytest.MonkeyPatch, store: Store) -> None:

@@ -1100,5 +1100,8 @@ def test_the_apps_csv_downloads_neutralise_formulas(monkeypatch: pytest.MonkeyPa
     )
     frame = pd.DataFrame({"teacher": ['=HYPERLINK("http://e.x","x")', "ok"], "fotu": [-0.5, 1]})
     common.download_csv(frame, "board")
-    lines = captured["csv"].decode().splitlines()
+    # Deferred: Streamlit calls ``data`` when the button is clicked, so loading a page
+    # never writes a big table's CSV (issue 28: the monitoring page spent 0.2 s on it).
+    assert callable(captured["csv"])
+    lines = captured["csv"]().decode().splitlines()
     assert lines == ["teacher,fotu", '"\'=HYPERLINK(""http://e.x"",""x"")",-0.5', "ok,1.0"]

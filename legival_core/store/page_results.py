@@ -40,6 +40,9 @@ PAGE_RESULTS_VERSION = 1
 INPUTS: dict[str, tuple[str, ...]] = {
     "board_intervals": ("trace_efficiency", "trace_transfer", "teacher_metrics", "traces"),
     "board_resamples": ("trace_efficiency", "trace_transfer"),
+    "decomposition_audits": ("traces", "grades", "trace_efficiency", "decomposition"),
+    "decomposition_concentration": ("traces", "grades", "trace_efficiency", "decomposition"),
+    "monitor_legibility": ("monitor_verdicts", "teacher_metrics", "traces"),
     "monitor_scores": ("monitor_verdicts",),
     "monitor_scores_pooled": ("monitor_verdicts",),
     "pareto_resamples": ("trace_efficiency", "trace_transfer", "traces"),

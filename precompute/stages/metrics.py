@@ -426,6 +426,58 @@ def redundancy_results(
     return [("redundancy_sweep", (chosen,), table)]
 
 
+def monitor_legibility_result(
+    store: Any, scores: pd.DataFrame, n_boot: int
+) -> tuple[str, tuple[Any, ...], pd.DataFrame]:
+    """The Monitoring page's ρ(FOTU, precision / recall / F1) across teachers
+    (:func:`legival_core.oversight.oversight.monitor_legibility_correlation`) from the detection
+    ``scores`` of ``n_boot`` resamples, reference teachers left out, as a ``page_results``
+    entry."""
+    from legival_core.oversight import oversight
+    from legival_core.published.references import keep_teachers, store_reference_teachers
+
+    teachers = keep_teachers(store.read("teacher_metrics"), store_reference_teachers(store))
+    table = oversight.monitor_legibility_correlation(scores, teachers)
+    return ("monitor_legibility", (n_boot, False), table)
+
+
+def workload_audit_results(
+    store: Any, efficiency: pd.DataFrame | None
+) -> list[tuple[str, tuple[Any, ...], pd.DataFrame]]:
+    """The Decomposition page's solver-workload audits and solver concentration
+    (:func:`legival_core.views.efficiency.workload_audits`) of each benchmark, reference
+    teachers left out, as ``page_results`` entries. The instances are the page's: σ from
+    ``efficiency`` (``trace_efficiency``); the reasoning texts are read only when some trace
+    has no stored token count, the one case where they are used."""
+    from legival_core.metrics.decomposition import decomposition_instances
+    from legival_core.published.references import store_reference_teachers
+    from legival_core.views.efficiency import workload_audits
+
+    columns = ["trace_id", "problem_id", "dataset", "teacher", "sample", "tokens", "truncated"]
+    if store.read("traces", columns=["tokens"])["tokens"].isna().any():
+        columns.append("reasoning")
+    sigma = None
+    if efficiency is not None and "compression" in efficiency:
+        sigma = pd.Series(
+            efficiency["compression"].to_numpy(), index=efficiency["trace_id"].astype(str)
+        )
+    instances = decomposition_instances(
+        store.read("traces", columns=columns),
+        store.read("grades", columns=["trace_id", "correct"]),
+        sigma=sigma,
+    )
+    references = store_reference_teachers(store)
+    out = []
+    benchmarks = store.read("decomposition", columns=["benchmark"])["benchmark"].unique()
+    for benchmark in sorted(benchmarks):
+        audits = workload_audits(
+            instances[instances["benchmark"] == benchmark], references=references
+        )
+        for part, frame in audits.items():
+            out.append((f"decomposition_{part}", (str(benchmark), False), frame))
+    return out
+
+
 def robustness_results(
     store: Any, settings: Any, n_boots: Sequence[int], seed: int
 ) -> list[tuple[str, tuple[Any, ...], pd.DataFrame]]:
@@ -461,7 +513,10 @@ def page_results_table(
       (:func:`legival_core.rankings.rank_intervals.stored_board_resamples`), the default
       view's intervals (:func:`board_intervals`); the Pareto
       page's, reference teachers left out;
-    * monitoring: the detection scores with their bootstrap, per dataset and pooled;
+    * monitoring: the detection scores with their bootstrap, per dataset and pooled, and
+      ρ(FOTU, score) across teachers (reference teachers left out);
+    * decomposition: each benchmark's solver-workload audits and solver concentration
+      (reference teachers left out);
     * reward models: for each reward model, the trace points, ρ at trace and teacher level
       (all and correct traces) and the teacher table, all datasets, all traces, reference
       teachers left out;
@@ -509,6 +564,8 @@ def page_results_table(
         results.append(("monitor_scores", (n_boot,), scores))
         pooled = selections.pooled_monitor_scores(verdicts, n_boot)
         results.append(("monitor_scores_pooled", (n_boot,), pooled))
+        if store.has("teacher_metrics"):
+            results.append(monitor_legibility_result(store, scores, n_boot))
     if store.has("rewards") and transfer is not None and store.has("grades"):
         rewards, grades = store.read("rewards"), store.read("grades")
         traces = store.read("traces", columns=["trace_id", "teacher", "dataset"])
@@ -544,6 +601,8 @@ def page_results_table(
             ("transfer_first_measured", (None, None), first_measured_positions(rollouts))
         )
         del rollouts
+    if store.has("decomposition") and store.has("traces") and store.has("grades"):
+        results += workload_audit_results(store, efficiency)
     if store.has("trace_efficiency") and store.has("steps"):
         # The inspector's trace list reads trace_efficiency's step counts while this marker
         # is current instead of counting every step (seconds at a million traces).
