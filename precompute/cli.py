@@ -594,13 +594,19 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
         help="the first N problems of each CHAMP category, one dataset each (default 10)",
     )
     p.add_argument("--out", type=Path, default=None, help="store folder")
-    p.add_argument("--max-tokens", type=int, default=None, help="student budget")
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="first-pass budget of every student (default: 192, Gemma 3 270M 48)",
+    )
     p.add_argument("--engine", default=None, help="student engine (transformers, llamacpp)")
     p.add_argument(
         "--student",
+        action="append",
         default=None,
-        help="student model: a packaged short name (smollm2-135m, the default; gemma3-270m, "
-        "optional package) or a .gguf file",
+        help="a student model: a packaged short name (smollm2-135m, gemma3-270m) or a .gguf "
+        "file; repeat for several (default: smollm2-135m and gemma3-270m)",
     )
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--threads", type=int, help="CPU threads for torch")
@@ -624,10 +630,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             raise UsageError(f"--{key.replace('_', '-')} must be at least 1")
     if args.problems is not None and args.per_category is not None:
         raise UsageError("give --problems or --per-category, not both")
-    given = ("problems", "per_category", "out", "max_tokens", "engine", "student", "jobs")
+    given = ("problems", "per_category", "out", "max_tokens", "engine", "jobs")
     overrides: dict[str, Any] = {
         key: getattr(args, key) for key in given if getattr(args, key) is not None
     }
+    if args.student:
+        overrides["students"] = tuple(dict.fromkeys(args.student))  # in order, once each
     options = DemoOptions().replace(**overrides)
     store = build_demo(options, progress=_progress(args))
     print(f"demo store: {store.path}", file=sys.stderr)

@@ -9,7 +9,8 @@ What it holds
       them here) and the human reference solution (teacher ``human``).
     * grades (the answer layer and math-verify: recorded models state answers in prose),
       steps (Punkt), similarity (all-MiniLM-L6-v2), lexical backtracking labels, rollouts of
-      the student SmolLM2-135M-Instruct (packaged GGUF) on every correct trace, and the metric
+      two students, SmolLM2-135M-Instruct and Gemma 3 270M base (packaged GGUFs), on every
+      correct trace, and the metric
       tables (efficiency, transfer with answer-leak points, decomposition with the native
       workload).
 
@@ -74,8 +75,11 @@ class DemoOptions:
     problems: int | None = None
     out: Path = Path("results/demo")
     engine: str = "llamacpp"
-    student: str = "smollm2-135m"
-    max_tokens: int = 192
+    #: The students, each on every rollout point of every correct trace: two, so that the
+    #: student-sensitivity views (rank stability across students) have something to compare.
+    students: tuple[str, ...] = ("smollm2-135m", "gemma3-270m")
+    #: First-pass budget for every student; None: :func:`first_pass_budget` per student.
+    max_tokens: int | None = None
     forcing_tokens: int = 128
     interval: int = 3
     batch_size: int = 8
@@ -112,16 +116,43 @@ class DemoOptions:
         return dataclasses.replace(self, **changes)
 
 
+#: First-pass budgets (new tokens before the forcing cue) of the demo's students.
+#: Gemma 3 270M is a *base* model: it never ends its turn and states no answer in its first
+#: pass (48 of 48 rollouts forced at 192 tokens, 192 tokens of repeated sentences each), so
+#: its first pass is kept short and the forcing cue asks for the answer sooner; a rollout
+#: then costs it 2.8 s instead of 6 s on two cores (docs/demo.md).
+FIRST_PASS_BUDGETS: dict[str, int] = {"gemma3-270m": 48}
+#: The budget of a student not in :data:`FIRST_PASS_BUDGETS`.
+DEFAULT_FIRST_PASS = 192
+
+
+def first_pass_budget(options: DemoOptions, student: str) -> int:
+    """The first-pass budget of ``student``: ``options.max_tokens`` when given (every student),
+    else its entry in :data:`FIRST_PASS_BUDGETS`, else :data:`DEFAULT_FIRST_PASS`.
+
+    >>> first_pass_budget(DemoOptions(), "gemma3-270m"), first_pass_budget(DemoOptions(), "x")
+    (48, 192)
+    >>> first_pass_budget(DemoOptions(max_tokens=64), "gemma3-270m")
+    64
+    """
+    if options.max_tokens is not None:
+        return options.max_tokens
+    return FIRST_PASS_BUDGETS.get(student, DEFAULT_FIRST_PASS)
+
+
 def demo_config(options: DemoOptions) -> ExperimentConfig:
     """The experiment config the demo runs (recorded in the manifest)."""
-    student = ModelConfig(
-        name=options.student,
-        engine=options.engine,
-        model=options.student,
-        max_tokens=options.max_tokens,
-        temperature=0.0,
-        forcing_tokens=options.forcing_tokens,
-        options=dict(options.engine_options),
+    students = tuple(
+        ModelConfig(
+            name=name,
+            engine=options.engine,
+            model=name,
+            max_tokens=first_pass_budget(options, name),
+            temperature=0.0,
+            forcing_tokens=options.forcing_tokens,
+            options=dict(options.engine_options),
+        )
+        for name in options.students
     )
     return ExperimentConfig(
         name="demo",
@@ -133,7 +164,7 @@ def demo_config(options: DemoOptions) -> ExperimentConfig:
             limit=options.problems,
             options={"per_category": options.selection()[1], "by_category": options.by_category},
         ),
-        students=(student,),
+        students=students,
         grade=GradeConfig(timeout_s=10.0),
         rollout=RolloutConfig(interval=options.interval, batch_size=options.batch_size),
         judge=JudgeConfig(labelers=("lexical",)),
@@ -362,12 +393,15 @@ def build_demo(options: DemoOptions | None = None, *, progress: bool | None = No
         "demo",
         credit=CHAMP_CREDIT,
         problems={"limit": options.problems, "per_category": options.selection()[1]},
-        student={
-            "name": options.student,
-            "engine": options.engine,
-            "max_tokens": options.max_tokens,
-            "forcing_tokens": options.forcing_tokens,
-        },
+        students=[
+            {
+                "name": name,
+                "engine": options.engine,
+                "max_tokens": first_pass_budget(options, name),
+                "forcing_tokens": options.forcing_tokens,
+            }
+            for name in options.students
+        ],
         jobs=options.job_count(),
         loaded=loaded,
         seconds=timings,
