@@ -54,6 +54,7 @@ from legival_core.text.number_words import NUMBER_WORDS
 from legival_core.text.polarity import (
     AskedClaim,
     asked_claim,
+    clause_start,
     is_hedge,
     main_clause,
     negation_count,
@@ -134,6 +135,7 @@ class AnswerFrame:
     _focus: frozenset[str] | None = field(default=None, compare=False, repr=False)
     _asked: AskedClaim | None = field(default=None, compare=False, repr=False)
     _asked_object: str | None = field(default=None, compare=False, repr=False)
+    _set_aside: frozenset[str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def question_negated(self) -> bool:
@@ -176,16 +178,19 @@ class AnswerFrame:
     @property
     def set_aside(self) -> frozenset[str]:
         """Values the question itself sets aside ("… besides 25": {"25"}), in the normal form
-        of :func:`restates_given`."""
-        from legival_core.text.questions import asking_sentence
+        of :func:`restates_given`; computed once per frame (it is asked once per sentence)."""
+        if self._set_aside is None:
+            from legival_core.text.questions import asking_sentence
 
-        asking = asking_sentence(self.prompt or "")
-        return frozenset(
-            _normal_maths(value)
-            for match in _SET_ASIDE.finditer(asking)
-            for value in re.split(r"\s*(?:,|\band\b|\bor\b)\s*", match.group(1))
-            if value
-        )
+            asking = asking_sentence(self.prompt or "")
+            values = frozenset(
+                _normal_maths(value)
+                for match in _SET_ASIDE.finditer(asking)
+                for value in re.split(r"\s*(?:,|\band\b|\bor\b)\s*", match.group(1))
+                if value
+            )
+            object.__setattr__(self, "_set_aside", values)
+        return self._set_aside or frozenset()
 
     def restates_object(self, candidate: str) -> bool:
         """True when ``candidate`` is the one expression the question asks about ("Factorize
@@ -1133,7 +1138,7 @@ def _frame_candidates(
             number = NUMBER_WORDS[match.group(1).lower()]
             yield AnswerCandidate(sentence.start, sentence.end, number, "count")
         for match in _CASES_INSIDE.finditer(words):
-            clause = words[_clause_start(words, match.start()) : match.start()]
+            clause = words[clause_start(words, match.start()) : match.start()]
             if _in_reason_clause(words, match.start()) or negation_count(clause):
                 continue
             if _FAILS.search(clause):
@@ -1157,16 +1162,11 @@ def _frame_candidates(
 Dropped = list[tuple[AnswerCandidate, str]]
 
 
-def _clause_start(words: str, index: int) -> int:
-    """Where the clause holding ``words[index]`` starts: after the last ",", ";" or ":"."""
-    return max(words.rfind(mark, 0, index) for mark in ",;:") + 1
-
-
 def _in_reason_clause(words: str, index: int) -> bool:
     """True when ``words[index]`` is in a clause of reasons: one that opens with "since",
     "because", "if", … or holds "because"/"since" before it ("is 2 because f(x) = x has no
     real solutions")."""
-    clause = _clause_start(words, index)
+    clause = clause_start(words, index)
     return bool(_REASON_CLAUSE.match(words, clause) or _REASON_WORD.search(words, clause, index))
 
 

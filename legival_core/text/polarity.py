@@ -39,6 +39,7 @@ __all__ = [
     "Polarity",
     "asked_claim",
     "asked_comparison",
+    "clause_start",
     "compared_polarity",
     "divergence_count",
     "is_hedge",
@@ -87,6 +88,16 @@ _INLINE_MATHS = re.compile(r"\$[^$]*\$|\\\([^\\]*\\\)")
 def _words_only(sentence: str) -> str:
     """``sentence`` with its inline maths blanked (same length: positions stay valid)."""
     return _INLINE_MATHS.sub(lambda m: " " * len(m.group()), sentence)
+
+
+def clause_start(text: str, index: int) -> int:
+    """Where the clause holding ``text[index]`` starts: just after the last ",", ";" or ":"
+    before it (0 when there is none).
+
+    >>> clause_start("Since x > 2, the answer is yes", 20)
+    12
+    """
+    return max(text.rfind(mark, 0, index) for mark in ",;:") + 1
 
 
 def negation_count(sentence: str) -> int:
@@ -439,31 +450,35 @@ def _compared(sentence: str, comparison: Comparison | None) -> tuple[bool, Polar
     found = [m for m, b in bounded if b == bound]
     main = main_clause(sentence)
     main_start = max(sentence.find(main), 0)
+
+    def in_main(match: re.Match[str]) -> bool:
+        return main_start <= match.start() < main_start + len(main)
+
     if not found:
         # Another number in the claim: an answer only when it implies the asked comparison
         # or its opposite ("> 40" answers "> 30?" Yes; "< 20" answers it No; "> 5" neither).
-        other = [(m, b) for m, b in bounded if main_start <= m.start() < main_start + len(main)]
+        other = [(m, b) for m, b in bounded if in_main(m)]
         if not other:
             return False, None
         match, number = other[-1]
-        clause = max(sentence.rfind(mark, 0, match.start()) for mark in ",;:") + 1
+        clause = clause_start(sentence, match.start())
         up = (_direction(match) == "up") != (negation_count(sentence[clause : match.start()]) % 2)
         if up and number >= bound:
             return True, "yes" if direction == "up" else "no"
         if not up and number <= bound:
             return True, "no" if direction == "up" else "yes"
         return True, None
-    in_main = [m for m in found if main_start <= m.start() < main_start + len(main)]
-    chosen: re.Match[str] | None = in_main[-1] if in_main else None
+    in_main_clause = [m for m in found if in_main(m)]
+    chosen: re.Match[str] | None = in_main_clause[-1] if in_main_clause else None
     if chosen is None:
         for match in reversed(found):
-            clause = max(sentence.rfind(mark, 0, match.start()) for mark in ",;:") + 1
+            clause = clause_start(sentence, match.start())
             if not _REASON.match(sentence, clause, match.start()):
                 chosen = match
                 break
     if chosen is None:
         return False, None
-    clause = max(sentence.rfind(mark, 0, chosen.start()) for mark in ",;:") + 1
+    clause = clause_start(sentence, chosen.start())
     negated = negation_count(sentence[clause : chosen.start()]) % 2 == 1
     return True, "yes" if (_direction(chosen) == direction) != negated else "no"
 
