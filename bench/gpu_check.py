@@ -202,7 +202,7 @@ def run_check(args: argparse.Namespace) -> int:
     )
     size_mb = sum(f.stat().st_size for f in folder.iterdir()) / 1e6
 
-    config = demo_config(DemoOptions(out=Path("unused")))
+    config = demo_config(DemoOptions(out=Path("unused"), students=DemoOptions().students[:1]))
     student = config.students[0]
     student = dataclasses.replace(
         student,

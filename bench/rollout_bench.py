@@ -298,7 +298,8 @@ def stage_against_engine(args: argparse.Namespace) -> int:
 
     if args.threads:
         os.environ["LEGIVAL_THREADS"] = str(args.threads)
-    config = demo_config(DemoOptions(out=Path("unused")))
+    # the demo's first student alone: the stage and the bare engine share one engine
+    config = demo_config(DemoOptions(out=Path("unused"), students=DemoOptions().students[:1]))
     student = config.students[0]
     folder = Path(tempfile.mkdtemp(prefix="legival-rollout-bench-"))
     started = time.perf_counter()

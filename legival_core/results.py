@@ -78,7 +78,7 @@ class Results:
     >>> r.reference_teachers
     ['human']
     >>> len(r.datasets), r.students
-    (5, ['smollm2-135m'])
+    (5, ['gemma3-270m', 'smollm2-135m'])
     """
 
     def __init__(self, store: Store) -> None:

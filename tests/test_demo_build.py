@@ -2,7 +2,7 @@
 
 The committed store (``results/demo``) is checked in ``test_demo_store.py``; here a two-problem
 demo is built from scratch with ``jobs=2``, so the parallel path (spawned shard processes
-writing into one store) runs for real with the packaged SmolLM2 through llama.cpp.
+writing into one store) runs for real with the packaged SmolLM2 and Gemma through llama.cpp.
 """
 
 from __future__ import annotations
@@ -26,10 +26,17 @@ def test_a_demo_built_in_two_shard_processes_has_every_rollout_once(tmp_path: Pa
     assert len(correct) >= 2
     steps = store.read("steps", columns=["trace_id", "step"])
     m_of = steps.groupby("trace_id")["step"].count().to_dict()
-    wanted = {(t, k) for t in correct for k in k_grid(m_of[t], options.interval)}
+    wanted = {
+        (t, s, k)
+        for t in correct
+        for s in options.students
+        for k in k_grid(m_of[t], options.interval)
+    }
+    assert options.students == ("smollm2-135m", "gemma3-270m")
     rollouts = store.read("rollouts", columns=["trace_id", "student", "k", "sample"])
-    got = list(zip(rollouts["trace_id"], rollouts["k"], strict=True))
-    # Each (trace, k) exactly once: the shards split the traces, none is done twice or missed.
+    got = list(zip(rollouts["trace_id"], rollouts["student"], rollouts["k"], strict=True))
+    # Each (trace, student, k) exactly once: the shards split the traces, none is done twice
+    # or missed.
     assert sorted(got) == sorted(wanted)
     # Both shards ran and are on record (the manifest keeps one record per stage run).
     records = store.manifest["provenance"]

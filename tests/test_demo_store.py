@@ -13,6 +13,8 @@ from legival_core.store.store import Store
 DEMO = BUNDLED_STORES["demo"]
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TEACHERS = {"gpt-3.5", "gpt-4", "gpt-4-turbo", "palm-2-medium", "human"}
+#: The two students of the default build (issue 28 item 4).
+STUDENTS = {"smollm2-135m", "gemma3-270m"}
 #: CHAMP's five categories, one dataset each (10 problems per category).
 CATEGORIES = {"champ-combinatorics", "champ-inequality", "champ-number-theory",
               "champ-polynomial", "champ-sequence"}  # fmt: skip
@@ -47,11 +49,15 @@ def test_demo_store_is_complete_and_sound(demo: Store) -> None:
     ):
         assert demo.has(table), table
     rollouts = demo.read("rollouts", columns=["student", "trace_id", "k", "m"])
-    assert set(rollouts["student"]) == {"smollm2-135m"}
-    # every correct trace has its whole k grid: 0, 3, 6, ..., and m
+    assert set(rollouts["student"]) == STUDENTS
+    # every correct trace has its whole k grid, 0, 3, 6, ..., and m, for each student
     grades = demo.read("grades", columns=["trace_id", "correct"])
     correct = set(grades.loc[grades["correct"].astype(bool), "trace_id"])
-    assert set(rollouts["trace_id"]) == correct
+    for student, mine in rollouts.groupby("student"):
+        assert set(mine["trace_id"]) == correct, student
+        for trace_id, points in mine.groupby("trace_id"):
+            m = int(points["m"].iloc[0])
+            assert set(points["k"]) == {0, *range(3, m, 3), m}, (student, trace_id)
 
 
 def test_demo_teachers_differ_and_include_the_human_reference(demo: Store) -> None:
@@ -199,3 +205,18 @@ def test_transfer_page_on_the_demo_shows_the_current_definitions(
     for teacher, (first, after) in counts.items():
         assert leaks.loc[teacher, "first solves"] == first, teacher
         assert leaks.loc[teacher, "first solves at or after the leak"] == after, teacher
+
+
+def test_the_correlations_page_shows_rank_stability_across_the_demos_students(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With two students the cross-student view has a table, not "One student only"."""
+    from tests.app_runner import run_app_page
+
+    at = run_app_page("correlations", monkeypatch, [DEMO])
+    assert not at.exception
+    assert "One student only: no cross-student stability." not in [i.value for i in at.info]
+    assert "**Across students**" in [m.value for m in at.markdown]
+    frames = [frame.value for frame in at.dataframe]
+    across = [f for f in frames if "student" in f.columns]
+    assert across and set(across[0]["student"]) == STUDENTS

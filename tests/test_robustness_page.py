@@ -130,8 +130,9 @@ def test_leaderboard_marks_ranks_that_flip(toy_store: Store, monkeypatch) -> Non
 def test_demo_page_and_what_the_demo_cannot_compare(monkeypatch) -> None:
     at = run_page("robustness", monkeypatch, DEMO)
     unavailable = _frame(at, "reason").set_index("choice")["reason"]
-    # One student, one labeler, and the bundled store never holds the side tables.
-    assert unavailable["each student alone"].startswith("the store has one student")
+    # Two students (each alone is compared), one labeler, and the bundled store never holds
+    # the side tables.
+    assert "each student alone" not in unavailable
     assert unavailable["another labeler"].startswith("the judgments hold one labeler (lexical)")
     assert unavailable["steps cut by lines"].startswith("0 of ")
 

@@ -36,7 +36,9 @@ def engine() -> rollout_bench.RecordingEngine:
 
 def _config() -> object:
     # Short budgets keep the test quick; the prompts (and so the prefixes) are the demo's.
-    return demo_config(DemoOptions(out=Path("unused"), max_tokens=24, forcing_tokens=12))
+    # SmolLM2 alone: the recording engine above serves every student the stage runs.
+    options = DemoOptions(out=Path("unused"), max_tokens=24, forcing_tokens=12)
+    return demo_config(options.replace(students=options.students[:1]))
 
 
 @pytest.mark.slow
