@@ -185,3 +185,37 @@ def test_ingest_prints_its_report_and_keeps_the_good_rows(
     assert "rows read: 2, kept: 2, quarantined: 0" in captured.out
     grades = Store.open(store).read("grades")
     assert sorted(grades["correct"].tolist()) == [False, True]
+
+
+def test_demo_takes_its_students_from_repeated_student_flags(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--student`` repeats (in order, each once); without it the demo has both students,
+    and each student's first pass is its own budget unless ``--max-tokens`` sets them all."""
+    from precompute import demo
+
+    built: list[demo.DemoOptions] = []
+    monkeypatch.setattr(
+        demo,
+        "build_demo",
+        lambda options, progress=None: (
+            built.append(options) or Store.create(tmp_path / str(len(built)))
+        ),
+    )
+    assert main(["demo", "--out", str(tmp_path / "a")]) == EXIT_OK
+    args = [
+        "demo",
+        "--out",
+        str(tmp_path / "b"),
+        "--student",
+        "x.gguf",
+        "--student",
+        "smollm2-135m",
+    ]
+    assert main([*args, "--student", "x.gguf", "--max-tokens", "64"]) == EXIT_OK
+    default, chosen = built
+    assert default.students == ("smollm2-135m", "gemma3-270m")
+    budgets = [s.max_tokens for s in demo.demo_config(default).students]
+    assert budgets == [192, 48]
+    assert chosen.students == ("x.gguf", "smollm2-135m")
+    assert [s.max_tokens for s in demo.demo_config(chosen).students] == [64, 64]
