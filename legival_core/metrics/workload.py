@@ -501,6 +501,29 @@ def held_out_pools(
     return _audit_table(rows)
 
 
+def pool_audits(
+    instances: pd.DataFrame, n_splits: int = 200, seed: int = 0
+) -> dict[str, pd.DataFrame]:
+    """Solver-derived workload and its audits over the pool of every model in ``instances``
+    (Kaiser et al., arXiv 2602.09805): ``"audits"`` (leave-self-out, leave-top-k for k = 1,
+    3, 5, and ``n_splits`` random half-pool splits, one table) and ``"concentration"`` (top-1
+    solver share, effective number of solvers). Leave reference teachers out of
+    ``instances`` first where they should not be solvers
+    (:func:`legival_core.views.efficiency.workload_audits` does).
+    """
+    base = instances.drop(columns=["workload"], errors="ignore")
+    pool = sorted(base["model"].unique())
+    audits = pd.concat(
+        [
+            leave_self_out(base, pool),
+            leave_top_k(base, pool),
+            held_out_pools(base, pool, n_splits, seed),
+        ],
+        ignore_index=True,
+    )
+    return {"audits": audits, "concentration": solver_concentration(solver_workload(base, pool))}
+
+
 __all__ = [
     "AUDIT_COLUMNS",
     "attach_workload",
@@ -511,6 +534,7 @@ __all__ = [
     "leave_self_out",
     "leave_top_k",
     "native_workload",
+    "pool_audits",
     "solver_concentration",
     "solver_workload",
     "spearman_rho",

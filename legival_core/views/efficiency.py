@@ -177,29 +177,8 @@ def workload_audits(
     random half-pool splits, one table) and ``"concentration"`` (top-1 solver share,
     effective number of solvers) from :mod:`legival_core.metrics.workload`.
     """
-    from legival_core.metrics.workload import (
-        held_out_pools,
-        leave_self_out,
-        leave_top_k,
-        solver_concentration,
-        solver_workload,
-    )
+    from legival_core.metrics.workload import pool_audits
     from legival_core.published.references import keep_teachers
 
-    base = keep_teachers(
-        instances.drop(columns=["workload"], errors="ignore"),
-        references,
-        include_references,
-        column="model",
-    )
-    pool = sorted(base["model"].unique())
-    audits = pd.concat(
-        [
-            leave_self_out(base, pool),
-            leave_top_k(base, pool),
-            held_out_pools(base, pool, n_splits, seed),
-        ],
-        ignore_index=True,
-    )
-    solved = solver_workload(base, pool)
-    return {"audits": audits, "concentration": solver_concentration(solved)}
+    base = keep_teachers(instances, references, include_references, column="model")
+    return pool_audits(base, n_splits, seed)

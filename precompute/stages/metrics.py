@@ -445,13 +445,13 @@ def workload_audit_results(
     store: Any, efficiency: pd.DataFrame | None
 ) -> list[tuple[str, tuple[Any, ...], pd.DataFrame]]:
     """The Decomposition page's solver-workload audits and solver concentration
-    (:func:`legival_core.views.efficiency.workload_audits`) of each benchmark, reference
+    (:func:`legival_core.metrics.workload.pool_audits`) of each benchmark, reference
     teachers left out, as ``page_results`` entries. The instances are the page's: σ from
     ``efficiency`` (``trace_efficiency``); the reasoning texts are read only when some trace
     has no stored token count, the one case where they are used."""
     from legival_core.metrics.decomposition import decomposition_instances
-    from legival_core.published.references import store_reference_teachers
-    from legival_core.views.efficiency import workload_audits
+    from legival_core.metrics.workload import pool_audits
+    from legival_core.published.references import keep_teachers, store_reference_teachers
 
     columns = ["trace_id", "problem_id", "dataset", "teacher", "sample", "tokens", "truncated"]
     if store.read("traces", columns=["tokens"])["tokens"].isna().any():
@@ -466,13 +466,12 @@ def workload_audit_results(
         store.read("grades", columns=["trace_id", "correct"]),
         sigma=sigma,
     )
-    references = store_reference_teachers(store)
+    # the pool without reference teachers, as the page's default (views' workload_audits)
+    instances = keep_teachers(instances, store_reference_teachers(store), column="model")
     out = []
     benchmarks = store.read("decomposition", columns=["benchmark"])["benchmark"].unique()
     for benchmark in sorted(benchmarks):
-        audits = workload_audits(
-            instances[instances["benchmark"] == benchmark], references=references
-        )
+        audits = pool_audits(instances[instances["benchmark"] == benchmark])
         for part, frame in audits.items():
             out.append((f"decomposition_{part}", (str(benchmark), False), frame))
     return out
