@@ -761,8 +761,8 @@ def robustness_report(
     [['gpt-4', 'gpt-4-turbo', 'no interval']]
     >>> sorted(report.changing_teachers("redundancy"))
     ['gpt-4', 'gpt-4-turbo']
-    >>> report.unavailable["family"].tolist()  # one student, one labeler, no side tables
-    ['student', 'labeler', 'segmenter']
+    >>> report.unavailable["family"].tolist()  # one labeler, no side tables (two students)
+    ['labeler', 'segmenter']
     """
     leaks = _leaks(tables.trace_transfer)
     default_setup = (
