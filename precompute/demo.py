@@ -266,8 +266,8 @@ def grade_recorded(store: Any, progress: bool | None = None) -> int:
     store.record_stage(
         "grade",
         method="champ task (math-verify, statement golds word by word) on the answer each "
-        "recorded summary states (legival_core.text.answers via Task.grade_text); human reference "
-        "graded on the gold answer",
+        "recorded summary states (legival_core.grading.answers via Task.grade_text); human "
+        "reference graded on the gold answer",
         written={"grades": len(rows)},
     )
     return len(rows)

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from legival_core.grading.answers import AnswerFrame, expression_end, final_answer_candidates
+from legival_core.grading.polarity import polarity
+from legival_core.grading.questions import question_type
 from legival_core.tasks import get_task
-from legival_core.text.answers import AnswerFrame, expression_end, final_answer_candidates
-from legival_core.text.polarity import polarity
-from legival_core.text.questions import question_type
 
 # A generous bound for work that must finish "well under the deadline": the old code took
 # 8.5 s on 24 digits and doubled per digit; hours on 2 MB.
@@ -1001,7 +1001,7 @@ BOUND_QUESTION = "A sequence {a_n} is defined by a_1=1, a_(n+1)=a_n+1/a_n^2. Do 
 def test_a_comparison_answers_a_bound_question_only_when_it_settles_it(
     text: str, stated: str | None
 ) -> None:
-    from legival_core.text.polarity import asked_claim
+    from legival_core.grading.polarity import asked_claim
 
     asked = asked_claim("Do we have a_9000>30?")
     assert polarity(text, asked) == stated

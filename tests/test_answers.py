@@ -1,4 +1,4 @@
-"""The answer layer (legival_core.text.answers) and grading through it (Task.grade_text).
+"""The answer layer (legival_core.grading.answers) and grading through it (Task.grade_text).
 
 Spans are checked exactly (``text[start:end]``); the grader is measured against answers labelled
 by reading (tests/fixtures/champ_answer_labels.csv, how they were made:
@@ -12,14 +12,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from legival_core.tasks import get_task
-from legival_core.tasks.champ import statement_matches
-from legival_core.text.answers import (
+from legival_core.grading.answers import (
     answer_candidates,
     closing_sentence_span,
     final_answer_candidates,
     first_accepted,
 )
+from legival_core.tasks import get_task
+from legival_core.tasks.champ import statement_matches
 
 LABELS = Path(__file__).resolve().parent / "fixtures" / "champ_answer_labels.csv"
 

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from legival_core.grading.boxes import boxed_contents, last_boxed
 from legival_core.tasks.base import (
     TASKS,
     Grade,
@@ -22,7 +23,6 @@ from legival_core.tasks.base import (
     register_task,
     task_names,
 )
-from legival_core.tasks.boxed import boxed_contents, last_boxed
 from legival_core.tasks.champ import champ_accepted_answers, champ_ascii_to_latex
 from legival_core.tasks.connections import ConnectionsTask, groups_right
 from legival_core.tasks.deadline import run_with_deadline

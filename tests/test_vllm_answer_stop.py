@@ -106,7 +106,7 @@ def test_a_boxed_answer_stops_when_its_braces_balance(engine: Any) -> None:
     assert rounds == 1
     assert (inside.text, inside.completion_tokens) == (by_rounds.text, by_rounds.completion_tokens)
     # It ends exactly where the box closes (nested braces balanced), before the bare text ends.
-    from legival_core.tasks.boxed import last_boxed
+    from legival_core.grading.boxes import last_boxed
 
     full = lead + inside.text
     assert inside.text.endswith("}") and last_boxed(full) is not None, inside.text

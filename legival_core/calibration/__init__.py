@@ -3,7 +3,7 @@
 Planted-truth calibration traces (``calibration``) and the loop that checks a grader against a
 person's labels (``grade_review``).
 
-May import: store, text, tasks, stats, metrics.
+May import: store, text, grading, tasks, stats, metrics.
 
 Never imports ``legival_core.views`` (the app's data preparation) nor ``legival_core.results``
 (the notebooks' front door, which sits above the views).

@@ -586,7 +586,8 @@ MIN_RECALL: dict[tuple[str, str], float] = {
 }
 
 #: (style, template set) pairs whose wording the answer layer claims to read
-#: (legival_core.text.answers: boxes, "the answer is", "there are X", "… is X", a closing equation;
+#: (legival_core.grading.answers: boxes, "the answer is", "there are X", "… is X", a closing
+#: equation;
 #: in the question's frame a concluding declarative for a yes/no, "at least one" for a count,
 #: "≡ r (mod n)" / "congruent to r modulo n", "is X, achieved when …"); they are held to the
 #: exact step. The held-out prose wordings "That makes X marbles altogether" and "This gives X

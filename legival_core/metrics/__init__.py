@@ -7,7 +7,7 @@ the efficiency decomposition with its workloads and audits (``decomposition``, `
 ``trace_audits``), and the catalog of teacher-level metrics with their labels and directions
 (``metric_catalog``).
 
-May import: store, text, tasks, stats.
+May import: store, text, grading, tasks, stats.
 
 Never imports ``legival_core.views`` (the app's data preparation) nor ``legival_core.results``
 (the notebooks' front door, which sits above the views).

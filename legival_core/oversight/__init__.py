@@ -4,7 +4,7 @@ Weak-monitor detection scores and reward-model correlations (``oversight``), the
 errors they are measured on (``sabotage``) and the oversight pages' results for one selection
 (``selections``).
 
-May import: store, text, tasks, stats, metrics.
+May import: store, text, grading, tasks, stats, metrics.
 
 Never imports ``legival_core.views`` (the app's data preparation) nor ``legival_core.results``
 (the notebooks' front door, which sits above the views).

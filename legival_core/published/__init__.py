@@ -4,7 +4,7 @@ What others measured and what is not a competitor: the papers' bundled tables (`
 reference teachers such as a human solution (``references``) and the CogniLoad consistency check
 (``cogniload_consistency``).
 
-May import: store, text, tasks, stats, metrics.
+May import: store, text, grading, tasks, stats, metrics.
 
 Never imports ``legival_core.views`` (the app's data preparation) nor ``legival_core.results``
 (the notebooks' front door, which sits above the views).

@@ -4,7 +4,7 @@ Teachers ranked with their uncertainty: rank intervals (``rank_intervals``) and 
 of a ranking to resampling and to analysis choices (``robustness``, ``robustness_choices``).
 Above the metrics and the published references, which they rank.
 
-May import: store, text, tasks, stats, metrics, published.
+May import: store, text, grading, tasks, stats, metrics, published.
 
 Never imports ``legival_core.views`` (the app's data preparation) nor ``legival_core.results``
 (the notebooks' front door, which sits above the views).

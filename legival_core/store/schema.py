@@ -158,7 +158,7 @@ GRADES = _register(
         "grades",
         _s(
             ("trace_id", STR),
-            ("extracted", STR),  # the answer graded (see legival_core.text.answers), or null
+            ("extracted", STR),  # the answer graded (see legival_core.grading.answers), or null
             ("correct", BOOL),
             ("score", F64),  # partial credit in [0, 1] (Connections: groups right / 4)
             ("status", STR),  # "ok", "no_answer", "timeout", "error: ..."
@@ -168,7 +168,7 @@ GRADES = _register(
             ("answer_field", STR),
             ("answer_start", I64),
             ("answer_end", I64),
-            ("question_type", STR),  # what the problem asks (legival_core.text.questions)
+            ("question_type", STR),  # what the problem asks (legival_core.grading.questions)
         ),
         keys=("trace_id",),
         required=("correct", "status"),

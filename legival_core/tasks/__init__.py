@@ -4,7 +4,7 @@
 Importing this package stays light: math-verify is imported only by the grading worker.
 
 A room of ``legival_core``: prompts, answer extraction and grading per benchmark family. May
-import: store, text.
+import: store, text, grading.
 """
 
 from legival_core.tasks.base import (

@@ -77,7 +77,7 @@ class Task(ABC):
     backtracking_rubric: ClassVar[str]
     warm_imports: ClassVar[tuple[str, ...]] = ()
     #: Whether answers stated in prose ("so there are 239 strings") are read through
-    #: :mod:`legival_core.text.answers` when the task's extractor finds none.
+    #: :mod:`legival_core.grading.answers` when the task's extractor finds none.
     reads_prose_answers: ClassVar[bool] = True
 
     def build_messages(self, problem: Mapping[str, Any]) -> list[dict[str, str]]:
@@ -145,9 +145,9 @@ class Task(ABC):
     fixed_question_type: ClassVar[str | None] = None
 
     def question_type(self, problem: Mapping[str, Any] | None) -> str:
-        """What ``problem`` asks (:mod:`legival_core.text.questions`): ``meta.question_type`` when
-        the problem sets it, else the task's :attr:`fixed_question_type`, else the type read
-        from its prompt.
+        """What ``problem`` asks (:mod:`legival_core.grading.questions`):
+        ``meta.question_type`` when the problem sets it, else the task's
+        :attr:`fixed_question_type`, else the type read from its prompt.
 
         >>> get_task("champ").question_type({"prompt": "Are there integer solutions?"})
         'yes_no'
@@ -155,7 +155,7 @@ class Task(ABC):
         >>> get_task("champ").question_type({"prompt": "Is it odd?", "meta": meta})
         'count'
         """
-        from legival_core.text.questions import QUESTION_TYPES, question_type
+        from legival_core.grading.questions import QUESTION_TYPES, question_type
 
         override = problem_meta(problem).get("question_type")
         if isinstance(override, str) and override.strip():
@@ -169,7 +169,7 @@ class Task(ABC):
 
     def gold_values(self, gold: str) -> list[str]:
         """The answers ``gold`` accepts (one per alternative form); used to tell whether a
-        list of values can be right (see :func:`legival_core.text.answers.value_count`)."""
+        list of values can be right (see :func:`legival_core.grading.answers.value_count`)."""
         return [gold]
 
     def gold_is_statement(self, gold: str) -> bool:
@@ -191,7 +191,7 @@ class Task(ABC):
         then its raw output). In the first field that states anything: the task's own extractor
         decides when it finds an answer (a box, a letter, a JSON grouping); otherwise, when
         :attr:`reads_prose_answers` is set, every candidate of
-        :func:`legival_core.text.answers.final_answer_candidates`, read in the frame of the
+        :func:`legival_core.grading.answers.final_answer_candidates`, read in the frame of the
         problem's :meth:`question_type`, is checked by the task's verifier in their order of trust
         and the first one accepted is the answer. When none is accepted, the most trusted
         candidate is recorded as the answer.
@@ -241,9 +241,9 @@ class Task(ABC):
         (docs/metrics/fotu-before-leak.md).
 
         Each step adds the candidates of the prefix that end inside it
-        (:func:`legival_core.text.answers.prefix_candidates`, read in the problem's question frame:
-        "so there are no integer solutions" states "No" for a yes/no question); they are found
-        and checked in one worker under a ``timeout_s`` deadline for the whole trace. ``k`` is
+        (:func:`legival_core.grading.answers.prefix_candidates`, read in the problem's question
+        frame: "so there are no integer solutions" states "No" for a yes/no question); they are
+        found and checked in one worker under a ``timeout_s`` deadline for the whole trace. ``k`` is
         None when no prefix states the gold, and the status says ``"timeout"`` or
         ``"error: ..."`` when the check could not finish.
 
@@ -296,7 +296,7 @@ def _accepts(
     statement_gold: bool = False,
 ) -> tuple[bool, str]:
     """Whether one candidate is the gold, and why (for explanations)."""
-    from legival_core.text.answers import REJECTED_KINDS, STATEMENT_ONLY_KINDS
+    from legival_core.grading.answers import REJECTED_KINDS, STATEMENT_ONLY_KINDS
 
     if candidate_kind in REJECTED_KINDS:
         return False, "hedges: commits to no single answer"
@@ -326,7 +326,7 @@ def first_leaking_step(
 ) -> tuple[int, int, int] | None:
     """``(k, start, end)`` of the first step whose prefix states an accepted answer (runs in the
     grading worker; see :meth:`Task.answer_leak_step`)."""
-    from legival_core.text.answers import AnswerFrame, prefix_candidates, value_count
+    from legival_core.grading.answers import AnswerFrame, prefix_candidates, value_count
 
     task = get_task(task_name)
     score = type(task).score_answer
@@ -367,7 +367,7 @@ def grade_texts(
 
     ``considered`` of the result lists every candidate looked at, in order, with its verdict
     (see :func:`explain_rows`)."""
-    from legival_core.text.answers import AnswerFrame, final_answer_candidates, value_count
+    from legival_core.grading.answers import AnswerFrame, final_answer_candidates, value_count
 
     task = TASKS.get(task_class.name)
     task = task if type(task) is task_class else task_class()

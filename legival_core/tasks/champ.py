@@ -20,9 +20,9 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from legival_core.grading.lexicon import NUMBER_WORDS
 from legival_core.tasks.base import register_task
 from legival_core.tasks.math import MathTask, math_verify_equal, normalise_text_answer
-from legival_core.text.number_words import NUMBER_WORDS
 
 _ALTERNATIVE_SEPARATOR = re.compile(
     r",?\s*or (?:equivalently|an equivalent form such as)\s*,?\s*", re.IGNORECASE
@@ -154,7 +154,7 @@ def _value_of_statement(text: str) -> list[str]:
     """The value a gold states along with its words: the number of a count with its noun
     ("98 values" -> 98), the value an affirmed statement ends with ("The limit exists and is
     equal to 2" -> 2; not when the claim is negated or the tail is itself prose)."""
-    from legival_core.text.polarity import negation_count
+    from legival_core.grading.polarity import negation_count
 
     if len(text) > _MAX_NAMED_GOLD:
         return []  # such golds are short; the bound keeps the lazy pattern below linear
@@ -166,7 +166,7 @@ def _value_of_statement(text: str) -> list[str]:
     named = _NAMED_VALUE.match(text)
     if named is None or negation_count(named.group("claim")) or not is_statement_answer(text):
         return []
-    from legival_core.text.answers import value_count
+    from legival_core.grading.answers import value_count
 
     value = named.group("value").strip()
     # One value only: "Yes, and the sequence is 1/2^3, 1/2^6, …" names no single value.
@@ -300,7 +300,7 @@ def statement_asserted(statement: str, text: str) -> bool:
     >>> statement_asserted(gold, "n = m/2 if m is even, and no integer solutions if m is odd.")
     False
     """
-    from legival_core.text.polarity import is_hedge, negation_count
+    from legival_core.grading.polarity import is_hedge, negation_count
 
     position = _statement_position(statement, text)
     if position is None or is_hedge(text):
@@ -392,7 +392,7 @@ def champ_answer_matches(accepted: str, answer: str) -> bool:
     if is_statement_answer(accepted):
         if answer_text in _WORD_ANSWERS:
             # "No" (a reply's polarity) states a gold that denies: "The limit does not exist".
-            from legival_core.text.polarity import polarity
+            from legival_core.grading.polarity import polarity
 
             return answer_text == "no" and polarity(accepted) == "no"
         return statement_asserted(accepted, answer)

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
 
+from legival_core.grading.boxes import last_boxed
 from legival_core.tasks.base import Family, Task, problem_field, register_task
-from legival_core.tasks.boxed import last_boxed
 from legival_core.tasks.math import MATH_BACKTRACKING_RUBRIC
 
 # A signed number: "1,234.5" (thousands groups), "1234.5", ".5"; optional $ before the digits.

@@ -22,8 +22,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from legival_core.grading.boxes import last_boxed
 from legival_core.tasks.base import Family, Task, problem_field, problem_meta, register_task
-from legival_core.tasks.boxed import last_boxed
 from legival_core.tasks.math import MATH_BACKTRACKING_RUBRIC
 
 MATCH_MODES = ("exact", "regex")

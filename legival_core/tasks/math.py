@@ -15,8 +15,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from legival_core.grading.boxes import last_boxed
 from legival_core.tasks.base import Family, Task, problem_field, register_task
-from legival_core.tasks.boxed import last_boxed
 
 MATH_BACKTRACKING_RUBRIC = """\
 Count a step as backtracking when the solver turns back on its own reasoning instead of \

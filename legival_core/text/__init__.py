@@ -1,12 +1,11 @@
-"""Text: steps, tokens, answers: a room of ``legival_core``.
+"""Text: steps, tokens, embeddings: a room of ``legival_core``.
 
 Raw model output to what the metrics count: reasoning and answer (``reasoning``), steps
-(``segment``), token counts (``tokens``), MiniLM embeddings (``embedding``), answer candidates
-read in the question's frame (``answers``, ``questions``, ``polarity``), escaping model text
-(``safe_text``) and Thought Anchors chunks carried onto our steps (``chunk_alignment``).
+(``segment``), token counts (``tokens``), MiniLM embeddings (``embedding``), escaping model
+text (``safe_text``) and Thought Anchors chunks carried onto our steps (``chunk_alignment``).
+Reading the answer a text states is the ``grading`` room's.
 
-May import: store. Beyond that: ``answers`` imports ``legival_core.tasks.boxed`` (the answer
-layer reads boxes with the task families' dependency-free extractor).
+May import: store.
 
 Never imports ``legival_core.views`` (the app's data preparation) nor ``legival_core.results``
 (the notebooks' front door, which sits above the views).

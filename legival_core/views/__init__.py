@@ -25,7 +25,7 @@ References: Legi-Val (arXiv 2603.20508) for the legibility metrics and rankings;
 
 A room of ``legival_core``: the view helpers, the app's data preparation (one module per page)
 and the helpers beside it (board layout, merged boards, number formatting, the static site's
-pages). May import: store, text, tasks, stats, metrics, published, rankings, oversight,
+pages). May import: store, text, grading, tasks, stats, metrics, published, rankings, oversight,
 calibration. Outside the tests, only the front door (``legival_core.results``), the app's pages
 and ``precompute/publish.py`` import this room.
 """

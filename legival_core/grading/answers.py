@@ -19,10 +19,10 @@ state the *final* answer of a text, in the order a grader should trust them:
    of its last equation, a residue "≡ r (mod n)", a leading yes/no, an option letter.
 
 Every candidate is read in the frame of its question (:class:`AnswerFrame`, the question type
-of :mod:`legival_core.text.questions`):
+of :mod:`legival_core.grading.questions`):
 
 - a yes/no question answered by a statement gets a ``polarity`` candidate, "Yes" or "No", from
-  the negations of the sentence (:mod:`legival_core.text.polarity`); a count question gets a
+  the negations of the sentence (:mod:`legival_core.grading.polarity`); a count question gets a
   ``count`` candidate from "exactly two", "no such", "none", "For 20 values of n, …";
 - a sentence that hedges ("Yes and no", "3 (or possibly 239)", "we cannot conclude …") states
   nothing: its only candidate is of kind ``hedge``, which no grader accepts;
@@ -49,9 +49,9 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from legival_core.tasks.boxed import box_content_spans
-from legival_core.text.number_words import NUMBER_WORDS
-from legival_core.text.polarity import (
+from legival_core.grading.boxes import box_content_spans
+from legival_core.grading.lexicon import NUMBER_WORDS
+from legival_core.grading.polarity import (
     AskedClaim,
     asked_claim,
     clause_start,
@@ -125,7 +125,8 @@ class AnswerFrame:
     """What the question asks, for reading its answers.
 
     Attributes:
-        question_type: a type of :mod:`legival_core.text.questions` (``"expression"`` by default).
+        question_type: a type of :mod:`legival_core.grading.questions` (default
+            ``"expression"``).
         prompt: the problem text, whose conditions are never the answer (None: unknown).
     """
 
@@ -140,7 +141,7 @@ class AnswerFrame:
     @property
     def question_negated(self) -> bool:
         """True when the question itself is negated ("Must x_n ≠ 0 for all n?")."""
-        from legival_core.text.questions import asking_sentence
+        from legival_core.grading.questions import asking_sentence
 
         if not self.prompt:
             return False
@@ -154,7 +155,7 @@ class AnswerFrame:
     def asked(self) -> AskedClaim:
         """What the question's claim is about beyond its words (a limit; computed once)."""
         if self._asked is None:
-            from legival_core.text.questions import asking_sentence
+            from legival_core.grading.questions import asking_sentence
 
             object.__setattr__(self, "_asked", asked_claim(asking_sentence(self.prompt or "")))
         return self._asked or AskedClaim()
@@ -165,7 +166,7 @@ class AnswerFrame:
         hold: what the question asks about ("Must x_n ≠ 0 for all n?" after a definition of
         the sequence: {"0"}). Empty without a prompt (computed once)."""
         if self._focus is None:
-            from legival_core.text.questions import asking_sentence
+            from legival_core.grading.questions import asking_sentence
 
             asking = asking_sentence(self.prompt or "")
             lowered = (self.prompt or "").lower()
@@ -180,7 +181,7 @@ class AnswerFrame:
         """Values the question itself sets aside ("… besides 25": {"25"}), in the normal form
         of :func:`restates_given`; computed once per frame (it is asked once per sentence)."""
         if self._set_aside is None:
-            from legival_core.text.questions import asking_sentence
+            from legival_core.grading.questions import asking_sentence
 
             asking = asking_sentence(self.prompt or "")
             values = frozenset(
@@ -200,7 +201,7 @@ class AnswerFrame:
         if self.question_type in ("yes_no", "choice") or not self.prompt:
             return False
         if self._asked_object is None:
-            from legival_core.text.questions import asking_sentence
+            from legival_core.grading.questions import asking_sentence
 
             asked_object = _only_expression(asking_sentence(self.prompt))
             object.__setattr__(self, "_asked_object", asked_object)
