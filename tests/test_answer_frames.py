@@ -16,9 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from legival_core.grading.answers import AnswerFrame, expression_end, final_answer_candidates
+from legival_core.grading.answers import AnswerFrame, final_answer_candidates
 from legival_core.grading.polarity import polarity
 from legival_core.grading.questions import question_type
+from legival_core.grading.scanning import expression_end
 from legival_core.tasks import get_task
 
 # A generous bound for work that must finish "well under the deadline": the old code took

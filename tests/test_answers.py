@@ -14,10 +14,10 @@ import pytest
 
 from legival_core.grading.answers import (
     answer_candidates,
-    closing_sentence_span,
     final_answer_candidates,
     first_accepted,
 )
+from legival_core.grading.scanning import closing_sentence_span
 from legival_core.tasks import get_task
 from legival_core.tasks.champ import statement_matches
 

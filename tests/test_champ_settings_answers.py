@@ -142,7 +142,7 @@ def graded_half(request: pytest.FixtureRequest) -> tuple[str, pd.DataFrame]:
 
 def _restated_givens_false_positives(labels: pd.DataFrame) -> pd.DataFrame:
     """Wrong answers graded right whose accepted candidate holds a relation of the prompt."""
-    from legival_core.grading.answers import AnswerFrame, restates_given
+    from legival_core.grading.frames import AnswerFrame, restates_given
     from precompute.champ import champ_problems
 
     prompts = champ_problems().set_index("problem_id")["prompt"]

@@ -34,6 +34,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
+from legival_core.grading.lexicon import (
+    CONCLUDING_CLAUSES,
+    CONCLUDING_OPENERS,
+    REASONS,
+    REASONS_CONDITIONS_AND_CONCESSIONS,
+    SUBORDINATORS,
+    words_pattern,
+)
+
 __all__ = [
     "AskedClaim",
     "Polarity",
@@ -184,16 +193,11 @@ def is_hedge(sentence: str) -> bool:
 
 # Clause boundaries: a subordinate clause ("…, because …", "since …,") gives reasons, not the
 # answer; a concluding one ("…, which means …", "implying that …") gives the answer.
-_CLAUSE = re.compile(r"[,;:]|\s(?=(?:because|since|as|which|implying|meaning|so|hence|thus)\b)",
-                     re.IGNORECASE)  # fmt: skip
-_SUBORDINATE = re.compile(
-    r"\s*(?:because|since|as|which|where|given|if|when|whereas|while|although|though|for)\b",
-    re.IGNORECASE,
-)
-_CONCLUDING = re.compile(
-    r"\s*(?:which\s+(?:means|implies|shows)|implying|meaning|so|hence|thus|therefore)\b",
-    re.IGNORECASE,
-)
+#: Words that open a new clause without a comma before them: a reason or a conclusion.
+_CLAUSE_OPENERS = (*REASONS, "as", "which", "implying", "meaning", "so", "hence", "thus")
+_CLAUSE = re.compile(rf"[,;:]|\s(?=(?:{words_pattern(_CLAUSE_OPENERS)})\b)", re.IGNORECASE)
+_SUBORDINATE = re.compile(rf"\s*(?:{words_pattern(SUBORDINATORS)})\b", re.IGNORECASE)
+_CONCLUDING = re.compile(rf"\s*(?:{words_pattern(CONCLUDING_CLAUSES)})\b", re.IGNORECASE)
 #: A clause that opens with its verb has no subject of its own: it is the predicate of the
 #: main clause's subject, cut off by a phrase set off by commas ("x, with 1961 zeros in the
 #: middle, is not a prime number").
@@ -206,11 +210,7 @@ _PREDICATE = re.compile(
 
 #: A connective that opens a sentence and is set off by a comma ("Therefore, …", "In
 #: conclusion, …"): the clause after it is the conclusion.
-_OPENER = re.compile(
-    r"\s*(?:so|hence|thus|therefore|consequently|in\s+conclusion|as\s+a\s+result|finally"
-    r"|in\s+summary|to\s+conclude|overall)\s*[,;:]\s*",
-    re.IGNORECASE,
-)
+_OPENER = re.compile(rf"\s*(?:{words_pattern(CONCLUDING_OPENERS)})\s*[,;:]\s*", re.IGNORECASE)
 
 
 def main_clause(sentence: str) -> str:
@@ -366,9 +366,7 @@ _COMPARISON = re.compile(
 #: A clause that gives a reason or a condition ("since a_n < 30 for small n"): its comparison
 #: is not the claim.
 _REASON = re.compile(
-    r"\W*(?:because|since|as|given|if|when|whenever|although|though|while|whereas|for"
-    r"|assuming|suppose)\b",
-    re.IGNORECASE,
+    rf"\W*(?:{words_pattern(REASONS_CONDITIONS_AND_CONCESSIONS)})\b", re.IGNORECASE
 )
 Comparison = tuple[Literal["up", "down"], Fraction]
 

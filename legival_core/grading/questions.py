@@ -27,23 +27,85 @@ Reference: Legi-Val (arXiv 2603.20508) §3 answer extraction; CHAMP (arXiv 2401.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ["QUESTION_TYPES", "asking_sentence", "question_type", "register_question_type"]
+from legival_core.grading.candidates import AnswerCandidate, CandidateKind
+from legival_core.grading.lexicon import NUMBER_WORDS
+from legival_core.grading.polarity import (
+    clause_start,
+    main_clause,
+    negation_count,
+    polarity,
+    speaks_to,
+)
+from legival_core.grading.scanning import leading_expression
+from legival_core.grading.sentences import (
+    BOUND,
+    CASES_COUNT,
+    CASES_INSIDE,
+    CONGRUENT_TO,
+    COUNT_WORD,
+    FAILS,
+    NONE_STATED,
+    SentenceReading,
+    in_reason_clause,
+)
+
+if TYPE_CHECKING:
+    from legival_core.grading.frames import AnswerFrame
+
+__all__ = [
+    "QUESTION_TYPES",
+    "QuestionType",
+    "asking_sentence",
+    "question_type",
+    "register_question_type",
+]
+
+#: A detector reads the asking sentence (lower case) and says whether it asks this type.
+QuestionDetector = Callable[[str], bool]
+#: Dropped candidates and why (for explanations).
+Dropped = list[tuple[AnswerCandidate, str]]
+#: A reader gives the candidates a sentence states in the frame of this type of question.
+FrameReader = Callable[
+    [SentenceReading, "AnswerFrame", "Dropped | None"], Iterator[AnswerCandidate]
+]
+
+
+@dataclass(frozen=True)
+class QuestionType:
+    """One type of question: how to tell it from the asking sentence, and how a sentence that
+    states no value in so many words answers it.
+
+    Attributes:
+        name: the type's name (``problem.meta.question_type`` may name it).
+        detects: the detector of :data:`QuestionDetector`.
+        reads: the frame reader (None: the type gives no candidates of its own; a value or a
+            formula is read by the sentence finders alone).
+    """
+
+    name: str
+    detects: QuestionDetector
+    reads: FrameReader | None = None
+
 
 #: The question types, in the order their detectors are tried; "expression" is the fallback.
-QuestionDetector = Callable[[str], bool]
-QUESTION_TYPES: dict[str, QuestionDetector] = {}
+QUESTION_TYPES: dict[str, QuestionType] = {}
 FALLBACK_TYPE = "expression"
 #: Only the last this many characters of a prompt are read (the question is at its end).
 MAX_PROMPT_CHARS = 4000
 
 
-def register_question_type(name: str) -> Callable[[QuestionDetector], QuestionDetector]:
-    """Decorator: register a detector ``asking sentence (lower case) -> bool`` for ``name``."""
+def register_question_type(
+    name: str, *, reads: FrameReader | None = None
+) -> Callable[[QuestionDetector], QuestionDetector]:
+    """Decorator: register a detector ``asking sentence (lower case) -> bool`` for ``name``,
+    with the reader of its answers beside it."""
 
     def add(detector: QuestionDetector) -> QuestionDetector:
-        QUESTION_TYPES[name] = detector
+        QUESTION_TYPES[name] = QuestionType(name, detector, reads)
         return detector
 
     return add
@@ -97,6 +159,83 @@ def _sentences(text: str) -> list[str]:
     return sentences
 
 
+# --- how a sentence answers each type ---------------------------------------------------------
+
+_OFF_TOPIC = "its claim holds none of the words the question asks about"
+
+
+def _reads_yes_no(
+    sentence: SentenceReading, frame: AnswerFrame, dropped: Dropped | None
+) -> Iterator[AnswerCandidate]:
+    """The polarity of a statement: "There are no integer solutions." answers No. A claim about
+    something the question does not ask about answers neither (dropped, with why)."""
+    from legival_core.grading.frames import topic_words
+
+    words = sentence.source.text[sentence.start : sentence.end]
+    stated = polarity(words, frame.asked)
+    if stated is None:
+        return
+    if frame.question_negated:  # "Must x_n ≠ 0?" answered "x_n is never 0": Yes
+        stated = "yes" if stated == "no" else "no"
+    found = AnswerCandidate(
+        sentence.start, sentence.end, stated.capitalize(), CandidateKind.POLARITY
+    )
+    # "The sequence … has no repeated terms" for "Must x_n ≠ 0 for all n?": a claim about
+    # something else answers neither Yes nor No. A claim of divergence speaks of the limit
+    # asked about without naming it.
+    off_topic = frame.focus and frame.focus.isdisjoint(topic_words(main_clause(words)))
+    if off_topic and not speaks_to(words, frame.asked):
+        if dropped is not None:
+            dropped.append((found, _OFF_TOPIC))
+    else:
+        yield found
+
+
+def _reads_count(
+    sentence: SentenceReading, frame: AnswerFrame, dropped: Dropped | None
+) -> Iterator[AnswerCandidate]:
+    """A count said in words: "no such" / "none" (0), "exactly two", "holds for 98 values of
+    n", "at least k - 2 integers", "For 20 values of n, …"; never one in a clause of reasons."""
+    text = sentence.source.text
+    words = text[sentence.start : sentence.end]
+
+    def count(number: str) -> AnswerCandidate:
+        return AnswerCandidate(sentence.start, sentence.end, number, CandidateKind.COUNT)
+
+    if any(not in_reason_clause(words, m.start()) for m in NONE_STATED.finditer(words)):
+        yield count("0")
+    for match in COUNT_WORD.finditer(words):
+        if in_reason_clause(words, match.start()):
+            continue
+        yield count(NUMBER_WORDS[match.group(1).lower()])
+    for match in CASES_INSIDE.finditer(words):
+        clause = words[clause_start(words, match.start()) : match.start()]
+        if in_reason_clause(words, match.start()) or negation_count(clause):
+            continue
+        if FAILS.search(clause):
+            continue
+        yield count(NUMBER_WORDS.get(match.group(1).lower(), match.group(1)))
+    # "At least k - 2 integers …": the bound is the count asked for.
+    for match in BOUND.finditer(text, sentence.start, sentence.end):
+        found = leading_expression(text, match.end(), sentence.end, CandidateKind.COUNT)
+        if found is not None:
+            yield found
+    # "For 20 values of n, the remainder is 4": the number of cases is the count.
+    if cases := CASES_COUNT.match(text, sentence.start, sentence.end):
+        yield count(NUMBER_WORDS.get(cases.group(1).lower(), cases.group(1)))
+
+
+def _reads_residue(
+    sentence: SentenceReading, frame: AnswerFrame, dropped: Dropped | None
+) -> Iterator[AnswerCandidate]:
+    """ "is always congruent to 0 for any n" (the modulus said before it) states the residue 0."""
+    text = sentence.source.text
+    for match in CONGRUENT_TO.finditer(text, sentence.start, sentence.end):
+        yield AnswerCandidate(
+            match.start(1), match.end(1), match.group(1), CandidateKind.CONGRUENCE
+        )
+
+
 # Auxiliary verbs that open a yes/no question, also after a leading clause set off by a comma
 # ("For a, b, c > 0, are there …?", "If f is symmetric, can we …?"); "whether" asks one inside
 # a statement. The lazy leading clause is tried once per comma: linear in the sentence.
@@ -119,7 +258,7 @@ _HOW_MANY = re.compile(r"\bhow many\b")
 _ALTERNATIVES = re.compile(r",\s*or\s+(?!not\b)")
 
 
-@register_question_type("yes_no")
+@register_question_type("yes_no", reads=_reads_yes_no)
 def _asks_yes_no(sentence: str) -> bool:
     return (
         _YES_NO.search(sentence) is not None
@@ -128,7 +267,7 @@ def _asks_yes_no(sentence: str) -> bool:
     )
 
 
-@register_question_type("mod_value")
+@register_question_type("mod_value", reads=_reads_residue)
 def _asks_mod_value(sentence: str) -> bool:
     return (
         _MOD.search(sentence) is not None
@@ -137,7 +276,7 @@ def _asks_mod_value(sentence: str) -> bool:
     )
 
 
-@register_question_type("count")
+@register_question_type("count", reads=_reads_count)
 def _asks_count(sentence: str) -> bool:
     return _COUNT.search(sentence) is not None and not _FIND_ALL.search(sentence)
 
@@ -170,7 +309,7 @@ def question_type(prompt: str | None) -> str:
     if not prompt or not prompt.strip():
         return FALLBACK_TYPE
     sentence = asking_sentence(prompt)
-    for name, detector in QUESTION_TYPES.items():
-        if detector(sentence):
+    for name, kind in QUESTION_TYPES.items():
+        if kind.detects(sentence):
             return name
     return FALLBACK_TYPE

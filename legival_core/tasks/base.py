@@ -19,6 +19,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
+from legival_core.grading.grader import (
+    Grade,
+    TextGrade,
+    first_leaking_step,
+    grade_texts,
+)
 from legival_core.tasks.deadline import run_with_deadline
 
 Family = Literal["math", "science", "puzzles"]
@@ -33,22 +39,6 @@ BUILTIN_TASK_MODULES: tuple[str, ...] = (
     "legival_core.tasks.connections",
     "legival_core.tasks.jsonl",
 )
-
-
-@dataclass(frozen=True)
-class Grade:
-    """The grade of one extracted answer.
-
-    Attributes:
-        correct: fully right (Connections: all four groups).
-        score: credit in [0, 1] (Connections: groups right / 4; other families 0 or 1).
-        status: ``"ok"``, ``"no_answer"`` (nothing extractable), ``"timeout"`` (the check ran
-            past its deadline: counted wrong) or ``"error: <Type>: <message>"``.
-    """
-
-    correct: bool
-    score: float
-    status: str
 
 
 class Task(ABC):
@@ -169,7 +159,7 @@ class Task(ABC):
 
     def gold_values(self, gold: str) -> list[str]:
         """The answers ``gold`` accepts (one per alternative form); used to tell whether a
-        list of values can be right (see :func:`legival_core.grading.answers.value_count`)."""
+        list of values can be right (see :func:`legival_core.grading.scanning.value_count`)."""
         return [gold]
 
     def gold_is_statement(self, gold: str) -> bool:
@@ -255,7 +245,7 @@ class Task(ABC):
         prompt = (problem or {}).get("prompt")
         outcome = run_with_deadline(
             first_leaking_step,
-            self.name,
+            type(self),
             reasoning,
             [int(e) for e in step_ends],
             gold,
@@ -284,176 +274,6 @@ class LeakPoint:
     k: int | None
     span: tuple[int, int] | None
     status: str
-
-
-def _accepts(
-    score: Any,
-    candidate_kind: str,
-    answer: str,
-    gold: str,
-    options: Mapping[str, Any],
-    several_values: bool,
-    statement_gold: bool = False,
-) -> tuple[bool, str]:
-    """Whether one candidate is the gold, and why (for explanations)."""
-    from legival_core.grading.answers import REJECTED_KINDS, STATEMENT_ONLY_KINDS
-
-    if candidate_kind in REJECTED_KINDS:
-        return False, "hedges: commits to no single answer"
-    if candidate_kind == "list" and not several_values:
-        return False, "offers several values; the gold is one"
-    if candidate_kind in STATEMENT_ONLY_KINDS and not (several_values or statement_gold):
-        # Only a statement gold is read in it word by word (math-verify would take its last
-        # value).
-        return False, "a sentence with a list or a restated condition; the gold is a value"
-    try:
-        value = float(score(answer, gold, options))
-    except Exception as error:  # a malformed candidate is simply not the answer
-        return False, f"check raised {type(error).__name__}"
-    if value >= 1.0:
-        return True, "the verifier accepts it"
-    return False, "the verifier finds it different from the gold"
-
-
-def first_leaking_step(
-    task_name: str,
-    reasoning: str,
-    step_ends: list[int],
-    gold: str,
-    options: Mapping[str, Any],
-    question_type: str = "expression",
-    prompt: str | None = None,
-) -> tuple[int, int, int] | None:
-    """``(k, start, end)`` of the first step whose prefix states an accepted answer (runs in the
-    grading worker; see :meth:`Task.answer_leak_step`)."""
-    from legival_core.grading.answers import AnswerFrame, prefix_candidates, value_count
-
-    task = get_task(task_name)
-    score = type(task).score_answer
-    several = any(value_count(v) >= 2 for v in task.gold_values(gold))
-    statement = task.gold_is_statement(gold)
-    frame = AnswerFrame(question_type, prompt)
-    checked: set[tuple[str, str]] = set()
-    previous_end = 0
-    for index, found in prefix_candidates(reasoning, step_ends, frame):
-        end = step_ends[index]
-        # Specific statements before the whole sentence that holds them.
-        for candidate in sorted(found, key=lambda c: c.kind == "sentence"):
-            # New statements only: what ends inside this step; a text already checked is
-            # not checked again (a restated wrong answer stays wrong).
-            key = (candidate.kind if candidate.kind in ("list", "hedge") else "", candidate.text)
-            if candidate.end <= previous_end or key in checked:
-                continue
-            checked.add(key)
-            accepted, _ = _accepts(
-                score, candidate.kind, candidate.text, gold, options, several, statement
-            )
-            if accepted:
-                return index + 1, candidate.start, candidate.end
-        previous_end = max(previous_end, end)
-    return None
-
-
-def grade_texts(
-    task_class: type[Task],
-    texts: Mapping[str, str],
-    gold: str,
-    options: Mapping[str, Any],
-    problem: Mapping[str, Any] | None,
-    question_type: str,
-    prompt: str | None,
-) -> TextGrade:
-    """The whole of :meth:`Task.grade_text` (runs in the grading worker, under its deadline).
-
-    ``considered`` of the result lists every candidate looked at, in order, with its verdict
-    (see :func:`explain_rows`)."""
-    from legival_core.grading.answers import AnswerFrame, final_answer_candidates, value_count
-
-    task = TASKS.get(task_class.name)
-    task = task if type(task) is task_class else task_class()
-    score = task_class.score_answer
-    frame = AnswerFrame(question_type, prompt)
-    several = any(value_count(v) >= 2 for v in task.gold_values(gold))
-    statement = task.gold_is_statement(gold)
-    considered: list[tuple[str, str, str, int, int, str]] = []
-    for field, text in texts.items():
-        extracted = task.extract_answer(text, problem=problem)
-        if extracted is not None:
-            found = final_answer_candidates(text, frame)
-            span = next((c.span for c in found if c.text == extracted), None)
-            try:
-                value = float(score(extracted, gold, options))
-            except Exception as error:
-                grade = Grade(False, 0.0, f"error: {type(error).__name__}: {error}")
-            else:
-                if not 0.0 <= value <= 1.0 or math.isnan(value):
-                    grade = Grade(False, 0.0, f"error: score {value!r} outside [0, 1]")
-                else:
-                    grade = Grade(value >= 1.0, value, "ok")
-            why = "the task's own extractor found it; " + (
-                "the verifier accepts it" if grade.correct else "the verifier rejects it"
-            )
-            considered.append((field, "task", extracted, *(span or (-1, -1)), why))
-            return TextGrade(
-                grade, extracted, "task", field, span, question_type, tuple(considered)
-            )
-        if not task.reads_prose_answers:
-            continue
-        dropped: list[tuple[Any, str]] = []
-        candidates = final_answer_candidates(text, frame, dropped=dropped)
-        for candidate, why in dropped:
-            considered.append((field, candidate.kind, candidate.text, *candidate.span, why))
-        candidates = candidates[:MAX_PROSE_CANDIDATES]
-        if not candidates:
-            continue
-        for candidate in candidates:
-            accepted, why = _accepts(
-                score, candidate.kind, candidate.text, gold, options, several, statement
-            )
-            considered.append((field, candidate.kind, candidate.text, *candidate.span, why))
-            if accepted:
-                return TextGrade(
-                    Grade(True, 1.0, "ok"), candidate.text, candidate.kind, field,
-                    candidate.span, question_type, tuple(considered),
-                )  # fmt: skip
-        first = candidates[0]
-        return TextGrade(
-            Grade(False, 0.0, "ok"), first.text, first.kind, field, first.span, question_type,
-            tuple(considered),
-        )  # fmt: skip
-    return TextGrade(
-        Grade(False, 0.0, "no_answer"), None, None, None, None, question_type, tuple(considered)
-    )
-
-
-#: At most this many prose candidates of one text are checked (a closing sentence yields a few;
-#: the cap bounds the verifier's work on adversarial text).
-MAX_PROSE_CANDIDATES = 16
-
-
-@dataclass(frozen=True)
-class TextGrade:
-    """A grade with the answer it was given for and where that answer stands.
-
-    Attributes:
-        grade: the :class:`Grade`.
-        answer: the answer graded (the accepted candidate, else the most trusted one), or None.
-        kind: ``"task"`` (the task's own extractor) or the answer layer's candidate kind.
-        field: which of the texts held it (e.g. ``"answer_text"``).
-        span: ``(start, end)`` of the answer in that text, when known.
-        question_type: what the problem asks (:meth:`Task.question_type`).
-        considered: the candidates looked at and why each was taken or not (for ``grade
-            --explain``).
-    """
-
-    grade: Grade
-    answer: str | None
-    kind: str | None
-    field: str | None
-    span: tuple[int, int] | None
-    question_type: str | None = None
-    #: (field, kind, text, start, end, verdict) of every candidate looked at, in order.
-    considered: tuple[tuple[str, str, str, int, int, str], ...] = ()
 
 
 TASKS: dict[str, Task] = {}

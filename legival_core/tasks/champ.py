@@ -20,7 +20,13 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from legival_core.grading.lexicon import NUMBER_WORDS
+from legival_core.grading.lexicon import (
+    CLAUSE_BREAKERS,
+    CONDITIONS,
+    NUMBER_WORDS,
+    REASONS,
+    words_pattern,
+)
 from legival_core.tasks.base import register_task
 from legival_core.tasks.math import MathTask, math_verify_equal, normalise_text_answer
 
@@ -166,7 +172,7 @@ def _value_of_statement(text: str) -> list[str]:
     named = _NAMED_VALUE.match(text)
     if named is None or negation_count(named.group("claim")) or not is_statement_answer(text):
         return []
-    from legival_core.grading.answers import value_count
+    from legival_core.grading.scanning import value_count
 
     value = named.group("value").strip()
     # One value only: "Yes, and the sequence is 1/2^3, 1/2^6, …" names no single value.
@@ -247,7 +253,7 @@ def statement_matches(statement: str, text: str) -> bool:
 
 
 #: Words that open a clause of reasons: a statement's words are not matched across them.
-_REASON_WORDS = frozenset({"since", "because"})
+_REASON_WORDS = frozenset(REASONS)
 #: A word a statement gold may leave unsaid: "At least 1 number" is stated by "At least one
 #: of $x$, $y$ and $z$ …".
 _OPTIONAL_WORDS = frozenset({"number"})
@@ -279,9 +285,9 @@ def _statement_position(statement: str, text: str) -> int | None:
 
 
 # A case of a piecewise answer: "if m is odd", "when n is even", "otherwise".
-_CONDITION = re.compile(r"\b(?:if|when|whenever|unless|otherwise)\b", re.IGNORECASE)
+_CONDITION = re.compile(rf"\b(?:{words_pattern(CONDITIONS)})\b", re.IGNORECASE)
 # Where a clause begins: a negation before it does not scope over what follows.
-_CLAUSE_BREAK = re.compile(r"[,;:]|\b(?:but|although|though|whereas|while)\b", re.IGNORECASE)
+_CLAUSE_BREAK = re.compile(rf"[,;:]|\b(?:{words_pattern(CLAUSE_BREAKERS)})\b", re.IGNORECASE)
 
 
 def statement_asserted(statement: str, text: str) -> bool:
