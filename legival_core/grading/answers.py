@@ -89,7 +89,7 @@ __all__ = [
     "sentence_candidates",
 ]
 
-TextWide = Callable[[ScannedText, AnswerFrame], Iterable[AnswerCandidate]]
+TextWide = Callable[[ScannedText, AnswerFrame, "Dropped | None"], Iterable[AnswerCandidate]]
 InSentence = Callable[
     [ScannedText, int, int, AnswerFrame, bool, "Dropped | None"], Iterable[AnswerCandidate]
 ]
@@ -137,7 +137,7 @@ def _run(
 ) -> Iterator[AnswerCandidate]:
     """What ``finder`` finds in the whole text (a sentence finder reads the closing sentence)."""
     if finder.find_in_text is not None:
-        yield from finder.find_in_text(source, frame)
+        yield from finder.find_in_text(source, frame, dropped)
     if finder.find_in_sentence is not None:
         start, end = source.closing_sentence()
         yield from finder.find_in_sentence(source, start, end, frame, False, dropped)
@@ -151,9 +151,23 @@ def explained(rule: RejectionRule) -> str:
 # --- boxes and answer phrases ---------------------------------------------------------------------
 
 
-def _boxed(source: ScannedText, frame: AnswerFrame) -> Iterator[AnswerCandidate]:
+def _placed(
+    found: AnswerCandidate, source: ScannedText, frame: AnswerFrame, dropped: Dropped | None
+) -> bool:
+    """True when a box or an answer phrase may state the answer where it stands (the ``text``
+    rules: not in a question, not negated, not taken back later); else it goes to ``dropped``."""
+    rule = first_rejection(Reading(found, frame, source), Stage.TEXT)
+    if rule is not None and dropped is not None:
+        dropped.append((found, explained(rule)))
+    return rule is None
+
+
+def _boxed(
+    source: ScannedText, frame: AnswerFrame, dropped: Dropped | None = None
+) -> Iterator[AnswerCandidate]:
     for start, end in box_content_spans(source.text):
-        if (found := trimmed_candidate(source.text, start, end, CandidateKind.BOXED)) is not None:
+        found = trimmed_candidate(source.text, start, end, CandidateKind.BOXED)
+        if found is not None and _placed(found, source, frame, dropped):
             yield found
 
 
@@ -165,14 +179,16 @@ _ANSWER_PHRASE = re.compile(
 )
 
 
-def _answer_phrase(source: ScannedText, frame: AnswerFrame) -> Iterator[AnswerCandidate]:
+def _answer_phrase(
+    source: ScannedText, frame: AnswerFrame, dropped: Dropped | None = None
+) -> Iterator[AnswerCandidate]:
     text = source.text
     for match in _ANSWER_PHRASE.finditer(text):
         end = source.sentence_end(match.end())
         if end - match.end() > MAX_SENTENCE_CHARS:
             end = window_end(text, match.end(), match.end() + MAX_SENTENCE_CHARS)
         found = trimmed_candidate(text, match.end(), end, CandidateKind.ANSWER_PHRASE)
-        if found is None:
+        if found is None or not _placed(found, source, frame, dropped):
             continue
         if is_hedge(found.text):
             yield AnswerCandidate(found.start, found.end, found.text, CandidateKind.HEDGE)
@@ -280,6 +296,7 @@ def answer_candidates(text: str, frame: AnswerFrame | None = None) -> list[Answe
     sentence 'So there are 239 strings' 0 24
     copula_tail '239' 13 16
     there_are '239' 13 16
+    stated_value '239' 13 16
     copula_tail '239 strings' 13 24
     """
     frame = frame or AnswerFrame()
@@ -342,7 +359,7 @@ def prefix_candidates(
     finders = sorted(FINDERS.values(), key=lambda f: f.trust)
     # Text-wide finders run once; each prefix takes those that end inside it.
     anywhere = [
-        sorted(f.find_in_text(source, frame), key=lambda c: c.end)
+        sorted(f.find_in_text(source, frame, None), key=lambda c: c.end)
         for f in finders
         if f.find_in_text is not None
     ]

@@ -42,6 +42,9 @@ class CandidateKind(StrEnum):
     EQUATION_RHS = "equation_rhs"
     #: the residue r of "≡ r (mod n)" / "congruent to r"
     CONGRUENCE = "congruence"
+    #: a value the sentence states on its own: its last maths-looking run, or its only one
+    #: ("Therefore, 239.", "Hence we obtain 2^(n-1).", "239 for all n ≥ 2.")
+    STATED_VALUE = "stated_value"
     #: a leading "Yes" / "No"
     YES_NO = "yes_no"
     #: an option letter ("(B)", "option C")
@@ -102,6 +105,7 @@ KIND_POLICY: dict[CandidateKind, KindPolicy] = {
     CandidateKind.INLINE_MATH: KindPolicy(),
     CandidateKind.EQUATION_RHS: KindPolicy(),
     CandidateKind.CONGRUENCE: KindPolicy(closed_token=True),
+    CandidateKind.STATED_VALUE: KindPolicy(),
     CandidateKind.YES_NO: KindPolicy(opens_sentence=True, closed_token=True),
     CandidateKind.OPTION: KindPolicy(opens_sentence=True, closed_token=True),
     CandidateKind.POLARITY: KindPolicy(reads_frame=True),

@@ -55,6 +55,7 @@ class AnswerFrame:
     _asked: AskedClaim | None = field(default=None, compare=False, repr=False)
     _asked_object: str | None = field(default=None, compare=False, repr=False)
     _set_aside: frozenset[str] | None = field(default=None, compare=False, repr=False)
+    _asking_words: frozenset[str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def question_negated(self) -> bool:
@@ -93,6 +94,17 @@ class AnswerFrame:
             focus = frozenset(topic_words(asking)) - frozenset(topic_words(rest))
             object.__setattr__(self, "_focus", focus)
         return self._focus or frozenset()
+
+    @property
+    def asking_words(self) -> frozenset[str]:
+        """The topic words of the asking sentence ("how many real solutions …": {"real",
+        "solution", …}); computed once."""
+        if self._asking_words is None:
+            from legival_core.grading.questions import asking_sentence
+
+            words = frozenset(topic_words(asking_sentence(self.prompt or "")))
+            object.__setattr__(self, "_asking_words", words)
+        return self._asking_words or frozenset()
 
     @property
     def set_aside(self) -> frozenset[str]:

@@ -39,6 +39,7 @@ from legival_core.grading.scanning import value_count
 __all__ = [
     "GRADER_VERSION",
     "MAX_PROSE_CANDIDATES",
+    "GoldFacts",
     "Grade",
     "GradingTask",
     "TextGrade",
@@ -117,34 +118,56 @@ class GradingTask(Protocol):
 Scorer = Callable[[str, str, Mapping[str, Any]], float]
 
 
+@dataclass(frozen=True)
+class GoldFacts:
+    """What the ``gold`` rules need to know of a gold answer (found once per grade).
+
+    Attributes:
+        text: the gold as stored.
+        forms: the answers it accepts (:meth:`GradingTask.gold_values`).
+        several_values: one of its forms is several values ("1, 2 and 3").
+        statement: it is a statement to be asserted ("No integer solutions").
+    """
+
+    text: str
+    forms: tuple[str, ...]
+    several_values: bool
+    statement: bool
+
+    @classmethod
+    def of(cls, task: GradingTask, gold: str) -> GoldFacts:
+        forms = tuple(task.gold_values(gold))
+        several = any(value_count(v) >= 2 for v in forms)
+        return cls(gold, forms, several, task.gold_is_statement(gold))
+
+
 def accepts(
     score: Scorer,
     candidate: AnswerCandidate,
-    gold: str,
+    gold: GoldFacts,
     options: Mapping[str, Any],
     frame: AnswerFrame,
-    several_values: bool,
-    statement_gold: bool = False,
 ) -> tuple[bool, str]:
     """Whether one candidate is the gold, and why (for explanations): the ``gold`` rules first
-    (a hedge, a list for a one-value gold, …), then the task's verifier ``score``."""
+    (a hedge, a list for a one-value gold, a relation with no left side …), then the task's
+    verifier ``score``."""
     reading = Reading(
-        candidate, frame, several_values=several_values, statement_gold=statement_gold
+        candidate,
+        frame,
+        several_values=gold.several_values,
+        statement_gold=gold.statement,
+        gold_forms=gold.forms,
     )
     rule = first_rejection(reading, Stage.GOLD)
     if rule is not None:
         return False, explained(rule)
     try:
-        value = float(score(candidate.text, gold, options))
+        value = float(score(candidate.text, gold.text, options))
     except Exception as error:  # a malformed candidate is simply not the answer
         return False, f"check raised {type(error).__name__}"
     if value >= 1.0:
         return True, "the verifier accepts it"
     return False, "the verifier finds it different from the gold"
-
-
-def _several_values(task: GradingTask, gold: str) -> bool:
-    return any(value_count(v) >= 2 for v in task.gold_values(gold))
 
 
 def first_leaking_step(
@@ -160,8 +183,7 @@ def first_leaking_step(
     grading worker; see :meth:`legival_core.tasks.base.Task.answer_leak_step`)."""
     task = task_class()
     score = task_class.score_answer
-    several = _several_values(task, gold)
-    statement = task.gold_is_statement(gold)
+    facts = GoldFacts.of(task, gold)
     frame = AnswerFrame(question_type, prompt)
     checked: set[tuple[str, str]] = set()
     previous_end = 0
@@ -176,7 +198,7 @@ def first_leaking_step(
             if candidate.end <= previous_end or key in checked:
                 continue
             checked.add(key)
-            accepted, _ = accepts(score, candidate, gold, options, frame, several, statement)
+            accepted, _ = accepts(score, candidate, facts, options, frame)
             if accepted:
                 return index + 1, candidate.start, candidate.end
         previous_end = max(previous_end, end)
@@ -211,34 +233,58 @@ def grade_texts(
     task = task_class()
     score = task_class.score_answer
     frame = AnswerFrame(question_type, prompt)
-    several = _several_values(task, gold)
-    statement = task.gold_is_statement(gold)
+    facts = GoldFacts.of(task, gold)
     considered: list[tuple[str, str, str, int, int, str]] = []
     for field, text in texts.items():
+        dropped: list[tuple[AnswerCandidate, str]] = []
+        found = final_answer_candidates(text, frame, dropped=dropped)
         extracted = task.extract_answer(text, problem=problem)
+        # A box the task reads but the answer layer took back where it stands (in a question,
+        # negated, corrected after it) is no answer of the task's either.
+        taken_back = next(
+            (why for c, why in dropped if c.kind == CandidateKind.BOXED and c.text == extracted),
+            None,
+        )
+        if extracted is not None and taken_back is not None:
+            considered.append((field, str(CandidateKind.TASK), extracted, -1, -1, taken_back))
+            extracted = None
         if extracted is not None:
-            found = final_answer_candidates(text, frame)
             span = next((c.span for c in found if c.text == extracted), None)
-            grade = _task_grade(score, extracted, gold, options)
-            why = "the task's own extractor found it; " + (
-                "the verifier accepts it" if grade.correct else "the verifier rejects it"
+            boxed = any(c.kind == CandidateKind.BOXED and c.text == extracted for c in found)
+            # The task's own extraction is read by the same policy as the layer's: a box's
+            # content by the box's rules.
+            kind = CandidateKind.BOXED if boxed else CandidateKind.TASK
+            candidate = AnswerCandidate(*(span or (-1, -1)), extracted, kind)
+            rule = first_rejection(
+                Reading(
+                    candidate,
+                    frame,
+                    several_values=facts.several_values,
+                    statement_gold=facts.statement,
+                    gold_forms=facts.forms,
+                ),
+                Stage.GOLD,
             )
+            if rule is not None:
+                grade, why = Grade(False, 0.0, "ok"), explained(rule)
+            else:
+                grade = _task_grade(score, extracted, gold, options)
+                why = "the verifier accepts it" if grade.correct else "the verifier rejects it"
             task_kind = str(CandidateKind.TASK)
+            why = "the task's own extractor found it; " + why
             considered.append((field, task_kind, extracted, *(span or (-1, -1)), why))
             return TextGrade(
                 grade, extracted, task_kind, field, span, question_type, tuple(considered)
             )
         if not task.reads_prose_answers:
             continue
-        dropped: list[tuple[AnswerCandidate, str]] = []
-        candidates = final_answer_candidates(text, frame, dropped=dropped)
         for candidate, why in dropped:
             considered.append((field, str(candidate.kind), candidate.text, *candidate.span, why))
-        candidates = candidates[:MAX_PROSE_CANDIDATES]
+        candidates = found[:MAX_PROSE_CANDIDATES]
         if not candidates:
             continue
         for candidate in candidates:
-            accepted, why = accepts(score, candidate, gold, options, frame, several, statement)
+            accepted, why = accepts(score, candidate, facts, options, frame)
             considered.append((field, str(candidate.kind), candidate.text, *candidate.span, why))
             if accepted:
                 return TextGrade(
@@ -247,8 +293,8 @@ def grade_texts(
                 )  # fmt: skip
         first = candidates[0]
         return TextGrade(
-            Grade(False, 0.0, "ok"), first.text, str(first.kind), field, first.span, question_type,
-            tuple(considered),
+            Grade(False, 0.0, "ok"), first.text, str(first.kind), field, first.span,
+            question_type, tuple(considered),
         )  # fmt: skip
     return TextGrade(
         Grade(False, 0.0, "no_answer"), None, None, None, None, question_type, tuple(considered)

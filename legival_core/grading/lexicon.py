@@ -24,11 +24,13 @@ __all__ = [
     "CONCLUDING_CONNECTIVES",
     "CONCLUDING_OPENERS",
     "CONDITIONS",
+    "CONTINUATIONS",
     "CORRECTION_CUES",
     "NUMBER_WORDS",
     "REASONS",
     "REASONS_AND_CONDITIONS",
     "REASONS_CONDITIONS_AND_CONCESSIONS",
+    "RELATION_OPENERS",
     "SUBORDINATORS",
     "words_pattern",
 ]
@@ -129,6 +131,32 @@ CORRECTION_CUES: tuple[str, ...] = (
     "mistake",
     "not correct",
     "not right",
+)
+
+
+#: Words after which a sentence goes on from a value to another one ("3, minus 1, so 2",
+#: "3, but it is 4"): the first value is a step, not the answer.
+CONTINUATIONS: tuple[str, ...] = (
+    *CONCLUDING_CONNECTIVES,
+    "but",
+    "minus",
+    "plus",
+    "times",
+    "divided by",
+    "giving",
+    "gives",
+    "which gives",
+    "yields",
+    "making",
+    "leaving",
+)
+
+# --- relations ------------------------------------------------------------------------------
+#: How a relation can open an answer that has no left side ("\\neq 3", "< 3", "\\not\\equiv 3"):
+#: such an answer states no value. As a regular expression (LaTeX commands and Unicode signs).
+RELATION_OPENERS: str = (
+    r"(?:\\(?:neq?|leq?|geq?|lt|gt|not|neg|nless|ngtr|nleq|ngeq|leqslant|geqslant|lnot)"
+    r"(?![A-Za-z])|[<>≤≥≠≢¬≮≯]|!=|<=|>=)"
 )
 
 

@@ -69,7 +69,7 @@ _NOT_NEGATING = (
 )
 _NEGATION = (
     r"not|never|none|nothing|neither|nor|cannot|impossible|false\s+that|untrue\s+that"
-    r"|no|nobody|nowhere"
+    r"|wrong\s+that|incorrect\s+that|no|nobody|nowhere"
 )
 _WORDS = re.compile(
     rf"\b(?:(?P<idiom>{_NOT_NEGATING})|(?P<negation>{_NEGATION}))\b|(?P<contraction>n't)\b",

@@ -38,6 +38,7 @@ from legival_core.grading.polarity import (
     main_clause,
     negation_count,
     polarity,
+    sentential_negation_count,
     speaks_to,
 )
 from legival_core.grading.scanning import leading_expression
@@ -51,6 +52,7 @@ from legival_core.grading.sentences import (
     NONE_STATED,
     SentenceReading,
     in_reason_clause,
+    one_of_several_counts,
 )
 
 if TYPE_CHECKING:
@@ -202,10 +204,15 @@ def _reads_count(
     def count(number: str) -> AnswerCandidate:
         return AnswerCandidate(sentence.start, sentence.end, number, CandidateKind.COUNT)
 
+    def denied_or_mixed(at: int) -> bool:
+        # "It cannot have exactly 2 solutions."; "2 complex solutions and 3 real ones".
+        denied = sentential_negation_count(words[clause_start(words, at) : at]) % 2 == 1
+        return denied or one_of_several_counts(words, at, frame.asking_words)
+
     if any(not in_reason_clause(words, m.start()) for m in NONE_STATED.finditer(words)):
         yield count("0")
     for match in COUNT_WORD.finditer(words):
-        if in_reason_clause(words, match.start()):
+        if in_reason_clause(words, match.start()) or denied_or_mixed(match.start(1)):
             continue
         yield count(NUMBER_WORDS[match.group(1).lower()])
     for match in CASES_INSIDE.finditer(words):
@@ -218,7 +225,7 @@ def _reads_count(
     # "At least k - 2 integers …": the bound is the count asked for.
     for match in BOUND.finditer(text, sentence.start, sentence.end):
         found = leading_expression(text, match.end(), sentence.end, CandidateKind.COUNT)
-        if found is not None:
+        if found is not None and not denied_or_mixed(found.start - sentence.start):
             yield found
     # "For 20 values of n, the remainder is 4": the number of cases is the count.
     if cases := CASES_COUNT.match(text, sentence.start, sentence.end):

@@ -21,10 +21,12 @@ import re
 from legival_core.grading.candidates import AnswerCandidate, CandidateKind
 
 __all__ = [
+    "MATHS_FUNCTIONS",
     "MAX_PREFIX_SENTENCE_CHARS",
     "MAX_SENTENCE_CHARS",
     "PROSE_PAIRS",
     "ScannedText",
+    "blank_ascii_maths",
     "brackets_close",
     "closing_sentence_span",
     "expression_end",
@@ -74,10 +76,13 @@ def math_regions(text: str) -> list[tuple[int, int]]:
 
     Each closer is looked up with ``str.find``; once a closer is known to be absent after some
     position it is never looked up again, so the pass is linear even on thousands of unclosed
-    openers.
+    openers. Dollars are money, not maths, when a "$" before a digit would close on a "$" after
+    a space ("pays $0.50 per egg, so 3 eggs cost $1.50"): that opener is plain text.
 
     >>> math_regions(r"a $x$ b \\(y\\) $$z$$ $unclosed")
     [(2, 5), (8, 13), (14, 19)]
+    >>> math_regions("pays $0.50 each, so $1.50 in total")
+    []
     """
     regions: list[tuple[int, int]] = []
     absent_after: dict[str, int] = {}  # closer -> a position after which it never occurs
@@ -102,7 +107,8 @@ def math_regions(text: str) -> list[tuple[int, int]]:
                     index = end + 2
                     continue
             end = closer("$", index + 1)
-            if end > index + 1:
+            money = text[index + 1 : index + 2].isdigit() and text[end - 1 : end].isspace()
+            if end > index + 1 and not money:
                 regions.append((index, end + 1))
                 index = end + 1
                 continue
@@ -282,15 +288,16 @@ PROSE_PAIRS = frozenset(
     {"or", "is", "if", "of", "in", "on", "at", "to", "as", "be", "by", "we", "so", "it", "an"}
     | {"no", "do", "us", "he", "am", "my", "me", "up", "go"}
 )
-_OPERATORS = frozenset("-+*/^!=<>(){}[]_⋅·×√π∑∏")
+_OPERATORS = frozenset("-+*/^!=<>(){}[]_⋅·×√π∑∏−±∓…≤≥≠")
 
 
 def _token_end(text: str, index: int, end: int) -> int:
     """End of the maths token at ``index`` (``index`` itself when none starts there).
 
     Tokens: a number (``2``, ``2,001,000``, ``2.5``) with at most a two-letter suffix
-    (``2n``), a one- or two-letter variable standing alone (not ``or``, ``is``, …), a LaTeX
-    command, an operator or bracket.
+    (``2n``), a one- or two-letter variable standing alone (not ``or``, ``is``, …), a function
+    written in letters and applied (``sqrt(3)``, ``floor(n/2)``, ``sum_(i=1)``), a LaTeX command,
+    an operator or bracket.
     """
     char = text[index]
     if char.isdigit() and char.isascii():
@@ -316,7 +323,7 @@ def _token_end(text: str, index: int, end: int) -> int:
         word = text[index:stop]
         if len(word) <= 2 and not (stop < end and is_ascii_letter(text[stop])):
             return index if word.lower() in PROSE_PAIRS else stop
-        return index
+        return _applied_function_end(text, index, end)
     if char == "\\":
         stop = index + 1
         while stop < end and is_ascii_letter(text[stop]):
@@ -324,6 +331,26 @@ def _token_end(text: str, index: int, end: int) -> int:
         return stop if stop > index + 1 else index
     if char in _OPERATORS:
         return index + 1
+    if text.startswith("...", index) and index > 0 and not text[index - 1].isspace():
+        return index + 3  # "(x-2)...(x-2022)": an ellipsis inside an expression
+    return index
+
+
+#: Functions that ASCII maths writes in letters ("sqrt(3)/3", "2^floor(n/2)", "sum_(i=1)^n").
+MATHS_FUNCTIONS = frozenset(
+    {"sqrt", "floor", "ceil", "sum", "prod", "log", "ln", "sin", "cos", "tan", "exp", "max"}
+    | {"min", "gcd", "lcm", "binom", "arctan", "abs"}
+)
+
+
+def _applied_function_end(text: str, index: int, end: int) -> int:
+    """End of a function name at ``index`` that is applied (followed by "(", "_", "^" or "{"),
+    else ``index``: "floor(n/2)" is maths, "floor plan" is prose."""
+    stop = index
+    while stop < end and stop - index < 7 and is_ascii_letter(text[stop]):
+        stop += 1
+    if text[index:stop] in MATHS_FUNCTIONS and stop < end and text[stop] in "(_^{":
+        return stop
     return index
 
 
@@ -384,7 +411,12 @@ def leading_expression(
     text: str, start: int, end: int, kind: CandidateKind
 ) -> AnswerCandidate | None:
     """The maths-looking run at ``start``, or None. A bare variable followed by a word ("n
-    factorial", "no two") is prose, not an answer."""
+    factorial", "no two") is prose, not an answer; a "$" before a digit is money ("$1.50")."""
+    if text.startswith("$", start) and text[start + 1 : start + 2].isdigit():
+        closer = text.find("$", start + 1, end)
+        if closer >= 0 and not text[closer - 1].isspace():
+            return None  # "$0,1,4$": maths, read as a region
+        start += 1
     stop = expression_end(text, start, end)
     if stop == start or (found := trimmed_candidate(text, start, stop, kind)) is None:
         return None
@@ -510,3 +542,30 @@ def value_count(text: str) -> int:
 def brackets_close(text: str) -> bool:
     """True when ``text`` closes as many brackets as it opens ("[0, 1)" counts as closed)."""
     return sum(text.count(c) for c in "([{") == sum(text.count(c) for c in ")]}")
+
+
+_RELATION_OR_OPERATOR = frozenset("=<>≤≥≠^_+*/")
+
+
+def blank_ascii_maths(text: str) -> str:
+    """``text`` with every maths-looking run that holds a relation or an operator blanked (same
+    length), so that the words around a formula written in ASCII read as one phrase ("the
+    sequence defined by x_1 = 1, x_(n+1) = x_n^2 + 1 is not periodic"). One pass.
+
+    >>> blank_ascii_maths("x_1 = 1 is odd, n is 5")
+    '        is odd, n is 5'
+    """
+    out = list(text)
+    index = 0
+    while index < len(text):
+        if index > 0 and (text[index - 1].isalnum() or text[index - 1] == "\\"):
+            index += 1
+            continue
+        stop = expression_end(text, index)
+        if stop > index:
+            if _RELATION_OR_OPERATOR.intersection(text[index:stop]):
+                out[index:stop] = " " * (stop - index)
+            index = stop
+        else:
+            index += 1
+    return "".join(out)

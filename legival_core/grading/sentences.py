@@ -33,6 +33,7 @@ from legival_core.grading.lexicon import (
 from legival_core.grading.polarity import clause_start
 from legival_core.grading.scanning import (
     ScannedText,
+    expression_end,
     leading_expression,
     trimmed_candidate,
 )
@@ -42,6 +43,8 @@ __all__ = [
     "SentenceReading",
     "concludes",
     "in_reason_clause",
+    "maths_runs",
+    "one_of_several_counts",
     "read_sentence",
     "sentence_finder",
     "trailing_cut",
@@ -66,8 +69,13 @@ def sentence_finder(kind: CandidateKind) -> Callable[[SentenceFinder], SentenceF
 # "… results in 2,001,000 terms" (only before a number or maths),
 # "… will have X", "… is given by (the expression|formula) X", "… is equal to X".
 COPULA = re.compile(
-    r"\b(?:is|are|was|were|equals|will\s+have|has|have|becomes|be|(?:will\s+)?results?\s+in(?=\s+[-\d$\\]))"
-    r"(?:\s+(?:given\s+by|equal\s+to|exactly|simply|just))?"
+    r"\b(?:is|are|was|were|equals|will\s+have|has|have|becomes|be"
+    r"|(?:will\s+)?results?\s+in(?=\s+[-\d$\\])"
+    # verbs that give a quantity in a word problem, only before a number ("cost $1.50")
+    r"|(?:costs?|earns?|pays?|weighs?|totals?|amounts?\s+to|comes?\s+to|adds?\s+up\s+to)(?=\s+[-\d$]))"
+    r"(?:\s+(?:given\s+by|equal\s+to|exactly|simply|just"
+    # "is factorized (over the integers) as X", "can be written as X"
+    r"|(?:factori[sz]ed|written|expressed|simplified|rewritten|represented)(?:\s+[A-Za-z]+){0,4}?\s+as))?"
     r"(?:\s+(?:the\s+)?(?:expression|formula|value|number|sum|product|answer))?"
     r"(?:\s*:)?\s+",
     re.IGNORECASE,
@@ -75,15 +83,20 @@ COPULA = re.compile(
 # "there are X …", "there is X …": X is the first maths-looking run after it.
 THERE_ARE = re.compile(r"\bthere\s+(?:are|is|will\s+be|exist|exists)\s+", re.IGNORECASE)
 # Used with Pattern.match(text, start): anchored at the sentence start.
-_YES_NO = re.compile(r"\W*(yes|no)\b(?=\s*(?:[,.;:!—–-]|$)|\s+(?:it|they|there|we|this)\b)",
-                     re.IGNORECASE)  # fmt: skip
+# A conclusion's opener may come first: "Therefore, no."
+_YES_NO = re.compile(
+    rf"\W*(?:(?:{words_pattern(CONCLUDING_OPENERS)})\s*,?\s*)?(yes|no)\b"
+    r"(?=\s*(?:[,.;:!—–-]|$)|\s+(?:it|they|there|we|this)\b)",
+    re.IGNORECASE,
+)
 _OPTION_AT_START = re.compile(r"\s*([A-E])[.)]\s")
 _OPTION = re.compile(r"\(([A-E])\)|\boption\s+([A-E])\b", re.IGNORECASE)
 # What follows an answer and qualifies it: "11, achieved when …", "1/3, which occurs when …",
 # "0 modulo 120 for any integer n". A trailing clause holds no candidates of its own.
 TRAILING = re.compile(
     r"(?:,\s*|\s+)(?:achieved|attained|obtained|reached|occurring|which|when|whenever|where"
-    r"|with|for|if|since|because|given|provided|so\s+that|as\s+(?:long|shown|required))\b"
+    r"|with|for|if|since|because|given|provided|so\s+that"
+    r"|as\s+(?:long|shown|required|claimed|expected|desired|stated|computed|found|predicted))\b"
     r"|\s+\((?:i\.e\.|e\.g\.|when|for|with|achieved|attained)",
     re.IGNORECASE,
 )
@@ -153,21 +166,27 @@ def read_sentence(source: ScannedText, start: int, end: int) -> SentenceReading:
     copulas = [m for m in COPULA.finditer(text, start, end) if not source.inside(m.start())]
     answer_start, answer_end = start, end
     value_tail = False
-    # The copula that introduces the answer: the last one whose tail starts with a value
-    # before any trailing clause ("is 11, which is achieved when …" -> the first "is").
-    for copula in reversed(copulas):
+    # The copula that introduces the answer: the last one whose tail starts with a value,
+    # leaving out those inside the trailing clause that follows an earlier one's value ("is 0,
+    # which is achieved when a equals b" -> "is", not "equals"; but in "the integer that
+    # becomes 57 times smaller when … is 7125" the clause follows words, and "is" counts).
+    chosen: tuple[re.Match[str], int] | None = None
+    closed_at = end  # where the trailing clause of the chosen copula's value begins
+    for copula in copulas:
+        if copula.start() >= closed_at:
+            continue
         cut = trailing_cut(source, copula.end(), end)
         value = source.region_at(copula.end()) is not None or text.startswith("\\", copula.end())
-        if (
-            value
-            or leading_expression(text, copula.end(), cut, CandidateKind.COPULA_TAIL) is not None
-        ):
-            answer_start, answer_end, value_tail = copula.end(), cut, True
-            break
-    else:
-        if copulas:
-            answer_start = copulas[-1].end()
-            answer_end = trailing_cut(source, answer_start, end)
+        leads = leading_expression(text, copula.end(), cut, CandidateKind.COPULA_TAIL)
+        if value or leads is not None:
+            chosen = (copula, cut)
+            right_after = leads is not None and not text[leads.end : cut].strip(" ,;:")
+            closed_at = cut if right_after and cut < end else end
+    if chosen is not None:
+        answer_start, answer_end, value_tail = chosen[0].end(), chosen[1], True
+    elif copulas:
+        answer_start = copulas[-1].end()
+        answer_end = trailing_cut(source, answer_start, end)
     if not copulas:
         answer_end = trailing_cut(source, start, end, require_value=True)
     return SentenceReading(source, start, end, copulas, answer_start, answer_end, value_tail)
@@ -180,7 +199,14 @@ def trailing_cut(source: ScannedText, start: int, end: int, *, require_value: bo
         if source.inside(match.start()):
             continue
         before = text[start : match.start()]
-        has_value = any(c.isdigit() for c in before) or "$" in before or "\\" in before
+        bare = before.strip()
+        has_value = (
+            any(c.isdigit() for c in before)
+            or "$" in before
+            or "\\" in before
+            or (bare != "" and expression_end(bare, 0) == len(bare))  # "n! for all n ≥ 2"
+            or _LONE_VARIABLE.fullmatch(bare) is not None  # "n times for all n ≥ 2"
+        )
         if before.strip() and (has_value or not require_value):
             return match.start()
     return end
@@ -211,8 +237,9 @@ def _copula_tail(sentence: SentenceReading) -> Iterator[AnswerCandidate]:
             yield part
 
 
-# "(n!)" after a word and a space; not a function call "ln(n)" nor a power "2^(n-1)".
-_APPOSITIVE = re.compile(r"(?<=[A-Za-z]) \(([^()]+)\)")
+# "(n!)" after a word and a space; not a function call "ln(n)", a power "2^(n-1)", nor the
+# first factor of a product "as (x+1)(x-1)".
+_APPOSITIVE = re.compile(r"(?<=[A-Za-z]) \(([^()]+)\)(?![\w(^_])")
 
 
 @sentence_finder(CandidateKind.THERE_ARE)
@@ -247,9 +274,10 @@ def _equation_rhs(sentence: SentenceReading) -> Iterator[AnswerCandidate]:
     position = text.rfind("=", sentence.start, sentence.end)
     if position < 0 or text[position - 1 : position] in "<>!":
         return
-    if (
-        found := trimmed_candidate(text, position + 1, sentence.end, CandidateKind.EQUATION_RHS)
-    ) is not None:
+    # The right-hand side runs to the trailing clause ("x = ±1 for all n ≥ 2" -> "±1").
+    stop = sentence.answer_end if position < sentence.answer_end else sentence.end
+    found = trimmed_candidate(text, position + 1, stop, CandidateKind.EQUATION_RHS)
+    if found is not None:
         yield found
 
 
@@ -282,6 +310,74 @@ def _option(sentence: SentenceReading) -> Iterator[AnswerCandidate]:
             )
 
 
+@sentence_finder(CandidateKind.STATED_VALUE)
+def _stated_value(sentence: SentenceReading) -> Iterator[AnswerCandidate]:
+    """The value a sentence states without a copula to lead to it: the last maths-looking run
+    of its answer part when nothing but punctuation follows it ("Hence we obtain 2^(n-1).",
+    "Therefore, 239."), or the only run of that part ("239 for all n ≥ 2": the trailing clause
+    is cut off first)."""
+    text = sentence.source.text
+    runs = maths_runs(sentence.source, sentence.answer_start, sentence.answer_end)
+    if not runs:
+        # "Therefore, n.": a lone variable, when it is all the sentence states.
+        part = _OPENING_WORDS.sub("", text[sentence.answer_start : sentence.answer_end])
+        lone = part.strip(" \t\n.,;:!")
+        # "Therefore, n." and "Therefore, n times.": a lower-case variable and its unit.
+        if _LONE_VARIABLE.fullmatch(lone):
+            at = text.index(lone, sentence.answer_start)
+            found = trimmed_candidate(text, at, at + len(lone), CandidateKind.STATED_VALUE)
+            if found is not None:
+                yield found
+        return
+    last_start, last_end = runs[-1]
+    ends_the_part = not any(c.isalnum() for c in text[last_end : sentence.answer_end])
+    if ends_the_part or len(runs) == 1:
+        if sentence.source.region_at(last_start) == (last_start, last_end):
+            # a maths region: its inside, as inline maths is read
+            opener = 2 if text.startswith(("$$", "\\(", "\\["), last_start) else 1
+            last_start, last_end = last_start + opener, last_end - opener
+        found = trimmed_candidate(text, last_start, last_end, CandidateKind.STATED_VALUE)
+        if found is not None:
+            yield found
+
+
+_LONE_VARIABLE = re.compile(r"[a-z](?:\s+[a-z]{3,})?")
+# Words that lead to a stated value without stating anything: "Therefore,", "Hence we get".
+_OPENING_WORDS = re.compile(
+    rf"^\W*(?:(?:{words_pattern(CONCLUDING_OPENERS)})\s*,?\s*)?"
+    r"(?:we\s+(?:get|obtain|have|find|conclude)\s+(?:that\s+)?)?",
+    re.IGNORECASE,
+)
+
+
+def maths_runs(source: ScannedText, start: int, end: int) -> list[tuple[int, int]]:
+    """The maths-looking runs of ``source.text[start:end]``: its maths regions, and runs of
+    maths tokens (:func:`~legival_core.grading.scanning.expression_end`) that hold a digit or an
+    operator (a lone letter such as "a" in "a problem" is no run). One pass."""
+    text = source.text
+    runs: list[tuple[int, int]] = []
+    index = start
+    while index < end:
+        region = source.region_at(index)
+        if region is not None and region[0] == index:
+            if region[1] <= end:
+                runs.append(region)
+            index = region[1]
+            continue
+        if index > start and (text[index - 1].isalnum() or text[index - 1] == "\\"):
+            index += 1
+            continue
+        stop = expression_end(text, index, end)
+        if stop > index:
+            piece = text[index:stop]
+            if any(c.isdigit() or c in "+-*/^=<>!" for c in piece):
+                runs.append((index, stop))
+            index = stop
+        else:
+            index += 1
+    return runs
+
+
 def in_reason_clause(words: str, index: int) -> bool:
     """True when ``words[index]`` is in a clause of reasons: one that opens with "since",
     "because", "if", … or holds "because"/"since" before it ("is 2 because f(x) = x has no
@@ -302,3 +398,41 @@ def concludes(sentence: SentenceReading) -> bool:
     (False, True)
     """
     return CONCLUSION.search(sentence.source.text, sentence.start, sentence.end) is not None
+
+
+_NOUNS = r"((?:[A-Za-z]+\s+){0,2}[A-Za-z]+)"
+_A_COUNT = rf"(?<![\w.])(\d+|{'|'.join(NUMBER_WORDS)})\s+{_NOUNS}"
+# Two counts said side by side: "2 complex solutions and 3 real ones", "3 red, 4 blue".
+_COORDINATED_COUNTS = re.compile(
+    _A_COUNT + r"\s*(?:,\s*(?:and\s+)?|\s+(?:and|but|while|whereas|plus)\s+)" + _A_COUNT,
+    re.IGNORECASE,
+)
+
+
+def one_of_several_counts(words: str, at: int, asking_words: frozenset[str]) -> bool:
+    """True when the count at ``words[at]`` is one of two counts said side by side ("2 complex
+    solutions and 3 real ones") and the question does not single it out: the words after it
+    share no more words with the asking sentence than the other count's do.
+
+    >>> asking = frozenset({"many", "real", "solution"})
+    >>> words = "There are 2 complex solutions and 3 real ones."
+    >>> one_of_several_counts(words, 10, asking)
+    True
+    >>> one_of_several_counts("There are 4 real solutions and 0 complex ones.", 10, asking)
+    False
+    >>> one_of_several_counts("There are 120 ways to give the 3 cookies to 8 dogs.", 10, asking)
+    False
+    """
+
+    def overlap(nouns: str) -> int:
+        return len(asking_words.intersection(w.lower().rstrip("s") for w in nouns.split()))
+
+    for match in _COORDINATED_COUNTS.finditer(words):
+        counts = [
+            (match.span(1), overlap(match.group(2))),
+            (match.span(3), overlap(match.group(4))),
+        ]
+        for (span, mine), (_, theirs) in (counts, counts[::-1]):
+            if span[0] <= at < span[1]:
+                return theirs >= mine
+    return False

@@ -31,17 +31,18 @@ from legival_core.tasks.base import register_task
 from legival_core.tasks.math import MathTask, math_verify_equal, normalise_text_answer
 
 _ALTERNATIVE_SEPARATOR = re.compile(
-    r",?\s*or (?:equivalently|an equivalent form such as)\s*,?\s*", re.IGNORECASE
+    r",?\s*or (?:equivalently|an equivalent form such as|approximately)\s*,?\s*", re.IGNORECASE
 )
 # A trailing "(i.e., ...)" remark; it may hold parentheses of its own.
 _IE_REMARK = re.compile(r"\s*\((?:i\.e\.|e\.g\.).*\)\s*$", re.IGNORECASE | re.DOTALL)
 _ONLY_VALUE = re.compile(r"^(.+?)\s+is the only possible value\.?$", re.IGNORECASE)
 # A value with a remark of words in brackets: "0 (no such selection is possible)".
 _VALUE_REMARK = re.compile(r"^(-?\d+(?:/\d+)?)\s+\([A-Za-z][^()]*\s[^()]*\)$")
-# A count with the noun it counts: "98 values", "2 inequalities", "0 roots" -> also "98".
+# A count with the noun it counts: "98 values", "2 inequalities", "0 roots", "n times" -> also
+# "98", "n".
 # Also an exact count in words: "Exactly one sequence" -> also "1" (a bound, "At least 1
 # number", is not an exact count and keeps its words).
-_COUNTED = re.compile(r"^(-?\d+)\s+[A-Za-z]+(?:\s+[A-Za-z]+){0,2}\.?$")
+_COUNTED = re.compile(r"^(-?\d+|[a-z])\s+[A-Za-z]+(?:\s+[A-Za-z]+){0,2}\.?$")
 _COUNTED_IN_WORDS = re.compile(
     r"^(?:exactly|only|precisely)\s+(one|two|three|four|five|six|seven|eight|nine|ten|\d+)"
     r"\s+[A-Za-z]+(?:\s+[A-Za-z]+){0,2}\.?$",
@@ -259,16 +260,58 @@ _REASON_WORDS = frozenset(REASONS)
 _OPTIONAL_WORDS = frozenset({"number"})
 
 
+def _without_maths(text: str) -> str:
+    """``text`` with its maths blanked (same length), inline or in ASCII, and the commas between
+    two formulas with it: "The sequence defined by x_1 = 1, x_(n+1) = … is not periodic" reads
+    "The sequence defined by … is not periodic", one clause that states "The sequence is not
+    periodic"."""
+    from legival_core.grading.scanning import blank_ascii_maths
+
+    blanked = blank_ascii_maths(_INLINE_MATHS.sub(lambda m: " " * len(m.group()), text))
+    # A comma right after a blanked formula and before another one lists givens.
+    return "".join(
+        " " if c == "," and _between_blanked(text, blanked, i) else c
+        for i, c in enumerate(blanked)
+    )
+
+
+def _between_blanked(text: str, blanked: str, index: int) -> bool:
+    """True when the comma at ``index`` has a blanked formula just before it and just after it."""
+    before = index - 1
+    while before >= 0 and text[before] == " ":
+        before -= 1
+    after = index + 1
+    while after < len(text) and text[after] == " ":
+        after += 1
+    return (
+        before >= 0
+        and after < len(text)
+        and blanked[before] == " " != text[before]
+        and blanked[after] == " " != text[after]
+    )
+
+
 def _statement_position(statement: str, text: str) -> int | None:
-    """Where in ``text`` (maths blanked, same length) the words of ``statement`` start. A
-    statement of fewer than two content words ("all numbers") is too weak to be matched."""
+    """Where in ``text`` the words of ``statement`` start, read with inline maths blanked, then,
+    when that finds nothing, with ASCII formulas blanked too (a formula between the subject and
+    its verb: "The sequence defined by x_1 = 1, … is not periodic"). A statement of fewer than
+    two content words ("all numbers") is too weak to be matched."""
     wanted = [w for w in _content_words(statement) if w not in _OPTIONAL_WORDS]
     if len(wanted) < 2:
         return None
-    blanked = _INLINE_MATHS.sub(lambda m: " " * len(m.group()), text)
-    located = _content_words_at(blanked)
+    inline_blanked = _INLINE_MATHS.sub(lambda m: " " * len(m.group()), text)
+    for words in (inline_blanked, _without_maths(text)):
+        found = _words_position(wanted, _content_words_at(words))
+        if found is not None:
+            return found
+    return None
+
+
+def _words_position(wanted: list[str], located: list[tuple[str, int]]) -> int | None:
+    """Where ``wanted`` starts among the ``located`` words, in order, each at most
+    :data:`STATEMENT_GAP` words after the one before and never across a reason."""
     have = [word for word, _ in located]
-    for first in (i for i, word in enumerate(have) if wanted and word == wanted[0]):
+    for first in (i for i, word in enumerate(have) if word == wanted[0]):
         position, matched = first, 1
         for word in wanted[1:]:
             window = have[position + 1 : position + 2 + STATEMENT_GAP]
@@ -311,12 +354,14 @@ def statement_asserted(statement: str, text: str) -> bool:
     position = _statement_position(statement, text)
     if position is None or is_hedge(text):
         return False
+    # Clauses are cut on the words: the commas of a formula list its givens.
+    words = _without_maths(text)
     clause_start = condition_start = 0
-    for match in _CLAUSE_BREAK.finditer(text, 0, position):
+    for match in _CLAUSE_BREAK.finditer(words, 0, position):
         condition_start, clause_start = clause_start, match.end()
-    after = _CLAUSE_BREAK.search(text, position)
+    after = _CLAUSE_BREAK.search(words, position)
     # The clause that states it: its negations against the gold's.
-    clause = text[clause_start : after.start() if after else len(text)]
+    clause = words[clause_start : after.start() if after else len(words)]
     # Its condition: inside it ("… if m is odd") or the clause just before ("if m is odd, …").
     if not _CONDITION.match(text, condition_start) and not re.match(
         r"\W*(?:and\s+)?(?:if|when|whenever|unless)\b", text[condition_start:clause_start]

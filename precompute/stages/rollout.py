@@ -370,13 +370,19 @@ def _run_together(
         if outcome is None:
             continue
         task = task_of(job.problem)
-        extracted = task.extract_answer(texts[index], problem=job.problem)
-        grade = task.grade(extracted, job.problem["gold"], timeout_s=timeout_s, problem=job.problem)
+        # The same reading as a teacher's grade (one policy for every path): the task's own
+        # extractor, else the answer the student's prose states.
+        graded = task.grade_text(
+            {"completion": texts[index]},
+            job.problem["gold"],
+            timeout_s=timeout_s,
+            problem=job.problem,
+        )
         outcome.update(
             completion=texts[index],
-            extracted=extracted,
-            correct=float(grade.score),
-            status=grade.status,
+            extracted=graded.answer,
+            correct=float(graded.grade.score),
+            status=graded.grade.status,
         )
     return outcomes
 
