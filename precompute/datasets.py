@@ -401,7 +401,10 @@ def _meta(values: Mapping[str, Any]) -> str:
 
 
 def boxed_answer(solution: str) -> str | None:
-    r"""Content of the last ``\boxed{...}`` (or ``\fbox{...}``) in a solution, braces balanced.
+    r"""Content of the last closed ``\boxed{...}`` (or ``\fbox{...}``) of a reference solution:
+    the gold answer of a MATH-style problem. The same extractor as a model's box
+    (:func:`legival_core.grading.boxes.last_boxed`), so gold and answer are read alike: escaped
+    braces never count, a box nested in another is part of it, an unclosed box is no box.
 
     >>> boxed_answer(r"so $x = \boxed{\frac{1}{2}}$.")
     '\\frac{1}{2}'
@@ -410,20 +413,9 @@ def boxed_answer(solution: str) -> str | None:
     >>> boxed_answer("no box") is None
     True
     """
-    starts = [m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", solution)]
-    if not starts:
-        return None
-    start = starts[-1]
-    depth = 1
-    for index in range(start, len(solution)):
-        char = solution[index]
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return solution[start:index].strip()
-    return None
+    from legival_core.grading.boxes import last_boxed
+
+    return last_boxed(solution)
 
 
 _CALC = re.compile(r"<<([^<>]*?)=([^<>]*?)>>")

@@ -518,3 +518,23 @@ def test_boxed_contents_are_substrings(text: str) -> None:
 def test_connections_roundtrip_any_words(groups: list[list[str]]) -> None:
     text = "reasoning [not json\n```json\n" + json.dumps(groups) + "\n```"
     assert json.loads(ConnectionsTask().extract_answer(text) or "null") == groups
+
+
+@pytest.mark.parametrize(
+    ("text", "content"),
+    [
+        # an escaped brace is a character of the answer, never the box's end
+        (r"\boxed{a\}b}", r"a\}b"),
+        # a second box left open: the last closed box is the answer
+        (r"\boxed{1} then \boxed{2", "1"),
+        # a box inside a box is part of the outer box
+        (r"\boxed{\boxed{3}}", r"\boxed{3}"),
+    ],
+)
+def test_one_box_extractor_reads_gold_and_model_alike(text: str, content: str) -> None:
+    """The gold side (a MATH solution's box) and the model side read boxes with one extractor
+    (issue 37: the two disagreed on each of these)."""
+    from precompute.datasets import boxed_answer
+
+    assert last_boxed(text) == content
+    assert boxed_answer(text) == content
