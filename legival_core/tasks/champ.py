@@ -270,8 +270,7 @@ def _without_maths(text: str) -> str:
     blanked = blank_ascii_maths(_INLINE_MATHS.sub(lambda m: " " * len(m.group()), text))
     # A comma right after a blanked formula and before another one lists givens.
     return "".join(
-        " " if c == "," and _between_blanked(text, blanked, i) else c
-        for i, c in enumerate(blanked)
+        " " if c == "," and _between_blanked(text, blanked, i) else c for i, c in enumerate(blanked)
     )
 
 
