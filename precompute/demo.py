@@ -223,7 +223,7 @@ def grade_recorded(store: Any, progress: bool | None = None) -> int:
     (:meth:`legival_core.tasks.base.Task.grade_text`). Grading is the champ task's check under a
     10 s deadline.
     """
-    from legival_core.tasks.base import Grade, TextGrade
+    from legival_core.tasks.base import Grade, GraderCodeError, TextGrade
     from legival_core.tasks.champ import champ_accepted_answers
     from precompute.champ import HUMAN_TEACHER
     from precompute.progress import progress_bar
@@ -253,6 +253,8 @@ def grade_recorded(store: Any, progress: bool | None = None) -> int:
             texts = {"answer_text": summary, "reasoning": str(trace["reasoning"] or "")}
             try:
                 graded = task.grade_text(texts, problem["gold"], timeout_s=10.0, problem=problem)
+            except GraderCodeError:
+                raise  # broken grading code is no grade of the text
             except Exception as err:  # recorded text is untrusted; one bad row is one error
                 status = f"error: {type(err).__name__}: {err}"[:200]
                 graded = TextGrade(Grade(False, 0.0, status), None, None, None, None)

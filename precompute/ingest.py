@@ -81,7 +81,7 @@ import pandas as pd
 
 from legival_core.store.schema import TABLES, trace_id_for
 from legival_core.store.store import Store, StoreError
-from legival_core.tasks.base import Grade, TextGrade
+from legival_core.tasks.base import Grade, GraderCodeError, TextGrade
 from precompute.errors import InputMissingError, InputUnusableError, UsageError
 from precompute.formats.base import EXTRA_KEYS
 from precompute.formats.extras import ExtraTables
@@ -1014,6 +1014,8 @@ class _Writer:
             texts = {c: None if pd.isna(trace[c]) else str(trace[c]) for c in columns[2:]}
             try:
                 graded = self.task.grade_text(texts, problem["gold"], problem=problem)
+            except GraderCodeError:
+                raise  # broken grading code is no grade of the text
             except Exception as err:  # untrusted text must never stop an ingest
                 status = f"error: {type(err).__name__}: {err}"[:200]
                 graded = TextGrade(Grade(False, 0.0, status), None, None, None, None)
@@ -1064,6 +1066,8 @@ class _Writer:
                 located = self._graded(record, record.gold, problem)
             row = _grade_columns(located) if located is not None else _ungraded_row()
             row.update(correct=record.correct, score=1.0 if record.correct else 0.0, status="ok")
+            # The verdict is the file's, not our grader's (grader version 0 says so).
+            row.update(grader_version=0)
             return {"trace_id": trace_id, **row}
         if self.task is None:
             if "no task grader" not in " ".join(self.report.notes):
@@ -1082,6 +1086,8 @@ class _Writer:
         texts = {"answer_text": record.answer, "reasoning": record.reasoning}
         try:
             return self.task.grade_text(texts, gold, problem=problem)
+        except GraderCodeError:
+            raise  # broken grading code is no grade of the text
         except Exception as err:  # untrusted text must never stop an ingest
             status = f"error: {type(err).__name__}: {err}"[:200]
             return TextGrade(Grade(False, 0.0, status), None, None, None, None)
@@ -1094,6 +1100,8 @@ def _grade_columns(graded: TextGrade) -> dict[str, Any]:
 
 
 def _ungraded_row() -> dict[str, Any]:
+    from precompute.stages.base import code_revision
+
     return {
         "extracted": None,
         "answer_kind": None,
@@ -1101,6 +1109,8 @@ def _ungraded_row() -> dict[str, Any]:
         "answer_start": None,
         "answer_end": None,
         "question_type": None,
+        "grader_version": 0,  # no grader of ours ran: the verdict is the file's
+        "code_revision": code_revision(),
     }
 
 

@@ -125,6 +125,7 @@ class Task(ABC):
         if outcome.status == "timeout":
             return Grade(False, 0.0, "timeout")
         if outcome.status == "error":
+            _raise_if_code_error(outcome.detail)
             return Grade(False, 0.0, f"error: {outcome.detail}")
         score = float(outcome.value)
         if not 0.0 <= score <= 1.0 or math.isnan(score):
@@ -213,6 +214,7 @@ class Task(ABC):
         if outcome.status == "timeout":
             return TextGrade(Grade(False, 0.0, "timeout"), None, None, None, None, question)
         if outcome.status == "error":
+            _raise_if_code_error(outcome.detail)
             grade = Grade(False, 0.0, f"error: {outcome.detail}")
             return TextGrade(grade, None, None, None, None, question)
         return outcome.value
@@ -258,12 +260,31 @@ class Task(ABC):
         if outcome.status == "timeout":
             return LeakPoint(None, None, "timeout")
         if outcome.status == "error":
+            _raise_if_code_error(outcome.detail)
             return LeakPoint(None, None, f"error: {outcome.detail}")
         found = outcome.value
         if found is None:
             return LeakPoint(None, None, "ok")
         k, start, end = found
         return LeakPoint(int(k), (int(start), int(end)), "ok")
+
+
+class GraderCodeError(RuntimeError):
+    """The grader's own code failed (it could not import, or names what does not exist): no
+    grade may be recorded, since the text was never read. A malformed gold or a hostile text
+    is a grade with status ``"error: …"``; this is not."""
+
+
+#: Errors that say the grading code is broken, whatever text it was given.
+_CODE_ERRORS = ("ImportError", "ModuleNotFoundError", "SyntaxError", "NameError")
+
+
+def _raise_if_code_error(detail: str) -> None:
+    """Raise :class:`GraderCodeError` when a grading worker's error is one of the code's own
+    (seen: a demo build whose workers imported modules changed on disk mid-run graded 41
+    rollouts wrong with "ImportError: cannot import name …")."""
+    if detail.startswith(_CODE_ERRORS):
+        raise GraderCodeError(f"the grading code failed, nothing was graded: {detail}")
 
 
 @dataclass(frozen=True)
