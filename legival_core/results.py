@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from typing import Any
 import pandas as pd
 
 from legival_core import views
+from legival_core.grading.stamps import GraderStatus, grader_status
 from legival_core.metrics.transfer import ROLLOUT_CATEGORIES
 from legival_core.metrics.transfer_curves import BAND_RESAMPLES
 from legival_core.store.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
@@ -57,7 +59,11 @@ def open(path: str | os.PathLike[str]) -> Results:
     ...
     legival_core.store.store.StoreError: no/such/store: no such store (folder not found)
     """
-    return Results(Store.open(path))
+    results = Results(Store.open(path))
+    status = results.grader_status
+    if status is not None and status.stale:
+        warnings.warn(f"{results.path}: {status.message}", UserWarning, stacklevel=2)
+    return results
 
 
 def _choose(what: str, value: Any, options: Sequence[Any]) -> Any:
@@ -92,6 +98,16 @@ class Results:
     @property
     def path(self) -> Path:
         return self._store.path
+
+    @property
+    def grader_status(self) -> GraderStatus | None:
+        """Which grader graded the store's grades and rollouts (None: it holds none); ``open``
+        warns when it is an older one than this code's.
+
+        >>> open("results/demo").grader_status.stale
+        False
+        """
+        return self._cached(("grader_status",), lambda: grader_status(self._store))
 
     # -- reading (cached until the store's manifest changes, as the app's cache is) ---------
 

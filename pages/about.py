@@ -19,6 +19,10 @@ if readonly:
     st.caption("Read-only mode: the app writes nothing and opens only the configured stores.")
 else:
     st.text(f"folder: {common.current_store_path()}")
+grading = common.grader_status()
+if grading is not None:
+    # Grades say which grader made them; an older one is named with the command that fixes it.
+    (st.warning if grading.stale else st.caption)(f"Grades: {grading.message}")
 overview = views.store_overview(manifest)
 common.table(overview, "store_tables")
 st.caption(f"{overview['rows'].sum():,} rows, {overview['bytes'].sum() / 1e6:,.1f} MB on disk.")

@@ -188,6 +188,20 @@ def load_manifest() -> dict[str, Any]:
     return _read_manifest(*store_key())
 
 
+@st.cache_data(show_spinner=False, max_entries=8)
+def _grader_status(path: str, stamp: float) -> Any:
+    from legival_core.grading.stamps import grader_status
+    from legival_core.store.store import Store
+
+    return grader_status(Store.open(path))
+
+
+def grader_status() -> Any:
+    """Which grader graded the current store (:class:`legival_core.grading.stamps.GraderStatus`),
+    or None when it holds no grades."""
+    return _grader_status(*store_key())
+
+
 def student_metrics(profile: str) -> pd.DataFrame:
     """Transfer metrics per (teacher, dataset, student): read from the stored
     ``transfer_curves`` when they were computed from the current rollouts (every rollout

@@ -56,6 +56,7 @@ def _board(
     n_boot: int,
     seed: int,
     low_n: int,
+    allow_mixed_graders: bool,
 ) -> MergedBoard | str:
     """The merged board of ``stores`` ((name, path, manifest mtime): the mtimes key the cache),
     or the one-line message of the clash that refuses it. Shared and read-only."""
@@ -63,7 +64,15 @@ def _board(
 
     opened = {name: Store.open(path) for name, path, _stamp in stores}
     try:
-        return merged_board(opened, prefer, include=include, n_boot=n_boot, seed=seed, low_n=low_n)
+        return merged_board(
+            opened,
+            prefer,
+            include=include,
+            n_boot=n_boot,
+            seed=seed,
+            low_n=low_n,
+            allow_mixed_graders=allow_mixed_graders,
+        )
     except MergeConflict as error:
         return str(error)
 
@@ -87,6 +96,7 @@ def show(include: bool) -> None:
         config.rank_resamples,
         config.resample_seed,
         config.low_n_traces,
+        config.allow_mixed_graders,
     )
     if isinstance(made, str):
         st.error(markdown_literal(made))

@@ -14,9 +14,12 @@ Commands::
     published [--out DIR]                              build the store of the papers' numbers
     merge   --store DIR [--table NAME]                 compact each table's parts into one
     export  --store DIR --out DIR [--format parquet|csv] [--tables a,b]
-    verify  --store DIR                                list problems (truncated parts, dup keys)
+    verify  --store DIR                                list problems (truncated parts, dup keys);
+                                                       say which grader version graded it
+    regrade --store DIR                                grade again what an older grader graded
+                                                       (grades, rollouts); list what flipped
     publish --store DIR [--store DIR …] --out DIR [--resamples N] [--seed S] [--traces N]
-            [--include-references] [--space] [--prefer STORE]
+            [--include-references] [--space] [--prefer STORE] [--allow-mixed-graders]
                                                        static leaderboard site (HTML, CSV, TeX)
     publish --check SITE --store DIR [--store DIR …]   does the site still match? (exit 0 / 1)
     demo    [--problems N] [--out DIR]                 build the bundled CHAMP demo store
@@ -477,6 +480,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         print(f"{len(problems)} problem(s) found in {store.path}", file=sys.stderr)
         return EXIT_STORE
     print(f"{store.path}: ok", file=sys.stderr)
+    from legival_core.grading.stamps import grader_status
+
+    grading = grader_status(store)
+    if grading is not None:
+        # Not damage, but a store graded by an older grader is said (``regrade`` fixes it).
+        print(f"{store.path}: {grading.message}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -526,6 +535,12 @@ def _publish_arguments(p: argparse.ArgumentParser) -> None:
         help="with several --store: the store (by folder name) whose row wins when two hold "
         "one teacher and dataset",
     )
+    p.add_argument(
+        "--allow-mixed-graders",
+        action="store_true",
+        help="publish stores graded by different grader versions on one board (refused "
+        "otherwise: their accuracies would not mean the same thing)",
+    )
 
 
 @command(
@@ -567,6 +582,7 @@ def _cmd_publish(args: argparse.Namespace) -> int:
         include_references=args.include_references,
         space=args.space,
         prefer=args.prefer,
+        allow_mixed_graders=args.allow_mixed_graders,
     )
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} exists and is not a folder")

@@ -117,6 +117,8 @@ class PublishOptions:
     space: bool = False
     #: With several stores: the store whose row wins when two hold one (teacher, dataset).
     prefer: str | None = None
+    #: Publish stores graded by different grader versions on one board (refused otherwise).
+    allow_mixed_graders: bool = False
 
     def recorded(self) -> dict[str, Any]:
         """The options as ``site.json`` records them."""
@@ -601,12 +603,22 @@ def _evidence_pages(
     return files, teacher_pages, trace_count
 
 
-def _open_sources(store_paths: Sequence[Path], prefer: str | None) -> _Sources:
+def _open_sources(
+    store_paths: Sequence[Path], prefer: str | None, allow_mixed_graders: bool = False
+) -> _Sources:
+    from legival_core.grading.stamps import mixed_grader_versions
     from precompute.errors import UsageError
     from precompute.stages.base import StageError
 
     stores = [Store.open(p) for p in store_paths]
     names = _store_names([s.path for s in stores])
+    mixed = None if allow_mixed_graders else mixed_grader_versions(zip(names, stores, strict=True))
+    if mixed is not None:
+        raise UsageError(
+            f"{mixed}: their grades do not mean the same thing. Regrade the older ones "
+            "(python -m precompute regrade --store DIR), or publish anyway with "
+            "--allow-mixed-graders (site.json records it)"
+        )
     sources = [_Source(n, s, _pin(n, s)) for n, s in zip(names, stores, strict=True)]
     metrics = {}
     for source in sources:
@@ -636,7 +648,7 @@ def build_site(
     from legival_core.published.references import store_reference_teachers
 
     options = options or PublishOptions()
-    sources = _open_sources(store_paths, options.prefer)
+    sources = _open_sources(store_paths, options.prefer, options.allow_mixed_graders)
     references = sorted({r for s in sources.stores for r in store_reference_teachers(s.store)})
     sections, text_table, latex, numbers = _leaderboard_sections(sources, options, references)
 

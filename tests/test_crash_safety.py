@@ -475,6 +475,7 @@ KILL_WINDOWS = {
     # tests/test_robustness_stage.py::test_a_killed_run_resumes_to_the_same_rows kills it
     # right after a trace's robustness_steps part, before that trace's similarities.
     "robustness": "robustness_steps",
+    "regrade": "grades",
     "segment": "steps",
 }
 
@@ -535,6 +536,45 @@ def test_monitor_killed_between_its_tables_resumes(tmp_path: Path) -> None:
     wanted |= {(t, "sabotage:number") for t in sabotaged["trace_id"]}
     assert set(zip(verdicts["trace_id"], verdicts["variant"], strict=True)) == wanted
     assert store.verify() == []
+
+
+def test_regrade_killed_between_its_tables_resumes(tmp_path: Path) -> None:
+    """regrade writes the grades again, then the rollouts; killed right after the first grades
+    part lands, the rerun keeps those grades (the current version skips them), regrades the
+    rest and every rollout, and ends with the store an uninterrupted regrade gives."""
+    store_dir, reference = tmp_path / "store", tmp_path / "reference"
+    for folder in (store_dir, reference):
+        shutil.copytree(REPO / "results" / "demo", folder)
+        for table in ("grades", "rollouts"):  # graded before grader versions were stored
+            store = Store.open(folder)
+            rows = store.read(table)
+            rows["grader_version"] = pd.array([None] * len(rows), dtype="Int32")
+            store.write(table, rows, stage="test")
+    command = [sys.executable, "-m", "precompute", "regrade", "--store", str(store_dir),
+               "--no-progress"]  # fmt: skip
+    env = {**_env(), KILL_AFTER_PART_ENV: f"{KILL_WINDOWS['regrade']}:1"}
+    killed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=600)  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    store = Store.open(store_dir)
+    regraded = int(store.read("grades")["grader_version"].notna().sum())
+    assert 0 < regraded < 250  # one part of grades landed, no rollouts yet
+    assert store.read("rollouts")["grader_version"].isna().all()
+    assert store.verify() == []
+
+    again = subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True,
+                           timeout=600)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"{regraded} already done" in again.stderr  # the grades kept, not graded again
+    whole = subprocess.run([*command[:-3], "--store", str(reference), "--no-progress"],
+                           cwd=REPO, env=_env(), capture_output=True, text=True,
+                           timeout=600)  # fmt: skip
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    for table in ("grades", "rollouts"):
+        pd.testing.assert_frame_equal(
+            Store.open(store_dir).read(table), Store.open(reference).read(table)
+        )
+    assert Store.open(store_dir).verify() == []
 
 
 def test_segment_killed_between_its_tables_resumes(tmp_path: Path) -> None:

@@ -14,7 +14,8 @@ names, and nothing written to disk.
 With two or more stores given at launch the Leaderboard offers their merged board
 (:mod:`legival_core.views.board_merge`); ``--merge`` (``LEGIVAL_MERGE=1``) opens it by default and
 ``--prefer NAME`` (``LEGIVAL_PREFER``) names the store whose row wins a (teacher, dataset) that
-two of them hold.
+two of them hold. Stores graded by different grader versions are refused on one board unless
+``--allow-mixed-graders`` (``LEGIVAL_ALLOW_MIXED_GRADERS=1``) says to merge them anyway.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ class AppConfig:
     merge: bool = False
     #: the launched store whose row wins a (teacher, dataset) clash on the merged board
     prefer: str | None = None
+    #: merge stores whose grades were made by different grader versions
+    allow_mixed_graders: bool = False
 
     def merge_stores(self) -> dict[str, Path]:
         """The stores of the merged board (name -> folder): those given at launch, when there
@@ -158,6 +161,7 @@ def parse_app_args(argv: Sequence[str], environ: Mapping[str, str]) -> AppConfig
     parser.add_argument("--readonly", action="store_true")
     parser.add_argument("--merge", action="store_true")
     parser.add_argument("--prefer", default=None)
+    parser.add_argument("--allow-mixed-graders", action="store_true")
     args, _unknown = parser.parse_known_args(list(argv))
 
     stores: dict[str, Path] = dict(BUNDLED_STORES)
@@ -187,6 +191,9 @@ def parse_app_args(argv: Sequence[str], environ: Mapping[str, str]) -> AppConfig
         launched=tuple(launched),
         merge=merge,
         prefer=prefer,
+        allow_mixed_graders=(
+            args.allow_mixed_graders or _env_flag(environ, "LEGIVAL_ALLOW_MIXED_GRADERS")
+        ),
     )
 
 

@@ -169,6 +169,11 @@ GRADES = _register(
             ("answer_start", I64),
             ("answer_end", I64),
             ("question_type", STR),  # what the problem asks (legival_core.grading.questions)
+            # Which grader made the grade: GRADER_VERSION (legival_core.grading.grader; 0: the
+            # verdict an ingested file gave; null: graded before versions were stored) and the
+            # code revision that ran it.
+            ("grader_version", I32),
+            ("code_revision", STR),
         ),
         keys=("trace_id",),
         required=("correct", "status"),
@@ -226,6 +231,8 @@ ROLLOUTS = _register(
             ("prompt_tokens", I32),
             ("completion_tokens", I32),
             ("status", STR),
+            ("grader_version", I32),  # as in grades: the grader that graded the completion
+            ("code_revision", STR),
         ),
         keys=("trace_id", "student", "k", "sample"),
         required=("teacher", "dataset", "problem_id", "m", "correct"),

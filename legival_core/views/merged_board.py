@@ -14,7 +14,12 @@ from typing import Any
 
 import pandas as pd
 
-from legival_core.views.board_merge import clashes, merge_teacher_rows, merged_table
+from legival_core.views.board_merge import (
+    MergeConflict,
+    clashes,
+    merge_teacher_rows,
+    merged_table,
+)
 
 __all__ = ["MergedBoard", "merged_board", "merged_rank_board"]
 
@@ -99,14 +104,28 @@ def merged_board(
     n_boot: int,
     seed: int,
     low_n: int,
+    allow_mixed_graders: bool = False,
 ) -> MergedBoard:
     """The merged board of the opened stores ``stores`` (name -> :class:`legival_core.store.store.
     Store`): :func:`merge_teacher_rows` of their ``teacher_metrics`` (raises
     :class:`MergeConflict` on a clash ``prefer`` does not decide), each row with its store and
     the first 12 hex digits of its store's config digest (:mod:`legival_core.store.site_pin`, as a
-    published site's footer shows it), ranked by :func:`merged_rank_board`. Reads only."""
+    published site's footer shows it), ranked by :func:`merged_rank_board`. Stores graded by
+    different grader versions raise :class:`MergeConflict` unless ``allow_mixed_graders``: their
+    accuracies would not mean the same thing. Reads only."""
     from legival_core.published.references import store_reference_teachers
     from legival_core.store.site_pin import canonical_digest
+
+    if not allow_mixed_graders:
+        from legival_core.grading.stamps import mixed_grader_versions
+
+        mixed = mixed_grader_versions(stores.items())
+        if mixed is not None:
+            raise MergeConflict(
+                f"{mixed}: their grades do not mean the same thing. Regrade the older ones "
+                "(python -m precompute regrade --store DIR), or merge anyway with "
+                "--allow-mixed-graders"
+            )
 
     def read(table: str) -> dict[str, pd.DataFrame | None]:
         return {n: (s.read(table) if s.has(table) else None) for n, s in stores.items()}

@@ -15,6 +15,7 @@ from precompute.stages import (  # noqa: F401  (each import registers a stage)
     metrics,
     monitor,
     problems,
+    regrade,
     reward,
     robustness,
     rollout,

@@ -14,13 +14,16 @@ Resumability comes from two rules each stage follows:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import platform
+import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -261,6 +264,42 @@ def package_versions(names: Iterable[str] = PROVENANCE_PACKAGES) -> dict[str, st
         except metadata.PackageNotFoundError:
             continue
     return versions
+
+
+@functools.lru_cache(maxsize=1)
+def code_revision() -> str:
+    """The revision of the code that runs: the git commit of this checkout (``+dirty`` when a
+    tracked file differs from it), else the installed ``legival`` version, else "unknown".
+    Stored with every grade, so a grade says which code made it.
+
+    >>> isinstance(code_revision(), str) and code_revision() != ""
+    True
+    """
+    root = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()  # fmt: skip
+        changed = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()  # fmt: skip
+        if head:
+            return f"{head}+dirty" if changed else head
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        return f"legival {metadata.version('legival')}"
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def grading_stamp() -> dict[str, Any]:
+    """The columns that say which grader made a grade (``grades`` and ``rollouts`` rows)."""
+    from legival_core.grading.grader import GRADER_VERSION
+
+    return {"grader_version": GRADER_VERSION, "code_revision": code_revision()}
 
 
 def run_stage(name: str, ctx: StageContext, **provenance: Any) -> StageResult:

@@ -37,6 +37,7 @@ from precompute.stages.base import (
     StageContext,
     StageOption,
     StageResult,
+    grading_stamp,
     register_stage,
 )
 from precompute.stages.common import done_ids, is_missing, problem_rows, read_or_empty, task_of
@@ -74,6 +75,7 @@ def grade_row(graded: TextGrade) -> dict[str, Any]:
         "answer_start": span[0],
         "answer_end": span[1],
         "question_type": graded.question_type,
+        **grading_stamp(),
     }
 
 
@@ -171,7 +173,8 @@ def run_grade(ctx: StageContext) -> StageResult:
 
 
 def write_review(frame: pd.DataFrame, path: Path) -> None:
-    """Write the review CSV to ``path`` through a new file beside it, renamed into place.
+    """Write a CSV of grades (the review, the regrade's flips) to ``path`` through a new file
+    beside it, renamed into place.
 
     The default ``path`` is inside the store, and a store may come from someone else: a
     symbolic link or FIFO named ``grade_review.csv`` is replaced, never written through (the

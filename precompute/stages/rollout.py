@@ -29,6 +29,7 @@ from precompute.stages.base import (
     StageContext,
     StageError,
     StageResult,
+    grading_stamp,
     register_stage,
 )
 from precompute.stages.common import chunks, problem_rows, read_or_empty, shard_rows, task_of
@@ -383,6 +384,7 @@ def _run_together(
             extracted=graded.answer,
             correct=float(graded.grade.score),
             status=graded.grade.status,
+            **grading_stamp(),
         )
     return outcomes
 
