@@ -71,7 +71,7 @@ import os
 import re
 import sys
 import unicodedata
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -450,24 +450,35 @@ def _strict_error(lines: Sequence[str], delimiter: str) -> str | None:
 
 
 def _parquet(path: Path) -> Iterator[_RawRow]:
+    """The rows of a Parquet file, one row group at a time: a damaged row group is one bad
+    row naming the rows it held, and the row groups before and after it are kept (before, the
+    first damaged group ended the ingest and took every row read so far with it)."""
     import pyarrow.parquet as pq
 
     try:
         parquet = pq.ParquetFile(path)
+        groups = parquet.metadata.num_row_groups
     except Exception as err:  # pyarrow's own error types
         raise IngestUnreadableError(
             f"{path}: not a readable Parquet file ({_one_line(err)})"
         ) from None
     row = 0
-    try:
-        for batch in parquet.iter_batches(batch_size=512):
-            for values in batch.to_pylist():
-                row += 1
-                yield _RawRow(row, None, values)
-    except Exception as err:  # a corrupt page or column chunk further into the file
-        raise IngestUnreadableError(
-            f"{path}: Parquet data unreadable after row {row} ({_one_line(err)})"
-        ) from None
+    for group in range(groups):
+        end = row + parquet.metadata.row_group(group).num_rows
+        try:
+            for batch in parquet.iter_batches(batch_size=512, row_groups=[group]):
+                for values in batch.to_pylist():
+                    row += 1
+                    yield _RawRow(row, None, values)
+        except Exception as err:  # a corrupt page or column chunk in this row group
+            first, row = row + 1, max(end, row + 1)
+            yield _RawRow(
+                first,
+                None,
+                None,
+                f"rows {first}-{row} (row group {group + 1} of {groups}) are unreadable "
+                f"({_one_line(err)}); the other row groups are read",
+            )
 
 
 def _one_line(error: BaseException) -> str:
@@ -512,6 +523,12 @@ def _rows(source: str, split: str | None, config: str | None) -> Iterator[_RawRo
 
 
 # --- validating one row -------------------------------------------------------------------------
+
+
+def lookup_field(values: Mapping[str, Any], name: str, mapping: Mapping[str, str]) -> Any:
+    """The value of ingest field ``name`` in a row: its ``--map`` column, its own name, or the
+    first of its :data:`ALIASES` the row has."""
+    return _lookup(values, name, mapping)
 
 
 def _lookup(values: Mapping[str, Any], name: str, mapping: Mapping[str, str]) -> Any:
@@ -711,8 +728,26 @@ def _record(raw_row: _RawRow, mapping: Mapping[str, str], teacher: str, max_byte
         tokens=_as_count("tokens", _lookup(values, "tokens", mapping)),
         complete=complete,
         truncated=_as_bool("truncated", _lookup(values, "truncated", mapping)),
-        extras={k: values[k] for k in EXTRA_KEYS if values.get(k) is not None},
+        extras=_extras(values),
     )
+
+
+def _extras(values: Mapping[str, Any]) -> dict[str, Any]:
+    """What a format adapter adds beside the fields (:data:`EXTRA_KEYS`), each text in it
+    checked to be writable as UTF-8: a lone surrogate in a tool's verdict or in a chunk must
+    quarantine its row here, not fail a table's write after the trace has landed."""
+    extras = {k: values[k] for k in EXTRA_KEYS if values.get(k) is not None}
+    for name, value in extras.items():
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):
+                _as_text(name, item)
+            elif isinstance(item, dict):
+                stack.extend(item.values())
+            elif isinstance(item, list | tuple):
+                stack.extend(item)
+    return extras
 
 
 # --- writing ------------------------------------------------------------------------------------
@@ -1136,6 +1171,8 @@ def ingest(
     batch_rows: int = 2000,
     reference: bool = False,
     file_format: str = "legival",
+    requests: str | os.PathLike[str] | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> IngestReport:
     """Ingest a file (or a Hugging Face dataset) of traces into ``store``.
 
@@ -1157,8 +1194,13 @@ def ingest(
             its traces get the source ``reference:ingest:<file>``, which makes their teacher a
             reference teacher (:mod:`legival_core.published.references`), shown apart and left out
             of ranks, frontiers, teacher-level correlations and solver pools by default.
-        file_format: a :data:`precompute.formats.FORMATS` name, or ``"auto"`` to sniff it;
-            ``"legival"`` (the default) reads our own rows.
+        file_format: a :data:`precompute.formats.FORMATS` name, or ``"auto"`` to detect it
+            (:func:`precompute.formats.detect_format`; rows that fit two formats are refused
+            with :class:`IngestUsageError`); ``"legival"`` (the default) reads our own rows.
+        requests: with ``file_format`` openai, the batch *input* file beside a batch output
+            file: each row's prompt is its ``custom_id``'s last user message there.
+        announce: called with one line saying which format ``auto`` detected, and why, before
+            anything is written (the command line prints it).
 
     Returns:
         An :class:`IngestReport`; bad rows are in ``report.quarantined`` and in the store's
@@ -1170,7 +1212,23 @@ def ingest(
             missing file (:class:`IngestMissingError`) or an unreadable one
             (:class:`IngestUnreadableError`).
     """
-    adapter = _adapter(file_format, os.fspath(path))
+    adapter, detection = _adapter(file_format, os.fspath(path), dict(mapping or {}))
+    if detection is not None and announce is not None:
+        announce(detection_line(os.fspath(path), detection))
+    if requests is not None:
+        if adapter is None or not hasattr(adapter, "load_requests"):
+            raise IngestUsageError(
+                "--requests: the batch input file goes with --format openai (batch output), "
+                f"not with {adapter.name if adapter is not None else 'legival'} rows"
+            )
+        from precompute.formats import FormatMissingError, FormatUnreadableError
+
+        try:
+            adapter.load_requests(Path(requests))
+        except FormatMissingError as err:
+            raise IngestMissingError(str(err)) from None
+        except FormatUnreadableError as err:
+            raise IngestUnreadableError(str(err)) from None
     if teacher is not None and not str(teacher).strip():
         teacher = None
     if teacher is None and (adapter is None or not adapter.names_model):
@@ -1192,6 +1250,9 @@ def ingest(
     source_path = Path(source)
     is_file = source_path.exists()
     task_impl = _task(task)
+    max_bytes = int(max_trace_mb * 1e6)
+    if adapter is not None:
+        adapter.max_bytes = max_bytes  # what the adapter unpacks or assembles is bounded too
     rows = (
         _rows(source, split, config)
         if adapter is None
@@ -1213,7 +1274,6 @@ def ingest(
     writer = _Writer(
         the_store, report, task_impl, existing, source_path.name, overwrite, batch_rows, reference
     )
-    max_bytes = int(max_trace_mb * 1e6)
     first_seen: dict[tuple[str, str, int], str] = {}
     #: Where each problem's stored prompt and gold come from: "the store" or this file's line.
     origin: dict[str, str] = {}
@@ -1253,10 +1313,11 @@ def ingest(
                         + "): give --dataset",
                     )
                 if not candidates:
+                    hint = getattr(adapter, "prompt_hint", "") if adapter is not None else ""
                     raise _FieldError(
                         "prompt",
                         f"missing, and problem '{record.problem_id}' is not in the store "
-                        "(give the prompt, or load the dataset first)",
+                        f"(give the prompt, or load the dataset first{hint})",
                     )
                 record.problem_id = candidates[0]
                 stored_in = str(existing[record.problem_id].get("dataset"))
@@ -1300,6 +1361,8 @@ def ingest(
             f"{count} rows named their problem by the id it has in dataset '{stored_in}' "
             "(they hold no prompt; --dataset chooses the dataset)"
         )
+    if detection is not None:
+        report.notes.append(f"--format auto chose {detection.name}: {detection.why}")
     if adapter is not None:
         report.notes += _format_notes(adapter, writer)
     teachers = sorted(writer.tokens_by_teacher)
@@ -1374,15 +1437,39 @@ def _check_problem(
         )
 
 
-def _adapter(file_format: str, source: str) -> Any | None:
-    """The format adapter for ``file_format`` (``auto``: sniffed), or None for our own rows."""
+def detect(source: str, mapping: Mapping[str, str] | None = None) -> Any:
+    """What ``--format auto`` makes of ``source``
+    (:func:`precompute.formats.detect_format`); two formats that fit are a usage error."""
     from precompute import formats
 
-    name = formats.sniff_format(source) if file_format == formats.AUTO else file_format
-    if name == "legival":
-        return None
     try:
-        return formats.get_format(name)
+        return formats.detect_format(source, mapping)
+    except formats.FormatAmbiguousError as err:
+        raise IngestUsageError(str(err)) from None
+
+
+def detection_line(source: str, detection: Any) -> str:
+    """The line ingest prints before it writes anything when ``--format auto`` chose."""
+    from precompute import formats
+
+    tool = formats.FORMATS[detection.name].tool
+    return (
+        f"format: {detection.name} ({tool}), detected by --format auto: {detection.why} "
+        "(give --format to choose another)"
+    )
+
+
+def _adapter(file_format: str, source: str, mapping: Mapping[str, str]) -> tuple[Any, Any]:
+    """The format adapter for ``file_format`` (``auto``: detected), or None for our own rows,
+    with what the detection found (None when the format was given)."""
+    from precompute import formats
+
+    detection = detect(source, mapping) if file_format == formats.AUTO else None
+    name = detection.name if detection is not None else file_format
+    if name == "legival":
+        return None, detection
+    try:
+        return formats.get_format(name), detection
     except KeyError as err:
         raise IngestUsageError(str(err).strip("\"'")) from None
 
@@ -1519,6 +1606,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "apart and left out of ranks, frontiers, correlations and solver pools by default",
     )
     parser.add_argument(
+        "--requests",
+        default=None,
+        metavar="FILE",
+        help="--format openai: the batch input file beside a batch output file; each row's "
+        "prompt is the last user message of its custom_id's request",
+    )
+    parser.add_argument(
         "--batch-rows",
         type=int,
         default=2000,
@@ -1539,6 +1633,7 @@ def ingest_from_args(args: argparse.Namespace) -> IngestReport:
         mapping = parse_mapping(args.map)
     except DatasetError as err:  # a bad --map is a bad command line
         raise IngestUsageError(str(err)) from None
+    file_format = getattr(args, "file_format", "legival")
     try:
         report = ingest(
             args.file,
@@ -1553,7 +1648,10 @@ def ingest_from_args(args: argparse.Namespace) -> IngestReport:
             overwrite=args.overwrite,
             batch_rows=args.batch_rows,
             reference=args.reference,
-            file_format=getattr(args, "file_format", "legival"),
+            file_format=file_format,
+            requests=getattr(args, "requests", None),
+            # Which format auto chose is said before anything is written.
+            announce=print,
         )
     except OSError as err:
         from precompute.disk import describe_os_error, disk_error
