@@ -83,7 +83,7 @@ from legival_core.store.schema import TABLES, trace_id_for
 from legival_core.store.store import Store, StoreError
 from legival_core.tasks.base import Grade, TextGrade
 from precompute.errors import InputMissingError, InputUnusableError, UsageError
-from precompute.formats.base import EXTRA_KEYS
+from precompute.formats.base import EXTRA_KEYS, field_at
 from precompute.formats.extras import ExtraTables
 
 __all__ = [
@@ -265,6 +265,9 @@ def _row_excerpt(values: Mapping[str, Any] | None) -> str | None:
 
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
+#: Python's JSON parser gives up somewhat below this depth; the field of a line too deep to
+#: parse is where its nesting first passes it.
+_PARSER_DEPTH = 500
 _UTF8_BOM = b"\xef\xbb\xbf"
 
 
@@ -302,7 +305,17 @@ def _jsonl(path: Path) -> Iterator[_RawRow]:
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError as err:
-                yield _RawRow(row, line_number, None, f"not UTF-8 ({err.reason})", _excerpt(data))
+                # The field is the top-level key whose value holds the first bad byte.
+                decoded = data.decode("utf-8", errors="surrogateescape")
+                bad_at = next(i for i, c in enumerate(decoded) if "\udc80" <= c <= "\udcff")
+                yield _RawRow(
+                    row,
+                    line_number,
+                    None,
+                    f"not UTF-8 ({err.reason})",
+                    _excerpt(data),
+                    field_at(decoded, position=bad_at),
+                )
                 continue
             try:
                 value = json.loads(text)
@@ -313,10 +326,13 @@ def _jsonl(path: Path) -> Iterator[_RawRow]:
                     None,
                     f"invalid JSON: {err.msg} (column {err.colno})",
                     _excerpt(text),
+                    field_at(text, position=err.pos),
                 )
                 continue
             except RecursionError:
-                yield _RawRow(row, line_number, None, "invalid JSON: nested too deeply", None)
+                reason = "invalid JSON: nested too deeply"
+                field_name = field_at(text, deeper_than=_PARSER_DEPTH)
+                yield _RawRow(row, line_number, None, reason, None, field_name)
                 continue
             if not isinstance(value, dict):
                 yield _RawRow(

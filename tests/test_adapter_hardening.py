@@ -51,10 +51,15 @@ def _rows_with_options() -> list[dict[str, Any]]:
     """Three documented rows of ours, each with a column of answer options stored as
     ``[{"label", "text"}]``: the shape a completion's ``choices`` was sniffed by."""
     return [
-        {"problem_id": f"p{i}", "prompt": "Which option?", "reasoning": f"Option A, {i}.",
-         "answer": "A", "choices": [{"label": "A", "text": str(i)}, {"label": "B", "text": "7"}]}
+        {
+            "problem_id": f"p{i}",
+            "prompt": "Which option?",
+            "reasoning": f"Option A, {i}.",
+            "answer": "A",
+            "choices": [{"label": "A", "text": str(i)}, {"label": "B", "text": "7"}],
+        }
         for i in (1, 2, 3)
-    ]  # fmt: skip
+    ]
 
 
 def test_auto_reads_our_rows_with_an_options_column_as_ours(
@@ -99,14 +104,26 @@ def test_auto_refuses_to_guess_when_two_formats_fit(
         assert all(f"--format {n}" in err for n in names) and "not guessed" in err
         assert not store.exists()
     # Given the format, the same file is read as asked.
-    code = main(["ingest", str(both), "--store", str(tmp_path / "ok"), "--teacher", "t",
-                 "--format", "legival"])  # fmt: skip
+    code = main(
+        [
+            "ingest",
+            str(both),
+            "--store",
+            str(tmp_path / "ok"),
+            "--teacher",
+            "t",
+            "--format",
+            "legival",
+        ]
+    )
     assert code == EXIT_OK
 
 
 def test_a_completion_is_still_detected(tmp_path: Path) -> None:
-    body = {"model": "m", "choices": [{"index": 0, "message": {"content": "a</think>4"},
-                                       "finish_reason": "stop"}]}  # fmt: skip
+    body = {
+        "model": "m",
+        "choices": [{"index": 0, "message": {"content": "a</think>4"}, "finish_reason": "stop"}],
+    }
     file = _jsonl(tmp_path / "r.jsonl", [{"problem_id": "p", "prompt": "2+2?", "response": body}])
     report = ingest(file, tmp_path / "s", None, file_format="auto")
     assert report.kept == 1 and any("--format auto chose openai" in n for n in report.notes)
@@ -116,10 +133,17 @@ def test_a_completion_is_still_detected(tmp_path: Path) -> None:
 
 
 def _lm_line(doc_id: int, **extra: Any) -> dict[str, Any]:
-    line = {"doc_id": doc_id, "doc": {"question": f"What is {doc_id} + 1?"},
-            "target": str(doc_id + 1), "arguments": {"gen_args_0": {"arg_0": "Q", "arg_1": {}}},
-            "resps": [[f"So {doc_id + 1}.</think>{doc_id + 1}"]], "filter": "none",
-            "filtered_resps": [str(doc_id + 1)], "metrics": ["exact_match"], "exact_match": 1.0}  # fmt: skip
+    line = {
+        "doc_id": doc_id,
+        "doc": {"question": f"What is {doc_id} + 1?"},
+        "target": str(doc_id + 1),
+        "arguments": {"gen_args_0": {"arg_0": "Q", "arg_1": {}}},
+        "resps": [[f"So {doc_id + 1}.</think>{doc_id + 1}"]],
+        "filter": "none",
+        "filtered_resps": [str(doc_id + 1)],
+        "metrics": ["exact_match"],
+        "exact_match": 1.0,
+    }
     line.update(extra)
     return line
 
@@ -127,8 +151,10 @@ def _lm_line(doc_id: int, **extra: Any) -> dict[str, Any]:
 def test_an_lm_eval_line_without_a_response_is_quarantined_not_lost(tmp_path: Path) -> None:
     """Before: ``resps: [[]]`` gave no row at all: "rows read: 2" for a 3-line file, nothing
     quarantined, nothing said."""
-    file = _jsonl(tmp_path / "samples_x_2026-01-01T00-00-00.jsonl",
-                  [_lm_line(1), _lm_line(2), _lm_line(3, resps=[[]])])  # fmt: skip
+    file = _jsonl(
+        tmp_path / "samples_x_2026-01-01T00-00-00.jsonl",
+        [_lm_line(1), _lm_line(2), _lm_line(3, resps=[[]])],
+    )
     report = ingest(file, tmp_path / "s", "t", file_format="lm-eval")
     assert (report.rows_read, report.kept) == (3, 2)
     assert _quarantined(report) == {3: ("resps[0]", "holds no response")}
@@ -169,8 +195,12 @@ def _inspect_sample(sample_id: int | str, **extra: Any) -> dict[str, Any]:
         "target": "2",
         "output": {
             "model": "m",
-            "choices": [{"message": {"role": "assistant", "content": "<think>one</think>2"},
-                         "stop_reason": "stop"}],  # fmt: skip
+            "choices": [
+                {
+                    "message": {"role": "assistant", "content": "<think>one</think>2"},
+                    "stop_reason": "stop",
+                }
+            ],
             "usage": {"output_tokens": 5},
         },
         "scores": {"match": {"value": "C", "answer": "2"}},
@@ -248,7 +278,7 @@ INSPECT_CASES: dict[str, tuple[Any, str | None]] = {
         json.dumps(_inspect_sample(2)).replace(
             '"epoch"', f'"metadata": {_nested(100_000)}, "epoch"'
         ),
-        "sample",
+        "metadata",
     ),
 }
 
@@ -283,8 +313,9 @@ def test_an_inspect_header_whose_eval_is_text_needs_only_a_teacher(tmp_path: Pat
 def _completion(content: str = "Two and two.</think>4", **choice: Any) -> dict[str, Any]:
     return {
         "model": "m",
-        "choices": [{"index": 0, "message": {"content": content}, "finish_reason": "stop",
-                     **choice}],  # fmt: skip
+        "choices": [
+            {"index": 0, "message": {"content": content}, "finish_reason": "stop", **choice}
+        ],
         "usage": {"completion_tokens": 9},
     }
 
@@ -306,9 +337,9 @@ def test_openai_fields_of_the_wrong_type_cost_only_their_row(tmp_path: Path) -> 
     report = ingest(_jsonl(tmp_path / "r.jsonl", rows), tmp_path / "s", None, file_format="openai")
     assert {line: field for line, (field, _) in _quarantined(report).items()} == {
         2: "response",
-        3: "usage",
-        4: "choices[0].message",
-        5: "choices[0].index",
+        3: "response.usage",
+        4: "response.choices[0].message",
+        5: "response.choices[0].index",
     }
     traces = _traces(tmp_path / "s").set_index("problem_id")
     # A null index is the choice's position.
@@ -322,9 +353,12 @@ def test_a_completion_that_carries_its_request_takes_the_prompt_from_it(tmp_path
     parts = [{"role": "user", "content": [{"type": "text", "text": "3+3?"}]}]
     rows = [
         {"problem_id": "a", "request": {"messages": messages}, "response": _completion()},
-        {"custom_id": "b", "body": {"messages": parts},
-         "response": {"status_code": 200, "body": _completion("3 and 3.</think>6")}},
-    ]  # fmt: skip
+        {
+            "custom_id": "b",
+            "body": {"messages": parts},
+            "response": {"status_code": 200, "body": _completion("3 and 3.</think>6")},
+        },
+    ]
     report = ingest(_jsonl(tmp_path / "r.jsonl", rows), tmp_path / "s", None, file_format="auto")
     assert report.kept == 2, report.summary()
     problems = Store.open(tmp_path / "s").read("problems").set_index("problem_id")
@@ -339,17 +373,29 @@ def test_batch_output_with_its_input_file(
     prompt, saying only "load the dataset first"."""
     output = _jsonl(
         tmp_path / "batch_output.jsonl",
-        [{"custom_id": f"q{i}", "response": {"status_code": 200,
-          "body": _completion(f"Add.</think>{2 * i}")}} for i in (1, 2, 3)],
-    )  # fmt: skip
+        [
+            {
+                "custom_id": f"q{i}",
+                "response": {"status_code": 200, "body": _completion(f"Add.</think>{2 * i}")},
+            }
+            for i in (1, 2, 3)
+        ],
+    )
     requests = _jsonl(
         tmp_path / "batch_input.jsonl",
-        [{"custom_id": f"q{i}", "method": "POST", "url": "/v1/chat/completions",
-          "body": {"model": "m", "messages": [{"role": "user", "content": f"{i} + {i}?"}]}}
-         for i in (1, 2)],
-    )  # fmt: skip
-    code = main(["ingest", str(output), "--store", str(tmp_path / "s"),
-                 "--requests", str(requests)])  # fmt: skip
+        [
+            {
+                "custom_id": f"q{i}",
+                "method": "POST",
+                "url": "/v1/chat/completions",
+                "body": {"model": "m", "messages": [{"role": "user", "content": f"{i} + {i}?"}]},
+            }
+            for i in (1, 2)
+        ],
+    )
+    code = main(
+        ["ingest", str(output), "--store", str(tmp_path / "s"), "--requests", str(requests)]
+    )
     out = capsys.readouterr().out
     assert code == EXIT_OK
     assert "rows read: 3, kept: 2, quarantined: 1" in out
@@ -362,8 +408,20 @@ def test_batch_output_with_its_input_file(
     assert report.kept == 0
     assert all("--requests" in q.reason for q in report.quarantined)
     # --requests goes with batch output only.
-    code = main(["ingest", str(output), "--store", str(tmp_path / "s3"), "--format", "lm-eval",
-                 "--teacher", "t", "--requests", str(requests)])  # fmt: skip
+    code = main(
+        [
+            "ingest",
+            str(output),
+            "--store",
+            str(tmp_path / "s3"),
+            "--format",
+            "lm-eval",
+            "--teacher",
+            "t",
+            "--requests",
+            str(requests),
+        ]
+    )
     assert code == EXIT_USAGE and "--requests" in capsys.readouterr().err
 
 
@@ -379,8 +437,10 @@ def _problem_folder(root: Path, name: str, chunks: list[dict[str, Any]] | None =
         "base_solution.json": {"solution": solution, "answer": "4", "is_correct": True},
         "chunks_labeled.json": chunks
         if chunks is not None
-        else [{"chunk": "Two plus two is four.", "chunk_idx": 0},
-              {"chunk": "So it is 4.", "chunk_idx": 1}],  # fmt: skip
+        else [
+            {"chunk": "Two plus two is four.", "chunk_idx": 0},
+            {"chunk": "So it is 4.", "chunk_idx": 1},
+        ],
     }
     for file, content in files.items():
         (folder / file).write_text(json.dumps(content), encoding="utf-8")
@@ -398,8 +458,9 @@ def test_chunk_search_is_linear(tmp_path: Path) -> None:
         "chunk = 'a ' * 200_000 + 'b'\n"
         "print(chunk_spans(reasoning, [chunk, 'a a']))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert done.stdout.strip() == "[None, (0, 3)]", done.stderr[-2000:]
 
 
@@ -408,8 +469,12 @@ def test_chunk_search_finds_what_the_pattern_found() -> None:
     run of it, a match may start inside a word, and chunks are found in order."""
     text = "First  line\nof it.  Then   two.\n\nDone.  ab cd"
     assert chunk_spans(text, ["First line of it.", "Then two.", "Done.", "b c", "Done."]) == [
-        (0, 18), (20, 31), (33, 38), (41, 44), None,
-    ]  # fmt: skip
+        (0, 18),
+        (20, 31),
+        (33, 38),
+        (41, 44),
+        None,
+    ]
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
@@ -434,8 +499,13 @@ def test_a_fifo_or_a_link_in_a_problem_folder_is_never_read(tmp_path: Path) -> N
         "r = ingest(sys.argv[1], sys.argv[2], None, file_format='thought-anchors')\n"
         "print(json.dumps([r.kept, [[q.field, q.reason] for q in r.quarantined]]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(root), str(tmp_path / "s")], cwd=REPO,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(root), str(tmp_path / "s")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     kept, quarantined = json.loads(done.stdout)
     assert kept == 1
@@ -462,7 +532,10 @@ def test_chunk_indices_are_checked_before_anything_is_written(tmp_path: Path) ->
     fields = sorted(q.field or "" for q in report.quarantined)
     assert fields == ["chunks_labeled.json[0].chunk_idx"] * 2
     store = Store.open(tmp_path / "s")
-    assert sorted(store.read("traces")["problem_id"]) == ["rollouts/problem_1", "rollouts/problem_4"]
+    assert sorted(store.read("traces")["problem_id"]) == [
+        "rollouts/problem_1",
+        "rollouts/problem_4",
+    ]
     chunks = store.read("chunk_importance")
     assert sorted(chunks["chunk"].tolist()) == [0, 0, 1]
     assert store.verify() == []
@@ -500,8 +573,19 @@ def test_a_lone_surrogate_in_a_problems_file_skips_its_row(
         '{"id": "b", "question": "What is 2+2?", "answer": "4"}\n',
         encoding="utf-8",
     )
-    code = main(["datasets", "local", str(file), "--map", "problem_id=id", "prompt=question",
-                 "gold=answer", "--store", str(tmp_path / "s")])  # fmt: skip
+    code = main(
+        [
+            "datasets",
+            "local",
+            str(file),
+            "--map",
+            "problem_id=id",
+            "prompt=question",
+            "gold=answer",
+            "--store",
+            str(tmp_path / "s"),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == EXIT_OK
     assert "1 problems loaded, 1 rows skipped" in out
@@ -516,8 +600,9 @@ def test_a_damaged_parquet_row_group_costs_only_its_rows(tmp_path: Path) -> None
     """Three row groups of 512 rows, the second damaged: before, exit 6 "unreadable after row
     512" and none of the 512 rows read before it kept."""
     file = tmp_path / "traces.parquet"
-    rows = [{"problem_id": f"p{i}", "prompt": "q", "reasoning": f"Step {i}. Done."}
-            for i in range(1536)]  # fmt: skip
+    rows = [
+        {"problem_id": f"p{i}", "prompt": "q", "reasoning": f"Step {i}. Done."} for i in range(1536)
+    ]
     pq.write_table(pa.Table.from_pylist(rows), file, row_group_size=512, compression="none")
     group = pq.ParquetFile(file).metadata.row_group(1)
     data = bytearray(file.read_bytes())
@@ -528,7 +613,7 @@ def test_a_damaged_parquet_row_group_costs_only_its_rows(tmp_path: Path) -> None
     file.write_bytes(bytes(data))
     report = ingest(file, tmp_path / "s", "t")
     assert report.kept == 1024
-    ((row, (field, reason)),) = _quarantined(report).items()
+    ((row, (_field, reason)),) = _quarantined(report).items()
     assert row == 513 and "rows 513-1024 (row group 2 of 3) are unreadable" in reason
     kept = _traces(tmp_path / "s")["problem_id"].str.removeprefix("traces/p").astype(int)
     assert sorted(kept) == [*range(512), *range(1024, 1536)]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ __all__ = [
     "as_object",
     "as_verdict",
     "deepest_field",
+    "field_at",
     "read_plain_file",
     "split_on_last_think",
     "text_or_none",
@@ -161,7 +163,9 @@ class TraceFormat(ABC):
     def _converted(self, source: Iterator[Any]) -> Iterator[SourceRow]:
         for raw in source:
             if raw.values is None:
-                yield SourceRow(raw.row, raw.line, None, raw.error, None, raw.excerpt)
+                yield SourceRow(
+                    raw.row, raw.line, None, raw.error, getattr(raw, "field", None), raw.excerpt
+                )
                 continue
             yield from self.convert_rows(raw.row, raw.line, raw.values)
 
@@ -233,6 +237,51 @@ def deepest_field(record: Any, limit: int) -> str | None:
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, depth + 1) for child in children)
     return None
+
+
+#: JSON strings and the structural characters, in linear time (a string is one match).
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}:,]')
+
+
+def field_at(text: str, position: int | None = None, deeper_than: int | None = None) -> str | None:
+    """The top-level key of the JSON object ``text`` whose value holds ``position`` (where a
+    parser stopped, or an undecodable byte), or where the nesting first goes deeper than
+    ``deeper_than``; None when the place is not inside a top-level value. For naming the field
+    of a line that cannot be parsed at all. One scan of the text's tokens, no parsing.
+
+    >>> text = '{"a": 1, "b": [[[[1]]]], "c": "x"}'
+    >>> field_at(text, position=text.index("x")), field_at(text, deeper_than=3)
+    ('c', 'b')
+    """
+    depth = 0
+    key: str | None = None
+    pending: str | None = None  # a string at depth 1 that may be a key
+    for token in _JSON_TOKEN.finditer(text):
+        if position is not None and token.start() > position:
+            break
+        value = token.group()
+        if value.startswith('"'):
+            if position is not None and token.end() > position:
+                break  # the place is inside this string
+            pending = value if depth == 1 else None
+        elif value == ":":
+            if depth == 1 and pending is not None:
+                try:
+                    key = json.loads(pending)
+                except ValueError:
+                    key = pending.strip('"')
+            pending = None
+        elif value in "[{":
+            depth += 1
+            if deeper_than is not None and depth > deeper_than:
+                return key
+        elif value in "]}":
+            depth -= 1
+        elif value == ",":
+            if depth == 1:
+                key = None
+            pending = None
+    return key if position is not None and depth >= 1 else None
 
 
 def as_object(value: Any, field_name: str, *, required: bool = False) -> dict[str, Any]:

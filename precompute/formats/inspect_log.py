@@ -52,6 +52,7 @@ from precompute.formats.base import (
     as_list,
     as_object,
     as_verdict,
+    field_at,
     split_on_last_think,
     text_or_none,
     whole_number,
@@ -128,17 +129,17 @@ class InspectFormat(TraceFormat):
                     self.notes.append(f"{path.name}: the log holds no samples")
                 for number, name in enumerate(names, start=1):
                     try:
-                        sample = json.loads(_member_bytes(archive, name, self.member_limit))
+                        data = _member_bytes(archive, name, self.member_limit)
                     except _MemberTooLarge as err:
                         yield SourceRow(number, None, None, f"{name}: {err}", "sample")
-                        continue
-                    except RecursionError:
-                        reason = f"{name}: nested too deeply to read"
-                        yield SourceRow(number, None, None, reason, "sample")
                         continue
                     except (ValueError, OSError, zipfile.BadZipFile) as err:
                         reason = f"{name}: unreadable ({_one_line(err)})"
                         yield SourceRow(number, None, None, reason, "sample")
+                        continue
+                    sample, reason, field_name = _parsed(data)
+                    if reason is not None:
+                        yield SourceRow(number, None, None, f"{name}: {reason}", field_name)
                         continue
                     yield from self._sample_rows(number, sample, eval_spec)
 
@@ -208,7 +209,8 @@ class InspectFormat(TraceFormat):
             "sample": 0 if epoch is None else whole_number(epoch, "epoch", minimum=1) - 1,
             "prompt": _input_text(sample.get("input")),
             "gold": _target(sample.get("target")),
-            "hit_budget": choice.get("stop_reason") in _CUT,
+            "hit_budget": isinstance(choice.get("stop_reason"), str)
+            and choice["stop_reason"] in _CUT,
         }
         if reasoning is not None:
             row["reasoning"], row["answer"], row["raw"] = reasoning, text or None, None
@@ -299,6 +301,22 @@ def _member_bytes(archive: zipfile.ZipFile, name: str, limit: int) -> bytes:
     return b"".join(pieces)
 
 
+def _parsed(data: bytes) -> tuple[Any, str | None, str | None]:
+    """A sample member parsed: (sample, None, None), or (None, why not, the field where it
+    fails: the top-level key holding a bad byte, a syntax error or the too-deep nesting)."""
+    text = data.decode("utf-8", errors="surrogateescape")
+    bad_byte = next((i for i, c in enumerate(text) if "\udc80" <= c <= "\udcff"), None)
+    if bad_byte is not None:
+        return None, "not UTF-8", field_at(text, position=bad_byte) or "sample"
+    try:
+        return json.loads(text), None, None
+    except json.JSONDecodeError as err:
+        why = f"invalid JSON: {err.msg} (column {err.colno})"
+        return None, why, field_at(text, position=err.pos) or "sample"
+    except RecursionError:
+        return None, "nested too deeply to read", field_at(text, deeper_than=500) or "sample"
+
+
 def _resolved(record: Mapping[str, Any], attachments: Mapping[str, Any], limit: int) -> Any:
     """``record`` with every ``attachment://<hash>`` string replaced by its attachment text.
 
@@ -312,15 +330,18 @@ def _resolved(record: Mapping[str, Any], attachments: Mapping[str, Any], limit: 
         nonlocal resolved_chars
         if not text.startswith(_ATTACHMENT):
             return text
-        found = attachments.get(text[len(_ATTACHMENT) :], text)
-        if isinstance(found, str):
-            resolved_chars += len(found)
-            if resolved_chars > limit:
-                raise RecordError(
-                    "attachments",
-                    f"its attachment:// references resolve to more than {limit / 1e6:.1f} MB "
-                    f"of text ({SAMPLE_FACTOR} x --max-trace-mb)",
-                )
+        key = text[len(_ATTACHMENT) :]
+        if key not in attachments:
+            return text
+        # Named where it is, not where it is used (Inspect's attachments are texts).
+        found = text_or_none(attachments[key], f"attachments.{key}") or ""
+        resolved_chars += len(found)
+        if resolved_chars > limit:
+            raise RecordError(
+                "attachments",
+                f"its attachment:// references resolve to more than {limit / 1e6:.1f} MB "
+                f"of text ({SAMPLE_FACTOR} x --max-trace-mb)",
+            )
         return found
 
     top: dict[str, Any] = {}

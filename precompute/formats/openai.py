@@ -171,10 +171,14 @@ class OpenAIFormat(TraceFormat):
             if isinstance(custom_id, bool) or not isinstance(custom_id, str | int):
                 raise RecordError("custom_id", f"expected text, got {_short(custom_id)}")
             own["problem_id"] = custom_id
+            at = "response.body."
         elif record.get("response") is not None:
             body = as_object(record["response"], "response")
+            at = "response."
         else:
-            body = record
+            body, at = record, ""
+        # ``at`` names where the completion is in the row, so that a field is named as the
+        # file has it ("response.choices[0].message").
         if isinstance(body, str):
             try:
                 body = json.loads(body)
@@ -198,19 +202,19 @@ class OpenAIFormat(TraceFormat):
             prompt = self._prompt_of(record)
             if prompt is not None:
                 own["prompt"] = prompt
-        choices = as_list(body.get("choices"), "choices")
+        choices = as_list(body.get("choices"), f"{at}choices")
         if not choices:
-            raise RecordError("choices", "missing or empty")
-        usage = as_object(body.get("usage"), "usage")
+            raise RecordError(f"{at}choices", "missing or empty")
+        usage = as_object(body.get("usage"), f"{at}usage")
         completion_tokens = usage.get("completion_tokens")
         if completion_tokens is not None:
             completion_tokens = whole_number(
-                completion_tokens, "usage.completion_tokens", maximum=2**62
+                completion_tokens, f"{at}usage.completion_tokens", maximum=2**62
             )
-        model = text_or_none(body.get("model"), "model") if body.get("model") else None
+        model = text_or_none(body.get("model"), f"{at}model") if body.get("model") else None
         rows = []
         for position, choice in enumerate(choices):
-            where = f"choices[{position}]"
+            where = f"{at}choices[{position}]"
             if not isinstance(choice, dict):
                 raise RecordError(where, "not an object")
             message = as_object(choice.get("message"), f"{where}.message")
