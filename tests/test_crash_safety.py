@@ -571,6 +571,53 @@ def test_segment_killed_between_its_tables_resumes(tmp_path: Path) -> None:
     assert store.verify() == []
 
 
+# --- page results stamped with what was read ----------------------------------------------------
+
+
+def test_a_write_during_the_metrics_reads_leaves_its_page_results_stale(
+    chain: Chain, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40, item 2: the metrics stage took its input snapshot after reading traces,
+    grades, steps, similarity and judgments, so a step a concurrent ``segment`` wrote in
+    between was stamped as read: the inspector's trace list then showed 4 steps where the
+    steps table has 5, until the next metrics run. The write lands here right after the last
+    of those reads; the stored marker must then be stale, never current."""
+    from legival_core.store.page_results import is_current
+    from precompute.stages import metrics
+
+    store_dir = tmp_path / "store"
+    shutil.copytree(chain.before["metrics"], store_dir)
+    store = Store.open(store_dir)
+    steps = store.read("steps")
+    trace = steps["trace_id"].iloc[0]
+    last = steps[steps["trace_id"] == trace].sort_values("step").iloc[-1]
+    extra = pd.DataFrame([{**last.to_dict(), "step": int(last["step"]) + 1,
+                           "text": "One more step."}])  # fmt: skip
+    real = metrics.read_or_empty
+
+    def read_then_write(store_: object, table: str, columns: object = None) -> pd.DataFrame:
+        frame = real(store_, table, columns)
+        if table == "judgments":  # the last read before the snapshot was taken
+            Store.open(store_dir).write("steps", extra, stage="segment")
+        return frame
+
+    monkeypatch.setattr(metrics, "read_or_empty", read_then_write)
+    _run_in_process("metrics", store_dir, chain.config)
+    store = Store.open(store_dir)
+    assert (
+        len(store.read("steps", filters={"trace_id": [trace]}))
+        == len(steps[steps["trace_id"] == trace]) + 1
+    )
+    pages = store.read("page_results", columns=["name", "selection", "inputs_stamp"])
+    assert not is_current(pages, store.manifest, "trace_steps", ())
+    # Without a concurrent write the same run's marker is current.
+    monkeypatch.setattr(metrics, "read_or_empty", real)
+    _run_in_process("metrics", store_dir, chain.config)
+    store = Store.open(store_dir)
+    pages = store.read("page_results", columns=["name", "selection", "inputs_stamp"])
+    assert is_current(pages, store.manifest, "trace_steps", ())
+
+
 # --- a full disk: one line naming the store and the stage, no tracebacks --------------------------
 
 
