@@ -4,13 +4,17 @@
 
     python -m precompute ingest FILE --store DIR --teacher NAME --task math \\
         [--format auto] [--dataset NAME] [--map COLUMN_FIELD=COLUMN ...] [--max-trace-mb 50] \\
-        [--overwrite] [--batch-rows 2000] [--reference]
+        [--overwrite] [--batch-rows 2000] [--reference] [--requests BATCH_INPUT]
 
 ``--format`` reads the files evaluation tools write (Inspect AI logs, lm-eval samples, chat
 completions, OpenR1 / OpenThoughts rows, Thought Anchors folders): an adapter of
 :mod:`precompute.formats` turns each into the rows below, keeps the tool's own verdict beside
 our grade (``tool_grades``) and chunk importances (``chunk_importance``), and takes the teacher
-from the model the file names unless ``--teacher`` is given. ``auto`` (the default) sniffs.
+from the model the file names unless ``--teacher`` is given. ``auto`` (the default) decides on
+the shape of the first rows (:func:`precompute.formats.detect_format`), prints what it chose
+and why before writing anything, and refuses (exit 2) when rows fit two formats.
+``--requests`` gives the batch input file beside an OpenAI batch output file: each row's
+prompt is its ``custom_id``'s last user message there.
 
 ``--reference`` marks the file as reference solutions (a human write-up, a gold rationale):
 their teacher is a reference teacher (:mod:`legival_core.published.references`).

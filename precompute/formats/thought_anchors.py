@@ -25,6 +25,12 @@ the folder's name (``problem_330``)        ``problem_id``
 the folder above ``temperature_…``         the teacher (``--teacher`` overrides)
 several base solutions of one problem      ``sample`` 0, 1, … in folder order
 =========================================  =======================================================
+
+The files are opened as a store opens its own (:func:`precompute.formats.base.read_plain_file`):
+no symbolic link is followed and no FIFO or device read, and each file is at most
+:data:`FILE_FACTOR` times ``--max-trace-mb``. Every chunk field is checked before anything is
+written: a ``chunk_idx`` that is not a whole number in the store's int32 range, or repeats, or a
+chunk text holding a lone surrogate, quarantines the folder.
 """
 
 from __future__ import annotations
