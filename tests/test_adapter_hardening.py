@@ -283,6 +283,29 @@ INSPECT_CASES: dict[str, tuple[Any, str | None]] = {
 }
 
 
+def test_an_inspect_member_that_lies_about_its_size_is_read_no_further(tmp_path: Path) -> None:
+    """A member that declares 1,000 bytes and holds 5 MB: unpacking stops at the declared size
+    (the bytes are counted while streaming), and the sample is quarantined as unreadable. Before,
+    the zip's "Bad CRC" error was not caught and ended the ingest with nothing kept."""
+    bomb = json.dumps(_inspect_sample(2, metadata={"pad": "0" * 5_000_000})).encode()
+    log = _eval_log(tmp_path / "lie.eval", [_inspect_sample(1), bomb])
+    data = bytearray(log.read_bytes())
+    with zipfile.ZipFile(log) as archive:
+        info = archive.getinfo("samples/2_epoch_1.json")
+    small = (1_000).to_bytes(4, "little")
+    data[info.header_offset + 22 : info.header_offset + 26] = small  # the local header
+    name = info.filename.encode()
+    central = data.index(b"PK\x01\x02")  # the first central directory entry
+    while data[central + 46 : central + 46 + len(name)] != name:
+        central = data.index(b"PK\x01\x02", central + 4)
+    data[central + 24 : central + 28] = small  # the central directory
+    log.write_bytes(bytes(data))
+    report = ingest(log, tmp_path / "s", None, file_format="inspect")
+    assert report.kept == 1
+    ((field, reason),) = _quarantined(report).values()
+    assert field == "sample" and "unreadable" in reason and "CRC" in reason
+
+
 @pytest.mark.parametrize("case", sorted(INSPECT_CASES))
 def test_an_inspect_sample_of_the_wrong_shape_costs_only_itself(case: str, tmp_path: Path) -> None:
     """Before, each stopped the ingest with one line and exit 1: nothing kept, nothing
@@ -407,6 +430,19 @@ def test_batch_output_with_its_input_file(
     report = ingest(output, tmp_path / "s2", None, file_format="openai")
     assert report.kept == 0
     assert all("--requests" in q.reason for q in report.quarantined)
+    # A --requests file that is not there is a missing input (exit 5), said in one line.
+    code = main(
+        [
+            "ingest",
+            str(output),
+            "--store",
+            str(tmp_path / "s4"),
+            "--requests",
+            str(tmp_path / "nope.jsonl"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 5 and err.count("\n") == 1 and "nope.jsonl: no such file" in err
     # --requests goes with batch output only.
     code = main(
         [
@@ -493,6 +529,9 @@ def test_a_fifo_or_a_link_in_a_problem_folder_is_never_read(tmp_path: Path) -> N
     outside.write_text(json.dumps({"problem": "a secret", "gt_answer": "4"}), "utf-8")
     (linked / "problem.json").unlink()
     (linked / "problem.json").symlink_to(outside)
+    chunks_fifo = _problem_folder(root, "problem_4")
+    (chunks_fifo / "chunks_labeled.json").unlink()
+    os.mkfifo(chunks_fifo / "chunks_labeled.json")
     code = (
         "import json, sys\n"
         "from precompute.ingest import ingest\n"
@@ -510,9 +549,10 @@ def test_a_fifo_or_a_link_in_a_problem_folder_is_never_read(tmp_path: Path) -> N
     kept, quarantined = json.loads(done.stdout)
     assert kept == 1
     reasons = sorted(quarantined)
-    assert [f for f, _ in reasons] == ["problem.json", "problem.json"]
-    assert "is a FIFO, not a file; not read" in reasons[0][1] + reasons[1][1]
-    assert "is a symbolic link, not a file; not read" in reasons[0][1] + reasons[1][1]
+    assert [f for f, _ in reasons] == ["chunks_labeled.json", "problem.json", "problem.json"]
+    assert "chunks_labeled.json is a FIFO, not a file; not read" in reasons[0][1]
+    assert "is a FIFO, not a file; not read" in reasons[1][1] + reasons[2][1]
+    assert "is a symbolic link, not a file; not read" in reasons[1][1] + reasons[2][1]
     prompts = Store.open(tmp_path / "s").read("problems")["prompt"].tolist()
     assert prompts == ["What is 2 + 2?"]
 

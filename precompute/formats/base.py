@@ -385,16 +385,17 @@ def read_plain_file(path: Path, max_bytes: int) -> bytes:
     except FileNotFoundError:
         raise
     if not stat.S_ISREG(found.st_mode):
-        raise RecordError(path.name, f"is {_kind(found.st_mode)}, not a file; not read")
+        raise RecordError(path.name, f"{path.name} is {_kind(found.st_mode)}, not a file; not read")
     fd = os.open(path, os.O_RDONLY | _SAFE_FLAGS)
     with os.fdopen(fd, "rb") as handle:
         mode = os.fstat(handle.fileno()).st_mode
         if not stat.S_ISREG(mode):  # swapped for something else after the lstat
-            raise RecordError(path.name, f"is {_kind(mode)}, not a file; not read")
+            raise RecordError(path.name, f"{path.name} is {_kind(mode)}, not a file; not read")
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise RecordError(
-            path.name, f"larger than {max_bytes / 1e6:.1f} MB (raise it with --max-trace-mb)"
+            path.name,
+            f"{path.name} is larger than {max_bytes / 1e6:.1f} MB (raise it with --max-trace-mb)",
         )
     return data
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -287,7 +288,9 @@ def _problem_folders(root: Path, limit: int | None = None) -> Iterator[Path]:
             children = sorted(folder.iterdir(), reverse=True)
         except OSError:
             continue
-        if (folder / CHUNKS_FILE).is_file():
+        # Present under that name, whatever it is: a link or FIFO there is refused when read,
+        # so the folder is quarantined naming it instead of passed over in silence.
+        if os.path.lexists(folder / CHUNKS_FILE):
             yield folder
             found += 1
             if limit is not None and found >= limit:
