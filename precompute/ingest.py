@@ -324,13 +324,14 @@ def _jsonl(path: Path) -> Iterator[_RawRow]:
             try:
                 value = json.loads(text)
             except json.JSONDecodeError as err:
+                # No field: where a parser stops is not where a line's syntax went wrong (a
+                # quote missed early shifts everything after it), so the line is bad whole.
                 yield _RawRow(
                     row,
                     line_number,
                     None,
                     f"invalid JSON: {err.msg} (column {err.colno})",
                     _excerpt(text),
-                    field_at(text, position=err.pos),
                 )
                 continue
             except RecursionError:

@@ -244,10 +244,10 @@ _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}:,]')
 
 
 def field_at(text: str, position: int | None = None, deeper_than: int | None = None) -> str | None:
-    """The top-level key of the JSON object ``text`` whose value holds ``position`` (where a
-    parser stopped, or an undecodable byte), or where the nesting first goes deeper than
-    ``deeper_than``; None when the place is not inside a top-level value. For naming the field
-    of a line that cannot be parsed at all. One scan of the text's tokens, no parsing.
+    """The top-level key of the JSON object ``text`` whose value holds ``position`` (an
+    undecodable byte), or where the nesting first goes deeper than ``deeper_than``; None when
+    the place is not inside a top-level value. For naming the field of a line that cannot be
+    parsed at all. One scan of the text's tokens, no parsing.
 
     >>> text = '{"a": 1, "b": [[[[1]]]], "c": "x"}'
     >>> field_at(text, position=text.index("x")), field_at(text, deeper_than=3)

@@ -303,7 +303,8 @@ def _member_bytes(archive: zipfile.ZipFile, name: str, limit: int) -> bytes:
 
 def _parsed(data: bytes) -> tuple[Any, str | None, str | None]:
     """A sample member parsed: (sample, None, None), or (None, why not, the field where it
-    fails: the top-level key holding a bad byte, a syntax error or the too-deep nesting)."""
+    fails: the top-level key holding a bad byte or the too-deep nesting; ``sample`` for a
+    syntax error)."""
     text = data.decode("utf-8", errors="surrogateescape")
     bad_byte = next((i for i, c in enumerate(text) if "\udc80" <= c <= "\udcff"), None)
     if bad_byte is not None:
@@ -311,8 +312,8 @@ def _parsed(data: bytes) -> tuple[Any, str | None, str | None]:
     try:
         return json.loads(text), None, None
     except json.JSONDecodeError as err:
-        why = f"invalid JSON: {err.msg} (column {err.colno})"
-        return None, why, field_at(text, position=err.pos) or "sample"
+        # Where the parser stopped is not where the syntax went wrong: the sample is bad whole.
+        return None, f"invalid JSON: {err.msg} (column {err.colno})", "sample"
     except RecursionError:
         return None, "nested too deeply to read", field_at(text, deeper_than=500) or "sample"
 
