@@ -748,7 +748,18 @@ def _exit_code(error: BaseException) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit code (see the module docstring)."""
+    """Entry point; returns the exit code (see the module docstring).
+
+    Everything the command prints goes through :func:`precompute.terminal.escaped_output`: a
+    name from someone else's file (a stray file in a store, a teacher, a quarantine reason)
+    cannot move the cursor, erase a line or reverse text on the user's terminal."""
+    from precompute.terminal import escaped_output
+
+    with escaped_output():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -767,6 +778,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_INTERRUPTED
     except Exception as error:  # the CLI's contract: one line, never a traceback
+        from precompute.disk import disk_error
+
+        if disk_error(error):
+            print(f"precompute: error: {_disk_message(args, error)}", file=sys.stderr)
+            return EXIT_STORE
         code = _exit_code(error)
         message = str(error).strip().splitlines()[0] if str(error).strip() else ""
         kind = type(error).__name__
@@ -777,3 +793,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             hint = f" (details: {Path(store_path) / 'logs'})"
         print(f"precompute: error: {text}{hint}", file=sys.stderr)
         return code
+
+
+def _disk_message(args: argparse.Namespace, error: BaseException) -> str:
+    """The one line for a disk that refused a write (full, over quota, read-only), naming what
+    the command was writing: the store it compacts (``merge``), the folder it writes into
+    (``export``, ``publish``), else the store. Exit 4, as for every store problem."""
+    from precompute.disk import describe_os_error
+
+    assert isinstance(error, OSError)
+    out = getattr(args, "out", None)
+    store = getattr(args, "store", None)
+    if isinstance(store, list):  # publish takes several stores
+        store = ", ".join(str(s) for s in store)
+    if out is not None and args.command != "merge":
+        target = f"{out}" + (f" (from the store {store})" if store is not None else "")
+    else:
+        target = f"the store {store}" if store is not None else "its output"
+    return (
+        f"{args.command} cannot write to {target}: {describe_os_error(error)}; nothing already "
+        "written was lost, rerun once the disk takes writes again"
+    )

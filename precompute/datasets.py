@@ -322,6 +322,27 @@ def hub_rows(
 # --- field helpers ------------------------------------------------------------------------------
 
 
+def _check_unicode(row: Mapping[str, Any]) -> None:
+    """Refuse a row holding a lone surrogate (a JSON escape such as ``"\\ud800"``) in any of
+    its texts, naming the column: such text cannot be written as UTF-8, so it would fail the
+    whole load at its write instead of skipping its own row."""
+    for name, value in row.items():
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise RowError(
+                        str(name), "is not valid Unicode (holds a lone surrogate)"
+                    ) from None
+            elif isinstance(item, dict):
+                stack.extend(item.values())
+            elif isinstance(item, list | tuple):
+                stack.extend(item)
+
+
 def _text(row: Mapping[str, Any], name: str, *, required: bool = True) -> str | None:
     value = row.get(name)
     if value is None or (isinstance(value, float) and value != value):
@@ -795,6 +816,7 @@ def _hub_format_loader(
                 break
             ctx = RowContext(name, task, number, cfg, chosen_split, seed, options, counters)
             try:
+                _check_unicode(raw)
                 problem = convert(raw, ctx)
             except RowError as err:
                 at = f"{where}{f' [{cfg}]' if cfg else ''}, row {number}"
@@ -1006,6 +1028,7 @@ def load_local(
             break
         columns = {f: mapping.get(f, f) for f in LOCAL_FIELDS}
         try:
+            _check_unicode(raw)
             ident = _text(raw, columns["problem_id"], required=False) or str(number)
             choices = None
             if raw.get(columns["choices"]) is not None:

@@ -4,13 +4,17 @@
 
     python -m precompute ingest FILE --store DIR --teacher NAME --task math \\
         [--format auto] [--dataset NAME] [--map COLUMN_FIELD=COLUMN ...] [--max-trace-mb 50] \\
-        [--overwrite] [--batch-rows 2000] [--reference]
+        [--overwrite] [--batch-rows 2000] [--reference] [--requests BATCH_INPUT]
 
 ``--format`` reads the files evaluation tools write (Inspect AI logs, lm-eval samples, chat
 completions, OpenR1 / OpenThoughts rows, Thought Anchors folders): an adapter of
 :mod:`precompute.formats` turns each into the rows below, keeps the tool's own verdict beside
 our grade (``tool_grades``) and chunk importances (``chunk_importance``), and takes the teacher
-from the model the file names unless ``--teacher`` is given. ``auto`` (the default) sniffs.
+from the model the file names unless ``--teacher`` is given. ``auto`` (the default) decides on
+the shape of the first rows (:func:`precompute.formats.detect_format`), prints what it chose
+and why before writing anything, and refuses (exit 2) when rows fit two formats.
+``--requests`` gives the batch input file beside an OpenAI batch output file: each row's
+prompt is its ``custom_id``'s last user message there.
 
 ``--reference`` marks the file as reference solutions (a human write-up, a gold rationale):
 their teacher is a reference teacher (:mod:`legival_core.published.references`).
@@ -71,7 +75,7 @@ import os
 import re
 import sys
 import unicodedata
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -83,7 +87,7 @@ from legival_core.store.schema import TABLES, trace_id_for
 from legival_core.store.store import Store, StoreError
 from legival_core.tasks.base import Grade, GraderCodeError, TextGrade
 from precompute.errors import InputMissingError, InputUnusableError, UsageError
-from precompute.formats.base import EXTRA_KEYS
+from precompute.formats.base import EXTRA_KEYS, field_at
 from precompute.formats.extras import ExtraTables
 
 __all__ = [
@@ -265,6 +269,9 @@ def _row_excerpt(values: Mapping[str, Any] | None) -> str | None:
 
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
+#: Python's JSON parser gives up somewhat below this depth; the field of a line too deep to
+#: parse is where its nesting first passes it.
+_PARSER_DEPTH = 500
 _UTF8_BOM = b"\xef\xbb\xbf"
 
 
@@ -302,11 +309,23 @@ def _jsonl(path: Path) -> Iterator[_RawRow]:
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError as err:
-                yield _RawRow(row, line_number, None, f"not UTF-8 ({err.reason})", _excerpt(data))
+                # The field is the top-level key whose value holds the first bad byte.
+                decoded = data.decode("utf-8", errors="surrogateescape")
+                bad_at = next(i for i, c in enumerate(decoded) if "\udc80" <= c <= "\udcff")
+                yield _RawRow(
+                    row,
+                    line_number,
+                    None,
+                    f"not UTF-8 ({err.reason})",
+                    _excerpt(data),
+                    field_at(decoded, position=bad_at),
+                )
                 continue
             try:
                 value = json.loads(text)
             except json.JSONDecodeError as err:
+                # No field: where a parser stops is not where a line's syntax went wrong (a
+                # quote missed early shifts everything after it), so the line is bad whole.
                 yield _RawRow(
                     row,
                     line_number,
@@ -316,7 +335,9 @@ def _jsonl(path: Path) -> Iterator[_RawRow]:
                 )
                 continue
             except RecursionError:
-                yield _RawRow(row, line_number, None, "invalid JSON: nested too deeply", None)
+                reason = "invalid JSON: nested too deeply"
+                field_name = field_at(text, deeper_than=_PARSER_DEPTH)
+                yield _RawRow(row, line_number, None, reason, None, field_name)
                 continue
             if not isinstance(value, dict):
                 yield _RawRow(
@@ -450,24 +471,35 @@ def _strict_error(lines: Sequence[str], delimiter: str) -> str | None:
 
 
 def _parquet(path: Path) -> Iterator[_RawRow]:
+    """The rows of a Parquet file, one row group at a time: a damaged row group is one bad
+    row naming the rows it held, and the row groups before and after it are kept (before, the
+    first damaged group ended the ingest and took every row read so far with it)."""
     import pyarrow.parquet as pq
 
     try:
         parquet = pq.ParquetFile(path)
+        groups = parquet.metadata.num_row_groups
     except Exception as err:  # pyarrow's own error types
         raise IngestUnreadableError(
             f"{path}: not a readable Parquet file ({_one_line(err)})"
         ) from None
     row = 0
-    try:
-        for batch in parquet.iter_batches(batch_size=512):
-            for values in batch.to_pylist():
-                row += 1
-                yield _RawRow(row, None, values)
-    except Exception as err:  # a corrupt page or column chunk further into the file
-        raise IngestUnreadableError(
-            f"{path}: Parquet data unreadable after row {row} ({_one_line(err)})"
-        ) from None
+    for group in range(groups):
+        end = row + parquet.metadata.row_group(group).num_rows
+        try:
+            for batch in parquet.iter_batches(batch_size=512, row_groups=[group]):
+                for values in batch.to_pylist():
+                    row += 1
+                    yield _RawRow(row, None, values)
+        except Exception as err:  # a corrupt page or column chunk in this row group
+            first, row = row + 1, max(end, row + 1)
+            yield _RawRow(
+                first,
+                None,
+                None,
+                f"rows {first}-{row} (row group {group + 1} of {groups}) are unreadable "
+                f"({_one_line(err)}); the other row groups are read",
+            )
 
 
 def _one_line(error: BaseException) -> str:
@@ -512,6 +544,12 @@ def _rows(source: str, split: str | None, config: str | None) -> Iterator[_RawRo
 
 
 # --- validating one row -------------------------------------------------------------------------
+
+
+def lookup_field(values: Mapping[str, Any], name: str, mapping: Mapping[str, str]) -> Any:
+    """The value of ingest field ``name`` in a row: its ``--map`` column, its own name, or the
+    first of its :data:`ALIASES` the row has."""
+    return _lookup(values, name, mapping)
 
 
 def _lookup(values: Mapping[str, Any], name: str, mapping: Mapping[str, str]) -> Any:
@@ -711,8 +749,26 @@ def _record(raw_row: _RawRow, mapping: Mapping[str, str], teacher: str, max_byte
         tokens=_as_count("tokens", _lookup(values, "tokens", mapping)),
         complete=complete,
         truncated=_as_bool("truncated", _lookup(values, "truncated", mapping)),
-        extras={k: values[k] for k in EXTRA_KEYS if values.get(k) is not None},
+        extras=_extras(values),
     )
+
+
+def _extras(values: Mapping[str, Any]) -> dict[str, Any]:
+    """What a format adapter adds beside the fields (:data:`EXTRA_KEYS`), each text in it
+    checked to be writable as UTF-8: a lone surrogate in a tool's verdict or in a chunk must
+    quarantine its row here, not fail a table's write after the trace has landed."""
+    extras = {k: values[k] for k in EXTRA_KEYS if values.get(k) is not None}
+    for name, value in extras.items():
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):
+                _as_text(name, item)
+            elif isinstance(item, dict):
+                stack.extend(item.values())
+            elif isinstance(item, list | tuple):
+                stack.extend(item)
+    return extras
 
 
 # --- writing ------------------------------------------------------------------------------------
@@ -1146,6 +1202,8 @@ def ingest(
     batch_rows: int = 2000,
     reference: bool = False,
     file_format: str = "legival",
+    requests: str | os.PathLike[str] | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> IngestReport:
     """Ingest a file (or a Hugging Face dataset) of traces into ``store``.
 
@@ -1167,8 +1225,13 @@ def ingest(
             its traces get the source ``reference:ingest:<file>``, which makes their teacher a
             reference teacher (:mod:`legival_core.published.references`), shown apart and left out
             of ranks, frontiers, teacher-level correlations and solver pools by default.
-        file_format: a :data:`precompute.formats.FORMATS` name, or ``"auto"`` to sniff it;
-            ``"legival"`` (the default) reads our own rows.
+        file_format: a :data:`precompute.formats.FORMATS` name, or ``"auto"`` to detect it
+            (:func:`precompute.formats.detect_format`; rows that fit two formats are refused
+            with :class:`IngestUsageError`); ``"legival"`` (the default) reads our own rows.
+        requests: with ``file_format`` openai, the batch *input* file beside a batch output
+            file: each row's prompt is its ``custom_id``'s last user message there.
+        announce: called with one line saying which format ``auto`` detected, and why, before
+            anything is written (the command line prints it).
 
     Returns:
         An :class:`IngestReport`; bad rows are in ``report.quarantined`` and in the store's
@@ -1180,7 +1243,23 @@ def ingest(
             missing file (:class:`IngestMissingError`) or an unreadable one
             (:class:`IngestUnreadableError`).
     """
-    adapter = _adapter(file_format, os.fspath(path))
+    adapter, detection = _adapter(file_format, os.fspath(path), dict(mapping or {}))
+    if detection is not None and announce is not None:
+        announce(detection_line(os.fspath(path), detection))
+    if requests is not None:
+        if adapter is None or not hasattr(adapter, "load_requests"):
+            raise IngestUsageError(
+                "--requests: the batch input file goes with --format openai (batch output), "
+                f"not with {adapter.name if adapter is not None else 'legival'} rows"
+            )
+        from precompute.formats import FormatMissingError, FormatUnreadableError
+
+        try:
+            adapter.load_requests(Path(requests))
+        except FormatMissingError as err:
+            raise IngestMissingError(str(err)) from None
+        except FormatUnreadableError as err:
+            raise IngestUnreadableError(str(err)) from None
     if teacher is not None and not str(teacher).strip():
         teacher = None
     if teacher is None and (adapter is None or not adapter.names_model):
@@ -1202,6 +1281,9 @@ def ingest(
     source_path = Path(source)
     is_file = source_path.exists()
     task_impl = _task(task)
+    max_bytes = int(max_trace_mb * 1e6)
+    if adapter is not None:
+        adapter.max_bytes = max_bytes  # what the adapter unpacks or assembles is bounded too
     rows = (
         _rows(source, split, config)
         if adapter is None
@@ -1223,7 +1305,6 @@ def ingest(
     writer = _Writer(
         the_store, report, task_impl, existing, source_path.name, overwrite, batch_rows, reference
     )
-    max_bytes = int(max_trace_mb * 1e6)
     first_seen: dict[tuple[str, str, int], str] = {}
     #: Where each problem's stored prompt and gold come from: "the store" or this file's line.
     origin: dict[str, str] = {}
@@ -1263,10 +1344,11 @@ def ingest(
                         + "): give --dataset",
                     )
                 if not candidates:
+                    hint = getattr(adapter, "prompt_hint", "") if adapter is not None else ""
                     raise _FieldError(
                         "prompt",
                         f"missing, and problem '{record.problem_id}' is not in the store "
-                        "(give the prompt, or load the dataset first)",
+                        f"(give the prompt, or load the dataset first{hint})",
                     )
                 record.problem_id = candidates[0]
                 stored_in = str(existing[record.problem_id].get("dataset"))
@@ -1310,6 +1392,8 @@ def ingest(
             f"{count} rows named their problem by the id it has in dataset '{stored_in}' "
             "(they hold no prompt; --dataset chooses the dataset)"
         )
+    if detection is not None:
+        report.notes.append(f"--format auto chose {detection.name}: {detection.why}")
     if adapter is not None:
         report.notes += _format_notes(adapter, writer)
     teachers = sorted(writer.tokens_by_teacher)
@@ -1384,15 +1468,39 @@ def _check_problem(
         )
 
 
-def _adapter(file_format: str, source: str) -> Any | None:
-    """The format adapter for ``file_format`` (``auto``: sniffed), or None for our own rows."""
+def detect(source: str, mapping: Mapping[str, str] | None = None) -> Any:
+    """What ``--format auto`` makes of ``source``
+    (:func:`precompute.formats.detect_format`); two formats that fit are a usage error."""
     from precompute import formats
 
-    name = formats.sniff_format(source) if file_format == formats.AUTO else file_format
-    if name == "legival":
-        return None
     try:
-        return formats.get_format(name)
+        return formats.detect_format(source, mapping)
+    except formats.FormatAmbiguousError as err:
+        raise IngestUsageError(str(err)) from None
+
+
+def detection_line(source: str, detection: Any) -> str:
+    """The line ingest prints before it writes anything when ``--format auto`` chose."""
+    from precompute import formats
+
+    tool = formats.FORMATS[detection.name].tool
+    return (
+        f"format: {detection.name} ({tool}), detected by --format auto: {detection.why} "
+        "(give --format to choose another)"
+    )
+
+
+def _adapter(file_format: str, source: str, mapping: Mapping[str, str]) -> tuple[Any, Any]:
+    """The format adapter for ``file_format`` (``auto``: detected), or None for our own rows,
+    with what the detection found (None when the format was given)."""
+    from precompute import formats
+
+    detection = detect(source, mapping) if file_format == formats.AUTO else None
+    name = detection.name if detection is not None else file_format
+    if name == "legival":
+        return None, detection
+    try:
+        return formats.get_format(name), detection
     except KeyError as err:
         raise IngestUsageError(str(err).strip("\"'")) from None
 
@@ -1529,6 +1637,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "apart and left out of ranks, frontiers, correlations and solver pools by default",
     )
     parser.add_argument(
+        "--requests",
+        default=None,
+        metavar="FILE",
+        help="--format openai: the batch input file beside a batch output file; each row's "
+        "prompt is the last user message of its custom_id's request",
+    )
+    parser.add_argument(
         "--batch-rows",
         type=int,
         default=2000,
@@ -1549,6 +1664,7 @@ def ingest_from_args(args: argparse.Namespace) -> IngestReport:
         mapping = parse_mapping(args.map)
     except DatasetError as err:  # a bad --map is a bad command line
         raise IngestUsageError(str(err)) from None
+    file_format = getattr(args, "file_format", "legival")
     try:
         report = ingest(
             args.file,
@@ -1563,7 +1679,10 @@ def ingest_from_args(args: argparse.Namespace) -> IngestReport:
             overwrite=args.overwrite,
             batch_rows=args.batch_rows,
             reference=args.reference,
-            file_format=getattr(args, "file_format", "legival"),
+            file_format=file_format,
+            requests=getattr(args, "requests", None),
+            # Which format auto chose is said before anything is written.
+            announce=print,
         )
     except OSError as err:
         from precompute.disk import describe_os_error, disk_error

@@ -46,11 +46,14 @@ def progress_bar(total: int, desc: str, unit: str = "item", enabled: bool | None
         return _SilentBar()
     from tqdm import tqdm
 
+    from precompute.terminal import unescaped
+
     return tqdm(
         total=total,
         desc=desc,
         unit=unit,
-        file=sys.stderr,
+        # The bar's carriage returns are its own: they go past the command's terminal escaping.
+        file=unescaped(sys.stderr),
         dynamic_ncols=True,
         mininterval=0.5,
         bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} "

@@ -604,14 +604,17 @@ def _evidence_pages(
 
 
 def _open_sources(
-    store_paths: Sequence[Path], prefer: str | None, allow_mixed_graders: bool = False
+    store_paths: Sequence[Path],
+    prefer: str | None,
+    names: Sequence[str] | None = None,
+    allow_mixed_graders: bool = False,
 ) -> _Sources:
     from legival_core.grading.stamps import mixed_grader_versions
     from precompute.errors import UsageError
     from precompute.stages.base import StageError
 
     stores = [Store.open(p) for p in store_paths]
-    names = _store_names([s.path for s in stores])
+    names = list(names) if names is not None else _store_names([s.path for s in stores])
     mixed = None if allow_mixed_graders else mixed_grader_versions(zip(names, stores, strict=True))
     if mixed is not None:
         raise UsageError(
@@ -640,15 +643,18 @@ def _open_sources(
 
 
 def build_site(
-    store_paths: Sequence[Path], options: PublishOptions | None = None
+    store_paths: Sequence[Path],
+    options: PublishOptions | None = None,
+    names: Sequence[str] | None = None,
 ) -> dict[str, bytes]:
-    """Every file of the site for the stores at ``store_paths`` (relative path -> bytes)."""
+    """Every file of the site for the stores at ``store_paths`` (relative path -> bytes).
+    ``names`` are the stores' names on the board (default: their folders' names)."""
     import plotly.offline
 
     from legival_core.published.references import store_reference_teachers
 
     options = options or PublishOptions()
-    sources = _open_sources(store_paths, options.prefer, options.allow_mixed_graders)
+    sources = _open_sources(store_paths, options.prefer, names, options.allow_mixed_graders)
     references = sorted({r for s in sources.stores for r in store_reference_teachers(s.store)})
     sections, text_table, latex, numbers = _leaderboard_sections(sources, options, references)
 
@@ -733,39 +739,94 @@ class SiteCheck:
 
 def check_site(site: Path, store_paths: Iterable[Path]) -> SiteCheck:
     """Whether the site at ``site`` still matches the stores at ``store_paths``: the same
-    stores (by content, config and provenance digest, in the same order) and every file the
-    site's ``site.json`` lists still there with its digest."""
+    stores (by content, config and provenance digest, in the same order), and every file of
+    the folder byte for byte the file publish makes of those stores with the options
+    ``site.json`` records. The site is built again from the stores for this, so nothing the
+    folder says about itself is trusted: a file left out of ``site.json``, one added beside the
+    site, and ``site.json`` itself are compared like every other."""
     pin_path = site / "site.json"
     try:
         pinned = json.loads(pin_path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return SiteCheck(False, f"{site}: no site.json; not a site written by publish")
-    except (OSError, ValueError) as error:
-        return SiteCheck(False, f"{pin_path}: unreadable ({error})")
-    if pinned.get("format") != site_pin.SITE_FORMAT:
+    except (OSError, ValueError, RecursionError) as error:
+        return SiteCheck(False, f"{pin_path}: unreadable ({' '.join(str(error).split())[:200]})")
+    if not isinstance(pinned, dict) or pinned.get("format") != site_pin.SITE_FORMAT:
         return SiteCheck(False, f"{pin_path}: not a legival site pin")
     stores = [Store.open(p) for p in store_paths]
-    names = _store_names([s.path for s in stores])
-    current = [_pin(n, s) for n, s in zip(names, stores, strict=True)]
-    recorded = pinned.get("stores", [])
-    if len(recorded) != len(current):
+    recorded = pinned.get("stores")
+    if not isinstance(recorded, list) or not all(isinstance(r, dict) for r in recorded):
+        return SiteCheck(False, f"{pin_path}: its 'stores' is not a list of store pins")
+    if len(recorded) != len(stores):
         return SiteCheck(
-            False, f"{site} was published from {len(recorded)} store(s), not {len(current)}"
+            False, f"{site} was published from {len(recorded)} store(s), not {len(stores)}"
         )
-    for was, now, store in zip(recorded, current, stores, strict=True):
-        changed = site_pin.mismatches(was, now)
+    # The stores by the names the site gives them (a store moved to another folder still
+    # checks); a name that is not one publish could have given is a mismatch below.
+    names = [str(r.get("name")) for r in recorded]
+    for was, store, name in zip(recorded, stores, names, strict=True):
+        changed = site_pin.mismatches(was, _pin(name, store))
         if changed:
+            now = _pin(name, store)
             return SiteCheck(
                 False,
                 f"{site} does not match {store.path}: its {' and '.join(changed)} changed "
-                f"(content {was.get('content_digest', '?')[:12]} in the site, "
+                f"(content {str(was.get('content_digest', '?'))[:12]} in the site, "
                 f"{now['content_digest'][:12]} now)",
             )
-    for relative, digest in pinned.get("files", {}).items():
-        path = site / relative
-        if not path.is_file():
-            return SiteCheck(False, f"{site} does not match: {relative} is missing")
-        if site_pin.file_digest(path) != digest:
-            return SiteCheck(False, f"{site} does not match: {relative} was changed")
-    digests = ", ".join(p["content_digest"][:12] for p in current)
+    options = _recorded_options(pinned.get("options"))
+    if options is None:
+        return SiteCheck(False, f"{pin_path}: its 'options' are not publish options")
+    expected = build_site([s.path for s in stores], options, names)
+    differ = _differing_files(site, expected)
+    if differ:
+        more = f" (and {len(differ) - 1} more)" if len(differ) > 1 else ""
+        return SiteCheck(False, f"{site} does not match: {differ[0]}{more}")
+    pins = [_pin(n, s) for n, s in zip(names, stores, strict=True)]
+    digests = ", ".join(pin["content_digest"][:12] for pin in pins)
     return SiteCheck(True, f"{site} matches {', '.join(str(s.path) for s in stores)} ({digests})")
+
+
+def _recorded_options(recorded: Any) -> PublishOptions | None:
+    """The publish options ``site.json`` records, or None when they are not those of
+    :class:`PublishOptions` (names missing or unknown, or a value of another type)."""
+    if not isinstance(recorded, dict):
+        return None
+    kinds = {field.name: field.type for field in dataclasses.fields(PublishOptions)}
+    if set(recorded) != set(kinds):
+        return None
+    for name, value in recorded.items():
+        allowed = {
+            "int": (int,), "str": (str,), "bool": (bool,),
+            "int | None": (int, type(None)), "str | None": (str, type(None)),
+        }[str(kinds[name])]  # fmt: skip
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            return None
+    return PublishOptions(**recorded)
+
+
+def _differing_files(site: Path, expected: Mapping[str, bytes]) -> list[str]:
+    """What differs between the folder ``site`` and the files publish makes, in words, one
+    entry per file, in path order: a file missing, changed, not made by publish, or not a
+    plain file (a link or a FIFO, never followed or opened)."""
+    import os
+    import stat
+
+    found: dict[str, str] = {}
+    for folder, subfolders, files in os.walk(site):
+        for name in sorted(files) + sorted(subfolders):
+            path = Path(folder) / name
+            relative = path.relative_to(site).as_posix()
+            mode = os.lstat(path).st_mode
+            if stat.S_ISDIR(mode):
+                continue
+            if not stat.S_ISREG(mode):
+                found[relative] = f"{relative} is not a plain file (a link or a special file)"
+            elif relative not in expected:
+                found[relative] = f"{relative} is not part of the site (publish did not write it)"
+            elif site_pin.file_digest(path) != _bytes_digest(expected[relative]):
+                found[relative] = f"{relative} was changed"
+    for relative in expected:
+        if relative not in found and not (site / relative).is_file():
+            found[relative] = f"{relative} is missing"
+    return [found[k] for k in sorted(found)]

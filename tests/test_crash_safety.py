@@ -611,6 +611,53 @@ def test_segment_killed_between_its_tables_resumes(tmp_path: Path) -> None:
     assert store.verify() == []
 
 
+# --- page results stamped with what was read ----------------------------------------------------
+
+
+def test_a_write_during_the_metrics_reads_leaves_its_page_results_stale(
+    chain: Chain, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40, item 2: the metrics stage took its input snapshot after reading traces,
+    grades, steps, similarity and judgments, so a step a concurrent ``segment`` wrote in
+    between was stamped as read: the inspector's trace list then showed 4 steps where the
+    steps table has 5, until the next metrics run. The write lands here right after the last
+    of those reads; the stored marker must then be stale, never current."""
+    from legival_core.store.page_results import is_current
+    from precompute.stages import metrics
+
+    store_dir = tmp_path / "store"
+    shutil.copytree(chain.before["metrics"], store_dir)
+    store = Store.open(store_dir)
+    steps = store.read("steps")
+    trace = steps["trace_id"].iloc[0]
+    last = steps[steps["trace_id"] == trace].sort_values("step").iloc[-1]
+    extra = pd.DataFrame([{**last.to_dict(), "step": int(last["step"]) + 1,
+                           "text": "One more step."}])  # fmt: skip
+    real = metrics.read_or_empty
+
+    def read_then_write(store_: object, table: str, columns: object = None) -> pd.DataFrame:
+        frame = real(store_, table, columns)
+        if table == "judgments":  # the last read before the snapshot was taken
+            Store.open(store_dir).write("steps", extra, stage="segment")
+        return frame
+
+    monkeypatch.setattr(metrics, "read_or_empty", read_then_write)
+    _run_in_process("metrics", store_dir, chain.config)
+    store = Store.open(store_dir)
+    assert (
+        len(store.read("steps", filters={"trace_id": [trace]}))
+        == len(steps[steps["trace_id"] == trace]) + 1
+    )
+    pages = store.read("page_results", columns=["name", "selection", "inputs_stamp"])
+    assert not is_current(pages, store.manifest, "trace_steps", ())
+    # Without a concurrent write the same run's marker is current.
+    monkeypatch.setattr(metrics, "read_or_empty", real)
+    _run_in_process("metrics", store_dir, chain.config)
+    store = Store.open(store_dir)
+    pages = store.read("page_results", columns=["name", "selection", "inputs_stamp"])
+    assert is_current(pages, store.manifest, "trace_steps", ())
+
+
 # --- a full disk: one line naming the store and the stage, no tracebacks --------------------------
 
 
@@ -684,6 +731,56 @@ def test_full_disk_is_one_line_naming_the_store_and_the_stage(small_tmpfs: Path)
     store = Store.open(store_dir)
     assert store.verify() == []
     assert set(store.read("steps")["trace_id"]) == set(store.read("traces")["trace_id"])
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "precompute", *args]
+    return subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+
+
+def _one_disk_line(done: subprocess.CompletedProcess[str], names: Path) -> None:
+    """Exit 4 (a store problem, as the CLI documents for a disk that refuses writes), one line
+    naming what was being written, no traceback."""
+    assert done.returncode == 4, done.stderr[-3000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert str(names) in lines[0] and "No space left on device" in lines[0], lines[0]
+
+
+def test_merge_export_and_publish_on_a_full_disk_are_exit_4_naming_what_they_write(
+    small_tmpfs: Path, tmp_path: Path
+) -> None:
+    """Issue 40, item 17: each exited 1 with a bare OSError naming no store. The data held
+    then and holds now: with space again the same commands finish."""
+    from tests.test_publish import hand_store
+
+    # merge compacts a store on the full disk.
+    store_dir = small_tmpfs / "store"
+    store = Store.create(store_dir)
+    for part in range(4):
+        rows = [{"trace_id": f"t{part}-{i}", "reward_model": "rm", "score": i / 100}
+                for i in range(200)]  # fmt: skip
+        store.write("rewards", pd.DataFrame(rows), stage="reward")
+    before = store.read("rewards")
+    filler = _fill(small_tmpfs)
+    _one_disk_line(_run("merge", "--store", str(store_dir)), store_dir)
+    assert Store.open(store_dir).verify() == []
+    pd.testing.assert_frame_equal(Store.open(store_dir).read("rewards"), before)
+    # export and publish write into a folder on the full disk, from a store elsewhere.
+    source = hand_store(tmp_path / "run", {"ace": [100, 110], "bee": [200, 300]})
+    exported = small_tmpfs / "export"
+    _one_disk_line(_run("export", "--store", str(source), "--out", str(exported)), exported)
+    site = small_tmpfs / "site"
+    _one_disk_line(_run("publish", "--store", str(source), "--out", str(site),
+                        "--resamples", "20"), site)  # fmt: skip
+    filler.unlink()
+    assert _run("merge", "--store", str(store_dir)).returncode == 0
+    assert len(Store.open(store_dir).parts("rewards")) == 1
+    pd.testing.assert_frame_equal(Store.open(store_dir).read("rewards"), before)
+    assert _run("export", "--store", str(source), "--out", str(exported)).returncode == 0
+    # A site (plotly.js inline, over 3 MB) never fits this disk: publish left nothing on it.
+    assert sorted(p.name for p in small_tmpfs.iterdir()) == ["export", "store"]
 
 
 def test_an_unwritable_log_is_one_warning_not_a_traceback_per_record(
@@ -769,7 +866,9 @@ def test_publish_killed_at_every_step_leaves_the_old_site_or_the_new_one(tmp_pat
     cut = subprocess.run(
         _publish_command(new_store, out), env=_env(), capture_output=True, preexec_fn=small_files
     )
-    assert cut.returncode == 1 and b"File too large" in cut.stderr, cut.stderr[-2000:]
+    # A write the system refuses (here the file-size limit: EFBIG) is the CLI's "disk that
+    # refuses writes", exit 4, since issue 40 (it was a bare OSError, exit 1).
+    assert cut.returncode == 4 and b"File too large" in cut.stderr, cut.stderr[-2000:]
     assert _site(out) == old, "stopped inside index.html: the site is not the old one"
 
     from precompute.atomic_folder import KILL_IN_STAGING_ENV

@@ -118,3 +118,48 @@ def test_nothing_cites_notes_that_are_not_in_the_repository() -> None:
         if _GONE.search(line)
     ]
     assert cited == []
+
+
+# --- the reliability pages say what the code does (issue 40, item 18) ---------------------------
+
+
+def _paragraph(text: str, opening: str) -> str:
+    """The paragraph (or list item) of ``text`` that starts with ``opening``, on one line."""
+    after = text.split(opening, 1)[1]
+    return " ".join(re.split(r"\n\n|\n- ", after, maxsplit=1)[0].split())
+
+
+def test_security_gives_the_exit_code_a_full_disk_gives_ingest() -> None:
+    """SECURITY.md said a full-disk ingest exits 2; it exits 4, the command line's store code
+    (tests/test_crash_safety.py runs it on a filled tmpfs)."""
+    from precompute.cli import EXIT_STORE
+
+    security = (REPO / "SECURITY.md").read_text(encoding="utf-8")
+    paragraph = _paragraph(security, "**A full disk is one line")
+    assert set(re.findall(r"exit `(\d+)`", paragraph)) == {str(EXIT_STORE)}, paragraph
+    assert "ingest says which store it cannot write (exit `4`)" in paragraph
+
+
+def test_reliability_says_how_a_problems_file_treats_a_bad_line(tmp_path: Path) -> None:
+    """docs/reliability.md said the good rows of every hostile file are kept; a problems file
+    fails whole on a line that is not JSON, on purpose (a benchmark must not silently lose a
+    problem), and skips only rows of the wrong shape. The page says so, and the loader does
+    what the page says."""
+    import pytest
+
+    from precompute.datasets import DatasetUnreadableError, load_local
+
+    reliability = (REPO / "docs" / "reliability.md").read_text(encoding="utf-8")
+    bullet = _paragraph(reliability, "- **Hostile files**")
+    assert "a line that is not JSON fails the whole file (exit 6, naming the line)" in bullet
+    assert "is skipped and listed with its row and field while the others load" in bullet
+    good = '{"problem_id": "a", "prompt": "1+1?", "gold": "2"}\n'
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(good + "{not json\n", encoding="utf-8")
+    with pytest.raises(DatasetUnreadableError, match="line 2: invalid JSON"):
+        load_local(broken, dataset="d")
+    shaped = tmp_path / "shaped.jsonl"
+    shaped.write_text(good + '{"problem_id": "b", "prompt": "2+2?"}\n', encoding="utf-8")
+    frame = load_local(shaped, dataset="d")
+    assert frame["problem_id"].tolist() == ["d/a"]
+    assert "row 2, field 'gold'" in frame.attrs["skipped"][0]

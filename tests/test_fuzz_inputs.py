@@ -209,12 +209,15 @@ def bad_rows(draw: st.DrawFn, ident: str) -> Row:
     if kind == "not_object":
         value = draw(st.one_of(st.integers(), st.text(max_size=10), st.lists(st.integers())))
         return Row(None, raw=json.dumps(value).encode())
+    # A line that cannot be decoded or parsed names the top-level key where it breaks (issue
+    # 40): the bad bytes land inside the last value, "reasoning"; the nesting in "problem_id".
     if kind == "not_utf8":
         junk = draw(st.sampled_from([b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\x80abc"]))
-        return Row(None, raw=line[:-2].encode() + b' "' + junk + b'"}')
+        return Row(None, raw=line[:-2].encode() + b' "' + junk + b'"}', bad_field="reasoning")
     if kind == "deep_nesting":
         depth = draw(st.integers(2_000, 50_000))
-        return Row(None, raw=b'{"problem_id": ' + b"[" * depth + b"]" * depth + b"}")
+        raw = b'{"problem_id": ' + b"[" * depth + b"]" * depth + b"}"
+        return Row(None, raw=raw, bad_field="problem_id")
     values = dict(base)
     field = {
         "no_problem_id": "problem_id",

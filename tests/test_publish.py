@@ -368,6 +368,56 @@ def test_check_detects_a_changed_store_and_a_changed_site(
     assert main(["publish", "--check", str(site), "--store", str(store), "--out", "x"]) == 2
 
 
+def test_check_compares_every_file_with_the_site_the_store_gives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 40, item 3: --check trusted the site's own list of files. A number edited in
+    index.html, with index.html then taken out of site.json, "matched". Now the site is built
+    again from the store and every file of the folder compared with it."""
+    import json
+    import shutil
+
+    store = hand_store(tmp_path / "run", {"ace": [100, 110], "bee": [200, 300]})
+    site = tmp_path / "site"
+    assert main(["publish", "--store", str(store), "--out", str(site), "--resamples", "20"]) == 0
+    pristine = tmp_path / "pristine"
+    shutil.copytree(site, pristine)
+
+    def check() -> tuple[int, str]:
+        code = main(["publish", "--check", str(site), "--store", str(store)])
+        return code, capsys.readouterr().out
+
+    capsys.readouterr()
+    page = site / "index.html"
+    text = page.read_text(encoding="utf-8")
+    assert "105" in text
+    page.write_text(text.replace("105", "95", 1), encoding="utf-8")
+    pin = json.loads((site / "site.json").read_text(encoding="utf-8"))
+    del pin["files"]["index.html"]
+    (site / "site.json").write_text(json.dumps(pin, indent=1) + "\n", encoding="utf-8")
+    code, out = check()
+    assert code == 1 and out.count("\n") == 1, out
+    assert out == f"{site} does not match: index.html was changed (and 1 more)\n"
+    # A page added beside the site, and a link in place of a page, are no part of it.
+    shutil.rmtree(site)
+    shutil.copytree(pristine, site)
+    (site / "rows" / "extra.html").write_text("<p>ace is best</p>", encoding="utf-8")
+    code, out = check()
+    assert code == 1 and "rows/extra.html is not part of the site" in out
+    (site / "rows" / "extra.html").unlink()
+    (site / "leaderboard.csv").unlink()
+    (site / "leaderboard.csv").symlink_to(tmp_path / "elsewhere.csv")
+    code, out = check()
+    assert code == 1 and "leaderboard.csv is not a plain file" in out
+    # Untouched, it matches; under another folder name too (the site names its store).
+    shutil.rmtree(site)
+    shutil.copytree(pristine, site)
+    assert check()[0] == 0
+    moved = tmp_path / "moved"
+    shutil.copytree(store, moved)
+    assert main(["publish", "--check", str(site), "--store", str(moved)]) == 0
+
+
 def test_traces_option_chooses_reproducibly_and_says_so(tmp_path: Path) -> None:
     from legival_core.views.site_pages import choose_traces
 

@@ -118,6 +118,7 @@ _PART_RE = re.compile(r"^part-(?P<seq>\d{8,})-(?P<pid>\d+)-(?P<uid>[0-9a-f]{8,32
 _TEMP_PREFIX = ".tmp-"
 _TEMP_RE = re.compile(r"^\.tmp-(?P<host>[A-Za-z0-9.]*)-(?P<pid>\d+)-(?P<uid>[0-9a-f]+)(\.\w+)?$")
 _TABLE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_DIGEST_RE = re.compile(r"^[0-9a-f]{32}$")
 _STAGE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _HOST = re.sub(r"[^A-Za-z0-9.]", "", socket.gethostname())[:40]
 
@@ -900,33 +901,72 @@ def _check_manifest(data: Any, path: Path) -> dict[str, Any]:
         )
     if version < 1:
         raise fail("schema_version", f"is {version}; versions start at 1")
+    if not isinstance(data.get("updated", ""), str):
+        raise fail("updated", f"must be a JSON string, got {_short(data['updated'], 40)}")
     for i, record in enumerate(data["provenance"]):
         if not isinstance(record, dict):
             raise fail(f"provenance[{i}]", "must be a JSON object")
+        for key in ("stage", "time"):
+            if record.get(key) is not None and not isinstance(record[key], str):
+                raise fail(f"provenance[{i}].{key}", "must be a JSON string")
     for name, entry in data["tables"].items():
         if not _TABLE_NAME_RE.match(name):
             raise fail(f"tables.{_short(name, 40)}", "is not a valid table name")
-        if not isinstance(entry, dict) or not isinstance(entry.get("parts"), list):
-            raise fail(f"tables.{name}.parts", "must be a JSON list")
-        for i, part in enumerate(entry["parts"]):
-            where = f"tables.{name}.parts[{i}]"
-            if not isinstance(part, dict):
-                raise fail(where, "must be a JSON object")
-            file = part.get("file")
-            if not isinstance(file, str) or not _PART_RE.match(file):
-                raise fail(f"{where}.file", f"is not a part file name: {_short(file, 60)}")
-            for count in ("rows", "bytes"):
-                value = part.get(count)
-                if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                    raise fail(f"{where}.{count}", f"must be an integer, got {_short(value, 40)}")
-            if not isinstance(part.get("pending", False), bool):
-                raise fail(f"{where}.pending", "must be true or false")
-        retired = entry.get("retired", [])
-        if not isinstance(retired, list) or not all(
-            isinstance(f, str) and _PART_RE.match(f) for f in retired
-        ):
-            raise fail(f"tables.{name}.retired", "must be a list of part file names")
+        _check_table_entry(entry, f"tables.{name}", fail)
     return data
+
+
+#: The largest row or byte count, and part sequence number, a manifest may record: what the
+#: store's int64 bookkeeping holds (a sequence number is far below it in any real store).
+_LARGEST_COUNT = 2**63 - 1
+_LARGEST_SEQ = 10**15
+
+
+def _check_table_entry(entry: Any, where: str, fail: Callable[[str, str], StoreError]) -> None:
+    """Every field of one table's manifest entry, by type and range: what a writer later
+    computes with (``rows``, ``last_seq``, ``stages``, the parts' counts, flags and checksums)
+    must never fail it with a raw ``ValueError`` or ``OverflowError`` after ``verify`` said ok."""
+
+    def count(value: Any, field: str, largest: int = _LARGEST_COUNT) -> None:
+        if value is None:
+            return
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= largest:
+            raise fail(
+                field, f"must be a whole number from 0 to {largest}, got {_short(value, 40)}"
+            )
+
+    if not isinstance(entry, dict) or not isinstance(entry.get("parts"), list):
+        raise fail(f"{where}.parts", "must be a JSON list")
+    count(entry.get("rows"), f"{where}.rows")
+    count(entry.get("last_seq"), f"{where}.last_seq", _LARGEST_SEQ)
+    stages = entry.get("stages", [])
+    if not isinstance(stages, list) or not all(isinstance(s, str) for s in stages):
+        raise fail(f"{where}.stages", "must be a list of stage names")
+    for i, part in enumerate(entry["parts"]):
+        at = f"{where}.parts[{i}]"
+        if not isinstance(part, dict):
+            raise fail(at, "must be a JSON object")
+        file = part.get("file")
+        if not isinstance(file, str) or not _PART_RE.match(file):
+            raise fail(f"{at}.file", f"is not a part file name: {_short(file, 60)}")
+        if int(_PART_RE.match(file)["seq"]) > _LARGEST_SEQ:
+            raise fail(f"{at}.file", f"has a sequence number above {_LARGEST_SEQ}")
+        for field in ("rows", "bytes", "merged_from"):
+            count(part.get(field), f"{at}.{field}")
+        for flag in ("pending", "adopted"):
+            if not isinstance(part.get(flag, False), bool):
+                raise fail(f"{at}.{flag}", "must be true or false")
+        digest = part.get("blake2b")
+        if digest is not None and not (isinstance(digest, str) and _DIGEST_RE.match(digest)):
+            raise fail(f"{at}.blake2b", f"is not a BLAKE2b-128 hex digest: {_short(digest, 40)}")
+        for text in ("stage", "time"):
+            if part.get(text) is not None and not isinstance(part[text], str):
+                raise fail(f"{at}.{text}", "must be a JSON string")
+    retired = entry.get("retired", [])
+    if not isinstance(retired, list) or not all(
+        isinstance(f, str) and _PART_RE.match(f) for f in retired
+    ):
+        raise fail(f"{where}.retired", "must be a list of part file names")
 
 
 #: How deeply a manifest may nest lists and objects. A manifest this legival writes nests about

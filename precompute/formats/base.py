@@ -16,13 +16,18 @@ the extra keys of :data:`EXTRA_KEYS`, which ingest keeps beside the trace:
   (docs/metrics/decomposition.md: a truncated output has no extractable answer).
 
 A record the adapter cannot use raises :class:`RecordError` naming the field; ingest quarantines
-it with the file and line, and goes on.
+it with the file and line, and goes on. Every field an adapter reads is checked for its type
+(the helpers :func:`as_object`, :func:`as_list`, :func:`whole_number`, :func:`text_or_none`),
+and a record nested deeper than :data:`MAX_RECORD_DEPTH` is refused before it is looked at, so
+that no value of a field, however wrong, costs the other records of the file.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -33,14 +38,29 @@ from precompute.errors import InputMissingError, InputUnusableError
 
 __all__ = [
     "EXTRA_KEYS",
+    "MAX_RECORD_DEPTH",
     "FormatMissingError",
     "FormatUnreadableError",
     "RecordError",
     "SourceRow",
     "TraceFormat",
+    "as_list",
+    "as_object",
     "as_verdict",
+    "deepest_field",
+    "field_at",
+    "read_plain_file",
     "split_on_last_think",
+    "text_or_none",
+    "whole_number",
 ]
+
+#: Deepest nesting of lists and objects accepted in one record of a tool's file. Real records
+#: nest a few levels (an Inspect sample's events about fifteen); a deeper one is refused before
+#: any code walks it, so no walk can run out of stack.
+MAX_RECORD_DEPTH = 128
+#: The largest sample number and chunk index the store's int32 columns hold.
+LARGEST_INT32 = 2**31 - 1
 
 #: Keys an adapter may add to a row beyond ingest's own fields (see the module docstring).
 EXTRA_KEYS = (
@@ -100,15 +120,22 @@ class TraceFormat(ABC):
     #: True when :meth:`read` reads the file itself (a zip, one JSON document, a folder).
     reads_files: ClassVar[bool] = False
 
+    #: What a row without a prompt can do to get one, said in its quarantine reason.
+    prompt_hint: ClassVar[str] = ""
+
     def __init__(self) -> None:
         #: Things this ingest noticed about the file, said once in the summary.
         self.notes: list[str] = []
         #: The task the tool ran, as the file names it (set by :meth:`rows`): the dataset
         #: name when ``--dataset`` is not given, instead of the file's time-stamped name.
         self.task_name: str | None = None
+        #: The largest text ingest keeps (``--max-trace-mb``, in bytes): adapters that unpack
+        #: or assemble their records bound what they build by it.
+        self.max_bytes: int = 50_000_000
 
     def sniff_record(self, keys: frozenset[str], record: Mapping[str, Any]) -> bool:
-        """True when a record with these keys is clearly of this format (auto-detection)."""
+        """True when the whole shape of ``record`` is this format's (auto-detection): the
+        fields that make it one, with the types the format gives them, not a key alone."""
         return False
 
     def sniff_path(self, path: Path) -> bool:
@@ -136,7 +163,9 @@ class TraceFormat(ABC):
     def _converted(self, source: Iterator[Any]) -> Iterator[SourceRow]:
         for raw in source:
             if raw.values is None:
-                yield SourceRow(raw.row, raw.line, None, raw.error, None, raw.excerpt)
+                yield SourceRow(
+                    raw.row, raw.line, None, raw.error, getattr(raw, "field", None), raw.excerpt
+                )
                 continue
             yield from self.convert_rows(raw.row, raw.line, raw.values)
 
@@ -145,18 +174,230 @@ class TraceFormat(ABC):
     ) -> Iterator[SourceRow]:
         """:meth:`convert` with a bad record turned into one error row (never an exception)."""
         try:
+            too_deep = deepest_field(record, MAX_RECORD_DEPTH)
+            if too_deep is not None:
+                raise RecordError(
+                    too_deep, f"nested more than {MAX_RECORD_DEPTH} levels deep; not read"
+                )
             converted = self.convert(record)
         except RecordError as err:
             yield SourceRow(row, line, None, str(err), err.field, _excerpt(record))
+            return
+        except (TypeError, ValueError, AttributeError, LookupError, RecursionError) as err:
+            # A check an adapter lacks must cost this record only, never the file: the reason
+            # says it is unexpected, and no field is named because none was checked.
+            reason = f"unexpected {type(err).__name__} reading the record: {_one_line(err)}"
+            yield SourceRow(row, line, None, reason, None, _excerpt(record))
             return
         for values in converted:
             yield SourceRow(row, line, values)
 
 
-def _excerpt(record: Mapping[str, Any]) -> str:
-    short = {k: (v[:200] if isinstance(v, str) else v) for k, v in record.items()}
-    text = json.dumps(short, default=str, ensure_ascii=False)[:300]
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:200]
+
+
+def _excerpt(record: Any) -> str:
+    """The start of a record as JSON for the quarantine file, safe for any record: long texts
+    cut first, and a record too deep or odd for JSON shown by its keys."""
+    if isinstance(record, Mapping):
+        short: Any = {k: (v[:200] if isinstance(v, str) else v) for k, v in record.items()}
+    else:
+        short = record
+    try:
+        if deepest_field({"record": short}, MAX_RECORD_DEPTH) is not None:
+            raise ValueError("too deep")
+        text = json.dumps(short, default=str, ensure_ascii=False)[:300]
+    except (TypeError, ValueError, RecursionError):
+        keys = list(record)[:20] if isinstance(record, Mapping) else []
+        text = f"(a {type(record).__name__} with keys {keys})"[:300]
     return text.encode("utf-8", errors="replace").decode("utf-8")
+
+
+def deepest_field(record: Any, limit: int) -> str | None:
+    """The top-level key under which ``record`` nests lists and objects more than ``limit``
+    levels deep (``"record"`` for a list, or a record that is itself too deep), or None.
+    Walked with a stack, never by recursion, and stopped at the first such place.
+
+    >>> deepest_field({"a": 1, "b": [[[[]]]]}, 3), deepest_field({"b": [[]]}, 3)
+    ('b', None)
+    """
+    if not isinstance(record, Mapping):
+        tops: list[tuple[str, Any]] = [("record", record)]
+    else:
+        tops = [(str(key), value) for key, value in record.items()]
+    for name, value in tops:
+        stack = [(value, 2)]  # the record itself is level 1
+        while stack:
+            item, depth = stack.pop()
+            if not isinstance(item, list | tuple | dict):
+                continue
+            if depth > limit:
+                return name
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return None
+
+
+#: JSON strings and the structural characters, in linear time (a string is one match).
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}:,]')
+
+
+def field_at(text: str, position: int | None = None, deeper_than: int | None = None) -> str | None:
+    """The top-level key of the JSON object ``text`` whose value holds ``position`` (an
+    undecodable byte), or where the nesting first goes deeper than ``deeper_than``; None when
+    the place is not inside a top-level value. For naming the field of a line that cannot be
+    parsed at all. One scan of the text's tokens, no parsing.
+
+    >>> text = '{"a": 1, "b": [[[[1]]]], "c": "x"}'
+    >>> field_at(text, position=text.index("x")), field_at(text, deeper_than=3)
+    ('c', 'b')
+    """
+    depth = 0
+    key: str | None = None
+    pending: str | None = None  # a string at depth 1 that may be a key
+    for token in _JSON_TOKEN.finditer(text):
+        if position is not None and token.start() > position:
+            break
+        value = token.group()
+        if value.startswith('"'):
+            if position is not None and token.end() > position:
+                break  # the place is inside this string
+            pending = value if depth == 1 else None
+        elif value == ":":
+            if depth == 1 and pending is not None:
+                try:
+                    key = json.loads(pending)
+                except ValueError:
+                    key = pending.strip('"')
+            pending = None
+        elif value in "[{":
+            depth += 1
+            if deeper_than is not None and depth > deeper_than:
+                return key
+        elif value in "]}":
+            depth -= 1
+        elif value == ",":
+            if depth == 1:
+                key = None
+            pending = None
+    return key if position is not None and depth >= 1 else None
+
+
+def as_object(value: Any, field_name: str, *, required: bool = False) -> dict[str, Any]:
+    """``value`` when it is a JSON object; ``{}`` for null (unless ``required``); else a
+    :class:`RecordError` naming ``field_name``.
+
+    >>> as_object(None, "usage"), as_object({"a": 1}, "usage")
+    ({}, {'a': 1})
+    """
+    if value is None and not required:
+        return {}
+    if not isinstance(value, dict):
+        raise RecordError(field_name, f"expected an object, got {_kind_of(value)}")
+    return value
+
+
+def as_list(value: Any, field_name: str, *, required: bool = False) -> list[Any]:
+    """``value`` when it is a list (a numpy array from Parquet becomes one); ``[]`` for null
+    (unless ``required``); else a :class:`RecordError` naming ``field_name``."""
+    if value is None and not required:
+        return []
+    if hasattr(value, "tolist") and not isinstance(value, str | bytes):
+        value = value.tolist()
+    if not isinstance(value, list | tuple):
+        raise RecordError(field_name, f"expected a list, got {_kind_of(value)}")
+    return list(value)
+
+
+def whole_number(
+    value: Any, field_name: str, *, minimum: int = 0, maximum: int = LARGEST_INT32
+) -> int:
+    """``value`` when it is a whole number in ``[minimum, maximum]`` (a whole float such as
+    ``2.0`` counts); else a :class:`RecordError` naming ``field_name``.
+
+    >>> whole_number(3, "epoch"), whole_number(2.0, "epoch")
+    (3, 2)
+    """
+    number = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    if number is None:
+        raise RecordError(field_name, f"expected a whole number, got {_kind_of(value)}")
+    if not minimum <= number <= maximum:
+        raise RecordError(
+            field_name, f"{_short(value)} is outside the allowed range {minimum}..{maximum}"
+        )
+    return number
+
+
+def text_or_none(value: Any, field_name: str) -> str | None:
+    """``value`` when it is text that can be written as UTF-8 (no lone surrogate), None for
+    null; else a :class:`RecordError` naming ``field_name``."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise RecordError(field_name, f"expected text, got {_kind_of(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RecordError(field_name, "is not valid Unicode (holds a lone surrogate)") from None
+    return value
+
+
+def _kind_of(value: Any) -> str:
+    """A value's JSON kind and a short look at it, for a reason."""
+    kinds = {str: "text", bool: "true/false", int: "a number", float: "a number"}
+    name = next((k for t, k in kinds.items() if type(value) is t), None)
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return f"{name or type(value).__name__} {_short(value)}"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+#: Flags that keep an open from following a symbolic link or waiting on a FIFO (the store's).
+_SAFE_FLAGS = (
+    getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def read_plain_file(path: Path, max_bytes: int) -> bytes:
+    """The bytes of a file inside an input folder, under the store's rule for what it opens: a
+    symbolic link is never followed and a FIFO, socket or device is never read (each raises
+    :class:`RecordError` naming the file and what it is), and a file larger than ``max_bytes``
+    is refused before it is read. :class:`FileNotFoundError` for a missing file."""
+    import stat
+
+    from legival_core.store.store import _kind
+
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        raise
+    if not stat.S_ISREG(found.st_mode):
+        raise RecordError(path.name, f"{path.name} is {_kind(found.st_mode)}, not a file; not read")
+    fd = os.open(path, os.O_RDONLY | _SAFE_FLAGS)
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(handle.fileno()).st_mode
+        if not stat.S_ISREG(mode):  # swapped for something else after the lstat
+            raise RecordError(path.name, f"{path.name} is {_kind(mode)}, not a file; not read")
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise RecordError(
+            path.name,
+            f"{path.name} is larger than {max_bytes / 1e6:.1f} MB (raise it with --max-trace-mb)",
+        )
+    return data
 
 
 def split_on_last_think(text: str) -> tuple[str, str | None, bool | None]:

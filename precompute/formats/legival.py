@@ -18,7 +18,19 @@ class LegivalFormat(TraceFormat):
     names_model: ClassVar[bool] = False
 
     def sniff_record(self, keys: frozenset[str], record: Mapping[str, Any]) -> bool:
-        return True  # the fallback: asked last
+        return self.fits(record, {})
+
+    @staticmethod
+    def fits(record: Mapping[str, Any], mapping: Mapping[str, str]) -> bool:
+        """Whether ``record`` has our shape: a problem id and a reasoning or raw text, under
+        their own names, the names ``--map`` gives or the aliases ingest knows."""
+        from precompute.ingest import lookup_field
+
+        def given(name: str) -> Any:
+            return lookup_field(record, name, mapping)
+
+        texts = (given("reasoning"), given("raw"))
+        return given("problem_id") is not None and any(isinstance(t, str) for t in texts)
 
     def convert(self, record: Mapping[str, Any]) -> list[dict[str, Any]]:
         return [dict(record)]

@@ -32,13 +32,23 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from precompute.formats.base import RecordError, SourceRow, TraceFormat, as_verdict
+from precompute.formats.base import (
+    RecordError,
+    SourceRow,
+    TraceFormat,
+    as_list,
+    as_verdict,
+    read_plain_file,
+    text_or_none,
+)
 from precompute.formats.base import split_on_last_think as _split
 
 __all__ = ["LmEvalFormat"]
 
 #: ``doc`` keys that hold the problem text, in the order they are tried.
 _QUESTION_KEYS = ("question", "problem", "prompt", "input", "query", "Question")
+#: The largest ``results_*.json`` read beside a samples file (lm-eval's are kilobytes).
+_RESULTS_MAX_BYTES = 64_000_000
 
 
 class LmEvalFormat(TraceFormat):
@@ -58,11 +68,16 @@ class LmEvalFormat(TraceFormat):
         self._skipped_filters = 0
 
     def sniff_record(self, keys: frozenset[str], record: Mapping[str, Any]) -> bool:
-        return {"doc_id", "resps"} <= keys
+        # doc_id and a list of responses, beside what lm-eval always writes with them.
+        return (
+            record.get("doc_id") is not None
+            and isinstance(record.get("resps"), list)
+            and bool({"doc", "arguments", "target", "filtered_resps"} & keys)
+        )
 
     def rows(self, path: Path | None, generic: Callable[[], Iterator[Any]]) -> Iterator[SourceRow]:
         if path is not None:
-            self._model = _model_name(path)
+            self._model = self._model_name(path)
             self.task_name = _task_of(path)
         return self._noted(super().rows(path, generic))
 
@@ -75,33 +90,46 @@ class LmEvalFormat(TraceFormat):
             )
 
     def convert(self, record: Mapping[str, Any]) -> list[dict[str, Any]]:
-        if record.get("doc_id") is None:
+        doc_id = record.get("doc_id")
+        if doc_id is None:
             raise RecordError("doc_id", "missing")
+        if isinstance(doc_id, bool) or not isinstance(doc_id, str | int):
+            raise RecordError("doc_id", f"expected text or a whole number, got {_short(doc_id)}")
         name = record.get("filter")
         if name is not None:
+            name = text_or_none(name, "filter")
             if self._filter is None:
-                self._filter = str(name)
-            elif str(name) != self._filter:
+                self._filter = name
+            elif name != self._filter:
                 self._skipped_filters += 1
                 return []
-        responses = record.get("resps")
-        if not isinstance(responses, list) or not responses:
+        responses = as_list(record.get("resps"), "resps")
+        if not responses:
             raise RecordError("resps", "missing or empty")
         first = responses[0]
-        texts = first if isinstance(first, list) else [first]
+        texts = as_list(first, "resps[0]") if isinstance(first, list) else [first]
+        if not texts:
+            # An empty list of responses is a document without output, not a document to
+            # skip in silence: it is counted and quarantined like any bad line.
+            raise RecordError("resps[0]", "holds no response")
         doc = record.get("doc") if isinstance(record.get("doc"), dict) else {}
-        prompt = next((doc[k] for k in _QUESTION_KEYS if isinstance(doc.get(k), str)), None)
+        key = next((k for k in _QUESTION_KEYS if isinstance(doc.get(k), str)), None)
+        if key is not None:
+            prompt = text_or_none(doc[key], f"doc.{key}")
+        else:
+            prompt = text_or_none(_request_prompt(record), "arguments")
         verdict_key, verdict = _verdict(record)
         rows = []
         for index, text in enumerate(texts):
             if not isinstance(text, str):
                 raise RecordError("resps", f"response {index} is not text")
+            text_or_none(text, f"resps[0][{index}]")
             reasoning, answer, complete = _split(text)
             row: dict[str, Any] = {
-                "problem_id": record["doc_id"],
+                "problem_id": doc_id,
                 "sample": index,
-                "prompt": prompt if prompt is not None else _request_prompt(record),
-                "gold": None if record.get("target") is None else _text(record["target"]),
+                "prompt": prompt,
+                "gold": _gold(record.get("target")),
                 "raw": text,
                 "reasoning": reasoning,
                 "answer": answer,
@@ -116,9 +144,28 @@ class LmEvalFormat(TraceFormat):
                 row["tool_correct"] = verdict
                 filtered = record.get("filtered_resps")
                 if isinstance(filtered, list) and filtered:
-                    row["tool_answer"] = _text(filtered[0])
+                    row["tool_answer"] = _text(filtered[0], "filtered_resps")
             rows.append(row)
         return rows
+
+    def _model_name(self, samples_file: Path) -> str | None:
+        """The model lm-eval ran: ``model_name`` (or ``model_args``' ``model=`` /
+        ``pretrained=``) of the ``results_*.json`` lm-eval writes in the same folder; None
+        without one. A results file that cannot be read, or is not an object of lm-eval's
+        shape, is said once and passed over (``--teacher`` still names the model)."""
+        folder = samples_file.parent
+        for results in sorted(folder.glob("results_*.json"), reverse=True):
+            try:
+                data = json.loads(read_plain_file(results, _RESULTS_MAX_BYTES))
+            except (OSError, ValueError, RecursionError, RecordError) as err:
+                self.notes.append(f"{results.name}: unreadable, not used ({_one_line(err)})")
+                continue
+            named = _named_model(data)
+            if named is not None:
+                return named
+            if not isinstance(data, dict):
+                self.notes.append(f"{results.name}: not an lm-eval results object, not used")
+        return None
 
 
 #: ``samples_<task>_<date>.jsonl``: lm-eval's name for a task's samples file.
@@ -135,19 +182,32 @@ def _task_of(samples_file: Path) -> str | None:
     return found.group("task") if found else None
 
 
-def _text(value: Any) -> str:
+def _text(value: Any, field_name: str) -> str:
+    """A value lm-eval may wrap in lists (``[["42"]]``) as text: the first text inside, or the
+    value as JSON."""
     while isinstance(value, list) and value:
         value = value[0]
-    return value if isinstance(value, str) else json.dumps(value)
+    if isinstance(value, str):
+        return text_or_none(value, field_name) or ""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        raise RecordError(field_name, f"cannot be read as text: {_short(value)}") from None
+
+
+def _gold(target: Any) -> str | None:
+    return None if target is None else _text(target, "target")
 
 
 def _verdict(record: Mapping[str, Any]) -> tuple[str | None, bool | None]:
-    """The first listed metric and its value as a verdict (None when it is no 0/1 value)."""
+    """The first listed metric and its value as a verdict (None when it is no 0/1 value).
+    Only text names count: ``metrics`` of another shape names no metric."""
     names = record.get("metrics")
-    candidates = [n for n in names if n in record] if isinstance(names, list) else []
+    listed = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+    candidates = [n for n in listed if n in record]
     if not candidates:
         return None, None
-    return str(candidates[0]), as_verdict(record[candidates[0]])
+    return text_or_none(candidates[0], "metrics"), as_verdict(record[candidates[0]])
 
 
 def _request_prompt(record: Mapping[str, Any]) -> str | None:
@@ -167,7 +227,7 @@ def _request_prompt(record: Mapping[str, Any]) -> str | None:
         return None
     try:
         messages = json.loads(prompt)
-    except ValueError:
+    except (ValueError, RecursionError):  # plain text, or JSON too deep to be messages
         return prompt
     if isinstance(messages, list):
         users = [
@@ -179,25 +239,30 @@ def _request_prompt(record: Mapping[str, Any]) -> str | None:
     return prompt
 
 
-def _model_name(samples_file: Path) -> str | None:
-    """The model lm-eval ran: ``model_name`` (or ``model_args``' ``model=`` / ``pretrained=``)
-    of the ``results_*.json`` lm-eval writes in the same folder; None without one."""
-    folder = samples_file.parent
-    for results in sorted(folder.glob("results_*.json"), reverse=True):
-        try:
-            data = json.loads(results.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data.get("model_name"), str) and data["model_name"]:
-            return data["model_name"]
-        args = (data.get("config") or {}).get("model_args")
-        if isinstance(args, dict):
-            named = args.get("model") or args.get("pretrained")
-            if isinstance(named, str):
-                return named
-        if isinstance(args, str):
-            pairs = dict(p.split("=", 1) for p in args.split(",") if "=" in p)
-            named = pairs.get("model") or pairs.get("pretrained")
-            if named:
-                return named
+def _named_model(data: Any) -> str | None:
+    """The model a results object names (``model_name``, else ``config.model_args``)."""
+    if not isinstance(data, dict):
+        return None
+    if isinstance(data.get("model_name"), str) and data["model_name"]:
+        return data["model_name"]
+    config = data.get("config")
+    args = config.get("model_args") if isinstance(config, dict) else None
+    if isinstance(args, dict):
+        named = args.get("model") or args.get("pretrained")
+        if isinstance(named, str):
+            return named
+    if isinstance(args, str):
+        pairs = dict(p.split("=", 1) for p in args.split(",") if "=" in p)
+        named = pairs.get("model") or pairs.get("pretrained")
+        if named:
+            return named
     return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:160]

@@ -24,7 +24,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from precompute.formats.base import RecordError, TraceFormat, as_verdict, split_on_last_think
+from precompute.formats.base import (
+    RecordError,
+    TraceFormat,
+    as_list,
+    as_verdict,
+    split_on_last_think,
+    text_or_none,
+)
 
 __all__ = ["OpenR1Format"]
 
@@ -44,20 +51,24 @@ class OpenR1Format(TraceFormat):
         self._row = 0
 
     def sniff_record(self, keys: frozenset[str], record: Mapping[str, Any]) -> bool:
-        return {"problem", "generations"} <= keys
+        generations = record.get("generations")
+        return "problem" in keys and (
+            isinstance(generations, list | tuple) or hasattr(generations, "tolist")
+        )
 
     def convert(self, record: Mapping[str, Any]) -> list[dict[str, Any]]:
         self._row += 1
-        generations = _as_list(record.get("generations"))
-        if generations is None or not generations:
+        generations = as_list(record.get("generations"), "generations")
+        if not generations:
             raise RecordError("generations", "missing or empty")
-        verdicts = _as_list(record.get("correctness_math_verify")) or []
-        finishes = _as_list(record.get("finish_reasons")) or []
+        verdicts = as_list(record.get("correctness_math_verify"), "correctness_math_verify")
+        finishes = as_list(record.get("finish_reasons"), "finish_reasons")
         problem_id = record.get("uuid") or record.get("problem_id") or f"row-{self._row}"
         rows = []
         for index, text in enumerate(generations):
             if not isinstance(text, str):
                 raise RecordError("generations", f"generation {index} is not text")
+            text_or_none(text, f"generations[{index}]")
             reasoning, answer, complete = split_on_last_think(text)
             row: dict[str, Any] = {
                 "problem_id": problem_id,
@@ -75,14 +86,3 @@ class OpenR1Format(TraceFormat):
                 row["tool_correct"] = as_verdict(verdicts[index])
             rows.append(row)
         return rows
-
-
-def _as_list(value: Any) -> list[Any] | None:
-    """A list column (Parquet gives numpy arrays through pandas; pyarrow gives lists)."""
-    if value is None:
-        return None
-    if isinstance(value, list | tuple):
-        return list(value)
-    if hasattr(value, "tolist"):
-        return list(value.tolist())
-    return None

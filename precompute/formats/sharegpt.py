@@ -28,7 +28,13 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from precompute.formats.base import RecordError, TraceFormat, split_on_last_think
+from precompute.formats.base import (
+    RecordError,
+    TraceFormat,
+    as_list,
+    split_on_last_think,
+    text_or_none,
+)
 
 __all__ = ["ShareGPTFormat", "split_thought_solution"]
 
@@ -68,26 +74,30 @@ class ShareGPTFormat(TraceFormat):
     )
 
     def sniff_record(self, keys: frozenset[str], record: Mapping[str, Any]) -> bool:
-        return "conversations" in keys
-
-    def convert(self, record: Mapping[str, Any]) -> list[dict[str, Any]]:
         turns = record.get("conversations")
         if hasattr(turns, "tolist"):
             turns = turns.tolist()
-        if not isinstance(turns, list) or not turns:
+        return isinstance(turns, list) and all(isinstance(t, Mapping) for t in turns)
+
+    def convert(self, record: Mapping[str, Any]) -> list[dict[str, Any]]:
+        turns = as_list(record.get("conversations"), "conversations")
+        if not turns:
             raise RecordError("conversations", "missing or empty")
         user = assistant = None
-        for turn in turns:
+        for position, turn in enumerate(turns):
+            where = f"conversations[{position}]"
             if not isinstance(turn, Mapping):
-                raise RecordError("conversations", "a turn that is not an object")
-            role = str(turn.get("from", turn.get("role", ""))).lower()
-            text = turn.get("value", turn.get("content"))
+                raise RecordError(where, "a turn that is not an object")
+            role = turn.get("from", turn.get("role", ""))
+            role = role.lower() if isinstance(role, str) else ""
+            key = "value" if "value" in turn else "content"
+            text = turn.get(key)
             if not isinstance(text, str):
                 continue
             if role in _USER and user is None:
-                user = text
+                user = text_or_none(text, f"{where}.{key}")
             elif role in _ASSISTANT:
-                assistant = text
+                assistant = text_or_none(text, f"{where}.{key}")
         if user is None:
             raise RecordError("conversations", "no user turn (the problem)")
         if assistant is None:
@@ -98,7 +108,8 @@ class ShareGPTFormat(TraceFormat):
             None,
         )
         if problem_id is None:
-            # Stable across reruns: the same problem text gives the same id.
+            # Stable across reruns: the same problem text gives the same id (the text was
+            # checked above to be valid Unicode, so it can be hashed).
             problem_id = "sha1-" + hashlib.sha1(user.encode("utf-8")).hexdigest()[:12]
         gold = next((record[k] for k in ("gold", "answer") if record.get(k) is not None), None)
         return [

@@ -732,6 +732,9 @@ def run_metrics(ctx: StageContext) -> StageResult:
     cfg = ctx.config.metrics
     result = StageResult("metrics")
     store = ctx.store
+    # The inputs' state, taken before any read: a write landing after it makes what the reads
+    # gave stale (the stamps then differ from the store), never wrong.
+    started = store.manifest
     # Only the columns the metrics use: at a million traces the raw outputs alone are 1.4 GB
     # in memory (bench/scale_bench.py), and the rollouts' texts another 0.4 GB.
     traces = read_or_empty(store, "traces", list(METRICS_TRACE_COLUMNS))
@@ -743,7 +746,6 @@ def run_metrics(ctx: StageContext) -> StageResult:
     judgments = read_or_empty(store, "judgments", ["trace_id", "labeler", "steps", "valid"])
     from legival_core.metrics.transfer_curves import rollouts_stamp
 
-    started = store.manifest  # before the reads: a later write makes what they gave stale
     stamp = rollouts_stamp(started)
     rollouts = read_or_empty(store, "rollouts", list(METRICS_ROLLOUT_COLUMNS))
     problems = read_or_empty(store, "problems", ["problem_id", "workload"])
