@@ -87,7 +87,7 @@ from legival_core.store.schema import TABLES, trace_id_for
 from legival_core.store.store import Store, StoreError
 from legival_core.tasks.base import Grade, GraderCodeError, TextGrade
 from precompute.errors import InputMissingError, InputUnusableError, UsageError
-from precompute.formats.base import EXTRA_KEYS, field_at
+from precompute.formats.base import ALIASES, EXTRA_KEYS, field_at, lookup_field
 from precompute.formats.extras import ExtraTables
 
 __all__ = [
@@ -127,16 +127,6 @@ FIELDS = (
     "truncated",
 )
 #: Column names recognised without a ``--map`` (only when the field's own name is absent).
-ALIASES: dict[str, tuple[str, ...]] = {
-    "problem_id": ("id", "pid", "question_id", "unique_id"),
-    "prompt": ("question", "problem", "input"),
-    "reasoning": ("trace", "thinking", "reasoning_content", "reasoning_text"),
-    "raw": ("output", "response", "completion", "generation"),
-    "answer": ("answer_text", "final_answer", "prediction"),
-    "correct": ("is_correct",),
-    "gold": ("gold_answer", "target", "reference_answer"),
-    "tokens": ("n_tokens", "output_tokens", "completion_tokens"),
-}
 _EXCERPT_CHARS = 300
 # "1.0" / "0.0": a 0/1 column with gaps is a float column, and a CSV writes it so.
 _TRUE = {"true", "1", "1.0", "yes", "y", "t"}
@@ -546,23 +536,6 @@ def _rows(source: str, split: str | None, config: str | None) -> Iterator[_RawRo
 # --- validating one row -------------------------------------------------------------------------
 
 
-def lookup_field(values: Mapping[str, Any], name: str, mapping: Mapping[str, str]) -> Any:
-    """The value of ingest field ``name`` in a row: its ``--map`` column, its own name, or the
-    first of its :data:`ALIASES` the row has."""
-    return _lookup(values, name, mapping)
-
-
-def _lookup(values: Mapping[str, Any], name: str, mapping: Mapping[str, str]) -> Any:
-    if name in mapping:
-        return values.get(mapping[name])
-    if name in values:
-        return values[name]
-    for alias in ALIASES.get(name, ()):
-        if alias in values:
-            return values[alias]
-    return None
-
-
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
@@ -683,7 +656,7 @@ class _Record:
 
 def _record(raw_row: _RawRow, mapping: Mapping[str, str], teacher: str, max_bytes: int) -> _Record:
     values = raw_row.values or {}
-    problem = _lookup(values, "problem_id", mapping)
+    problem = lookup_field(values, "problem_id", mapping)
     if _missing(problem) or (isinstance(problem, str) and not problem.strip()):
         raise _FieldError("problem_id", "missing")
     if isinstance(problem, float):
@@ -694,10 +667,10 @@ def _record(raw_row: _RawRow, mapping: Mapping[str, str], teacher: str, max_byte
     problem_text = _as_text("problem_id", problem, allow_numbers=True)
     assert problem_text is not None
 
-    raw = _as_text("raw", _lookup(values, "raw", mapping))
-    reasoning = _as_text("reasoning", _lookup(values, "reasoning", mapping))
-    answer = _as_text("answer", _lookup(values, "answer", mapping), allow_numbers=True)
-    complete = _as_bool("complete", _lookup(values, "complete", mapping))
+    raw = _as_text("raw", lookup_field(values, "raw", mapping))
+    reasoning = _as_text("reasoning", lookup_field(values, "reasoning", mapping))
+    answer = _as_text("answer", lookup_field(values, "answer", mapping), allow_numbers=True)
+    complete = _as_bool("complete", lookup_field(values, "complete", mapping))
     if reasoning is None and raw is not None:
         reasoning, parsed_answer, parsed_complete = _split_raw(raw)
         answer = answer if answer is not None else parsed_answer
@@ -715,7 +688,7 @@ def _record(raw_row: _RawRow, mapping: Mapping[str, str], teacher: str, max_byte
                 f"{size / 1e6:.1f} MB is above the limit of {max_bytes / 1e6:.1f} MB "
                 "(raise it with --max-trace-mb)",
             )
-    gold = _lookup(values, "gold", mapping)
+    gold = lookup_field(values, "gold", mapping)
     if isinstance(gold, list | dict) and _structure_depth(gold) > MAX_GOLD_DEPTH:
         raise _FieldError("gold", f"nested more than {MAX_GOLD_DEPTH} levels deep")
     if isinstance(gold, list | dict):
@@ -729,10 +702,10 @@ def _record(raw_row: _RawRow, mapping: Mapping[str, str], teacher: str, max_byte
         raise _FieldError(
             "gold", f"brackets nested more than {MAX_GOLD_DEPTH} levels deep (too costly to grade)"
         )
-    row_teacher = _as_text("teacher", _lookup(values, "teacher", mapping))
+    row_teacher = _as_text("teacher", lookup_field(values, "teacher", mapping))
     if row_teacher is not None and not row_teacher.strip():
         raise _FieldError("teacher", "empty")
-    sample = _as_count("sample", _lookup(values, "sample", mapping), maximum=2**31 - 1)
+    sample = _as_count("sample", lookup_field(values, "sample", mapping), maximum=2**31 - 1)
     return _Record(
         line=raw_row.line,
         row=raw_row.row,
@@ -743,12 +716,12 @@ def _record(raw_row: _RawRow, mapping: Mapping[str, str], teacher: str, max_byte
         reasoning=reasoning,
         raw=raw,
         answer=answer,
-        prompt=_as_text("prompt", _lookup(values, "prompt", mapping)),
+        prompt=_as_text("prompt", lookup_field(values, "prompt", mapping)),
         gold=_as_text("gold", gold, allow_numbers=True),
-        correct=_as_bool("correct", _lookup(values, "correct", mapping)),
-        tokens=_as_count("tokens", _lookup(values, "tokens", mapping)),
+        correct=_as_bool("correct", lookup_field(values, "correct", mapping)),
+        tokens=_as_count("tokens", lookup_field(values, "tokens", mapping)),
         complete=complete,
-        truncated=_as_bool("truncated", _lookup(values, "truncated", mapping)),
+        truncated=_as_bool("truncated", lookup_field(values, "truncated", mapping)),
         extras=_extras(values),
     )
 

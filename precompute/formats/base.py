@@ -449,3 +449,29 @@ def as_verdict(value: Any) -> bool | None:
         word = value.strip().lower()
         return True if word in _CORRECT else False if word in _INCORRECT else None
     return None
+
+
+#: Other names the fields of our own rows go by in files people bring (ingest reads them).
+ALIASES: dict[str, tuple[str, ...]] = {
+    "problem_id": ("id", "pid", "question_id", "unique_id"),
+    "prompt": ("question", "problem", "input"),
+    "reasoning": ("trace", "thinking", "reasoning_content", "reasoning_text"),
+    "raw": ("output", "response", "completion", "generation"),
+    "answer": ("answer_text", "final_answer", "prediction"),
+    "correct": ("is_correct",),
+    "gold": ("gold_answer", "target", "reference_answer"),
+    "tokens": ("n_tokens", "output_tokens", "completion_tokens"),
+}
+
+
+def lookup_field(values: Mapping[str, Any], name: str, mapping: Mapping[str, str]) -> Any:
+    """The value of ingest field ``name`` in a row: its ``--map`` column, its own name, or the
+    first of its :data:`ALIASES` the row has."""
+    if name in mapping:
+        return values.get(mapping[name])
+    if name in values:
+        return values[name]
+    for alias in ALIASES.get(name, ()):
+        if alias in values:
+            return values[alias]
+    return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from precompute.formats.base import TraceFormat
+from precompute.formats.base import TraceFormat, lookup_field
 
 __all__ = ["LegivalFormat"]
 
@@ -24,7 +24,6 @@ class LegivalFormat(TraceFormat):
     def fits(record: Mapping[str, Any], mapping: Mapping[str, str]) -> bool:
         """Whether ``record`` has our shape: a problem id and a reasoning or raw text, under
         their own names, the names ``--map`` gives or the aliases ingest knows."""
-        from precompute.ingest import lookup_field
 
         def given(name: str) -> Any:
             return lookup_field(record, name, mapping)
