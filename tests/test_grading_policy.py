@@ -153,3 +153,42 @@ PLAIN_RESTATEMENTS = [
 @pytest.mark.parametrize(("reply", "gold", "prompt"), PLAIN_RESTATEMENTS)
 def test_a_final_sentence_restating_the_gold_is_correct(reply: str, gold: str, prompt: str) -> None:
     assert graded("champ", reply, gold, prompt), reply
+
+
+#: Classes read from the sealed samples after their one score (issue 37); each is a test that
+#: failed on the code that scored them.
+def test_a_negation_inside_the_subject_does_not_deny_the_boxed_value() -> None:
+    reply = r"Therefore, the number of students who do not have a pet is \boxed{10}."
+    assert graded("gsm8k", reply, "10")
+    assert graded("math", reply, "10")
+    # a negation of the claim itself still denies it
+    assert not graded("gsm8k", r"The number of students with a pet is not \boxed{10}.", "10")
+
+
+def test_the_question_given_back_unevaluated_is_no_answer() -> None:
+    prompt = r"What is $\frac{1}{2} - \frac{1}{3}$?"
+    assert not graded("math", r"The answer is $\frac{1}{2} - \frac{1}{3}$.", r"\frac{1}{6}", prompt)
+    assert graded("math", r"The answer is $\frac{1}{6}$.", r"\frac{1}{6}", prompt)
+    decimal = "What is $0.25$ written as a fraction in lowest terms?"
+    assert not graded("math", "So $0.25$.", r"\frac{1}{4}", decimal)
+    assert graded("math", r"So $\frac{1}{4}$.", r"\frac{1}{4}", decimal)
+
+
+def test_an_incomplete_factorization_is_not_the_factorization() -> None:
+    prompt = "Factorize x^8+x^4+1 over the integers."
+    gold = "(x^2+x+1)(x^2-x+1)(x^4-x^2+1)"
+    incomplete = "The factorization is (x^4 + x^2 + 1)(x^4 - x^2 + 1)."
+    assert not graded("champ", incomplete, gold, prompt)
+    assert graded("champ", "The factorization is (x^2+x+1)(x^2-x+1)(x^4-x^2+1).", gold, prompt)
+
+
+def test_a_limit_stated_as_converges_to_is_its_value() -> None:
+    prompt = "Does the sequence converge, and if so, to what limit?"
+    reply = "For any x_0 > 0 and any a > 0, the sequence always converges to sqrt(a)."
+    assert graded("champ", reply, "The only possible value for the limit is sqrt(a)", prompt)
+
+
+def test_a_degenerate_run_of_digits_is_no_value() -> None:
+    reply = "So the value is 0.25" + "0" * 300
+    assert not graded("math", reply, r"\frac{1}{4}")
+    assert graded("math", "So the value is 0.2500.", r"\frac{1}{4}")

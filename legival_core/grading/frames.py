@@ -96,6 +96,13 @@ class AnswerFrame:
         return self._focus or frozenset()
 
     @property
+    def asking(self) -> str:
+        """The sentence of the prompt that asks (lower case; "" without a prompt)."""
+        from legival_core.grading.questions import asking_sentence
+
+        return asking_sentence(self.prompt or "") if self.prompt else ""
+
+    @property
     def asking_words(self) -> frozenset[str]:
         """The topic words of the asking sentence ("how many real solutions …": {"real",
         "solution", …}); computed once."""
@@ -150,16 +157,21 @@ _BRACKETED = re.compile(r"\([^()]*\)")
 _OPERATOR_CHARS = frozenset("+-*/^")
 
 
+_DECIMAL = re.compile(r"\d*\.\d+")
+
+
 def _only_expression(asking: str) -> str:
-    """The normal form (:func:`normal_maths`) of the one expression with an operator that
-    ``asking`` writes, of five or more characters; "" when it writes none or several."""
+    """The normal form (:func:`normal_maths`) of the one expression that ``asking`` writes: one
+    with an operator, of five or more characters, or a decimal number to convert ("Write 0.25
+    as a fraction"); "" when it writes none or several."""
     found: list[str] = []
     index = 0
     while index < len(asking):
         stop = expression_end(asking, index)
         if stop > index:
             normal = normal_maths(asking[index:stop])
-            if len(normal) >= 5 and _OPERATOR_CHARS.intersection(normal):
+            operator = len(normal) >= 5 and _OPERATOR_CHARS.intersection(normal)
+            if operator or _DECIMAL.fullmatch(normal):
                 found.append(normal)
             index = stop
         else:

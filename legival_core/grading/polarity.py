@@ -58,6 +58,7 @@ __all__ = [
     "sentential_negation_count",
     "speaks_to",
     "unequal_count",
+    "without_relative_clauses",
 ]
 
 Polarity = Literal["yes", "no"]
@@ -132,6 +133,40 @@ def negation_count(sentence: str) -> int:
 
 
 _SENTENTIAL = frozenset({"not", "never", "cannot", "impossible"})
+
+# A relative clause inside a subject ("the number of students who do not have a pet is …",
+# "the integers that are not divisible by 3 are …"): from its pronoun to the main verb (the
+# last copula of the words before the answer). A
+# "that" after a word that takes a clause ("false that", "shows that") is no relative pronoun.
+_RELATIVE = re.compile(
+    r"\b(?:who|which|whose|whom|that)\b[^,;:]*(?=\b(?:is|are|was|were|equals)\b)",
+    re.IGNORECASE,
+)
+_TAKES_A_CLAUSE = re.compile(
+    r"\b(?:false|wrong|untrue|incorrect|true|so|shows?|showed|says?|said|know|knows|conclude|"
+    r"concluded|clear|follows|means|note|find|found|see|get|proves?|proved|claim|claims)\s*$",
+    re.IGNORECASE,
+)
+
+
+def without_relative_clauses(words: str) -> str:
+    """``words`` with its relative clauses blanked (same length): their negations belong to
+    the noun they describe, not to the claim.
+
+    >>> without_relative_clauses("the students who do not have a pet are ")
+    'the students                       are '
+    >>> without_relative_clauses("it is false that the answer is ")
+    'it is false that the answer is '
+    """
+
+    def blank(match: re.Match[str]) -> str:
+        if match.group().lower().startswith("that") and _TAKES_A_CLAUSE.search(
+            words, 0, match.start()
+        ):
+            return match.group()
+        return " " * len(match.group())
+
+    return _RELATIVE.sub(blank, words)
 
 
 def sentential_negation_count(sentence: str) -> int:

@@ -40,8 +40,17 @@ from legival_core.grading.lexicon import (
     RELATION_OPENERS,
     words_pattern,
 )
-from legival_core.grading.polarity import is_hedge, sentential_negation_count
-from legival_core.grading.scanning import ScannedText, brackets_close, value_list_span
+from legival_core.grading.polarity import (
+    is_hedge,
+    sentential_negation_count,
+    without_relative_clauses,
+)
+from legival_core.grading.scanning import (
+    ScannedText,
+    brackets_close,
+    factor_count,
+    value_list_span,
+)
 from legival_core.grading.sentences import (
     COUNT_WORD,
     NONE_STATED,
@@ -180,7 +189,10 @@ def _negated(r: Reading) -> bool:
     clause = r.sentence.start
     for match in _CLAUSE_START.finditer(r.text, r.sentence.start, r.candidate.start):
         clause = match.end()
-    return sentential_negation_count(r.text[clause : r.candidate.start]) % 2 == 1
+    return (
+        sentential_negation_count(without_relative_clauses(r.text[clause : r.candidate.start])) % 2
+        == 1
+    )
 
 
 # "z = 0": a letter given a value, the way a root or a solution is named.
@@ -232,7 +244,10 @@ def _negated_before(r: Reading) -> bool:
     clause = start
     for match in _CLAUSE_START.finditer(r.text, start, r.candidate.start):
         clause = match.end()
-    return sentential_negation_count(r.text[clause : r.candidate.start]) % 2 == 1
+    return (
+        sentential_negation_count(without_relative_clauses(r.text[clause : r.candidate.start])) % 2
+        == 1
+    )
 
 
 # A correction at the start of a sentence or clause: "No,", "Wait", "Actually", "Oops", …
@@ -369,6 +384,35 @@ def _corrected_inside(r: Reading) -> bool:
     return _CORRECTION_INSIDE.search(prose_of(r.candidate.text)) is not None
 
 
+def _restates_the_question(r: Reading) -> bool:
+    """ "What is $\\frac{1}{2} - \\frac{1}{3}$?" answered "The answer is $\\frac{1}{2} -
+    \\frac{1}{3}$": the expression asked about, given back unevaluated, is no answer (a box or
+    an answer phrase as much as a sentence's tail)."""
+    return r.candidate.kind != "task" and r.frame.restates_object(r.candidate.text)
+
+
+_FACTOR = re.compile(r"\b(?:factori[sz]e|factor)\b", re.IGNORECASE)
+
+
+def _incomplete_factorization(r: Reading) -> bool:
+    """ "Factorize … over the integers" answered by fewer factors than the gold's:
+    "(x^4 + x^2 + 1)(x^4 - x^2 + 1)" for "(x^2+x+1)(x^2-x+1)(x^4-x^2+1)" is equal as a
+    polynomial but not the factorization asked for."""
+    if not r.gold_forms or not _FACTOR.search(r.frame.asking):
+        return False
+    wanted = max(factor_count(form) for form in r.gold_forms)
+    return wanted > 1 and factor_count(r.candidate.text) < wanted
+
+
+_DEGENERATE = re.compile(r"(\d)\1{39}")
+
+
+def _degenerate_digits(r: Reading) -> bool:
+    """"0.2500000000…" running on for hundreds of digits: a model caught in a loop (the reply
+    was cut off by its budget), not a number it stated."""
+    return _DEGENERATE.search(r.candidate.text) is not None
+
+
 def _several_values_inside(r: Reading) -> bool:
     """ "\\boxed{3 \\text{ or } 4}": a box or an answer phrase that offers several values,
     for a gold that is one."""
@@ -474,6 +518,24 @@ REJECTION_RULES: list[RejectionRule] = [
         Stage.GOLD,
         _several_values_inside,
         "offers several values; the gold is one",
+    ),
+    RejectionRule(
+        "degenerate_digits",
+        Stage.GOLD,
+        _degenerate_digits,
+        "a run of forty or more repeated digits: a loop, not a value",
+    ),
+    RejectionRule(
+        "restates_the_question",
+        Stage.GOLD,
+        _restates_the_question,
+        "the expression asked about, given back unevaluated",
+    ),
+    RejectionRule(
+        "incomplete_factorization",
+        Stage.GOLD,
+        _incomplete_factorization,
+        "fewer factors than the factorization asked for",
     ),
     RejectionRule(
         "statement_only_for_a_value",

@@ -30,6 +30,7 @@ __all__ = [
     "brackets_close",
     "closing_sentence_span",
     "expression_end",
+    "factor_count",
     "is_ascii_letter",
     "leading_expression",
     "list_value_spans",
@@ -569,3 +570,37 @@ def blank_ascii_maths(text: str) -> str:
         else:
             index += 1
     return "".join(out)
+
+
+_POWER = re.compile(r"\s*\^\s*\{?\s*(\d+)\s*\}?")
+
+
+def factor_count(text: str) -> int:
+    """How many factors a product writes at its top level, a power counting its exponent
+    ("(x+1)(x-1)^2" is 3): bracketed groups side by side or joined by "*", "\\cdot", "×".
+    A text that is no product of brackets counts 1. One pass.
+
+    >>> factor_count("(x^2+x+1)(x^2-x+1)(x^4-x^2+1)"), factor_count("(x+1)^2 (x-1)")
+    (3, 3)
+    >>> factor_count("x^2 + 1"), factor_count("$(x+1) \\cdot (x-1)$")
+    (1, 2)
+    """
+    body = text.strip().strip("$").replace("\\left", "").replace("\\right", "")
+    body = body.replace("\\cdot", "*").replace("\\times", "*").replace("×", "*")
+    count, depth, index, groups = 0, 0, 0, 0
+    while index < len(body):
+        char = body[index]
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth == 0 and char == ")":
+                groups += 1
+                power = _POWER.match(body, index + 1)
+                count += int(power.group(1)) if power and int(power.group(1)) < 64 else 1
+                if power:
+                    index = power.end() - 1
+        elif depth == 0 and char in "+-" and index > 0:
+            return 1  # a sum at the top level: not a product
+        index += 1
+    return count if groups >= 2 or (groups == 1 and count > 1) else 1

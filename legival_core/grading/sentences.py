@@ -72,7 +72,9 @@ COPULA = re.compile(
     r"\b(?:is|are|was|were|equals|will\s+have|has|have|becomes|be"
     r"|(?:will\s+)?results?\s+in(?=\s+[-\d$\\])"
     # verbs that give a quantity in a word problem, only before a number ("cost $1.50")
-    r"|(?:costs?|earns?|pays?|weighs?|totals?|amounts?\s+to|comes?\s+to|adds?\s+up\s+to)(?=\s+[-\d$]))"
+    r"|(?:costs?|earns?|pays?|weighs?|totals?|amounts?\s+to|comes?\s+to|adds?\s+up\s+to)(?=\s+[-\d$])"
+    # a limit stated as a value: "converges to sqrt(a)", "tends to 3"
+    r"|(?:converges?|converging|tends?)\s+to(?=\s+[-\d$\\(a-z]))"
     r"(?:\s+(?:given\s+by|equal\s+to|exactly|simply|just"
     # "is factorized (over the integers) as X", "can be written as X"
     r"|(?:factori[sz]ed|written|expressed|simplified|rewritten|represented)(?:\s+[A-Za-z]+){0,4}?\s+as))?"
