@@ -6,9 +6,12 @@ Commands::
                                                        options are declared where it is
                                                        registered (``register_stage(options=…)``)
     run     --config FILE [--store DIR] [--shard i/n] [--stages a,b,…]
-    run     --store DIR [--stages a,b,…]           no config: every CPU stage (grade, segment,
+    run     --store DIR [--stages a,b,…] [--students default]
+                                                       no config: every CPU stage (grade, segment,
                                                        embed, judge with the lexical labeler,
-                                                       metrics) over the traces already stored
+                                                       metrics) over the traces already stored;
+                                                       --students adds the rollouts of the demo's
+                                                       two packaged students (transfer utility)
     ingest  FILE --store DIR --teacher NAME [--task T] your own traces into a store
     datasets [NAME [SOURCE]] [--list] [--store DIR | --out FILE]   load a benchmark's problems
     published [--out DIR]                              build the store of the papers' numbers
