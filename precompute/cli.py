@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from precompute.config import ConfigError, ExperimentConfig, load_config
 from precompute.errors import InputMissingError, InputUnusableError, UsageError
+from precompute.progress import progress_enabled, silence_library_bars
 from precompute.sharding import ShardError, parse_shard
 
 if TYPE_CHECKING:
@@ -854,6 +855,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if getattr(args, "threads", None) is not None:
             _set_threads(args.threads)
+        if not progress_enabled(_progress(args)):
+            silence_library_bars()  # no bar at all: the libraries' own ones neither
         return handler(args)
     except KeyboardInterrupt:
         print(

@@ -176,13 +176,16 @@ class Quarantined:
     line: int | None = None
     field: str | None = None
     excerpt: str | None = None
+    #: The trace the row would have made, when its problem id could be read: a later ingest
+    #: that keeps that trace (the line fixed, in this file or another) clears the entry.
+    trace_id: str | None = None
 
     def where(self) -> str:
         place = f"line {self.line}" if self.line is not None else f"row {self.row}"
         return place + (f", field '{self.field}'" if self.field else "")
 
     def to_record(self, teacher: str) -> dict[str, Any]:
-        return {
+        record: dict[str, Any] = {
             "file": self.file,
             "line": self.line,
             "row": self.row,
@@ -190,8 +193,11 @@ class Quarantined:
             "reason": self.reason,
             "teacher": teacher,
             "excerpt": self.excerpt,
-            "time": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+        if self.trace_id is not None:
+            record["trace_id"] = self.trace_id
+        record["time"] = datetime.now(UTC).isoformat(timespec="seconds")
+        return record
 
 
 @dataclass
@@ -1215,6 +1221,8 @@ def ingest(
     )
     max_bytes = int(max_trace_mb * 1e6)
     first_seen: dict[tuple[str, str, int], str] = {}
+    #: The trace of every row kept (written now or already stored).
+    kept_traces: set[str] = set()
     #: Where each problem's stored prompt and gold come from: "the store" or this file's line.
     origin: dict[str, str] = {}
     #: Stored problems by the id they were loaded with (built when first needed) and the
@@ -1272,6 +1280,7 @@ def ingest(
                 f"line {raw_row.line}" if raw_row.line is not None else f"row {raw_row.row}"
             )
         except _FieldError as err:
+            identity = _row_identity(raw_row, mapping, teacher or "", name, existing)
             report.quarantined.append(
                 Quarantined(
                     file=file_key,
@@ -1280,19 +1289,24 @@ def ingest(
                     line=raw_row.line,
                     field=err.field,
                     excerpt=_row_excerpt(raw_row.values),
+                    # A duplicate is bad as a second copy: keeping its trace does not fix it.
+                    trace_id=None if identity in first_seen else _trace_of(identity),
                 )
             )
             continue
         report.kept += 1
+        kept_traces.add(trace_id_for(record.teacher, record.problem_id, record.sample))
         writer.add(record)
     writer.flush()
     writer.regrade_replaced()
-    # Under the store lock, appended: concurrent ingests keep every entry, and this file's
-    # entries from an earlier ingest are replaced rather than repeated.
+    # Under the store lock, appended: concurrent ingests keep every entry, this file's entries
+    # from an earlier ingest are replaced rather than repeated, and an earlier entry of a line
+    # whose trace this ingest kept (the line fixed) is cleared.
     report.quarantine_path = str(
         the_store.add_quarantine(
             [q.to_record(teacher_label) for q in report.quarantined],
             replacing={"file": file_key, "teacher": teacher_label},
+            resolved=kept_traces,
         )
     )
     for stored_in, count in sorted(found_in.items()):
@@ -1460,6 +1474,35 @@ def _problems_by_own_id(existing: Mapping[str, Mapping[str, Any]]) -> dict[str, 
         if row.get("dataset") and problem_id.startswith(prefix):
             found.setdefault(problem_id[len(prefix) :], []).append(problem_id)
     return found
+
+
+def _row_identity(
+    raw_row: _RawRow,
+    mapping: Mapping[str, str],
+    teacher: str,
+    dataset: str,
+    existing: Mapping[str, Any],
+) -> tuple[str, str, int] | None:
+    """(teacher, problem id, sample) of a rejected row, read as :func:`_record` reads them;
+    None when they cannot be read (the problem id itself missing or bad, no teacher)."""
+    values = raw_row.values or {}
+    try:
+        problem = _lookup(values, "problem_id", mapping)
+        if isinstance(problem, float) and problem.is_integer():
+            problem = int(problem)
+        problem_text = _as_text("problem_id", problem, allow_numbers=True)
+        row_teacher = _as_text("teacher", _lookup(values, "teacher", mapping)) or teacher
+        sample = _as_count("sample", _lookup(values, "sample", mapping), maximum=2**31 - 1)
+    except _FieldError:
+        return None
+    if problem_text is None or not problem_text.strip() or not row_teacher.strip():
+        return None
+    problem_id = _resolve_problem_id(_nfc(problem_text.strip()), dataset, existing)
+    return (_nfc(row_teacher.strip()), problem_id, sample or 0)
+
+
+def _trace_of(identity: tuple[str, str, int] | None) -> str | None:
+    return trace_id_for(*identity) if identity is not None else None
 
 
 def _resolve_problem_id(raw_id: str, dataset: str, existing: Mapping[str, Any]) -> str:

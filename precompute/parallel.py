@@ -8,8 +8,9 @@ shard reports its total and its progress through a queue instead of drawing a ba
 
 Each shard writes its rows into the store as it goes and skips the keys already there, so a
 run stopped at any point resumes where it stopped. A shard process whose parent has gone (the
-parent was killed on its own) exits within a second, as if killed with it: the pool's
-processes would otherwise wait for work forever, or write on beside a rerun.
+parent was killed on its own) or has stopped early (an error, an interrupt sent to it alone)
+exits within a second, as if killed with it: the pool's processes would otherwise wait for work
+forever, or write on beside a rerun.
 """
 
 from __future__ import annotations
@@ -70,8 +71,9 @@ class ShardBar:
         self.close()
 
 
-def _exit_with_parent(parent: int) -> None:
-    """Watch the parent from a daemon thread; exit at once when it is gone.
+def _exit_with_parent(parent: int, stop: Any) -> None:
+    """Watch the parent from a daemon thread; exit at once when it is gone or has set
+    ``stop`` (it failed, or was interrupted, and will not wait for the shard's work).
 
     Rows already written stay in the store (each part is written whole); the batch in flight
     is lost, as in any hard kill, and a rerun makes it again.
@@ -80,7 +82,7 @@ def _exit_with_parent(parent: int) -> None:
     import time
 
     def watch() -> None:
-        while os.getppid() == parent:
+        while os.getppid() == parent and not stop.is_set():
             time.sleep(_WATCH_S)
         os._exit(EXIT_PARENT_GONE)
 
@@ -92,11 +94,11 @@ def _exit_with_parent(parent: int) -> None:
 _REPORTS: Any | None = None
 
 
-def _start_shard_process(reports: Any | None, parent: int) -> None:
+def _start_shard_process(reports: Any | None, parent: int, stop: Any) -> None:
     """Initializer of each shard process: keep the report queue, watch the parent."""
     global _REPORTS
     _REPORTS = reports
-    _exit_with_parent(parent)
+    _exit_with_parent(parent, stop)
 
 
 def _shard_worker(
@@ -148,12 +150,15 @@ def run_in_shards(
     context = get_context("spawn")
     # A plain queue, no manager process: nothing is left behind if this process is killed.
     reports = context.Queue() if progress_enabled(progress) else None
+    # Set when this process stops early (an error, Ctrl-C sent to it alone): the shards exit
+    # instead of running their share to the end while the pool waits for them.
+    stop = context.Event()
     bar = progress_bar(0, name, name, enabled=progress)
     with ProcessPoolExecutor(
         count,
         mp_context=context,
         initializer=_start_shard_process,
-        initargs=(reports, os.getpid()),
+        initargs=(reports, os.getpid(), stop),
     ) as pool:
         futures = [
             pool.submit(
@@ -172,6 +177,9 @@ def run_in_shards(
                 _drain(reports, bar, wait=_POLL_S)
             while _drain(reports, bar, wait=0.2):  # reports still on their way
                 pass
+        except BaseException:
+            stop.set()
+            raise
         finally:
             bar.close()
         return [future.result() for future in futures]
