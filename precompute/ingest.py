@@ -44,9 +44,10 @@ Good rows are written to the ``problems`` (new problems only), ``traces`` and â€
 ``correct`` or ``gold`` is given â€” ``grades`` tables. Bad rows go to ``quarantine.jsonl`` in
 the store with the file, line (JSONL/CSV) or row number, field and reason; a malformed line is
 one bad row, never a failed file. Trace ids are ``schema.trace_id_for(teacher, problem_id,
-sample)``, so ingesting the same file again changes nothing: rows whose trace is already in
-the store are skipped (``--overwrite`` rewrites them) and the file's earlier quarantine
-entries are replaced. Problem ids, teacher and dataset names are normalised to Unicode NFC. One
+sample)``, so ingesting the same file again changes nothing: rows whose trace is already in the
+store are skipped (``--overwrite`` rewrites them) and the file's earlier quarantine entries are
+replaced; an earlier entry (of any file) whose trace this ingest keeps is cleared, its line
+having been fixed. Problem ids, teacher and dataset names are normalised to Unicode NFC. One
 problem has one prompt and one gold: a row whose prompt or gold differs from the stored one (in
 the store, or from this file's first row of the problem) is quarantined naming the stored
 value; with ``--overwrite`` it replaces it and every graded trace of the problem is regraded
@@ -1221,8 +1222,9 @@ def ingest(
     )
     max_bytes = int(max_trace_mb * 1e6)
     first_seen: dict[tuple[str, str, int], str] = {}
-    #: The trace of every row kept (written now or already stored).
+    #: The trace of every row kept (written now or already stored), and its dataset.
     kept_traces: set[str] = set()
+    kept_in: set[str] = set()
     #: Where each problem's stored prompt and gold come from: "the store" or this file's line.
     origin: dict[str, str] = {}
     #: Stored problems by the id they were loaded with (built when first needed) and the
@@ -1296,9 +1298,15 @@ def ingest(
             continue
         report.kept += 1
         kept_traces.add(trace_id_for(record.teacher, record.problem_id, record.sample))
+        known = existing.get(record.problem_id)
+        kept_in.add(str(known.get("dataset") or name) if known is not None else name)
         writer.add(record)
     writer.flush()
     writer.regrade_replaced()
+    if kept_in:
+        # The summary and the record name the dataset(s) the traces are stored under: rows
+        # that only name their problem (a batch output's custom_id) join the problems' own.
+        report.dataset = ", ".join(sorted(kept_in))
     # Under the store lock, appended: concurrent ingests keep every entry, this file's entries
     # from an earlier ingest are replaced rather than repeated, and an earlier entry of a line
     # whose trace this ingest kept (the line fixed) is cleared.
@@ -1328,7 +1336,7 @@ def ingest(
             else (teachers[0] if len(teachers) == 1 else None),
             format=adapter.name if adapter is not None else "legival",
             task=task,
-            dataset=name,
+            dataset=report.dataset,
             mapping=mapping,
             rows_read=report.rows_read,
             kept=report.kept,

@@ -533,3 +533,26 @@ def test_a_quarantined_line_is_cleared_once_its_fix_is_ingested(tmp_path: Path) 
     assert lines() == [3, 4]
     again = ingest(other, store, "me", dataset="mine")
     assert again.already_present == 1 and lines() == [3, 4]
+
+
+def test_a_batch_output_is_summarised_under_the_dataset_its_traces_join(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The problems are loaded first (dataset "problems"); the batch output's rows name them
+    by custom_id and are stored with them. The header said dataset 'batch_output' (the file's
+    name), which no stored trace is under; it now names the dataset the traces are in."""
+    from precompute.cli import main
+
+    logs = Path(__file__).parent / "fixtures" / "tool_logs" / "openai"
+    store = tmp_path / "store"
+    load = ["datasets", "local", str(logs / "problems.jsonl"), "--map", "prompt=question",
+            "gold=answer", "problem_id=id", "--store", str(store)]  # fmt: skip
+    assert main(load) == 0
+    capsys.readouterr()
+    assert main(["ingest", str(logs / "batch_output.jsonl"), "--store", str(store)]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header.endswith("dataset 'problems')"), header
+    opened = Store.open(store)
+    assert set(opened.read("traces")["dataset"]) == {"problems"}
+    (record,) = [r for r in opened.manifest["provenance"] if r["stage"] == "ingest"]
+    assert record["dataset"] == "problems"
