@@ -357,17 +357,16 @@ def _run_rollouts(ctx: StageContext) -> None:
     """The students' rollouts of ``run --students``: the number of rollouts and the minutes
     they will take first, then one-thread shard processes (one per core, at most 8) under one
     progress bar. Each writes its rows as it goes, so a rerun after a stop resumes."""
-    from precompute.parallel import default_jobs, run_in_shards
+    from precompute.parallel import run_in_shards
     from precompute.stages import run_stage
     from precompute.stages.rollout import cost_estimate, plan_jobs, stage_students
 
-    processes = default_jobs()
     jobs, done = plan_jobs(ctx, stage_students(ctx))
     if not jobs:
         print(f"rollout: nothing to run; {done} already done", file=sys.stderr)
         return
     # Before the first rollout: how many, and about how long (a run of minutes, or more).
-    processes = min(processes, len({job.trace_id for job in jobs}))
+    processes = rollout_processes(jobs)
     print(cost_estimate(ctx, jobs, done, processes), file=sys.stderr)
     if processes < 2:
         ctx.announce = False  # said above
@@ -379,6 +378,14 @@ def _run_rollouts(ctx: StageContext) -> None:
     )
     for line in summaries:
         print(line, file=sys.stderr)
+
+
+def rollout_processes(jobs: Sequence[Any]) -> int:
+    """The shard processes of ``run --students``: one per core (at most 8), no more than there
+    are traces to share out (a shard holds every prefix of its traces)."""
+    from precompute.parallel import default_jobs
+
+    return max(1, min(default_jobs(), len({job.trace_id for job in jobs})))
 
 
 #: What ``run --store DIR`` without a config runs, in order: every stage that needs neither a
@@ -471,14 +478,11 @@ def transfer_hint(ctx: StageContext) -> str | None:
     """How to add transfer utility to a store whose correct traces lack the default students'
     rollouts: the command, and the rollouts and minutes it would take (None when nothing is
     missing, or when the store's rollouts come from other students, chosen by a config)."""
+    import shlex
+
     from precompute.stages.common import read_or_empty
-    from precompute.stages.rollout import _existing_baselines, plan_jobs
-    from precompute.students import (
-        DEFAULT_STUDENTS,
-        parse_students,
-        rollout_estimate,
-        rollouts_to_run,
-    )
+    from precompute.stages.rollout import cost_estimate, plan_jobs
+    from precompute.students import DEFAULT_STUDENTS, parse_students
 
     present = set(read_or_empty(ctx.store, "rollouts", ["student"])["student"])
     if present - set(DEFAULT_STUDENTS):
@@ -489,14 +493,13 @@ def transfer_hint(ctx: StageContext) -> str | None:
     jobs, done = plan_jobs(ctx, parse_students("default"))
     if not jobs:
         return None
-    counts = rollouts_to_run(jobs, set(_existing_baselines(ctx.store)))
-    estimate = rollout_estimate(counts, done=done).removeprefix("rollout: ")
-    estimate = estimate.removesuffix("; if stopped, rerun to resume")
+    estimate = cost_estimate(ctx, jobs, done, rollout_processes(jobs))
+    estimate = estimate.removeprefix("rollout: ").removesuffix("; if stopped, rerun to resume")
     what = "lacks" if not present else "has only some of"
+    store = shlex.quote(str(ctx.store.path))
     return (
         f"transfer utility (FOTU): this store {what} the student rollouts it needs; add them "
-        f"with `python -m precompute run --store {ctx.store.path} --students default` "
-        f"({estimate})"
+        f"with `python -m precompute run --store {store} --students default` ({estimate})"
     )
 
 
