@@ -17,6 +17,8 @@ COPY requirements-app.txt .
 RUN pip install -r requirements-app.txt
 
 COPY --chown=app:app app.py ./
+# Beside app.py: the server starts with its menu hidden until app.py has declared its pages.
+COPY --chown=app:app .streamlit/ .streamlit/
 COPY --chown=app:app pages/ pages/
 COPY --chown=app:app legival_core/ legival_core/
 COPY --chown=app:app results/ results/

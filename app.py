@@ -21,32 +21,6 @@ st.set_page_config(page_title="Legi-Val", page_icon="🔎", layout="wide")
 
 config = parse_app_args(sys.argv[1:], os.environ)
 common.set_config(config)
-#: Client options the app sets itself, whatever the host's config.toml says. Streamlit's own
-#: CSV export of a dataframe writes each cell verbatim (a name like =HYPERLINK(…) would be a
-#: live formula in a spreadsheet), so it is off: every table has its own "Download CSV" button
-#: with neutralised cells (pages.common.download_csv). Hosted, the viewer's toolbar (no Deploy
-#: button, no developer menu).
-CLIENT_OPTIONS = {"client.disableDataExport": True}
-if config.readonly:
-    CLIENT_OPTIONS["client.toolbarMode"] = "viewer"
-
-
-def _differs(key: str, value: object) -> bool:
-    """Whether option ``key`` is not ``value`` now (False where this Streamlit lacks it:
-    ``client.disableDataExport`` came after the oldest version the app supports)."""
-    try:
-        return st.get_option(key) != value
-    except RuntimeError:
-        return False
-
-
-_changed = [key for key, value in CLIENT_OPTIONS.items() if _differs(key, value)]
-for _key in _changed:
-    st.set_option(_key, CLIENT_OPTIONS[_key])
-if _changed:
-    # These options reach the browser with each run's start message, so the run that
-    # changes them starts over once.
-    st.rerun()
 
 
 def _forwarded() -> dict[str, list[str]]:
@@ -107,6 +81,43 @@ PAGES.append(
     )
 )
 
+
+#: Client options the app sets itself, whatever the host's config.toml says. Streamlit's own
+#: CSV export of a dataframe writes each cell verbatim (a name like =HYPERLINK(…) would be a
+#: live formula in a spreadsheet), so it is off: every table has its own "Download CSV" button
+#: with neutralised cells (pages.common.download_csv). Hosted, the viewer's toolbar (no Deploy
+#: button, no developer menu). The menu itself is switched on here: ``.streamlit/config.toml``
+#: beside this script starts the server with it off (see below).
+CLIENT_OPTIONS = {"client.disableDataExport": True, "client.showSidebarNavigation": True}
+if config.readonly:
+    CLIENT_OPTIONS["client.toolbarMode"] = "viewer"
+
+
+def _differs(key: str, value: object) -> bool:
+    """Whether option ``key`` is not ``value`` now (False where this Streamlit lacks it:
+    ``client.disableDataExport`` came after the oldest version the app supports)."""
+    try:
+        return st.get_option(key) != value
+    except RuntimeError:
+        return False
+
+
 # Each page draws the store chooser itself (common.page_setup), so it works run on its own too.
 # 13 pages: without expanded=True the menu would hide the last three behind "View more".
-common.run_page(st.navigation(PAGES, expanded=True))
+#
+# Called before anything else can stop the run. Until some run has called st.navigation,
+# Streamlit treats the `pages/` folder beside this script as the old automatic multipage app
+# and sends a menu of every file in it ("app", "common", ...): the server starts with the menu
+# hidden (.streamlit/config.toml), this call ends that mode for good, and only then is the
+# menu switched on (CLIENT_OPTIONS), so no browser ever sees the files as pages.
+page = st.navigation(PAGES, expanded=True)
+
+_changed = [key for key, value in CLIENT_OPTIONS.items() if _differs(key, value)]
+for _key in _changed:
+    st.set_option(_key, CLIENT_OPTIONS[_key])
+if _changed:
+    # These options reach the browser with each run's start message, so the run that
+    # changes them starts over once.
+    st.rerun()
+
+common.run_page(page)

@@ -382,7 +382,7 @@ def all_pages() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument(
         "--store", type=Path, default=Path("/tmp/legival-bench"), help="folder of the stores"
     )

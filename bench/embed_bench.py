@@ -59,7 +59,7 @@ def workload(n_steps: int, repeat_share: float, seed: int) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5000)
     parser.add_argument("--repeat-share", type=float, default=0.3)
     parser.add_argument("--batch-size", type=int, default=64)

@@ -143,7 +143,7 @@ def device_line(device: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda (default), cuda:1, … or cpu")
     parser.add_argument("--traces", type=int, default=32, help="correct demo traces to roll out")
     parser.add_argument(

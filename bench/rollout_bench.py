@@ -444,7 +444,7 @@ def _student_path(model: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=32, help="reasoning steps m (≥ 30)")
     parser.add_argument("--interval", type=int, default=3, help="rollout every k steps")
     parser.add_argument("--max-tokens", type=int, default=48, help="first-pass budget")

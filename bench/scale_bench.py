@@ -144,7 +144,7 @@ def size_on_disk(path: Path) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument("--store", type=Path, default=Path("/tmp/legival-scale"))
     parser.add_argument("--copies", type=int, default=4000, help="demo copies (250 traces each)")
     parser.add_argument("--chunk", type=int, default=250, help="copies per written part")

@@ -22,14 +22,21 @@
 # `tests/test_front_door_example.py` runs it and checks that the two hold the same code.
 
 # %%
+import sys
 from pathlib import Path
 
 import plotly.express as px
 
-import legival_core as lv
+# The notebook may be opened from the repository root or from examples/ (where Jupyter starts
+# its kernel), the package installed or not: the repository's root, the folder that holds
+# legival_core/ and results/, is found from the working folder and put on the path.
+ROOT = next(p for p in (Path.cwd(), *Path.cwd().parents) if (p / "legival_core").is_dir())
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-# The notebook may be opened from the repository root or from examples/.
-STORE = next(p for p in (Path("results/demo"), Path("../results/demo")) if p.exists())
+import legival_core as lv  # noqa: E402  (after the path is set)
+
+STORE = ROOT / "results" / "demo"
 r = lv.open(STORE)
 r.tables
 

@@ -16,6 +16,7 @@ from legival_core.text.safe_text import markdown_literal, plotly_literal, plotly
 from legival_core.views import board as board_layout
 from legival_core.views import figures
 from legival_core.views.display import format_share
+from legival_core.views.transfer import no_rollouts_message, rollouts_command
 from pages import common
 
 st.title("📈 Transfer curves")
@@ -25,7 +26,12 @@ st.caption(
     "students first succeed, and SOTU is its normalised entropy."
 )
 common.page_setup("transfer")
-common.need_tables("rollouts", what="Transfer curves")
+if not common.has_table("rollouts"):
+    # Ingested traces have no students: the command that adds them, not a generic "run".
+    st.info(no_rollouts_message(common.store_label()))
+    shown = None if common.get_config().readonly else str(common.current_store_path())
+    st.code(rollouts_command(shown), language="bash")
+    st.stop()
 include = common.include_references()
 
 #: Resamples of traces behind the bands (the metrics stage stores views with the same).

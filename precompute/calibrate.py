@@ -255,7 +255,9 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``calibrate --store DIR --seed N --size small|full``; prints the report."""
-    parser = argparse.ArgumentParser(prog="python -m precompute.calibrate", description=__doc__)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, prog="python -m precompute.calibrate", description=__doc__
+    )
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

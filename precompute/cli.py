@@ -6,9 +6,12 @@ Commands::
                                                        options are declared where it is
                                                        registered (``register_stage(options=…)``)
     run     --config FILE [--store DIR] [--shard i/n] [--stages a,b,…]
-    run     --store DIR [--stages a,b,…]           no config: every CPU stage (grade, segment,
+    run     --store DIR [--stages a,b,…] [--students default]
+                                                       no config: every CPU stage (grade, segment,
                                                        embed, judge with the lexical labeler,
-                                                       metrics) over the traces already stored
+                                                       metrics) over the traces already stored;
+                                                       --students adds the rollouts of the demo's
+                                                       two packaged students (transfer utility)
     ingest  FILE --store DIR --teacher NAME [--task T] your own traces into a store
     datasets [NAME [SOURCE]] [--list] [--store DIR | --out FILE]   load a benchmark's problems
     published [--out DIR]                              build the store of the papers' numbers
@@ -61,6 +64,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from precompute.config import ConfigError, ExperimentConfig, load_config
 from precompute.errors import InputMissingError, InputUnusableError, UsageError
+from precompute.progress import progress_enabled, silence_library_bars
 from precompute.sharding import ShardError, parse_shard
 
 if TYPE_CHECKING:
@@ -149,6 +153,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(
         prog="python -m precompute",
+        allow_abbrev=False,
         description="Legi-Val precompute: stages that fill a results store, and the commands "
         "around them.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -160,6 +165,7 @@ def _build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(
             name,
             help=help,
+            allow_abbrev=False,
             description=textwrap.fill(description or help, 79),  # raw text: wrapped here
             epilog=exit_code_table(),
             formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -269,8 +275,20 @@ def _cmd_stage(args: argparse.Namespace) -> int:
 
 
 def _run_arguments(p: argparse.ArgumentParser) -> None:
+    from precompute.stages.rollout import STUDENTS_OPTION
+
     _common(p, store_required=False)
     p.add_argument("--stages", help="comma-separated subset, in config order")
+    p.add_argument(
+        STUDENTS_OPTION.flag,
+        dest=STUDENTS_OPTION.key,
+        default=None,
+        metavar="default|NAME,…",
+        help="add the rollouts of these students (transfer utility, FOTU): 'default' is the "
+        "demo's two, smollm2-135m and gemma3-270m, packaged, on the CPU; the number of "
+        "rollouts and the minutes they take are printed before they start. With --config "
+        "they replace its [[students]]",
+    )
 
 
 @command(
@@ -309,17 +327,26 @@ def _cmd_run(args: argparse.Namespace) -> int:
     store = _open_store(store_path, config)
     shard = parse_shard(args.shard)
     ctx = StageContext(store=store, config=config, shard=shard, progress=_progress(args))
+    if args.students:
+        ctx.stage_options = {"rollout": {"students": args.students}}
     return _run_stages(ctx, stages)
 
 
-def _run_stages(ctx: StageContext, stages: list[str]) -> int:
-    """Run ``stages`` in order in one context, printing each summary; close its engines."""
+def _run_stages(ctx: StageContext, stages: list[str], parallel: Sequence[str] = ()) -> int:
+    """Run ``stages`` in order in one context, printing each summary; close its engines.
+
+    A stage named in ``parallel`` runs as one-thread shard processes, one per core
+    (:func:`_run_rollouts`); the others run here.
+    """
     from precompute.stages import STAGES, run_stage
 
     try:
         for name in stages:
             if not ctx.shard.is_whole and not STAGES[name].shardable:
                 print(f"{name}: skipped in a sharded run (run it after merge)", file=sys.stderr)
+                continue
+            if name in parallel:
+                _run_rollouts(ctx)
                 continue
             result = run_stage(name, ctx)
             print(result.summary(), file=sys.stderr)
@@ -329,51 +356,103 @@ def _run_stages(ctx: StageContext, stages: list[str]) -> int:
     return EXIT_OK
 
 
+def _run_rollouts(ctx: StageContext) -> None:
+    """The students' rollouts of ``run --students``: the number of rollouts and the minutes
+    they will take first, then one-thread shard processes (one per core, at most 8) under one
+    progress bar. Each writes its rows as it goes, so a rerun after a stop resumes."""
+    from precompute.parallel import run_in_shards
+    from precompute.stages import run_stage
+    from precompute.stages.rollout import cost_estimate, plan_jobs, stage_students
+
+    jobs, done = plan_jobs(ctx, stage_students(ctx))
+    if not jobs:
+        print(f"rollout: nothing to run; {done} already done", file=sys.stderr)
+        return
+    # Before the first rollout: how many, and about how long (a run of minutes, or more).
+    processes = rollout_processes(jobs)
+    print(cost_estimate(ctx, jobs, done, processes), file=sys.stderr)
+    if processes < 2:
+        ctx.announce = False  # said above
+        print(run_stage("rollout", ctx).summary(), file=sys.stderr)
+        return
+    ctx.engines.close()  # the shards load their own students; nothing here holds a model
+    summaries = run_in_shards(
+        "rollout", ctx.store.path, ctx.config, ctx.stage_options, processes, ctx.progress
+    )
+    for line in summaries:
+        print(line, file=sys.stderr)
+
+
+def rollout_processes(jobs: Sequence[Any]) -> int:
+    """The shard processes of ``run --students``: one per core (at most 8), no more than there
+    are traces to share out (a shard holds every prefix of its traces)."""
+    from precompute.parallel import default_jobs
+
+    return max(1, min(default_jobs(), len({job.trace_id for job in jobs})))
+
+
 #: What ``run --store DIR`` without a config runs, in order: every stage that needs neither a
 #: GPU nor a model named in a config (``judge`` with the lexical labeler only).
 CPU_STAGES = ("grade", "segment", "embed", "judge", "metrics")
+#: What ``run --store DIR --students …`` runs: the CPU stages and the students' rollouts,
+#: which read the grades and steps and are read by the metrics (transfer utility).
+STUDENT_STAGES = ("grade", "segment", "embed", "rollout", "judge", "metrics")
 
 
-def cpu_config(recorded: ExperimentConfig) -> ExperimentConfig:
+def cpu_config(
+    recorded: ExperimentConfig, stages: tuple[str, ...] = CPU_STAGES
+) -> ExperimentConfig:
     """The config of a CPU-only run: the store's recorded one with the judge made lexical.
 
     The LLM judge needs a model, so it is left out; everything else (segment mode, τ, profile,
-    encoding) keeps the recorded values, so a rerun measures the store as it was measured.
+    encoding, rollout grid) keeps the recorded values, so a rerun measures the store as it
+    was measured.
     """
     from dataclasses import replace
 
     return replace(
         recorded,
-        stages=CPU_STAGES,
+        stages=stages,
         judge=replace(recorded.judge, labelers=("lexical",), model=None),
     )
 
 
 def _cmd_run_cpu(args: argparse.Namespace) -> int:
-    """``run --store DIR`` with no config: grade, segment, embed, judge, metrics, in order.
+    """``run --store DIR`` with no config: grade, segment, embed, judge, metrics, in order;
+    with ``--students``, the students' rollouts too, before the judge and the metrics.
 
     Each stage skips the keys it has already written, so a rerun only finishes the work; a
-    store without traces stops at once with exit 5, naming how to add some.
+    store without traces stops at once with exit 5, naming how to add some. Without
+    ``--students`` the last lines say how to add transfer utility when the store lacks it.
     """
     from precompute.stages import STAGES, StageContext, StageError
+    from precompute.students import parse_students
 
     if args.shard is not None:
         raise UsageError("run without --config works on the whole store: drop --shard")
     if args.dp is not None:
         raise UsageError("run without --config runs the CPU stages only: drop --dp")
-    stages = list(CPU_STAGES)
+    if args.students is not None:
+        parse_students(args.students)  # a bad name stops here, before any stage runs
+    runnable = STUDENT_STAGES if args.students else CPU_STAGES
+    stages = list(runnable)
     if args.stages:
         wanted = [s.strip() for s in args.stages.split(",") if s.strip()]
-        other = [s for s in wanted if s not in CPU_STAGES]
+        other = [s for s in wanted if s not in runnable]
         if other:
             unknown = [s for s in other if s not in STAGES]
             if unknown:
                 raise UsageError(f"--stages: unknown stage(s) {unknown}; known: {sorted(STAGES)}")
+            if other == ["rollout"]:
+                raise UsageError(
+                    "--stages: rollout needs students: add `--students default` (smollm2-135m "
+                    "and gemma3-270m, packaged, on the CPU)"
+                )
             raise UsageError(
                 f"--stages: {other} need a model from an experiment config; without --config "
-                f"run only {list(CPU_STAGES)}"
+                f"run only {list(runnable)}"
             )
-        stages = [s for s in CPU_STAGES if s in wanted]
+        stages = [s for s in runnable if s in wanted]
     if not (Path(args.store) / "manifest.json").is_file():
         raise StageError(
             f"{args.store} is not a results store yet; add traces first with "
@@ -386,9 +465,45 @@ def _cmd_run_cpu(args: argparse.Namespace) -> int:
             "`python -m precompute ingest FILE --store DIR --teacher NAME --task TASK` "
             "(or run `generate` with a config)"
         )
-    config = cpu_config(_config_for(args, store))
+    config = cpu_config(_config_for(args, store), runnable)
     ctx = StageContext(store=store, config=config, progress=_progress(args))
-    return _run_stages(ctx, stages)
+    if args.students:
+        ctx.stage_options = {"rollout": {"students": args.students}}
+    code = _run_stages(ctx, stages, parallel=("rollout",) if args.students else ())
+    if not args.students:
+        hint = transfer_hint(ctx)
+        if hint:
+            print(hint, file=sys.stderr)
+    return code
+
+
+def transfer_hint(ctx: StageContext) -> str | None:
+    """How to add transfer utility to a store whose correct traces lack the default students'
+    rollouts: the command, and the rollouts and minutes it would take (None when nothing is
+    missing, or when the store's rollouts come from other students, chosen by a config)."""
+    import shlex
+
+    from precompute.stages.common import read_or_empty
+    from precompute.stages.rollout import cost_estimate, plan_jobs
+    from precompute.students import DEFAULT_STUDENTS, parse_students
+
+    present = set(read_or_empty(ctx.store, "rollouts", ["student"])["student"])
+    if present - set(DEFAULT_STUDENTS):
+        return None
+    grades = read_or_empty(ctx.store, "grades", ["trace_id"])
+    if grades.empty:
+        return None
+    jobs, done = plan_jobs(ctx, parse_students("default"))
+    if not jobs:
+        return None
+    estimate = cost_estimate(ctx, jobs, done, rollout_processes(jobs))
+    estimate = estimate.removeprefix("rollout: ").removesuffix("; if stopped, rerun to resume")
+    what = "lacks" if not present else "has only some of"
+    store = shlex.quote(str(ctx.store.path))
+    return (
+        f"transfer utility (FOTU): this store {what} the student rollouts it needs; add them "
+        f"with `python -m precompute run --store {store} --students default` ({estimate})"
+    )
 
 
 def _module_command(
@@ -770,6 +885,8 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         if getattr(args, "threads", None) is not None:
             _set_threads(args.threads)
+        if not progress_enabled(_progress(args)):
+            silence_library_bars()  # no bar at all: the libraries' own ones neither
         return handler(args)
     except KeyboardInterrupt:
         print(

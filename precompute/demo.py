@@ -44,10 +44,11 @@ from precompute.config import (
     GradeConfig,
     JudgeConfig,
     MetricsConfig,
-    ModelConfig,
     ProblemsConfig,
     RolloutConfig,
 )
+from precompute.students import DEFAULT_STUDENTS, FORCING_TOKENS, student_config
+from precompute.students import first_pass_budget as student_first_pass
 
 __all__ = ["CHAMP_CREDIT", "DemoOptions", "build_demo", "demo_config"]
 
@@ -60,9 +61,6 @@ CHAMP_CREDIT = (
 
 #: Stages run after the CHAMP problems, traces and grades are in the store.
 DEMO_STAGES = ("segment", "embed", "rollout", "judge", "metrics")  # metrics runs last of all
-#: Stages run as parallel one-thread shards when ``DemoOptions.job_count() > 1``: the slow ones,
-#: whose work splits by trace (all prefixes of a trace stay in one shard, sharing its cache).
-PARALLEL_STAGES = ("rollout", "reward")
 
 
 @dataclass(frozen=True)
@@ -77,10 +75,10 @@ class DemoOptions:
     engine: str = "llamacpp"
     #: The students, each on every rollout point of every correct trace: two, so that the
     #: student-sensitivity views (rank stability across students) have something to compare.
-    students: tuple[str, ...] = ("smollm2-135m", "gemma3-270m")
+    students: tuple[str, ...] = DEFAULT_STUDENTS
     #: First-pass budget for every student; None: :func:`first_pass_budget` per student.
     max_tokens: int | None = None
-    forcing_tokens: int = 128
+    forcing_tokens: int = FORCING_TOKENS
     interval: int = 3
     batch_size: int = 8
     setting: str = "0-Shot"
@@ -116,19 +114,9 @@ class DemoOptions:
         return dataclasses.replace(self, **changes)
 
 
-#: First-pass budgets (new tokens before the forcing cue) of the demo's students.
-#: Gemma 3 270M is a *base* model: it never ends its turn and states no answer in its first
-#: pass (48 of 48 rollouts forced at 192 tokens, 192 tokens of repeated sentences each), so
-#: its first pass is kept short and the forcing cue asks for the answer sooner; a rollout
-#: then costs it 2.8 s instead of 6 s on two cores (docs/demo.md).
-FIRST_PASS_BUDGETS: dict[str, int] = {"gemma3-270m": 48}
-#: The budget of a student not in :data:`FIRST_PASS_BUDGETS`.
-DEFAULT_FIRST_PASS = 192
-
-
 def first_pass_budget(options: DemoOptions, student: str) -> int:
     """The first-pass budget of ``student``: ``options.max_tokens`` when given (every student),
-    else its entry in :data:`FIRST_PASS_BUDGETS`, else :data:`DEFAULT_FIRST_PASS`.
+    else its packaged budget (:data:`precompute.students.FIRST_PASS_BUDGETS`).
 
     >>> first_pass_budget(DemoOptions(), "gemma3-270m"), first_pass_budget(DemoOptions(), "x")
     (48, 192)
@@ -137,18 +125,16 @@ def first_pass_budget(options: DemoOptions, student: str) -> int:
     """
     if options.max_tokens is not None:
         return options.max_tokens
-    return FIRST_PASS_BUDGETS.get(student, DEFAULT_FIRST_PASS)
+    return student_first_pass(student)
 
 
 def demo_config(options: DemoOptions) -> ExperimentConfig:
     """The experiment config the demo runs (recorded in the manifest)."""
     students = tuple(
-        ModelConfig(
-            name=name,
+        student_config(
+            name,
             engine=options.engine,
-            model=name,
             max_tokens=first_pass_budget(options, name),
-            temperature=0.0,
             forcing_tokens=options.forcing_tokens,
             options=dict(options.engine_options),
         )
@@ -298,45 +284,12 @@ def _oversight(ctx: Any, options: DemoOptions) -> dict[str, float]:
     return seconds
 
 
-def _shard_worker(
-    options: DemoOptions,
-    name: str,
-    stage_options: dict[str, dict[str, Any]],
-    index: int,
-    count: int,
-    progress: bool | None,
-) -> str:
-    """One shard of stage ``name`` in a child process with one CPU thread; returns its summary."""
-    import os
-
-    for variable in ("LEGIVAL_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[variable] = "1"
-    from legival_core.store.store import Store
-    from precompute.sharding import Shard
-    from precompute.stages import StageContext, run_stage
-
-    store = Store(options.out)
-    ctx = StageContext(
-        store=store,
-        config=demo_config(options),
-        shard=Shard(index, count),
-        progress=progress,
-        stage_options=stage_options,
-    )
-    try:
-        result = run_stage(name, ctx)
-    finally:
-        ctx.engines.close()
-    return f"[shard {index + 1}/{count}] {result.summary()}"
-
-
 def _run_demo_stage(name: str, ctx: Any, options: DemoOptions) -> float:
     """Run one stage (as parallel one-thread shards when it is slow and there are cores for
     it); returns its wall time in seconds."""
     import sys
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
 
+    from precompute.parallel import PARALLEL_STAGES, run_in_shards
     from precompute.stages import run_stage
 
     count = options.job_count()
@@ -345,23 +298,10 @@ def _run_demo_stage(name: str, ctx: Any, options: DemoOptions) -> float:
         print(result.summary(), file=sys.stderr)
         return round(result.seconds, 2)
     started = time.monotonic()
-    # "spawn": a clean child (no copied engine or torch state); only shard 1 draws a bar, so
-    # the terminal shows one moving line (its share is about 1/count of the work).
-    with ProcessPoolExecutor(count, mp_context=get_context("spawn")) as pool:
-        futures = [
-            pool.submit(
-                _shard_worker,
-                options,
-                name,
-                ctx.stage_options,
-                index,
-                count,
-                ctx.progress if index == 0 else False,
-            )
-            for index in range(count)
-        ]
-        for future in futures:
-            print(future.result(), file=sys.stderr)
+    for line in run_in_shards(
+        name, options.out, ctx.config, ctx.stage_options, count, ctx.progress
+    ):
+        print(line, file=sys.stderr)
     return round(time.monotonic() - started, 2)
 
 

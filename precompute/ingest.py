@@ -48,9 +48,10 @@ Good rows are written to the ``problems`` (new problems only), ``traces`` and â€
 ``correct`` or ``gold`` is given â€” ``grades`` tables. Bad rows go to ``quarantine.jsonl`` in
 the store with the file, line (JSONL/CSV) or row number, field and reason; a malformed line is
 one bad row, never a failed file. Trace ids are ``schema.trace_id_for(teacher, problem_id,
-sample)``, so ingesting the same file again changes nothing: rows whose trace is already in
-the store are skipped (``--overwrite`` rewrites them) and the file's earlier quarantine
-entries are replaced. Problem ids, teacher and dataset names are normalised to Unicode NFC. One
+sample)``, so ingesting the same file again changes nothing: rows whose trace is already in the
+store are skipped (``--overwrite`` rewrites them) and the file's earlier quarantine entries are
+replaced; an earlier entry (of any file) whose trace this ingest keeps is cleared, its line
+having been fixed. Problem ids, teacher and dataset names are normalised to Unicode NFC. One
 problem has one prompt and one gold: a row whose prompt or gold differs from the stored one (in
 the store, or from this file's first row of the problem) is quarantined naming the stored
 value; with ``--overwrite`` it replaces it and every graded trace of the problem is regraded
@@ -170,13 +171,16 @@ class Quarantined:
     line: int | None = None
     field: str | None = None
     excerpt: str | None = None
+    #: The trace the row would have made, when its problem id could be read: a later ingest
+    #: that keeps that trace (the line fixed, in this file or another) clears the entry.
+    trace_id: str | None = None
 
     def where(self) -> str:
         place = f"line {self.line}" if self.line is not None else f"row {self.row}"
         return place + (f", field '{self.field}'" if self.field else "")
 
     def to_record(self, teacher: str) -> dict[str, Any]:
-        return {
+        record: dict[str, Any] = {
             "file": self.file,
             "line": self.line,
             "row": self.row,
@@ -184,8 +188,11 @@ class Quarantined:
             "reason": self.reason,
             "teacher": teacher,
             "excerpt": self.excerpt,
-            "time": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+        if self.trace_id is not None:
+            record["trace_id"] = self.trace_id
+        record["time"] = datetime.now(UTC).isoformat(timespec="seconds")
+        return record
 
 
 @dataclass
@@ -1279,6 +1286,9 @@ def ingest(
         the_store, report, task_impl, existing, source_path.name, overwrite, batch_rows, reference
     )
     first_seen: dict[tuple[str, str, int], str] = {}
+    #: The trace of every row kept (written now or already stored), and its dataset.
+    kept_traces: set[str] = set()
+    kept_in: set[str] = set()
     #: Where each problem's stored prompt and gold come from: "the store" or this file's line.
     origin: dict[str, str] = {}
     #: Stored problems by the id they were loaded with (built when first needed) and the
@@ -1337,6 +1347,7 @@ def ingest(
                 f"line {raw_row.line}" if raw_row.line is not None else f"row {raw_row.row}"
             )
         except _FieldError as err:
+            identity = _row_identity(raw_row, mapping, teacher or "", name, existing)
             report.quarantined.append(
                 Quarantined(
                     file=file_key,
@@ -1345,19 +1356,30 @@ def ingest(
                     line=raw_row.line,
                     field=err.field,
                     excerpt=_row_excerpt(raw_row.values),
+                    # A duplicate is bad as a second copy: keeping its trace does not fix it.
+                    trace_id=None if identity in first_seen else _trace_of(identity),
                 )
             )
             continue
         report.kept += 1
+        kept_traces.add(trace_id_for(record.teacher, record.problem_id, record.sample))
+        known = existing.get(record.problem_id)
+        kept_in.add(str(known.get("dataset") or name) if known is not None else name)
         writer.add(record)
     writer.flush()
     writer.regrade_replaced()
-    # Under the store lock, appended: concurrent ingests keep every entry, and this file's
-    # entries from an earlier ingest are replaced rather than repeated.
+    if kept_in:
+        # The summary and the record name the dataset(s) the traces are stored under: rows
+        # that only name their problem (a batch output's custom_id) join the problems' own.
+        report.dataset = ", ".join(sorted(kept_in))
+    # Under the store lock, appended: concurrent ingests keep every entry, this file's entries
+    # from an earlier ingest are replaced rather than repeated, and an earlier entry of a line
+    # whose trace this ingest kept (the line fixed) is cleared.
     report.quarantine_path = str(
         the_store.add_quarantine(
             [q.to_record(teacher_label) for q in report.quarantined],
             replacing={"file": file_key, "teacher": teacher_label},
+            resolved=kept_traces,
         )
     )
     for stored_in, count in sorted(found_in.items()):
@@ -1381,7 +1403,7 @@ def ingest(
             else (teachers[0] if len(teachers) == 1 else None),
             format=adapter.name if adapter is not None else "legival",
             task=task,
-            dataset=name,
+            dataset=report.dataset,
             mapping=mapping,
             rows_read=report.rows_read,
             kept=report.kept,
@@ -1551,6 +1573,35 @@ def _problems_by_own_id(existing: Mapping[str, Mapping[str, Any]]) -> dict[str, 
         if row.get("dataset") and problem_id.startswith(prefix):
             found.setdefault(problem_id[len(prefix) :], []).append(problem_id)
     return found
+
+
+def _row_identity(
+    raw_row: _RawRow,
+    mapping: Mapping[str, str],
+    teacher: str,
+    dataset: str,
+    existing: Mapping[str, Any],
+) -> tuple[str, str, int] | None:
+    """(teacher, problem id, sample) of a rejected row, read as :func:`_record` reads them;
+    None when they cannot be read (the problem id itself missing or bad, no teacher)."""
+    values = raw_row.values or {}
+    try:
+        problem = _lookup(values, "problem_id", mapping)
+        if isinstance(problem, float) and problem.is_integer():
+            problem = int(problem)
+        problem_text = _as_text("problem_id", problem, allow_numbers=True)
+        row_teacher = _as_text("teacher", _lookup(values, "teacher", mapping)) or teacher
+        sample = _as_count("sample", _lookup(values, "sample", mapping), maximum=2**31 - 1)
+    except _FieldError:
+        return None
+    if problem_text is None or not problem_text.strip() or not row_teacher.strip():
+        return None
+    problem_id = _resolve_problem_id(_nfc(problem_text.strip()), dataset, existing)
+    return (_nfc(row_teacher.strip()), problem_id, sample or 0)
+
+
+def _trace_of(identity: tuple[str, str, int] | None) -> str | None:
+    return trace_id_for(*identity) if identity is not None else None
 
 
 def _resolve_problem_id(raw_id: str, dataset: str, existing: Mapping[str, Any]) -> str:

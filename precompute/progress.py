@@ -21,6 +21,7 @@ __all__ = [
     "QuietFileHandler",
     "progress_bar",
     "progress_enabled",
+    "silence_library_bars",
     "stage_logging",
 ]
 
@@ -34,6 +35,23 @@ def progress_enabled(requested: bool | None = None) -> bool:
     if requested is not None:
         return requested
     return os.environ.get("LEGIVAL_NO_PROGRESS", "") not in {"1", "true", "yes"}
+
+
+def silence_library_bars() -> None:
+    """Turn off the bars the libraries draw themselves (transformers' "Loading weights",
+    huggingface_hub's downloads), here and in the processes started from here.
+
+    ``--no-progress`` promises no bar at all, but those bars are not ours: transformers reads
+    ``HF_HUB_DISABLE_PROGRESS_BARS`` when it is imported (the variable reaches shard processes
+    too), and a library already imported is told directly.
+    """
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    if "huggingface_hub" in sys.modules:
+        sys.modules["huggingface_hub"].utils.disable_progress_bars()
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
 
 
 def progress_bar(total: int, desc: str, unit: str = "item", enabled: bool | None = None) -> Any:

@@ -35,6 +35,7 @@ from legival_core.store.store import Store
 from precompute.cli import EXIT_OK, main
 from precompute.ingest import ingest
 from tests import tool_logs
+from tests.optional import requires, requires_eval_zips
 from tests.test_formats import _thought_anchors_folder
 
 pytestmark = pytest.mark.slow
@@ -49,6 +50,8 @@ Ingested = dict[str, tuple[Path, list[str], str, str]]
 @pytest.fixture(scope="module")
 def tool_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Every format's file (see the module docstring), in a fresh folder."""
+    requires("datasets")  # writes the OpenR1 and OpenThoughts files as the Hub's tool does
+    requires_eval_zips()  # reads Inspect's .eval log
     root = tmp_path_factory.mktemp("tool_files")
     shutil.copytree(TOOL_LOGS, root / "tool_logs")
     logs = root / "tool_logs"
@@ -212,6 +215,7 @@ def test_each_format_is_fully_measured(measured: tuple[Store, Ingested], name: s
 
 def test_inspect_fields_match_the_log_as_inspect_reads_it(measured: tuple[Store, Ingested]) -> None:
     """Inspect's own reader gives the reference: tokens, epochs, stop reasons, verdicts."""
+    requires("inspect_ai")
     from inspect_ai.log import read_eval_log
 
     store, ingested = measured
@@ -296,8 +300,16 @@ def test_thought_anchors_importances_reach_the_stored_steps(
     assert stored["importance"].tolist() == [0.05, 0.4, -0.1]
 
 
+@pytest.fixture(scope="module")
+def evaluation_tools() -> None:
+    """Inspect AI and lm-eval installed (the ingest extra), checked before the server starts."""
+    requires("inspect_ai")
+    requires("lm_eval")
+    requires_eval_zips()
+
+
 def test_the_installed_tools_still_write_what_the_adapters_read(
-    llama_server: str, tmp_path: Path
+    evaluation_tools: None, llama_server: str, tmp_path: Path
 ) -> None:
     """Inspect and lm-eval, as installed, run again on one problem with an 8-token budget;
     their files go through the adapters (sniffed) with every trace kept."""

@@ -163,3 +163,32 @@ def test_reliability_says_how_a_problems_file_treats_a_bad_line(tmp_path: Path) 
     frame = load_local(shaped, dataset="d")
     assert frame["problem_id"].tolist() == ["d/a"]
     assert "row 2, field 'gold'" in frame.attrs["skipped"][0]
+
+
+def sections_that_start_mid_sentence(markdown: str) -> list[str]:
+    """The headings whose first line of text starts with a lower-case word: a section that
+    begins mid-sentence lost its opening words. A name written in lower case with capitals
+    inside (``vLLM``) and lines in code are not sentences' starts.
+
+    >>> sections_that_start_mid_sentence("# A\\n\\nread their files.\\n## B\\n\\nvLLM serve\\n")
+    ['# A']
+    """
+    lines = _FENCED.sub("", markdown).splitlines()
+    found = []
+    for index, line in enumerate(lines):
+        if not re.match(r"#{1,6} ", line):
+            continue
+        text = next((t for t in lines[index + 1 :] if t.strip()), "")
+        if re.match(r"[a-z]+\b(?![\w`])", text):
+            found.append(line)
+    return found
+
+
+def test_no_section_of_the_readme_or_the_docs_begins_mid_sentence() -> None:
+    pages = [REPO / "README.md", REPO / "SECURITY.md", *sorted((REPO / "docs").rglob("*.md"))]
+    broken = [
+        f"{page.relative_to(REPO)}: {heading}"
+        for page in pages
+        for heading in sections_that_start_mid_sentence(page.read_text(encoding="utf-8"))
+    ]
+    assert broken == []

@@ -7,6 +7,7 @@ End to end with files the tools wrote themselves: tests/test_bring_your_traces.p
 from __future__ import annotations
 
 import json
+import sys
 import zipfile
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from precompute.formats.extras import agreement_note
 from precompute.formats.sharegpt import split_thought_solution
 from precompute.formats.thought_anchors import chunk_spans
 from precompute.ingest import ingest
+from tests.optional import requires_eval_zips
 
 # --- one record of each tool onto our rows ------------------------------------------------------
 
@@ -648,7 +650,9 @@ def test_a_tools_task_names_the_dataset(tmp_path: Path) -> None:
     logs ran a task called "task"); lm-eval in the samples file's name."""
     (eval_log,) = sorted((TOOL_LOGS / "inspect").glob("*.eval"))
     (json_log,) = sorted((TOOL_LOGS / "inspect").glob("*.json"))
-    import zipfile_zstd  # noqa: F401  (Inspect's Zstandard members; the ingest extra)
+    requires_eval_zips()  # also for reading the header here
+    if sys.version_info < (3, 14):
+        import zipfile_zstd  # noqa: F401  (teaches zipfile Inspect's Zstandard members)
 
     with zipfile.ZipFile(eval_log) as archive:
         task = json.loads(archive.read("header.json"))["eval"]["task"]
@@ -667,6 +671,7 @@ def test_outputs_without_a_reasoning_part_are_said_once(tmp_path: Path) -> None:
     """SmolLM2 thinks in no block of its own: each of the 6 outputs in the committed Inspect
     log is both the reasoning and the answer, which the summary says once (a reasoning model's
     trace, split on its </think>, is not counted)."""
+    requires_eval_zips()
     (eval_log,) = sorted((TOOL_LOGS / "inspect").glob("*.eval"))
     summary = ingest(eval_log, tmp_path / "s", None, file_format="auto").summary()
     wanted = "6 of 6 traces have no reasoning apart from the answer"

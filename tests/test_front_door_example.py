@@ -10,7 +10,10 @@ Outputs are not stored in the notebook (nothing to go stale when the demo store 
 from __future__ import annotations
 
 import json
+import os
 import runpy
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -81,4 +84,36 @@ def test_the_example_runs_on_the_demo_store(monkeypatch: pytest.MonkeyPatch) -> 
     names = runpy.run_path(str(SCRIPT), run_name="__main__")
     for name in ("board", "one", "curves", "steps"):
         assert isinstance(names[name], pd.DataFrame) and len(names[name]), name
-    assert names["r"].path == Path("results/demo")
+    assert names["r"].path == REPO / "results" / "demo"
+
+
+#: A kernel's way with a notebook: every code cell, in order, in one namespace.
+_KERNEL = """
+import json, sys
+notebook = json.load(open(sys.argv[1], encoding="utf-8"))
+names = {"__name__": "__main__"}
+for number, cell in enumerate(notebook["cells"]):
+    if cell["cell_type"] == "code":
+        exec(compile("".join(cell["source"]), f"<cell {number}>", "exec"), names)
+print(len(names["board"]), names["r"].path)
+"""
+
+
+def test_the_notebook_runs_with_its_kernel_in_examples() -> None:
+    """Jupyter starts a notebook's kernel in the notebook's folder, and ``jupyter nbconvert
+    --execute`` too: there ``legival_core`` was not importable and the first cell failed. The
+    cells run here as a kernel runs them, in a fresh Python whose working folder is
+    examples/ and whose path does not hold the repository (nbconvert and ipykernel are not
+    dependencies of the project)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, "-c", _KERNEL, NOTEBOOK.name],
+        cwd=NOTEBOOK.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows, path = result.stdout.split()
+    assert int(rows) > 0 and Path(path) == REPO / "results" / "demo"

@@ -481,3 +481,78 @@ def test_nfc_and_nfd_spellings_are_one_problem_and_one_teacher(tmp_path: Path) -
     traces = store.read("traces")
     assert traces["problem_id"].tolist() == [f"d/{nfc}"]
     assert traces["teacher"].tolist() == [f"model-{nfc}"]
+
+
+# --- a quarantined line, fixed and ingested later, leaves the quarantine (issue 41) -----------
+
+
+def test_a_quarantined_line_is_cleared_once_its_fix_is_ingested(tmp_path: Path) -> None:
+    """Line 2 had no reasoning; its fix came in a second file (the first is left as it was).
+    The fixed trace is kept, so its entry goes; the entry of a line with no problem id (which
+    no later row can be said to fix) and a duplicate's entry (keeping its trace does not fix a
+    second copy) stay. A fix already in the store clears its entry too."""
+    store = Store.create(tmp_path / "store")
+    first = _jsonl(
+        tmp_path / "mine.jsonl",
+        [
+            {"problem_id": "a", "prompt": "2+3?", "gold": "5", "reasoning": "2+3=5", "answer": "5"},
+            {"problem_id": "b", "prompt": "4+4?", "gold": "8", "answer": "8"},
+            {"prompt": "no id", "reasoning": "r"},
+            {"problem_id": "a", "prompt": "2+3?", "gold": "5", "reasoning": "again", "answer": "5"},
+            {"problem_id": "c", "prompt": "1+1?", "gold": "2", "answer": "2"},
+        ],
+    )
+    report = ingest(first, store, "me", dataset="mine")
+    assert [(q.line, q.field) for q in report.quarantined] == [
+        (2, "reasoning"),
+        (3, "problem_id"),
+        (4, "problem_id"),
+        (5, "reasoning"),
+    ]
+
+    def lines() -> list[int]:
+        entries = [json.loads(t) for t in store.quarantine_path.read_text().splitlines()]
+        return sorted(e["line"] for e in entries)
+
+    assert lines() == [2, 3, 4, 5]
+    fix = _jsonl(
+        tmp_path / "fix.jsonl",
+        [{"problem_id": "b", "prompt": "4+4?", "gold": "8", "reasoning": "4+4=8", "answer": "8"}],
+    )
+    fixed = ingest(fix, store, "me", dataset="mine")
+    assert fixed.kept == 1 and fixed.quarantined == []
+    assert trace_id_for("me", "mine/b", 0) in set(store.read("traces")["trace_id"])
+    assert lines() == [3, 4, 5]  # line 2 is fixed; the others are still bad
+    # Line 5's trace reaches the store by another file; ingesting that file again (already
+    # present, nothing written) is a kept row all the same.
+    other = _jsonl(
+        tmp_path / "c.jsonl",
+        [{"problem_id": "c", "prompt": "1+1?", "gold": "2", "reasoning": "1+1=2", "answer": "2"}],
+    )
+    ingest(other, store, "me", dataset="mine")
+    assert lines() == [3, 4]
+    again = ingest(other, store, "me", dataset="mine")
+    assert again.already_present == 1 and lines() == [3, 4]
+
+
+def test_a_batch_output_is_summarised_under_the_dataset_its_traces_join(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The problems are loaded first (dataset "problems"); the batch output's rows name them
+    by custom_id and are stored with them. The header said dataset 'batch_output' (the file's
+    name), which no stored trace is under; it now names the dataset the traces are in."""
+    from precompute.cli import main
+
+    logs = Path(__file__).parent / "fixtures" / "tool_logs" / "openai"
+    store = tmp_path / "store"
+    load = ["datasets", "local", str(logs / "problems.jsonl"), "--map", "prompt=question",
+            "gold=answer", "problem_id=id", "--store", str(store)]  # fmt: skip
+    assert main(load) == 0
+    capsys.readouterr()
+    assert main(["ingest", str(logs / "batch_output.jsonl"), "--store", str(store)]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header.endswith("dataset 'problems')"), header
+    opened = Store.open(store)
+    assert set(opened.read("traces")["dataset"]) == {"problems"}
+    (record,) = [r for r in opened.manifest["provenance"] if r["stage"] == "ingest"]
+    assert record["dataset"] == "problems"

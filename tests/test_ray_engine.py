@@ -35,10 +35,11 @@ from precompute.backends.ray_engine import RayUnavailableError, early_stop_text
 from tests.backend_contract import *  # noqa: F403 - the engine contract, run on `engine`
 from tests.backend_contract import chat
 from tests.engine_fixtures import free_port
+from tests.optional import install_line
 
 ROOT = Path(__file__).resolve().parent.parent
 USER = [{"role": "user", "content": "?"}]
-RAY_REASON = "Ray Data LLM is an optional extra: pip install -r requirements-cluster.txt"
+RAY_REASON = f"Ray Data LLM is an optional extra: {install_line('cluster')}"
 
 
 # --------------------------------------------------------------------------- fast tests

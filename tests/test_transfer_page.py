@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+from pathlib import Path
 
 import numpy as np
 import plotly.colors
@@ -102,3 +103,42 @@ def test_the_bands_toggle_is_in_the_url_and_a_shared_link_reopens_it(monkeypatch
     again = run_app_page("transfer", monkeypatch, [demo.path], {"bands": "off"}, timeout=300)
     assert next(t for t in again.toggle if t.label.startswith("Bootstrap bands")).value is False
     assert band_count(again) == 0
+
+
+def _ingested_store(folder: Path) -> Path:
+    """A store of one's own traces, ingested and nothing more: no students, no rollouts."""
+    from precompute.cli import main
+
+    file = folder / "mine.jsonl"
+    row = {"problem_id": "p1", "prompt": "What is 2 + 3?", "reasoning": "2 + 3 = 5.",
+           "answer": "5", "gold": "5"}  # fmt: skip
+    file.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    store = folder / "my run"
+    args = ["ingest", str(file), "--store", str(store), "--teacher", "me", "--task", "math"]
+    assert main(args) == 0
+    return store
+
+
+def test_a_store_without_rollouts_gets_the_command_that_adds_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hint was "run the precompute stages (`python -m precompute run ...`)", and `run`
+    on such a store adds no rollouts; the page now gives the command that does, for this
+    store, and that command is one the CLI takes."""
+    import shlex
+
+    from precompute.cli import _build_parser
+
+    store = _ingested_store(tmp_path)
+    at = run_app_page("transfer", monkeypatch, [store])
+    assert "no student rollouts" in at.info[0].value
+    (code,) = at.code
+    assert code.value == f"python -m precompute run --store '{store}' --students default"
+    args = _build_parser().parse_args(shlex.split(code.value)[3:])
+    assert (args.command, args.store, args.students) == ("run", store, "default")
+    assert not at.get("plotly_chart")
+
+    hosted = run_app_page("transfer", monkeypatch, [store], readonly=True)
+    (code,) = hosted.code
+    assert code.value == "python -m precompute run --store DIR --students default"
+    assert str(tmp_path) not in " ".join(e.value for e in hosted.info)

@@ -156,7 +156,7 @@ def parse_app_args(argv: Sequence[str], environ: Mapping[str, str]) -> AppConfig
     >>> cfg.launched, cfg.merge, cfg.prefer
     (('a', 'b'), False, 'b')
     """
-    parser = argparse.ArgumentParser(prog="app.py", add_help=False)
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="app.py", add_help=False)
     parser.add_argument("--store", action="append", default=[])
     parser.add_argument("--readonly", action="store_true")
     parser.add_argument("--merge", action="store_true")

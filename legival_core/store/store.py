@@ -64,7 +64,7 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -1450,27 +1450,34 @@ class Store:
         entries: Sequence[Mapping[str, Any]],
         *,
         replacing: Mapping[str, Any] | None = None,
+        resolved: Collection[str] = (),
     ) -> Path:
         """Add ``entries`` (JSON objects) to :attr:`quarantine_path`, under the store lock.
 
         ``replacing`` names the earlier entries these supersede: those whose fields equal every
         item of it (an ingest passes its file and teacher, so a re-ingest does not repeat
-        them). The file is only appended to, which keeps a large quarantine file cheap and
-        leaves every earlier byte in place, unless earlier entries must go: when they equal
-        the new ones (time stamps aside) nothing is written; when they differ the file is
-        copied line by line without them and replaced atomically. Concurrent ingests lose no
-        entry: each holds the lock from reading the file to its last write.
+        them). ``resolved`` are trace ids now in the store: an earlier entry whose
+        ``trace_id`` is one of them was a line that has since been ingested and kept (fixed,
+        perhaps in another file), and goes too. The file is only appended to, which keeps a
+        large quarantine file cheap and leaves every earlier byte in place, unless earlier
+        entries must go: when the superseded ones equal the new ones (time stamps aside) and
+        none is resolved nothing is written; otherwise the file is copied line by line without
+        them and replaced atomically. Concurrent ingests lose no entry: each holds the lock
+        from reading the file to its last write.
         """
         lines = [_quarantine_line(e) for e in entries]
         target = self.quarantine_path
+        resolved = set(resolved)
         with self._locked():
             superseded = self._superseded_quarantine(replacing) if replacing else []
-            if superseded:
-                if [_timeless(e) for e in superseded] == [
+            fixed = self._resolved_quarantine(resolved) if resolved else False
+            if superseded or fixed:
+                same = [_timeless(e) for e in superseded] == [
                     _timeless(json.loads(line)) for line in lines
-                ]:
+                ]
+                if same and not fixed:
                     return target  # the same entries again: the file stays as it is
-                self._rewrite_quarantine(replacing or {}, lines)
+                self._rewrite_quarantine(replacing or {}, lines, resolved)
                 return target
             # Created even when empty (ingest ran here); never through a link or into a FIFO.
             fd = _open_plain(target, os.O_RDWR | os.O_APPEND | os.O_CREAT)
@@ -1518,14 +1525,24 @@ class Store:
             if entry is not None and _matches(entry, replacing)
         ]
 
-    def _rewrite_quarantine(self, replacing: Mapping[str, Any], lines: Sequence[str]) -> None:
-        """Copy the quarantine file without the superseded entries, add ``lines``, replace it
-        atomically (the caller holds the lock)."""
+    def _resolved_quarantine(self, resolved: Collection[str]) -> bool:
+        """Whether an entry of the quarantine file names one of the ``resolved`` trace ids."""
+        # Filtered on the text "trace_id": the lines without the key are not even parsed.
+        lines = self._quarantine_entries({"key": "trace_id"})
+        return any(_names_trace(text, resolved) for text, _ in lines)
+
+    def _rewrite_quarantine(
+        self, replacing: Mapping[str, Any], lines: Sequence[str], resolved: Collection[str] = ()
+    ) -> None:
+        """Copy the quarantine file without the superseded and the resolved entries, add
+        ``lines``, replace it atomically (the caller holds the lock)."""
         temp = self.path / _temp_name(".jsonl")
         try:
             with open(temp, "w", encoding="utf-8") as out:
                 for text, entry in self._quarantine_entries(replacing):
                     if entry is not None and _matches(entry, replacing):
+                        continue
+                    if resolved and _names_trace(text, resolved):
                         continue
                     out.write(text + "\n")
                 out.write("".join(line + "\n" for line in lines))
@@ -2171,6 +2188,24 @@ def _quarantine_line(value: Any) -> str:
 
 def _matches(entry: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
     return all(entry.get(k) == v for k, v in fields.items())
+
+
+def _names_trace(text: str, trace_ids: Collection[str]) -> bool:
+    """Whether the quarantine line ``text`` is an entry whose ``trace_id`` is in ``trace_ids``
+    (parsed only when it holds the key at all: most lines of a large file do not).
+
+    >>> _names_trace('{"line": 2, "trace_id": "t-1"}', {"t-1"})
+    True
+    >>> _names_trace('{"line": 2}', {"t-1"}), _names_trace('{"trace_id": "t-2"}', {"t-1"})
+    (False, False)
+    """
+    if '"trace_id"' not in text:
+        return False
+    try:
+        entry = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(entry, dict) and entry.get("trace_id") in trace_ids
 
 
 def _check_stage_name(stage: str) -> None:

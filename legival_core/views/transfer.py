@@ -95,3 +95,34 @@ def first_measured_positions(
     ``dataset`` / ``student`` (None = all)."""
     selected = filter_rows(rollouts, dataset=dataset, student=student)
     return transfer_curves.first_measured_positions(selected)
+
+
+#: The command that gives a store its students' rollouts, hence its transfer curves and FOTU:
+#: the demo's two packaged students on the CPU (``precompute.students``).
+ROLLOUTS_COMMAND = "python -m precompute run --store {store} --students default"
+
+
+def rollouts_command(store: str | None) -> str:
+    """:data:`ROLLOUTS_COMMAND` for the store at ``store``, quoted for a POSIX shell; ``DIR``
+    in its place when the path is not to be shown (read-only mode shows no store paths).
+
+    >>> rollouts_command("results/run 1")
+    "python -m precompute run --store 'results/run 1' --students default"
+    >>> rollouts_command(None)
+    'python -m precompute run --store DIR --students default'
+    """
+    import shlex
+
+    return ROLLOUTS_COMMAND.format(store=shlex.quote(store) if store is not None else "DIR")
+
+
+def no_rollouts_message(label: str) -> str:
+    """What the Transfer page says of a store without rollouts (``label``: the store's name,
+    already escaped for Markdown); the command itself goes below it as a code block."""
+    return (
+        f"The store '{label}' has no student rollouts, so it has no transfer curves and no "
+        "transfer utility (FOTU). The command below adds them with the demo's two students, "
+        "SmolLM2-135M and Gemma 3 270M (packaged, on the CPU, no network): it first says how "
+        "many rollouts it will run and about how long they take, and a rerun resumes where a "
+        "stopped run left off. Or pick another store in the sidebar."
+    )

@@ -166,8 +166,16 @@ class StageContext:
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("precompute"))
     #: Per-stage options given on the command line or by a caller, e.g. {"reward": {...}}.
     stage_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Makes the stage's bar instead of the terminal's: a shard of a parallel run reports its
+    #: progress to the one bar its parent draws (:mod:`precompute.parallel`).
+    bar_factory: Callable[[int, str, str], Any] | None = None
+    #: Whether a stage prints its cost estimate before a long run (``rollout``); the shards of
+    #: a parallel run leave that to their parent, which prints it once for them all.
+    announce: bool = True
 
     def bar(self, total: int, desc: str, unit: str = "item") -> Any:
+        if self.bar_factory is not None:
+            return self.bar_factory(total, desc, unit)
         return progress_bar(total, desc, unit, enabled=self.progress)
 
     def options_of(self, stage: str) -> dict[str, Any]:

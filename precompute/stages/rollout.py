@@ -28,6 +28,7 @@ from precompute.stages.base import (
     BatchWriter,
     StageContext,
     StageError,
+    StageOption,
     StageResult,
     grading_stamp,
     register_stage,
@@ -389,29 +390,82 @@ def _run_together(
     return outcomes
 
 
+def stage_students(ctx: StageContext) -> tuple[ModelConfig, ...]:
+    """The students of this run: those of ``--students`` when given (they replace the
+    config's), else the config's ``[[students]]``; none is an error naming the option."""
+    from precompute.students import no_students_message, parse_students
+
+    chosen = ctx.options_of("rollout").get("students")
+    if chosen:
+        return parse_students(str(chosen))
+    if not ctx.config.students:
+        raise StageError(no_students_message(ctx.config.source))
+    return tuple(ctx.config.students)
+
+
+def cost_estimate(
+    ctx: StageContext, jobs: Sequence[RolloutJob], done: int, processes: int = 1
+) -> str:
+    """How many rollouts ``jobs`` will generate (a k = 0 baseline once per problem) and about
+    how long they take on ``processes`` one-thread processes (:func:`rollout_estimate`)."""
+    from precompute.students import rollout_estimate, rollouts_to_run
+
+    reuse = ctx.config.rollout.reuse_baseline
+    known = set(_existing_baselines(ctx.store)) if reuse else set()
+    counts = rollouts_to_run(jobs, known, reuse=reuse)
+    copied = len(jobs) - sum(counts.values())
+    return rollout_estimate(counts, done=done, copied=copied, processes=processes)
+
+
+def announce_cost(ctx: StageContext, jobs: Sequence[RolloutJob], done: int) -> None:
+    """Say on stderr (and in the log) how many rollouts will run and about how long they take,
+    before the first one starts: a run of the default students takes minutes."""
+    import sys
+
+    if not jobs or not ctx.announce:
+        return
+    line = cost_estimate(ctx, jobs, done)
+    ctx.logger.info(line)
+    print(line, file=sys.stderr)
+
+
+#: ``--students``: the option of the stage (and of ``run``) that adds students to a run.
+STUDENTS_OPTION = StageOption(
+    "--students",
+    "students",
+    {
+        "metavar": "default|NAME,…",
+        "help": "students for this run, replacing the config's: 'default' is the demo's two "
+        "(smollm2-135m and gemma3-270m, packaged, on the CPU), or packaged names and .gguf "
+        "files separated by commas",
+    },
+)
+
+
 @register_stage(
     "rollout",
     reads=("problems", "traces", "grades", "steps"),
     writes=("rollouts",),
     help="students continue k-step prefixes of correct traces; forcing pass; graded",
+    options=(STUDENTS_OPTION,),
 )
 def run_rollout(ctx: StageContext) -> StageResult:
     config = ctx.config
     cfg = config.rollout
     result = StageResult("rollout")
-    if not config.students:
-        raise StageError(f"{config.source}: no [[students]] configured; rollout has nothing to run")
-    jobs, result.skipped = plan_jobs(ctx, config.students)
+    students = stage_students(ctx)
+    jobs, result.skipped = plan_jobs(ctx, students)
     result.todo = len(jobs)
     result.provenance = {
-        "models": {s.name: {"engine": s.engine, "model": s.model} for s in config.students},
+        "models": {s.name: {"engine": s.engine, "model": s.model} for s in students},
         "sampling": {
-            s.name: {**s.sampling(), "forcing_tokens": s.forcing_tokens} for s in config.students
+            s.name: {**s.sampling(), "forcing_tokens": s.forcing_tokens} for s in students
         },
         "interval": cfg.interval,
         "include_full": cfg.include_full,
         "samples": cfg.samples,
     }
+    announce_cost(ctx, jobs, result.skipped)
     baselines = _existing_baselines(ctx.store) if cfg.reuse_baseline else {}
     failed = 0
     reused = 0
@@ -433,7 +487,7 @@ def run_rollout(ctx: StageContext) -> StageResult:
                 bar.update(1)
             return left
 
-        for student in config.students:
+        for student in students:
             mine = [job for job in jobs if job.student is student]
             if not mine:
                 continue
