@@ -1586,12 +1586,12 @@ def _row_identity(
     None when they cannot be read (the problem id itself missing or bad, no teacher)."""
     values = raw_row.values or {}
     try:
-        problem = _lookup(values, "problem_id", mapping)
+        problem = lookup_field(values, "problem_id", mapping)
         if isinstance(problem, float) and problem.is_integer():
             problem = int(problem)
         problem_text = _as_text("problem_id", problem, allow_numbers=True)
-        row_teacher = _as_text("teacher", _lookup(values, "teacher", mapping)) or teacher
-        sample = _as_count("sample", _lookup(values, "sample", mapping), maximum=2**31 - 1)
+        row_teacher = _as_text("teacher", lookup_field(values, "teacher", mapping)) or teacher
+        sample = _as_count("sample", lookup_field(values, "sample", mapping), maximum=2**31 - 1)
     except _FieldError:
         return None
     if problem_text is None or not problem_text.strip() or not row_teacher.strip():
