@@ -408,7 +408,7 @@ _DEGENERATE = re.compile(r"(\d)\1{39}")
 
 
 def _degenerate_digits(r: Reading) -> bool:
-    """"0.2500000000…" running on for hundreds of digits: a model caught in a loop (the reply
+    """ "0.2500000000…" running on for hundreds of digits: a model caught in a loop (the reply
     was cut off by its budget), not a number it stated."""
     return _DEGENERATE.search(r.candidate.text) is not None
 
