@@ -77,8 +77,9 @@ def merged_rank_board(
     intervals = pd.DataFrame()
     if any(t is not None and len(t) for t in (efficiency, transfer)):
         # reference teachers are resampled for their value intervals, left out of the ranks
-        resamples = resample_teachers(efficiency, transfer, metrics, n_boot, seed)
+        # averaged over the common support as the board is; references do not narrow it
         apart = () if include else references
+        resamples = resample_teachers(efficiency, transfer, metrics, n_boot, seed, outside=apart)
         intervals = agreeing_intervals(
             interval_table(resamples, directions, references=apart), board
         )
