@@ -199,3 +199,41 @@ def test_the_published_rank_table_is_the_same_under_both_supports() -> None:
     plain = table.groupby("model")[columns].mean()
     got = common.set_index("model")[columns]
     np.testing.assert_allclose(got.loc[plain.index].to_numpy(), plain.to_numpy())
+
+
+# --- the leaderboard page --------------------------------------------------------------------
+
+
+def _palm_row(at) -> pd.Series:  # at: an AppTest
+    board = at.dataframe[0].value
+    return board[board["teacher"].astype(str) == PALM].iloc[0]
+
+
+def test_the_leaderboard_shows_coverage_and_the_support_choice_in_the_url(
+    monkeypatch: pytest.MonkeyPatch, demo: Store
+) -> None:
+    """By default palm's FOTU cell says it rests on 4 of 5 datasets and a caption says what the
+    common support is; ``?support=all`` lists it apart, unranked."""
+    import streamlit as st
+
+    from legival_core.views.board import APART_MARK
+    from tests.app_runner import run_app_page
+
+    st.cache_data.clear()
+    at = run_app_page("leaderboard", monkeypatch, [demo.path], {"metric": "fotu"}, timeout=300)
+    row = _palm_row(at)
+    assert "· 4/5 datasets" in str(row["FOTU"]), row["FOTU"]
+    assert not str(row["FOTU rank"]).startswith(APART_MARK)
+    captions = " ".join(c.value for c in at.caption)
+    assert "means over datasets" in captions and "champ" in captions, captions
+    assert at.sidebar.radio(key="support").value == "common"
+
+    st.cache_data.clear()
+    at = run_app_page(
+        "leaderboard", monkeypatch, [demo.path], {"metric": "fotu", "support": "all"}, timeout=300
+    )
+    assert at.sidebar.radio(key="support").value == "all"
+    assert at.query_params.get("support") in ("all", ["all"])
+    row = _palm_row(at)
+    assert str(row["FOTU rank"]).startswith(APART_MARK), row["FOTU rank"]  # ⇅ may follow
+    assert "· 4/5 datasets" in str(row["FOTU"])
