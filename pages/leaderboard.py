@@ -373,7 +373,7 @@ if "fotu" in in_order and headline:
     st.warning(markdown_literal(headline) + " *FOTU before leak* keeps the prefixes before it.")
 if "tokens" in metrics:
     st.caption(common.tokens_caption())
-numbers = board_layout.board_numbers(board, interval_rows, metrics)
+numbers = board_layout.board_numbers(board, interval_rows, metrics, support)
 export_left, export_right = st.columns(2)
 with export_left:
     common.download_csv(numbers, "leaderboard")

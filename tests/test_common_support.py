@@ -237,3 +237,20 @@ def test_the_leaderboard_shows_coverage_and_the_support_choice_in_the_url(
     row = _palm_row(at)
     assert str(row["FOTU rank"]).startswith(APART_MARK), row["FOTU rank"]  # ⇅ may follow
     assert "· 4/5 datasets" in str(row["FOTU"])
+
+
+def test_the_export_names_its_support_and_the_datasets_behind_each_value(
+    results: Results,
+) -> None:
+    from legival_core.views.board import board_numbers
+
+    board = results.leaderboard(support="all")
+    numbers = board_numbers(board, pd.DataFrame(), ["accuracy", "fotu"], "all")
+    assert set(numbers["support"]) == {"all"}
+    palm = numbers.set_index("teacher").loc[PALM]
+    assert (int(palm["fotu_datasets"]), int(palm["fotu_covered"]), int(palm["n_dataset"])) == (
+        4,
+        4,
+        5,
+    )
+    assert pd.isna(palm["fotu_rank"])

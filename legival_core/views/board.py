@@ -444,11 +444,16 @@ def support_note(
 
 
 def board_numbers(
-    board: pd.DataFrame, intervals: pd.DataFrame, metrics: Sequence[str]
+    board: pd.DataFrame,
+    intervals: pd.DataFrame,
+    metrics: Sequence[str],
+    support: str | None = None,
 ) -> pd.DataFrame:
     """The rank table as numbers (for CSV and LaTeX): per metric value, lo, hi, n, ranks.
 
-    Columns: ``n_dataset`` (the datasets of the selection) when the board has it, then per
+    Columns: ``support`` (which datasets the values are averaged over, ``"common"`` or
+    ``"all"``, :mod:`legival_core.stats.support`) when given, so an export names its choice;
+    ``n_dataset`` (the datasets of the selection) when the board has it, then per
     metric m: ``m``, ``m_datasets`` and ``m_covered`` (the datasets its mean is over, and those
     the teacher has a value on) when the board has them, ``m_lo``, ``m_hi``, ``m_n_traces``,
     ``m_n_students``, ``m_rank``, ``m_rank_lo``, ``m_rank_hi``, ``m_rank_ub`` (NaN / missing
@@ -460,6 +465,8 @@ def board_numbers(
     ['teacher', 'accuracy', 'accuracy_lo', 'accuracy_hi']
     """
     out = pd.DataFrame({"teacher": board["teacher"].astype(str).to_numpy()})
+    if support is not None:
+        out["support"] = support
     if "n_dataset" in board:
         out["n_dataset"] = board["n_dataset"].to_numpy()
     names = [*(["composite"] if "composite" in board else []), *metrics]
