@@ -9,7 +9,8 @@ docs/metrics/)::
                    samples, seed, options (passed to the engine)
     [generate]     batch_size
     [grade]        timeout_s
-    [segment]      mode ("paper" | "lines"), encoding (tiktoken)
+    [segment]      mode ("math" | "paper" | "lines"; default "math", "paper" under
+                   ``[metrics] profile = "release"``), encoding (tiktoken)
     [embed]        batch_size, disk_cache
     [[students]]   like a teacher, plus forcing_tokens (second pass budget)
     [rollout]      interval, samples, batch_size, include_full (k = m)
@@ -33,6 +34,7 @@ from typing import Any
 
 __all__ = [
     "DEFAULT_STAGES",
+    "PROFILE_SEGMENTERS",
     "PROFILE_THRESHOLDS",
     "ConfigError",
     "EmbedConfig",
@@ -241,9 +243,14 @@ class GradeConfig:
     batch_size: int = 64
 
 
+#: The step segmenter of each profile when ``[segment]`` names no ``mode``: the maths-aware
+#: splitter for the paper profile, plain Punkt (the authors' released scripts) for release.
+PROFILE_SEGMENTERS = {"paper": "math", "release": "paper"}
+
+
 @dataclass(frozen=True)
 class SegmentConfig:
-    mode: str = "paper"
+    mode: str = PROFILE_SEGMENTERS["paper"]
     encoding: str = "cl100k_base"
     batch_size: int = 256
 
@@ -366,9 +373,12 @@ def _parse(data: Mapping[str, Any], source: str) -> ExperimentConfig:
     )
     gr.finish()
 
+    metrics_table = data.get("metrics")
+    release = isinstance(metrics_table, Mapping) and metrics_table.get("profile") == "release"
     seg = _Section(source, "segment", data.get("segment"))
+    default_mode = PROFILE_SEGMENTERS["release" if release else "paper"]
     segment = SegmentConfig(
-        mode=seg.string("mode", "paper") or "paper",
+        mode=seg.string("mode", default_mode) or default_mode,
         encoding=seg.string("encoding", "cl100k_base") or "cl100k_base",
         batch_size=seg.integer("batch_size", 256, minimum=1),
     )
@@ -383,8 +393,6 @@ def _parse(data: Mapping[str, Any], source: str) -> ExperimentConfig:
     emb.finish()
 
     ro = _Section(source, "rollout", data.get("rollout"))
-    metrics_table = data.get("metrics")
-    release = isinstance(metrics_table, Mapping) and metrics_table.get("profile") == "release"
     rollout = RolloutConfig(
         interval=ro.integer("interval", 3, minimum=1),
         samples=ro.integer("samples", 1, minimum=1),

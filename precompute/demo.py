@@ -8,7 +8,8 @@ What it holds
       GPT-4, GPT-4 Turbo and PaLM 2 Medium that ship with CHAMP (nothing is generated for
       them here) and the human reference solution (teacher ``human``).
     * grades (the answer layer and math-verify: recorded models state answers in prose),
-      steps (Punkt), similarity (all-MiniLM-L6-v2), lexical backtracking labels, rollouts of
+      steps (the maths-aware ``math`` segmenter, docs/metrics/steps.md),
+      similarity (all-MiniLM-L6-v2), lexical backtracking labels, rollouts of
       two students, SmolLM2-135M-Instruct and Gemma 3 270M base (packaged GGUFs), on every
       correct trace, and the metric
       tables (efficiency, transfer with answer-leak points, decomposition with the native
@@ -197,7 +198,9 @@ def _load_champ(store: Any, options: DemoOptions) -> dict[str, int]:
     from precompute.champ import champ_first_wrong_steps
 
     if not store.has("error_labels"):
-        labels = champ_first_wrong_steps(options.setting, **chosen)
+        # Step numbers of the error labels follow the demo's own segmenter.
+        mode = demo_config(options).segment.mode
+        labels = champ_first_wrong_steps(options.setting, segment_mode=mode, **chosen)
         labels = labels[labels["trace_id"].isin(set(traces["trace_id"]))]
         columns = [c for c in labels.columns if c in TABLES["error_labels"].columns]
         if len(labels):

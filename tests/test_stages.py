@@ -141,6 +141,37 @@ def test_release_profile_brings_its_redundancy_threshold(
     assert config.rollout.include_full == ("release" not in text)
 
 
+@pytest.mark.parametrize(
+    ("text", "mode"),
+    [
+        ("", "math"),  # the paper profile cuts steps with the maths-aware segmenter
+        ("[metrics]\nprofile = 'release'\n", "paper"),  # the release keeps plain Punkt
+        ("[segment]\nmode = 'paper'\n", "paper"),  # unless a mode is given
+        ("[segment]\nmode = 'lines'\n[metrics]\nprofile = 'release'\n", "lines"),
+    ],
+)
+def test_each_profile_brings_its_segmenter(tmp_path: Path, text: str, mode: str) -> None:
+    path = tmp_path / "segment.toml"
+    path.write_text(text)
+    config = load_config(path)
+    assert config.segment.mode == mode
+    assert ExperimentConfig.from_dict(config.to_dict()).segment.mode == mode
+    assert ExperimentConfig().segment.mode == "math"
+
+
+def test_a_recorded_segmenter_is_kept_on_resume() -> None:
+    """A store's recorded config is read back with the segmenter it was cut with (the demo's,
+    and one cut by Punkt before the maths-aware default): a resumed run never re-cuts an
+    existing store another way."""
+    import json
+
+    manifest = json.loads(Path("results/demo/manifest.json").read_text())
+    recorded = manifest["config"]
+    assert ExperimentConfig.from_dict(recorded).segment.mode == recorded["segment"]["mode"]
+    punkt = {**recorded, "segment": {**recorded["segment"], "mode": "paper"}}
+    assert ExperimentConfig.from_dict(punkt).segment.mode == "paper"
+
+
 def test_release_profile_keeps_an_explicit_include_full(tmp_path: Path) -> None:
     path = tmp_path / "metrics.toml"
     path.write_text("[rollout]\ninclude_full = true\n[metrics]\nprofile = 'release'\n")
