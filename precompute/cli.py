@@ -327,22 +327,25 @@ def _run_stages(ctx: StageContext, stages: list[str]) -> int:
 
 
 #: What ``run --store DIR`` without a config runs, in order: every stage that needs neither a
-#: GPU nor a model named in a config (``judge`` with the lexical labeler only).
+#: GPU nor a model named in a config (``judge`` with the offline labelers only).
 CPU_STAGES = ("grade", "segment", "embed", "judge", "metrics")
 
 
 def cpu_config(recorded: ExperimentConfig) -> ExperimentConfig:
-    """The config of a CPU-only run: the store's recorded one with the judge made lexical.
+    """The config of a CPU-only run: the store's recorded one with the judge made offline.
 
-    The LLM judge needs a model, so it is left out; everything else (segment mode, τ, profile,
-    encoding) keeps the recorded values, so a rerun measures the store as it was measured.
+    The LLM judge needs a model, so it is left out (the recorded offline labelers stay; a
+    store that recorded only the LLM judge gets the lexical detector); everything else
+    (segment mode, τ, profile, encoding) keeps the recorded values, so a rerun measures the
+    store as it was measured.
     """
     from dataclasses import replace
 
+    offline = tuple(name for name in recorded.judge.labelers if name != "llm") or ("lexical",)
     return replace(
         recorded,
         stages=CPU_STAGES,
-        judge=replace(recorded.judge, labelers=("lexical",), model=None),
+        judge=replace(recorded.judge, labelers=offline, model=None),
     )
 
 

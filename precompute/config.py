@@ -14,7 +14,8 @@ docs/metrics/)::
     [embed]        batch_size, disk_cache
     [[students]]   like a teacher, plus forcing_tokens (second pass budget)
     [rollout]      interval, samples, batch_size, include_full (k = m)
-    [judge]        labelers (["lexical", "llm"]), model fields as for a teacher, batch_size
+    [judge]        labelers (["lexical", "cues", "llm"]; default ["lexical", "cues"]), model
+                   fields as for a teacher, batch_size
     [metrics]      threshold, profile, grid, primary_labeler, encoding (``profile =
                    "release"`` also sets threshold = 0.85 and [rollout] include_full = false
                    unless they are given)
@@ -33,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "DEFAULT_LABELERS",
     "DEFAULT_STAGES",
+    "JUDGE_LABELERS",
     "PROFILE_SEGMENTERS",
     "PROFILE_THRESHOLDS",
     "ConfigError",
@@ -271,9 +274,17 @@ class RolloutConfig:
     reuse_baseline: bool = True
 
 
+#: The labelers ``[judge] labelers`` accepts: the offline detectors
+#: (:data:`legival_core.metrics.backtracking.OFFLINE_LABELERS`) and an LLM judge.
+JUDGE_LABELERS = ("lexical", "cues", "llm")
+#: The labelers a config that names none runs: both offline detectors, so the robustness
+#: report compares them (the context-aware ``cues`` gives the stored share).
+DEFAULT_LABELERS = ("lexical", "cues")
+
+
 @dataclass(frozen=True)
 class JudgeConfig:
-    labelers: tuple[str, ...] = ("lexical",)
+    labelers: tuple[str, ...] = DEFAULT_LABELERS
     model: ModelConfig | None = None
     batch_size: int = 4
 
@@ -404,11 +415,12 @@ def _parse(data: Mapping[str, Any], source: str) -> ExperimentConfig:
     ro.finish()
 
     jd = _Section(source, "judge", data.get("judge"))
-    labelers = jd.strings("labelers", ("lexical",))
+    labelers = jd.strings("labelers", DEFAULT_LABELERS)
     for labeler in labelers:
-        if labeler not in {"lexical", "llm"}:
+        if labeler not in JUDGE_LABELERS:
+            known = ", ".join(repr(name) for name in JUDGE_LABELERS)
             raise ConfigError(
-                f"{source}: [judge] labelers: unknown labeler {labeler!r} (use 'lexical', 'llm')"
+                f"{source}: [judge] labelers: unknown labeler {labeler!r} (use {known})"
             )
     judge_model = None
     if "llm" in labelers or "engine" in jd.table:

@@ -9,7 +9,8 @@ What it holds
       them here) and the human reference solution (teacher ``human``).
     * grades (the answer layer and math-verify: recorded models state answers in prose),
       steps (the maths-aware ``math`` segmenter, docs/metrics/steps.md),
-      similarity (all-MiniLM-L6-v2), lexical backtracking labels, rollouts of
+      similarity (all-MiniLM-L6-v2), backtracking labels of the context-aware cues (the
+      stored share) and of the lexical detector, rollouts of
       two students, SmolLM2-135M-Instruct and Gemma 3 270M base (packaged GGUFs), on every
       correct trace, and the metric
       tables (efficiency, transfer with answer-leak points, decomposition with the native
@@ -168,8 +169,10 @@ def demo_config(options: DemoOptions) -> ExperimentConfig:
         students=students,
         grade=GradeConfig(timeout_s=10.0),
         rollout=RolloutConfig(interval=options.interval, batch_size=options.batch_size),
-        judge=JudgeConfig(labelers=("lexical",)),
-        metrics=MetricsConfig(primary_labeler="lexical"),
+        # Both offline detectors: the context-aware cues give the stored share, the lexical
+        # detector stays for comparison (the robustness report's labeler alternative).
+        judge=JudgeConfig(labelers=("lexical", "cues")),
+        metrics=MetricsConfig(primary_labeler="cues"),
     )
 
 

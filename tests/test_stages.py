@@ -99,7 +99,7 @@ def test_ray_config_loads_and_names_registered_engines() -> None:
         ("[rollout]\ninterval = 0\n", "[rollout] interval: must be at least 1"),
         ("[metrics]\nthreshold = 1.5\n", "[metrics] threshold: must be within"),
         ("[[teachers]]\nengine = 'vllm'\n", "[teachers[0]] model: is required"),
-        ("[judge]\nlabelers = ['llm', 'oracle']\n", "unknown labeler 'oracle'"),
+        ("[judge]\nlabelers = ['llm', 'oracle']\n", "labeler 'oracle' (use 'lexical', 'cues'"),
         ("[bogus]\n", "unknown section(s) ['bogus']"),
         ("[rollout\n", "invalid TOML"),
         ("[metrics]\nthreshold = nan\n", "[metrics] threshold: expected a finite number"),
@@ -288,6 +288,77 @@ def test_judge_prompt_numbers_our_steps() -> None:
     assert "[1] 7 + 5 = 12.\n[2] Wait, check: 12." in messages[1]["content"]
 
 
+def test_judge_stage_writes_both_offline_labelers_and_cues_give_the_share(
+    tmp_path: Path,
+) -> None:
+    """Issue 38: the default judge runs the lexical detector and the context-aware cues; the
+    metrics stage takes its backtracking share from the cues (a "However, since" opener, the
+    lexical detector's most common flag, is no revision)."""
+    store = Store.create(tmp_path / "s")
+    texts = [
+        "Let x = 2.",
+        "However, since x > 0, the sum is positive.",  # a connective: lexical only
+        "However, there is no straightforward method to find all such x.",  # dead end: both
+        "Instead, let's try small cases.",  # a new plan after the dead end: both
+    ]
+    store.write(
+        "problems",
+        pd.DataFrame(
+            {"problem_id": ["p"], "dataset": "d", "task": "math", "prompt": "?", "gold": "2"}
+        ),
+        stage="test",
+    )
+    store.write(
+        "traces",
+        pd.DataFrame(
+            {
+                "trace_id": ["t"],
+                "problem_id": ["p"],
+                "dataset": "d",
+                "teacher": "a",
+                "sample": 0,
+                "reasoning": " ".join(texts),
+            }
+        ),
+        stage="test",
+    )
+    store.write(
+        "steps",
+        pd.DataFrame({"trace_id": "t", "step": range(4), "start": 0, "end": 1, "text": texts}),
+        stage="test",
+    )
+    assert main(["judge", "--store", str(store.path), "--no-progress"]) == 0
+    judged = Store.open(store.path).read("judgments").set_index("labeler")
+    assert sorted(judged.index) == ["cues", "lexical"]
+    assert list(judged.loc["lexical", "steps"]) == [2, 3, 4]
+    assert list(judged.loc["cues", "steps"]) == [3, 4]
+    assert list(judged.loc["cues", "reasons"]) == [
+        "dead end or revision: 'no straightforward method'",
+        'opens with a revision cue: "Instead, let\'s"',
+    ]
+    from precompute.stages.base import StageContext
+    from precompute.stages.metrics import primary_labeler
+
+    def labeler_of(config: ExperimentConfig) -> str:
+        return primary_labeler(StageContext(store=store, config=config))
+
+    assert labeler_of(ExperimentConfig()) == "cues"
+    lexical_only = ExperimentConfig.from_dict({"judge": {"labelers": ["lexical"]}})
+    assert labeler_of(lexical_only) == "lexical"
+
+
+def test_a_cpu_run_keeps_the_recorded_offline_labelers() -> None:
+    from precompute.cli import cpu_config
+
+    both = ExperimentConfig()
+    assert cpu_config(both).judge.labelers == ("lexical", "cues")
+    judge_only = ExperimentConfig.from_dict(
+        {"judge": {"labelers": ["llm"], "engine": "llamacpp", "model": "smollm2-135m"}}
+    )
+    assert cpu_config(judge_only).judge.labelers == ("lexical",)
+    assert cpu_config(judge_only).judge.model is None
+
+
 # ---------------------------------------------------------------------------------- batch writer
 
 
@@ -445,8 +516,9 @@ def test_the_metrics_stage_and_the_page_decompose_the_same_instances(tmp_path: P
     steps = pd.DataFrame(
         {"trace_id": ["a", "b"], "step": 0, "start": 0, "end": [7, 11], "text": traces.reasoning}
     )
+    # the default primary labeler: the context-aware cues (the store records no config)
     judgments = pd.DataFrame(
-        {"trace_id": ["a", "b"], "labeler": "lexical", "steps": [[], []], "valid": True}
+        {"trace_id": ["a", "b"], "labeler": "cues", "steps": [[], []], "valid": True}
     )
     for name, frame in [("traces", traces), ("grades", grades), ("problems", problems),
                         ("steps", steps), ("judgments", judgments),

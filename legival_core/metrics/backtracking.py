@@ -234,6 +234,7 @@ _CONTEXT_COMMON = (
     "on further reflection",
     "scratch that",
     "no, wait",
+    "but wait",
     "that's not right",
     "that is not right",
     "that's wrong",

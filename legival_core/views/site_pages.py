@@ -243,6 +243,8 @@ class TraceEvidence:
     #: Whether ``leak_k`` was stored by the metrics stage (traces with rollouts); False: not
     #: looked for.
     leak_stored: bool = True
+    #: The backtracking labelers whose marks the page shows (stored, or computed offline).
+    labelers: tuple[str, ...] = ()
 
 
 def _pre(label: str, text: object) -> str:
@@ -273,13 +275,15 @@ def trace_page(
             ],
         }
     )
+    from legival_core.views.inspector import labeler_legend
+
     body = [
         '<p class="note">Steps are shaded by redundancy (their best cosine match to an earlier '
-        "step; hover a step for the value, ↩ jumps to the matched step). Markers: J = LLM "
-        "judge, L = lexical cues, H = human label; ✗ = a human's first wrong step. The small "
-        "cells after a step's number: each student's correctness after seeing the trace up to "
-        "that step (green right, red wrong, grey no rollout). A dashed rule marks the "
-        "answer-leak point.</p>",
+        "step; hover a step for the value, ↩ jumps to the matched step). ✗ = a human's first "
+        "wrong step. The small cells after a step's number: each student's correctness after "
+        "seeing the trace up to that step (green right, red wrong, grey no rollout). A dashed "
+        "rule marks the answer-leak point.</p>",
+        f'<p class="note">{html_text(labeler_legend(list(evidence.labelers)))}</p>',
         html_table(facts, "trace-facts"),
     ]
     if problem:
