@@ -19,6 +19,10 @@ What it holds
 CHAMP's human first-wrong-step annotations are *error* labels, not backtracking labels, so
 they go into their own table ``error_labels`` (labeler ``human``), not into ``judgments``.
 
+For the robustness report, every trace is also cut by the other segmenters (Punkt, as the
+paper, and ``lines``) and embedded again into the side tables of the ``robustness`` stage, so
+the report compares the segmenters and both backtracking labelers on the demo itself.
+
 The demo also scores every trace with a *stand-in* reward model (SmolLM2-135M with a seeded,
 untrained score head: it exercises the whole reward path offline, but its scores carry no
 preference signal, unlike the 8B reward models of the paper) and runs a small weak-monitor
@@ -92,6 +96,9 @@ class DemoOptions:
     #: category datasets, 1 gives about as many traces as 6 per teacher did on one dataset).
     oversight: bool = True
     monitor_limit: int = 1
+    #: The other segmenters the robustness report compares the demo's steps with: each one
+    #: re-cuts and re-embeds every trace into the side tables (the ``robustness`` stage).
+    robustness_segmenters: tuple[str, ...] = ("paper", "lines")
     #: Processes for the rollout and reward stages, each a one-thread shard of the traces
     #: (``None``: one per core, at most 8). One thread per process keeps both cores of a small
     #: machine busy without the spin-waiting of two threads in one llama.cpp or torch process.
@@ -389,6 +396,9 @@ def build_demo(options: DemoOptions | None = None, *, progress: bool | None = No
     try:
         for name in DEMO_STAGES[:-1]:
             timings[name] = _run_demo_stage(name, ctx, options)
+        for segmenter in options.robustness_segmenters:
+            ctx.stage_options = {"robustness": {"segmenter": segmenter}}
+            timings[f"robustness:{segmenter}"] = _run_demo_stage("robustness", ctx, options)
         if options.oversight:
             timings.update(_oversight(ctx, options))
         # metrics last: its stored page results read the rewards and monitor verdicts too
