@@ -12,7 +12,8 @@ with the same parser, and a rerun skips the items already in the file.
 Any engine of :mod:`precompute.backends` can serve; the default is llama.cpp on the CPU::
 
     python bench/judge_hand_labels.py --model /path/to/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \\
-        --name qwen2.5-coder-0.5b --out tests/fixtures/backtracking_judge_qwen2.5-coder-0.5b.jsonl
+        --name qwen2.5-coder-0.5b --half test --shuffle \\
+        --out tests/fixtures/backtracking_judge_qwen2.5-coder-0.5b.jsonl
     python bench/judge_hand_labels.py --model smollm2-135m --name smollm2-135m --limit 20 \\
         --out /tmp/smollm2.jsonl
     python bench/judge_hand_labels.py --engine transformers --model Qwen/... --device cuda ...
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import time
 from pathlib import Path
@@ -34,6 +36,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # `python bench/x.py` puts bench/ on sys.path, not the repo root
 
 LABELS = REPO / "tests" / "fixtures" / "backtracking_labels.jsonl"
+#: Seed of ``--shuffle``'s order.
+SEED = "38judge"
 
 
 def judge_request(item: dict[str, Any], prompt: str, rubric: str, max_tokens: int) -> Any:
@@ -58,6 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", default="llamacpp", help="an engine of precompute.backends")
     parser.add_argument("--half", choices=("dev", "test", "all"), default="all")
     parser.add_argument("--limit", type=int, default=None, help="at most this many items")
+    parser.add_argument(
+        "--shuffle",
+        action="store_true",
+        help="ask in a seeded random order, so a run stopped part way has answered a random "
+        "sample of the half (scored on the items answered)",
+    )
     parser.add_argument("--max-tokens", type=int, default=320)
     parser.add_argument("--n-ctx", type=int, default=4096)
     parser.add_argument("--device", default=None, help="transformers/vLLM device (cuda, cpu)")
@@ -75,7 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     done: set[int] = set()
     if args.out.exists():
         done = {json.loads(line)["item"] for line in args.out.read_text().splitlines() if line}
-    todo = [item for item in items if item["item"] not in done][: args.limit]
+    todo = [item for item in items if item["item"] not in done]
+    if args.shuffle:
+        random.Random(f"{SEED}:order").shuffle(todo)
+    todo = todo[: args.limit]
     if not todo:
         print(f"judge_hand_labels: every item is already in {args.out}", file=sys.stderr)
         return 0

@@ -6,6 +6,7 @@ numbers the app, the static site and the docs show (``legival_core/data/label_qu
     python bench/label_quality.py --write \\
         --judge tests/fixtures/backtracking_judge_qwen2.5-coder-0.5b.jsonl
     python bench/label_quality.py --classifier-check   # + the MiniLM classifier, dev CV only
+    python bench/label_quality.py --score FILE         # one judge's replies only, printed
 
 What is measured (legival_core.metrics.label_quality):
 
@@ -276,12 +277,38 @@ def _line(name: str, entry: dict[str, Any]) -> str:
     return f"{name:28s} " + "  ||  ".join(halves)
 
 
+def score_judge(path: Path) -> int:
+    """Print the scores of one judge's recorded replies, beside the offline labelers on the
+    same items (nothing is written: what ``bench/gpu_check.sh`` runs after its judge)."""
+    from legival_core.metrics.backtracking import OFFLINE_LABELERS
+    from legival_core.metrics.label_quality import (
+        detector_scores,
+        offline_item_flags,
+        read_jsonl,
+    )
+
+    items = read_jsonl(BACKTRACKING_LABELS, BACKTRACKING_FIELDS)
+    name, answered, flags = judge_flags(items, path)
+    invalid = sum(flag is None for flag in flags)
+    print(f"{name}: {len(answered)} items answered, {invalid} without a valid verdict")
+    print(_line(name, detector_scores(answered, flags)))
+    for offline, detector in OFFLINE_LABELERS.items():
+        scores = detector_scores(answered, offline_item_flags(answered, detector))
+        print(_line(f"{offline} (same items)", scores))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="rewrite the stored file")
     parser.add_argument("--judge", type=Path, action="append", default=[], help="judge replies")
     parser.add_argument("--classifier-check", action="store_true")
+    parser.add_argument(
+        "--score", type=Path, default=None, help="print one judge's scores from its replies"
+    )
     args = parser.parse_args(argv)
+    if args.score is not None:
+        return score_judge(args.score)
     result = report(args.judge, args.classifier_check)
     for mode, entry in result["segmentation"]["modes"].items():
         print(_line(f"segmenter {mode}", entry))

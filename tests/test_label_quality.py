@@ -175,3 +175,62 @@ def test_stored_file_is_read_once_and_shared() -> None:
         quality_note(None)
         == "Backtracking by the stored labels: not measured against the hand labels."
     )
+
+
+# ------------------------------------------------------------------------------- the judge
+
+
+@pytest.mark.slow
+def test_the_judge_bench_asks_a_real_model_through_the_stages_prompt(tmp_path: Path) -> None:
+    """bench/judge_hand_labels.py with the packaged SmolLM2-135M on llama.cpp: an item already
+    answered is skipped, the next one asked; each reply recorded with its item and labeler and
+    re-read by the scorer with the judge stage's parser (a reply that holds no valid verdict
+    counts as no flag, and is counted)."""
+    import judge_hand_labels  # bench/judge_hand_labels.py
+
+    items = read_jsonl(bench.BACKTRACKING_LABELS, bench.BACKTRACKING_FIELDS)
+    first, second = [item for item in items if item["half"] == "dev"][:2]
+    out = tmp_path / "replies.jsonl"
+    earlier = {"item": first["item"], "half": "dev", "labeler": "judge:smollm2-135m", "raw": "?"}
+    out.write_text(json.dumps(earlier) + "\n", encoding="utf-8")
+    argv = ["--model", "smollm2-135m", "--name", "smollm2-135m", "--half", "dev"]
+    assert (
+        judge_hand_labels.main([*argv, "--limit", "1", "--max-tokens", "64", "--out", str(out)])
+        == 0
+    )
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows[0] == earlier and [r["item"] for r in rows] == [first["item"], second["item"]]
+    assert rows[1]["labeler"] == "judge:smollm2-135m" and isinstance(rows[1]["raw"], str)
+    assert rows[1]["finish"] in ("stop", "length")
+    name, answered, flags = bench.judge_flags(items, out)
+    assert name == "judge:smollm2-135m" and [i["item"] for i in answered] == [
+        first["item"],
+        second["item"],
+    ]
+    assert flags[0] is None and flags[1] in (True, False, None)
+
+
+def test_the_gpu_check_script_parses_and_names_both_cpu_forms() -> None:
+    """bench/gpu_check.sh: valid bash; without a GPU it exits 2 naming the CPU forms of the
+    rollout check and of the judge check; a wrong GPU_CHECK is refused."""
+    import os
+    import subprocess
+
+    script = REPO / "bench" / "gpu_check.sh"
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    env = {**os.environ, "PYTHON": sys.executable, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(
+        ["bash", str(script)], env=env, capture_output=True, text=True, check=False, timeout=300
+    )
+    assert done.returncode == 2
+    assert "bench/gpu_check.py --device cpu" in done.stderr
+    assert "bench/judge_hand_labels.py --engine llamacpp" in done.stderr
+    assert "bench/label_quality.py --score" in done.stderr
+    wrong = subprocess.run(
+        ["bash", str(script)],
+        env={**env, "GPU_CHECK": "all"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert wrong.returncode == 2 and "GPU_CHECK must be both, rollout or judge" in wrong.stderr
