@@ -234,3 +234,55 @@ def test_the_gpu_check_script_parses_and_names_both_cpu_forms() -> None:
         check=False,
     )
     assert wrong.returncode == 2 and "GPU_CHECK must be both, rollout or judge" in wrong.stderr
+
+
+# --------------------------------------------------------------------------------- the docs
+
+
+def _docs_table(page: str, marker: str) -> list[list[str]]:
+    text = (REPO / "docs" / "metrics" / page).read_text(encoding="utf-8")
+    rows = []
+    for line in text.split(f"<!-- {marker} -->")[1].strip().splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip().strip("*`") for cell in line.strip("|").split("|")])
+    return rows
+
+
+def test_the_steps_page_reports_the_stored_boundary_scores(stored: dict) -> None:
+    names = {"paper (Punkt)": "paper", "lines": "lines", "math": "math"}
+    segmentation = stored["segmentation"]
+    rows = _docs_table("steps.md", "segmentation-table")
+    assert len(rows) == 8
+    for name, half, found, extra, missed, precision, recall, f1 in rows:
+        scores = (
+            segmentation["second_reader"][half]
+            if name == "second reader"
+            else segmentation["modes"][names[name.replace("` (", " (")]][half]
+        )
+        assert [int(found), int(extra), int(missed)] == [scores["tp"], scores["fp"], scores["fn"]]
+        for shown, value in ((precision, "precision"), (recall, "recall"), (f1, "f1")):
+            assert float(shown) == pytest.approx(scores[value], abs=5e-4), (name, half, value)
+
+
+def test_the_backtracking_page_reports_the_stored_scores(stored: dict) -> None:
+    labelers = stored["backtracking"]["labelers"]
+    rows = _docs_table("backtracking.md", "backtracking-quality-table")
+    assert [(r[0], r[1]) for r in rows] == [
+        ("cues", "dev"),
+        ("cues", "test"),
+        ("lexical", "dev"),
+        ("lexical", "test"),
+    ]
+    for name, half, precision, recall, w_precision, w_recall, kappa, rho in rows:
+        scores = labelers[name][half]
+        intervals = scores["intervals"]
+        for shown, value, span in (
+            (precision, scores["counts"]["precision"], intervals["precision"]),
+            (recall, scores["counts"]["recall"], intervals["recall"]),
+        ):
+            # two decimals, as the app's sentence writes them
+            assert shown.replace("*", "") == f"{value:.2f} ({span[0]:.2f}–{span[1]:.2f})"
+        assert w_precision == f"{scores['weighted']['precision']:.2f}"
+        assert w_recall == f"{scores['weighted']['recall']:.2f}"
+        assert (kappa, rho) == (f"{scores['kappa']:.2f}", f"{scores['rho']:.2f}")
