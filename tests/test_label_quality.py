@@ -286,3 +286,26 @@ def test_the_backtracking_page_reports_the_stored_scores(stored: dict) -> None:
         assert w_precision == f"{scores['weighted']['precision']:.2f}"
         assert w_recall == f"{scores['weighted']['recall']:.2f}"
         assert (kappa, rho) == (f"{scores['kappa']:.2f}", f"{scores['rho']:.2f}")
+
+
+def test_a_hostile_labeler_name_stays_text(tmp_path: Path) -> None:
+    """The labeler's name comes from the store's manifest (untrusted): the note that carries it
+    is escaped for HTML (the static site), LaTeX (the download) and Markdown (the app)."""
+    import pandas as pd
+
+    from legival_core import views
+    from legival_core.metrics.label_quality import store_quality_note
+    from legival_core.text.safe_text import markdown_literal
+    from legival_core.views.snapshot import Section, snapshot_html
+
+    hostile = "<img src=x onerror=alert(1)>$\\\\input{/etc/passwd}*[x](javascript:1)"
+    manifest = {"provenance": [{"stage": "metrics", "primary_labeler": hostile}]}
+    note = store_quality_note(manifest)
+    assert note.startswith(f"Backtracking by {hostile}: not measured")
+    page = snapshot_html("t", [Section("S", notes=[note])])
+    assert "<img" not in page and "&lt;img" in page
+    frame = pd.DataFrame({"teacher": ["a"], "Backtracking": [0.5]})
+    latex = views.latex_table(frame, notes=views.latex_notes(frame, manifest))
+    assert "\\textless{}img" in latex and "\\$\\textbackslash{}" in latex  # escaped
+    shown = markdown_literal(note)
+    assert "\\<img" in shown and "\\[x\\]\\(javascript" in shown  # every special escaped
