@@ -526,6 +526,8 @@ def _evidence_pages(
 ) -> tuple[dict[str, str], dict[str, str], int]:
     """Teacher, row and trace pages (path -> text), each teacher's page address, and the
     number of trace pages."""
+    from legival_core.metrics.label_quality import store_quality_note
+
     files: dict[str, str] = {}
     kept = sources.kept.copy()
     kept["teacher"] = kept["teacher"].astype(str)
@@ -602,16 +604,21 @@ def _evidence_pages(
                 footer=footer,
                 chosen_note=note,
                 source=_source_note(source) if len(sources.stores) > 1 else "",
+                notes=[store_quality_note(source.store.manifest)]
+                if "backtracking" in table
+                else [],
             )
             files[f"rows/{stem}.csv"] = csv_frame(table).to_csv(index=False)
         shown_rows = rows.drop(columns=["hf_id"], errors="ignore")
         origin = ", ".join(dict.fromkeys(rows["store"]))
+        manifests = [sources.by_name[name].store.manifest for name in dict.fromkeys(rows["store"])]
         files[teacher_pages[teacher]] = site_pages.teacher_page(
             teacher,
             shown_rows,
             row_pages,
             footer=footer,
             source=f"From store(s) {origin}." if len(sources.stores) > 1 else "",
+            notes=[store_quality_note(manifests)] if "backtracking" in shown_rows else [],
         )
     return files, teacher_pages, trace_count
 

@@ -295,6 +295,9 @@ def test_demo_site_says_how_far_the_backtracking_numbers_can_be_trusted(demo_sit
     tex = (demo_site / "leaderboard.tex").read_text(encoding="utf-8")
     assert "Backtracking\\textsuperscript{a}" in tex
     assert f"\\textsuperscript{{a}} {tex_text(note)}" in tex
+    for folder in ("teachers", "rows"):  # the per-dataset and per-trace Backtracking columns
+        shown = next((demo_site / folder).glob("*.html")).read_text(encoding="utf-8")
+        assert html.escape(note, quote=False) in shown, folder
     page = next((demo_site / "traces").glob("*.html")).read_text(encoding="utf-8")
     assert "C = context-aware cues" in page
     assert html.escape(f"L: {note}", quote=False) in page
