@@ -230,6 +230,11 @@ def test_protected_block_scan_is_linear_on_many_unclosed_openers():
                 "- Last item",
             ],
         ),
+        # a word that is also an abbreviation elsewhere ("No. 5") still ends a sentence
+        (
+            "Is there such an n? The answer is no. So we stop.",
+            ["Is there such an n?", "The answer is no.", "So we stop."],
+        ),
         # a stray dollar (no closer in its paragraph) is plain text
         ("Cost $5 and\n\nthen $6. Next.", ["Cost $5 and", "then $6.", "Next."]),
     ],

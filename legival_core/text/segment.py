@@ -189,6 +189,8 @@ def _inside_any(blocks: list[tuple[int, int]]) -> Callable[[int], bool]:
 MAX_STEP_CHARS = 800
 
 #: Abbreviations after which the ``math`` mode never ends a sentence (lowercase, no final dot).
+#: Only forms that are not also ordinary words at a sentence end ("the answer is no."): "no"
+#: for "number" is left out.
 MATH_ABBREVIATIONS = (
     "e.g",
     "i.e",
@@ -208,8 +210,6 @@ MATH_ABBREVIATIONS = (
     "cor",
     "sec",
     "ch",
-    "no",
-    "nos",
     "w.r.t",
     "s.t",
     "et al",
