@@ -1,4 +1,5 @@
-"""Stage ``robustness`` (opt-in): re-segment and re-embed every trace under another segmenter.
+"""Stage ``robustness`` (opt-in; the demo build runs it): re-segment and re-embed every trace
+under another segmenter.
 
 The robustness report (:mod:`legival_core.rankings.robustness_choices`) computes most alternative
 choices from what the store holds; cutting the steps another way needs new steps and new
@@ -105,8 +106,8 @@ def _done(store: Any, segmenter: str) -> set[str]:
     "robustness",
     reads=("problems", "traces"),
     writes=("robustness_steps", "robustness_similarity"),
-    help="opt-in: re-segment (--segmenter lines) and re-embed into side tables for the "
-    "robustness report",
+    help="opt-in: re-segment with another segmenter (--segmenter paper|math|lines) and "
+    "re-embed into side tables for the robustness report",
     options=ROBUSTNESS_OPTIONS,
 )
 def run_robustness(ctx: StageContext) -> StageResult:
