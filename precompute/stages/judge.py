@@ -1,4 +1,4 @@
-"""Stage ``judge``: backtracking labels per trace, from an LLM judge and/or the lexical detector.
+"""Stage ``judge``: backtracking labels per trace, from an LLM judge and/or the offline detectors.
 
 Labelers (``[judge] labelers``):
 
