@@ -16,8 +16,11 @@ from precompute.stages.rollout import k_grid
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # rollouts of two real students, and two more segmentations
 def test_a_demo_built_in_two_shard_processes_has_every_rollout_once(tmp_path: Path) -> None:
-    options = DemoOptions(problems=2, out=tmp_path / "demo", jobs=2, oversight=False)
+    # Prefixes every 6 steps (the demo's 3 on its maths-aware steps would ask twice as many
+    # rollouts of the two students): the same paths, half the decoding.
+    options = DemoOptions(problems=2, out=tmp_path / "demo", jobs=2, oversight=False, interval=6)
     store = build_demo(options, progress=False)
     assert store.verify() == []
     grades = store.read("grades", columns=["trace_id", "correct"])
