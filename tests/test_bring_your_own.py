@@ -135,7 +135,7 @@ def test_metrics_before_segment_stops_naming_segment(
     assert code == EXIT_MISSING and "precompute embed" in err
     assert _cli(["embed", "--store", str(store_dir), "--no-progress"], capsys)[0] == EXIT_OK
     code, err = _cli(["metrics", "--store", str(store_dir)], capsys)
-    assert code == EXIT_MISSING and "precompute judge" in err and "'lexical'" in err
+    assert code == EXIT_MISSING and "precompute judge" in err and "'cues'" in err
     assert not Store.open(store_dir).has("trace_efficiency")
 
 
