@@ -70,7 +70,8 @@ def test_smoke_config_loads_and_round_trips() -> None:
     config = load_config(CONFIGS / "smoke.toml")
     assert [t.name for t in config.teachers] == ["smollm2-135m"]
     assert config.rollout.interval == 3
-    assert config.judge.model is not None and config.judge.labelers == ("lexical", "llm")
+    assert config.judge.model is not None
+    assert config.judge.labelers == ("lexical", "cues", "llm")
     again = ExperimentConfig.from_dict(config.to_dict(), source=config.source)
     assert again == config
 
