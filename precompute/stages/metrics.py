@@ -64,7 +64,8 @@ TRUNCATED_CORRECT = "count_incorrect"
 def primary_labeler(ctx: StageContext) -> str:
     """The labeler whose flags give ``trace_efficiency.backtracking``.
 
-    ``[metrics] primary_labeler`` when set; else the LLM judge when configured; else lexical.
+    ``[metrics] primary_labeler`` when set; else the LLM judge when configured; else the
+    context-aware cues when the judge stage runs them; else lexical.
     """
     chosen = ctx.config.metrics.primary_labeler
     if chosen:
@@ -74,7 +75,7 @@ def primary_labeler(ctx: StageContext) -> str:
         from precompute.stages.judge import labeler_name
 
         return labeler_name(judge.model.name)
-    return "lexical"
+    return "cues" if "cues" in judge.labelers else "lexical"
 
 
 def _redundancy(similarity: pd.DataFrame, threshold: float) -> dict[str, float]:
