@@ -522,6 +522,9 @@ def page_results_table(
       teachers left out;
     * transfer curves: the first-solve table before the leak, the measured-bin coverage (each
       profile) and the first measured positions, all datasets and students;
+    * step attribution: every trace's top-10% share of its per-step transfer attribution
+      (:func:`legival_core.metrics.attribution.trace_concentration`), for the inspector's
+      per-teacher summary and trace filter;
     * redundancy threshold: every teacher's sweep over the published τ grid plus the τ the
       pages will read from ``future`` (the manifest once this run's record is in);
     * inspector: a marker that ``trace_efficiency``'s step counts are those of the steps table
@@ -583,6 +586,7 @@ def page_results_table(
             teachers = selections.teacher_rewards(*tables, traces, model, None, False)
             results.append(("teacher_rewards", (model, None, False), teachers))
     if store.has("rollouts"):
+        from legival_core.metrics.attribution import trace_concentration
         from legival_core.metrics.leak_summary import selection_leak_summary
         from legival_core.metrics.transfer import PROFILES
         from legival_core.metrics.transfer_curves import (
@@ -600,6 +604,7 @@ def page_results_table(
         results.append(
             ("transfer_first_measured", (None, None), first_measured_positions(rollouts))
         )
+        results.append(("attribution_traces", (), trace_concentration(rollouts)))
         del rollouts
     if store.has("decomposition") and store.has("traces") and store.has("grades"):
         results += workload_audit_results(store, efficiency)
