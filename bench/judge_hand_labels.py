@@ -55,7 +55,7 @@ def judge_request(item: dict[str, Any], prompt: str, rubric: str, max_tokens: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--model", required=True, help="a .gguf file, a packaged name, or a hub id")
     parser.add_argument("--name", required=True, help="the judge's name (labeler judge:<name>)")
     parser.add_argument("--out", type=Path, required=True, help="JSON lines of the replies")

@@ -299,7 +299,7 @@ def score_judge(path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--write", action="store_true", help="rewrite the stored file")
     parser.add_argument("--judge", type=Path, action="append", default=[], help="judge replies")
     parser.add_argument("--classifier-check", action="store_true")
