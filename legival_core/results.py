@@ -430,7 +430,8 @@ class Results:
         """The Trace inspector's steps of one trace: ``step``, ``number``, ``text``, ``tokens``,
         ``similarity`` (r_i, the best cosine to an earlier step), ``matched_step``, ``redundant``
         (r_i > τ, the store's recorded threshold) and one ``flag_<labeler>`` column per
-        backtracking labeler kind (lexical cues computed when the store has none).
+        backtracking labeler kind (the lexical detector's and the context-aware cues' flags
+        computed when the store has none of them).
 
         Without ``trace_id``: the trace the inspector opens on (the first row of :meth:`traces`).
 
@@ -464,7 +465,7 @@ class Results:
             steps = read("steps")
             table = views.step_table(steps, read("similarity"), read("judgments"), threshold=tau)
             task = problem["task"].iloc[0] if len(problem) and "task" in problem else None
-            return views.with_lexical_flags(table, task)
+            return views.with_offline_flags(table, task)
 
         return self._cached(("trace", trace_id, tau), make)
 

@@ -729,6 +729,15 @@ def tokens_caption() -> str:
     )
 
 
+def backtracking_note() -> str:
+    """Which labeler gave the store's Backtracking numbers and how well it finds hand-labelled
+    backtracking (legival_core.metrics.label_quality), escaped for Markdown: shown beside every
+    Backtracking column and chart."""
+    from legival_core.metrics.label_quality import store_quality_note
+
+    return markdown_literal(store_quality_note(load_manifest()))
+
+
 def metric_label(name: str) -> str:
     from legival_core.views import METRICS
 

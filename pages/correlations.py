@@ -209,6 +209,8 @@ else:
         st.caption(views.TRACE_SCORE_NOTE)
     else:
         heatmap(rho, pvalue, counts, "correlation_heatmap", title)
+    if "backtracking" in rho.columns:
+        st.caption(common.backtracking_note())
 
 st.subheader("Rank stability")
 st.caption(

@@ -27,9 +27,10 @@ NONE = "(none)"
 st.title("🔬 Trace inspector")
 st.caption(
     "Steps are shaded by redundancy (their best cosine match to an earlier step; hover for the "
-    "value, ↩ jumps to the matched step). Markers: J = LLM judge, L = lexical cues, H = human "
-    "label. Coloured cells after the step number: each student's correctness after seeing the "
-    "trace up to that step (green right, red wrong, grey no rollout)."
+    "value, ↩ jumps to the matched step). Markers: J = LLM judge, C = context-aware cues, "
+    "L = lexical detector, H = human label. Coloured cells after the step number: each "
+    "student's correctness after seeing the trace up to that step (green right, red wrong, grey "
+    "no rollout)."
 )
 common.page_setup("inspector")
 common.need_tables("traces", "steps", what="The trace inspector")
@@ -69,7 +70,7 @@ def trace_bundle(trace_id: str) -> dict[str, Any]:
     table = views.step_table(steps, read("similarity"), judgments, threshold=tau)
     problem = problems.iloc[0].to_dict() if len(problems) else {}
     task = problem.get("task")
-    table = views.with_lexical_flags(table, task)
+    table = views.with_offline_flags(table, task)
     return {
         "trace": trace,
         "grade": grades.iloc[0].to_dict() if len(grades) else {},
@@ -232,8 +233,9 @@ compare_teacher = common.url_select(
 st.caption(
     "Shading: the deeper the orange, the closer the step is to an earlier one (cosine r_i; "
     f"none up to 0.5); an orange left rule and a ↩ link (to the matched step) mark a redundant "
-    f"step, r_i above τ = {tau:.2f}. J / L / H: backtracking flagged by the LLM judge, lexical "
-    "cues or a human. ✗: a human's first wrong step. A dashed blue rule: the answer leak."
+    f"step, r_i above τ = {tau:.2f}. J / C / L / H: backtracking flagged by the LLM judge, the "
+    "context-aware cues, the lexical detector or a human. ✗: a human's first wrong step. A "
+    "dashed blue rule: the answer leak."
 )
 
 bundle = trace_bundle(trace_id)
@@ -265,14 +267,17 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
         leak_k = leak(trace)
         facts[3].metric("Answer leak k", "—" if leak_k is None else leak_k)
         labelers = ", ".join(data["labelers"]) or "none stored"
+        computed = [
+            name
+            for name in ("cues", "lexical")
+            if name not in data["labelers"] and f"flag_{name}" in table
+        ]
         st.caption(
             markdown_literal(f"Backtracking labelers: {labelers}")
-            + (
-                " (+ lexical cues computed here)"
-                if "lexical" not in data["labelers"] and "flag_lexical" in table
-                else ""
-            )
+            + (f" (+ {' and '.join(computed)} computed here)" if computed else "")
         )
+        # How far each labeler's marks can be trusted, measured against hand labels.
+        st.caption(markdown_literal(views.labeler_legend([*data["labelers"], *computed])))
         for label in data["error_labels"].to_dict(orient="records"):
             # First-wrong-step labels (e.g. CHAMP's human annotations): errors, not backtracking.
             if label.get("error_found"):

@@ -334,6 +334,7 @@ value_columns = [c for c in shown.columns if c != "teacher" and not c.endswith((
 on_screen = shown.assign(teacher=shown["teacher"].astype(str).map(visible_bidi))
 styled = on_screen.style.map(colour, subset=change_columns).map(faint_low_n, subset=value_columns)
 headline = common.leak_headline()
+backtracking_note = common.backtracking_note()
 
 
 def sentence(text: str) -> str:
@@ -347,6 +348,8 @@ def header_help(name: str) -> str:
     text = sentence(views.METRICS[name].description)
     if name == "fotu" and headline:
         text += " " + headline.removeprefix("⚠ ")
+    if name == "backtracking":
+        text += " " + backtracking_note
     return text
 
 
@@ -371,6 +374,8 @@ st.caption(
 )
 if "fotu" in in_order and headline:
     st.warning(markdown_literal(headline) + " *FOTU before leak* keeps the prefixes before it.")
+if "backtracking" in in_order:
+    st.caption(backtracking_note)
 if "tokens" in metrics:
     st.caption(common.tokens_caption())
 numbers = board_layout.board_numbers(board, interval_rows, metrics, support)
@@ -381,7 +386,9 @@ with export_right:
     st.download_button(
         "Download LaTeX",
         views.latex_table(
-            board_layout.ascii_cells(shown), caption="Legi-Val rank table with 95% intervals"
+            board_layout.ascii_cells(shown),
+            caption="Legi-Val rank table with 95% intervals",
+            notes=views.latex_notes(shown, common.load_manifest()),
         ),
         file_name="leaderboard.tex",
         mime="text/x-tex",
@@ -518,6 +525,7 @@ what = sentence(views.METRICS[focus].description) + " " if focus in views.METRIC
 st.caption(
     f"{what}Error bars: 95% intervals over problem resamples. Pale hatched bars rest on fewer "
     f"than {config.low_n_traces} traces."
+    + (f" {backtracking_note}" if focus == "backtracking" else "")
 )
 
 show_ci = common.url_toggle(

@@ -137,6 +137,11 @@ def show(include: bool) -> None:
     if "teacher" in on_screen:
         on_screen["teacher"] = on_screen["teacher"].astype(str).map(visible_bidi)
     st.dataframe(on_screen, hide_index=True, key="merged_board_table")
+    if "backtracking" in made.metrics:
+        from legival_core.metrics.label_quality import store_quality_note
+
+        manifests = [Store.open(path).manifest for path in stores.values()]
+        st.caption(markdown_literal(store_quality_note(manifests)))
     common.download_csv(made.numbers, "merged_leaderboard")
     st.markdown("**Rows on this board** (one per teacher and dataset)")
     common.table(

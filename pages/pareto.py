@@ -139,6 +139,8 @@ front = points[points["frontier"]]
 st.plotly_chart(figure, key="pareto_chart")
 if "fotu" in (x, y) and (headline := common.leak_headline()):
     st.warning(markdown_literal(headline))
+if "backtracking" in (x, y):
+    st.caption(common.backtracking_note())
 if len(front):
     st.markdown(markdown_literal(f"On the frontier: {', '.join(map(str, front['teacher']))}"))
 if shares:

@@ -50,6 +50,8 @@ if not metrics:
 metric = common.url_select("Metric", metrics, "metric", format_func=common.metric_label)
 st.subheader(f"{common.metric_label(metric)}: every alternative")
 common.table(robustness_view.choice_matrix(report, metric), f"robustness_{metric}")
+if metric == "backtracking":
+    st.caption(common.backtracking_note())
 
 flips = robustness_view.flip_table(report, metric)
 if len(flips):

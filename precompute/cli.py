@@ -392,7 +392,7 @@ def rollout_processes(jobs: Sequence[Any]) -> int:
 
 
 #: What ``run --store DIR`` without a config runs, in order: every stage that needs neither a
-#: GPU nor a model named in a config (``judge`` with the lexical labeler only).
+#: GPU nor a model named in a config (``judge`` with the offline labelers only).
 CPU_STAGES = ("grade", "segment", "embed", "judge", "metrics")
 #: What ``run --store DIR --students …`` runs: the CPU stages and the students' rollouts,
 #: which read the grades and steps and are read by the metrics (transfer utility).
@@ -402,18 +402,20 @@ STUDENT_STAGES = ("grade", "segment", "embed", "rollout", "judge", "metrics")
 def cpu_config(
     recorded: ExperimentConfig, stages: tuple[str, ...] = CPU_STAGES
 ) -> ExperimentConfig:
-    """The config of a CPU-only run: the store's recorded one with the judge made lexical.
+    """The config of a CPU-only run: the store's recorded one with the judge made offline.
 
-    The LLM judge needs a model, so it is left out; everything else (segment mode, τ, profile,
-    encoding, rollout grid) keeps the recorded values, so a rerun measures the store as it
-    was measured.
+    The LLM judge needs a model, so it is left out (the recorded offline labelers stay; a
+    store that recorded only the LLM judge gets the lexical detector); everything else
+    (segment mode, τ, profile, encoding, rollout grid) keeps the recorded values, so a rerun
+    measures the store as it was measured.
     """
     from dataclasses import replace
 
+    offline = tuple(name for name in recorded.judge.labelers if name != "llm") or ("lexical",)
     return replace(
         recorded,
         stages=stages,
-        judge=replace(recorded.judge, labelers=("lexical",), model=None),
+        judge=replace(recorded.judge, labelers=offline, model=None),
     )
 
 

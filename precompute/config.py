@@ -9,11 +9,13 @@ docs/metrics/)::
                    samples, seed, options (passed to the engine)
     [generate]     batch_size
     [grade]        timeout_s
-    [segment]      mode ("paper" | "lines"), encoding (tiktoken)
+    [segment]      mode ("math" | "paper" | "lines"; default "math", "paper" under
+                   ``[metrics] profile = "release"``), encoding (tiktoken)
     [embed]        batch_size, disk_cache
     [[students]]   like a teacher, plus forcing_tokens (second pass budget)
     [rollout]      interval, samples, batch_size, include_full (k = m)
-    [judge]        labelers (["lexical", "llm"]), model fields as for a teacher, batch_size
+    [judge]        labelers (["lexical", "cues", "llm"]; default ["lexical", "cues"]), model
+                   fields as for a teacher, batch_size
     [metrics]      threshold, profile, grid, primary_labeler, encoding (``profile =
                    "release"`` also sets threshold = 0.85 and [rollout] include_full = false
                    unless they are given)
@@ -32,7 +34,10 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "DEFAULT_LABELERS",
     "DEFAULT_STAGES",
+    "JUDGE_LABELERS",
+    "PROFILE_SEGMENTERS",
     "PROFILE_THRESHOLDS",
     "ConfigError",
     "EmbedConfig",
@@ -241,9 +246,14 @@ class GradeConfig:
     batch_size: int = 64
 
 
+#: The step segmenter of each profile when ``[segment]`` names no ``mode``: the maths-aware
+#: splitter for the paper profile, plain Punkt (the authors' released scripts) for release.
+PROFILE_SEGMENTERS = {"paper": "math", "release": "paper"}
+
+
 @dataclass(frozen=True)
 class SegmentConfig:
-    mode: str = "paper"
+    mode: str = PROFILE_SEGMENTERS["paper"]
     encoding: str = "cl100k_base"
     batch_size: int = 256
 
@@ -264,9 +274,17 @@ class RolloutConfig:
     reuse_baseline: bool = True
 
 
+#: The labelers ``[judge] labelers`` accepts: the offline detectors
+#: (:data:`legival_core.metrics.backtracking.OFFLINE_LABELERS`) and an LLM judge.
+JUDGE_LABELERS = ("lexical", "cues", "llm")
+#: The labelers a config that names none runs: both offline detectors, so the robustness
+#: report compares them (the context-aware ``cues`` gives the stored share).
+DEFAULT_LABELERS = ("lexical", "cues")
+
+
 @dataclass(frozen=True)
 class JudgeConfig:
-    labelers: tuple[str, ...] = ("lexical",)
+    labelers: tuple[str, ...] = DEFAULT_LABELERS
     model: ModelConfig | None = None
     batch_size: int = 4
 
@@ -366,9 +384,12 @@ def _parse(data: Mapping[str, Any], source: str) -> ExperimentConfig:
     )
     gr.finish()
 
+    metrics_table = data.get("metrics")
+    release = isinstance(metrics_table, Mapping) and metrics_table.get("profile") == "release"
     seg = _Section(source, "segment", data.get("segment"))
+    default_mode = PROFILE_SEGMENTERS["release" if release else "paper"]
     segment = SegmentConfig(
-        mode=seg.string("mode", "paper") or "paper",
+        mode=seg.string("mode", default_mode) or default_mode,
         encoding=seg.string("encoding", "cl100k_base") or "cl100k_base",
         batch_size=seg.integer("batch_size", 256, minimum=1),
     )
@@ -383,8 +404,6 @@ def _parse(data: Mapping[str, Any], source: str) -> ExperimentConfig:
     emb.finish()
 
     ro = _Section(source, "rollout", data.get("rollout"))
-    metrics_table = data.get("metrics")
-    release = isinstance(metrics_table, Mapping) and metrics_table.get("profile") == "release"
     rollout = RolloutConfig(
         interval=ro.integer("interval", 3, minimum=1),
         samples=ro.integer("samples", 1, minimum=1),
@@ -396,11 +415,12 @@ def _parse(data: Mapping[str, Any], source: str) -> ExperimentConfig:
     ro.finish()
 
     jd = _Section(source, "judge", data.get("judge"))
-    labelers = jd.strings("labelers", ("lexical",))
+    labelers = jd.strings("labelers", DEFAULT_LABELERS)
     for labeler in labelers:
-        if labeler not in {"lexical", "llm"}:
+        if labeler not in JUDGE_LABELERS:
+            known = ", ".join(repr(name) for name in JUDGE_LABELERS)
             raise ConfigError(
-                f"{source}: [judge] labelers: unknown labeler {labeler!r} (use 'lexical', 'llm')"
+                f"{source}: [judge] labelers: unknown labeler {labeler!r} (use {known})"
             )
     judge_model = None
     if "llm" in labelers or "engine" in jd.table:

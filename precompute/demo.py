@@ -8,7 +8,9 @@ What it holds
       GPT-4, GPT-4 Turbo and PaLM 2 Medium that ship with CHAMP (nothing is generated for
       them here) and the human reference solution (teacher ``human``).
     * grades (the answer layer and math-verify: recorded models state answers in prose),
-      steps (Punkt), similarity (all-MiniLM-L6-v2), lexical backtracking labels, rollouts of
+      steps (the maths-aware ``math`` segmenter, docs/metrics/steps.md),
+      similarity (all-MiniLM-L6-v2), backtracking labels of the context-aware cues (the
+      stored share) and of the lexical detector, rollouts of
       two students, SmolLM2-135M-Instruct and Gemma 3 270M base (packaged GGUFs), on every
       correct trace, and the metric
       tables (efficiency, transfer with answer-leak points, decomposition with the native
@@ -16,6 +18,10 @@ What it holds
 
 CHAMP's human first-wrong-step annotations are *error* labels, not backtracking labels, so
 they go into their own table ``error_labels`` (labeler ``human``), not into ``judgments``.
+
+For the robustness report, every trace is also cut by the other segmenters (Punkt, as the
+paper, and ``lines``) and embedded again into the side tables of the ``robustness`` stage, so
+the report compares the segmenters and both backtracking labelers on the demo itself.
 
 The demo also scores every trace with a *stand-in* reward model (SmolLM2-135M with a seeded,
 untrained score head: it exercises the whole reward path offline, but its scores carry no
@@ -88,6 +94,9 @@ class DemoOptions:
     #: category datasets, 1 gives about as many traces as 6 per teacher did on one dataset).
     oversight: bool = True
     monitor_limit: int = 1
+    #: The other segmenters the robustness report compares the demo's steps with: each one
+    #: re-cuts and re-embeds every trace into the side tables (the ``robustness`` stage).
+    robustness_segmenters: tuple[str, ...] = ("paper", "lines")
     #: Processes for the rollout and reward stages, each a one-thread shard of the traces
     #: (``None``: one per core, at most 8). One thread per process keeps both cores of a small
     #: machine busy without the spin-waiting of two threads in one llama.cpp or torch process.
@@ -153,8 +162,10 @@ def demo_config(options: DemoOptions) -> ExperimentConfig:
         students=students,
         grade=GradeConfig(timeout_s=10.0),
         rollout=RolloutConfig(interval=options.interval, batch_size=options.batch_size),
-        judge=JudgeConfig(labelers=("lexical",)),
-        metrics=MetricsConfig(primary_labeler="lexical"),
+        # Both offline detectors: the context-aware cues give the stored share, the lexical
+        # detector stays for comparison (the robustness report's labeler alternative).
+        judge=JudgeConfig(labelers=("lexical", "cues")),
+        metrics=MetricsConfig(primary_labeler="cues"),
     )
 
 
@@ -183,7 +194,9 @@ def _load_champ(store: Any, options: DemoOptions) -> dict[str, int]:
     from precompute.champ import champ_first_wrong_steps
 
     if not store.has("error_labels"):
-        labels = champ_first_wrong_steps(options.setting, **chosen)
+        # Step numbers of the error labels follow the demo's own segmenter.
+        mode = demo_config(options).segment.mode
+        labels = champ_first_wrong_steps(options.setting, segment_mode=mode, **chosen)
         labels = labels[labels["trace_id"].isin(set(traces["trace_id"]))]
         columns = [c for c in labels.columns if c in TABLES["error_labels"].columns]
         if len(labels):
@@ -325,6 +338,9 @@ def build_demo(options: DemoOptions | None = None, *, progress: bool | None = No
     try:
         for name in DEMO_STAGES[:-1]:
             timings[name] = _run_demo_stage(name, ctx, options)
+        for segmenter in options.robustness_segmenters:
+            ctx.stage_options = {"robustness": {"segmenter": segmenter}}
+            timings[f"robustness:{segmenter}"] = _run_demo_stage("robustness", ctx, options)
         if options.oversight:
             timings.update(_oversight(ctx, options))
         # metrics last: its stored page results read the rewards and monitor verdicts too

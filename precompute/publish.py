@@ -281,6 +281,7 @@ def _leaderboard_sections(
     sources: _Sources, options: PublishOptions, references: Sequence[str]
 ) -> tuple[list[Section], pd.DataFrame, str, pd.DataFrame]:
     """The leaderboard page's sections, the rank table shown (text), its LaTeX and numbers."""
+    from legival_core.metrics.label_quality import store_quality_note
     from legival_core.rankings.rank_intervals import frontier_shares, points_agree
 
     include = options.include_references
@@ -298,9 +299,12 @@ def _leaderboard_sections(
     metrics, board, intervals, resamples = made.metrics, made.board, made.intervals, made.resamples
     text_table, numbers = made.text, made.numbers
     directions = {m: v.higher_is_better for m, v in views.METRICS.items()}
+    manifests = [source.store.manifest for source in sources.stores]
+    backtracking_note = views.latex_notes(text_table, manifests)
     latex = views.latex_table(
         board_layout.ascii_cells(text_table),
         caption="Legi-Val rank table: value [95% interval]; n traces; rank (95% rank interval)",
+        notes=backtracking_note,
     )
 
     if resamples is not None:
@@ -323,6 +327,7 @@ def _leaderboard_sections(
         " Every value opens the teacher's page: its rows per dataset, and from there every "
         "trace behind them."
     )
+    notes = [rank_note, *backtracking_note.values()]
     robustness = _robustness_report(sources, options)
     shown_table, see_also = text_table, []
     if robustness is not None:
@@ -355,7 +360,7 @@ def _leaderboard_sections(
     sections = [
         Section(
             "Rank table",
-            notes=[rank_note],
+            notes=notes,
             tables=[("rank-table", shown_table)],
             folded=folded,
             see_also=see_also,
@@ -409,7 +414,8 @@ def _leaderboard_sections(
                 notes=[
                     "Filled points are on the frontier (no teacher at least as good on both "
                     "axes and better on one). The frontier is drawn from averages; the table "
-                    "gives the share of problem resamples in which each teacher is on it."
+                    "gives the share of problem resamples in which each teacher is on it.",
+                    *([store_quality_note(manifests)] if "backtracking" in (x, y) else []),
                 ],
                 charts=[("pareto-chart", _pareto_figure(points, x, y))],
                 tables=[("pareto-shares", share_table)],
@@ -488,7 +494,7 @@ def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_page
         )  # fmt: skip
         problem = problem_rows.get(str(trace["problem_id"]), {})
         task = problem.get("task")
-        table = views.with_lexical_flags(table, task)
+        table = views.with_offline_flags(table, task)
         rollouts = tables["rollouts"].get(trace_id, empty)
         grades = tables["grades"].get(trace_id, empty)
         # The leak step the metrics stage stored (every trace with rollouts has one). The app's
@@ -509,6 +515,7 @@ def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_page
                 error_labels=labels,
                 leak_k=leak_k,  # type: ignore[arg-type]
                 leak_stored=stored is not views.NOT_STORED,
+                labelers=_shown_labelers(tables["judgments"].get(trace_id, empty), table),
                 steps_html=views.trace_html(
                     table,
                     anchor="lv-main",
@@ -521,11 +528,21 @@ def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_page
     return evidence
 
 
+def _shown_labelers(judgments: pd.DataFrame, table: pd.DataFrame) -> tuple[str, ...]:
+    """The backtracking labelers whose marks a trace page shows: the stored ones, then the
+    offline ones computed for it (:func:`legival_core.views.with_offline_flags`)."""
+    stored = sorted(judgments["labeler"].astype(str)) if "labeler" in judgments else []
+    computed = [n for n in ("cues", "lexical") if n not in stored and f"flag_{n}" in table]
+    return (*stored, *computed)
+
+
 def _evidence_pages(
     sources: _Sources, options: PublishOptions, footer: str
 ) -> tuple[dict[str, str], dict[str, str], int]:
     """Teacher, row and trace pages (path -> text), each teacher's page address, and the
     number of trace pages."""
+    from legival_core.metrics.label_quality import store_quality_note
+
     files: dict[str, str] = {}
     kept = sources.kept.copy()
     kept["teacher"] = kept["teacher"].astype(str)
@@ -602,16 +619,21 @@ def _evidence_pages(
                 footer=footer,
                 chosen_note=note,
                 source=_source_note(source) if len(sources.stores) > 1 else "",
+                notes=[store_quality_note(source.store.manifest)]
+                if "backtracking" in table
+                else [],
             )
             files[f"rows/{stem}.csv"] = csv_frame(table).to_csv(index=False)
         shown_rows = rows.drop(columns=["hf_id"], errors="ignore")
         origin = ", ".join(dict.fromkeys(rows["store"]))
+        manifests = [sources.by_name[name].store.manifest for name in dict.fromkeys(rows["store"])]
         files[teacher_pages[teacher]] = site_pages.teacher_page(
             teacher,
             shown_rows,
             row_pages,
             footer=footer,
             source=f"From store(s) {origin}." if len(sources.stores) > 1 else "",
+            notes=[store_quality_note(manifests)] if "backtracking" in shown_rows else [],
         )
     return files, teacher_pages, trace_count
 

@@ -12,11 +12,15 @@ from hypothesis import strategies as st
 from legival_core.metrics.backtracking import (
     CUE_PHRASES,
     FAMILY_ALIASES,
+    OFFLINE_LABELERS,
     backtracking_agreement,
     cohen_kappa,
+    context_backtracking,
+    context_reasons,
     count_spearman,
     cue_phrases,
     lexical_backtracking,
+    offline_backtracking,
     register_cues,
 )
 from legival_core.text.segment import Step
@@ -103,6 +107,104 @@ def test_non_text_step_is_rejected():
 
 def test_empty_trace_has_no_flags():
     assert lexical_backtracking([], "math") == []
+
+
+# ------------------------------------------------------------------- context-aware cues
+
+
+def test_a_contrastive_connective_is_not_a_revision():
+    """Issue 38: of the demo's 102 lexical flags, 88 open with "However" and 7 with "But",
+    mostly ordinary connectives. The context-aware cues read what the step says."""
+    steps = [
+        "Given that f(0) = a_0 is odd, the sum of the other coefficients is even.",
+        "However, since a_n ≠ 0, at least one of these coefficients must be non-zero.",
+        "But a_0 is odd, so any integer root must also be odd.",
+        "However, we can conclude that there are no trivial solutions.",
+    ]
+    assert lexical_backtracking(steps, "math") == [2, 3, 4]
+    assert context_backtracking(steps, "math") == []
+
+
+@pytest.mark.parametrize(
+    ("before", "step", "reason"),
+    [
+        # rubric 1: a line of attack abandoned as a dead end, anywhere in the step
+        (
+            "We look for combinations of these factors.",
+            "However, this is a non-trivial problem, and there's no straightforward method.",
+            "dead end or revision: 'no straightforward method'",
+        ),
+        ("Try the substitution u = x^2.", "This substitution does not work.", "dead end"),
+        # rubric 2: a revision of its own earlier result
+        ("So there are 6 triples.", "But we would count them twice in our previous solution.",
+         "dead end or revision: 'our previous solution'"),
+        ("Thus a = 8/3.", "So we must have made an incorrect assumption.", "dead end"),
+        # rubric 3: a doubt about earlier work
+        ("The minimum is 1/(3a).", "However, we need to be careful here.", "dead end"),
+        ("The bound holds.", "But we have not yet shown that it is attained.", "dead end"),
+        # rubric 4: another approach
+        ("We check 1000 to 9999.", "However, there is a more systematic way to do this.",
+         "another approach: 'more systematic way'"),
+        ("Expand the product.", "Instead, let's try induction.", "opens with a revision cue"),
+        ("x = 5.", "Wait, the problem says 15 apples.", "opens with a revision cue: 'Wait'"),
+        ("x = 5.", "**Let me double-check** the count.", "opens with a revision cue"),
+    ],
+)  # fmt: skip
+def test_context_cues_find_the_rubrics_kinds_of_backtracking(before, step, reason):
+    found = context_reasons([before, step], "math")
+    assert list(found) == [2]
+    assert found[2].startswith(reason)
+
+
+def test_context_cues_read_the_step_before():
+    # A new plan right after a dead end is a change of approach (rubric 4) ...
+    dead_end = [
+        "Since f''(0) = 0, the second derivative test is inconclusive for x = 0.",
+        "However, we can check the endpoints to find the minimum.",
+    ]
+    assert context_reasons(dead_end) == {
+        1: "dead end or revision: 'is inconclusive'",
+        2: "a new plan right after the dead end of step 1",
+    }
+    # ... the same step after a step that reached its result is not.
+    assert context_backtracking(["So f(0) = 2 is the minimum.", dead_end[1]]) == []
+    # A look back right after a doubt re-checks earlier work (rubric 3).
+    doubt = ["However, we need to be careful here.", "The above inequality holds for all a."]
+    assert context_backtracking(doubt) == [1, 2]
+    assert context_backtracking(["Now fix a.", doubt[1]]) == []
+
+
+def test_context_cues_leave_out_what_the_rubric_leaves_out():
+    steps = [
+        "Suppose such an n exists.",
+        "Then n^2 is odd, which is a contradiction.",  # the planned end of a proof
+        "Alternatively, one can see this by counting pairs.",  # a second method
+        "Check: 3 + 4 = 7.",  # a routine check
+        "The partial solution provided is incorrect, so we start afresh.",  # not its own work
+        "Instead of 12 there are 15 terms, since the list starts at 0.",  # no new plan
+    ]
+    assert context_backtracking(steps) == []
+
+
+def test_context_cues_per_family_and_aliases():
+    assert context_backtracking(["x.", "I forgot the 1/2."], "gpqa") == [2]
+    assert context_backtracking(["x.", "I forgot the 1/2."], "math") == []
+    assert context_backtracking(["A, B.", "That leaves BASS, PIKE."], "connections") == [2]
+    steps = [Step("Energy is conserved.", 0, 20), Step("Hmm, the sign is off.", 21, 42)]
+    assert context_backtracking(steps, "science") == [2]
+    with pytest.raises(ValueError, match="no backtracking cues for family 'poetry'"):
+        context_backtracking(["Wait."], family="poetry")
+    with pytest.raises(TypeError, match="step 2"):
+        context_backtracking(["ok", 3])
+
+
+def test_offline_labelers_by_name():
+    steps = ["x = 1.", "But x > 0.", "Wait, x = 2."]
+    assert offline_backtracking("lexical", steps) == [2, 3]
+    assert offline_backtracking("cues", steps) == [3]
+    assert sorted(OFFLINE_LABELERS) == ["cues", "lexical"]
+    with pytest.raises(ValueError, match="unknown offline backtracking labeler 'judge'"):
+        offline_backtracking("judge", steps)
 
 
 # --------------------------------------------------------------------------- Spearman ρ

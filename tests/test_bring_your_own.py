@@ -98,7 +98,11 @@ def test_ingested_prose_traces_are_fully_measured_by_one_command(
     ran = [r["stage"] for r in store.manifest["provenance"] if r["stage"] != "ingest"]
     assert ran == ["grade", "segment", "embed", "judge", "metrics"]
     judge = next(r for r in store.manifest["provenance"] if r["stage"] == "judge")
-    assert judge["labelers"] == ["lexical"]
+    # both offline labelers; the context-aware cues give the stored share
+    assert judge["labelers"] == ["lexical", "cues"]
+    assert set(judgments.loc[judgments["labeler"] == "cues", "trace_id"]) == trace_ids
+    metrics = next(r for r in store.manifest["provenance"] if r["stage"] == "metrics")
+    assert metrics["primary_labeler"] == "cues"
 
     # The same command again only finishes work: nothing new for the resumable tables.
     parts = {t: len(store.parts(t)) for t in ("steps", "similarity", "judgments", "grades")}
@@ -131,7 +135,7 @@ def test_metrics_before_segment_stops_naming_segment(
     assert code == EXIT_MISSING and "precompute embed" in err
     assert _cli(["embed", "--store", str(store_dir), "--no-progress"], capsys)[0] == EXIT_OK
     code, err = _cli(["metrics", "--store", str(store_dir)], capsys)
-    assert code == EXIT_MISSING and "precompute judge" in err and "'lexical'" in err
+    assert code == EXIT_MISSING and "precompute judge" in err and "'cues'" in err
     assert not Store.open(store_dir).has("trace_efficiency")
 
 

@@ -340,9 +340,10 @@ def test_fresh_settings_are_the_four_no_sample_used(
 
 
 def _other_label_files(half: str = FRESH_HALF) -> list[Path]:
-    """Every label file in the fixtures folder except ``half``'s and the answer samples'
-    (drawn later, on problems the other files hold)."""
-    skip = {f"champ_settings_labels_{h}.csv" for h in (half, *ANSWER_HALVES)}
+    """Every label file in the fixtures folder except ``half``'s, the answer samples' and the
+    sealed sample's (all drawn later, as (problem, model, setting) keys on problems the other
+    files hold; the sealed sample's own exclusions are checked in test_sealed_samples.py)."""
+    skip = {f"champ_settings_labels_{h}.csv" for h in (half, *ANSWER_HALVES, "sealed")}
     return sorted(p for p in FIXTURES.glob("champ_*labels*.csv") if p.name not in skip)
 
 

@@ -16,8 +16,11 @@ from precompute.stages.rollout import k_grid
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # rollouts of two real students, and two more segmentations
 def test_a_demo_built_in_two_shard_processes_has_every_rollout_once(tmp_path: Path) -> None:
-    options = DemoOptions(problems=2, out=tmp_path / "demo", jobs=2, oversight=False)
+    # Prefixes every 6 steps (the demo's 3 on its maths-aware steps would ask twice as many
+    # rollouts of the two students): the same paths, half the decoding.
+    options = DemoOptions(problems=2, out=tmp_path / "demo", jobs=2, oversight=False, interval=6)
     store = build_demo(options, progress=False)
     assert store.verify() == []
     grades = store.read("grades", columns=["trace_id", "correct"])
@@ -46,3 +49,29 @@ def test_a_demo_built_in_two_shard_processes_has_every_rollout_once(tmp_path: Pa
     # The metrics stage, run once after the shards, covers every correct trace.
     transfer = store.read("trace_transfer", columns=["trace_id"])
     assert correct <= set(transfer["trace_id"])
+
+    # Issue 38: steps by the maths-aware segmenter, both offline backtracking labelers with
+    # the context-aware cues giving the stored share, and every other segmenter in the side
+    # tables, so the robustness report compares labelers and segmenters on the demo itself.
+    from legival_core.rankings.robustness_choices import (
+        Settings,
+        load_tables,
+        robustness_report,
+    )
+    from legival_core.views.robustness import survival_table
+
+    segment = [r for r in records if r["stage"] == "segment"]
+    assert segment[-1]["mode"] == "math"
+    judged = store.read("judgments", columns=["trace_id", "labeler"])
+    assert set(judged["labeler"]) == {"lexical", "cues"}
+    metrics = [r for r in records if r["stage"] == "metrics"]
+    assert metrics[-1]["primary_labeler"] == "cues"
+    side = store.read("robustness_steps", columns=["segmenter", "trace_id"])
+    assert set(side["segmenter"]) == {"paper", "lines"}
+    assert set(side["trace_id"]) == set(steps["trace_id"])
+    report = robustness_report(load_tables(store), Settings.from_manifest(store.manifest))
+    assert set(report.unavailable["family"]) <= {"references", "student"}
+    assert {"labeler:lexical", "segmenter:paper", "segmenter:lines"} <= set(report.summary.choice)
+    for row in survival_table(report).itertuples(index=False):
+        if row.verdict.startswith("survives"):
+            assert row.verdict.startswith("survives every choice compared: ")

@@ -148,3 +148,36 @@ def test_the_per_dataset_toggle_is_in_the_url(demo: Store, monkeypatch: pytest.M
     assert next(t for t in again.toggle if t.label == label).value is True
     assert len(again.dataframe) == tables + 1
     assert again.dataframe[-1].value.equals(at.dataframe[-1].value)
+
+
+def test_backtracking_says_which_labeler_and_how_well_it_finds_backtracking(
+    demo: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38: the Backtracking column (its header, a caption under the board, the chart and
+    the LaTeX download's footnote) names the labeler behind it and its measured precision and
+    recall on the hand-labelled test steps (the committed demo: the lexical detector)."""
+    from legival_core.metrics.label_quality import quality_note, store_labeler
+    from legival_core.text.safe_text import markdown_literal
+
+    assert store_labeler(demo.manifest) == "lexical"
+    note = quality_note("lexical")
+    assert note.startswith("Backtracking by lexical: precision 0.13, recall 0.58 on 298")
+    at = run_app_page(
+        "leaderboard",
+        monkeypatch,
+        [demo.path],
+        {"metric": "backtracking", "focus": "backtracking"},
+        timeout=300,
+    )
+    assert not at.exception
+    config = json.loads(board(at).proto.columns)
+    assert config["Backtracking"]["help"].endswith(markdown_literal(note))
+    captions = [c.value for c in at.caption]
+    assert sum(markdown_literal(note) in c for c in captions) == 2  # the board and the chart
+    # the LaTeX download: the same note as a footnote of the Backtracking column
+    from legival_core import views
+
+    shown = board(at).value
+    latex = views.latex_table(shown, notes=views.latex_notes(shown, demo.manifest))
+    assert "Backtracking\\textsuperscript{a}" in latex
+    assert "\\textsuperscript{a} Backtracking by lexical: precision 0.13" in latex

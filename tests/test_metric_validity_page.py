@@ -50,3 +50,35 @@ def test_demo_page_shows_the_bundled_calibration_store(monkeypatch: pytest.Monke
             colours.setdefault(trace["name"], set()).add(trace["marker"]["color"])
     assert {"dev", "held_out"} <= set(colours) and all(len(c) == 1 for c in colours.values())
     assert len({next(iter(c)) for c in colours.values()}) == len(colours)
+
+
+def test_page_shows_the_hand_label_measurements(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38: beside the planted-cue calibration, the page shows how each backtracking
+    labeler and each segmenter fares against the hand labels, the stored numbers exactly, and
+    which labeler gave this store's Backtracking column."""
+    from legival_core.metrics.label_quality import (
+        backtracking_table,
+        quality_note,
+        segmentation_table,
+    )
+
+    demo = Store.open(BUNDLED_STORES["demo"])
+    at = run_app_page("metric_validity", monkeypatch, [demo.path], timeout=300)
+    assert not at.exception
+    shown = {tuple(d.value.columns): d.value for d in at.dataframe}
+    backtracking = shown[tuple(backtracking_table().columns)]
+    pairs = backtracking[["labeler", "half"]].values.tolist()
+    assert [p for p in pairs if p[0] in ("cues", "lexical")] == [
+        ["cues", "dev"],
+        ["cues", "test"],
+        ["lexical", "dev"],
+        ["lexical", "test"],
+    ]
+    assert backtracking["precision"].tolist() == backtracking_table()["precision"].tolist()
+    segmentation = shown[tuple(segmentation_table().columns)]
+    assert set(segmentation["segmenter"]) == {"paper", "lines", "math", "second reader"}
+    captions = " ".join(c.value for c in at.caption)
+    # the committed demo's Backtracking column comes from the lexical detector
+    from legival_core.text.safe_text import markdown_literal
+
+    assert markdown_literal(quality_note("lexical")) in captions

@@ -86,6 +86,8 @@ def test_the_wheel_holds_only_legival_core_and_precompute(tmp_path: Path) -> Non
     assert {t for t in top_level if not t.endswith(".dist-info")} == {"legival_core", "precompute"}
     assert "legival = precompute.cli:main" in scripts
     assert "legival_core/data/published/legival_table7_published.csv" in names
+    # the measured precision and recall the app shows beside every Backtracking column
+    assert "legival_core/data/label_quality.json" in names
 
 
 def test_the_ingest_extra_is_requirements_ingest_txt_and_ci_installs_it() -> None:

@@ -5,6 +5,7 @@ The browser side (the page opens offline, names stay text) is in ``tests/test_sn
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import pandas as pd
@@ -257,7 +258,7 @@ def test_demo_trace_pages_mark_the_human_first_wrong_step(demo_site: Path) -> No
     # one trace in full, built as pages/inspector.py builds it
     trace_id = "t-2e1e1a680a6b6753"  # gpt-3.5 on P_Sequence_4: wrong from step 4, leak at 19
     one = {"trace_id": trace_id}
-    table = views.with_lexical_flags(
+    table = views.with_offline_flags(
         views.step_table(
             store.read("steps", filters=one),
             store.read("similarity", filters=one),
@@ -279,6 +280,28 @@ def test_demo_trace_pages_mark_the_human_first_wrong_step(demo_site: Path) -> No
         wrong_steps=wrong,
     )
     assert expected in pages[trace_id].read_text(encoding="utf-8")
+
+
+def test_demo_site_says_how_far_the_backtracking_numbers_can_be_trusted(demo_site: Path) -> None:
+    """Issue 38: beside the Backtracking column of the static site (the rank table's notes, the
+    LaTeX footnote, the robustness section) and on every trace page's marker legend: which
+    labeler made the numbers and its measured precision and recall on hand labels."""
+    from legival_core.metrics.label_quality import quality_note
+    from legival_core.store.safe_export import tex_text
+
+    note = quality_note("lexical")  # the committed demo's primary labeler
+    index = (demo_site / "index.html").read_text(encoding="utf-8")
+    assert html.escape(note, quote=False) in index
+    tex = (demo_site / "leaderboard.tex").read_text(encoding="utf-8")
+    assert "Backtracking\\textsuperscript{a}" in tex
+    assert f"\\textsuperscript{{a}} {tex_text(note)}" in tex
+    for folder in ("teachers", "rows"):  # the per-dataset and per-trace Backtracking columns
+        shown = next((demo_site / folder).glob("*.html")).read_text(encoding="utf-8")
+        assert html.escape(note, quote=False) in shown, folder
+    page = next((demo_site / "traces").glob("*.html")).read_text(encoding="utf-8")
+    assert "C = context-aware cues" in page
+    assert html.escape(f"L: {note}", quote=False) in page
+    assert html.escape(f"C: {quality_note('cues')}", quote=False) in page
 
 
 def test_demo_site_shares_assets_and_fits_the_budget(demo_site: Path) -> None:
@@ -509,10 +532,17 @@ def test_trace_page_escapes_as_the_app_does(tmp_path: Path) -> None:
     # a trace with a stored leak step (the inspector computes the others the same way)
     trace_id = str(store.read("trace_transfer")["trace_id"].iloc[0])
     one = {"trace_id": trace_id}
-    table = views.step_table(
-        store.read("steps", filters=one),
-        store.read("similarity", filters=one),
-        store.read("judgments", filters=one),
+    problem_id = store.read("traces", filters=one)["problem_id"].iloc[0]
+    task = store.read("problems", filters={"problem_id": problem_id})["task"].iloc[0]
+    # the offline labelers the store holds no labels of are computed for the page, as the
+    # inspector computes them
+    table = views.with_offline_flags(
+        views.step_table(
+            store.read("steps", filters=one),
+            store.read("similarity", filters=one),
+            store.read("judgments", filters=one),
+        ),
+        task,
     )
     strip = views.student_strip(store.read("rollouts", filters=one))
     leak = views.stored_leak_step(store.read("trace_transfer", filters=one))
@@ -571,7 +601,7 @@ def test_trace_pages_mark_redundancy_at_the_stores_threshold(tmp_path: Path) -> 
     text = page.read_text(encoding="utf-8")
     leak = views.stored_leak_step(store.read("trace_transfer", filters=one))
     expected = views.trace_html(
-        views.with_lexical_flags(table, "math"),
+        views.with_offline_flags(table, "math"),
         anchor="lv-main",
         leak_k=None if leak is views.NOT_STORED else leak,
         strip=views.student_strip(store.read("rollouts", filters=one)),

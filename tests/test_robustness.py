@@ -14,6 +14,7 @@ legival_core.rankings.robustness_choices).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
@@ -491,6 +492,64 @@ def test_survival_and_unavailable_choices(hand_report) -> None:
     # The side tables were never built: 0 of the 6 traces re-segmented.
     assert reasons["segmenter"].startswith("0 of 6 traces re-segmented with lines")
     assert "python -m precompute robustness --store DIR --segmenter lines" in reasons["segmenter"]
+
+
+def test_a_survival_verdict_names_the_choices_that_were_compared(hand_report) -> None:
+    """Issue 38: "survives every choice" must say which choices: the ones computed for that
+    metric, never one the store could not give (they are listed apart, with the reason)."""
+    from legival_core.views.robustness import survival_table
+
+    table = survival_table(hand_report).set_index("metric")
+    compared = hand_report.summary.loc[hand_report.summary.metric == "fotu", "label"].tolist()
+    assert compared == [
+        "prefix grid every 6 steps",
+        "prefix grid every 9 steps",
+        "transfer profile release",
+        "student s1 alone",
+        "student s2 alone",
+    ]
+    assert table.loc["FOTU", "verdict"] == "survives every choice compared: " + ", ".join(compared)
+    assert table.loc["FOTU", "choices compared"] == 5
+    for label in hand_report.unavailable["label"]:
+        assert label not in table.loc["FOTU", "verdict"]
+
+
+def test_segmenter_backtracking_needs_the_primary_labelers_flags(hand_store: Store) -> None:
+    """Side tables built before the cues labeler hold no ``context_cue``: with cues as the
+    primary labeler the segmenter alternative moves redundancy only, and says why."""
+    tables = load_tables(hand_store)
+    efficiency = tables.trace_efficiency
+    steps = pd.DataFrame(
+        [
+            {"segmenter": "lines", "trace_id": t, "step": k, "lexical_cue": k == 1}
+            for t in efficiency["trace_id"]
+            for k in range(3)
+        ]
+    )
+    similarity = steps[["segmenter", "trace_id", "step"]].assign(max_similarity=0.1)
+    tables = replace(tables, robustness_steps=steps, robustness_similarity=similarity)
+    base = replace(Settings.from_manifest(hand_store.manifest), segmenter="paper")
+    (lines,) = [
+        a
+        for a in robustness_choices.CHOICE_FAMILIES["segmenter"](
+            tables, replace(base, labeler="cues")
+        )
+        if a.key == "segmenter:lines"
+    ]
+    assert lines.variant is not None
+    assert "hold no cues flags" in lines.note
+    kept = lines.variant.efficiency.set_index("trace_id")["backtracking"]
+    assert kept.equals(efficiency.set_index("trace_id")["backtracking"].astype("float64"))
+    # The lexical detector's flags are there: one step of three flagged in every trace.
+    (lexical,) = [
+        a
+        for a in robustness_choices.CHOICE_FAMILIES["segmenter"](
+            tables, replace(base, labeler="lexical")
+        )
+        if a.key == "segmenter:lines"
+    ]
+    assert lexical.note == ""
+    assert lexical.variant.efficiency["backtracking"].tolist() == pytest.approx([1 / 3] * 6)
 
 
 def test_an_alternative_equal_to_the_default_changes_nothing(hand_store: Store) -> None:

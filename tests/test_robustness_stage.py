@@ -1,11 +1,13 @@
-"""The opt-in ``robustness`` stage: re-segment (``lines``) and re-embed into side tables.
+"""The opt-in ``robustness`` stage: re-segment and re-embed into side tables.
 
 A small store made by the real CPU pipeline (``python -m precompute run --store``: grade,
 segment with Punkt, embed with MiniLM, lexical judge, metrics) on traces whose reasoning has
-line breaks and a display-math block, so ``lines`` cuts them differently from Punkt. Checked:
-the steps it writes (cut by hand), that no default table changes, that a rerun skips every
-trace, that a run killed between two parts resumes to the rows of an uninterrupted run, and
-that the report then offers the segmenter alternative computed from the side tables.
+line breaks and a display-math block, so the maths-aware segmenter (the stage's default
+alternative for a store cut by Punkt) and ``lines`` cut them differently from Punkt. Checked:
+the steps it writes (cut by hand) with both offline labelers' flags, that no default table
+changes, that a rerun skips every trace, that a run killed between two parts resumes to the
+rows of an uninterrupted run, and that the report then offers the segmenter alternative
+computed from the side tables, its backtracking from the primary labeler's flags.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +36,9 @@ CONFIG = """\
 name = "robustness-stage"
 seed = 0
 
+[segment]
+mode = "paper"
+
 [embed]
 traces_per_part = 1
 
@@ -48,9 +54,9 @@ REASONING = (
     "Wait, let me recount the terms.\n"
     "So the answer is \\boxed{5}."
 )
-#: The same text cut by ``lines`` (by hand): every line a step, the $$ block kept whole,
-#: and Punkt still splitting the first line's two sentences.
-LINES_STEPS = [
+#: The same text cut by ``math`` (by hand; ``lines`` cuts it the same way): every line a
+#: step, the $$ block kept whole, and the first line's two sentences apart.
+SIDE_STEPS = [
     "First I add the two numbers.",
     "Then I write the sum.",
     "$$\n2 + 3 = 5\n$$",
@@ -141,7 +147,7 @@ def _run(path: Path, config: Path, *extra: str) -> int:
     )
 
 
-def test_stage_writes_the_lines_steps_and_no_default_table(
+def test_stage_writes_the_math_steps_and_no_default_table(
     pipeline_store: tuple[Path, Path], tmp_path: Path
 ) -> None:
     base, config = pipeline_store
@@ -151,16 +157,23 @@ def test_stage_writes_the_lines_steps_and_no_default_table(
     assert _default_state(store_path) == before  # the default tables are untouched
     store = Store.open(store_path)
     steps = store.read("robustness_steps")
-    assert set(steps["segmenter"]) == {"lines"}
+    assert set(steps["segmenter"]) == {"math"}  # the first segmenter the store was not cut by
     one = steps[steps["trace_id"] == trace_id_for("tutor-a", "q1")].sort_values("step")
-    assert one["text"].tolist() == LINES_STEPS
+    assert one["text"].tolist() == SIDE_STEPS
     # Spans are exact: each step's text is its slice of the reasoning.
-    assert [REASONING[s:e] for s, e in zip(one["start"], one["end"], strict=True)] == LINES_STEPS
-    # The lexical detector flags the step opening with "Wait" (the fourth).
+    assert [REASONING[s:e] for s, e in zip(one["start"], one["end"], strict=True)] == SIDE_STEPS
+    # Both offline labelers flag the step opening with "Wait" (the fourth).
     assert one["lexical_cue"].tolist() == [False, False, False, True, False]
+    assert one["context_cue"].tolist() == [False, False, False, True, False]
+    # "Hmm, I try again." opens with an interruption for both; "I check it once more." for
+    # neither (no cue, and the step before it voices no doubt).
+    other = steps[steps["trace_id"] == trace_id_for("tutor-b", "q1")].sort_values("step")
+    assert other["text"].tolist()[2:4] == ["Hmm, I try again.", "I check it once more."]
+    assert other["lexical_cue"].tolist()[2:4] == [True, False]
+    assert other["context_cue"].tolist()[2:4] == [True, False]
     # Punkt (the default steps) keeps the $$ block inside a longer sentence: fewer steps.
     default_steps = store.read("steps")
-    assert (default_steps["trace_id"] == trace_id_for("tutor-a", "q1")).sum() < len(LINES_STEPS)
+    assert (default_steps["trace_id"] == trace_id_for("tutor-a", "q1")).sum() < len(SIDE_STEPS)
     similarity = store.read("robustness_similarity")
     row = similarity[similarity["trace_id"] == trace_id_for("tutor-a", "q1")].sort_values("step")
     assert row["step"].tolist() == [0, 1, 2, 3, 4]
@@ -180,6 +193,10 @@ def test_stage_writes_the_lines_steps_and_no_default_table(
     assert sorted((store_path / "tables" / "robustness_steps").glob("part-*.arrow")) == parts
     # The store's own segmenter is refused: there would be nothing to compare.
     assert _run(store_path, config, "--segmenter", "paper") == EXIT_USAGE
+    # Another segmenter lands beside the first, under its own name.
+    assert _run(store_path, config, "--segmenter", "lines") == EXIT_OK
+    both = Store.open(store_path).read("robustness_steps")
+    assert set(both["segmenter"]) == {"math", "lines"}
 
 
 def test_report_reads_the_side_tables(pipeline_store: tuple[Path, Path], tmp_path: Path) -> None:
@@ -188,15 +205,19 @@ def test_report_reads_the_side_tables(pipeline_store: tuple[Path, Path], tmp_pat
     before = robustness_report(
         load_tables(store_path), Settings.from_manifest(Store.open(store_path).manifest)
     )
-    assert "segmenter" in set(before.unavailable["family"])
+    assert {"segmenter:math", "segmenter:lines"} <= set(before.unavailable["choice"])
     assert _run(store_path, config) == EXIT_OK
     store = Store.open(store_path)
     report = robustness_report(load_tables(store), Settings.from_manifest(store.manifest))
-    assert "segmenter" not in set(report.unavailable["family"])
+    # The math steps are compared; lines (no side tables) is still listed as not compared.
+    assert "segmenter:math" in set(report.summary["choice"])
+    assert list(report.unavailable.loc[report.unavailable.family == "segmenter", "choice"]) == [
+        "segmenter:lines"
+    ]
     rankings = report.rankings[
-        (report.rankings.metric == "redundancy") & (report.rankings.choice == "segmenter:lines")
+        (report.rankings.metric == "redundancy") & (report.rankings.choice == "segmenter:math")
     ].set_index("teacher")
-    # Redundancy under lines, by the formula: per trace |{i >= 1 : r_i > 0.8}| / (m - 1)
+    # Redundancy under math, by the formula: per trace |{i >= 1 : r_i > 0.8}| / (m - 1)
     # (0 for one step) over the side table's r_i, then the mean over the teacher's traces.
     side = store.read("robustness_similarity")
     traces = store.read("traces", columns=["trace_id", "teacher"])
@@ -209,17 +230,24 @@ def test_report_reads_the_side_tables(pipeline_store: tuple[Path, Path], tmp_pat
     )
     for teacher in TEACHERS:
         assert rankings.loc[teacher, "value"] == pytest.approx(expected[teacher])
-    # Backtracking under lines: the lexical flags over the new steps, shares per trace.
+    # Backtracking under math: the primary labeler's flags over the new steps, shares per
+    # trace: the lexical detector's here, the cues' when they are the primary labeler.
     flags = store.read("robustness_steps")
-    per_trace = flags.groupby("trace_id")["lexical_cue"].mean()
-    expected_bt = (
-        traces.assign(share=traces["trace_id"].map(per_trace)).groupby("teacher")["share"].mean()
-    )
-    bt = report.rankings[
-        (report.rankings.metric == "backtracking") & (report.rankings.choice == "segmenter:lines")
-    ].set_index("teacher")
-    for teacher in TEACHERS:
-        assert bt.loc[teacher, "value"] == pytest.approx(expected_bt[teacher])
+    for labeler, column in (("lexical", "lexical_cue"), ("cues", "context_cue")):
+        settings = replace(Settings.from_manifest(store.manifest), labeler=labeler)
+        chosen = robustness_report(load_tables(store), settings, families=["segmenter"])
+        per_trace = flags.groupby("trace_id")[column].mean()
+        expected_bt = (
+            traces.assign(share=traces["trace_id"].map(per_trace))
+            .groupby("teacher")["share"]
+            .mean()
+        )
+        bt = chosen.rankings[
+            (chosen.rankings.metric == "backtracking")
+            & (chosen.rankings.choice == "segmenter:math")
+        ].set_index("teacher")
+        for teacher in TEACHERS:
+            assert bt.loc[teacher, "value"] == pytest.approx(expected_bt[teacher]), labeler
 
 
 def _subprocess_env() -> dict[str, str]:

@@ -6,9 +6,16 @@ What Streamlit and Plotly then draw from them is checked in Chromium by
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from legival_core.text.safe_text import markdown_literal, plotly_literal, without_local_paths
+from legival_core.text.safe_text import (
+    markdown_literal,
+    markdown_math,
+    plotly_literal,
+    without_local_paths,
+)
 
 WJ = "\u2060"  # the word joiner markdown_literal puts where an autolink would start
 
@@ -87,3 +94,77 @@ def test_bidi_controls_are_shown_escaped() -> None:
     every = "".join(sorted(BIDI_CONTROLS))
     assert not set(visible_bidi(every)) & BIDI_CONTROLS
     assert visible_bidi(every).count("\\u") == len(BIDI_CONTROLS) == 12
+
+
+# --- model text with its maths (markdown_math) ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # The four ways models write maths, each handed to KaTeX as $…$ (display in display
+        # style); "<" and ">" as TeX commands, so no tag can start inside a span.
+        (r"So \(x < 4\).", r"So $x \lt{} 4$\."),
+        (r"\[ a \\ b \]", r"$\displaystyle a \\ b$"),
+        (r"$$\sum_i i$$ done", r"$\displaystyle \sum_i i$ done"),
+        ("where $f(x)=x^2$ holds", "where $f(x)=x^2$ holds"),
+        # Prices stay prices (Pandoc's rule): a space after the opening $, a digit after the
+        # closing one, an escaped dollar.
+        ("costs $5 and $10", r"costs \$5 and \$10"),
+        ("$x$2", r"\$x\$2"),
+        (r"\$x$ y", r"\\\$x\$ y"),
+        # A bold run and a code span are kept; their neighbours are escaped.
+        ("**sure** `a<b>` <i>", r"**sure** `a<b>` \<i\>"),
+    ],
+)
+def test_markdown_math_keeps_maths_and_escapes_the_rest(text: str, expected: str) -> None:
+    assert markdown_math(text) == expected
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        r"$\href{javascript:alert('latex')}{click}$",
+        r"\(\url{javascript:alert(1)}\)",
+        r"$$\htmlData{onclick=alert('katex')}{x}$$",
+        r"\[\includegraphics{https://evil.example/x.png}\]",
+        r"$$\def\a{\a\a}\a$$",
+        r"$\rule{5000em}{5000em}$",
+        r"$\kern-900em x$",
+        "$" + "x" * 1200 + "$",
+        "$a\x00b$",
+    ],
+)
+def test_refused_maths_is_shown_as_text(payload: str) -> None:
+    """Links, HTML hooks, macro definitions, explicit sizes, overlong spans and control
+    characters are never typeset: the span is escaped like any text (no unescaped $ left)."""
+    shown = markdown_math(payload)
+    assert re.search(r"(?<!\\)\$", shown) is None, shown
+    assert shown == markdown_literal(payload)
+
+
+def test_maths_cannot_close_an_element_or_open_a_tag() -> None:
+    """A span holding markup is typeset with \\lt / \\gt: no "<" reaches the Markdown."""
+    shown = markdown_math("$</span><img src=x onerror=alert(1)>$ and <b>x</b>")
+    assert "<" not in shown.replace(r"\<", "")
+    assert shown.startswith(r"$\lt{}/span\gt{}\lt{}img")
+
+
+def test_paragraphs_keep_breaks_without_markdown_blocks() -> None:
+    text = "# not a heading\n    not code\n\n- not a list\n1. nor this $x$"
+    shown = markdown_math(text, paragraphs=True)
+    assert shown == r"\# not a heading  " + "\n" + r"not code" + "\n\n" + (
+        r"\- not a list  " + "\n" + r"1\. nor this $x$"
+    )
+    # one step: every line break is a space, nothing starts a block
+    assert "\n" not in markdown_math(text)
+
+
+def test_many_delimiters_cost_a_bounded_scan() -> None:
+    """Only the first MAX_DELIMITERS openings are tried: the maths after them shows as text."""
+    from legival_core.text.safe_text import MAX_DELIMITERS
+
+    text = "$" * (MAX_DELIMITERS + 1) + " then $x$"
+    shown = markdown_math(text)
+    assert shown.endswith(r"then \$x\$")
+    assert markdown_math("\\(" * 50_000) == markdown_literal("\\(" * 50_000)

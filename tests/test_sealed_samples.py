@@ -101,3 +101,28 @@ def test_the_sealed_boxed_sample_keeps_its_first_score(tmp_path: Path) -> None:
     assert agree >= FLOOR_BOXED[0] and false_positives <= FLOOR_BOXED[1], graded[~graded["agree"]][
         ["problem_id", "model", "label", "correct", "extracted"]
     ]
+
+
+def test_the_sealed_champ_sample_holds_no_key_of_an_earlier_label_file() -> None:
+    """Drawn after every other CHAMP label file, from (problem, model, setting) keys none holds."""
+    sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
+    import make_champ_sealed_label_sample as sealed
+
+    fixtures = ROOT / "tests" / "fixtures"
+    others = {p.name for p in fixtures.glob("champ_*labels*.csv")} - {
+        "champ_settings_labels_sealed.csv"
+    }
+    assert set(sealed.EARLIER_LABEL_FILES) == others
+
+    def keys(path: Path) -> set[tuple[str, str, str]]:
+        with path.open(encoding="utf-8", newline="") as f:
+            return {(r["setting"], r["problem_id"], r["teacher"]) for r in csv.DictReader(f)}
+
+    mine = keys(fixtures / "champ_settings_labels_sealed.csv")
+    assert len(mine) == 306
+    for name in sorted(others):
+        path = fixtures / name
+        with path.open(encoding="utf-8", newline="") as f:
+            header = next(csv.reader(f))
+        if {"setting", "problem_id", "teacher"} <= set(header):
+            assert not mine & keys(path), name

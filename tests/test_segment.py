@@ -94,9 +94,9 @@ def test_numbered_lists():
 
 
 @pytest.mark.parametrize("text", ["", " ", "\n\n\t  ", "\u2003\xa0"])
-def test_empty_and_whitespace_only_give_no_steps(text):
-    assert split_steps(text) == []
-    assert split_steps(text, mode="lines") == []
+@pytest.mark.parametrize("mode", ["paper", "lines", "math"])
+def test_empty_and_whitespace_only_give_no_steps(text, mode):
+    assert split_steps(text, mode=mode) == []
 
 
 def test_punkt_tokenizer_is_loaded_once():
@@ -104,7 +104,7 @@ def test_punkt_tokenizer_is_loaded_once():
 
 
 def test_unknown_mode_and_non_text_are_clear_errors():
-    with pytest.raises(ValueError, match=r"unknown segmentation mode 'words'.*'lines', 'paper'"):
+    with pytest.raises(ValueError, match=r"unknown segmentation mode 'words'.*'lines', 'math'"):
         split_steps("x.", mode="words")
     with pytest.raises(TypeError, match="expects str, got bytes"):
         split_steps(b"x.")  # type: ignore[arg-type]
@@ -168,6 +168,130 @@ def test_protected_block_scan_is_linear_on_many_unclosed_openers():
     assert time.perf_counter() - started < 5
 
 
+# ------------------------------------------------------------------------------- math mode
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # a factorial is not a sentence end (Punkt cuts after "n!" and "5!": 6 pieces)
+        (
+            "C(n, r) = n! / (r!(n-r)!) ways. Then 5! ways remain. Done!",
+            ["C(n, r) = n! / (r!(n-r)!) ways.", "Then 5! ways remain.", "Done!"],
+        ),
+        # nor is a decimal point
+        ("x = 3.14 here. The area is 0.5.", ["x = 3.14 here.", "The area is 0.5."]),
+        # the known abbreviations never end a sentence
+        (
+            "Use a bound, e.g. the triangle inequality. Then stop, i.e. halt. "
+            "See Fig. 2 and Eq. 3 etc. and more.",
+            [
+                "Use a bound, e.g. the triangle inequality.",
+                "Then stop, i.e. halt.",
+                "See Fig. 2 and Eq. 3 etc. and more.",
+            ],
+        ),
+        # inline maths holds full stops that are not sentence ends
+        (
+            "We get $x = 1. Y = 2$ here. Done \\(a. B\\) now. End.",
+            ["We get $x = 1. Y = 2$ here.", "Done \\(a. B\\) now.", "End."],
+        ),
+        # an environment is one piece, blank lines and full stops inside included
+        (
+            "Then\n\n\\begin{align*}\nx &= 1 \\\\\n\n&= 2. Y\n\\end{align*}\n\nSo done.",
+            ["Then", "\\begin{align*}\nx &= 1 \\\\\n\n&= 2. Y\n\\end{align*}", "So done."],
+        ),
+        # a line that opens with a relation continues the formula above it
+        (
+            "C(10, 3) = 10! / [3!(10-3)!]\n= (10*9*8) / (3*2*1)\n= 120.\nSo 120 ways.",
+            ["C(10, 3) = 10! / [3!(10-3)!]\n= (10*9*8) / (3*2*1)\n= 120.", "So 120 ways."],
+        ),
+        # a colon at a line end introduces the formula on the next line ...
+        ("Adding, we get:\nx + y = 3\nThus x = 1.", ["Adding, we get:\nx + y = 3", "Thus x = 1."]),
+        # ... but a blank line always cuts
+        ("Adding, we get:\n\nx + y = 3", ["Adding, we get:", "x + y = 3"]),
+        # a line complete on its own (a heading) ends a step; a comma or operator does not
+        ("Step 1: Count the cases\nThere are 3.", ["Step 1: Count the cases", "There are 3."]),
+        ("We have a,\nb and c. Sum = 1 +\n2.", ["We have a,\nb and c.", "Sum = 1 +\n2."]),
+        # a sentence may end on a one-letter variable (English Punkt reads "p." as an initial)
+        (
+            "Consider the prime p. Since p is odd, stop.",
+            ["Consider the prime p.", "Since p is odd, stop."],
+        ),
+        # list items start steps and keep their enumerators
+        (
+            "Plan:\n1. Compute the sum.\n2. Divide by 4. Then round.\n(a) First.\n- Last item",
+            [
+                "Plan:",
+                "1. Compute the sum.",
+                "2. Divide by 4.",
+                "Then round.",
+                "(a) First.",
+                "- Last item",
+            ],
+        ),
+        # a word that is also an abbreviation elsewhere ("No. 5") still ends a sentence
+        (
+            "Is there such an n? The answer is no. So we stop.",
+            ["Is there such an n?", "The answer is no.", "So we stop."],
+        ),
+        # a stray dollar (no closer in its paragraph) is plain text
+        ("Cost $5 and\n\nthen $6. Next.", ["Cost $5 and", "then $6.", "Next."]),
+    ],
+)
+def test_math_mode_on_hard_maths_text(text, expected):
+    steps = split_steps(text, "math")
+    assert [s.text for s in steps] == expected
+    assert_valid_spans(text, steps)
+
+
+def test_math_mode_splits_an_overlong_step_at_its_best_sentence_boundary():
+    # one 1,169-character sentence of clauses joined by ";": split near its middle
+    text = "; ".join(f"a_{i} + b_{i} = c_{i}" for i in range(60)) + "."
+    steps = split_steps(text, "math")
+    assert_valid_spans(text, steps)
+    assert [len(s.text) for s in steps] == [589, 579]
+    assert all(len(s.text) <= segment.MAX_STEP_CHARS for s in steps)
+    assert steps[0].text.endswith("a_30 + b_30 = c_30;")
+    # one long formula has no sentence boundary: it stays whole
+    formula = "$" + " + ".join(f"x_{i}; y" for i in range(200)) + "$ done."
+    assert step_texts(formula, "math") == [formula]
+
+
+_MATHS_TEXT = st.lists(
+    st.sampled_from(["a", "B", " ", ". ", "! ", "5!", "\n", "\n\n", "$", "\\(", "\\)", "x = 1. Y"]),
+    max_size=60,
+).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_MATHS_TEXT)
+def test_math_mode_never_cuts_inside_maths(text):
+    steps = split_steps(text, "math")
+    assert_valid_spans(text, steps)
+    inside = segment._inside_any(segment._maths_spans(text))
+    assert not [s.start for s in steps if inside(s.start)]
+
+
+def test_math_mode_on_the_demo_store_never_cuts_maths_or_after_a_factorial():
+    """Every trace of the bundled demo store: no step starts inside TeX maths, and no step
+    starts right after a factorial on the same line (the paper mode does both)."""
+    from legival_core.store.store import Store
+
+    traces = Store.open("results/demo").read("traces", columns=["trace_id", "reasoning"])
+    found = {"paper": [0, 0], "math": [0, 0]}
+    for mode, counts in found.items():
+        for text in traces["reasoning"].fillna("").astype(str):
+            inside = segment._inside_any(segment._maths_spans(text))
+            for step in split_steps(text, mode)[1:]:
+                end = segment._run_start(text, step.start)
+                counts[0] += inside(step.start)
+                on_one_line = "\n" not in text[end : step.start]
+                counts[1] += on_one_line and segment._after_factorial(text, end)
+    assert found["math"] == [0, 0]
+    assert found["paper"][0] > 0 and found["paper"][1] > 60  # what the issue saw
+
+
 # ---------------------------------------------------------------------- properties and size
 
 # Text made of the characters that matter to the splitters: sentence marks, digits,
@@ -190,7 +314,7 @@ def test_spans_cover_arbitrary_unicode(text, mode):
     assert_valid_spans(text, split_steps(text, mode))
 
 
-@pytest.mark.parametrize("mode", ["paper", "lines"])
+@pytest.mark.parametrize("mode", ["paper", "lines", "math"])
 def test_one_megabyte_trace_finishes_and_is_covered(mode):
     unit = (
         "Let me compute 3.14 * 2 = 6.28. Wait, that is the diameter, e.g. for r = 1.\n"

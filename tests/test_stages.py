@@ -70,7 +70,8 @@ def test_smoke_config_loads_and_round_trips() -> None:
     config = load_config(CONFIGS / "smoke.toml")
     assert [t.name for t in config.teachers] == ["smollm2-135m"]
     assert config.rollout.interval == 3
-    assert config.judge.model is not None and config.judge.labelers == ("lexical", "llm")
+    assert config.judge.model is not None
+    assert config.judge.labelers == ("lexical", "cues", "llm")
     again = ExperimentConfig.from_dict(config.to_dict(), source=config.source)
     assert again == config
 
@@ -99,7 +100,7 @@ def test_ray_config_loads_and_names_registered_engines() -> None:
         ("[rollout]\ninterval = 0\n", "[rollout] interval: must be at least 1"),
         ("[metrics]\nthreshold = 1.5\n", "[metrics] threshold: must be within"),
         ("[[teachers]]\nengine = 'vllm'\n", "[teachers[0]] model: is required"),
-        ("[judge]\nlabelers = ['llm', 'oracle']\n", "unknown labeler 'oracle'"),
+        ("[judge]\nlabelers = ['llm', 'oracle']\n", "labeler 'oracle' (use 'lexical', 'cues'"),
         ("[bogus]\n", "unknown section(s) ['bogus']"),
         ("[rollout\n", "invalid TOML"),
         ("[metrics]\nthreshold = nan\n", "[metrics] threshold: expected a finite number"),
@@ -139,6 +140,37 @@ def test_release_profile_brings_its_redundancy_threshold(
     assert ExperimentConfig.from_dict(config.to_dict()).metrics.threshold == threshold
     # the release never shows the whole trace: its k grid stops at m - 1
     assert config.rollout.include_full == ("release" not in text)
+
+
+@pytest.mark.parametrize(
+    ("text", "mode"),
+    [
+        ("", "math"),  # the paper profile cuts steps with the maths-aware segmenter
+        ("[metrics]\nprofile = 'release'\n", "paper"),  # the release keeps plain Punkt
+        ("[segment]\nmode = 'paper'\n", "paper"),  # unless a mode is given
+        ("[segment]\nmode = 'lines'\n[metrics]\nprofile = 'release'\n", "lines"),
+    ],
+)
+def test_each_profile_brings_its_segmenter(tmp_path: Path, text: str, mode: str) -> None:
+    path = tmp_path / "segment.toml"
+    path.write_text(text)
+    config = load_config(path)
+    assert config.segment.mode == mode
+    assert ExperimentConfig.from_dict(config.to_dict()).segment.mode == mode
+    assert ExperimentConfig().segment.mode == "math"
+
+
+def test_a_recorded_segmenter_is_kept_on_resume() -> None:
+    """A store's recorded config is read back with the segmenter it was cut with (the demo's,
+    and one cut by Punkt before the maths-aware default): a resumed run never re-cuts an
+    existing store another way."""
+    import json
+
+    manifest = json.loads(Path("results/demo/manifest.json").read_text())
+    recorded = manifest["config"]
+    assert ExperimentConfig.from_dict(recorded).segment.mode == recorded["segment"]["mode"]
+    punkt = {**recorded, "segment": {**recorded["segment"], "mode": "paper"}}
+    assert ExperimentConfig.from_dict(punkt).segment.mode == "paper"
 
 
 def test_release_profile_keeps_an_explicit_include_full(tmp_path: Path) -> None:
@@ -255,6 +287,77 @@ def test_judge_prompt_numbers_our_steps() -> None:
     messages = judge_messages("What is 7 + 5?", ["7 + 5 = 12.", "Wait, check: 12."], "Wait = cue")
     assert messages[0]["role"] == "system" and "Wait = cue" in messages[0]["content"]
     assert "[1] 7 + 5 = 12.\n[2] Wait, check: 12." in messages[1]["content"]
+
+
+def test_judge_stage_writes_both_offline_labelers_and_cues_give_the_share(
+    tmp_path: Path,
+) -> None:
+    """Issue 38: the default judge runs the lexical detector and the context-aware cues; the
+    metrics stage takes its backtracking share from the cues (a "However, since" opener, the
+    lexical detector's most common flag, is no revision)."""
+    store = Store.create(tmp_path / "s")
+    texts = [
+        "Let x = 2.",
+        "However, since x > 0, the sum is positive.",  # a connective: lexical only
+        "However, there is no straightforward method to find all such x.",  # dead end: both
+        "Instead, let's try small cases.",  # a new plan after the dead end: both
+    ]
+    store.write(
+        "problems",
+        pd.DataFrame(
+            {"problem_id": ["p"], "dataset": "d", "task": "math", "prompt": "?", "gold": "2"}
+        ),
+        stage="test",
+    )
+    store.write(
+        "traces",
+        pd.DataFrame(
+            {
+                "trace_id": ["t"],
+                "problem_id": ["p"],
+                "dataset": "d",
+                "teacher": "a",
+                "sample": 0,
+                "reasoning": " ".join(texts),
+            }
+        ),
+        stage="test",
+    )
+    store.write(
+        "steps",
+        pd.DataFrame({"trace_id": "t", "step": range(4), "start": 0, "end": 1, "text": texts}),
+        stage="test",
+    )
+    assert main(["judge", "--store", str(store.path), "--no-progress"]) == 0
+    judged = Store.open(store.path).read("judgments").set_index("labeler")
+    assert sorted(judged.index) == ["cues", "lexical"]
+    assert list(judged.loc["lexical", "steps"]) == [2, 3, 4]
+    assert list(judged.loc["cues", "steps"]) == [3, 4]
+    assert list(judged.loc["cues", "reasons"]) == [
+        "dead end or revision: 'no straightforward method'",
+        'opens with a revision cue: "Instead, let\'s"',
+    ]
+    from precompute.stages.base import StageContext
+    from precompute.stages.metrics import primary_labeler
+
+    def labeler_of(config: ExperimentConfig) -> str:
+        return primary_labeler(StageContext(store=store, config=config))
+
+    assert labeler_of(ExperimentConfig()) == "cues"
+    lexical_only = ExperimentConfig.from_dict({"judge": {"labelers": ["lexical"]}})
+    assert labeler_of(lexical_only) == "lexical"
+
+
+def test_a_cpu_run_keeps_the_recorded_offline_labelers() -> None:
+    from precompute.cli import cpu_config
+
+    both = ExperimentConfig()
+    assert cpu_config(both).judge.labelers == ("lexical", "cues")
+    judge_only = ExperimentConfig.from_dict(
+        {"judge": {"labelers": ["llm"], "engine": "llamacpp", "model": "smollm2-135m"}}
+    )
+    assert cpu_config(judge_only).judge.labelers == ("lexical",)
+    assert cpu_config(judge_only).judge.model is None
 
 
 # ---------------------------------------------------------------------------------- batch writer
@@ -414,8 +517,9 @@ def test_the_metrics_stage_and_the_page_decompose_the_same_instances(tmp_path: P
     steps = pd.DataFrame(
         {"trace_id": ["a", "b"], "step": 0, "start": 0, "end": [7, 11], "text": traces.reasoning}
     )
+    # the default primary labeler: the context-aware cues (the store records no config)
     judgments = pd.DataFrame(
-        {"trace_id": ["a", "b"], "labeler": "lexical", "steps": [[], []], "valid": True}
+        {"trace_id": ["a", "b"], "labeler": "cues", "steps": [[], []], "valid": True}
     )
     for name, frame in [("traces", traces), ("grades", grades), ("problems", problems),
                         ("steps", steps), ("judgments", judgments),

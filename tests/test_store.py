@@ -765,6 +765,8 @@ def test_benchmark_read_two_million_rollouts(tmp_path: Path) -> None:
             "prompt_tokens": pa.nulls(n, pa.int32()),
             "completion_tokens": pa.nulls(n, pa.int32()),
             "status": pa.array(np.full(n, "ok", dtype=object), pa.string()),
+            "grader_version": pa.array(np.ones(n, dtype=np.int32)),
+            "code_revision": pa.array(np.full(n, "abc1234", dtype=object), pa.string()),
         },
         schema=schema.spec("rollouts").schema,
     )

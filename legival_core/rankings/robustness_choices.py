@@ -20,8 +20,8 @@ student             each student alone                                ``rollouts
 labeler             each other backtracking labeler                   ``judgments``
 encoding            another tiktoken encoding (recounted)             ``traces``
 references          reference teachers ranked too                     ``traces.source``
-segmenter           ``lines`` steps instead of Punkt                  the ``robustness``
-                                                                      stage's side tables
+segmenter           each other segmenter's steps (``paper``: Punkt,    the ``robustness``
+                    ``math``, ``lines``)                              stage's side tables
 ==================  ================================================  =====================
 
 A family that cannot be computed from a store gives an alternative with a ``reason`` instead
@@ -74,8 +74,16 @@ DEFAULT_CHOICE = "default"
 #: Metrics taken from ``trace_efficiency`` (one row per trace) and from the rollouts.
 EFFICIENCY_COLUMNS = ("accuracy", "tokens", "redundancy", "backtracking")
 TRANSFER_COLUMNS = ("fotu", "sotu", "regression_rate", "fotu_before_leak")
-#: Segmenters the ``robustness`` stage can re-segment with (legival_core.text.segment modes).
-SEGMENTERS = ("paper", "lines")
+#: Segmenters the ``robustness`` stage can re-segment with (legival_core.text.segment modes),
+#: each with how the report names it.
+SEGMENTER_LABELS = {
+    "paper": "Punkt (the paper's)",
+    "math": "the maths-aware segmenter",
+    "lines": "Punkt and every line break",
+}
+SEGMENTERS = tuple(SEGMENTER_LABELS)
+#: The ``robustness_steps`` column holding each offline labeler's flags on the other steps.
+SIDE_FLAGS = {"lexical": "lexical_cue", "cues": "context_cue"}
 
 
 @dataclass(frozen=True)
@@ -156,7 +164,7 @@ TABLE_COLUMNS: dict[str, list[str] | None] = {
     "similarity": ["trace_id", "step", "max_similarity"],
     "judgments": ["trace_id", "labeler", "steps", "valid"],
     "traces": ["trace_id", "reasoning"],
-    "robustness_steps": ["segmenter", "trace_id", "step", "lexical_cue"],
+    "robustness_steps": ["segmenter", "trace_id", "step", "lexical_cue", "context_cue"],
     "robustness_similarity": ["segmenter", "trace_id", "step", "max_similarity"],
 }
 
@@ -513,32 +521,45 @@ def _references(tables: StoreTables, settings: Settings) -> list[Alternative]:
 
 @register_family("segmenter")
 def _segmenter(tables: StoreTables, settings: Settings) -> list[Alternative]:
-    other = "lines" if settings.segmenter != "lines" else "paper"
     labeler = _default_labeler(tables, settings)
-    # Backtracking follows the segmentation only when the lexical detector made it (a judge's
+    flag = SIDE_FLAGS.get(labeler or "")
+    # Backtracking follows the segmentation only when an offline detector made it (a judge's
     # labels on the new steps would need the judge to run again).
-    metrics = ("redundancy", "backtracking") if labeler == "lexical" else ("redundancy",)
-    key, label = f"segmenter:{other}", f"steps cut by {other}"
-    done, wanted = side_table_coverage(tables, other)
-    if done < wanted or not wanted:
-        reason = (
-            f"{done} of {wanted} traces re-segmented with {other}; run: python -m precompute "
-            f"robustness --store DIR --segmenter {other} (it resumes where it stopped)"
+    metrics = ("redundancy", "backtracking") if flag else ("redundancy",)
+    out = []
+    for other in SEGMENTERS:
+        if other == settings.segmenter:
+            continue
+        key, label = f"segmenter:{other}", f"steps cut by {other} ({SEGMENTER_LABELS[other]})"
+        done, wanted = side_table_coverage(tables, other)
+        if done < wanted or not wanted:
+            reason = (
+                f"{done} of {wanted} traces re-segmented with {other}; run: python -m precompute "
+                f"robustness --store DIR --segmenter {other} (it resumes where it stopped)"
+            )
+            out.append(Alternative(key, "segmenter", label, metrics, reason=reason))
+            continue
+        side = tables.robustness_similarity
+        side = side[side["segmenter"].astype(str) == other]
+        efficiency = _with_column(
+            tables.trace_efficiency, "redundancy", _trace_redundancy(side, settings.threshold)
         )
-        return [Alternative(key, "segmenter", label, metrics, reason=reason)]
-    side = tables.robustness_similarity
-    side = side[side["segmenter"].astype(str) == other]
-    efficiency = _with_column(
-        tables.trace_efficiency, "redundancy", _trace_redundancy(side, settings.threshold)
-    )
-    note = "" if labeler == "lexical" else "backtracking left as is: its labeler is not lexical"
-    if labeler == "lexical" and len(tables.robustness_steps):
+        note = "" if flag else f"backtracking left as is: its labeler {labeler} is not offline"
         steps = tables.robustness_steps
-        steps = steps[steps["segmenter"].astype(str) == other]
-        cue = steps["lexical_cue"].astype("boolean").fillna(False).astype(float)
-        shares = cue.groupby(steps["trace_id"].astype(str).to_numpy()).mean()
-        efficiency = _with_column(efficiency, "backtracking", shares)
-    return [Alternative(key, "segmenter", label, metrics, Variant(efficiency), note=note)]
+        if flag and len(steps):
+            steps = steps[steps["segmenter"].astype(str) == other]
+            flags = steps[flag] if flag in steps else pd.Series(pd.NA, index=steps.index)
+            if len(steps) and flags.notna().any():
+                cue = flags.astype("boolean").fillna(False).astype(float)
+                shares = cue.groupby(steps["trace_id"].astype(str).to_numpy()).mean()
+                efficiency = _with_column(efficiency, "backtracking", shares)
+            else:
+                note = (
+                    f"backtracking left as is: the side tables hold no {labeler} flags (built "
+                    "before that labeler); run the robustness stage again on a fresh copy"
+                )
+        out.append(Alternative(key, "segmenter", label, metrics, Variant(efficiency), note=note))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -698,10 +719,11 @@ class RobustnessReport:
         return {str(t) for t in pd.concat([rows["above"], rows["below"]])}
 
     def survival(self) -> pd.DataFrame:
-        """Per metric: pairs of teachers the default orders, alternatives compared, flips,
-        real flips, pairs an alternative ties, and which alternatives flip (``flipped_by``)
-        or tie (``tied_by``) a pair; both empty = the ranking survives every choice the
-        store offers."""
+        """Per metric: pairs of teachers the default orders, alternatives compared (how many,
+        and their labels in ``compared``), flips, real flips, pairs an alternative ties, and
+        which alternatives flip (``flipped_by``) or tie (``tied_by``) a pair; both empty =
+        the ranking survives every choice compared (only those: a choice this store cannot
+        give is in :attr:`unavailable`, never in ``compared``)."""
         records = []
         for metric, rows in self.summary.groupby("metric", sort=False):
             default = self.rankings[
@@ -714,6 +736,7 @@ class RobustnessReport:
                     "metric": metric,
                     "ordered_pairs": int(np.count_nonzero(ranks[i] != ranks[j])),
                     "choices": len(rows),
+                    "compared": ", ".join(rows["label"].astype(str)),
                     "flips": int(rows["flips"].sum()),
                     "real_flips": int(rows["real_flips"].sum()),
                     "ties": int(rows["ties"].sum()),
@@ -721,8 +744,10 @@ class RobustnessReport:
                     "tied_by": ", ".join(rows.loc[rows["ties"] > 0, "label"].astype(str)),
                 }
             )
-        columns = ["metric", "ordered_pairs", "choices", "flips", "real_flips", "ties"]
-        return pd.DataFrame.from_records(records, columns=[*columns, "flipped_by", "tied_by"])
+        columns = ["metric", "ordered_pairs", "choices", "compared", "flips", "real_flips"]
+        return pd.DataFrame.from_records(
+            records, columns=[*columns, "ties", "flipped_by", "tied_by"]
+        )
 
 
 def _leaks(trace_transfer: pd.DataFrame) -> pd.DataFrame | None:
@@ -761,8 +786,8 @@ def robustness_report(
     [['gpt-4', 'gpt-4-turbo', 'no interval']]
     >>> sorted(report.changing_teachers("redundancy"))
     ['gpt-4', 'gpt-4-turbo']
-    >>> report.unavailable["family"].tolist()  # one labeler, no side tables (two students)
-    ['labeler', 'segmenter']
+    >>> report.unavailable["choice"].tolist()  # one labeler, no side tables (two students)
+    ['labeler', 'segmenter:math', 'segmenter:lines']
     """
     leaks = _leaks(tables.trace_transfer)
     default_setup = (

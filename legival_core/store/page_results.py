@@ -38,6 +38,8 @@ PAGE_RESULTS_VERSION = 2
 
 #: The tables each stored result is computed from (what its stamp covers).
 INPUTS: dict[str, tuple[str, ...]] = {
+    # per trace: how concentrated its per-step transfer attribution is (inspector, notebooks)
+    "attribution_traces": ("rollouts",),
     "board_intervals": ("trace_efficiency", "trace_transfer", "teacher_metrics", "traces"),
     "board_resamples": ("trace_efficiency", "trace_transfer"),
     "decomposition_audits": ("traces", "grades", "trace_efficiency", "decomposition"),

@@ -549,6 +549,7 @@ ROBUSTNESS_STEPS = _register(
             ("text", LSTR),
             ("tokens", I32),
             ("lexical_cue", BOOL),  # the lexical detector flags this step as backtracking
+            ("context_cue", BOOL),  # the context-aware cues (labeler "cues") flag it
         ),
         keys=("segmenter", "trace_id", "step"),
         required=("start", "end", "text"),

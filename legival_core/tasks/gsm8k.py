@@ -153,7 +153,7 @@ def _evaluate(expression: str) -> Fraction | None:
             break
         tokens.append(match.group(1))
         position = match.end()
-    parser = _Parser(tokens)
+    parser = _ArithmeticReader(tokens)
     try:
         value = parser.sum()
     except (ValueError, ZeroDivisionError, IndexError):
@@ -161,7 +161,7 @@ def _evaluate(expression: str) -> Fraction | None:
     return value if parser.at == len(tokens) else None
 
 
-class _Parser:
+class _ArithmeticReader:
     """Recursive descent over arithmetic tokens: sum, product, power, unary sign, atom."""
 
     def __init__(self, tokens: list[str]) -> None:

@@ -10,18 +10,26 @@ Two renderers interpret text the app shows:
 
 :func:`markdown_literal` makes any string show as itself in the first, :func:`plotly_literal` in
 the second. Neither module imports streamlit or plotly: they are pure string functions.
+
+Model text (reasoning, answers, students' completions) is shown with its mathematics typeset:
+:func:`markdown_math` escapes it as :func:`markdown_literal` does and lets through only the maths
+spans it recognises and checks (KaTeX typesets them in the browser), a bold run, an inline code
+span and paragraph breaks. Nothing else of the text can become markup.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 __all__ = [
     "BIDI_CONTROLS",
+    "MATH_REFUSED_COMMANDS",
     "html_text",
     "markdown_literal",
+    "markdown_math",
     "plotly_literal",
     "plotly_literals",
     "visible_bidi",
@@ -85,6 +93,214 @@ def markdown_literal(text: object) -> str:
     one_line = _LINE_BREAKS.sub(" ", visible_bidi(text))
     unlinked = _AUTOLINK_START.sub("\u2060", one_line)
     return _MARKDOWN_PUNCTUATION.sub(r"\\\1", unlinked)
+
+
+#: TeX commands a maths span may not hold: links and HTML hooks (KaTeX refuses them without its
+#: ``trust`` option; refused here as well), macro definitions (expansion bombs) and explicit
+#: sizes and shifts (a ``\\rule{5000em}{5000em}`` would paint over the page). A span holding one
+#: is shown as text.
+MATH_REFUSED_COMMANDS = frozenset(
+    {
+        "href", "url", "includegraphics", "htmlClass", "htmlId", "htmlStyle", "htmlData",
+        "def", "gdef", "edef", "xdef", "let", "futurelet", "newcommand", "renewcommand",
+        "providecommand", "newenvironment", "renewenvironment", "rule", "kern", "mkern",
+        "mskip", "hskip", "hspace", "vspace", "raisebox", "lower", "raise", "vcenter",
+    }
+)  # fmt: skip
+#: The longest maths span typeset, in characters of TeX; a longer one is shown as text.
+MATH_MAX_CHARS = 1000
+#: The longest bold run or code span kept as such.
+_RUN_MAX = 500
+#: At most this many places where a span may open are tried per text; the rest of a text with
+#: more (no model writes thousands of formulas in one step) is shown as plain text.
+MAX_DELIMITERS = 4000
+#: What display maths starts with: it is typeset in display style, inline in its line.
+DISPLAY_STYLE = "\\displaystyle "
+# Where a kept span of markdown_math may start or end. The scan finds every one once and then
+# looks each closer up by bisection, so a text full of unclosed delimiters costs n log n, not n
+# times the longest span (a regex with a bounded lazy span took 3.5 s on 50,000 "\\(").
+_DELIMITERS = re.compile(
+    r"(?P<tick>`)|(?P<dollar>\$)|(?P<ob>\\\[)|(?P<cb>\\\])|(?P<op>\\\()|(?P<cp>\\\))|(?P<star>\*)"
+    r"|(?P<nl>[\r\n\u2028\u2029\x0b\x0c\x85])"
+)
+_TEX_COMMAND = re.compile(r"\\([A-Za-z]+)")
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+_PARAGRAPH_BREAK = re.compile(r"(?:[ \t]*(?:\r\n|[\r\n\u2028\u2029\x0b\x0c\x85])){2,}")
+
+
+def _tex(source: str) -> str | None:
+    """The TeX of a maths span as it is handed to KaTeX, or None when it is refused (too long,
+    a control character, a :data:`MATH_REFUSED_COMMANDS` command). Line breaks become spaces;
+    ``<`` and ``>`` become ``\\lt`` and ``\\gt``, so the span holds no character that could
+    start an HTML tag whatever parses it."""
+    tex = " ".join(_LINE_BREAKS.sub(" ", source).split())
+    if not tex or len(tex) > MATH_MAX_CHARS or _CONTROL.search(tex):
+        return None
+    if any(
+        name in MATH_REFUSED_COMMANDS or name.startswith("html")
+        for name in _TEX_COMMAND.findall(tex)
+    ):
+        return None
+    return tex.replace("<", "\\lt{}").replace(">", "\\gt{}")
+
+
+def _literal_run(text: str, paragraphs: bool, line_start: bool) -> str:
+    """A stretch of model text between the kept spans, escaped (:func:`markdown_literal`).
+
+    With ``paragraphs``, blank lines stay paragraph breaks and single line breaks become hard
+    breaks; each line loses its leading blanks (four of them would start a code block)."""
+    if not paragraphs:
+        return markdown_literal(text)
+    out = []
+    for p, paragraph in enumerate(_PARAGRAPH_BREAK.split(text)):
+        lines = _LINE_BREAKS.split(paragraph)
+        shown = [
+            markdown_literal(line.lstrip() if (i or p or line_start) else line)
+            for i, line in enumerate(lines)
+        ]
+        out.append("  \n".join(shown))
+    return "\n\n".join(out)
+
+
+def markdown_math(text: object, *, paragraphs: bool = False) -> str:
+    r"""Model text for Streamlit's Markdown: shown as written, with its maths typeset.
+
+    The text is cut into the spans kept and the stretches between them. Kept:
+
+    - maths: ``$$…$$``, ``\[…\]`` and ``\(…\)``, and ``$…$`` by Pandoc's rule (no space after
+      the opening ``$`` or before the closing one, no digit after it, on one line; so "costs
+      $5 and $10" stays text). Each becomes ``$…$`` (display maths ``$\displaystyle …$``,
+      so that it sits inline in a step) for KaTeX, after :func:`_tex`'s checks; a refused span
+      (a command of :data:`MATH_REFUSED_COMMANDS`, a ``$`` inside, longer than
+      :data:`MATH_MAX_CHARS`) is shown as text;
+    - an inline code span ```…``` (no line break, no backtick inside), shown as code;
+    - a bold run ``**…**``, its inside escaped.
+
+    Only the first :data:`MAX_DELIMITERS` places where a span may open are tried (a bound on the
+    time a hostile text costs). Every stretch between the spans is :func:`markdown_literal`: no
+    character of it is markup. With ``paragraphs`` (a completion, an answer), blank lines
+    separate paragraphs and single line breaks are kept; without (one step), every line break
+    is a space. Bidirectional controls are shown escaped (:func:`visible_bidi`) everywhere.
+
+    >>> print(markdown_math(r"So \(x^2 < 4\) and $y$, for $5 or **more** <b>"))
+    So $x^2 \lt{} 4$ and $y$\, for \$5 or **more** \<b\>
+    >>> print(markdown_math(r"$\href{javascript:alert(1)}{x}$"))
+    \$\\href\{javascript\:alert\(1\)\}\{x\}\$
+    """
+    source = visible_bidi(text)
+    out: list[str] = []
+    position = 0
+    for start, end, shown in _kept_spans(source):
+        out.append(_literal_run(source[position:start], paragraphs, position == 0))
+        out.append(shown)
+        position = end
+    out.append(_literal_run(source[position:], paragraphs, position == 0))
+    return "".join(out)
+
+
+class _Delimiters:
+    """The positions of every delimiter of one text, by kind, for :func:`_kept_spans`."""
+
+    def __init__(self, source: str) -> None:
+        self.at: dict[str, list[int]] = {kind: [] for kind in _DELIMITERS.groupindex}
+        for match in _DELIMITERS.finditer(source):
+            self.at[match.lastgroup or ""].append(match.start())
+
+    def next(self, kind: str, after: int) -> int | None:
+        """The first position of ``kind`` at or after ``after``, or None."""
+        found = self.at[kind]
+        index = bisect.bisect_left(found, after)
+        return found[index] if index < len(found) else None
+
+    def none_between(self, kind: str, start: int, end: int) -> bool:
+        """Whether no ``kind`` stands in ``[start, end)``."""
+        found = self.next(kind, start)
+        return found is None or found >= end
+
+
+def _kept_spans(source: str) -> Iterator[tuple[int, int, str]]:
+    """(start, end, Markdown) of each span :func:`markdown_math` keeps, left to right; a span
+    that fails its checks is not kept (its characters stay in the text around it)."""
+    marks = _Delimiters(source)
+    starts = sorted({*marks.at["tick"], *marks.at["dollar"], *marks.at["ob"], *marks.at["op"],
+                     *marks.at["star"]})  # fmt: skip
+    position = 0
+    for start in starts[:MAX_DELIMITERS]:
+        if start < position:
+            continue
+        kept = _span_at(source, start, marks)
+        if kept is not None:
+            yield start, kept[0], kept[1]
+            position = kept[0]
+
+
+def _span_at(source: str, start: int, marks: _Delimiters) -> tuple[int, str] | None:
+    """(end, Markdown) of the span kept at ``start``, or None: a code span, then display maths,
+    then \\[…\\] and \\(…\\), then $…$, then a bold run."""
+    char = source[start]
+    if char == "`":
+        close = marks.next("tick", start + 1)
+        if close is None or not 1 <= close - start - 1 <= _RUN_MAX:
+            return None
+        inner = source[start + 1 : close]
+        if not inner.strip() or not marks.none_between("nl", start, close):
+            return None
+        return close + 1, f"`{inner}`"
+    if char == "$":
+        return _dollar_span(source, start, marks)
+    if char == "\\":
+        closer = "cb" if source[start + 1] == "[" else "cp"
+        close = marks.next(closer, start + 2)
+        if close is None or not marks.none_between("dollar", start, close):
+            return None
+        return _math(source[start + 2 : close], close + 2, display=closer == "cb", source=source)
+    # a bold run: "**", no star, line break or blank at either end inside, "**"
+    close = marks.next("star", start + 2)
+    if (
+        source[start + 1 : start + 2] != "*"
+        or close is None
+        or source[close + 1 : close + 2] != "*"
+    ):
+        return None
+    inner = source[start + 2 : close]
+    if not 1 <= len(inner) <= _RUN_MAX or inner != inner.strip():
+        return None
+    if not marks.none_between("nl", start, close):
+        return None
+    return close + 2, f"**{markdown_literal(inner)}**"
+
+
+def _dollar_span(source: str, start: int, marks: _Delimiters) -> tuple[int, str] | None:
+    """The maths span opening at the ``$`` at ``start``: ``$$…$$`` (no ``$`` inside), else
+    ``$…$`` by Pandoc's rule (see :func:`markdown_math`)."""
+    if source[start + 1 : start + 2] == "$":
+        close = marks.next("dollar", start + 2)
+        if close is None or source[close + 1 : close + 2] != "$":
+            return None
+        return _math(source[start + 2 : close], close + 2, display=True, source=source)
+    if start and source[start - 1] in "\\$":
+        return None
+    close = marks.next("dollar", start + 1)
+    if close is None or close == start + 1 or not marks.none_between("nl", start, close):
+        return None
+    inner = source[start + 1 : close]
+    after = source[close + 1 : close + 2]
+    if inner[0].isspace() or inner[-1].isspace() or inner[-1] == "\\" or after.isdigit():
+        return None
+    if after == "$":
+        return None
+    return _math(inner, close + 1, display=False, source=source)
+
+
+def _math(inner: str, end: int, *, display: bool, source: str) -> tuple[int, str] | None:
+    """(end, ``$…$``) of a maths span whose TeX passes :func:`_tex`, else None."""
+    tex = _tex(inner)
+    if tex is None:
+        return None
+    shown = f"${'' if not display else DISPLAY_STYLE}{tex}$"
+    if source[end : end + 1].isdigit():
+        shown += "\u2060"  # Streamlit loads KaTeX only for a $…$ not followed by a digit
+    return end, shown
 
 
 def plotly_literal(text: object) -> str:

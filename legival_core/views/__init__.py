@@ -78,11 +78,13 @@ from legival_core.views.efficiency import (
     workload_audits,
 )
 from legival_core.views.inspector import (
+    LABELER_KIND_NAMES,
     LABELER_KINDS,
     NOT_STORED,
     StepPage,
     graded_answer_line,
     labeler_kind,
+    labeler_legend,
     step_page,
     step_table,
     store_trace_choices,
@@ -91,12 +93,14 @@ from legival_core.views.inspector import (
     trace_choices,
     trace_html,
     with_lexical_flags,
+    with_offline_flags,
     wrong_steps,
 )
 from legival_core.views.leaderboard import (
     board_resamples,
     composite_score,
     efficiency_intervals,
+    latex_notes,
     latex_table,
     leaderboard,
     student_transfer_metrics,
@@ -114,6 +118,7 @@ from legival_core.views.transfer import (
 __all__ = [
     "ALL_ROWS",
     "LABELER_KINDS",
+    "LABELER_KIND_NAMES",
     "LEADERBOARD_METRICS",
     "METRICS",
     "NOT_STORED",
@@ -142,6 +147,8 @@ __all__ = [
     "graded_answer_line",
     "hazard_histograms",
     "labeler_kind",
+    "labeler_legend",
+    "latex_notes",
     "latex_table",
     "leaderboard",
     "metrics_profile",
@@ -176,6 +183,7 @@ __all__ = [
     "transfer_view",
     "transfer_view_from_table",
     "with_lexical_flags",
+    "with_offline_flags",
     "with_student",
     "workload_audits",
     "wrong_steps",

@@ -24,23 +24,53 @@ import pandas as pd
 #: Kinds of backtracking labeler, each with its marker and colour in the inspector.
 LABELER_KINDS: dict[str, tuple[str, str]] = {
     "judge": ("J", "#c0392b"),
+    "cues": ("C", "#1e8449"),
     "lexical": ("L", "#d68910"),
     "human": ("H", "#7d3c98"),
     "other": ("O", "#566573"),
 }
+#: What each marker stands for, in the legend.
+LABELER_KIND_NAMES = {
+    "judge": "LLM judge",
+    "cues": "context-aware cues",
+    "lexical": "lexical detector",
+    "human": "human label",
+    "other": "another labeler",
+}
 
 
 def labeler_kind(labeler: str) -> str:
-    """``judge`` (``judge:<model>``), ``lexical``, ``human`` or ``other``.
+    """``judge`` (``judge:<model>``), ``cues``, ``lexical``, ``human`` or ``other``.
 
-    >>> [labeler_kind(x) for x in ("judge:qwen", "lexical", "human:ann", "rubric-x")]
-    ['judge', 'lexical', 'human', 'other']
+    >>> [labeler_kind(x) for x in ("judge:qwen", "cues", "lexical", "human:ann", "rubric-x")]
+    ['judge', 'cues', 'lexical', 'human', 'other']
     """
     name = str(labeler).lower()
-    for kind in ("judge", "lexical", "human"):
+    for kind in ("judge", "cues", "lexical", "human"):
         if name == kind or name.startswith(kind + ":"):
             return kind
     return "other"
+
+
+def labeler_legend(labelers: list[str] | tuple[str, ...] = ()) -> str:
+    """The inspector's marker legend, with how well each of ``labelers`` (the labelers whose
+    marks are shown) finds hand-labelled backtracking (plain text; the page escapes it).
+
+    >>> labeler_legend()[:61]
+    'Markers: J = LLM judge, C = context-aware cues, L = lexical d'
+    """
+    from legival_core.metrics.label_quality import quality_note
+
+    keys = ", ".join(
+        f"{letter} = {LABELER_KIND_NAMES[kind]}"
+        for kind, (letter, _) in LABELER_KINDS.items()
+        if kind != "other"
+    )
+    measured = [
+        f"{LABELER_KINDS[labeler_kind(name)][0]}: {quality_note(name)}"
+        for name in dict.fromkeys(labelers)
+    ]
+    return f"Markers: {keys}." + ("" if not measured else " " + " ".join(measured))
 
 
 def step_table(
@@ -78,6 +108,33 @@ def step_table(
                 else {int(n) for n in flagged}
             )
             table[column] = table[column] | table["number"].isin(numbers)
+    return table
+
+
+def with_offline_flags(table: pd.DataFrame, task: str | None) -> pd.DataFrame:
+    """``table`` (:func:`step_table`'s) with the flags of both offline backtracking labelers
+    (``flag_lexical``, ``flag_cues``) of ``task``'s family (math when the task is unknown)
+    where the store held none of that labeler's; unchanged when there is no step or task.
+
+    >>> table = pd.DataFrame({"number": [1, 2], "text": ["x = 1.", "But wait, x = 2."]})
+    >>> with_offline_flags(table, "math")[["flag_lexical", "flag_cues"]].values.tolist()
+    [[False, False], [True, True]]
+    """
+    if not task or not len(table):
+        return table
+    from legival_core.metrics.backtracking import offline_backtracking
+    from legival_core.tasks import get_task
+
+    try:
+        family = get_task(str(task)).family
+    except KeyError:
+        family = "math"
+    texts = table["text"].astype(str).tolist()
+    table = table.copy()
+    for labeler in ("lexical", "cues"):
+        if f"flag_{labeler}" not in table:
+            flagged = set(offline_backtracking(labeler, texts, family))
+            table[f"flag_{labeler}"] = table["number"].isin(flagged)
     return table
 
 

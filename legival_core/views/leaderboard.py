@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -211,8 +211,16 @@ def _latex_escape(text: str) -> str:
     return tex_text(text)
 
 
-def latex_table(frame: pd.DataFrame, caption: str = "", decimals: int = 3) -> str:
+def latex_table(
+    frame: pd.DataFrame,
+    caption: str = "",
+    decimals: int = 3,
+    notes: Mapping[str, str] | None = None,
+) -> str:
     """A ``tabular`` (booktabs) of ``frame`` for a paper; every cell is LaTeX-escaped.
+
+    ``notes`` maps a column to a footnote: its header gets a mark (a, b, …) and the note is
+    printed under the table with that mark (escaped too).
 
     >>> print(latex_table(pd.DataFrame({"teacher": ["a_b"], "fotu": [0.51234]})))
     \\begin{tabular}{lr}
@@ -222,6 +230,15 @@ def latex_table(frame: pd.DataFrame, caption: str = "", decimals: int = 3) -> st
     a\\_b & 0.512 \\\\
     \\bottomrule
     \\end{tabular}
+    >>> print(latex_table(pd.DataFrame({"bt": [0.5]}), notes={"bt": "by 100% cues"}))
+    \\begin{tabular}{r}
+    \\toprule
+    bt\\textsuperscript{a} \\\\
+    \\midrule
+    0.500 \\\\
+    \\bottomrule
+    \\end{tabular}
+    \\par\\smallskip{\\footnotesize \\textsuperscript{a} by 100\\% cues}
     """
 
     def cell(value: object) -> str:
@@ -231,16 +248,27 @@ def latex_table(frame: pd.DataFrame, caption: str = "", decimals: int = 3) -> st
             return f"{float(value):.{decimals}f}"
         return _latex_escape(str(value))
 
+    marks = {
+        column: chr(ord("a") + index)
+        for index, column in enumerate(c for c in frame.columns if notes and c in notes)
+    }
+    headers = [
+        _latex_escape(str(c)) + (f"\\textsuperscript{{{marks[c]}}}" if c in marks else "")
+        for c in frame.columns
+    ]
     align = "".join("r" if pd.api.types.is_numeric_dtype(frame[c]) else "l" for c in frame.columns)
     lines = [
         f"\\begin{{tabular}}{{{align}}}",
         "\\toprule",
-        " & ".join(_latex_escape(str(c)) for c in frame.columns) + " \\\\",
+        " & ".join(headers) + " \\\\",
         "\\midrule",
     ]
     for row in frame.itertuples(index=False):
         lines.append(" & ".join(cell(v) for v in row) + " \\\\")
     lines += ["\\bottomrule", "\\end{tabular}"]
+    for column, mark in marks.items():
+        note = _latex_escape(str(notes[column]))  # type: ignore[index]
+        lines.append(f"\\par\\smallskip{{\\footnotesize \\textsuperscript{{{mark}}} {note}}}")
     if caption:
         lines = [
             "\\begin{table}",
@@ -250,6 +278,18 @@ def latex_table(frame: pd.DataFrame, caption: str = "", decimals: int = 3) -> st
             "\\end{table}",
         ]
     return "\n".join(lines)
+
+
+def latex_notes(
+    frame: pd.DataFrame, manifests: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+) -> dict[str, str]:
+    """The footnotes of a rank table's LaTeX (:func:`latex_table`'s ``notes``): under its
+    Backtracking column, which labeler gave the numbers and how well it finds hand-labelled
+    backtracking (:func:`legival_core.metrics.label_quality.store_quality_note`)."""
+    from legival_core.metrics.label_quality import store_quality_note
+
+    label = METRICS["backtracking"].label
+    return {label: store_quality_note(manifests)} if label in frame.columns else {}
 
 
 def board_resamples(

@@ -135,19 +135,33 @@ def flip_table(report: RobustnessReport, metric: str) -> pd.DataFrame:
 def survival_table(report: RobustnessReport) -> pd.DataFrame:
     """Per metric: whether its default ranking survives every alternative of this store.
 
-    ``verdict``: "survives every choice" when no alternative flips or ties a pair the default
-    orders; "flips under: <choices> (r real of f)" when some flip (r: pairs the default's
-    rank intervals separate); "no flip; ties under: <choices>" when some only tie; "all tied
-    by default" when the default orders no pair (nothing can flip).
+    ``verdict``: "survives every choice compared: <choices>" when no alternative flips or
+    ties a pair the default orders, naming the choices that were actually compared (a choice
+    this store cannot give is listed apart, never counted as survived); "flips under:
+    <choices> (r real of f)" when some flip (r: pairs the default's rank intervals separate);
+    "no flip; ties under: <choices>" when some only tie; "all tied by default" when the
+    default orders no pair (nothing can flip).
+
+    >>> from legival_core.rankings.robustness_choices import Settings
+    >>> summary = pd.DataFrame({"metric": ["tokens"], "family": ["encoding"],
+    ...     "choice": ["encoding:o200k_base"], "label": ["tokens counted with o200k_base"],
+    ...     "tau_b": [1.0], "rho": [1.0], "n_teachers": [3], "flips": [0], "real_flips": [0],
+    ...     "ties": [0], "note": [""]})
+    >>> rankings = pd.DataFrame({"metric": "tokens", "choice": "default",
+    ...     "teacher": ["a", "b", "c"], "value": [1.0, 2.0, 3.0], "rank": [1, 2, 3]})
+    >>> report = RobustnessReport(summary, rankings, pd.DataFrame(), pd.DataFrame(), Settings())
+    >>> survival_table(report)["verdict"].tolist()
+    ['survives every choice compared: tokens counted with o200k_base']
     """
     survival = report.survival()
     verdicts = []
-    for ordered, flips, real, flipped_by, tied_by in zip(
+    for ordered, flips, real, flipped_by, tied_by, compared in zip(
         survival["ordered_pairs"],
         survival["flips"],
         survival["real_flips"],
         survival["flipped_by"],
         survival["tied_by"],
+        survival["compared"],
         strict=True,
     ):
         if not ordered:
@@ -157,7 +171,7 @@ def survival_table(report: RobustnessReport) -> pd.DataFrame:
         elif tied_by:
             verdicts.append(f"no flip; ties under: {tied_by}")
         else:
-            verdicts.append("survives every choice")
+            verdicts.append(f"survives every choice compared: {compared}")
     return pd.DataFrame(
         {
             "metric": [METRICS[m].label if m in METRICS else m for m in survival["metric"]],
@@ -244,6 +258,10 @@ def robustness_section(report: RobustnessReport) -> object:
                     )
                 )
     notes = [note]
+    if "backtracking" in set(report.summary["metric"]):
+        from legival_core.metrics.label_quality import quality_note
+
+        notes.append(quality_note(settings.labeler))
     if len(report.unavailable):
         missing = "; ".join(
             f"{label}: {reason}"

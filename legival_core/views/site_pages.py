@@ -170,14 +170,17 @@ def teacher_page(
     *,
     footer: str,
     source: str = "",
+    notes: Sequence[str] = (),
 ) -> str:
     """The page of one teacher: its (teacher, dataset) rows as stored in ``teacher_metrics``
     (``rows``, one per dataset), each dataset linking to its row page (``row_pages``, relative
-    addresses in the order of ``rows``)."""
+    addresses in the order of ``rows``); ``notes`` (plain text) under the first note, e.g. how
+    far the Backtracking column can be trusted."""
     table = _text_table(rows.drop(columns=["teacher"], errors="ignore"))
     body = [
         '<p class="note">The stored per-dataset values behind the leaderboard row (the board '
         "averages them over datasets). Each dataset opens the per-trace table of that row.</p>",
+        *(f'<p class="note">{html_text(note)}</p>' for note in notes),
     ]
     if source:
         body.append(f'<p class="note">{html_text(source)}</p>')
@@ -202,17 +205,20 @@ def row_page(
     footer: str,
     chosen_note: str,
     source: str = "",
+    notes: Sequence[str] = (),
 ) -> str:
     """The page of one (teacher, dataset) row: the per-trace table (:func:`trace_metrics_table`,
     sortable, each trace with a page linking to it via ``trace_pages``: trace id -> relative
-    address), a link to the same table as CSV (``csv_name``) and ``chosen_note`` saying which
-    traces have pages."""
+    address), a link to the same table as CSV (``csv_name``), ``chosen_note`` saying which
+    traces have pages and ``notes`` (plain text, e.g. how far the Backtracking column can be
+    trusted)."""
     text = _text_table(table)
     links = [trace_pages.get(t) for t in table["trace_id"].astype(str)]
     body = [
         f'<p class="note">{len(table)} traces. Click a column header to sort. '
         f'<a href="{html_text(csv_name)}" download>CSV</a> (the same numbers, unrounded).</p>',
         f'<p class="note">{html_text(chosen_note)}</p>',
+        *(f'<p class="note">{html_text(note)}</p>' for note in notes),
     ]
     if source:
         body.append(f'<p class="note">{html_text(source)}</p>')
@@ -243,6 +249,8 @@ class TraceEvidence:
     #: Whether ``leak_k`` was stored by the metrics stage (traces with rollouts); False: not
     #: looked for.
     leak_stored: bool = True
+    #: The backtracking labelers whose marks the page shows (stored, or computed offline).
+    labelers: tuple[str, ...] = ()
 
 
 def _pre(label: str, text: object) -> str:
@@ -273,13 +281,15 @@ def trace_page(
             ],
         }
     )
+    from legival_core.views.inspector import labeler_legend
+
     body = [
         '<p class="note">Steps are shaded by redundancy (their best cosine match to an earlier '
-        "step; hover a step for the value, ↩ jumps to the matched step). Markers: J = LLM "
-        "judge, L = lexical cues, H = human label; ✗ = a human's first wrong step. The small "
-        "cells after a step's number: each student's correctness after seeing the trace up to "
-        "that step (green right, red wrong, grey no rollout). A dashed rule marks the "
-        "answer-leak point.</p>",
+        "step; hover a step for the value, ↩ jumps to the matched step). ✗ = a human's first "
+        "wrong step. The small cells after a step's number: each student's correctness after "
+        "seeing the trace up to that step (green right, red wrong, grey no rollout). A dashed "
+        "rule marks the answer-leak point.</p>",
+        f'<p class="note">{html_text(labeler_legend(list(evidence.labelers)))}</p>',
         html_table(facts, "trace-facts"),
     ]
     if problem:

@@ -1,10 +1,16 @@
-"""Stage ``judge``: backtracking labels per trace, from an LLM judge and/or the lexical detector.
+"""Stage ``judge``: backtracking labels per trace, from an LLM judge and/or the offline detectors.
 
 Labelers (``[judge] labelers``):
 
 ``lexical``
     :func:`legival_core.metrics.backtracking.lexical_backtracking`: steps that open with a revision
-    cue of the task family. Offline, instant, always valid.
+    cue of the task family. Offline, instant, always valid. Kept for comparison: on
+    hand-labelled maths steps most of its flags are connectives ("However, since …").
+``cues``
+    :func:`legival_core.metrics.backtracking.context_backtracking`: the context-aware cues (a
+    dead end, a revision or another approach said in the step, a new plan right after a dead
+    end). Offline, instant, always valid; the default primary labeler
+    (docs/metrics/backtracking.md gives both detectors' measured precision and recall).
 ``llm``
     A model behind any engine, labeller name ``judge:<name>``. It sees the problem and the
     trace's *numbered* steps (so its step numbers are ours, 1-based) with the family's rubric,
@@ -50,6 +56,8 @@ __all__ = [
 ]
 
 LEXICAL = "lexical"
+#: The offline labelers the stage runs itself, in the order it runs them.
+OFFLINE = (LEXICAL, "cues")
 #: Longest step text shown to the judge; longer steps are cut (with a marker) to bound prompts.
 MAX_STEP_CHARS = 1200
 
@@ -235,20 +243,27 @@ def _valid_done(store: Any, labeler: str) -> set[str]:
     return set(frame.loc[frame["valid"].fillna(False).astype(bool), "trace_id"])
 
 
-def _lexical_rows(trace_id: str, texts: list[str], family: str) -> list[dict[str, Any]]:
-    from legival_core.metrics.backtracking import lexical_backtracking
+def _offline_rows(
+    trace_id: str, texts: list[str], family: str, labeler: str
+) -> list[dict[str, Any]]:
+    """The ``judgments`` row of an offline labeler (``lexical`` or ``cues``) for one trace."""
+    from legival_core.metrics.backtracking import context_reasons, lexical_backtracking
 
-    flagged = lexical_backtracking(texts, family)
-    reasons = [f"opens with a revision cue: {texts[n - 1][:40]!r}" for n in flagged]
+    if labeler == LEXICAL:
+        flagged = lexical_backtracking(texts, family)
+        reasons = [f"opens with a revision cue: {texts[n - 1][:40]!r}" for n in flagged]
+    else:
+        found = context_reasons(texts, family)
+        flagged, reasons = list(found), list(found.values())
     verdict = JudgeVerdict(True, bool(flagged), flagged, reasons)
-    return [_verdict_row(trace_id, LEXICAL, verdict, None)]
+    return [_verdict_row(trace_id, labeler, verdict, None)]
 
 
 @register_stage(
     "judge",
     reads=("problems", "traces", "steps"),
     writes=("judgments",),
-    help="backtracking labels: LLM judge on numbered steps, and the lexical detector",
+    help="backtracking labels: LLM judge on numbered steps, and the offline detectors",
 )
 def run_judge(ctx: StageContext) -> StageResult:
     from precompute.backends import GenerationRequest
@@ -270,9 +285,7 @@ def run_judge(ctx: StageContext) -> StageResult:
         if trace_id not in problem_of:
             raise StageError(f"table 'steps', trace {trace_id}: not in table 'traces'")
 
-    labelers: list[str] = []
-    if LEXICAL in cfg.labelers:
-        labelers.append(LEXICAL)
+    labelers: list[str] = [name for name in OFFLINE if name in cfg.labelers]
     if "llm" in cfg.labelers:
         if cfg.model is None:
             raise StageError(f"{ctx.config.source}: [judge] labelers has 'llm' but no engine/model")
@@ -286,10 +299,11 @@ def run_judge(ctx: StageContext) -> StageResult:
     bar = ctx.bar(result.todo, "judge", "trace")
     invalid = 0
     with BatchWriter(ctx.store, "judgments", "judge", 64) as writer:
-        for trace_id in plan.get(LEXICAL, []):
-            family = task_of(problems[problem_of[trace_id]]).family
-            writer.add_group(_lexical_rows(trace_id, texts[trace_id], family))
-            bar.update(1)
+        for labeler in OFFLINE:
+            for trace_id in plan.get(labeler, []):
+                family = task_of(problems[problem_of[trace_id]]).family
+                writer.add_group(_offline_rows(trace_id, texts[trace_id], family, labeler))
+                bar.update(1)
         writer.flush()
         if cfg.model is not None and "llm" in cfg.labelers:
             name = labeler_name(cfg.model.name)

@@ -64,7 +64,8 @@ TRUNCATED_CORRECT = "count_incorrect"
 def primary_labeler(ctx: StageContext) -> str:
     """The labeler whose flags give ``trace_efficiency.backtracking``.
 
-    ``[metrics] primary_labeler`` when set; else the LLM judge when configured; else lexical.
+    ``[metrics] primary_labeler`` when set; else the LLM judge when configured; else the
+    context-aware cues when the judge stage runs them; else lexical.
     """
     chosen = ctx.config.metrics.primary_labeler
     if chosen:
@@ -74,7 +75,7 @@ def primary_labeler(ctx: StageContext) -> str:
         from precompute.stages.judge import labeler_name
 
         return labeler_name(judge.model.name)
-    return "lexical"
+    return "cues" if "cues" in judge.labelers else "lexical"
 
 
 def _redundancy(similarity: pd.DataFrame, threshold: float) -> dict[str, float]:
@@ -522,6 +523,9 @@ def page_results_table(
       teachers left out;
     * transfer curves: the first-solve table before the leak, the measured-bin coverage (each
       profile) and the first measured positions, all datasets and students;
+    * step attribution: every trace's top-10% share of its per-step transfer attribution
+      (:func:`legival_core.metrics.attribution.trace_concentration`), for the inspector's
+      per-teacher summary and trace filter;
     * redundancy threshold: every teacher's sweep over the published τ grid plus the τ the
       pages will read from ``future`` (the manifest once this run's record is in);
     * inspector: a marker that ``trace_efficiency``'s step counts are those of the steps table
@@ -585,6 +589,7 @@ def page_results_table(
             teachers = selections.teacher_rewards(*tables, traces, model, None, False, references)
             results.append(("teacher_rewards", (model, None, False, False, "common"), teachers))
     if store.has("rollouts"):
+        from legival_core.metrics.attribution import trace_concentration
         from legival_core.metrics.leak_summary import selection_leak_summary
         from legival_core.metrics.transfer import PROFILES
         from legival_core.metrics.transfer_curves import (
@@ -602,6 +607,7 @@ def page_results_table(
         results.append(
             ("transfer_first_measured", (None, None), first_measured_positions(rollouts))
         )
+        results.append(("attribution_traces", (), trace_concentration(rollouts)))
         del rollouts
     if store.has("decomposition") and store.has("traces") and store.has("grades"):
         results += workload_audit_results(store, efficiency)

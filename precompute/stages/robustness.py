@@ -1,12 +1,14 @@
-"""Stage ``robustness`` (opt-in): re-segment and re-embed every trace under another segmenter.
+"""Stage ``robustness`` (opt-in; the demo build runs it): re-segment and re-embed every trace
+under another segmenter.
 
 The robustness report (:mod:`legival_core.rankings.robustness_choices`) computes most alternative
 choices from what the store holds; cutting the steps another way needs new steps and new
 embeddings. This stage writes them into side tables, never into the default ones:
 
-* ``robustness_steps`` — the steps of each trace under ``--segmenter`` (``lines`` by default
-  when the store was cut with Punkt, ``paper`` otherwise), with character spans, token counts
-  and the lexical detector's flag per step;
+* ``robustness_steps`` — the steps of each trace under ``--segmenter`` (by default the first
+  of ``paper``, ``math``, ``lines`` the store was not cut with), with character spans, token
+  counts and the flags of both offline backtracking labelers per step (``lexical_cue``: the
+  lexical detector, ``context_cue``: the context-aware cues);
 * ``robustness_similarity`` — r_i = max_{j<i} cos(s_i, s_j) over those steps (MiniLM, as the
   ``embed`` stage does).
 
@@ -14,7 +16,7 @@ Resumable like every stage: traces already in ``robustness_similarity`` for that
 skipped, and each batch of traces lands as one part of steps, then one part of similarities,
 so a kill at any moment loses at most the batch in flight and a rerun writes the same rows.
 
-    python -m precompute robustness --store DIR [--segmenter lines]
+    python -m precompute robustness --store DIR [--segmenter paper|math|lines]
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ from precompute.stages.common import (
 
 __all__ = ["run_robustness", "segmenter_rows"]
 
-#: The segmenters an alternative can use (legival_core.text.segment modes).
-SEGMENTERS = ("paper", "lines")
+#: The segmenters an alternative can use (legival_core.text.segment modes), in the order the
+#: stage picks a default from: the paper's Punkt first.
+SEGMENTERS = ("paper", "math", "lines")
 
 ROBUSTNESS_OPTIONS = (
     StageOption(
@@ -51,8 +54,8 @@ ROBUSTNESS_OPTIONS = (
         "segmenter",
         {
             "choices": SEGMENTERS,
-            "help": "the alternative segmenter (default: lines, or paper when the store was "
-            "cut by lines)",
+            "help": "the alternative segmenter (default: the first of paper, math, lines that "
+            "the store was not cut with)",
         },
     ),
 )
@@ -61,15 +64,23 @@ ROBUSTNESS_OPTIONS = (
 def segmenter_rows(
     trace_id: str, reasoning: str, segmenter: str, encoding: str, family: str
 ) -> list[dict[str, Any]]:
-    """Rows of ``robustness_steps`` for one trace: its steps under ``segmenter`` with the
-    lexical detector's flag (:func:`legival_core.metrics.backtracking.lexical_backtracking`)."""
-    from legival_core.metrics.backtracking import lexical_backtracking
+    """Rows of ``robustness_steps`` for one trace: its steps under ``segmenter`` with the flags
+    of the lexical detector and of the context-aware cues
+    (:data:`legival_core.metrics.backtracking.OFFLINE_LABELERS`)."""
+    from legival_core.metrics.backtracking import context_backtracking, lexical_backtracking
     from precompute.stages.segment import step_rows
 
     rows = step_rows(trace_id, reasoning, segmenter, encoding)
-    flagged = set(lexical_backtracking([str(r["text"]) for r in rows], family))
+    texts = [str(r["text"]) for r in rows]
+    lexical = set(lexical_backtracking(texts, family))
+    context = set(context_backtracking(texts, family))
     return [
-        {"segmenter": segmenter, **row, "lexical_cue": index + 1 in flagged}
+        {
+            "segmenter": segmenter,
+            **row,
+            "lexical_cue": index + 1 in lexical,
+            "context_cue": index + 1 in context,
+        }
         for index, row in enumerate(rows)
     ]
 
@@ -95,8 +106,8 @@ def _done(store: Any, segmenter: str) -> set[str]:
     "robustness",
     reads=("problems", "traces"),
     writes=("robustness_steps", "robustness_similarity"),
-    help="opt-in: re-segment (--segmenter lines) and re-embed into side tables for the "
-    "robustness report",
+    help="opt-in: re-segment with another segmenter (--segmenter paper|math|lines) and "
+    "re-embed into side tables for the robustness report",
     options=ROBUSTNESS_OPTIONS,
 )
 def run_robustness(ctx: StageContext) -> StageResult:
@@ -105,7 +116,7 @@ def run_robustness(ctx: StageContext) -> StageResult:
 
     options = ctx.options_of("robustness")
     default = _default_segmenter(ctx)
-    segmenter = str(options.get("segmenter") or ("lines" if default != "lines" else "paper"))
+    segmenter = str(options.get("segmenter") or next(s for s in SEGMENTERS if s != default))
     if segmenter == default:
         raise UsageError(
             f"stage 'robustness': the store's steps are already cut by {segmenter!r}; choose "
