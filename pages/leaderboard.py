@@ -427,7 +427,7 @@ common.table(
 
 def ci_rows(dataset: str | None, student: str | None, metric: str) -> pd.DataFrame:
     ci = views.filter_rows(intervals(student, 200), dataset=dataset)
-    return ci[ci["metric"] == metric] if not ci.empty else ci
+    return views.without_one_trace_intervals(ci[ci["metric"] == metric] if not ci.empty else ci)
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)

@@ -254,3 +254,34 @@ def test_the_export_names_its_support_and_the_datasets_behind_each_value(
         5,
     )
     assert pd.isna(palm["fotu_rank"])
+
+
+# --- item 2 (part): no interval from one observation -----------------------------------------
+
+
+def test_the_per_dataset_table_shows_no_interval_from_one_trace(
+    monkeypatch: pytest.MonkeyPatch, demo: Store
+) -> None:
+    """Before: the demo's n = 1 cells showed [0.000–0.000] and [0.060–0.060], a bootstrap of one
+    trace; the docs promise "one trace, no interval"."""
+    import streamlit as st
+
+    from legival_core.views.board import ONE_OBSERVATION
+    from tests.app_runner import run_app_page
+
+    st.cache_data.clear()
+    at = run_app_page(
+        "leaderboard",
+        monkeypatch,
+        [demo.path],
+        {"metric": "fotu", "per_dataset": "on"},
+        timeout=300,
+    )
+    table = next(f.value for f in at.dataframe if {"lo", "hi", "n"} <= set(f.value.columns))
+    one = table[pd.to_numeric(table["n"]) == 1]
+    assert len(one), "the demo has a FOTU cell resting on one trace"
+    for column in ("lo", "hi"):  # blank, drawn "—"
+        assert one[column].map(lambda v: pd.isna(v) or v == "—").all(), one[column]
+    assert (one["note"] == ONE_OBSERVATION).all()
+    more = table[pd.to_numeric(table["n"]) > 1]
+    assert more["lo"].map(lambda v: not pd.isna(v) and v != "—").any()

@@ -159,6 +159,32 @@ def leaderboard(
     return table
 
 
+def without_one_trace_intervals(intervals: pd.DataFrame) -> pd.DataFrame:
+    """The per-dataset interval table (``teacher, dataset, metric, value, lo, hi, n``) as the
+    page shows it: a value resting on one trace has no bootstrap interval (resampling one trace
+    gives it back every time, a [v–v] that claims certainty), so ``lo`` and ``hi`` are blank
+    there and ``note`` says "one trace, no interval". Wilson intervals, valid from one trace,
+    stay.
+
+    >>> ci = pd.DataFrame({"teacher": ["a", "b"], "value": [0.06, 0.5], "lo": [0.06, 0.2],
+    ...     "hi": [0.06, 0.8], "n": [1, 9]})
+    >>> shown = without_one_trace_intervals(ci)
+    >>> shown["lo"].tolist(), shown["note"].tolist()
+    ([nan, 0.2], ['one trace, no interval', ''])
+    """
+    from legival_core.views.board import ONE_OBSERVATION
+
+    if intervals.empty or "n" not in intervals:
+        return intervals
+    one = pd.to_numeric(intervals["n"], errors="coerce").lt(2).to_numpy()
+    out = intervals.copy()
+    for column in ("lo", "hi"):
+        if column in out:
+            out[column] = out[column].astype("float64").where(~one)
+    out["note"] = np.where(one, ONE_OBSERVATION, "")
+    return out
+
+
 def efficiency_intervals(
     trace_efficiency: pd.DataFrame, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05
 ) -> pd.DataFrame:
