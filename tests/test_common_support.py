@@ -285,3 +285,34 @@ def test_the_per_dataset_table_shows_no_interval_from_one_trace(
     assert (one["note"] == ONE_OBSERVATION).all()
     more = table[pd.to_numeric(table["n"]) > 1]
     assert more["lo"].map(lambda v: not pd.isna(v) and v != "—").any()
+
+
+# --- item 2 (part): an infinite Δlog says what it means --------------------------------------
+
+
+def test_a_model_without_a_correct_answer_reads_no_correct_answer_not_minus_infinity(
+    monkeypatch: pytest.MonkeyPatch, demo: Store
+) -> None:
+    """Before: palm-2-medium's Δlog E0 on champ-combinatorics (no correct answer, E0 = 0) showed
+    "−∞" in the failure-mode table and on the waterfall."""
+    import streamlit as st
+
+    from legival_core.views.efficiency import NO_CORRECT_ANSWER
+    from tests.app_runner import run_app_page
+
+    decomposition = demo.read("decomposition")
+    zero = decomposition[(decomposition["model"] == PALM) & (decomposition["e0"] == 0)]
+    assert len(zero), "the demo has palm-2-medium at E0 = 0 on a benchmark"
+    benchmark = str(zero["benchmark"].iloc[0])
+    st.cache_data.clear()
+    params = {"dataset": benchmark, "teacher": PALM}
+    at = run_app_page("decomposition", monkeypatch, [demo.path], params, timeout=300)
+    modes = next(f.value for f in at.dataframe if "failure mode" in f.value.columns)
+    palm = modes[modes["model"].astype(str) == PALM]
+    assert len(palm)
+    assert (palm["dlog e0"] == NO_CORRECT_ANSWER).all(), palm["dlog e0"]
+    shown = " ".join(str(v) for v in modes.to_numpy().ravel())
+    assert "∞" not in shown and "inf" not in shown.lower().replace("information", "")
+    bars = [c for c in at.get("plotly_chart") if "waterfall_chart" in c.proto.id]
+    assert bars and "−∞" not in str(bars[0].proto.spec)
+    assert NO_CORRECT_ANSWER in str(bars[0].proto.spec)
