@@ -251,6 +251,7 @@ common.table(
         ]
     ],
     "failure_modes",
+    labels=efficiency_view.FAILURE_MODE_LABELS,
 )
 
 st.subheader("Solver-derived workload audits")

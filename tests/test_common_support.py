@@ -310,7 +310,9 @@ def test_a_model_without_a_correct_answer_reads_no_correct_answer_not_minus_infi
     modes = next(f.value for f in at.dataframe if "failure mode" in f.value.columns)
     palm = modes[modes["model"].astype(str) == PALM]
     assert len(palm)
-    assert (palm["dlog e0"] == NO_CORRECT_ANSWER).all(), palm["dlog e0"]
+    # the header a reader can read, with its unit (before: the raw "dlog e0")
+    assert (palm["Δlog E0 (log ratio)"] == NO_CORRECT_ANSWER).all(), palm
+    assert not any(str(c).startswith("dlog") for c in modes.columns), list(modes.columns)
     shown = " ".join(str(v) for v in modes.to_numpy().ravel())
     assert "∞" not in shown and "inf" not in shown.lower().replace("information", "")
     bars = [c for c in at.get("plotly_chart") if "waterfall_chart" in c.proto.id]

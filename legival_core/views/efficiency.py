@@ -184,6 +184,19 @@ def workload_audits(
     return pool_audits(base, n_splits, seed)
 
 
+#: The failure-mode table's headers as the page shows them: what each column is, and its unit
+#: (a natural-log ratio of the model's term to the reference model's; 0 = equal).
+FAILURE_MODE_LABELS = {
+    "failure_mode": "failure mode",
+    "dlog_e0": "Δlog E0 (log ratio)",
+    "dlog_r_ctx": "Δlog r_ctx (log ratio)",
+    "dlog_r_logic": "Δlog r_logic (log ratio)",
+    "dlog_tokens": "Δlog E[T] tokens (log ratio)",
+    "dlog_vo": "Δlog VŌ overhead (log ratio)",
+    "dlog_kappa": "Δlog κ coupling (log ratio)",
+}
+
+
 #: What a Δlog cell says where the model has no correct answer on the benchmark (E0 = 0, so
 #: log E0 = −∞): the shortfall is total, not a number to compare.
 NO_CORRECT_ANSWER = "no correct answer"
