@@ -42,6 +42,7 @@ from legival_core import views
 from legival_core.grading.stamps import GraderStatus, grader_status
 from legival_core.metrics.transfer import ROLLOUT_CATEGORIES
 from legival_core.metrics.transfer_curves import BAND_RESAMPLES
+from legival_core.stats.support import SUPPORTS
 from legival_core.store.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
 from legival_core.store.store import Store
 
@@ -229,10 +230,18 @@ class Results:
         *,
         weights: Mapping[str, float] | None = None,
         include_references: bool = False,
+        support: str = "common",
     ) -> pd.DataFrame:
         """The Leaderboard page's rank table: one row per teacher, each metric averaged over
         the chosen datasets, ``<metric>_rank`` (1 = best) and ``<metric>_change`` (accuracy
         rank − metric rank, the page's Δ), by :func:`legival_core.views.leaderboard`.
+
+        ``support`` is the page's ``?support=``: ``"common"`` (the default) averages every
+        teacher over the datasets on which every ranked teacher has a value of the metric;
+        ``"all"`` over every dataset, leaving unranked the teachers that miss one
+        (:mod:`legival_core.stats.support`). ``<metric>_datasets`` says how many datasets each
+        mean is over and ``<metric>_covered`` how many the teacher has a value on, of
+        ``n_dataset`` in the selection.
 
         ``student`` takes the transfer columns from that student's rollouts only; ``weights``
         (metric → weight > 0) adds the page's ``composite``; reference teachers get no rank
@@ -247,8 +256,9 @@ class Results:
         """
         frame, metrics = self._board_rows(dataset, student)
         chosen = self._weights(weights, metrics)
+        _choose("support", support, SUPPORTS)
         return views.leaderboard(
-            frame, metrics, chosen or None, self.reference_teachers, include_references
+            frame, metrics, chosen or None, self.reference_teachers, include_references, support
         )
 
     def _board_rows(
@@ -281,6 +291,7 @@ class Results:
         *,
         weights: Mapping[str, float] | None = None,
         include_references: bool = False,
+        support: str = "common",
         n_boot: int = RANK_RESAMPLES,
         seed: int = RESAMPLE_SEED,
         low_n: int = LOW_N_TRACES,
@@ -302,18 +313,25 @@ class Results:
         """
         from legival_core.rankings.rank_intervals import (
             agreeing_intervals,
+            board_unranked,
             interval_table,
         )
         from legival_core.views import board as board_layout
 
         board = self.leaderboard(
-            dataset, student, weights=weights, include_references=include_references
+            dataset,
+            student,
+            weights=weights,
+            include_references=include_references,
+            support=support,
         )
         _frame, metrics = self._board_rows(dataset, student)
         chosen = self._weights(weights, metrics)
         if metric is None:
             metric = "composite" if chosen else "fotu" if "fotu" in metrics else "accuracy"
         _choose("metric", metric, ["composite", *metrics] if chosen else metrics)
+
+        apart = () if include_references else tuple(self.reference_teachers)
 
         def draw() -> Any:
             return views.board_resamples(
@@ -324,15 +342,23 @@ class Results:
                 student,
                 n_boot=n_boot,
                 seed=seed,
+                support=support,
+                outside=apart,
             )
 
-        drawn = self._cached(("resamples", dataset, student, n_boot, seed), draw)
+        key = ("resamples", dataset, student, n_boot, seed, support, apart)
+        drawn = self._cached(key, draw)
         if drawn is None:
             intervals = pd.DataFrame()
         else:
             directions = {m: views.METRICS[m].higher_is_better for m in views.METRICS}
-            apart = () if include_references else self.reference_teachers
-            table = interval_table(drawn, directions, chosen or None, references=apart)
+            table = interval_table(
+                drawn,
+                directions,
+                chosen or None,
+                references=apart,
+                unranked=board_unranked(board, metrics),
+            )
             intervals = agreeing_intervals(table, board)
         return board_layout.metric_detail(board, intervals, metric, low_n)
 
@@ -452,13 +478,15 @@ class Results:
         partial: bool = False,
         include_references: bool = False,
         value: str = "rho",
+        support: str = "common",
     ) -> pd.DataFrame:
         """The Correlations page's heatmap as a metric × metric frame: Spearman ρ (``value=
         "rho"``), its p-value (``"p"``) or the points behind it (``"n"``).
 
         ``level`` is ``"trace"`` (one point per trace, the page's default when the store has
         per-trace tables) or ``"model"`` (one point per teacher, reference teachers left out
-        unless ``include_references``); ``correct_only`` recomputes the efficiency metrics from
+        unless ``include_references``, each averaged over the datasets ``support`` names as in
+        :meth:`leaderboard`); ``correct_only`` recomputes the efficiency metrics from
         correct traces; ``partial`` holds tokens fixed (partial ρ, tokens itself left out).
         Metrics that do not vary in the selection are left out, as on the page.
 
@@ -472,6 +500,7 @@ class Results:
         level = levels[0] if level is None else _choose("level", level, levels)
         _choose("dataset", dataset, self.datasets)
         _choose("value", value, CORRELATION_VALUES)
+        _choose("support", support, SUPPORTS)
         correct_only = correct_only and has_traces  # the page greys the choice out otherwise
 
         def make() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -483,13 +512,14 @@ class Results:
                     correct_only,
                     self.reference_teachers,
                     include_references,
+                    support,
                 )
             else:
                 transfer = views.filter_rows(self.table("trace_transfer"), dataset=dataset)
                 frame = views.trace_level_frame(efficiency, transfer, correct_only)
             return views.correlation_matrices(frame, partial)
 
-        key = ("correlations", level, correct_only, dataset, partial, include_references)
+        key = ("correlations", level, correct_only, dataset, partial, include_references, support)
         rho, pvalue, counts = self._cached(key, make)
         return {"rho": rho, "p": pvalue, "n": counts}[value]
 

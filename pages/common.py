@@ -348,6 +348,47 @@ def include_references() -> bool:
     return bool(value)
 
 
+#: The sidebar's labels of the two ways to average a teacher over datasets
+#: (:mod:`legival_core.stats.support`), in ``?support=`` order.
+SUPPORT_LABELS = {
+    "common": "Datasets every teacher covers",
+    "all": "Every dataset (teachers missing one unranked)",
+}
+
+
+def support_choice() -> str:
+    """The sidebar choice "Average teachers over", bound to ``?support=`` (``common``, the
+    default, or ``all``): which datasets a teacher-level value is the mean over
+    (:mod:`legival_core.stats.support`). One choice for every page, kept in the session and the
+    URL as the pages change."""
+    from legival_core.stats.support import SUPPORTS
+
+    key = "support"
+    wanted = st.query_params.get("support")
+    if wanted in SUPPORTS and wanted != st.session_state.get(f"_{key}_url"):
+        st.session_state[key] = wanted
+    current = st.session_state.get(key, st.session_state.get(f"_{key}", SUPPORTS[0]))
+    st.session_state[key] = current if current in SUPPORTS else SUPPORTS[0]
+    value = st.sidebar.radio(
+        "Average teachers over",
+        list(SUPPORTS),
+        key=key,
+        format_func=SUPPORT_LABELS.__getitem__,
+        help="A teacher-level value is a mean over datasets. By default every teacher is "
+        "averaged over the same datasets: those on which every compared teacher has a value "
+        "(a correct trace, for FOTU). The other choice averages each over every dataset it "
+        "has and leaves unranked those that miss one.",
+    )
+    st.session_state[f"_{key}"] = value
+    if value == SUPPORTS[0]:
+        if key in st.query_params:
+            del st.query_params[key]
+    else:
+        st.query_params[key] = value
+    st.session_state[f"_{key}_url"] = st.query_params.get(key)
+    return str(value)
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
 def _derived(path: str, stamp: float, name: str, args: tuple[Any, ...]) -> Any:
     return _DERIVED[name](*args)

@@ -26,20 +26,26 @@ st.caption(
 common.page_setup("correlations")
 common.need_tables("teacher_metrics", what="The correlations page")
 include = common.include_references()
+support = common.support_choice()
 
 
 @common.derived("correlation_input")
 def correlation_input(
-    level: str, correct_only: bool, dataset: str | None, include: bool
+    level: str, correct_only: bool, dataset: str | None, include: bool, support: str
 ) -> pd.DataFrame:
-    """Model level: one row per teacher, reference teachers left out unless ``include``;
-    trace level: one row per trace."""
+    """Model level: one row per teacher (averaged over the datasets ``support`` names),
+    reference teachers left out unless ``include``; trace level: one row per trace."""
     efficiency = common.load_table("trace_efficiency")
     efficiency = views.filter_rows(efficiency, dataset=dataset)
     if level == "model":
         teacher_metrics = views.filter_rows(common.load_table("teacher_metrics"), dataset=dataset)
         return views.model_level_frame(
-            teacher_metrics, efficiency, correct_only, common.reference_teachers(), include
+            teacher_metrics,
+            efficiency,
+            correct_only,
+            common.reference_teachers(),
+            include,
+            support,
         )
     transfer = views.filter_rows(common.load_table("trace_transfer"), dataset=dataset)
     return views.trace_level_frame(efficiency, transfer, correct_only)
@@ -47,11 +53,11 @@ def correlation_input(
 
 @common.derived("matrices")
 def matrices(
-    level: str, correct_only: bool, dataset: str | None, partial: bool, include: bool
+    level: str, correct_only: bool, dataset: str | None, partial: bool, include: bool, support: str
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """ρ, p and n (the points behind each coefficient) for the selection."""
     return views.correlation_matrices(
-        correlation_input(level, correct_only, dataset, include), partial
+        correlation_input(level, correct_only, dataset, include, support), partial
     )
 
 
@@ -173,7 +179,7 @@ with right:
     )
     partial = st.toggle("Partial ρ (control: tokens)", key="partial")
 correct_only = traces_choice == "correct only" and has_traces
-rho, pvalue, counts = matrices(level, correct_only, chosen_dataset, partial, include)
+rho, pvalue, counts = matrices(level, correct_only, chosen_dataset, partial, include, support)
 if level == "model":
     st.caption(
         "At model level n is the number of teachers — one point per teacher, each already "

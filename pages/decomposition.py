@@ -11,7 +11,7 @@ import streamlit as st
 from legival_core import views
 from legival_core.store.provenance import token_sources
 from legival_core.text.safe_text import markdown_literal, plotly_literal, plotly_literals
-from legival_core.views.display import format_signed
+from legival_core.views import efficiency as efficiency_view
 from pages import common
 
 st.title("⏱️ Efficiency decomposition")
@@ -183,7 +183,7 @@ waterfall = go.Figure(
         x=terms["term"],
         y=terms["value"].fillna(0.0),
         measure=terms["measure"],
-        text=[format_signed(v) for v in terms["value"]],
+        text=[efficiency_view.dlog_text(v) for v in terms["value"]],
         textposition="outside",
     )
 )
@@ -235,6 +235,7 @@ st.subheader("Failure modes (against the benchmark's best-E0 model)")
 # against the best model, never a reference teacher (a human E0 of 5 would make every model
 # "limited" by everything); reference rows are left out unless the sidebar includes them
 modes = views.failure_mode_table(rows, () if include else common.reference_teachers())
+modes = efficiency_view.failure_mode_cells(modes)  # −∞ reads "no correct answer"
 common.table(
     modes[
         [
@@ -250,6 +251,7 @@ common.table(
         ]
     ],
     "failure_modes",
+    labels=efficiency_view.FAILURE_MODE_LABELS,
 )
 
 st.subheader("Solver-derived workload audits")

@@ -30,6 +30,7 @@ if merged_board.chosen():  # several stores given at launch: their board as one
     st.stop()
 common.need_tables("teacher_metrics", what="The leaderboard")
 include = common.include_references()
+support = common.support_choice()
 
 
 @common.derived("student_metrics")
@@ -87,17 +88,19 @@ def board_table(
     student: str | None,
     weights: tuple[tuple[str, float], ...],
     include: bool,
+    support: str,
 ) -> pd.DataFrame:
-    """The rank table; reference teachers get a row without a rank unless ``include``."""
+    """The rank table; reference teachers get a row without a rank unless ``include``;
+    teachers averaged over the datasets ``support`` names."""
     frame, metrics = board_rows(dataset, student)
     return views.leaderboard(
-        frame, metrics, dict(weights) or None, common.reference_teachers(), include
+        frame, metrics, dict(weights) or None, common.reference_teachers(), include, support
     )
 
 
 @common.derived("resamples")
 def resamples(
-    dataset: str | None, student: str | None, n_boot: int, seed: int
+    dataset: str | None, student: str | None, n_boot: int, seed: int, include: bool, support: str
 ) -> TeacherResamples | None:
     """Every ranked metric per teacher on paired resamples of problems
     (legival_core.rankings.rank_intervals); None when the store has no per-trace tables. Reference
@@ -107,7 +110,8 @@ def resamples(
     from legival_core.rankings.rank_intervals import resamples_from_frame
 
     _frame, metrics = board_rows(dataset, student)
-    stored = common.stored_result("board_resamples", (dataset, student, n_boot, seed))
+    args = (dataset, student, n_boot, seed, include, support)
+    stored = common.stored_result("board_resamples", args)
     if stored is not None:
         return resamples_from_frame(stored, metrics)
     return views.board_resamples(
@@ -118,6 +122,8 @@ def resamples(
         student,
         n_boot=n_boot,
         seed=seed,
+        support=support,
+        outside=() if include else common.reference_teachers(),
     )
 
 
@@ -129,21 +135,30 @@ def uncertainty(
     n_boot: int,
     seed: int,
     include: bool,
+    support: str,
 ) -> pd.DataFrame:
     """Value and rank intervals per (metric, teacher), the composite's too when weighted; empty
     without resamples. New weights reuse the cached resamples."""
-    from legival_core.rankings.rank_intervals import agreeing_intervals, interval_table
+    from legival_core.rankings.rank_intervals import (
+        agreeing_intervals,
+        board_unranked,
+        interval_table,
+    )
 
-    args = (dataset, student, weights, n_boot, seed, include)
+    board = board_table(dataset, student, weights, include, support)
+    args = (dataset, student, weights, n_boot, seed, include, support)
     table = common.stored_result("board_intervals", args)  # the default view's, stored
     if table is None:
-        drawn = resamples(dataset, student, n_boot, seed)
+        drawn = resamples(dataset, student, n_boot, seed, include, support)
         if drawn is None:
             return pd.DataFrame()
         directions = {m: views.METRICS[m].higher_is_better for m in views.METRICS}
         apart = () if include else common.reference_teachers()
-        table = interval_table(drawn, directions, dict(weights) or None, references=apart)
-    return agreeing_intervals(table, board_table(dataset, student, weights, include))
+        unranked = board_unranked(board, list(drawn.metrics))
+        table = interval_table(
+            drawn, directions, dict(weights) or None, references=apart, unranked=unranked
+        )
+    return agreeing_intervals(table, board)
 
 
 def student_options() -> list[str]:
@@ -229,7 +244,9 @@ def url_weights(metrics: list[str]) -> dict[str, float]:
 
 weights = url_weights(metrics)
 
-board = board_table(chosen_dataset, chosen_student, tuple(sorted(weights.items())), include)
+board = board_table(
+    chosen_dataset, chosen_student, tuple(sorted(weights.items())), include, support
+)
 config = common.get_config()
 interval_rows = uncertainty(
     chosen_dataset,
@@ -238,6 +255,7 @@ interval_rows = uncertainty(
     config.rank_resamples,
     config.resample_seed,
     include,
+    support,
 )
 has_intervals = not interval_rows.empty
 if has_intervals:
@@ -286,6 +304,14 @@ if "reference" in board and board["reference"].any() and not include:
         "the ranks and of everyone's rank intervals. Switch on *Include reference teachers* in "
         "the sidebar to rank them too."
     )
+support_text = board_layout.support_note(
+    frame,
+    metrics,
+    support,
+    () if include else common.reference_teachers(),
+)
+if support_text:  # whose mean rests on which datasets (Average teachers over, in the sidebar)
+    st.caption(markdown_literal("Teacher-level values are means over datasets. " + support_text))
 
 
 def colour(text: object) -> str:
@@ -352,7 +378,7 @@ if "backtracking" in in_order:
     st.caption(backtracking_note)
 if "tokens" in metrics:
     st.caption(common.tokens_caption())
-numbers = board_layout.board_numbers(board, interval_rows, metrics)
+numbers = board_layout.board_numbers(board, interval_rows, metrics, support)
 export_left, export_right = st.columns(2)
 with export_left:
     common.download_csv(numbers, "leaderboard")
@@ -401,22 +427,24 @@ common.table(
 
 def ci_rows(dataset: str | None, student: str | None, metric: str) -> pd.DataFrame:
     ci = views.filter_rows(intervals(student, 200), dataset=dataset)
-    return ci[ci["metric"] == metric] if not ci.empty else ci
+    return views.without_one_trace_intervals(ci[ci["metric"] == metric] if not ci.empty else ci)
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
 def chart(
     path: str,
     stamp: float,
-    selection: tuple[str | None, str | None, tuple[tuple[str, float], ...], int, int, int, bool],
+    selection: tuple[
+        str | None, str | None, tuple[tuple[str, float], ...], int, int, int, bool, str
+    ],
     metric: str,
 ) -> go.Figure:
     """Bars of one metric per teacher, best first, with 95% error bars and low-n bars pale
     (shared, read-only: drawing it does not change it)."""
-    dataset, student, weights, n_boot, seed, low_n, include = selection
+    dataset, student, weights, n_boot, seed, low_n, include, support = selection
     table = board_layout.metric_detail(
-        board_table(dataset, student, weights, include),
-        uncertainty(dataset, student, weights, n_boot, seed, include),
+        board_table(dataset, student, weights, include, support),
+        uncertainty(dataset, student, weights, n_boot, seed, include, support),
         metric,
         low_n,
     )
@@ -490,6 +518,7 @@ selection = (
     config.resample_seed,
     config.low_n_traces,
     include,
+    support,
 )
 st.plotly_chart(chart(*common.store_key(), selection, focus), key="leaderboard_chart")
 what = sentence(views.METRICS[focus].description) + " " if focus in views.METRICS else ""

@@ -31,6 +31,7 @@ if not common.has_table("monitor_verdicts"):
     )
     st.stop()
 include = common.include_references()
+support = common.support_choice()
 
 N_BOOT = selections.MONITOR_RESAMPLES
 #: How a reference teacher's bars are labelled and drawn (an outline, not a model's colour).
@@ -64,19 +65,20 @@ def pooled_scores(n_boot: int) -> pd.DataFrame:
 
 
 @common.derived("monitor_legibility")
-def legibility(n_boot: int, include: bool) -> pd.DataFrame:
-    """ρ(FOTU, P/R/F1) across teachers; reference teachers add no point unless ``include``."""
+def legibility(n_boot: int, include: bool, support: str) -> pd.DataFrame:
+    """ρ(FOTU, P/R/F1) across teachers; reference teachers add no point unless ``include``;
+    the pooled row averages each teacher over the datasets ``support`` names."""
     from legival_core.published.references import keep_teachers
 
     if not common.has_table("teacher_metrics"):
         return pd.DataFrame()
-    stored = common.stored_result("monitor_legibility", (n_boot, include))
+    stored = common.stored_result("monitor_legibility", (n_boot, include, support))
     if stored is not None:
         return stored
     teachers = keep_teachers(
         common.load_table("teacher_metrics"), common.reference_teachers(), include
     )
-    return oversight.monitor_legibility_correlation(scores(n_boot), teachers)
+    return oversight.monitor_legibility_correlation(scores(n_boot), teachers, support=support)
 
 
 table = scores(N_BOOT)
@@ -179,7 +181,7 @@ common.table(
 )
 
 st.subheader("Is a more legible teacher easier to monitor?")
-correlation = legibility(N_BOOT, include)
+correlation = legibility(N_BOOT, include, support)
 if correlation.empty:
     st.info("The store has no teacher_metrics table, so FOTU per teacher is unknown.")
 else:

@@ -20,6 +20,7 @@ st.caption(
 common.page_setup("pareto")
 common.need_tables("teacher_metrics", what="The Pareto page")
 include = common.include_references()
+support = common.support_choice()
 
 teacher_metrics = common.load_table("teacher_metrics")
 datasets = sorted(teacher_metrics["dataset"].unique())
@@ -43,7 +44,7 @@ if "tokens" in (x, y):
 
 @common.derived("frontier_shares")
 def frontier_shares(
-    dataset: str | None, x: str, y: str, n_boot: int, seed: int, include: bool
+    dataset: str | None, x: str, y: str, n_boot: int, seed: int, include: bool, support: str
 ) -> dict[str, float]:
     """Teacher -> share of paired problem resamples in which it is on the frontier; empty
     when the store has no per-trace tables to resample."""
@@ -55,7 +56,7 @@ def frontier_shares(
     )
 
     # the metrics stage stores the draws of every metric for all datasets
-    stored = common.stored_result("pareto_resamples", (dataset, n_boot, seed, include))
+    stored = common.stored_result("pareto_resamples", (dataset, n_boot, seed, include, support))
     if stored is not None:
         resamples = resamples_from_frame(stored, [x, y])
     else:
@@ -74,8 +75,16 @@ def frontier_shares(
             seed=seed,
             references=common.reference_teachers(),
             include_references=include,
+            support=support,
         )
-    board = views.leaderboard(views.filter_rows(teacher_metrics, dataset=dataset), [x, y])
+    board = views.leaderboard(
+        views.filter_rows(teacher_metrics, dataset=dataset),
+        [x, y],
+        None,
+        common.reference_teachers(),
+        include,
+        support,
+    )
     if not all(
         m in resamples.metrics and points_agree(resamples.metrics[m], board, m) for m in (x, y)
     ):
@@ -86,7 +95,7 @@ def frontier_shares(
 
 
 config = common.get_config()
-board = views.leaderboard(frame, metrics)
+board = views.leaderboard(frame, metrics, None, common.reference_teachers(), include, support)
 points = views.pareto_view(board, x, y, common.reference_teachers(), include)
 shares = frontier_shares(
     None if dataset == common.ALL else dataset,
@@ -95,6 +104,7 @@ shares = frontier_shares(
     config.rank_resamples,
     config.resample_seed,
     include,
+    support,
 )
 points["on frontier in resamples"] = points["teacher"].astype(str).map(shares).astype("float64")
 hover = {m: ":.4g" for m in metrics}

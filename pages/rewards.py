@@ -34,6 +34,7 @@ if not common.has_table("rewards"):
     st.stop()
 common.need_tables("trace_transfer", "grades", what="The reward-model page")
 include = common.include_references()
+support = common.support_choice()
 
 SUBSETS = {"all": "all traces", "correct": "correct traces only"}
 
@@ -51,11 +52,13 @@ def reward_points(model: str, dataset: str | None, correct_only: bool) -> pd.Dat
 
 @common.derived("reward_rho")
 def reward_rho(
-    model: str, dataset: str | None, level: str, correct_only: bool, include: bool
+    model: str, dataset: str | None, level: str, correct_only: bool, include: bool, support: str
 ) -> pd.DataFrame:
     """ρ of reward with each transfer metric; at teacher level reference teachers add no
-    point unless ``include`` (stored by the metrics stage for the default selection)."""
-    stored = common.stored_result("reward_rho", (model, dataset, level, correct_only, include))
+    point unless ``include`` and teachers are averaged over the datasets ``support`` names
+    (stored by the metrics stage for the default selection)."""
+    args = (model, dataset, level, correct_only, include, support)
+    stored = common.stored_result("reward_rho", args)
     if stored is not None:
         return stored
     return selections.reward_rho(
@@ -66,20 +69,28 @@ def reward_rho(
         level,  # type: ignore[arg-type]
         correct_only,
         () if include else common.reference_teachers(),
+        support,
     )
 
 
 @common.derived("teacher_rewards")
-def teacher_rewards(model: str, dataset: str | None, correct_only: bool) -> pd.DataFrame:
-    """Mean reward and transfer per teacher (stored for the default selection)."""
-    args = (model, dataset, correct_only)
+def teacher_rewards(
+    model: str, dataset: str | None, correct_only: bool, include: bool, support: str
+) -> pd.DataFrame:
+    """Mean reward and transfer per teacher (stored for the default selection), averaged over
+    the datasets ``support`` names; reference teachers narrow them only when ``include``."""
+    args = (model, dataset, correct_only, include, support)
     stored = common.stored_result("teacher_rewards", args)
     if stored is not None:
         return stored
     return selections.teacher_rewards(
         *[common.load_table(t) for t in ("rewards", "trace_transfer", "grades")],
         common.load_table("traces", columns=["trace_id", "teacher", "dataset"]),
-        *args,
+        model,
+        dataset,
+        correct_only,
+        () if include else common.reference_teachers(),
+        support,
     )
 
 
@@ -117,8 +128,8 @@ else:
 # trace_transfer's "fotu" is the release's trace score when the store used that profile
 profile = views.metrics_profile(common.load_manifest())
 fotu_name = views.trace_metric_label("fotu", profile)
-rho_all = rho_of(reward_rho(model, dataset, "trace", False, include), "fotu")
-rho_correct = rho_of(reward_rho(model, dataset, "trace", True, include), "fotu")
+rho_all = rho_of(reward_rho(model, dataset, "trace", False, include, support), "fotu")
+rho_correct = rho_of(reward_rho(model, dataset, "trace", True, include, support), "fotu")
 one, two = st.columns(2)
 one.metric(f"ρ(reward, {fotu_name}), all traces", shown(rho_all))
 two.metric(f"ρ(reward, {fotu_name}), correct traces only", shown(rho_correct))
@@ -182,11 +193,11 @@ st.caption(
     "One row per teacher: mean reward and transfer metrics, each averaged over datasets first "
     "(docs/metrics/oversight.md). ρ is computed across teachers."
 )
-teachers = teacher_rewards(model, dataset, correct_only)
+teachers = teacher_rewards(model, dataset, correct_only, include, support)
 common.table(teachers.drop(columns=["reward_model"]), f"teacher_rewards_{subset}")
 correlations = pd.concat(
     [
-        reward_rho(model, dataset, level, flag, include)
+        reward_rho(model, dataset, level, flag, include, support)
         for level in ("trace", "teacher")
         for flag in (False, True)
     ],

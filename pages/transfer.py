@@ -33,6 +33,7 @@ if not common.has_table("rollouts"):
     st.code(rollouts_command(shown), language="bash")
     st.stop()
 include = common.include_references()
+support = common.support_choice()
 
 #: Resamples of traces behind the bands (the metrics stage stores views with the same).
 from legival_core.metrics.transfer_curves import BAND_RESAMPLES  # noqa: E402
@@ -67,14 +68,21 @@ def first_measured(dataset: str | None, student: str | None) -> pd.DataFrame:
 
 
 @common.derived("transfer_board_fotu")
-def board_fotu(dataset: str | None, student: str | None) -> pd.Series:
+def board_fotu(dataset: str | None, student: str | None, include: bool, support: str) -> pd.Series:
     """The leaderboard's FOTU of each teacher for this selection: the mean over datasets of
-    the stored per-(teacher, dataset) FOTU (of the one student when chosen)."""
+    the stored per-(teacher, dataset) FOTU (of the one student when chosen), over the datasets
+    ``support`` names as the leaderboard averages it (reference teachers narrow them only when
+    ``include``)."""
+    from legival_core.stats.support import teacher_means
+
     frame = views.filter_rows(common.load_table("teacher_metrics"), dataset=dataset)
     if student is not None:
         per_student = common.student_metrics(views.metrics_profile(common.load_manifest()))
         frame = views.with_student(frame, per_student, student)
-    return frame.groupby("teacher", observed=True)["fotu"].mean()
+    apart = () if include else common.reference_teachers()
+    frame = frame.assign(teacher=frame["teacher"].astype(str))
+    means = teacher_means(frame, ["fotu"], support=support, outside=apart)
+    return means.set_index("teacher")["fotu"]
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
@@ -242,7 +250,7 @@ pooled_labels = {
 }
 if profile == views.metrics_profile(common.load_manifest()):
     # the leaderboard's number under its own name, beside the pooled one
-    fotu = board_fotu(selection[0], selection[1])
+    fotu = board_fotu(selection[0], selection[1], include, support)
     summary = summary.assign(board_fotu=summary["teacher"].map(fotu))
     pooled_labels["board_fotu"] = "FOTU"
     summary = summary[

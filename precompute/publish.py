@@ -265,6 +265,18 @@ def _robustness_report(sources: _Sources, options: PublishOptions) -> Any:
     )
 
 
+def _support_sentence(kept: pd.DataFrame, metrics: Sequence[str], apart: Sequence[str]) -> str:
+    """Which datasets the site's teacher-level values are averaged over: always the common
+    support (:mod:`legival_core.stats.support`), with the teachers that narrow it named."""
+    detail = board_layout.support_note(kept, metrics, "common", apart)
+    return (
+        "Each teacher-level value is averaged over the common support: the datasets on which "
+        "every ranked teacher has a value of that metric (a correct trace with rollouts, for "
+        "FOTU), so all are compared on the same datasets"
+        + (f". {detail}" if detail else "; here every ranked teacher covers every dataset.")
+    )
+
+
 def _leaderboard_sections(
     sources: _Sources, options: PublishOptions, references: Sequence[str]
 ) -> tuple[list[Section], pd.DataFrame, str, pd.DataFrame]:
@@ -310,6 +322,7 @@ def _leaderboard_sections(
             "This store holds averages only (no per-trace tables), so nothing can be resampled: "
             f"every value says “{board_layout.NO_INTERVAL}”. Rank 1 = best."
         )
+    rank_note += " " + _support_sentence(sources.kept, metrics, () if include else references)
     rank_note += (
         " Every value opens the teacher's page: its rows per dataset, and from there every "
         "trace behind them."

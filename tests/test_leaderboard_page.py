@@ -112,7 +112,10 @@ def test_a_share_whose_bootstrap_collapses_shows_its_wilson_interval(
 
     By hand, Wilson at p = 0 from n traces (z = 1.96, z² = 3.8416): lower 0, upper
     z² / (n + z²); at n = 14 that is 3.8416 / 17.8416 = 0.2153, i.e. "0.0% [0.0–21.5] (Wilson)".
+    (The check below uses z to full precision: at n = 12, z = 1.96 gives 24.250…%, which rounds
+    the other way from the exact 24.249…%.)
     """
+    z2 = 1.959963984540054**2
     at = run_app_page(
         "leaderboard", monkeypatch, [demo.path], {"columns": "regression_rate"}, timeout=300
     )
@@ -123,7 +126,7 @@ def test_a_share_whose_bootstrap_collapses_shows_its_wilson_interval(
         assert not re.search(r"\[(\d+\.\d)–\1\]", cell), cell  # no zero-width interval
     for cell in zeros:
         n = int(re.search(r"· n (\d+)", cell).group(1))
-        upper = 3.8416 / (n + 3.8416)  # Wilson upper bound at p = 0, worked above
+        upper = z2 / (n + z2)  # Wilson upper bound at p = 0, worked above
         assert cell.startswith(f"0.0% [0.0–{100 * upper:.1f}] (Wilson)"), cell
     if any("· n 14" in c for c in zeros):
         assert any(c.startswith("0.0% [0.0–21.5] (Wilson) · n 14") for c in zeros)

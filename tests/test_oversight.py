@@ -255,7 +255,10 @@ def _teacher_inputs() -> tuple[pd.DataFrame, ...]:
 
 def test_teacher_level_values_by_hand() -> None:
     rewards, transfer, grades, traces = _teacher_inputs()
-    table = teacher_level_rewards(rewards, transfer, grades, traces=traces).set_index("teacher")
+    table = teacher_level_rewards(
+        rewards, transfer, grades, traces=traces, support="all"
+    ).set_index("teacher")
+    # support="all", each teacher over every dataset it has:
     # A: D1 fotu = mean over students of trace means: s1 (0.2+0.4)/2 = 0.3, s2 0.5 -> 0.4;
     #    D2 fotu 0.8; averaged over datasets: 0.6.
     #    D1 sotu: each student's hazards {5, 10} -> log 2 / log 50; D2: one bin -> 0; mean.
@@ -268,16 +271,29 @@ def test_teacher_level_values_by_hand() -> None:
     assert table.loc["B", "fotu"] == pytest.approx(0.2)  # (0.1 + 0.3) / 2
 
 
+def test_teacher_level_values_default_to_the_common_support() -> None:
+    """B and C have D1 only, so by default A is averaged over D1 alone, like them: FOTU 0.4,
+    SOTU log 2 / log 50, reward (1 + 3) / 2 = 2, from its 2 D1 traces."""
+    rewards, transfer, grades, traces = _teacher_inputs()
+    table = teacher_level_rewards(rewards, transfer, grades, traces=traces).set_index("teacher")
+    assert table.loc["A", "fotu"] == pytest.approx(0.4)
+    assert table.loc["A", "sotu"] == pytest.approx(math.log(2) / math.log(50))
+    assert table.loc["A", "score"] == pytest.approx(2.0)
+    assert int(table.loc["A", "n_traces"]) == 2  # the rewards behind the score, D1's
+    assert (table["fotu_datasets"] == 1).all() and (table["score_datasets"] == 1).all()
+    assert table.loc["B", "score"] == pytest.approx(6.0)
+
+
 def test_teacher_level_correlations_all_vs_correct() -> None:
     rewards, transfer, grades, traces = _teacher_inputs()
     every = reward_correlations(
-        rewards, transfer, grades, level="teacher", traces=traces
+        rewards, transfer, grades, level="teacher", traces=traces, support="all"
     ).set_index("metric")
     # rewards A 3.5, B 6, C 4 -> ranks 1, 3, 2; FOTU A .6, B .2, C .8 -> ranks 2, 1, 3
     # d = -1, 2, -1; sum d^2 = 6; rho = 1 - 36 / (3 * 8) = -0.5
     assert every.loc["fotu", "rho"] == pytest.approx(-0.5)
     correct = reward_correlations(
-        rewards, transfer, grades, level="teacher", correct_only=True, traces=traces
+        rewards, transfer, grades, level="teacher", correct_only=True, traces=traces, support="all"
     ).set_index("metric")
     # correct only: B's reward is 2 -> ranks 2, 1, 3 = the FOTU ranks -> rho 1
     assert correct.loc["fotu", "rho"] == pytest.approx(1.0)

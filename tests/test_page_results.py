@@ -154,7 +154,9 @@ def test_the_stored_results_equal_the_functions_on_the_stores_tables(store: Stor
     pd.testing.assert_frame_equal(scores, oversight.monitor_scores(verdicts, n_boot=500, seed=0))
     rewards, transfer, grades = (store.read(t) for t in ("rewards", "trace_transfer", "grades"))
     (model,) = sorted(rewards["reward_model"].unique())
-    rho = stored_frame(table, manifest, "reward_rho", (model, None, "trace", False, False))
+    rho = stored_frame(
+        table, manifest, "reward_rho", (model, None, "trace", False, False, "common")
+    )
     assert rho is not None
     expected = oversight.reward_correlations(
         rewards, transfer, grades, traces=store.read("traces")[["trace_id", "teacher", "dataset"]]
@@ -168,11 +170,19 @@ def test_the_stored_results_equal_the_functions_on_the_stores_tables(store: Stor
         leak_summary(transfer, rollouts)[["pairs", "leaks", "first_solves", "at_or_after_leak"]],
         check_dtype=False,
     )
-    stored = stored_frame(table, manifest, "board_resamples", (None, None, 1000, 0))
+    from legival_core.published.references import store_reference_teachers
+
+    args = (None, None, 1000, 0, False, "common")
+    stored = stored_frame(table, manifest, "board_resamples", args)
     assert stored is not None
     drawn = rank_intervals.resamples_from_frame(stored, ["accuracy", "fotu", "sotu"])
-    fresh = rank_intervals.resample_teachers(
-        store.read("trace_efficiency"), transfer, ["accuracy", "fotu", "sotu"], 1000, 0
+    fresh = rank_intervals.resample_teachers(  # averaged over the page's common support
+        store.read("trace_efficiency"),
+        transfer,
+        ["accuracy", "fotu", "sotu"],
+        1000,
+        0,
+        outside=store_reference_teachers(store),
     )
     assert drawn.teachers == fresh.teachers and list(drawn.metrics) == list(fresh.metrics)
     for name, one in fresh.metrics.items():
@@ -193,7 +203,7 @@ def test_the_monitor_legibility_and_workload_audits_equal_the_pages_computation(
     references = store_reference_teachers(store)
     scores = oversight.monitor_scores(store.read("monitor_verdicts"), n_boot=500, seed=0)
     teachers = keep_teachers(store.read("teacher_metrics"), references)
-    stored = stored_frame(table, manifest, "monitor_legibility", (500, False))
+    stored = stored_frame(table, manifest, "monitor_legibility", (500, False, "common"))
     assert stored is not None and len(stored)
     pd.testing.assert_frame_equal(
         stored, oversight.monitor_legibility_correlation(scores, teachers)

@@ -441,6 +441,7 @@ def reward_correlations(
     level: Level = "trace",
     correct_only: bool = False,
     traces: pd.DataFrame | None = None,
+    support: str = "common",
 ) -> pd.DataFrame:
     """Spearman's rho (and two-sided p) of a reward model's score with transfer utility.
 
@@ -448,11 +449,11 @@ def reward_correlations(
     FOTU and regression rate are means over students (SOTU does not exist per trace).
     ``level="teacher"``: one point per teacher; per (teacher, dataset) the mean reward of its
     traces, FOTU and regression rate (mean over traces, then over students) and SOTU
-    (normalised hazard entropy per student, then the mean), each then averaged over datasets
-    (docs/metrics/oversight.md). ``correct_only`` keeps only traces graded correct, for the reward
-    means and the
-    transfer values alike; otherwise the reward mean covers every trace of the teacher
-    (teachers come from ``traces`` when given, else from ``trace_transfer``).
+    (normalised hazard entropy per student, then the mean), each then averaged over the
+    datasets ``support`` names (:func:`teacher_level_rewards`; docs/metrics/oversight.md).
+    ``correct_only`` keeps only traces graded correct, for the reward means and the transfer
+    values alike; otherwise the reward mean covers every trace of the teacher (teachers come
+    from ``traces`` when given, else from ``trace_transfer``).
 
     Args:
         rewards: ``rewards`` table (trace_id, reward_model, score).
@@ -490,8 +491,9 @@ def reward_correlations(
         metrics = TRACE_LEVEL_METRICS
     else:
         points = teacher_level_rewards(
-            rewards, trace_transfer, grades, correct_only=correct_only, traces=traces
-        )
+            rewards, trace_transfer, grades, correct_only=correct_only, traces=traces,
+            support=support,
+        )  # fmt: skip
         metrics = TEACHER_LEVEL_METRICS
     for model, group in points.groupby("reward_model", sort=True, observed=True):
         for metric in metrics:
@@ -517,10 +519,19 @@ def teacher_level_rewards(
     *,
     correct_only: bool = False,
     traces: pd.DataFrame | None = None,
+    support: str = "common",
+    references: Sequence[str] = (),
 ) -> pd.DataFrame:
     """One row per (reward model, teacher): mean reward ``score`` and FOTU / SOTU / regression
     rate, each averaged over datasets (see :func:`reward_correlations`), plus ``n_traces``
-    (rewarded traces behind the mean).
+    (the rewarded traces behind ``score``: those of the datasets its mean is over) and, per
+    column, ``<column>_datasets`` (the datasets its mean is over).
+
+    Each column is averaged under ``support`` as the leaderboard averages
+    (:mod:`legival_core.stats.support`): by default over the datasets on which every teacher
+    not in ``references`` has a value of that column, so a teacher without a correct trace on
+    one dataset keeps that dataset's rewards in its ``score`` when every other teacher has
+    rewards there.
 
     >>> r = pd.DataFrame({"trace_id": ["a", "b", "c"], "reward_model": "rm",
     ...     "score": [1.0, 3.0, 5.0]})
@@ -549,17 +560,28 @@ def teacher_level_rewards(
         .agg(score=("score", "mean"), n_traces=("score", "size"))
         .reset_index()
     )
+    from legival_core.stats.support import covered_matrix, support_mask, teacher_means
+
     transfer = _teacher_transfer(trace_transfer, keep)
-    merged = mean_reward.merge(transfer, on=["teacher", "dataset"], how="inner")
-    return (
-        merged.groupby(["reward_model", "teacher"], sort=True, observed=True)
-        .agg(
-            score=("score", "mean"),
-            n_traces=("n_traces", "sum"),
-            **{m: (m, "mean") for m in TEACHER_LEVEL_METRICS},
+    columns = ["score", *TEACHER_LEVEL_METRICS]
+    names = ["reward_model", "teacher", "score", "n_traces", *TEACHER_LEVEL_METRICS]
+    names += [f"{c}_datasets" for c in columns]
+    frames = []
+    for model, rewarded in mean_reward.groupby("reward_model", sort=True, observed=True):
+        # every dataset a teacher has rewards or transfer on, so each column keeps its own rows
+        merged = rewarded.drop(columns="reward_model").merge(
+            transfer, on=["teacher", "dataset"], how="outer"
         )
-        .reset_index()
-    )
+        merged["teacher"] = merged["teacher"].astype(str)
+        means = teacher_means(merged, columns, support=support, outside=references)
+        on = support_mask(covered_matrix(merged, "score"), support, references)
+        counted = merged[merged["dataset"].astype(str).map(on).fillna(False).astype(bool)]
+        n = counted.groupby("teacher")["n_traces"].sum()
+        means["n_traces"] = means["teacher"].map(n).fillna(0).astype("int64")
+        frames.append(means.assign(reward_model=model)[names])
+    if not frames:
+        return pd.DataFrame(columns=names)
+    return pd.concat(frames, ignore_index=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -574,6 +596,7 @@ def monitor_legibility_correlation(
     measures: Sequence[str] = ("precision", "recall", "f1"),
     legibility: str = "fotu",
     control: str = "tokens",
+    support: str = "common",
 ) -> pd.DataFrame:
     """Spearman's rho across teachers between legibility (FOTU) and monitor scores.
 
@@ -581,7 +604,8 @@ def monitor_legibility_correlation(
     ``teacher_metrics`` is the store table of that name (teacher, dataset, fotu, tokens). For
     each (monitor, dataset, negative type) the teachers are the points; a pooled row per
     (monitor, negative type) with ``dataset`` = :data:`POOLED_DATASETS` first averages each
-    teacher's values over its datasets (docs/metrics/oversight.md). Besides rho and its p-value,
+    teacher's values over datasets under ``support``, as the leaderboard does
+    (:mod:`legival_core.stats.support`; docs/metrics/oversight.md). Besides rho and its p-value,
     the partial
     Spearman correlation holding ``control`` (mean token length) fixed is given:
     ``(r_xy - r_xz r_yz) / sqrt((1 - r_xz^2)(1 - r_yz^2))`` on ranks
@@ -613,15 +637,22 @@ def monitor_legibility_correlation(
         how="inner",
         suffixes=("", "_teacher"),
     )
+    from legival_core.stats.support import teacher_means
+
     value_columns = [*measures, legibility, control]
+    pooled_parts = [
+        teacher_means(
+            group.assign(teacher=group["teacher"].astype(str)), value_columns, support=support
+        )[["teacher", *value_columns]].assign(monitor=monitor, negative_type=negative)
+        for (monitor, negative), group in merged.groupby(
+            ["monitor", "negative_type"], sort=True, observed=True
+        )
+    ]
     pooled = (
-        merged.groupby(["monitor", "negative_type", "teacher"], sort=True, observed=True)[
-            value_columns
-        ]
-        .mean()
-        .reset_index()
-        .assign(dataset=POOLED_DATASETS)
-    )
+        pd.concat(pooled_parts, ignore_index=True)
+        if pooled_parts
+        else pd.DataFrame(columns=["monitor", "negative_type", "teacher", *value_columns])
+    ).assign(dataset=POOLED_DATASETS)
     both = pd.concat(
         [merged[["monitor", "dataset", "negative_type", "teacher", *value_columns]], pooled],
         ignore_index=True,

@@ -82,11 +82,13 @@ def reward_rho(
     level: Level,
     correct_only: bool,
     references: Sequence[str] = (),
+    support: str = "common",
 ) -> pd.DataFrame:
     """Spearman ρ of ``model``'s reward with each transfer metric on ``dataset`` (None: all),
     at trace or teacher ``level``
     (:func:`legival_core.oversight.oversight.reward_correlations`); at teacher level the
-    ``references`` teachers add no point (pass none to include them)."""
+    ``references`` teachers add no point (pass none to include them) and each teacher is
+    averaged over the datasets ``support`` names (:mod:`legival_core.stats.support`)."""
     traces, transfer = _on_dataset(traces, trace_transfer, dataset)
     if level == "teacher":
         traces = _without(traces, references)
@@ -100,6 +102,7 @@ def reward_rho(
         level=level,
         correct_only=correct_only,
         traces=traces,
+        support=support,
     )
 
 
@@ -111,9 +114,12 @@ def teacher_rewards(
     model: str,
     dataset: str | None,
     correct_only: bool,
+    references: Sequence[str] = (),
+    support: str = "common",
 ) -> pd.DataFrame:
     """Mean reward and transfer metrics per teacher for ``model`` on ``dataset`` (None: all),
-    :func:`legival_core.oversight.oversight.teacher_level_rewards`."""
+    :func:`legival_core.oversight.oversight.teacher_level_rewards`, each averaged over the
+    datasets ``support`` names; ``references`` (shown, not compared) do not narrow them."""
     traces, transfer = _on_dataset(traces, trace_transfer, dataset)
     return oversight.teacher_level_rewards(
         rewards[rewards["reward_model"] == model],
@@ -121,4 +127,6 @@ def teacher_rewards(
         grades,
         correct_only=correct_only,
         traces=traces,
+        support=support,
+        references=references,
     )

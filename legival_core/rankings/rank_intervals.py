@@ -36,6 +36,7 @@ __all__ = [
     "MetricResamples",
     "TeacherResamples",
     "agreeing_intervals",
+    "board_unranked",
     "composite_resamples",
     "composite_scores",
     "frontier_shares",
@@ -137,6 +138,8 @@ def metric_resamples(
     problems: pd.Index,
     draws: np.ndarray,
     statistic: str = "mean",
+    support: str = "common",
+    outside: Sequence[str] = (),
 ) -> MetricResamples:
     """One teacher metric on the data (weight 1 per problem) and on every row of ``draws``.
 
@@ -151,8 +154,11 @@ def metric_resamples(
       ``H(h) / log 50``.
 
     The teacher's value is the mean over students of each dataset's cells, then the mean over
-    datasets (cells with no weight are left out). ``n_traces`` and ``n_students`` count the
-    rows with a value (for SOTU: the traces some prefix of which the student solves).
+    datasets (cells with no weight are left out). Under ``support="common"`` only the datasets
+    on which every teacher not in ``outside`` with a value has one on the data as it is enter
+    that mean (the rank table's common support, :mod:`legival_core.stats.support`), in every
+    resample alike. ``n_traces`` and ``n_students`` count the rows with a value on those
+    datasets (for SOTU: the traces some prefix of which the student solves).
 
     >>> rows = pd.DataFrame({"teacher": ["a", "a", "b", "b"], "dataset": "d",
     ...     "problem_id": ["p", "q", "p", "q"], "v": [1.0, 0.0, 0.5, 0.5]})
@@ -174,6 +180,7 @@ def metric_resamples(
         )
     used = rows[keep]
     values = values[keep]
+    used, values = _on_support(used, values, teachers, support, outside)
     n_traces, n_students = _counts(used, teachers)
     teacher_index, cell, n_datasets, n_student_levels = _cells(used, teachers)
     problem_index = problems.get_indexer(
@@ -233,6 +240,32 @@ def metric_resamples(
         n_traces=n_traces,
         n_students=n_students,
     )
+
+
+def _on_support(
+    used: pd.DataFrame,
+    values: np.ndarray,
+    teachers: Sequence[str],
+    support: str,
+    outside: Sequence[str],
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """The rows (and their values) on the datasets a teacher-level value is averaged over:
+    every dataset under ``support="all"``; under ``"common"`` those on which every teacher of
+    ``teachers`` not in ``outside`` that has a row anywhere has one
+    (:func:`legival_core.stats.support.support_datasets`)."""
+    from legival_core.stats.support import ALL_DATASETS, check_support, support_datasets
+
+    if check_support(support) == ALL_DATASETS or used.empty:
+        return used, values
+    mine = used["teacher"].astype(str).isin([str(t) for t in teachers]).to_numpy()
+    pairs = pd.DataFrame(
+        {"teacher": used["teacher"].astype(str).to_numpy()[mine],
+         "dataset": used["dataset"].astype(str).to_numpy()[mine]}
+    ).drop_duplicates()  # fmt: skip
+    covered = pd.crosstab(pairs["teacher"], pairs["dataset"]).astype(bool)
+    common = support_datasets(covered, outside)
+    on = used["dataset"].astype(str).isin(common).to_numpy()
+    return used[on], values[on]
 
 
 #: Resamples whose hazard histograms are built and reduced together (see metric_resamples).
@@ -463,11 +496,16 @@ def resample_teachers(
     seed: int = 0,
     references: Sequence[str] = (),
     include_references: bool = False,
+    support: str = "common",
+    outside: Sequence[str] = (),
 ) -> TeacherResamples:
     """Every metric of ``metrics`` per teacher, on the data and on ``n_boot`` paired resamples.
 
     Reference teachers (``references``, :mod:`legival_core.published.references`) are left out, so
     they take no place in the resampled ranks or frontiers, unless ``include_references``.
+    Each metric is averaged over datasets under ``support`` as the rank table averages it
+    (:func:`metric_resamples`); teachers in ``outside`` (reference teachers resampled for their
+    value intervals but not ranked) do not narrow the common support.
 
     Problems are the (dataset, problem_id) pairs of both tables; one :func:`problem_draws`
     serves every metric and every teacher. ``accuracy``, ``tokens``, ``redundancy`` and
@@ -518,13 +556,17 @@ def resample_teachers(
             rows = efficiency.assign(
                 value=pd.to_numeric(efficiency[column].astype("Float64"), errors="coerce")
             ).drop(columns=["student"], errors="ignore")
-            out[metric] = metric_resamples(rows, "value", teachers, problems, draws)
+            out[metric] = metric_resamples(
+                rows, "value", teachers, problems, draws, support=support, outside=outside
+            )
         elif metric in TRANSFER_METRICS and len(transfer):
             column = "hazard_bin" if metric == "sotu" else metric
             if column not in transfer:
                 continue
             statistic = "entropy" if metric == "sotu" else "mean"
-            out[metric] = metric_resamples(transfer, column, teachers, problems, draws, statistic)
+            out[metric] = metric_resamples(
+                transfer, column, teachers, problems, draws, statistic, support, outside
+            )
     return TeacherResamples(teachers=teachers, n_boot=int(n_boot), seed=int(seed), metrics=out)
 
 
@@ -552,19 +594,64 @@ def _value_intervals_only(resamples: MetricResamples, alpha: float) -> pd.DataFr
     return table
 
 
+def _without_values(resamples: MetricResamples, teachers: set[str]) -> MetricResamples:
+    """``resamples`` with no value (NaN) for ``teachers``: they then take no rank in it."""
+    if not teachers:
+        return resamples
+    gone = np.array([t in teachers for t in resamples.teachers], dtype=bool)
+    replicates = np.asarray(resamples.replicates, dtype=np.float64).reshape(
+        -1, len(resamples.teachers)
+    )
+    return MetricResamples(
+        teachers=resamples.teachers,
+        point=np.where(gone, np.nan, np.asarray(resamples.point, dtype=np.float64)),
+        replicates=np.where(gone[None, :], np.nan, replicates),
+        n_traces=resamples.n_traces,
+        n_students=resamples.n_students,
+    )
+
+
+def board_unranked(board: pd.DataFrame, metrics: Sequence[str]) -> dict[str, list[str]]:
+    """Per metric, the teachers of a rank table (:func:`legival_core.stats.stats.rank_table`)
+    that have a value but no rank and are not reference teachers: under ``support="all"``,
+    those that miss a dataset (:func:`interval_table`'s ``unranked``).
+
+    >>> board = pd.DataFrame({"teacher": ["a", "b"], "fotu": [0.2, 0.1],
+    ...     "fotu_rank": pd.array([1, None], dtype="Int64"), "reference": [False, False]})
+    >>> board_unranked(board, ["fotu"])
+    {'fotu': ['b']}
+    """
+    reference = (
+        board["reference"].fillna(False).astype(bool)
+        if "reference" in board
+        else pd.Series(False, index=board.index)
+    )
+    out: dict[str, list[str]] = {}
+    for metric in metrics:
+        if metric not in board or f"{metric}_rank" not in board:
+            continue
+        apart = board[metric].notna() & board[f"{metric}_rank"].isna() & ~reference
+        if apart.any():
+            out[metric] = board.loc[apart, "teacher"].astype(str).tolist()
+    return out
+
+
 def interval_table(
     resamples: TeacherResamples,
     higher_is_better: Mapping[str, bool],
     weights: Mapping[str, float] | None = None,
     alpha: float = 0.05,
     references: Sequence[str] = (),
+    unranked: Mapping[str, Sequence[str]] | None = None,
 ) -> pd.DataFrame:
     """:func:`rank_intervals` of every resampled metric (and of the composite, when weighted),
     stacked: one row per (metric, teacher), ``metric = "composite"`` for the composite.
 
     Teachers in ``references`` (reference teachers left out of the ranks) get their value
     interval and n from the same paired draws, but no rank, rank interval or composite, and
-    take no place in the others' ranks (:mod:`legival_core.published.references`).
+    take no place in the others' ranks (:mod:`legival_core.published.references`). So do, for
+    one metric, the teachers ``unranked[metric]`` (those the rank table leaves unranked on it:
+    under ``support="all"``, a teacher that misses a dataset; :func:`board_unranked`).
 
     >>> eff = pd.DataFrame({"trace_id": list("1234"), "teacher": ["a", "a", "b", "b"],
     ...     "dataset": "d", "problem_id": ["p", "q", "p", "q"], "correct": [1, 1, 0, 1],
@@ -582,20 +669,24 @@ def interval_table(
     """
     wanted = {str(r) for r in references}
     is_reference = np.array([t in wanted for t in resamples.teachers], dtype=bool)
+    frames = []
+    composite_inputs: dict[str, MetricResamples] = {}
+    for m, r in resamples.metrics.items():
+        left = {str(t) for t in (unranked or {}).get(m, ())}
+        apart = is_reference | np.array([t in left for t in resamples.teachers], dtype=bool)
+        if not apart.all():
+            ranked_here = _teacher_subset(r, ~apart)
+            frames.append(rank_intervals(ranked_here, higher_is_better[m], alpha).assign(metric=m))
+        if apart.any():
+            alone = _value_intervals_only(_teacher_subset(r, apart), alpha)
+            frames.append(alone.assign(metric=m))
+        composite_inputs[m] = _without_values(_teacher_subset(r, ~is_reference), left)
     ranked = TeacherResamples(
         teachers=tuple(t for t in resamples.teachers if t not in wanted),
         n_boot=resamples.n_boot,
         seed=resamples.seed,
-        metrics={m: _teacher_subset(r, ~is_reference) for m, r in resamples.metrics.items()},
+        metrics=composite_inputs,
     )
-    frames = []
-    for m, r in resamples.metrics.items():
-        frames.append(
-            rank_intervals(ranked.metrics[m], higher_is_better[m], alpha).assign(metric=m)
-        )
-        if is_reference.any():
-            apart = _value_intervals_only(_teacher_subset(r, is_reference), alpha)
-            frames.append(apart.assign(metric=m))
     if weights and any(w > 0 and m in ranked.metrics for m, w in weights.items()):
         composite = composite_resamples(ranked, weights, higher_is_better)
         frames.append(rank_intervals(composite, True, alpha).assign(metric="composite"))
@@ -667,12 +758,14 @@ def stored_board_resamples(
     n_boot: int,
     seed: int,
     references: Sequence[str] = (),
+    outside: Sequence[str] = (),
 ) -> TeacherResamples:
     """:func:`resample_teachers` for every metric of :data:`RESAMPLED_METRICS` on every dataset
-    and student (the leaderboard's default selection), as the metrics stage stores it. The
-    draws depend on the problems only, so a board's metrics are picked out of it unchanged
-    (:func:`resamples_from_frame`). With ``references`` those teachers are left out (the
-    Pareto page's draws; the leaderboard resamples them too)."""
+    and student (the leaderboard's default selection), as the metrics stage stores it, each
+    averaged over the common support. The draws depend on the problems only, so a board's
+    metrics are picked out of it unchanged (:func:`resamples_from_frame`). With
+    ``references`` those teachers are left out (the Pareto page's draws); the leaderboard
+    resamples them too, as ``outside`` (they do not narrow the common support)."""
     return resample_teachers(
         trace_efficiency,
         trace_transfer,
@@ -680,6 +773,7 @@ def stored_board_resamples(
         n_boot=n_boot,
         seed=seed,
         references=references,
+        outside=outside,
     )
 
 

@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from legival_core.stats.support import ALL_DATASETS, teacher_means
 from legival_core.store.schema import require_columns
 
 
@@ -91,10 +92,14 @@ def rank_table(
     method: str = "min",
     decimals: int | None = 9,
     references: Sequence[str] = (),
+    support: str = "common",
 ) -> pd.DataFrame:
     """Rank models on each metric, 1 = best, and show how each rank moves against accuracy.
 
-    Each metric is first averaged over ``average_over`` (the datasets) per ``by`` group; then
+    Each metric is first averaged over ``average_over`` (the datasets) per ``by`` group, under
+    ``support`` (:mod:`legival_core.stats.support`): by default over the datasets on which every
+    ranked model has a value of that metric; with ``support="all"`` over every dataset, and a
+    model that misses one gets no rank on that metric. Then
     ``<metric>_rank`` ranks the groups (descending when ``metrics[metric]`` is True, i.e.
     higher is better; ascending otherwise) and ``<metric>_change = accuracy_rank -
     <metric>_rank`` (positive: the model does better on this metric than its accuracy
@@ -112,11 +117,15 @@ def rank_table(
         decimals: rounding before ranking; None = none.
         references: reference teachers (:mod:`legival_core.published.references`), matched on the
             first ``by`` column: their rows keep their means but get no rank and no change, sort
-            last, and do not count in the others' ranks.
+            last, and do not count in the others' ranks nor narrow the common support.
+        support: ``"common"`` (the default) or ``"all"``, see above.
 
     Returns:
-        One row per model, sorted by accuracy rank: the ``by`` columns, ``n_<average_over>``,
-        then per metric its mean, ``_rank`` (Int64) and ``_change`` (Int64; not for accuracy).
+        One row per model, sorted by accuracy rank: the ``by`` columns, ``n_<average_over>``
+        (the datasets of the selection), then per metric its mean, ``_rank`` (Int64) and
+        ``_change`` (Int64; not for accuracy); with ``average_over``, last, per metric
+        ``_datasets`` (the datasets its mean is over) and ``_covered`` (those the model has a
+        value on).
 
     Reference: Legi-Val (arXiv 2603.20508), rank table; docs/rankings.md.
 
@@ -153,17 +162,29 @@ def rank_table(
         what = ", ".join(f"{c}={frame[c].iloc[row]!r}" for c in group_cols)
         raise ValueError(f"{table}, row {row}: more than one row for {what}")
 
-    grouped = frame.groupby(keys, sort=True, observed=True, dropna=False)
-    out = grouped[list(directions)].mean()
-    if average_over:
-        out.insert(0, f"n_{average_over}", grouped[average_over].nunique())
-    out = out.reset_index()
+    left_out = [str(r) for r in references]
+    if average_over and len(keys) == 1:
+        out = teacher_means(
+            frame, list(directions), by=keys[0], over=average_over, support=support,
+            outside=left_out,
+        )  # fmt: skip
+        out[keys[0]] = out[keys[0]].astype(frame[keys[0]].dtype, copy=False)
+    else:
+        grouped = frame.groupby(keys, sort=True, observed=True, dropna=False)
+        out = grouped[list(directions)].mean()
+        if average_over:
+            out.insert(0, f"n_{average_over}", grouped[average_over].nunique())
+        out = out.reset_index()
 
-    ranked_rows = ~out[keys[0]].astype(str).isin([str(r) for r in references]).to_numpy()
+    ranked_rows = ~out[keys[0]].astype(str).isin(left_out).to_numpy()
 
     def rank(column: str) -> pd.Series:
         series = out[column] if decimals is None else out[column].round(decimals)
-        ranked = series[ranked_rows].rank(ascending=not directions[column], method=method)
+        mine = ranked_rows
+        if average_over and len(keys) == 1 and support == ALL_DATASETS:
+            # averaged over fewer datasets than the others: listed apart, not ranked
+            mine = mine & (out[f"{column}_covered"] == out[f"n_{average_over}"]).to_numpy()
+        ranked = series[mine].rank(ascending=not directions[column], method=method)
         return ranked.reindex(out.index).astype("Int64")
 
     acc_rank = rank(accuracy)
@@ -174,6 +195,10 @@ def rank_table(
         result[f"{column}_rank"] = acc_rank if column == accuracy else rank(column)
         if column != accuracy:
             result[f"{column}_change"] = acc_rank - result[f"{column}_rank"]
+    for column in [accuracy, *[c for c in directions if c != accuracy]]:
+        for part in ("datasets", "covered"):
+            if f"{column}_{part}" in out:
+                result[f"{column}_{part}"] = out[f"{column}_{part}"]
     order = [f"{accuracy}_rank", *keys]
     return result.sort_values(order, kind="stable").reset_index(drop=True)
 

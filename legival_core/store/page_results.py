@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 #: Bump when a stored result's definition changes: rows written before become stale.
-PAGE_RESULTS_VERSION = 1
+PAGE_RESULTS_VERSION = 2
 
 #: The tables each stored result is computed from (what its stamp covers).
 INPUTS: dict[str, tuple[str, ...]] = {
@@ -81,7 +81,7 @@ def inputs_stamp(manifest: Mapping[str, Any], tables: Iterable[str]) -> str:
 
     >>> manifest = {"tables": {"rollouts": {"rows": 120, "parts": [{"blake2b": "ab12"}]}}}
     >>> inputs_stamp(manifest, ["rollouts", "x"])
-    'page results v1; rollouts rows 120 parts cabb3b29adb439d2; x rows 0 parts 0000000000000000'
+    'page results v2; rollouts rows 120 parts cabb3b29adb439d2; x rows 0 parts 0000000000000000'
     """
     import hashlib
 

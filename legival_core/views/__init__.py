@@ -105,6 +105,7 @@ from legival_core.views.leaderboard import (
     leaderboard,
     student_transfer_metrics,
     with_student,
+    without_one_trace_intervals,
 )
 from legival_core.views.pareto import model_family, pareto_view
 from legival_core.views.published import published_beside
@@ -185,6 +186,7 @@ __all__ = [
     "with_lexical_flags",
     "with_offline_flags",
     "with_student",
+    "without_one_trace_intervals",
     "workload_audits",
     "wrong_steps",
 ]

@@ -20,6 +20,7 @@ import pandas as pd
 from legival_core.metrics.metric_catalog import METRICS
 
 __all__ = [
+    "APART_MARK",
     "LOW_N_MARK",
     "NO_INTERVAL",
     "NO_INTERVAL_HERE",
@@ -35,6 +36,7 @@ __all__ = [
     "metric_detail",
     "rank_cell",
     "rank_order",
+    "support_note",
     "uncertainty_board",
     "value_cell",
     "verdict",
@@ -57,6 +59,9 @@ TIED_MARK = "tied"
 ONE_OBSERVATION = "one trace, no interval"
 #: Follows an interval that is the Wilson interval of a share whose bootstrap collapsed.
 WILSON_MARK = "(Wilson)"
+#: What the rank cells of a teacher left unranked for missing a dataset say (the
+#: ``support="all"`` choice, :mod:`legival_core.stats.support`).
+APART_MARK = "apart: misses a dataset"
 
 
 def _missing(value: object) -> bool:
@@ -280,6 +285,7 @@ def uncertainty_board(
     metrics: Sequence[str],
     low_n: int,
     with_composite: bool = False,
+    ranked: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """The rank table as text cells: per metric "value [lo–hi] · n", "rank (lo–hi)", "Δ".
 
@@ -292,7 +298,11 @@ def uncertainty_board(
     ``<label> Δ``; with ``with_composite`` first ``composite`` and ``composite rank``. Rows in
     the order of ``board``. A reference teacher left out of the ranks (``board.reference``
     True, no rank) shows its values (and their intervals, when ``intervals`` has them) with
-    :data:`REFERENCE_MARK` in its rank cells.
+    :data:`REFERENCE_MARK` in its rank cells; a teacher the board leaves unranked on a metric
+    for missing a dataset (``support="all"``) shows :data:`APART_MARK`. A value resting on
+    fewer datasets than the selection holds (the board's ``<metric>_covered`` below
+    ``n_dataset``) says so: "· 4/5 datasets". With ``ranked``, only those metrics get rank
+    and Δ columns (the page's first screen); the others show their values alone.
 
     >>> board = pd.DataFrame({"teacher": ["a", "human"], "accuracy": [0.5, 1.0],
     ...     "accuracy_rank": pd.array([1, None], dtype="Int64"), "reference": [False, True]})
@@ -312,8 +322,14 @@ def uncertainty_board(
         rows = _by_teacher(intervals, metric)
         tied = is_tied(board, metric)
         cells, ranks = [], []
-        for teacher, value, rank, reference in zip(
-            shown["teacher"], board[metric], board[f"{metric}_rank"], is_reference, strict=True
+        coverage = _coverage_cells(board, metric)
+        for teacher, value, rank, reference, covers in zip(
+            shown["teacher"],
+            board[metric],
+            board[f"{metric}_rank"],
+            is_reference,
+            coverage,
+            strict=True,
         ):
             row = rows.loc[teacher] if teacher in rows.index else pd.Series(dtype=object)
             get = row.get
@@ -331,16 +347,21 @@ def uncertainty_board(
                         low_n,
                         no_interval,
                     )
+                    + (f" · {covers}" if covers and not _missing(value) else "")
                 )
             unranked = reference and _missing(rank)
             ranks.append(
                 REFERENCE_MARK
                 if unranked
+                else APART_MARK
+                if _missing(rank) and not _missing(value) and metric != "composite"
                 else TIED_MARK
                 if tied
                 else rank_cell(rank, lo=get("rank_lo"), hi=get("rank_hi"))
             )
         shown[label] = cells
+        if ranked is not None and metric not in ranked:
+            continue
         shown[f"{label} rank"] = ranks
         if metric not in ("accuracy", "composite"):
             changes = board[f"{metric}_change"].map(change_arrow)
@@ -350,25 +371,111 @@ def uncertainty_board(
     return shown
 
 
+def _coverage_cells(board: pd.DataFrame, metric: str) -> list[str]:
+    """Per row of ``board``, "4/5 datasets" when the teacher has a value of ``metric`` on
+    fewer datasets than the selection holds, else "" (:func:`legival_core.stats.support.
+    coverage_text`)."""
+    from legival_core.stats.support import coverage_text
+
+    column = f"{metric}_covered"
+    if column not in board or "n_dataset" not in board:
+        return [""] * len(board)
+    return [
+        coverage_text(have, of) if not (_missing(have) or _missing(of)) else ""
+        for have, of in zip(board[column], board["n_dataset"], strict=True)
+    ]
+
+
+def support_note(
+    rows: pd.DataFrame,
+    metrics: Sequence[str],
+    support: str,
+    references: Sequence[str] = (),
+) -> str:
+    """Which datasets the teacher-level values of ``metrics`` are averaged over, in words, for
+    the selection's per-dataset ``rows`` (``teacher_metrics``): under ``"common"`` the metrics
+    whose common support is narrower than the selection, with the teachers that narrow it and
+    what they miss; under ``"all"`` the teachers listed apart. Metrics with the same story
+    share a sentence. Empty when every compared teacher covers every dataset.
+
+    >>> tm = pd.DataFrame({"teacher": ["a", "a", "b", "b"], "dataset": ["x", "y", "x", "y"],
+    ...     "fotu": [0.1, 0.5, 0.3, None], "sotu": [0.1, 0.5, 0.3, None]})
+    >>> import textwrap
+    >>> print(textwrap.fill(support_note(tm, ["fotu", "sotu"], "common"), 80))
+    FOTU, SOTU: averaged over the 1 of 2 datasets every compared teacher has a value
+    on (b: none on y).
+    >>> print(support_note(tm, ["fotu"], "all"))
+    FOTU: averaged over every dataset a teacher has a value on; listed apart, unranked: b (1 of 2).
+    """
+    from legival_core.stats.support import ALL_DATASETS, covered_matrix, support_datasets
+
+    apart = sorted({str(r) for r in references})
+    stories: dict[str, list[str]] = {}
+    for metric in metrics:
+        if metric not in rows:
+            continue
+        covered = covered_matrix(rows, metric)
+        compared = covered[[t not in apart and covered.loc[t].any() for t in covered.index]]
+        short = compared[~compared.all(axis=1)]
+        if short.empty:
+            continue
+        total = covered.shape[1]
+        named = list(short.iterrows())[:3]
+        more = f"; {len(short) - 3} more" if len(short) > 3 else ""
+        if support == ALL_DATASETS:
+            who = ", ".join(f"{t} ({int(r.sum())} of {total})" for t, r in named)
+            story = (
+                "averaged over every dataset a teacher has a value on; listed apart, "
+                f"unranked: {who}{more}."
+            )
+        else:
+            common = support_datasets(covered, apart)
+            who = "; ".join(
+                f"{t}: none on {', '.join(str(d) for d in r.index[~r.to_numpy()])}"
+                for t, r in named
+            )
+            story = (
+                f"averaged over the {len(common)} of {total} datasets every compared teacher "
+                f"has a value on ({who}{more})."
+            )
+        label = METRICS[metric].label if metric in METRICS else metric
+        stories.setdefault(story, []).append(label)
+    return " ".join(f"{', '.join(labels)}: {story}" for story, labels in stories.items())
+
+
 def board_numbers(
-    board: pd.DataFrame, intervals: pd.DataFrame, metrics: Sequence[str]
+    board: pd.DataFrame,
+    intervals: pd.DataFrame,
+    metrics: Sequence[str],
+    support: str | None = None,
 ) -> pd.DataFrame:
     """The rank table as numbers (for CSV and LaTeX): per metric value, lo, hi, n, ranks.
 
-    Columns per metric m: ``m``, ``m_lo``, ``m_hi``, ``m_n_traces``, ``m_n_students``,
-    ``m_rank``, ``m_rank_lo``, ``m_rank_hi``, ``m_rank_ub`` (NaN / missing without resamples),
-    plus ``composite`` and its columns when ``board`` has one, and a last ``reference`` column
-    when ``board`` marks reference teachers.
+    Columns: ``support`` (which datasets the values are averaged over, ``"common"`` or
+    ``"all"``, :mod:`legival_core.stats.support`) when given, so an export names its choice;
+    ``n_dataset`` (the datasets of the selection) when the board has it, then per
+    metric m: ``m``, ``m_datasets`` and ``m_covered`` (the datasets its mean is over, and those
+    the teacher has a value on) when the board has them, ``m_lo``, ``m_hi``, ``m_n_traces``,
+    ``m_n_students``, ``m_rank``, ``m_rank_lo``, ``m_rank_hi``, ``m_rank_ub`` (NaN / missing
+    without resamples), plus ``composite`` and its columns when ``board`` has one, and a last
+    ``reference`` column when ``board`` marks reference teachers.
 
     >>> board = pd.DataFrame({"teacher": ["a"], "accuracy": [0.5], "accuracy_rank": [1]})
     >>> board_numbers(board, pd.DataFrame(), ["accuracy"]).columns.tolist()[:4]
     ['teacher', 'accuracy', 'accuracy_lo', 'accuracy_hi']
     """
     out = pd.DataFrame({"teacher": board["teacher"].astype(str).to_numpy()})
+    if support is not None:
+        out["support"] = support
+    if "n_dataset" in board:
+        out["n_dataset"] = board["n_dataset"].to_numpy()
     names = [*(["composite"] if "composite" in board else []), *metrics]
     for metric in names:
         rows = _by_teacher(intervals, metric)
         out[metric] = board[metric].to_numpy()
+        for part in ("datasets", "covered"):  # the datasets behind the mean, and the teacher's
+            if f"{metric}_{part}" in board:
+                out[f"{metric}_{part}"] = board[f"{metric}_{part}"].to_numpy()
         for column in ("value_lo", "value_hi", "n_traces", "n_students"):
             values = rows[column] if column in rows else pd.Series(dtype="float64")
             out[f"{metric}_{column.removeprefix('value_')}"] = out["teacher"].map(values).to_numpy()
@@ -422,16 +529,25 @@ def metric_detail(
         else np.zeros(len(out), dtype=bool)
     )
     tied = is_tied(board, metric)
+    missing_one = out["rank"].isna().to_numpy() & out["value"].notna().to_numpy() & ~unranked
     out["rank 95% interval"] = [
         REFERENCE_MARK
         if apart
+        else APART_MARK
+        if short and metric != "composite"
         else TIED_MARK
         if tied
         else no_interval
         if _missing(a) or _missing(b)
         else f"{int(a)}–{int(b)}"
-        for a, b, apart in zip(lo, hi, unranked, strict=True)
+        for a, b, apart, short in zip(lo, hi, unranked, missing_one, strict=True)
     ]
+    for part, name in (("datasets", "datasets averaged"), ("covered", "datasets with a value")):
+        if f"{metric}_{part}" in board and "n_dataset" in board:
+            out[name] = [
+                f"{int(have)} of {int(of)}"
+                for have, of in zip(board[f"{metric}_{part}"], board["n_dataset"], strict=True)
+            ]
     out["rank (upper bound)"] = column("rank_ub").astype("Int64").to_numpy()
     out["not separated from"] = column("not_separated").fillna("").astype(str).to_numpy()
     return out.sort_values(["rank", "teacher"], kind="stable").reset_index(drop=True)

@@ -20,8 +20,12 @@ def model_level_frame(
     correct_only: bool = False,
     references: Sequence[str] = (),
     include_references: bool = False,
+    support: str = "common",
 ) -> pd.DataFrame:
-    """One row per teacher, metrics averaged over datasets (the model-level correlation input).
+    """One row per teacher, metrics averaged over datasets (the model-level correlation input)
+    as the leaderboard averages them: under ``support`` (:mod:`legival_core.stats.support`),
+    by default over the datasets every teacher of the frame has a value of that metric on;
+    with ``"all"`` a teacher that misses a dataset has no value (no point) for that metric.
 
     With ``correct_only`` the efficiency metrics (tokens, redundancy, backtracking) are
     recomputed from the correct traces of ``trace_efficiency`` only (transfer metrics are
@@ -46,8 +50,15 @@ def model_level_frame(
         frame = frame.drop(columns=[*columns, "accuracy"], errors="ignore").merge(
             means.reset_index(), on=["teacher", "dataset"], how="left"
         )
+    from legival_core.stats.support import ALL_DATASETS, teacher_means
+
     numeric = [m for m in METRICS if m in frame.columns]
-    out = frame.groupby("teacher", observed=True, sort=True)[numeric].mean().reset_index()
+    means = teacher_means(frame, numeric, support=support)
+    out = means[["teacher", *numeric]].copy()
+    if support == ALL_DATASETS:  # a mean over fewer datasets is not compared: no point
+        for metric in numeric:
+            short = means[f"{metric}_covered"] < means["n_dataset"]
+            out.loc[short, metric] = np.nan
     return out
 
 

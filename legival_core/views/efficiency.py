@@ -182,3 +182,70 @@ def workload_audits(
 
     base = keep_teachers(instances, references, include_references, column="model")
     return pool_audits(base, n_splits, seed)
+
+
+#: The failure-mode table's headers as the page shows them: what each column is, and its unit
+#: (a natural-log ratio of the model's term to the reference model's; 0 = equal).
+FAILURE_MODE_LABELS = {
+    "failure_mode": "failure mode",
+    "dlog_e0": "Δlog E0 (log ratio)",
+    "dlog_r_ctx": "Δlog r_ctx (log ratio)",
+    "dlog_r_logic": "Δlog r_logic (log ratio)",
+    "dlog_tokens": "Δlog E[T] tokens (log ratio)",
+    "dlog_vo": "Δlog VŌ overhead (log ratio)",
+    "dlog_kappa": "Δlog κ coupling (log ratio)",
+}
+
+
+#: What a Δlog cell says where the model has no correct answer on the benchmark (E0 = 0, so
+#: log E0 = −∞): the shortfall is total, not a number to compare.
+NO_CORRECT_ANSWER = "no correct answer"
+#: The same where the yardstick has none (log ratio +∞).
+REFERENCE_NO_CORRECT = "reference: no correct answer"
+
+
+def dlog_cell(value: object) -> object:
+    """A Δlog value as the failure-mode table shows it: the number when finite, else what the
+    infinity means (:data:`NO_CORRECT_ANSWER` for −∞, :data:`REFERENCE_NO_CORRECT` for +∞).
+
+    >>> dlog_cell(-0.25), dlog_cell(float("-inf")), dlog_cell(float("inf"))
+    (-0.25, 'no correct answer', 'reference: no correct answer')
+    """
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return value
+    if math.isinf(number):
+        return NO_CORRECT_ANSWER if number < 0 else REFERENCE_NO_CORRECT
+    return value
+
+
+def failure_mode_cells(modes: pd.DataFrame) -> pd.DataFrame:
+    """:func:`failure_mode_table` for the page: every ``dlog_*`` column through
+    :func:`dlog_text`, so −∞ reads "no correct answer" instead of a number. A column with no
+    infinity keeps its numbers (and its numeric sorting); one with an infinity becomes text
+    throughout (a grid column holds one type).
+
+    >>> modes = pd.DataFrame({"dlog_e0": [-0.5, float("-inf")], "dlog_vo": [0.1, 0.2]})
+    >>> failure_mode_cells(modes).values.tolist()
+    [['−0.500', 0.1], ['no correct answer', 0.2]]
+    """
+    out = modes.copy()
+    for column in [c for c in out.columns if str(c).startswith("dlog_")]:
+        values = pd.to_numeric(out[column], errors="coerce")
+        if values.abs().eq(math.inf).any():
+            out[column] = [dlog_text(v) for v in out[column]]
+    return out
+
+
+def dlog_text(value: object) -> str:
+    """A waterfall bar's label: the signed number, or what an infinite Δlog means
+    (:func:`dlog_cell`).
+
+    >>> dlog_text(0.25), dlog_text(float("-inf"))
+    ('+0.250', 'no correct answer')
+    """
+    from legival_core.views.display import format_signed
+
+    cell = dlog_cell(value)
+    return cell if isinstance(cell, str) else format_signed(value)

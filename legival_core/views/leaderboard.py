@@ -105,10 +105,13 @@ def leaderboard(
     weights: Mapping[str, float] | None = None,
     references: Sequence[str] = (),
     include_references: bool = False,
+    support: str = "common",
 ) -> pd.DataFrame:
     """The rank table of docs/rankings.md for the rows given (already filtered by dataset).
 
-    Values are averaged over datasets per teacher, ranked (1 = best) and each rank's change
+    Values are averaged over datasets per teacher under ``support`` (by default the datasets
+    every ranked teacher has a value on; ``"all"``: every dataset, teachers missing one left
+    unranked; :mod:`legival_core.stats.support`), ranked (1 = best) and each rank's change
     against the accuracy rank is given (``<metric>_change = accuracy_rank - metric_rank``), by
     :func:`legival_core.stats.stats.rank_table`. With ``weights``, a ``composite`` column
     (:func:`composite_score`) and its rank are added. ``hf_id`` is carried over where known.
@@ -138,6 +141,7 @@ def leaderboard(
         frame,
         {m: METRICS[m].higher_is_better for m in chosen if m != "accuracy"},
         references=left_out,
+        support=support,
     )
     if "hf_id" in teacher_metrics.columns:
         ids = teacher_metrics.dropna(subset=["hf_id"]).drop_duplicates("teacher")
@@ -153,6 +157,32 @@ def leaderboard(
     if references:
         table["reference"] = table["teacher"].astype(str).isin([str(r) for r in references])
     return table
+
+
+def without_one_trace_intervals(intervals: pd.DataFrame) -> pd.DataFrame:
+    """The per-dataset interval table (``teacher, dataset, metric, value, lo, hi, n``) as the
+    page shows it: a value resting on one trace has no bootstrap interval (resampling one trace
+    gives it back every time, a [v–v] that claims certainty), so ``lo`` and ``hi`` are blank
+    there and ``note`` says "one trace, no interval". Wilson intervals, valid from one trace,
+    stay.
+
+    >>> ci = pd.DataFrame({"teacher": ["a", "b"], "value": [0.06, 0.5], "lo": [0.06, 0.2],
+    ...     "hi": [0.06, 0.8], "n": [1, 9]})
+    >>> shown = without_one_trace_intervals(ci)
+    >>> shown["lo"].tolist(), shown["note"].tolist()
+    ([nan, 0.2], ['one trace, no interval', ''])
+    """
+    from legival_core.views.board import ONE_OBSERVATION
+
+    if intervals.empty or "n" not in intervals:
+        return intervals
+    one = pd.to_numeric(intervals["n"], errors="coerce").lt(2).to_numpy()
+    out = intervals.copy()
+    for column in ("lo", "hi"):
+        if column in out:
+            out[column] = out[column].astype("float64").where(~one)
+    out["note"] = np.where(one, ONE_OBSERVATION, "")
+    return out
 
 
 def efficiency_intervals(
@@ -297,11 +327,15 @@ def board_resamples(
     *,
     n_boot: int,
     seed: int,
+    support: str = "common",
+    outside: Sequence[str] = (),
 ) -> TeacherResamples | None:
     """Every ranked metric per teacher on paired resamples of problems for one selection
     (:func:`legival_core.rankings.rank_intervals.resample_teachers` on ``trace_efficiency`` and
     ``trace_transfer`` filtered to ``dataset`` and ``student``); None when neither per-trace
-    table has a row there. The Leaderboard page and ``lv.open(...).metric_detail`` both call it,
+    table has a row there. Each metric is averaged over datasets under ``support`` as the rank
+    table averages it; teachers in ``outside`` (the unranked reference teachers) do not narrow
+    the common support. The Leaderboard page and ``lv.open(...).rank_intervals`` both call it,
     so their intervals come from the same draws."""
     from legival_core.rankings.rank_intervals import resample_teachers
 
@@ -311,4 +345,12 @@ def board_resamples(
         transfer = filter_rows(transfer, dataset=dataset, student=student)
     if (efficiency is None or efficiency.empty) and (transfer is None or transfer.empty):
         return None
-    return resample_teachers(efficiency, transfer, list(metrics), n_boot=n_boot, seed=seed)
+    return resample_teachers(
+        efficiency,
+        transfer,
+        list(metrics),
+        n_boot=n_boot,
+        seed=seed,
+        support=support,
+        outside=outside,
+    )

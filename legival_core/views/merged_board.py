@@ -67,6 +67,7 @@ def merged_rank_board(
         interval_table,
         resample_teachers,
     )
+    from legival_core.stats.support import COMMON_SUPPORT
     from legival_core.views import board as board_layout
 
     teacher_metrics = kept.drop(columns=["store", "config"], errors="ignore")
@@ -77,13 +78,14 @@ def merged_rank_board(
     intervals = pd.DataFrame()
     if any(t is not None and len(t) for t in (efficiency, transfer)):
         # reference teachers are resampled for their value intervals, left out of the ranks
-        resamples = resample_teachers(efficiency, transfer, metrics, n_boot, seed)
+        # averaged over the common support as the board is; references do not narrow it
         apart = () if include else references
+        resamples = resample_teachers(efficiency, transfer, metrics, n_boot, seed, outside=apart)
         intervals = agreeing_intervals(
             interval_table(resamples, directions, references=apart), board
         )
     text = board_layout.uncertainty_board(board, intervals, metrics, low_n)
-    numbers = board_layout.board_numbers(board, intervals, metrics)
+    numbers = board_layout.board_numbers(board, intervals, metrics, COMMON_SUPPORT)
     if with_store:
         for column in ("store", "config"):
             if column not in kept:

@@ -41,7 +41,9 @@ def pareto_view(
     The frontier is :func:`legival_core.stats.stats.pareto_front` with each axis' better direction
     taken from :data:`METRICS`; frontier rows come sorted by ``x`` so they draw as a line.
     Reference teachers stay in the table (a ``reference`` column marks them) but are never on
-    the frontier and dominate no one, unless ``include_references``.
+    the frontier and dominate no one, unless ``include_references``. So do the teachers the
+    rank table left unranked on ``x`` or ``y`` (under ``support="all"``, those that miss a
+    dataset; a ``compared`` column is False for them and for the references left out).
 
     >>> board = pd.DataFrame({"teacher": ["a", "b", "human"], "tokens": [300.0, 100.0, 50.0],
     ...     "fotu": [0.5, 0.2, 0.9]})
@@ -57,7 +59,14 @@ def pareto_view(
     hf = out["hf_id"] if "hf_id" in out else pd.Series(None, index=out.index, dtype=object)
     out["family"] = [model_family(t, h) for t, h in zip(out["teacher"], hf, strict=True)]
     maximize = (METRICS[x].higher_is_better, METRICS[y].higher_is_better)
-    left_out = () if include_references else tuple(str(r) for r in references)
-    out["frontier"] = pareto_front(out, x, y, maximize=maximize, references=left_out).to_numpy()
+    left_out = set() if include_references else {str(r) for r in references}
+    for axis in (x, y):  # averaged over fewer datasets than the others: not compared
+        if f"{axis}_rank" in out:
+            apart = out[axis].notna() & out[f"{axis}_rank"].isna()
+            left_out |= set(out.loc[apart, "teacher"].astype(str))
+    out["frontier"] = pareto_front(
+        out, x, y, maximize=maximize, references=tuple(sorted(left_out))
+    ).to_numpy()
     out["reference"] = out["teacher"].astype(str).isin([str(r) for r in references])
+    out["compared"] = ~out["teacher"].astype(str).isin(left_out)
     return out.sort_values([x, y], kind="stable").reset_index(drop=True)

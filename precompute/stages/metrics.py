@@ -398,7 +398,8 @@ def board_intervals(
     board = resamples_from_frame(resamples_frame(drawn), metrics)  # the page's metrics, in order
     directions = {m: METRICS[m].higher_is_better for m in METRICS}
     table = interval_table(board, directions, None, references=references)
-    return ("board_intervals", (None, None, (), RANK_RESAMPLES, RESAMPLE_SEED, False), table)
+    args = (None, None, (), RANK_RESAMPLES, RESAMPLE_SEED, False, "common")
+    return ("board_intervals", args, table)
 
 
 def redundancy_results(
@@ -439,7 +440,7 @@ def monitor_legibility_result(
 
     teachers = keep_teachers(store.read("teacher_metrics"), store_reference_teachers(store))
     table = oversight.monitor_legibility_correlation(scores, teachers)
-    return ("monitor_legibility", (n_boot, False), table)
+    return ("monitor_legibility", (n_boot, False, "common"), table)
 
 
 def workload_audit_results(
@@ -548,17 +549,18 @@ def page_results_table(
     transfer = store.read("trace_transfer") if store.has("trace_transfer") else None
     efficiency = store.read("trace_efficiency") if store.has("trace_efficiency") else None
     if (efficiency is not None and len(efficiency)) or (transfer is not None and len(transfer)):
-        drawn = stored_board_resamples(efficiency, transfer, RANK_RESAMPLES, RESAMPLE_SEED)
-        results.append(
-            ("board_resamples", (None, None, RANK_RESAMPLES, RESAMPLE_SEED), resamples_frame(drawn))
-        )
         references = store_reference_teachers(store)
+        drawn = stored_board_resamples(
+            efficiency, transfer, RANK_RESAMPLES, RESAMPLE_SEED, outside=references
+        )
+        args = (None, None, RANK_RESAMPLES, RESAMPLE_SEED, False, "common")
+        results.append(("board_resamples", args, resamples_frame(drawn)))
         if store.has("teacher_metrics"):
             results.append(board_intervals(store, drawn, references))
         drawn = stored_board_resamples(
             efficiency, transfer, RANK_RESAMPLES, RESAMPLE_SEED, references
         )
-        args = (None, RANK_RESAMPLES, RESAMPLE_SEED, False)
+        args = (None, RANK_RESAMPLES, RESAMPLE_SEED, False, "common")
         results.append(("pareto_resamples", args, resamples_frame(drawn)))
     if store.has("monitor_verdicts"):
         verdicts = store.read("monitor_verdicts")
@@ -582,9 +584,10 @@ def page_results_table(
                     rho = selections.reward_rho(
                         *tables, traces, model, None, level, correct_only, references
                     )
-                    results.append(("reward_rho", (model, None, level, correct_only, False), rho))
-            teachers = selections.teacher_rewards(*tables, traces, model, None, False)
-            results.append(("teacher_rewards", (model, None, False), teachers))
+                    args = (model, None, level, correct_only, False, "common")
+                    results.append(("reward_rho", args, rho))
+            teachers = selections.teacher_rewards(*tables, traces, model, None, False, references)
+            results.append(("teacher_rewards", (model, None, False, False, "common"), teachers))
     if store.has("rollouts"):
         from legival_core.metrics.attribution import trace_concentration
         from legival_core.metrics.leak_summary import selection_leak_summary
