@@ -443,6 +443,34 @@ class Results:
 
         return self._cached(("trace", trace_id, tau), make)
 
+    def step_attribution(self, trace_id: str) -> pd.DataFrame:
+        """One trace's per-step transfer attribution (docs/metrics/attribution.md): one row
+        per step (``step``, ``attribution``, ``se``, ``k_prev``, ``k``,
+        ``interval_attribution``), from that trace's rollouts (a keyed read)."""
+        from legival_core.metrics.attribution import step_attribution
+
+        self._need("rollouts", "step_attribution")
+        steps = self.trace(trace_id)
+
+        def make() -> pd.DataFrame:
+            rollouts = self._store.read(
+                "rollouts", columns=["trace_id", "k", "correct"], filters={"trace_id": trace_id}
+            )
+            return step_attribution(rollouts, m=len(steps))
+
+        return self._cached(("step_attribution", trace_id), make)
+
+    def attribution(self) -> pd.DataFrame:
+        """Per teacher: how concentrated the useful steps are, the mean over its traces of the
+        share of positive per-step attribution the top 10% of steps carry (``top_share``,
+        ``top_share_se``, ``uniform_share``, ``traces``, ``traces_without_help``)."""
+        self._need("rollouts", "attribution")
+
+        def make() -> pd.DataFrame:
+            return views.teacher_attribution_table(views.stored_trace_concentration(self._store))
+
+        return self._cached(("attribution",), make)
+
     def correlations(
         self,
         level: str | None = None,
