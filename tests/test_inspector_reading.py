@@ -251,3 +251,55 @@ def test_results_give_the_attribution_per_trace_and_per_teacher(tmp_path: Path) 
     pd.testing.assert_frame_equal(results.step_attribution(trace), expected)
     shares = teacher_concentration(trace_concentration(rollouts))
     pd.testing.assert_frame_equal(results.attribution(), shares)
+
+
+#: A trace with typeset maths and the maths payloads: (problem, reasoning).
+MATHS_TRACE = (
+    "sq",
+    r"We need \(x^2 = 16\), so $x = 4$ or $x = -4$. "
+    + " ".join(f"Step {i}: {payload}" for i, payload in enumerate(PAYLOADS))
+    + r" Hence $$x \in \{-4, 4\}$$ and the answer is \boxed{4}.",
+)
+
+
+@pytest.mark.slow
+def test_chromium_typesets_the_maths_and_shows_payloads_as_text(tmp_path: Path) -> None:
+    """In a real Chromium: the checked maths of the steps is typeset by KaTeX, every payload
+    is on screen as text, and the steps hold no script, image, style of the model's or
+    outside link (KaTeX's \\href and \\html… are never handed to it)."""
+    import json
+
+    from precompute.cli import EXIT_OK, main
+    from tests.browser_fixtures import chromium_context, streamlit_app
+
+    problem, reasoning = MATHS_TRACE
+    rows = tmp_path / "traces.jsonl"
+    row = {"problem_id": problem, "prompt": "Solve x^2 = 16.", "gold": "4",
+           "reasoning": reasoning, "answer": "4"}  # fmt: skip
+    rows.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    store = tmp_path / "store"
+    assert main(["ingest", str(rows), "--store", str(store), "--teacher", "t"]) == EXIT_OK
+    assert main(["segment", "--store", str(store), "--no-progress"]) == EXIT_OK
+    with (
+        streamlit_app(["--store", f"maths={store}"]) as base,
+        chromium_context(1400, 1400) as context,
+    ):
+        page = context.new_page()
+        errors: list[str] = []
+        dialogs: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        page.goto(f"{base}/inspector?store=maths", timeout=120_000)
+        page.wait_for_selector("#lv-main .lv-step", state="attached", timeout=120_000)
+        page.wait_for_selector("#lv-main .katex", state="attached", timeout=60_000)
+        assert page.locator("#lv-main .katex").count() >= 3
+        bad = "#lv-main script, #lv-main img, #lv-main iframe, #lv-main a[href^='javascript']"
+        assert page.locator(bad).count() == 0
+        hrefs = page.eval_on_selector_all("#lv-main a", "a => a.map(e => e.getAttribute('href'))")
+        assert all(str(h).startswith("#lv-main-s") for h in hrefs), hrefs
+        assert page.locator("#lv-main style").count() == 1  # the inspector's own
+        text = page.locator("#lv-main").inner_text()
+        assert "<script>alert(1)</script>" in text and "<img src=x onerror=alert(1)>" in text
+        assert "javascript:alert(1)" in text
+        assert page.locator(".lv-legend .lv-swatch").count() >= 10
+        assert not errors and not dialogs
