@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pandas as pd
@@ -25,6 +26,9 @@ from legival_core.views.step_layers import (
 from pages import common
 
 STEPS_PER_PAGE = 60
+#: The columns the trace list can be sorted by.
+SORTABLE = ["tokens", "m", "fotu", "fotu_before_leak", "leak_k", "redundancy", "backtracking",
+            "backtracks", "top_share", "teacher", "problem_id"]  # fmt: skip
 NONE = "(none)"
 
 st.title("🔬 Trace inspector")
@@ -164,6 +168,63 @@ def trace_choices() -> pd.DataFrame:
 #: rows were an eighth of a cold start on 100,000 traces), so only one page is styled.
 TABLE_ROWS = 250
 
+
+@common.derived("trace_metrics")
+def trace_metrics_table() -> pd.DataFrame:
+    """The trace list with the stored per-trace metrics beside it (views.trace_search)."""
+    from legival_core.store.store import Store
+    from legival_core.views.trace_search import trace_metrics
+
+    return trace_metrics(trace_choices(), Store.open(common.current_store_path()))
+
+
+def find_traces(table: pd.DataFrame, query: Any) -> tuple[pd.DataFrame, Any]:
+    """The filters, then the bounded text search (views.trace_search.find_traces)."""
+    from legival_core.store.store import Store
+    from legival_core.views.trace_search import find_traces as find
+
+    return find(table, Store.open(common.current_store_path()), query)
+
+
+def find_traces_form() -> Any:
+    """The *Find traces* controls, every one kept in the URL; None while none is set."""
+    from legival_core.views import trace_search
+
+    with st.expander("Find traces: search the text, filter on metrics, sort", expanded=False):
+        first = st.columns([3, 1, 1])
+        text = common.url_text(
+            "Search the reasoning and answers", "q", where=first[0],
+            placeholder="a word, a phrase or (with Regex) a pattern",
+        )  # fmt: skip
+        regex = common.url_toggle("Regex", "regex", where=first[1])
+        field = common.url_select("In", list(trace_search.SEARCH_FIELDS), "in", where=first[2])
+        second = st.columns([1, 1, 2, 1, 1])
+        correct = common.url_select("Correct", ["any", "yes", "no"], "correct", where=second[0])
+        leak = common.url_select(
+            "Answer leak", list(trace_search.LEAK_CHOICES), "leak", where=second[1]
+        )
+        where = common.url_text(
+            "Thresholds", "where", where=second[2],
+            placeholder="redundancy>0.3, backtracks>=2, fotu=0",
+            help="Comma-separated: " + ", ".join(
+                f"{name} ({what})" for name, what in trace_search.FILTER_METRICS.items()
+            ),
+        )  # fmt: skip
+        sort = common.url_select("Sort by", [NONE, *SORTABLE], "sort", where=second[3])
+        descending = common.url_toggle("Descending", "desc", where=second[4])
+    try:
+        ranges = trace_search.parse_where(where)
+        query = trace_search.TraceQuery(
+            text=text, regex=regex, field=field, leak=leak, ranges=ranges,
+            correct={"any": None, "yes": True, "no": False}[correct],
+            sort=None if sort == NONE else sort, descending=descending,
+        )  # fmt: skip
+    except ValueError as error:
+        st.warning(markdown_literal(str(error)))
+        return None
+    return None if query == trace_search.TraceQuery() else query
+
+
 index = trace_index()
 choices = trace_choices()
 if (
@@ -186,9 +247,24 @@ only_teacher = common.url_select(
     "show_teacher", where=table_filter[0],
 )  # fmt: skip
 listed = choices if only_teacher == common.ALL else choices[choices["teacher"] == only_teacher]
-only_rollouts = table_filter[1].toggle("Only traces with rollouts", key="only_rollouts")
-if only_rollouts:
-    listed = listed[listed["rollouts"]]
+only_rollouts = common.url_toggle("Only traces with rollouts", "rollouts", where=table_filter[1])
+query = find_traces_form()
+if query is not None or only_rollouts:
+    from legival_core.views import trace_search
+
+    query = query or trace_search.TraceQuery()
+    query = dataclasses.replace(query, rollouts=True if only_rollouts else query.rollouts)
+    with_metrics = trace_metrics_table()
+    if only_teacher != common.ALL:
+        with_metrics = with_metrics[with_metrics["teacher"] == only_teacher]
+    try:
+        listed, searched = find_traces(with_metrics, query)
+    except ValueError as error:
+        st.warning(markdown_literal(str(error)))
+    else:
+        if query.text:
+            st.caption(searched.summary())
+        st.caption(f"{len(listed):,} traces kept by the filters.")
 table_pages = views.step_page(len(listed), 1, TABLE_ROWS).pages
 table_page = (
     st.number_input(f"Table page (of {table_pages}, {TABLE_ROWS} traces each)", 1, table_pages, 1)
