@@ -184,3 +184,16 @@ def test_the_page_and_the_notebook_keep_the_same_traces(
     assert not at.exception
     said = markdown_literal("no threshold on 'colour'")
     assert any(said in w.value for w in at.warning), [w.value for w in at.warning]
+
+
+def test_without_the_regex_package_a_plain_search_still_works(
+    text_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hosted app's lighter requirements have no ``regex``: the plain search needs none,
+    a regex search says what to install."""
+    monkeypatch.setitem(__import__("sys").modules, "regex", None)
+    by_problem = ids(text_store)
+    order = [by_problem[p] for p in ("p1", "p2", "p3")]
+    assert search_text(text_store, order, TraceQuery(text="PEARS")).trace_ids == [by_problem["p1"]]
+    with pytest.raises(ValueError, match="pip install regex"):
+        search_text(text_store, order, TraceQuery(text="pears", regex=True))

@@ -9,10 +9,11 @@ in that order, reading them from the store in batches by trace id.
 
 The search is bounded, so that a page (or a hostile URL) cannot hold a server: it stops after
 :data:`SEARCH_CHARS` characters of text or :data:`SEARCH_SECONDS` seconds of regex matching,
-whichever comes first, and says how many traces it searched. A regex is at most
-:data:`PATTERN_CHARS` characters, is compiled with the ``regex`` package (which every store
-already has: NLTK and tiktoken depend on it) and runs with that package's time limit, so a
-catastrophic pattern such as ``(a+)+$`` costs at most the time left, not forever.
+whichever comes first, and says how many traces it searched. A plain search is a
+case-insensitive substring test. A regex is at most :data:`PATTERN_CHARS` characters, is
+compiled with the ``regex`` package (a requirement of the library; NLTK and tiktoken need it
+too) and runs with that package's time limit, so a catastrophic pattern such as ``(a+)+$``
+costs at most the time left, not forever.
 """
 
 from __future__ import annotations
@@ -284,14 +285,31 @@ class SearchResult:
         )
 
 
-def _matcher(query: TraceQuery) -> Any:
-    """A compiled pattern for the query's text: a regex (``regex`` package, case-insensitive)
-    or the escaped substring."""
-    import regex
+class _Substring:
+    """A case-insensitive substring test with a regex pattern's ``search`` call (no time limit
+    needed: it is linear in the text)."""
 
-    source = query.text if query.regex else re.escape(query.text)
+    def __init__(self, text: str) -> None:
+        self.wanted = text.casefold()
+
+    def search(self, text: str, timeout: float | None = None) -> bool | None:
+        return True if self.wanted in text.casefold() else None
+
+
+def _matcher(query: TraceQuery) -> Any:
+    """What the query's text is looked for with: a plain substring test, or a regex compiled
+    with the ``regex`` package (case-insensitive; its ``search`` takes a time limit). The
+    hosted app's lighter requirements may lack that package: a regex search then says so."""
+    if not query.regex:
+        return _Substring(query.text)
     try:
-        return regex.compile(source, regex.IGNORECASE | regex.V0)
+        import regex
+    except ImportError:
+        raise ValueError(
+            "a regex search needs the regex package (pip install regex); a plain search works"
+        ) from None
+    try:
+        return regex.compile(query.text, regex.IGNORECASE | regex.V0)
     except regex.error as error:
         raise ValueError(f"regex {query.text[:60]!r} does not compile: {error}") from None
 
