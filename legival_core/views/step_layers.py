@@ -227,14 +227,17 @@ def student_strip_figure(strip: pd.DataFrame, m: int | None = None) -> Any:
                 textfont={"size": 10},
                 name=label,
                 showlegend=False,
+                # the values written above the top row stay whole
+                cliponaxis=False,
                 hovertemplate=f"{label} after k = %{{x}} steps: %{{marker.color:.2f}}"
                 "<extra></extra>",
             )
         )
     last = max([*columns, int(m or 0), 1])
     figure.update_layout(
-        height=90 + 42 * len(strip),
-        margin={"t": 10, "b": 50, "l": 10, "r": 10},
+        height=110 + 42 * len(strip),
+        # room above the first row for its written values
+        margin={"t": 30, "b": 50, "l": 10, "r": 10},
         # the title below the ticks, not on them
         xaxis={
             "title": {"text": "steps shown k (0 = the student alone)", "standoff": 12},
