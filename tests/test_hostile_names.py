@@ -60,6 +60,12 @@ URL_VALUES = {
     "sample": "<b>1</b>",
     "reference": ":red[r]",
     "layer": "[l](https://evil.example/l)",
+    # the inspector's Find traces and per-prefix panel
+    "q": "[q](https://evil.example/q) $x^2$",
+    "where": "<b>redundancy</b>>0.3",
+    "leak": ":red[leak]",
+    "sort": "<a href=\"https://evil.example/s\">s</a>",
+    "k": "$$x$$",
 }
 #: The hostile names themselves, chosen through the URL (so selections and titles show them).
 URL_CHOICES = {
