@@ -64,7 +64,7 @@ URL_VALUES = {
     "q": "[q](https://evil.example/q) $x^2$",
     "where": "<b>redundancy</b>>0.3",
     "leak": ":red[leak]",
-    "sort": "<a href=\"https://evil.example/s\">s</a>",
+    "sort": '<a href="https://evil.example/s">s</a>',
     "k": "$$x$$",
 }
 #: The hostile names themselves, chosen through the URL (so selections and titles show them).
