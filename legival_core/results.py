@@ -416,15 +416,63 @@ class Results:
         """
         return self.transfer(dataset, student, profile=profile, bands=bands).curves
 
-    def traces(self) -> pd.DataFrame:
+    def traces(
+        self,
+        text: str = "",
+        *,
+        regex: bool = False,
+        field: str = "both",
+        correct: bool | None = None,
+        rollouts: bool | None = None,
+        leak: str = "any",
+        where: Mapping[str, str | tuple[float | None, float | None]] | None = None,
+        sort: str | None = None,
+        descending: bool = False,
+    ) -> pd.DataFrame:
         """The Trace inspector's trace table: one row per trace (teacher, problem, correct,
-        m steps, tokens, FOTU, leak k, whether it has rollouts), most telling first."""
+        m steps, tokens, FOTU, leak k, whether it has rollouts), most telling first.
+
+        With any argument, the same filters as the inspector's *Find traces* (and its URL):
+        the stored per-trace metrics are added as columns (``redundancy``, ``backtracking``,
+        ``backtracks``, ``fotu_before_leak``, ``top_share``); ``where`` sets thresholds on
+        them or on ``m``, ``tokens``, ``fotu``, ``leak_k`` (``{"redundancy": ">0.3",
+        "backtracks": ">=2"}``, or ``(low, high)``); ``correct`` / ``rollouts`` keep one value;
+        ``leak`` is one of ``any``, ``leaks``, ``no-leak``, ``solved-before``, ``only-after``;
+        ``text`` is looked for in the reasoning and/or answer (``field``), as a substring or a
+        ``regex``, within the search's bounds (:mod:`legival_core.views.trace_search`: a
+        warning says when they stopped it); ``sort`` names a column.
+
+        >>> r = open("results/demo")
+        >>> wrong = r.traces(correct=False, where={"m": ">=3"}, sort="tokens", descending=True)
+        >>> bool((~wrong["correct"]).all() and (wrong["m"] >= 3).all())
+        True
+        """
         self._need("traces", "traces")
 
         def make() -> pd.DataFrame:
             return views.store_trace_choices(self._store)
 
-        return self._cached(("traces",), make)
+        choices = self._cached(("traces",), make)
+        asked = (text, regex, field, correct, rollouts, leak, where, sort, descending)
+        if asked == ("", False, "both", None, None, "any", None, None, False):
+            return choices
+        from legival_core.views import trace_search
+
+        ranges = {
+            name: trace_search.parse_range(bound) if isinstance(bound, str) else tuple(bound)
+            for name, bound in (where or {}).items()
+        }
+        query = trace_search.TraceQuery(
+            text=text, regex=regex, field=field, correct=correct, rollouts=rollouts,
+            leak=leak, ranges=ranges, sort=sort, descending=descending,
+        )  # fmt: skip
+        table = self._cached(
+            ("trace_metrics",), lambda: trace_search.trace_metrics(choices, self._store)
+        )
+        found, result = trace_search.find_traces(table, self._store, query)
+        if not result.complete:
+            warnings.warn(result.summary(), stacklevel=2)
+        return found
 
     def trace(self, trace_id: str | None = None) -> pd.DataFrame:
         """The Trace inspector's steps of one trace: ``step``, ``number``, ``text``, ``tokens``,
@@ -468,6 +516,34 @@ class Results:
             return views.with_offline_flags(table, task)
 
         return self._cached(("trace", trace_id, tau), make)
+
+    def step_attribution(self, trace_id: str) -> pd.DataFrame:
+        """One trace's per-step transfer attribution (docs/metrics/attribution.md): one row
+        per step (``step``, ``attribution``, ``se``, ``k_prev``, ``k``,
+        ``interval_attribution``), from that trace's rollouts (a keyed read)."""
+        from legival_core.metrics.attribution import step_attribution
+
+        self._need("rollouts", "step_attribution")
+        steps = self.trace(trace_id)
+
+        def make() -> pd.DataFrame:
+            rollouts = self._store.read(
+                "rollouts", columns=["trace_id", "k", "correct"], filters={"trace_id": trace_id}
+            )
+            return step_attribution(rollouts, m=len(steps))
+
+        return self._cached(("step_attribution", trace_id), make)
+
+    def attribution(self) -> pd.DataFrame:
+        """Per teacher: how concentrated the useful steps are, the mean over its traces of the
+        share of positive per-step attribution the top 10% of steps carry (``top_share``,
+        ``top_share_se``, ``uniform_share``, ``traces``, ``traces_without_help``)."""
+        self._need("rollouts", "attribution")
+
+        def make() -> pd.DataFrame:
+            return views.teacher_attribution_table(views.stored_trace_concentration(self._store))
+
+        return self._cached(("attribution",), make)
 
     def correlations(
         self,

@@ -629,6 +629,41 @@ def url_toggle(
     return value
 
 
+def url_text(
+    label: str,
+    param: str,
+    *,
+    where: Any = None,
+    help: str | None = None,
+    key: str | None = None,
+    max_chars: int = 200,
+    placeholder: str | None = None,
+) -> str:
+    """A text box whose value lives in ``?param=`` (absent when empty), kept as
+    :func:`url_select` keeps a selectbox; a URL value longer than ``max_chars`` is cut to it
+    with a short message."""
+    where = where or st
+    key = key or f"qp_{st.session_state.get('_page', 'app')}_{param}"
+    _sync_from_url(
+        param,
+        key,
+        where,
+        lambda wanted: (len(wanted) <= max_chars, wanted[:max_chars]),
+        lambda state: isinstance(state, str),
+        "",
+        lambda wanted: f"{label}: the text in the address is cut to {max_chars} characters.",
+    )
+    value = str(
+        where.text_input(label, key=key, help=help, max_chars=max_chars, placeholder=placeholder)
+    )
+    if value:
+        _write_to_url(param, key, value)
+    else:
+        st.query_params.pop(param, None)
+        st.session_state[f"_{key}_url"] = None
+    return value
+
+
 def url_multiselect(
     label: str,
     options: Sequence[Any],

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from legival_core import views
+from legival_core.metrics.attribution import step_attribution
 from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
 from legival_core.metrics.redundancy_sweep_view import recorded_threshold
 from legival_core.store.app_config import shorten
 from legival_core.store.provenance import token_sources
 from legival_core.text.safe_text import markdown_literal
+from legival_core.views import reading
 from legival_core.views.step_layers import (
+    ATTRIBUTION_ROW,
     chunk_alignment,
     step_layers,
     step_layers_figure,
@@ -22,15 +26,16 @@ from legival_core.views.step_layers import (
 from pages import common
 
 STEPS_PER_PAGE = 60
+#: The columns the trace list can be sorted by.
+SORTABLE = ["tokens", "m", "fotu", "fotu_before_leak", "leak_k", "redundancy", "backtracking",
+            "backtracks", "top_share", "teacher", "problem_id"]  # fmt: skip
 NONE = "(none)"
 
 st.title("🔬 Trace inspector")
 st.caption(
     "Steps are shaded by redundancy (their best cosine match to an earlier step; hover for the "
-    "value, ↩ jumps to the matched step). Markers: J = LLM judge, C = context-aware cues, "
-    "L = lexical detector, H = human label. Coloured cells after the step number: each "
-    "student's correctness after seeing the trace up to that step (green right, red wrong, grey "
-    "no rollout)."
+    "value, ↩ jumps to the matched step), their maths typeset. Every colour is in the legend "
+    "above the trace."
 )
 common.page_setup("inspector")
 common.need_tables("traces", "steps", what="The trace inspector")
@@ -71,20 +76,58 @@ def trace_bundle(trace_id: str) -> dict[str, Any]:
     problem = problems.iloc[0].to_dict() if len(problems) else {}
     task = problem.get("task")
     table = views.with_offline_flags(table, task)
+    # the strip's columns only: the rollouts are the store's biggest table
+    rollouts = read("rollouts", ["trace_id", "student", "k", "correct"])
     return {
         "trace": trace,
         "grade": grades.iloc[0].to_dict() if len(grades) else {},
         "problem": problem,
         "steps": table,
         "ends": steps.sort_values("step")["end"].tolist() if len(steps) else [],
-        # the strip's columns only: the rollouts are the store's biggest table
-        "strip": views.student_strip(read("rollouts", ["trace_id", "student", "k", "correct"])),
+        "strip": views.student_strip(rollouts),
+        # per-step transfer attribution (docs/metrics/attribution.md), from the same columns
+        "attribution": (
+            step_attribution(rollouts, m=len(table)) if len(rollouts) else pd.DataFrame()
+        ),
         "labelers": sorted(judgments["labeler"].astype(str)) if len(judgments) else [],
         "error_labels": read("error_labels"),
         "stored_leaks": read("trace_transfer"),
         # Thought Anchors chunk importances carried onto the steps (None without any).
         "alignment": chunk_alignment(steps, read("chunk_importance")),
     }
+
+
+@common.derived("prefix_rollouts")
+def prefix_rollouts(trace_id: str, k: int) -> pd.DataFrame:
+    """What each student wrote after the prefix of ``k`` steps of one trace (read with filters:
+    one trace and one prefix; the completions are the store's biggest column)."""
+    from legival_core.store.store import Store
+
+    store = Store.open(common.current_store_path())
+    if not store.has("rollouts"):
+        return pd.DataFrame()
+    return reading.prefix_completions(
+        store.read("rollouts", filters={"trace_id": trace_id, "k": int(k)}), int(k)
+    )
+
+
+@common.derived("teacher_attribution")
+def teacher_attribution() -> pd.DataFrame:
+    """Per teacher: how concentrated the useful steps are (the mean top-10% share of the
+    per-step attribution over its traces; reading.stored_trace_concentration)."""
+    from legival_core.store.store import Store
+
+    store = Store.open(common.current_store_path())
+    return reading.teacher_attribution_table(reading.stored_trace_concentration(store))
+
+
+def teacher_share(teacher: str) -> dict[str, Any] | None:
+    """The teacher's row of :func:`teacher_attribution`, or None."""
+    shares = teacher_attribution()
+    if shares.empty or "teacher" not in shares:
+        return None
+    row = shares[shares["teacher"].astype(str) == teacher]
+    return row.iloc[0].to_dict() if len(row) else None
 
 
 @common.derived("leak")
@@ -125,6 +168,63 @@ def trace_choices() -> pd.DataFrame:
 #: rows were an eighth of a cold start on 100,000 traces), so only one page is styled.
 TABLE_ROWS = 250
 
+
+@common.derived("trace_metrics")
+def trace_metrics_table() -> pd.DataFrame:
+    """The trace list with the stored per-trace metrics beside it (views.trace_search)."""
+    from legival_core.store.store import Store
+    from legival_core.views.trace_search import trace_metrics
+
+    return trace_metrics(trace_choices(), Store.open(common.current_store_path()))
+
+
+def find_traces(table: pd.DataFrame, query: Any) -> tuple[pd.DataFrame, Any]:
+    """The filters, then the bounded text search (views.trace_search.find_traces)."""
+    from legival_core.store.store import Store
+    from legival_core.views.trace_search import find_traces as find
+
+    return find(table, Store.open(common.current_store_path()), query)
+
+
+def find_traces_form() -> Any:
+    """The *Find traces* controls, every one kept in the URL; None while none is set."""
+    from legival_core.views import trace_search
+
+    with st.expander("Find traces: search the text, filter on metrics, sort", expanded=False):
+        first = st.columns([3, 1, 1])
+        text = common.url_text(
+            "Search the reasoning and answers", "q", where=first[0],
+            placeholder="a word, a phrase or (with Regex) a pattern",
+        )  # fmt: skip
+        regex = common.url_toggle("Regex", "regex", where=first[1])
+        field = common.url_select("In", list(trace_search.SEARCH_FIELDS), "in", where=first[2])
+        second = st.columns([1, 1, 2, 1, 1])
+        correct = common.url_select("Correct", ["any", "yes", "no"], "correct", where=second[0])
+        leak = common.url_select(
+            "Answer leak", list(trace_search.LEAK_CHOICES), "leak", where=second[1]
+        )
+        where = common.url_text(
+            "Thresholds", "where", where=second[2],
+            placeholder="redundancy>0.3, backtracks>=2, fotu=0",
+            help="Comma-separated: " + ", ".join(
+                f"{name} ({what})" for name, what in trace_search.FILTER_METRICS.items()
+            ),
+        )  # fmt: skip
+        sort = common.url_select("Sort by", [NONE, *SORTABLE], "sort", where=second[3])
+        descending = common.url_toggle("Descending", "desc", where=second[4])
+    try:
+        ranges = trace_search.parse_where(where)
+        query = trace_search.TraceQuery(
+            text=text, regex=regex, field=field, leak=leak, ranges=ranges,
+            correct={"any": None, "yes": True, "no": False}[correct],
+            sort=None if sort == NONE else sort, descending=descending,
+        )  # fmt: skip
+    except ValueError as error:
+        st.warning(markdown_literal(str(error)))
+        return None
+    return None if query == trace_search.TraceQuery() else query
+
+
 index = trace_index()
 choices = trace_choices()
 if (
@@ -147,9 +247,24 @@ only_teacher = common.url_select(
     "show_teacher", where=table_filter[0],
 )  # fmt: skip
 listed = choices if only_teacher == common.ALL else choices[choices["teacher"] == only_teacher]
-only_rollouts = table_filter[1].toggle("Only traces with rollouts", key="only_rollouts")
-if only_rollouts:
-    listed = listed[listed["rollouts"]]
+only_rollouts = common.url_toggle("Only traces with rollouts", "rollouts", where=table_filter[1])
+query = find_traces_form()
+if query is not None or only_rollouts:
+    from legival_core.views import trace_search
+
+    query = query or trace_search.TraceQuery()
+    query = dataclasses.replace(query, rollouts=True if only_rollouts else query.rollouts)
+    with_metrics = trace_metrics_table()
+    if only_teacher != common.ALL:
+        with_metrics = with_metrics[with_metrics["teacher"] == only_teacher]
+    try:
+        listed, searched = find_traces(with_metrics, query)
+    except ValueError as error:
+        st.warning(markdown_literal(str(error)))
+    else:
+        if query.text:
+            st.caption(searched.summary())
+        st.caption(f"{len(listed):,} traces kept by the filters.")
 table_pages = views.step_page(len(listed), 1, TABLE_ROWS).pages
 table_page = (
     st.number_input(f"Table page (of {table_pages}, {TABLE_ROWS} traces each)", 1, table_pages, 1)
@@ -230,13 +345,25 @@ others = sorted(
 compare_teacher = common.url_select(
     "Compare with another teacher on this problem", [NONE, *others], "compare"
 )
-st.caption(
-    "Shading: the deeper the orange, the closer the step is to an earlier one (cosine r_i; "
-    f"none up to 0.5); an orange left rule and a ↩ link (to the matched step) mark a redundant "
-    f"step, r_i above τ = {tau:.2f}. J / C / L / H: backtracking flagged by the LLM judge, the "
-    "context-aware cues, the lexical detector or a human. ✗: a human's first wrong step. A "
-    "dashed blue rule: the answer leak."
-)
+# Every colour the page draws, as swatches (constants only: no store text in it).
+with st.expander("Legend: what every colour means", expanded=True):
+    st.html(reading.legend_html())
+    st.caption(
+        f"A redundant step has r_i above τ = {tau:.2f} (none shaded up to 0.5). J / C / L / H: "
+        "backtracking flagged by the LLM judge, the context-aware cues, the lexical detector or "
+        "a human."
+    )
+
+shares = teacher_attribution()
+if not shares.empty:
+    # per teacher: how concentrated the steps that carry the solution to the students are
+    with st.expander("Per teacher: how concentrated the useful steps are", expanded=False):
+        st.caption(
+            "Mean over each teacher's traces of the share of the positive transfer attribution "
+            "that the top 10% of its measured steps carry (± its standard error over traces), "
+            "beside the even share (every step helping alike) (docs: Transfer attribution)."
+        )
+        st.dataframe(tidy_table(shares), hide_index=True)
 
 bundle = trace_bundle(trace_id)
 problem = bundle["problem"]
@@ -244,6 +371,29 @@ if problem:
     with st.expander("Problem", expanded=False):
         st.text(str(problem.get("prompt", "")))
         st.text(f"Gold answer: {problem.get('gold', '')}")
+
+
+def show_completions(trace: str, table: pd.DataFrame, strip: pd.DataFrame, slot: str) -> None:
+    """The per-prefix panel: the end of the prefix a student was shown beside what each
+    student wrote from it, its grade and the graded answer highlighted."""
+    with st.expander("What the students wrote after each prefix", expanded=False):
+        ks = sorted(int(k) for k in strip.columns)
+        k = common.url_select(
+            "Prefix (steps shown k)", ks, "k" if slot == "main" else f"k_{slot}",
+            default=ks[-1], key=f"prefix_{slot}",
+        )  # fmt: skip
+        prefix, written = st.columns(2)
+        prefix.markdown(f"**The prefix (k = {int(k)}), its last steps**")
+        prefix.markdown(reading.prefix_markdown(table, int(k)))
+        rows = prefix_rollouts(trace, int(k))
+        if rows.empty:
+            written.caption("No rollout stored at this prefix.")
+        for row in rows.to_dict(orient="records"):
+            written.markdown(reading.completion_heading(row))
+            span = None
+            if row["answer_start"] is not pd.NA and row["answer_start"] is not None:
+                span = (int(row["answer_start"]), int(row["answer_end"]))
+            written.markdown(reading.completion_markdown(row["completion"], span))
 
 
 def show_trace(trace: str, where: Any, slot: str) -> None:
@@ -287,26 +437,35 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
                 )
             else:
                 st.text(f"{label['labeler']} label: no mistake found in this trace")
-        if data["alignment"] is not None:
-            # Resampling importance, redundancy, backtracking and the students on the same steps.
-            st.caption(
-                "Step layers (resampling importance: " + data["alignment"].summary() + "). "
-                "Importance is blue where resampling the step away lowers the answer's "
-                "accuracy (the step matters), red where it raises it, blank where no chunk "
-                "reaches the step; then redundancy, backtracking and each student."
-            )
-            layers = step_layers(table, data["alignment"], strip)
-            st.plotly_chart(step_layers_figure(layers), key=f"layers_{slot}")
-        if not strip.empty:
-            st.plotly_chart(student_strip_figure(strip), key=f"strip_{slot}")
-            baseline = strip[0] if 0 in strip.columns else None
-            if baseline is not None:
-                st.caption(
-                    markdown_literal(
-                        "Student alone (k = 0): "
-                        + ", ".join(f"{s} {v:.2f}" for s, v in baseline.items())
-                    )
+        attribution = data["attribution"]
+        if data["alignment"] is not None or len(attribution):
+            # Importance, attribution, redundancy, backtracking and the students on the same steps.
+            said = []
+            if data["alignment"] is not None:
+                said.append(
+                    "resampling importance: " + data["alignment"].summary() + "; blue where "
+                    "resampling the step away lowers the answer's accuracy (the step matters), "
+                    "red where it raises it, blank where no chunk reaches the step"
                 )
+            if len(attribution):
+                said.append(
+                    "transfer attribution: the change in the students' solve rate between two "
+                    "measured prefixes, shared by the steps added between them (blue raises it, "
+                    "red lowers it; ± its standard error on hover)"
+                )
+            st.caption("Step layers (" + "; ".join(said) + "). Then redundancy, backtracking "
+                       "and each student.")  # fmt: skip
+            layers = step_layers(
+                table, data["alignment"], strip, attribution if len(attribution) else None
+            )
+            errors = {ATTRIBUTION_ROW: attribution["se"].tolist()} if len(attribution) else None
+            st.plotly_chart(step_layers_figure(layers, errors), key=f"layers_{slot}")
+            teacher_row = teacher_share(str(info["teacher"]))
+            concentration = reading.attribution_line(attribution, teacher_row)
+            if concentration:
+                st.caption(concentration)
+        if not strip.empty:
+            st.plotly_chart(student_strip_figure(strip, m=len(table)), key=f"strip_{slot}")
         pages = views.step_page(len(table), 1, STEPS_PER_PAGE).pages
         page = (
             st.number_input(
@@ -316,7 +475,7 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
             else 1
         )
         bounds = views.step_page(len(table), int(page), STEPS_PER_PAGE)
-        body = views.trace_html(
+        body = reading.trace_markdown(
             table,
             anchor=f"lv-{slot}",
             start=bounds.start,
@@ -325,9 +484,12 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
             strip=strip,
             wrong_steps=views.wrong_steps(data["error_labels"]),
         )
-        # A scrolling box only when the page is long; a short trace shows whole.
+        # A scrolling box only when the page is long; a short trace shows whole. The step texts
+        # are markdown_math (escaped, only checked maths kept): the HTML is reading's own.
         with st.container(height=620 if bounds.stop - bounds.start > 25 else "content"):
-            st.html(body)
+            st.markdown(body, unsafe_allow_html=True)
+        if not strip.empty:
+            show_completions(trace, table, strip, slot)
         with st.expander("Answer and raw output"):
             field = str(grade.get("answer_field") or "answer_text")
             st.text(views.graded_answer_line(grade, info.get(field)))

@@ -24,7 +24,7 @@ from legival_core.metrics import transfer
 from legival_core.stats import stats
 from legival_core.store.schema import trace_id_for
 from legival_core.store.store import Store
-from legival_core.text.safe_text import markdown_literal
+from legival_core.text.safe_text import markdown_literal, markdown_math
 from legival_core.views import board as board_layout
 from tests import app_fixtures
 from tests.app_runner import run_app_page
@@ -439,7 +439,11 @@ def test_decomposition_audits_on_toy_store(toy_store: Store, monkeypatch):
 
 
 def html_of(at: AppTest) -> str:
-    return "".join(h.proto.body for h in at.get("html"))
+    """The page's HTML: st.html bodies and the Markdown of the steps (the inspector's own
+    HTML around model text escaped as Markdown)."""
+    return "".join(h.proto.body for h in at.get("html")) + "".join(
+        m.value for m in at.markdown if 'class="lv-trace"' in m.value
+    )
 
 
 def test_inspector_deep_link_opens_trace_and_escapes_payloads(toy_store: Store, monkeypatch):
@@ -450,9 +454,10 @@ def test_inspector_deep_link_opens_trace_and_escapes_payloads(toy_store: Store, 
     assert select(at, "Problem").value == problem
     assert at.query_params["trace"] == trace_id
     body = html_of(at)
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
-    assert "&lt;img src=x onerror=alert(1)&gt;" in body
-    assert "<script" not in body and "<img" not in body
+    # the payloads are Markdown-escaped text (each "<" a "\\<"): never a tag
+    assert markdown_math(app_fixtures.XSS_SCRIPT) in body
+    assert markdown_math(app_fixtures.XSS_IMG) in body
+    assert not re.search(r"(?<!\\)<(script|img)", body)
     # three labeler kinds are distinguished, and the leak point is marked
     assert "lv-bt-judge" in body and "lv-bt-lexical" in body and "lv-bt-human" in body
     assert "leak point k = " in body
@@ -478,8 +483,9 @@ def test_inspector_pages_a_long_trace_and_compares(toy_store: Store, monkeypatch
     page_input.set_value(3).run()
     third = html_of(at)
     assert 'id="lv-main-s121"' in third and 'id="lv-main-s1"' not in third
-    strip = next(f for f in figures(at) if f["data"][0]["type"] == "heatmap")
-    assert [*strip["data"][0]["y"]] == ["stu-small", "stu-tiny"]
+    # the student strip: one row of points per student
+    strip = next(f for f in figures(at) if f["data"][0]["type"] == "scatter")
+    assert [t["y"][0] for t in strip["data"]] == ["stu-small", "stu-tiny"]
 
 
 def test_unknown_or_hostile_url_values_are_refused_politely(toy_store: Store, monkeypatch):
@@ -593,5 +599,5 @@ def test_inspector_shows_first_wrong_step_labels(tmp_path: Path, monkeypatch):
     texts = [t.value for t in at.text]
     assert "human label: first wrong step = step 2: <b>2 + 2 = 5</b>" in texts
     # and the steps mark step 2 with ✗ (views.wrong_steps, shared with the static trace pages)
-    (steps,) = [h.proto.body for h in at.get("html") if 'class="lv-trace"' in h.proto.body]
-    assert re.findall(r'id="lv-main-s(\d+)"[^>]*>(?:(?!</div>).)*class="lv-wrong"', steps) == ["2"]
+    (steps,) = [m.value for m in at.markdown if 'class="lv-trace"' in m.value]
+    assert re.findall(r'id="lv-main-s(\d+)"[^>]*>(?:(?!\n\n).)*class="lv-wrong"', steps) == ["2"]

@@ -44,6 +44,7 @@ import legival_core as lv
 from legival_core import views
 from legival_core.results import Results
 from legival_core.store.store import StoreError
+from legival_core.text.safe_text import markdown_math
 from legival_core.views import board as board_layout
 from legival_core.views.display import MISSING, tidy_table
 from tests.app_runner import run_app_page
@@ -244,8 +245,8 @@ def test_curves_with_filters_equal_the_page(demo: Results, monkeypatch) -> None:
 INSPECTOR_COLUMNS = ["teacher", "problem_id", "dataset", "sample", "correct", "m", "tokens",
                      "fotu", "leak_k"]  # fmt: skip
 STEP = re.compile(
-    r'<div class="lv-step" id="lv-main-s(\d+)" title="([^"]*)" style="[^"]*'
-    r'border-left:3px solid (#[0-9a-f]+)">(.*?)</div>',
+    r'<span class="lv-step" id="lv-main-s(\d+)" title="([^"]*)" style="[^"]*'
+    r'border-left:3px solid (#[0-9a-f]+)">(.*?)</span>(?=\n\n)',
     re.S,
 )
 TEXT = re.compile(r'<span class="lv-text"[^>]*>(.*?)</span>', re.S)
@@ -255,7 +256,8 @@ MARKER = re.compile(r'class="lv-bt lv-bt-(\w+)"')
 def check_trace(at: AppTest, steps: pd.DataFrame) -> None:
     """Every step the page draws: its tooltip (r_i to 2 decimals, the matched step, tokens),
     its text, its redundancy rule and its backtracking markers, from the front door's table."""
-    body = "".join(h.proto.body for h in at.get("html"))
+    # the steps are Markdown (their maths typeset), the inspector's own HTML around the text
+    body = "".join(m.value for m in at.markdown if 'class="lv-trace"' in m.value)
     drawn = STEP.findall(body)
     assert len(drawn) == min(len(steps), 60)  # the first page of 60 steps
     assert next(m for m in at.metric if m.label == "Steps m").value == str(len(steps))
@@ -269,7 +271,7 @@ def check_trace(at: AppTest, steps: pd.DataFrame) -> None:
             tip.append(f"{int(row.tokens)} tokens")
         assert int(number) == row.number
         assert html.unescape(title) == " · ".join(tip)
-        assert html.unescape(TEXT.search(inner).group(1)) == row.text
+        assert TEXT.search(inner).group(1) == markdown_math(row.text)
         assert (rule == "#e67e22") == bool(row.redundant), row.number
         marked = {f"flag_{kind}" for kind in MARKER.findall(inner)}
         assert marked == {c for c in flags if bool(getattr(row, c))}, row.number

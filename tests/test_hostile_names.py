@@ -60,6 +60,12 @@ URL_VALUES = {
     "sample": "<b>1</b>",
     "reference": ":red[r]",
     "layer": "[l](https://evil.example/l)",
+    # the inspector's Find traces and per-prefix panel
+    "q": "[q](https://evil.example/q) $x^2$",
+    "where": "<b>redundancy</b>>0.3",
+    "leak": ":red[leak]",
+    "sort": '<a href="https://evil.example/s">s</a>',
+    "k": "$$x$$",
 }
 #: The hostile names themselves, chosen through the URL (so selections and titles show them).
 URL_CHOICES = {
@@ -106,8 +112,20 @@ def shown_text(markdown: str) -> str:
     return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
 
 
+#: The inspector's own HTML around the Markdown of the steps (legival_core/views/reading.py):
+#: exactly these tags, with attribute values HTML-escaped (no ``<``, ``>`` or ``"`` inside),
+#: in-page links only. What is left once they are removed is checked like any Markdown.
+OWN_MARKUP = re.compile(
+    r'<div class="lv-trace" id="lv-[a-z]+">|</div>|<style>[^<>]*</style>'
+    r'|<span class="lv-[a-z -]+"(?: (?:id|title|style)="[^"<>]*")*>|</span>'
+    r'|<a class="lv-jump" href="#lv-[a-z]+-s\d+" title="[^"<>]*">|</a>'
+)
+
+
 def markup_problems(markdown: str) -> list[str]:
     """What in a Markdown string would render as markup (empty when it is all literal)."""
+    if 'class="lv-trace"' in markdown:
+        markdown = OWN_MARKUP.sub(" ", markdown)
     found = [piece for piece, pattern in UNESCAPED if pattern.search(markdown)]
     found += AUTOLINK.findall(shown_text(markdown))
     return found
@@ -119,6 +137,12 @@ def test_the_checks_catch_raw_names() -> None:
         assert markup_problems(name), name
         assert markup_problems(markdown_literal(name)) == [], name
     assert markup_problems("see https\\:\\/\\/evil\\.example") == ["https://evil.example"]
+    # inside the inspector's steps only its own tags are set aside: a raw name still trips them
+    for name in NAMES.values():
+        steps = f'<div class="lv-trace" id="lv-main"><span class="lv-text">{name}</span></div>'
+        assert markup_problems(steps), name
+        escaped = steps.replace(name, markdown_literal(name))
+        assert markup_problems(escaped) == [], name
 
 
 def _markdown_strings(proto: Any, kind: str) -> Iterator[tuple[str, str]]:

@@ -76,7 +76,8 @@ def test_step_axes_tick_whole_steps_and_stay_readable() -> None:
     # The student strip below the layers: its k axis too (it read 0.5, 1, 1.5, … on 3 steps).
     strip = pd.DataFrame({0: [0.0], 1: [1.0], 2: [1.0], 3: [0.0]}, index=["smol"])
     figure = student_strip_figure(strip)
-    assert figure.layout.xaxis.dtick == 1 and list(figure.data[0].x) == [1, 2, 3]
+    # one point per measured prefix, k = 0 (the student alone) included
+    assert figure.layout.xaxis.dtick == 1 and list(figure.data[0].x) == [0, 1, 2, 3]
 
 
 def test_a_hostile_student_name_is_escaped_in_the_figure() -> None:

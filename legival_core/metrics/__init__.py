@@ -2,10 +2,10 @@
 
 Every per-trace and per-teacher quantity of the Metrics pages: efficiency and redundancy
 (``efficiency``, and its threshold sweep ``redundancy_sweep_view``), backtracking, transfer
-utility and its curves (``transfer``, ``transfer_curves``), the answer leak (``leak_summary``), per-step transfer attribution (``attribution``),
-the efficiency decomposition with its workloads and audits (``decomposition``, ``workload``,
-``trace_audits``), and the catalog of teacher-level metrics with their labels and directions
-(``metric_catalog``).
+utility and its curves (``transfer``, ``transfer_curves``), the answer leak (``leak_summary``),
+per-step transfer attribution (``attribution``), the efficiency decomposition with its
+workloads and audits (``decomposition``, ``workload``, ``trace_audits``), and the catalog of
+teacher-level metrics with their labels and directions (``metric_catalog``).
 
 May import: store, text, grading, tasks, stats.
 

@@ -109,6 +109,10 @@ from legival_core.views.leaderboard import (
 )
 from legival_core.views.pareto import model_family, pareto_view
 from legival_core.views.published import published_beside
+from legival_core.views.reading import (
+    stored_trace_concentration,
+    teacher_attribution_table,
+)
 from legival_core.views.transfer import (
     first_measured_positions,
     observed_coverage,
@@ -170,10 +174,12 @@ __all__ = [
     "store_trace_choices",
     "stored_leak_step",
     "stored_or_computed_view",
+    "stored_trace_concentration",
     "student_baseline",
     "student_metrics_from_curves",
     "student_strip",
     "student_transfer_metrics",
+    "teacher_attribution_table",
     "trace_choices",
     "trace_html",
     "trace_level_frame",
