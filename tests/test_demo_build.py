@@ -41,6 +41,11 @@ def test_a_demo_built_in_two_shard_processes_has_every_rollout_once(tmp_path: Pa
     # Each (trace, student, k) exactly once: the shards split the traces, none is done twice
     # or missed.
     assert sorted(got) == sorted(wanted)
+    # Every rollout carries the grader stamp, the k = 0 baselines copied across a problem's
+    # teachers too (they were copied without it, so the fresh demo read as graded by an older
+    # grader).
+    stamps = store.read("rollouts", columns=["grader_version", "code_revision"])
+    assert stamps["grader_version"].notna().all() and stamps["code_revision"].notna().all()
     # Both shards ran and are on record (the manifest keeps one record per stage run).
     records = store.manifest["provenance"]
     assert [r["jobs"] for r in records if r["stage"] == "demo"] == [2]

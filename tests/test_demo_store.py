@@ -220,3 +220,15 @@ def test_the_correlations_page_shows_rank_stability_across_the_demos_students(
     frames = [frame.value for frame in at.dataframe]
     across = [f for f in frames if "student" in f.columns]
     assert across and set(across[0]["student"]) == STUDENTS
+
+
+def test_every_shipped_grade_and_rollout_carries_the_current_grader_stamp(demo: Store) -> None:
+    """A freshly built demo reads as graded by this code's grader: no row without a stamp
+    (the k = 0 baselines copied across a problem's teachers once lost theirs)."""
+    from legival_core.grading.grader import GRADER_VERSION
+
+    for table in ("grades", "rollouts"):
+        stamps = demo.read(table, columns=["grader_version", "code_revision"])
+        assert stamps["grader_version"].notna().all(), table
+        assert set(stamps["grader_version"]) == {GRADER_VERSION}, table
+        assert stamps["code_revision"].notna().all(), table

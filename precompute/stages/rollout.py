@@ -308,6 +308,9 @@ _OUTCOME_FIELDS = (
     "prompt_tokens",
     "completion_tokens",
     "status",
+    # A copied baseline keeps the stamp of the grading that produced it.
+    "grader_version",
+    "code_revision",
 )
 
 
