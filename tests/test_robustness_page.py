@@ -132,16 +132,20 @@ def test_leaderboard_marks_ranks_that_flip(toy_store: Store, monkeypatch) -> Non
     assert any("flips under some analysis choice" in c.value for c in at.caption)
 
 
-def test_demo_page_and_what_the_demo_cannot_compare(monkeypatch) -> None:
+def test_demo_page_compares_the_labelers_and_the_segmenters(monkeypatch) -> None:
+    """Issue 38: the demo holds both offline labelers and the other segmenters' side tables,
+    so every choice is computed (no "unavailable" table) and a verdict names what it compared."""
     at = run_page("robustness", monkeypatch, DEMO)
-    unavailable = _frame(at, "reason").set_index("choice")["reason"]
-    # Two students (each alone is compared), one labeler, and the bundled store never holds
-    # the side tables.
-    assert "each student alone" not in unavailable
-    assert unavailable["another labeler"].startswith("the judgments hold one labeler (lexical)")
-    # (the metrics stage stored the report: its labels are those of the code that built it)
-    (lines,) = [choice for choice in unavailable.index if choice.startswith("steps cut by lines")]
-    assert unavailable[lines].startswith("0 of ")
+    assert not [d for d in at.dataframe if "reason" in d.value.columns]
+    survival = _frame(at, "verdict").set_index("metric")
+    # Redundancy and backtracking each have the alternatives of their own choices compared:
+    # the segmenters (paper's Punkt and lines) and the other labeler.
+    assert survival.loc["Redundancy", "choices compared"] >= 3
+    assert survival.loc["Backtracking", "choices compared"] >= 3
+    verdicts = " ".join(survival["verdict"])
+    assert "backtracking labeler lexical" in survival.loc["Backtracking", "verdict"]
+    assert "steps cut by lines" in survival.loc["Redundancy", "verdict"]
+    assert "student" in verdicts  # each student alone is compared too
 
 
 def test_a_table_that_does_not_fit_gives_a_message(tmp_path: Path, monkeypatch) -> None:
