@@ -268,10 +268,15 @@ def _leak_headline(
     if not solves:
         return None
     zero = models[models["fotu_before_leak"].fillna(0.0).eq(0.0)]
+    # "0 for 0 of 4 teachers" reads as a finding; say it only when some teacher is at 0.
+    zeros = (
+        f"; FOTU before the leak is 0 for {len(zero)} of {len(models)} model teachers"
+        if len(zero)
+        else ""
+    )
     return (
         f"⚠ Answer leak: {after} of {solves} first solves by a student come at or after the step "
-        "where the trace already states the answer, so FOTU there may measure copying; FOTU "
-        f"before the leak is 0 for {len(zero)} of {len(models)} model teachers"
+        f"where the trace already states the answer, so FOTU there may measure copying{zeros}"
         f" (every selection of this store; per teacher {per_teacher})."
     )
 

@@ -73,6 +73,10 @@ def test_first_look(demo: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     after, solves = int(models["at_or_after_leak"].sum()), int(models["first_solves"].sum())
     help_text = config["FOTU"]["help"]
     assert f"{after} of {solves} first solves" in help_text, help_text
+    # No teacher's FOTU before the leak is 0 on the demo: the warning does not say "0 for 0".
+    assert (models.groupby("teacher")["fotu_before_leak"].max() > 0).all()
+    warning = " ".join(w.value for w in at.warning)
+    assert "Answer leak" in warning and "0 for 0 of" not in warning, warning
     assert config["FOTU before leak"]["help"].startswith("FOTU from the prefixes shown before")
 
 
@@ -107,19 +111,20 @@ def test_shared_state_is_in_the_url_and_reopens_the_same_table(
 def test_a_share_whose_bootstrap_collapses_shows_its_wilson_interval(
     demo: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A share every trace scores 0 (Regression on the demo) resamples to [0.0–0.0] however many
-    traces there are, which reads as certain; the cell shows the Wilson interval instead.
+    """A share every trace scores 0 (Backtracking by the cues labeler on the demo: two teachers
+    with no flagged step) resamples to [0.0–0.0] however many traces there are, which reads as
+    certain; the cell shows the Wilson interval instead.
 
     By hand, Wilson at p = 0 from n traces (z = 1.96, z² = 3.8416): lower 0, upper
-    z² / (n + z²); at n = 14 that is 3.8416 / 17.8416 = 0.2153, i.e. "0.0% [0.0–21.5] (Wilson)".
+    z² / (n + z²); at n = 50 that is 3.8416 / 53.8416 = 0.0713, i.e. "0.0% [0.0–7.1] (Wilson)".
     (The check below uses z to full precision: at n = 12, z = 1.96 gives 24.250…%, which rounds
     the other way from the exact 24.249…%.)
     """
     z2 = 1.959963984540054**2
     at = run_app_page(
-        "leaderboard", monkeypatch, [demo.path], {"columns": "regression_rate"}, timeout=300
+        "leaderboard", monkeypatch, [demo.path], {"metric": "backtracking"}, timeout=300
     )
-    cells = [str(c) for c in board(at).value["Regression"]]
+    cells = [str(c) for c in board(at).value["Backtracking"]]
     zeros = [c for c in cells if c.startswith("0.0% [")]
     assert zeros, cells  # the demo has a teacher whose every trace scores 0
     for cell in cells:
@@ -128,8 +133,8 @@ def test_a_share_whose_bootstrap_collapses_shows_its_wilson_interval(
         n = int(re.search(r"· n (\d+)", cell).group(1))
         upper = z2 / (n + z2)  # Wilson upper bound at p = 0, worked above
         assert cell.startswith(f"0.0% [0.0–{100 * upper:.1f}] (Wilson)"), cell
-    if any("· n 14" in c for c in zeros):
-        assert any(c.startswith("0.0% [0.0–21.5] (Wilson) · n 14") for c in zeros)
+    if any("· n 50" in c for c in zeros):
+        assert any(c.startswith("0.0% [0.0–7.1] (Wilson) · n 50") for c in zeros)
 
 
 def test_the_per_dataset_toggle_is_in_the_url(demo: Store, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -155,13 +160,13 @@ def test_backtracking_says_which_labeler_and_how_well_it_finds_backtracking(
 ) -> None:
     """Issue 38: the Backtracking column (its header, a caption under the board, the chart and
     the LaTeX download's footnote) names the labeler behind it and its measured precision and
-    recall on the hand-labelled test steps (the committed demo: the lexical detector)."""
+    recall on the hand-labelled test steps (the committed demo: the context-aware cues)."""
     from legival_core.metrics.label_quality import quality_note, store_labeler
     from legival_core.text.safe_text import markdown_literal
 
-    assert store_labeler(demo.manifest) == "lexical"
-    note = quality_note("lexical")
-    assert note.startswith("Backtracking by lexical: precision 0.13, recall 0.58 on 298")
+    assert store_labeler(demo.manifest) == "cues"
+    note = quality_note("cues")
+    assert note.startswith("Backtracking by cues: precision 0.88, recall 0.37 on 298")
     at = run_app_page(
         "leaderboard",
         monkeypatch,
@@ -180,4 +185,4 @@ def test_backtracking_says_which_labeler_and_how_well_it_finds_backtracking(
     shown = board(at).value
     latex = views.latex_table(shown, notes=views.latex_notes(shown, demo.manifest))
     assert "Backtracking\\textsuperscript{a}" in latex
-    assert "\\textsuperscript{a} Backtracking by lexical: precision 0.13" in latex
+    assert "\\textsuperscript{a} Backtracking by cues: precision 0.88" in latex
