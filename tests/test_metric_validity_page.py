@@ -78,7 +78,7 @@ def test_page_shows_the_hand_label_measurements(monkeypatch: pytest.MonkeyPatch)
     segmentation = shown[tuple(segmentation_table().columns)]
     assert set(segmentation["segmenter"]) == {"paper", "lines", "math", "second reader"}
     captions = " ".join(c.value for c in at.caption)
-    # the committed demo's Backtracking column comes from the lexical detector
+    # the committed demo's Backtracking column comes from the context-aware cues
     from legival_core.text.safe_text import markdown_literal
 
-    assert markdown_literal(quality_note("lexical")) in captions
+    assert markdown_literal(quality_note("cues")) in captions
