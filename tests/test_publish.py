@@ -256,7 +256,7 @@ def test_demo_trace_pages_mark_the_human_first_wrong_step(demo_site: Path) -> No
                             r'class="lv-wrong"', text)  # fmt: skip
         assert marked == [str(int(label["step"]))], label["trace_id"]
     # one trace in full, built as pages/inspector.py builds it
-    trace_id = "t-2e1e1a680a6b6753"  # gpt-3.5 on P_Sequence_4: wrong from step 4, leak at 19
+    trace_id = "t-2e1e1a680a6b6753"  # gpt-3.5 on P_Sequence_4: wrong from step 4, leak at 18
     one = {"trace_id": trace_id}
     table = views.with_offline_flags(
         views.step_table(
@@ -275,7 +275,7 @@ def test_demo_trace_pages_mark_the_human_first_wrong_step(demo_site: Path) -> No
     expected = views.trace_html(
         table,
         anchor="lv-main",
-        leak_k=19,
+        leak_k=18,  # the maths-aware steps' leak point (trace_transfer.leak_k)
         strip=views.student_strip(store.read("rollouts", filters=one)),
         wrong_steps=wrong,
     )
@@ -289,7 +289,7 @@ def test_demo_site_says_how_far_the_backtracking_numbers_can_be_trusted(demo_sit
     from legival_core.metrics.label_quality import quality_note
     from legival_core.store.safe_export import tex_text
 
-    note = quality_note("lexical")  # the committed demo's primary labeler
+    note = quality_note("cues")  # the committed demo's primary labeler
     index = (demo_site / "index.html").read_text(encoding="utf-8")
     assert html.escape(note, quote=False) in index
     tex = (demo_site / "leaderboard.tex").read_text(encoding="utf-8")
@@ -300,8 +300,8 @@ def test_demo_site_says_how_far_the_backtracking_numbers_can_be_trusted(demo_sit
         assert html.escape(note, quote=False) in shown, folder
     page = next((demo_site / "traces").glob("*.html")).read_text(encoding="utf-8")
     assert "C = context-aware cues" in page
-    assert html.escape(f"L: {note}", quote=False) in page
-    assert html.escape(f"C: {quality_note('cues')}", quote=False) in page
+    assert html.escape(f"L: {quality_note('lexical')}", quote=False) in page
+    assert html.escape(f"C: {note}", quote=False) in page
 
 
 def test_demo_site_shares_assets_and_fits_the_budget(demo_site: Path) -> None:
