@@ -772,22 +772,26 @@ def robustness_report(
     ``n_boot = 0`` every flip says "no interval". Metrics without a value for any teacher
     under the default are left out.
 
-    On the bundled demo store, redundancy at τ = 0.85 instead of 0.8 swaps gpt-4 and
-    gpt-4-turbo, 2nd and 3rd of four (one discordant pair of six: τ_b = (5 − 1) / 6):
+    On the bundled demo store, redundancy with the steps cut at every line instead of by the
+    maths-aware segmenter swaps gpt-4-turbo and PaLM 2 Medium (one discordant pair of
+    six: τ_b = (5 − 1) / 6), while τ = 0.85 and Punkt's steps keep the order:
 
     >>> from legival_core.store.store import Store
     >>> demo = Store.open("results/demo")
     >>> report = robustness_report(load_tables(demo), Settings.from_manifest(demo.manifest))
-    >>> row = report.summary.set_index(["metric", "choice"]).loc[("redundancy", "threshold:0.85")]
+    >>> summary = report.summary.set_index(["metric", "choice"])
+    >>> row = summary.loc[("redundancy", "segmenter:lines")]
     >>> round(float(row.tau_b), 2), round(float(row.rho), 2), int(row.flips)
     (0.67, 0.8, 1)
+    >>> int(summary.loc[("redundancy", "threshold:0.85")].flips)
+    0
     >>> flips = report.flips[report.flips["metric"] == "redundancy"]
     >>> flips[["above", "below", "verdict"]].values.tolist()  # n_boot = 0: no interval to judge
-    [['gpt-4', 'gpt-4-turbo', 'no interval']]
+    [['gpt-4-turbo', 'palm-2-medium', 'no interval']]
     >>> sorted(report.changing_teachers("redundancy"))
-    ['gpt-4', 'gpt-4-turbo']
-    >>> report.unavailable["choice"].tolist()  # one labeler, no side tables (two students)
-    ['labeler', 'segmenter:math', 'segmenter:lines']
+    ['gpt-4-turbo', 'palm-2-medium']
+    >>> report.unavailable["choice"].tolist()  # both labelers and the side tables: all compared
+    []
     """
     leaks = _leaks(tables.trace_transfer)
     default_setup = (
