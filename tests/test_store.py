@@ -485,8 +485,15 @@ def test_a_writer_killed_at_random_moments_never_breaks_the_store(tmp_path: Path
         frame = store.read("rewards")
         # Every part on disk is complete (10 rows) and every one of its rows is readable.
         assert len(frame) == 10 * len(parts)
-        listed = store.manifest["tables"]["rewards"]["rows"]
-        assert listed in (len(frame), len(frame) - 10)  # at most the last part not yet listed
+        entry = store.manifest["tables"]["rewards"]
+        listed = entry["rows"]
+        # The manifest lists a part as pending before its file is renamed into place (Store._land):
+        # killed between the two, it counts one part whose file is not there (not read; the next
+        # writer drops it). Killed after the rename, every part is listed.
+        landed = {p.name for p in parts}
+        missing = [r for r in entry["parts"] if r.get("pending") and r["file"] not in landed]
+        assert len(missing) <= 1
+        assert listed == len(frame) + 10 * len(missing)
     store.write(
         "rewards", pd.DataFrame({"trace_id": ["z"], "reward_model": ["rm"], "score": [1.0]})
     )
