@@ -47,7 +47,7 @@ from legival_core.store.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE
 from legival_core.store.store import Store
 
 #: What :meth:`Results.correlations` can return for each pair of metrics.
-CORRELATION_VALUES = ("rho", "p", "n")
+CORRELATION_VALUES = ("rho", "p", "p_holm", "n", "pairs")
 
 
 def open(path: str | os.PathLike[str]) -> Results:
@@ -557,7 +557,11 @@ class Results:
         support: str = "common",
     ) -> pd.DataFrame:
         """The Correlations page's heatmap as a metric × metric frame: Spearman ρ (``value=
-        "rho"``), its p-value (``"p"``) or the points behind it (``"n"``).
+        "rho"``), its p-value (``"p"``), that p Holm-adjusted over the pairs of the matrix
+        (``"p_holm"``, what the page's stars read) or the points behind it (``"n"``); with
+        ``"pairs"`` one row per pair with all of these, the stars and the reason a pair is
+        related by construction (:func:`legival_core.views.correlation_pairs`, the page's
+        download).
 
         ``level`` is ``"trace"`` (one point per trace, the page's default when the store has
         per-trace tables) or ``"model"`` (one point per teacher, reference teachers left out
@@ -597,6 +601,10 @@ class Results:
 
         key = ("correlations", level, correct_only, dataset, partial, include_references, support)
         rho, pvalue, counts = self._cached(key, make)
+        if value == "p_holm":
+            return views.holm_matrix(pvalue)
+        if value == "pairs":
+            return views.correlation_pairs(rho, pvalue, counts)
         return {"rho": rho, "p": pvalue, "n": counts}[value]
 
     def decomposition(

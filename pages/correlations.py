@@ -12,16 +12,19 @@ import streamlit as st
 from legival_core import views
 from legival_core.published.references import keep_teachers
 from legival_core.stats.stats import MIN_N_FOR_SIGNIFICANCE
-from legival_core.text.safe_text import plotly_literal
+from legival_core.text.safe_text import markdown_literal, plotly_literal
 from legival_core.views.display import MISSING, format_number
 from pages import common
 
 st.title("🧮 Correlations")
 st.caption(
     "Spearman ρ between metrics; n is the number of points behind each ρ. Stars mark "
-    "significance (* p < 0.05, ** p < 0.01, *** p < 0.001) from five points on: p is the exact "
-    "permutation p up to ten points (at four points it cannot go below 2/24 = 0.083) and the t "
-    "approximation above. Partial ρ holds token length fixed (its p: t approximation)."
+    "significance after Holm's correction over every pair shown (* adjusted p < 0.05, "
+    "** < 0.01, *** < 0.001) from five points on: the raw p is the exact permutation p up to "
+    "ten points (at four points it cannot go below 2/24 = 0.083) and the t approximation above. "
+    f"Pairs related by construction (lift = FOTU − baseline, …) are marked "
+    f"{views.BY_CONSTRUCTION_MARK} and never starred. Partial ρ holds token length fixed "
+    "(its p: t approximation)."
 )
 common.page_setup("correlations")
 common.need_tables("teacher_metrics", what="The correlations page")
@@ -31,10 +34,16 @@ support = common.support_choice()
 
 @common.derived("correlation_input")
 def correlation_input(
-    level: str, correct_only: bool, dataset: str | None, include: bool, support: str
+    level: str,
+    correct_only: bool,
+    dataset: str | None,
+    include: bool,
+    support: str,
+    teacher: str | None = None,
 ) -> pd.DataFrame:
     """Model level: one row per teacher (averaged over the datasets ``support`` names),
-    reference teachers left out unless ``include``; trace level: one row per trace."""
+    reference teachers left out unless ``include``; trace level: one row per trace, of
+    ``teacher`` only when one is named (None: every teacher's traces pooled)."""
     efficiency = common.load_table("trace_efficiency")
     efficiency = views.filter_rows(efficiency, dataset=dataset)
     if level == "model":
@@ -47,17 +56,26 @@ def correlation_input(
             include,
             support,
         )
-    transfer = views.filter_rows(common.load_table("trace_transfer"), dataset=dataset)
+    efficiency = views.filter_rows(efficiency, teacher=teacher)
+    transfer = views.filter_rows(
+        common.load_table("trace_transfer"), dataset=dataset, teacher=teacher
+    )
     return views.trace_level_frame(efficiency, transfer, correct_only)
 
 
 @common.derived("matrices")
 def matrices(
-    level: str, correct_only: bool, dataset: str | None, partial: bool, include: bool, support: str
+    level: str,
+    correct_only: bool,
+    dataset: str | None,
+    partial: bool,
+    include: bool,
+    support: str,
+    teacher: str | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """ρ, p and n (the points behind each coefficient) for the selection."""
     return views.correlation_matrices(
-        correlation_input(level, correct_only, dataset, include, support), partial
+        correlation_input(level, correct_only, dataset, include, support, teacher), partial
     )
 
 
@@ -84,25 +102,44 @@ def heatmap(
     title: str,
     label: Callable[[str], str] = common.metric_label,
 ) -> None:
-    """ρ with stars and n in every cell; cells from fewer than the app config's
-    ``few_correlation_points`` points drawn faded (a second, translucent heatmap)."""
+    """ρ with stars and n in every cell; stars read from the Holm-adjusted p over the pairs
+    shown, none on a pair related by construction (marked †, reason in the hover); cells from
+    fewer than the app config's ``few_correlation_points`` points drawn faded (a second,
+    translucent heatmap)."""
     few = common.get_config().few_correlation_points
     labels = [plotly_literal(label(c)) for c in rho.columns]
     n = counts.loc[rho.index, rho.columns].to_numpy()
+    adjusted = views.holm_matrix(pvalue)
+    reasons = views.construction_matrix(rho.columns)
     text = [
         [
             ""
             if np.isnan(r)
             else format_number(r, 2)
-            + ("" if i == j else views.significance_stars(p, int(k)))
+            + (
+                ""
+                if i == j
+                else views.BY_CONSTRUCTION_MARK
+                if reason
+                else views.cell_stars(q, int(k))
+            )
             + f"<br>n {k}"
-            for j, (r, p, k) in enumerate(zip(rho_row, p_row, n_row, strict=True))
+            for j, (r, q, k, reason) in enumerate(zip(rho_row, q_row, n_row, why_row, strict=True))
         ]
-        for i, (rho_row, p_row, n_row) in enumerate(
-            zip(rho.to_numpy(), pvalue.to_numpy(), n, strict=True)
+        for i, (rho_row, q_row, n_row, why_row) in enumerate(
+            zip(rho.to_numpy(), adjusted.to_numpy(), n, reasons.to_numpy(), strict=True)
         )
     ]
-    hover_p = [[format_p(p) for p in row] for row in pvalue.to_numpy()]
+    hover = [
+        [
+            f"{format_p(p)} (Holm {format_p(q)})"
+            + (f"<br>by construction: {plotly_literal(reason)}" if reason else "")
+            for p, q, reason in zip(p_row, q_row, why_row, strict=True)
+        ]
+        for p_row, q_row, why_row in zip(
+            pvalue.to_numpy(), adjusted.to_numpy(), reasons.to_numpy(), strict=True
+        )
+    ]
     z = rho.to_numpy()
     figure = go.Figure()
     for faded in (False, True):
@@ -121,7 +158,7 @@ def heatmap(
                 # cell was unreadable, so faded cells get dark text
                 textfont={"color": "#333"} if faded else None,
                 name=f"fewer than {few} points" if faded else f"{few} points or more",
-                customdata=np.dstack([np.array(hover_p, dtype=object), n]),
+                customdata=np.dstack([np.array(hover, dtype=object), n]),
                 hovertemplate="%{y} vs %{x}<br>ρ = %{z:.3f}<br>p = %{customdata[0]}"
                 "<br>n = %{customdata[1]}<extra>%{fullData.name}</extra>",
             )
@@ -135,16 +172,35 @@ def heatmap(
     figure.update_xaxes(showgrid=False)
     figure.update_yaxes(showgrid=False)
     st.plotly_chart(figure, key=key)
+    st.caption(
+        f"Stars after Holm's correction over the {views.corrected_pairs(pvalue)} pairs shown "
+        "(family-wise 5%); the hover gives the raw p beside the adjusted one."
+    )
+    derived = [
+        f"{label(a)}–{label(b)}: {reasons.loc[a, b]}"
+        for i, a in enumerate(rho.columns)
+        for b in rho.columns[i + 1 :]
+        if reasons.loc[a, b]
+    ]
+    if derived:
+        st.caption(
+            f"{views.BY_CONSTRUCTION_MARK} Related by construction, so no star: a strong ρ "
+            "there says nothing about legibility. " + "; ".join(derived) + "."
+        )
     if (n < few).any():
         st.caption(
             f"Faded cells: ρ from fewer than {few} points, where one point moving can flip the "
             "sign; read them as hints, not findings."
         )
+    pairs = views.correlation_pairs(rho, pvalue, counts)
+    common.download_csv(pairs, f"{key}_pairs", label="Download pairs: ρ, n, p, Holm p, flags (CSV)")
     export = rho.round(4).reset_index(names="metric")
     common.download_csv(export, f"{key}_rho", label="Download ρ (CSV)")
     common.download_csv(counts.reset_index(names="metric"), f"{key}_n", label="Download n (CSV)")
 
 
+#: The teacher choice at trace level that keeps every teacher's traces in one cloud.
+POOLED = "All teachers (pooled)"
 all_teacher_metrics = common.load_table("teacher_metrics")
 # Teacher-level views (rank stability) leave reference teachers out unless included.
 teacher_metrics = keep_teachers(all_teacher_metrics, common.reference_teachers(), include)
@@ -179,7 +235,25 @@ with right:
     )
     partial = st.toggle("Partial ρ (control: tokens)", key="partial")
 correct_only = traces_choice == "correct only" and has_traces
-rho, pvalue, counts = matrices(level, correct_only, chosen_dataset, partial, include, support)
+chosen_teacher = None
+if level == "trace":
+    # one teacher's traces: a within-teacher ρ, free of differences between teachers
+    teachers = sorted(str(t) for t in all_teacher_metrics["teacher"].unique())
+    picked = common.url_select(
+        "Teacher", [POOLED, *teachers], "teacher", help="Correlate one teacher's traces only."
+    )
+    chosen_teacher = None if picked == POOLED else picked
+rho, pvalue, counts = matrices(
+    level, correct_only, chosen_dataset, partial, include, support, chosen_teacher
+)
+if level == "trace":
+    # teacher and dataset names are untrusted text: escaped before they reach Markdown
+    st.caption(
+        views.trace_pooling_note(
+            None if chosen_teacher is None else markdown_literal(chosen_teacher),
+            None if chosen_dataset is None else markdown_literal(chosen_dataset),
+        )
+    )
 if level == "model":
     st.caption(
         "At model level n is the number of teachers — one point per teacher, each already "
@@ -216,7 +290,7 @@ st.subheader("Rank stability")
 st.caption(
     "Spearman ρ between the teacher rankings a metric gives on two datasets / students, with "
     "n, the teachers ranked on both. Significance marks (* p < 0.05, ** p < 0.01, "
-    "*** p < 0.001) only from "
+    "*** p < 0.001, p Holm-adjusted over the pairs of the table) only from "
     f"{MIN_N_FOR_SIGNIFICANCE} teachers up: below that a ρ is a hint, not a finding."
 )
 metrics = views.ranked_metrics(teacher_metrics)

@@ -11,7 +11,14 @@ import streamlit as st
 
 from legival_core.oversight import oversight, selections
 from legival_core.text.safe_text import markdown_literal, plotly_literal, plotly_literals
-from legival_core.views.monitoring import NOT_DEFINED, interval_text, monitor_intervals
+from legival_core.views.monitoring import (
+    HEADLINE_MIN_SPREAD,
+    HEADLINE_MIN_TEACHERS,
+    NOT_DEFINED,
+    headline_blocker,
+    interval_text,
+    monitor_intervals,
+)
 from pages import common
 
 st.title("🛡️ Monitoring")
@@ -79,6 +86,18 @@ def legibility(n_boot: int, include: bool, support: str) -> pd.DataFrame:
         common.load_table("teacher_metrics"), common.reference_teachers(), include
     )
     return oversight.monitor_legibility_correlation(scores(n_boot), teachers, support=support)
+
+
+@common.derived("monitor_legibility_points")
+def legibility_points(n_boot: int, include: bool, support: str) -> pd.DataFrame:
+    """The (teacher, FOTU, score) points behind :func:`legibility`, the same teachers and
+    the same pooling, for the small table shown when a ρ cannot be a headline."""
+    from legival_core.published.references import keep_teachers
+
+    teachers = keep_teachers(
+        common.load_table("teacher_metrics"), common.reference_teachers(), include
+    )
+    return oversight.monitor_legibility_points(scores(n_boot), teachers, support=support)
 
 
 table = scores(N_BOOT)
@@ -189,16 +208,28 @@ else:
         (correlation["monitor"] == monitor) & (correlation["negative_type"] == negative)
     ]
     # "All" reads the pooled row: each teacher averaged over datasets first
-    here = mine[
-        mine["dataset"] == (oversight.POOLED_DATASETS if dataset == common.ALL else dataset)
+    row_dataset = oversight.POOLED_DATASETS if dataset == common.ALL else dataset
+    here = mine[mine["dataset"] == row_dataset]
+    # a ρ across teachers is a headline only where n and the spread of the score carry one
+    points = legibility_points(N_BOOT, include, support)
+    points = points[
+        (points["monitor"] == monitor)
+        & (points["negative_type"] == negative)
+        & (points["dataset"] == row_dataset)
     ]
     columns = st.columns(3)
     counts = []
+    blocked: dict[str, str] = {}
     for column, measure in zip(columns, ("precision", "recall", "f1"), strict=True):
         row = here[here["measure"] == measure]
         value = float(row["rho"].iloc[0]) if len(row) else float("nan")
         counts.append(int(row["n"].iloc[0]) if len(row) and pd.notna(row["n"].iloc[0]) else 0)
-        column.metric(f"ρ(FOTU, {measure})", NOT_DEFINED if pd.isna(value) else f"{value:+.3f}")
+        reason = headline_blocker(points["fotu"], points[measure], measure)
+        if reason is None:
+            column.metric(f"ρ(FOTU, {measure})", NOT_DEFINED if pd.isna(value) else f"{value:+.3f}")
+        else:
+            blocked[measure] = reason
+            column.markdown(f"**ρ(FOTU, {measure})** not shown: {reason}.")
     st.caption(
         "Spearman ρ across teachers (n = "
         + (
@@ -206,10 +237,25 @@ else:
             if len(set(counts)) == 1
             else " / ".join(f"{n} teachers" for n in counts) + " for precision / recall / F1"
         )
-        + ": with so few points a ρ is a hint, not a finding; its p is in the table). Partial "
+        + f"). A ρ is shown large only from {HEADLINE_MIN_TEACHERS} teachers up and when the "
+        f"score spans at least {HEADLINE_MIN_SPREAD:.2f} across them; otherwise it is a hint, "
+        "not a finding, and its value and p are only in the table below. Partial "
         "ρ holds the mean token length fixed. The pooled row "
         f"'{oversight.POOLED_DATASETS}' averages each teacher over datasets first."
     )
+    if blocked:
+        st.markdown("**The teachers' values** (too few / too little spread for a correlation)")
+        common.table(
+            points[["teacher", "fotu", "precision", "recall", "f1"]].sort_values("fotu"),
+            "monitor_legibility_points",
+            # pooled over the datasets this monitor scored, which may be fewer than the
+            # leaderboard's: the header says so
+            labels={"fotu": "FOTU (over the scored datasets)"},
+            formats={
+                m: (lambda v: NOT_DEFINED if pd.isna(v) else f"{v:.3f}")
+                for m in ("fotu", "precision", "recall", "f1")
+            },
+        )
     common.table(mine, "monitor_legibility")
 
 st.subheader("Sabotaged traces")

@@ -61,6 +61,24 @@ def metric_values(at: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
+def check_headlines(at: AppTest, here: pd.DataFrame, points: pd.DataFrame) -> None:
+    """Each ρ(FOTU, score) is a headline metric equal to the stored ρ where the headline rule
+    (:func:`legival_core.views.monitoring.headline_blocker`) allows one, else a line saying
+    why and no metric."""
+    from legival_core.views.monitoring import headline_blocker
+
+    values = metric_values(at)
+    texts = [m.value for m in at.markdown]
+    for measure in ("precision", "recall", "f1"):
+        rho = here.loc[measure, "rho"]
+        reason = headline_blocker(points["fotu"], points[measure], measure)
+        if reason is None:
+            assert values[f"ρ(FOTU, {measure})"] == ("n/a" if pd.isna(rho) else f"{rho:+.3f}")
+        else:
+            assert f"ρ(FOTU, {measure})" not in values
+            assert f"**ρ(FOTU, {measure})** not shown: {reason}." in texts
+
+
 def figures(at: AppTest) -> list[dict]:
     return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
 
@@ -178,10 +196,10 @@ def test_monitoring_page_matches_the_scores(monkeypatch: pytest.MonkeyPatch, sto
     here = legibility[
         (legibility.dataset == "toy-math") & (legibility.negative_type == "sabotage")
     ].set_index("measure")
-    values = metric_values(at)
-    for measure in ("precision", "recall", "f1"):
-        rho = here.loc[measure, "rho"]
-        assert values[f"ρ(FOTU, {measure})"] == ("n/a" if pd.isna(rho) else f"{rho:+.3f}")
+    points = oversight.monitor_legibility_points(scores, store.read("teacher_metrics"))
+    check_headlines(
+        at, here, points[(points.dataset == "toy-math") & (points.negative_type == "sabotage")]
+    )
     bars = figures(at)[0]
     assert [t["name"] for t in bars["data"]] == [
         "precision (Wilson 95%)", "recall (Wilson 95%)", "f1 (bootstrap 95%)"
@@ -211,10 +229,14 @@ def test_monitoring_page_pools_all_datasets(monkeypatch: pytest.MonkeyPatch, sto
     here = legibility[
         (legibility.dataset == oversight.POOLED_DATASETS) & (legibility.negative_type == "sabotage")
     ].set_index("measure")
-    values = metric_values(at)
-    for measure in ("precision", "recall", "f1"):
-        rho = here.loc[measure, "rho"]
-        assert values[f"ρ(FOTU, {measure})"] == ("n/a" if pd.isna(rho) else f"{rho:+.3f}")
+    points = oversight.monitor_legibility_points(scores, store.read("teacher_metrics"))
+    check_headlines(
+        at,
+        here,
+        points[
+            (points.dataset == oversight.POOLED_DATASETS) & (points.negative_type == "sabotage")
+        ],
+    )
     captions = " ".join(c.value for c in at.caption)
     assert f"n = {int(here.loc['precision', 'n'])} teachers" in captions
 

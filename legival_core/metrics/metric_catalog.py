@@ -11,11 +11,13 @@ from dataclasses import dataclass
 import pandas as pd
 
 __all__ = [
+    "DERIVED_FROM",
     "LEADERBOARD_METRICS",
     "METRICS",
     "RANKED_METRICS",
     "STUDENT_METRICS",
     "Metric",
+    "construction_reason",
     "ranked_metrics",
 ]
 
@@ -121,6 +123,36 @@ STUDENT_METRICS: tuple[str, ...] = (
     "baseline",
     "fotu_before_leak",
 )
+
+#: Pairs of metrics related by construction: one is computed from the other, or both are read
+#: off the same per-prefix success curve of the student, so a strong ρ between them says
+#: nothing about legibility. The correlations page flags these cells and never stars them.
+#: Keys are (metric, metric) in either order; the value is the reason shown beside the cell.
+DERIVED_FROM: dict[tuple[str, str], str] = {
+    ("lift", "fotu"): "lift = FOTU − baseline (the student's k = 0 success), so with one "
+    "student the two move together",
+    ("regression_rate", "fotu"): "both read off the same success curve: a regression needs a "
+    "solved prefix, so any regression forces FOTU above 0",
+    ("never_solved", "fotu"): "a never-solved trace has FOTU 0 by definition",
+    ("fotu_before_leak", "fotu"): "FOTU before leak is FOTU over the first prefixes only",
+    ("regression_rate", "lift"): "lift is FOTU − baseline, and regression is read off FOTU's "
+    "success curve",
+    ("never_solved", "lift"): "lift is FOTU − baseline, and a never-solved trace has FOTU 0",
+    ("fotu_before_leak", "lift"): "lift is FOTU − baseline, FOTU before leak is FOTU over the "
+    "first prefixes",
+}
+
+
+def construction_reason(a: str, b: str) -> str | None:
+    """Why ``a`` and ``b`` are related by construction (:data:`DERIVED_FROM`, either order),
+    or None when they are measured apart.
+
+    >>> construction_reason("fotu", "lift")[:24]
+    'lift = FOTU − baseline ('
+    >>> construction_reason("tokens", "fotu") is None
+    True
+    """
+    return DERIVED_FROM.get((a, b)) or DERIVED_FROM.get((b, a))
 
 
 def ranked_metrics(frame: pd.DataFrame, candidates: Sequence[str] = RANKED_METRICS) -> list[str]:

@@ -589,6 +589,61 @@ def teacher_level_rewards(
 # ---------------------------------------------------------------------------------------------
 
 
+def monitor_legibility_points(
+    scores: pd.DataFrame,
+    teacher_metrics: pd.DataFrame,
+    *,
+    measures: Sequence[str] = ("precision", "recall", "f1"),
+    legibility: str = "fotu",
+    control: str = "tokens",
+    support: str = "common",
+) -> pd.DataFrame:
+    """The points :func:`monitor_legibility_correlation` correlates: one row per (monitor,
+    dataset, negative type, teacher) with the monitor's ``measures``, the teacher's
+    ``legibility`` and ``control``, plus the pooled rows (``dataset`` =
+    :data:`POOLED_DATASETS`, each teacher averaged over datasets under ``support``). The
+    Monitoring page shows them when they are too few or too alike for a headline ρ.
+
+    >>> s = pd.DataFrame({"monitor": "m", "teacher": list("ab"), "dataset": "D",
+    ...     "negative_type": "sabotage", "precision": [0.2, 0.4], "recall": 0.5, "f1": 0.5})
+    >>> tm = pd.DataFrame({"teacher": list("ab"), "dataset": "D", "fotu": [0.1, 0.2],
+    ...     "tokens": [10, 30]})
+    >>> monitor_legibility_points(s, tm).dataset.tolist()
+    ['D', 'D', '(mean over datasets)', '(mean over datasets)']
+    """
+    require_columns(
+        scores, ("monitor", "teacher", "dataset", "negative_type", *measures), "monitor scores"
+    )
+    require_columns(teacher_metrics, ("teacher", "dataset", legibility, control), "teacher_metrics")
+    merged = scores.merge(
+        teacher_metrics[["teacher", "dataset", legibility, control]],
+        on=["teacher", "dataset"],
+        how="inner",
+        suffixes=("", "_teacher"),
+    )
+    from legival_core.stats.support import teacher_means
+
+    value_columns = [*measures, legibility, control]
+    pooled_parts = [
+        teacher_means(
+            group.assign(teacher=group["teacher"].astype(str)), value_columns, support=support
+        )[["teacher", *value_columns]].assign(monitor=monitor, negative_type=negative)
+        for (monitor, negative), group in merged.groupby(
+            ["monitor", "negative_type"], sort=True, observed=True
+        )
+    ]
+    pooled = (
+        pd.concat(pooled_parts, ignore_index=True)
+        if pooled_parts
+        else pd.DataFrame(columns=["monitor", "negative_type", "teacher", *value_columns])
+    ).assign(dataset=POOLED_DATASETS)
+    both = pd.concat(
+        [merged[["monitor", "dataset", "negative_type", "teacher", *value_columns]], pooled],
+        ignore_index=True,
+    )
+    return both.reset_index(drop=True)
+
+
 def monitor_legibility_correlation(
     scores: pd.DataFrame,
     teacher_metrics: pd.DataFrame,
@@ -627,35 +682,13 @@ def monitor_legibility_correlation(
     >>> out.loc[(out.dataset == "D") & (out.measure == "precision"), "rho"].item()
     0.8
     """
-    require_columns(
-        scores, ("monitor", "teacher", "dataset", "negative_type", *measures), "monitor scores"
-    )
-    require_columns(teacher_metrics, ("teacher", "dataset", legibility, control), "teacher_metrics")
-    merged = scores.merge(
-        teacher_metrics[["teacher", "dataset", legibility, control]],
-        on=["teacher", "dataset"],
-        how="inner",
-        suffixes=("", "_teacher"),
-    )
-    from legival_core.stats.support import teacher_means
-
-    value_columns = [*measures, legibility, control]
-    pooled_parts = [
-        teacher_means(
-            group.assign(teacher=group["teacher"].astype(str)), value_columns, support=support
-        )[["teacher", *value_columns]].assign(monitor=monitor, negative_type=negative)
-        for (monitor, negative), group in merged.groupby(
-            ["monitor", "negative_type"], sort=True, observed=True
-        )
-    ]
-    pooled = (
-        pd.concat(pooled_parts, ignore_index=True)
-        if pooled_parts
-        else pd.DataFrame(columns=["monitor", "negative_type", "teacher", *value_columns])
-    ).assign(dataset=POOLED_DATASETS)
-    both = pd.concat(
-        [merged[["monitor", "dataset", "negative_type", "teacher", *value_columns]], pooled],
-        ignore_index=True,
+    both = monitor_legibility_points(
+        scores,
+        teacher_metrics,
+        measures=measures,
+        legibility=legibility,
+        control=control,
+        support=support,
     )
     names = [
         "monitor",

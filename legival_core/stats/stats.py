@@ -471,6 +471,31 @@ def significance_marks(p: float, n: int | None = None) -> str:
     return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
 
 
+def holm_adjust(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error control over the tests given).
+
+    With the m defined p-values sorted ascending, p_(i) is multiplied by m - i + 1 (i from 1),
+    a running maximum keeps the order, and nothing exceeds 1. A NaN (an undefined test) is not
+    one of the m tests and stays NaN. Comparing the adjusted p to 0.05 is Holm's procedure at
+    level 0.05.
+
+    Reference: Holm (1979), "A simple sequentially rejective multiple test procedure".
+
+    >>> holm_adjust([0.01, 0.04, 0.03, float("nan")]).round(3).tolist()
+    [0.03, 0.06, 0.06, nan]
+    """
+    values = np.asarray(pvalues, dtype=np.float64)
+    out = np.full(values.shape, np.nan)
+    defined = np.flatnonzero(np.isfinite(values))
+    m = len(defined)
+    if m == 0:
+        return out
+    order = defined[np.argsort(values[defined], kind="stable")]
+    scaled = values[order] * (m - np.arange(m))
+    out[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Intervals of proportions
 # ---------------------------------------------------------------------------------------------

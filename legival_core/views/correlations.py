@@ -119,7 +119,8 @@ def significance_stars(p: float, n: int | None = None) -> str:
 
 def stability_cells(rho: pd.DataFrame, pvalue: pd.DataFrame, counts: pd.DataFrame) -> pd.DataFrame:
     """The rank-stability matrix as text: "ρ[marks] · n N" per pair of levels, where N is the
-    number of teachers the ρ rests on; significance marks only from
+    number of teachers the ρ rests on; significance marks read from the Holm-adjusted p over
+    the pairs of the matrix (:func:`holm_matrix`) and only from
     :data:`legival_core.stats.stats.MIN_N_FOR_SIGNIFICANCE` teachers up
     (:func:`significance_stars`); an em dash on the diagonal, "n/a" for an undefined ρ.
 
@@ -132,6 +133,7 @@ def stability_cells(rho: pd.DataFrame, pvalue: pd.DataFrame, counts: pd.DataFram
     '+1.000*** · n 6'
     """
     cells = pd.DataFrame("", index=rho.index, columns=rho.columns, dtype=object)
+    adjusted = holm_matrix(pvalue)
     for a in rho.index:
         for b in rho.columns:
             if a == b:
@@ -141,7 +143,7 @@ def stability_cells(rho: pd.DataFrame, pvalue: pd.DataFrame, counts: pd.DataFram
             value = float(rho.loc[a, b])
             text = "n/a" if not np.isfinite(value) else f"{value:+.3f}"
             if np.isfinite(value):
-                text += significance_stars(float(pvalue.loc[a, b]), n)
+                text += significance_stars(float(adjusted.loc[a, b]), n)
             cells.loc[a, b] = f"{text} · n {n}"
     return cells
 
@@ -163,3 +165,141 @@ def correlation_matrices(
         return rho, pvalue, pairwise_counts(frame, list(rho.columns), control="tokens")
     rho, pvalue = spearman_matrix(frame, columns)
     return rho, pvalue, pairwise_counts(frame, columns)
+
+
+#: Family-wise level the stars of a corrected matrix are read at (Holm's procedure).
+FAMILY_ALPHA = 0.05
+#: Marker of a cell whose pair is related by construction (never starred).
+BY_CONSTRUCTION_MARK = "†"
+
+
+def holm_matrix(pvalue: pd.DataFrame) -> pd.DataFrame:
+    """Holm-adjusted p of every off-diagonal cell of a symmetric p matrix, corrected over the
+    distinct pairs shown (each unordered pair once; the diagonal is no test and stays NaN).
+
+    >>> cols = ["a", "b", "c"]
+    >>> p = pd.DataFrame([[0.0, 0.01, 0.04], [0.01, 0.0, 0.03], [0.04, 0.03, 0.0]],
+    ...     index=cols, columns=cols)
+    >>> holm_matrix(p).loc["a", ["b", "c"]].round(2).tolist()  # 0.01·3, max(0.03·2, 0.04·1)
+    [0.03, 0.06]
+    """
+    from legival_core.stats.stats import holm_adjust
+
+    cols = list(pvalue.columns)
+    upper = [(i, j) for i in range(len(cols)) for j in range(i + 1, len(cols))]
+    raw = [float(pvalue.iat[i, j]) for i, j in upper]
+    adjusted = holm_adjust(raw)
+    out = pd.DataFrame(np.nan, index=pvalue.index, columns=pvalue.columns)
+    for (i, j), value in zip(upper, adjusted, strict=True):
+        out.iat[i, j] = out.iat[j, i] = value
+    return out
+
+
+def corrected_pairs(pvalue: pd.DataFrame) -> int:
+    """How many pairs :func:`holm_matrix` corrects for: off-diagonal pairs with a defined p.
+
+    >>> corrected_pairs(pd.DataFrame([[0.0, 0.2], [0.2, 0.0]]))
+    1
+    """
+    values = pvalue.to_numpy(dtype=float)
+    return int(np.isfinite(values[np.triu_indices_from(values, k=1)]).sum())
+
+
+def construction_matrix(columns: Sequence[str]) -> pd.DataFrame:
+    """For every pair of ``columns`` the reason they are related by construction
+    (:data:`legival_core.metrics.metric_catalog.DERIVED_FROM`), "" when they are not.
+
+    >>> construction_matrix(["fotu", "lift", "tokens"]).loc["fotu", "tokens"]
+    ''
+    """
+    from legival_core.metrics.metric_catalog import construction_reason
+
+    cols = list(columns)
+    return pd.DataFrame(
+        [[construction_reason(a, b) or "" for b in cols] for a in cols],
+        index=cols,
+        columns=cols,
+        dtype=object,
+    )
+
+
+def cell_stars(p_holm: float, n: int, reason: str = "") -> str:
+    """Stars of one cell from its Holm-adjusted p: none for a pair related by construction
+    (``reason``), none below five points (:func:`significance_stars`).
+
+    >>> cell_stars(0.0001, 100), cell_stars(0.0001, 100, "lift = FOTU − baseline")
+    ('***', '')
+    """
+    return "" if reason else significance_stars(p_holm, n)
+
+
+def correlation_pairs(
+    rho: pd.DataFrame, pvalue: pd.DataFrame, counts: pd.DataFrame
+) -> pd.DataFrame:
+    """The heatmap as one row per distinct pair: ρ, n, the raw p, the Holm-adjusted p over the
+    ``pairs_corrected`` pairs shown, the stars read from the adjusted p and ``by_construction``
+    (the reason, "" when the pair is measured apart; such pairs get no star). The page's
+    download and ``lv.open(...).correlations(value="pairs")``.
+
+    >>> cols = ["fotu", "lift"]
+    >>> rho = pd.DataFrame([[1.0, 1.0], [1.0, 1.0]], index=cols, columns=cols)
+    >>> p = pd.DataFrame([[0.0, 1e-9], [1e-9, 0.0]], index=cols, columns=cols)
+    >>> row = correlation_pairs(rho, p, pd.DataFrame(50, index=cols, columns=cols)).iloc[0]
+    >>> row.stars, row.by_construction[:22], int(row.pairs_corrected)
+    ('', 'lift = FOTU − baseline', 1)
+    """
+    adjusted = holm_matrix(pvalue)
+    reasons = construction_matrix(rho.columns)
+    m = corrected_pairs(pvalue)
+    cols = list(rho.columns)
+    records = []
+    for i, a in enumerate(cols):
+        for b in cols[i + 1 :]:
+            n = int(counts.loc[a, b])
+            p_holm = float(adjusted.loc[a, b])
+            reason = str(reasons.loc[a, b])
+            records.append(
+                {
+                    "metric_a": a,
+                    "metric_b": b,
+                    "rho": float(rho.loc[a, b]),
+                    "n": n,
+                    "p": float(pvalue.loc[a, b]),
+                    "p_holm": p_holm,
+                    "pairs_corrected": m,
+                    "stars": cell_stars(p_holm, n, reason),
+                    "by_construction": reason,
+                }
+            )
+    columns = ["metric_a", "metric_b", "rho", "n", "p", "p_holm", "pairs_corrected", "stars",
+               "by_construction"]  # fmt: skip
+    return pd.DataFrame.from_records(records, columns=columns)
+
+
+def trace_pooling_note(teacher: str | None, dataset: str | None) -> str:
+    """What the points of a trace-level ρ pool: with no ``teacher`` every teacher's traces
+    (and with no ``dataset`` every dataset's) form one cloud, so a ρ can come from differences
+    between teachers or datasets rather than from a relation inside any one of them.
+
+    >>> trace_pooling_note(None, None)[:60]
+    'Trace level pools the traces across every teacher and every '
+    >>> trace_pooling_note("gpt-4", "MATH")[:50]
+    'Trace level, within one teacher (gpt-4) and one da'
+    """
+    if teacher is not None and dataset is not None:
+        return (
+            f"Trace level, within one teacher ({teacher}) and one dataset ({dataset}): each "
+            "point is one of its traces."
+        )
+    pooled = " and ".join(
+        what
+        for what, chosen in (("every teacher", teacher), ("every dataset", dataset))
+        if chosen is None
+    )
+    scope = "" if teacher is None else f" of {teacher}"
+    return (
+        f"Trace level pools the traces{scope} across {pooled} into one cloud: a ρ here can come "
+        "from differences between them (one teacher longer and less useful than another) "
+        "rather than from a relation inside any one. Pick a teacher (and a dataset) for a "
+        "within-teacher ρ."
+    )

@@ -11,12 +11,28 @@ invalid, so no precision) stays undefined: "n/a", never a bar of height 0.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import pandas as pd
 
-__all__ = ["NOT_DEFINED", "monitor_intervals"]
+__all__ = [
+    "HEADLINE_MIN_SPREAD",
+    "HEADLINE_MIN_TEACHERS",
+    "NOT_DEFINED",
+    "headline_blocker",
+    "monitor_intervals",
+]
 
 #: What an undefined score (a zero denominator) is shown as.
 NOT_DEFINED = "n/a"
+#: A headline ρ(FOTU, score) needs this many teachers with both values: below five points no
+#: ρ earns a significance mark either (legival_core.stats.stats.MIN_N_FOR_SIGNIFICANCE).
+HEADLINE_MIN_TEACHERS = 5
+#: ... and the score must span at least this much across them (max − min, in score units):
+#: teachers whose recalls all sit within 0–6% are ranked by noise, not by how well they are
+#: monitored.
+HEADLINE_MIN_SPREAD = 0.10
 
 
 def monitor_intervals(scores: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
@@ -66,3 +82,32 @@ def interval_text(lo: object, hi: object) -> str:
     if pd.isna(lo) or pd.isna(hi):
         return MISSING
     return f"{format_number(lo)}–{format_number(hi)}"
+
+
+def headline_blocker(legibility: Sequence[float], score: Sequence[float], name: str) -> str | None:
+    """Why ρ(legibility, ``score``) across teachers may not be a headline number, or None when
+    it may: at least :data:`HEADLINE_MIN_TEACHERS` teachers with both values, and ``score``
+    spanning at least :data:`HEADLINE_MIN_SPREAD` across them.
+
+    >>> headline_blocker([0.1, 0.2, 0.3, 0.4], [0.0, 0.02, 0.06, 0.04], "recall")
+    'too few teachers for a correlation (4 with a value, under 5)'
+    >>> headline_blocker([0.1, 0.2, 0.3, 0.4, 0.5], [0.0, 0.02, 0.06, 0.04, 0.01], "recall")
+    'too little spread for a correlation (recall spans 0.000–0.060, under 0.10)'
+    >>> headline_blocker([0.1, 0.2, 0.3, 0.4, 0.5], [0.0, 0.2, 0.6, 0.4, 0.1], "recall") is None
+    True
+    """
+    x = np.asarray(legibility, dtype=np.float64)
+    y = np.asarray(score, dtype=np.float64)
+    both = np.isfinite(x) & np.isfinite(y)
+    n = int(both.sum())
+    if n < HEADLINE_MIN_TEACHERS:
+        return (
+            f"too few teachers for a correlation ({n} with a value, under {HEADLINE_MIN_TEACHERS})"
+        )
+    lo, hi = float(y[both].min()), float(y[both].max())
+    if hi - lo < HEADLINE_MIN_SPREAD:
+        return (
+            f"too little spread for a correlation ({name} spans {lo:.3f}–{hi:.3f}, "
+            f"under {HEADLINE_MIN_SPREAD:.2f})"
+        )
+    return None
