@@ -205,7 +205,9 @@ def test_monitoring_shows_no_headline_rho_from_four_teachers(
         assert any(
             t.startswith(f"**ρ(FOTU, {measure})** not shown: too few teachers") for t in texts
         ), texts
-    points = next(d.value for d in at.dataframe if "fotu" in [str(c).lower() for c in d.value])
+    points = next(
+        d.value for d in at.dataframe if "FOTU (over the scored datasets)" in d.value.columns
+    )
     assert len(points) == 4
 
 
