@@ -129,8 +129,8 @@ STUDENT_METRICS: tuple[str, ...] = (
 #: nothing about legibility. The correlations page flags these cells and never stars them.
 #: Keys are (metric, metric) in either order; the value is the reason shown beside the cell.
 DERIVED_FROM: dict[tuple[str, str], str] = {
-    ("lift", "fotu"): "lift = FOTU − baseline (the student's k = 0 success), so with one "
-    "student the two move together",
+    ("lift", "fotu"): "lift = FOTU − baseline (the student's k = 0 success): where the "
+    "baseline is constant (0 on the demo) ρ is 1 by arithmetic",
     ("regression_rate", "fotu"): "both read off the same success curve: a regression needs a "
     "solved prefix, so any regression forces FOTU above 0",
     ("never_solved", "fotu"): "a never-solved trace has FOTU 0 by definition",
