@@ -181,10 +181,17 @@ def environment_difference(recorded: Any, current: Mapping[str, Any]) -> str:
     return "; ".join(differences)
 
 
-def _curves_json(view: views.TransferView) -> str:
-    """Every teacher's curve with its band, in name order: the transfer page's chart."""
+def _curves_json(
+    view: views.TransferView, covered: pd.DataFrame | None, dashed: Sequence[str]
+) -> str:
+    """Every teacher's curve with its band, in name order, as the transfer page draws it: the
+    reference teachers in ``dashed`` as dashed lines labelled "(reference)", and a marker on
+    every measured bin (``covered``; the rest of each line is filled in)."""
     teachers = sorted(view.curves["teacher"].unique())
-    return figures.transfer_curves_figure(view, teachers).to_json()
+    figure = figures.transfer_curves_figure(view, teachers, [t for t in dashed if t in teachers])
+    if covered is not None:
+        figures.add_measured_markers(figure, view, covered, teachers)
+    return figure.to_json()
 
 
 def _pareto_figure(points: pd.DataFrame, x: str, y: str) -> str:
@@ -396,6 +403,25 @@ def _support_sentence(kept: pd.DataFrame, metrics: Sequence[str], apart: Sequenc
     )
 
 
+def _leak_warning(sources: _Sources, references: Sequence[str]) -> str | None:
+    """The app's answer-leak warning (:func:`legival_core.metrics.leak_summary.leak_headline`,
+    the sentence the Leaderboard page shows under its table) for the site's rows; None
+    without leak points."""
+    from legival_core.metrics.leak_summary import leak_headline, leak_summary
+
+    transfer = sources.read("trace_transfer")
+    rollouts = sources.read("rollouts", columns=["trace_id", "student", "k", "correct"])
+    if transfer is None or rollouts is None:
+        return None
+    if not {"leak_k", "fotu_before_leak"} <= set(transfer.columns):
+        return None
+    label = views.METRICS["fotu_before_leak"].label
+    headline = leak_headline(
+        leak_summary(transfer, rollouts), references, f"in the rank table's {label} column"
+    )
+    return None if headline is None else f"{headline} {label} keeps the prefixes before it."
+
+
 def _leaderboard_sections(
     sources: _Sources, options: PublishOptions, references: Sequence[str]
 ) -> tuple[list[Section], pd.DataFrame, str, pd.DataFrame, list[dict[str, str]]]:
@@ -421,11 +447,6 @@ def _leaderboard_sections(
     directions = {m: v.higher_is_better for m, v in views.METRICS.items()}
     manifests = [source.store.manifest for source in sources.stores]
     backtracking_note = views.latex_notes(text_table, manifests)
-    latex = views.latex_table(
-        board_layout.ascii_cells(text_table),
-        caption="Legi-Val rank table: value [95% interval]; n traces; rank (95% rank interval)",
-        notes=backtracking_note,
-    )
 
     if resamples is not None:
         rank_note = (
@@ -447,7 +468,9 @@ def _leaderboard_sections(
         " Every value opens the teacher's page: its rows per dataset, and from there every "
         "trace behind them."
     )
-    notes = [rank_note, *backtracking_note.values()]
+    leak = _leak_warning(sources, references)
+    notes = [*([leak] if leak else []), rank_note, *backtracking_note.values()]
+    fotu_label = views.METRICS["fotu"].label
     robustness = _robustness_report(sources, options)
     shown_table, see_also = text_table, []
     if robustness is not None:
@@ -462,6 +485,18 @@ def _leaderboard_sections(
                     f"#{robustness_view.SECTION_ANCHOR}",
                 )
             )
+    # The table as the page shows it (⇅ marks included), in tables that fit a page, with the
+    # page's notes under the columns they concern.
+    latex_notes = dict(backtracking_note)
+    if leak and fotu_label in shown_table.columns:
+        latex_notes[fotu_label] = leak.removeprefix("⚠ ")
+    marked = "; ⇅ a rank that flips under some analysis choice" if see_also else ""
+    latex = views.latex_rank_tables(
+        board_layout.ascii_cells(shown_table),
+        caption="Legi-Val rank table: value [95% interval]; n traces; rank (95% rank interval)"
+        + marked,
+        notes=latex_notes,
+    )
     shown_apart = [r for r in references if not include and r in set(board["teacher"])]
     if shown_apart:
         rank_note += (
@@ -490,15 +525,28 @@ def _leaderboard_sections(
     view = _transfer_view(sources)
     curves = view is not None and not view.curves.empty
     if curves:
+        rollouts = sources.read("rollouts")
+        covered = None if rollouts is None else views.observed_coverage(rollouts, None, None)
+        dashed = () if include else references
         sections.append(
             Section(
                 "Transfer curves",
                 notes=[
                     "How often the student answers correctly after seeing the first share x of "
                     f"a correct teacher trace (all datasets and students; bands: 95% over "
-                    f"{BAND_RESAMPLES} resamples of traces). FOTU is the area under a curve."
+                    f"{BAND_RESAMPLES} resamples of traces). FOTU is the area under a curve. "
+                    "A marker is a measured bin (some trace has a prefix there); between "
+                    "markers the line is filled in from the neighbouring prefixes."
+                    + (
+                        " Dashed lines, labelled “(reference)”, are reference teachers (a human "
+                        "solution, a gold rationale), drawn for comparison, not ranked."
+                        if set(dashed) & set(view.curves["teacher"])  # type: ignore[union-attr]
+                        else ""
+                    ),
                 ],
-                charts=[("transfer-curves", _curves_json(view))],  # type: ignore[union-attr]
+                charts=[
+                    ("transfer-curves", _curves_json(view, covered, dashed))  # type: ignore[arg-type]
+                ],
             )
         )
     else:
@@ -750,7 +798,13 @@ def _evidence_pages(
                 else [],
             )
             files[f"rows/{stem}.csv"] = csv_frame(table).to_csv(index=False)
-        shown_rows = rows.drop(columns=["hf_id"], errors="ignore")
+        shown_rows = site_pages.teacher_rows_table(
+            rows.drop(columns=["hf_id", "teacher"], errors="ignore"),
+            [of_row(efficiency, r) if efficiency is not None else None
+             for r in rows.itertuples(index=False)],
+            [of_row(transfer, r) if transfer is not None else None
+             for r in rows.itertuples(index=False)],
+        )  # fmt: skip
         origin = ", ".join(dict.fromkeys(rows["store"]))
         manifests = [sources.by_name[name].store.manifest for name in dict.fromkeys(rows["store"])]
         files[teacher_pages[teacher]] = site_pages.teacher_page(
@@ -759,7 +813,7 @@ def _evidence_pages(
             row_pages,
             footer=footer,
             source=f"From store(s) {origin}." if len(sources.stores) > 1 else "",
-            notes=[store_quality_note(manifests)] if "backtracking" in shown_rows else [],
+            notes=[store_quality_note(manifests)] if "backtracking" in rows else [],
         )
     return files, teacher_pages, trace_count
 
