@@ -252,7 +252,8 @@ def test_demo_trace_pages_mark_the_human_first_wrong_step(demo_site: Path) -> No
     pages = {p.name.rsplit("--", 1)[0]: p for p in (demo_site / "traces").glob("*.html")}
     for label in found.to_dict(orient="records"):
         text = pages[label["trace_id"]].read_text(encoding="utf-8")
-        marked = re.findall(r'<div class="lv-step" id="lv-main-s(\d+)"[^>]*>(?:(?!</div>).)*'
+        # a step is a span (the inspector's own renderer): up to the next step's tag
+        marked = re.findall(r'<span class="lv-step" id="lv-main-s(\d+)"(?:(?!class="lv-step").)*'
                             r'class="lv-wrong"', text)  # fmt: skip
         assert marked == [str(int(label["step"]))], label["trace_id"]
     # one trace in full, built as pages/inspector.py builds it
