@@ -238,7 +238,7 @@ def bundled_calibration_report() -> pd.DataFrame | None:
 def _leak_headline(
     path: str, stamp: float, references: tuple[str, ...], per_teacher: str
 ) -> str | None:
-    from legival_core.metrics.leak_summary import leak_summary
+    from legival_core.metrics.leak_summary import leak_headline, leak_summary
     from legival_core.store.page_results import stored_frame
     from legival_core.store.store import Store
 
@@ -263,22 +263,8 @@ def _leak_headline(
             return None
         rollouts = store.read("rollouts", columns=["trace_id", "student", "k", "correct"])
         table = leak_summary(pairs, rollouts)
-    models = table[~table["teacher"].astype(str).isin(references)]
-    solves, after = int(models["first_solves"].sum()), int(models["at_or_after_leak"].sum())
-    if not solves:
-        return None
-    zero = models[models["fotu_before_leak"].fillna(0.0).eq(0.0)]
-    # "0 for 0 of 4 teachers" reads as a finding; say it only when some teacher is at 0.
-    zeros = (
-        f"; FOTU before the leak is 0 for {len(zero)} of {len(models)} model teachers"
-        if len(zero)
-        else ""
-    )
-    return (
-        f"⚠ Answer leak: {after} of {solves} first solves by a student come at or after the step "
-        f"where the trace already states the answer, so FOTU there may measure copying{zeros}"
-        f" (every selection of this store; per teacher {per_teacher})."
-    )
+    # The same sentence as the published site's (legival_core.metrics.leak_summary).
+    return leak_headline(table, references, per_teacher)
 
 
 def leak_headline(per_teacher: str = "on the Transfer curves page") -> str | None:

@@ -385,7 +385,7 @@ with export_left:
 with export_right:
     st.download_button(
         "Download LaTeX",
-        views.latex_table(
+        views.latex_rank_tables(
             board_layout.ascii_cells(shown),
             caption="Legi-Val rank table with 95% intervals",
             notes=views.latex_notes(shown, common.load_manifest()),

@@ -98,29 +98,10 @@ def _figures(
     view = transfer_view(*selection)
     # the same curve chart as the published snapshot's; bands only when the view has them
     curves = figures.transfer_curves_figure(view, picked, dashed, bands=selection[3] > 0)
-    # Measured vs filled: a marker where at least one trace has a prefix in the bin; the rest
-    # of each line comes from the grid (neighbouring prefixes, the first one back-filled).
+    # Measured vs filled: a marker where at least one trace has a prefix in the bin (the same
+    # marks as the published site's chart).
     covered = coverage(selection[0], selection[1], selection[2])
-    for index, teacher in enumerate(picked):
-        line = view.curves[view.curves["teacher"] == teacher].set_index("bin")["mean"]
-        seen = covered[(covered["teacher"] == teacher) & (covered["n_observed"] > 0)]
-        seen = seen[seen["bin"].isin(line.index)]
-        if seen.empty:
-            continue
-        curves.add_trace(
-            go.Scatter(
-                x=seen["x"],
-                y=line.loc[seen["bin"]].to_numpy(),
-                mode="markers",
-                marker={"color": figures.PALETTE[index % len(figures.PALETTE)], "size": 6},
-                name=f"{plotly_literal(teacher)} measured",
-                legendgroup=plotly_literal(teacher),
-                showlegend=False,
-                customdata=seen[["n_observed", "n_traces"]].to_numpy(),
-                hovertemplate="x = %{x:.2f}: measured for %{customdata[0]} of %{customdata[1]} "
-                "traces<extra>%{fullData.name}</extra>",
-            )
-        )
+    figures.add_measured_markers(curves, view, covered, picked)
     strip = covered[covered["teacher"].isin(picked)]
     most = max(int(strip["n_observed"].max()) if len(strip) else 1, 1)
     coverage_figure = go.Figure(

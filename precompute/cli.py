@@ -23,6 +23,7 @@ Commands::
                                                        (grades, rollouts); list what flipped
     publish --store DIR [--store DIR …] --out DIR [--resamples N] [--seed S] [--traces N]
             [--include-references] [--space] [--prefer STORE] [--allow-mixed-graders]
+            [--skip FAMILY …]
                                                        static leaderboard site (HTML, CSV, TeX)
     publish --check SITE --store DIR [--store DIR …]   does the site still match? (exit 0 / 1)
     demo    [--problems N] [--out DIR]                 build the bundled CHAMP demo store
@@ -658,6 +659,15 @@ def _publish_arguments(p: argparse.ArgumentParser) -> None:
         help="publish stores graded by different grader versions on one board (refused "
         "otherwise: their accuracies would not mean the same thing)",
     )
+    p.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="FAMILY",
+        help="leave out a robustness analysis family (e.g. encoding, the tokenizer comparison, "
+        "where tiktoken is not installed); without it an analysis this environment cannot run "
+        "fails the publish; the site and site.json say what was skipped",
+    )
 
 
 @command(
@@ -700,6 +710,7 @@ def _cmd_publish(args: argparse.Namespace) -> int:
         space=args.space,
         prefer=args.prefer,
         allow_mixed_graders=args.allow_mixed_graders,
+        skip=_skip_families(args.skip),
     )
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} exists and is not a folder")
@@ -714,6 +725,18 @@ def _cmd_publish(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return EXIT_OK
+
+
+def _skip_families(names: list[str]) -> tuple[str, ...]:
+    """``publish --skip`` names, checked against the robustness families."""
+    from legival_core.rankings.robustness_choices import CHOICE_FAMILIES
+
+    unknown = [n for n in names if n not in CHOICE_FAMILIES]
+    if unknown:
+        raise UsageError(
+            f"--skip {unknown[0]}: no such analysis family (families: {', '.join(CHOICE_FAMILIES)})"
+        )
+    return tuple(sorted(set(names)))
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:

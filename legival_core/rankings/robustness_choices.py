@@ -224,6 +224,9 @@ class Alternative:
     variant: Variant | None = None
     reason: str = ""
     note: str = ""
+    #: True when ``reason`` is the environment's (a package or asset missing here), not the
+    #: store's: another environment would compute it, so a publisher must not drop it silently.
+    environment: bool = False
 
 
 Family = Callable[[StoreTables, Settings], list[Alternative]]
@@ -483,7 +486,11 @@ def _encoding(tables: StoreTables, settings: Settings) -> list[Alternative]:
     texts = tables.traces["reasoning"].fillna("").astype(str).tolist()
     try:
         counts = count_tokens_many(texts, other, blank_is_zero=settings.profile == "release")
-    except (MissingAssetError, ValueError) as error:
+    except MissingAssetError as error:
+        return [
+            Alternative(key, "encoding", label, ("tokens",), reason=str(error), environment=True)
+        ]
+    except ValueError as error:
         return [Alternative(key, "encoding", label, ("tokens",), reason=str(error))]
     recount = pd.Series(counts, index=tables.traces["trace_id"].astype(str), dtype="float64")
     efficiency = _with_column(tables.trace_efficiency, "tokens", recount)
@@ -704,6 +711,9 @@ class RobustnessReport:
     flips: pd.DataFrame
     unavailable: pd.DataFrame
     settings: Settings
+    #: The keys of the :attr:`unavailable` choices that this environment could not compute (a
+    #: package missing) although the store holds what they need.
+    missing_here: tuple[str, ...] = ()
 
     def changing_teachers(self, metric: str) -> set[str]:
         """Teachers whose order against another teacher flips under some alternative.
@@ -805,12 +815,14 @@ def robustness_report(
     ranking_rows = [_ranking_rows(m, DEFAULT_CHOICE, default_values[m]) for m in shown]
     board = pd.DataFrame({m: default_values[m] for m in shown}).rename_axis("teacher")
     intervals = default_intervals(tables, shown, board.reset_index(), n_boot, seed)
-    summary, flips, unavailable = [], [], []
+    summary, flips, unavailable, missing_here = [], [], [], []
     for family in families if families is not None else list(CHOICE_FAMILIES):
         for alternative in CHOICE_FAMILIES[family](tables, settings):
             affected = [m for m in alternative.metrics if m in shown]
             if alternative.variant is None:
                 unavailable.append((family, alternative.key, alternative.label, alternative.reason))
+                if alternative.environment:
+                    missing_here.append(alternative.key)
                 continue
             if not affected:
                 continue
@@ -883,6 +895,7 @@ def robustness_report(
             unavailable, columns=["family", "choice", "label", "reason"]
         ),
         settings=replace(settings, labeler=_default_labeler(tables, settings)),
+        missing_here=tuple(missing_here),
     )
 
 

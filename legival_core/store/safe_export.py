@@ -178,6 +178,8 @@ _TEX_LETTERS = {
     "”": "''",
     "…": r"\ldots{}",
     "×": r"$\times$",
+    # the robustness marker (a rank that flips under some analysis choice)
+    "⇅": r"$\uparrow\!\downarrow$",
     "\u00a0": "~",
 }
 

@@ -22,7 +22,7 @@ from legival_core.views.common import METRICS
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-__all__ = ["PALETTE", "add_frontier", "transfer_curves_figure"]
+__all__ = ["PALETTE", "add_frontier", "add_measured_markers", "transfer_curves_figure"]
 
 #: Plotly's default qualitative colours; teacher i gets colour i mod 10 in every chart.
 PALETTE: tuple[str, ...] = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3",
@@ -124,3 +124,34 @@ def add_frontier(figure: go.Figure, points: pd.DataFrame, x: str, y: str) -> go.
         yaxis_title=f"{METRICS[y].label} ({_BETTER[METRICS[y].higher_is_better]})",
     )
     return figure
+
+
+def add_measured_markers(
+    figure: go.Figure, view: TransferView, covered: pd.DataFrame, teachers: Sequence[str]
+) -> None:
+    """Mark measured against filled bins on :func:`transfer_curves_figure`'s chart: a marker
+    (in the teacher's colour, ``teachers`` in the chart's order) on every bin where at least one
+    trace has a prefix (``covered``: :func:`legival_core.views.observed_coverage`); the rest of
+    each line comes from the grid (neighbouring prefixes, the first one back-filled)."""
+    import plotly.graph_objects as go
+
+    for index, teacher in enumerate(teachers):
+        line = view.curves[view.curves["teacher"] == teacher].set_index("bin")["mean"]
+        seen = covered[(covered["teacher"] == teacher) & (covered["n_observed"] > 0)]
+        seen = seen[seen["bin"].isin(line.index)]
+        if seen.empty:
+            continue
+        figure.add_trace(
+            go.Scatter(
+                x=seen["x"],
+                y=line.loc[seen["bin"]].to_numpy(),
+                mode="markers",
+                marker={"color": PALETTE[index % len(PALETTE)], "size": 6},
+                name=f"{plotly_literal(teacher)} measured",
+                legendgroup=plotly_literal(teacher),
+                showlegend=False,
+                customdata=seen[["n_observed", "n_traces"]].to_numpy(),
+                hovertemplate="x = %{x:.2f}: measured for %{customdata[0]} of %{customdata[1]} "
+                "traces<extra>%{fullData.name}</extra>",
+            )
+        )

@@ -7,7 +7,6 @@ escapes every piece of text it puts in.
 
 from __future__ import annotations
 
-import html
 import math
 import re
 from collections.abc import Mapping
@@ -298,78 +297,24 @@ def trace_html(
     """
     if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", anchor):
         raise ValueError(f"trace_html: anchor {anchor[:40]!r} is not a simple id")
-    stop = len(table) if stop is None else stop
-    shown = table.iloc[start:stop]
-    on_page = set(shown["number"].astype(int))
-    flag_columns = [c for c in table.columns if c.startswith("flag_")]
-    students = list(strip.index) if strip is not None and not strip.empty else []
-    esc = html.escape
-    parts = [f'<div class="lv-trace" id="{anchor}">']
-    for row in shown.itertuples(index=False):
-        number = int(row.number)
-        sim = float(row.similarity) if pd.notna(row.similarity) else math.nan
-        matched = None if pd.isna(row.matched_step) else int(row.matched_step) + 1
-        tokens = None if pd.isna(row.tokens) else int(row.tokens)
-        tip = [f"step {number}"]
-        if math.isfinite(sim):
-            tip.append(f"similarity {sim:.2f} to step {matched}")
-        if tokens is not None:
-            tip.append(f"{tokens} tokens")
-        markers = []
-        for column in flag_columns:
-            if bool(getattr(row, column)):
-                kind = column.removeprefix("flag_")
-                letter, colour = LABELER_KINDS[kind]
-                markers.append(
-                    f'<span class="lv-bt lv-bt-{kind}" title="backtracking ({kind})" '
-                    f'style="background:{colour};color:white;border-radius:3px;'
-                    f'padding:0 3px;margin-right:2px;font-size:0.75em">{letter}</span>'
-                )
-        cells = []
-        for student in students:
-            value = strip.loc[student].get(number, math.nan)
-            value = float(value) if pd.notna(value) else math.nan
-            label = "no rollout" if not math.isfinite(value) else f"correct {value:.2f}"
-            cells.append(
-                f'<span class="lv-cell" title="{esc(str(student))} after step {number}: {label}" '
-                f'style="display:inline-block;width:8px;height:12px;margin-right:1px;'
-                f'background:{_cell(value)}"></span>'
-            )
-        labeler = (wrong_steps or {}).get(number)
-        if labeler:
-            markers.append(
-                f'<span class="lv-wrong" title="first wrong step ({esc(str(labeler))} label)" '
-                'style="background:#7d3c98;color:white;border-radius:3px;padding:0 3px;'
-                'margin-right:2px;font-size:0.75em">'
-                f"✗ first wrong step · {esc(str(labeler))}</span>"
-            )
-        jump = ""
-        if matched is not None and math.isfinite(sim) and bool(row.redundant):
-            if matched in on_page:
-                jump = (
-                    f' <a class="lv-jump" href="#{anchor}-s{matched}" '
-                    f'title="jump to step {matched}">↩ {matched}</a>'
-                )
-            else:
-                jump = f' <span class="lv-jump" title="on another page">↩ {matched}</span>'
-        parts.append(
-            f'<div class="lv-step" id="{anchor}-s{number}" title="{esc(" · ".join(tip))}" '
-            f'style="background:{_shade(sim)};padding:2px 4px;margin:1px 0;'
-            f'border-left:3px solid {"#e67e22" if bool(row.redundant) else "#eaecee"}">'
-            f'<span class="lv-num" style="color:#7f8c8d;font-size:0.75em;margin-right:6px">'
-            f"{number}{'' if tokens is None else f' · {tokens}t'}</span>"
-            f"{''.join(cells)}{''.join(markers)}"
-            f'<span class="lv-text" style="white-space:pre-wrap">{esc(str(row.text))}</span>'
-            f"{jump}</div>"
-        )
-        if leak_k is not None and number == leak_k:
-            parts.append(
-                '<div class="lv-leak" style="border-top:2px dashed #2874a6;color:#2874a6;'
-                'font-size:0.8em;margin:2px 0">▲ the prefix up to here already states the '
-                f"correct answer (leak point k = {int(leak_k)})</div>"
-            )
-    parts.append("</div>")
-    return "".join(parts)
+    # The inspector page's renderer, with the text as escaped plain text instead of Markdown:
+    # one function draws both, so the site cannot drift from the app.
+    from legival_core.text.safe_text import html_text
+    from legival_core.views.reading import render_steps
+
+    return render_steps(
+        table,
+        anchor=anchor,
+        text=lambda text: (
+            f'<span class="lv-text" style="white-space:pre-wrap">{html_text(str(text))}</span>'
+        ),
+        markdown=False,
+        start=start,
+        stop=stop,
+        leak_k=leak_k,
+        strip=strip,
+        wrong_steps=wrong_steps,
+    )
 
 
 #: The columns :func:`trace_choices` uses of each table (the others are not read).

@@ -242,11 +242,14 @@ def latex_table(
     caption: str = "",
     decimals: int = 3,
     notes: Mapping[str, str] | None = None,
+    line_break: str | None = None,
 ) -> str:
     """A ``tabular`` (booktabs) of ``frame`` for a paper; every cell is LaTeX-escaped.
 
     ``notes`` maps a column to a footnote: its header gets a mark (a, b, …) and the note is
-    printed under the table with that mark (escaped too).
+    printed under the table with that mark (escaped too). With ``line_break`` (e.g. ``" ; "``)
+    a text cell's parts go on lines of their own (a nested ``tabular``), so that a cell
+    "value [interval] ; n 50" is as narrow as its widest part.
 
     >>> print(latex_table(pd.DataFrame({"teacher": ["a_b"], "fotu": [0.51234]})))
     \\begin{tabular}{lr}
@@ -272,7 +275,11 @@ def latex_table(
             return "--"
         if isinstance(value, float | np.floating):
             return f"{float(value):.{decimals}f}"
-        return _latex_escape(str(value))
+        parts = str(value).split(line_break) if line_break else [str(value)]
+        if len(parts) == 1:
+            return _latex_escape(parts[0])
+        lines = " \\\\ ".join(_latex_escape(part) for part in parts)
+        return f"\\begin{{tabular}}{{@{{}}l@{{}}}}{lines}\\end{{tabular}}"
 
     marks = {
         column: chr(ord("a") + index)
@@ -304,6 +311,63 @@ def latex_table(
             "\\end{table}",
         ]
     return "\n".join(lines)
+
+
+#: The most columns a LaTeX table of the rank table holds: the core table and every appendix
+#: table (with ``\\footnotesize`` and a cell's parts on lines of their own, nine fit a page).
+LATEX_MAX_COLUMNS = 9
+#: The metrics of the core LaTeX table: the Leaderboard page's default columns.
+LATEX_CORE_METRICS = ("accuracy", "tokens", "fotu", "fotu_before_leak")
+
+
+def latex_rank_tables(
+    frame: pd.DataFrame,
+    caption: str,
+    notes: Mapping[str, str] | None = None,
+    core: Sequence[str] = LATEX_CORE_METRICS,
+) -> str:
+    r"""The rank table (the text table after :func:`legival_core.views.board.ascii_cells`) as
+    LaTeX that fits a page: a core table (``teacher`` and, per metric of ``core``, its value
+    and rank columns) and appendix tables with every other column, ``teacher`` first in each,
+    at most :data:`LATEX_MAX_COLUMNS` columns a table. A note goes under the table holding
+    its column. Needs the ``booktabs`` package.
+
+    >>> import re
+    >>> cells = {c: ["1 ; n 2"] for c in ["Accuracy", "Accuracy rank", *"ABCDEFGHIJKL"]}
+    >>> frame = pd.DataFrame({"teacher": ["a"], **cells})
+    >>> tex = latex_rank_tables(frame, "Board", core=["accuracy"])
+    >>> [len(spec) for spec in re.findall(r"^\\begin\{tabular\}\{(\w+)\}", tex, re.M)]
+    [3, 9, 5]
+    >>> "n 2\\end{tabular}" in tex and "(appendix, part 2 of 2)" in tex
+    True
+    """
+    labels = [METRICS[m].label for m in core if m in METRICS]
+    wanted = ["teacher", *[c for label in labels for c in (label, f"{label} rank")]]
+    core_columns = [c for c in wanted if c in frame.columns][:LATEX_MAX_COLUMNS]
+    rest = [c for c in frame.columns if c not in core_columns]
+    per_part = LATEX_MAX_COLUMNS - 1
+    appendix = [["teacher", *rest[i : i + per_part]] for i in range(0, len(rest), per_part)]
+    titled = [
+        (
+            core_columns,
+            caption + (" (core columns; the others in the appendix)" if appendix else ""),
+        )
+    ]
+    titled += [
+        (columns, f"{caption} (appendix, part {number} of {len(appendix)})")
+        for number, columns in enumerate(appendix, start=1)
+    ]
+    tables = []
+    for columns, title in titled:
+        body = latex_table(
+            frame[columns],
+            caption=title,
+            notes={c: n for c, n in (notes or {}).items() if c in columns},
+            line_break=" ; ",
+        )
+        # smaller type so that nine columns fit the text width
+        tables.append(body.replace("\\centering", "\\centering\n\\footnotesize", 1))
+    return "\n\n".join(tables)
 
 
 def latex_notes(

@@ -71,7 +71,9 @@ def merged_rank_board(
     from legival_core.views import board as board_layout
 
     teacher_metrics = kept.drop(columns=["store", "config"], errors="ignore")
-    metrics = views.ranked_metrics(teacher_metrics)
+    # The Leaderboard page's metrics, FOTU before the leak included (the column its leak
+    # warning points to).
+    metrics = views.ranked_metrics(teacher_metrics, views.LEADERBOARD_METRICS)
     board = views.leaderboard(teacher_metrics, metrics, None, references, include)
     directions = {m: v.higher_is_better for m, v in views.METRICS.items()}
     resamples = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,7 @@ __all__ = [
     "legend_html",
     "prefix_completions",
     "prefix_markdown",
+    "render_steps",
     "stored_trace_concentration",
     "teacher_attribution_table",
     "trace_markdown",
@@ -125,34 +126,39 @@ _STYLE = (
 )
 
 
-def trace_markdown(
+def render_steps(
     table: pd.DataFrame,
     *,
     anchor: str,
+    text: Callable[[object], str],
+    markdown: bool,
     start: int = 0,
     stop: int | None = None,
     leak_k: int | None = None,
     strip: pd.DataFrame | None = None,
     wrong_steps: dict[int, str] | None = None,
 ) -> str:
-    """Steps ``start:stop`` of a :func:`legival_core.views.inspector.step_table` for
-    ``st.markdown(..., unsafe_allow_html=True)``: what
-    :func:`legival_core.views.inspector.trace_html` draws (shading by r_i, the ↩ link to a
-    redundant step's match, backtracking and first-wrong-step markers, the students' cells,
-    the leak rule), with each step's text as :func:`markdown_math`, so its maths is typeset.
+    """Steps ``start:stop`` of a :func:`legival_core.views.inspector.step_table` as the app
+    draws them: each step a block shaded by its redundancy r_i (its tooltip r_i, the matched
+    step and the token count), the students' cells, the backtracking and first-wrong-step
+    markers, the step's text as ``text`` writes it (already escaped markup), the ↩ link to a
+    redundant step's match and the leak rule. The one renderer of the inspector page
+    (:func:`trace_markdown`) and the published site's trace pages
+    (:func:`legival_core.views.inspector.trace_html`), which differ only in ``text``.
 
-    Each step is one Markdown paragraph that opens with this module's ``<span
-    class="lv-step">`` (a line starting with a tag followed by text is a paragraph, not an HTML
-    block, so the text after it is read as Markdown). ``anchor`` must be a simple id.
+    ``markdown``: for ``st.markdown(..., unsafe_allow_html=True)``, with blank lines between
+    the pieces (each step a Markdown paragraph that opens with its ``<span class="lv-step">``,
+    so the text after the tag is read as Markdown) and the view's styles; else plain HTML.
+    Every name in an attribute is escaped (:func:`_attribute`). ``anchor`` must be a simple id.
     """
     if not _ANCHOR.fullmatch(anchor):
-        raise ValueError(f"trace_markdown: anchor {anchor[:40]!r} is not a simple id")
+        raise ValueError(f"render_steps: anchor {anchor[:40]!r} is not a simple id")
     stop = len(table) if stop is None else stop
     shown = table.iloc[start:stop]
     on_page = set(shown["number"].astype(int))
     flag_columns = [c for c in table.columns if c.startswith("flag_")]
     students = list(strip.index) if strip is not None and not strip.empty else []
-    parts = [f'<div class="lv-trace" id="{anchor}">', _STYLE]
+    parts = [f'<div class="lv-trace" id="{anchor}">', *([_STYLE] if markdown else [])]
     for row in shown.itertuples(index=False):
         number = int(row.number)
         sim = float(row.similarity) if pd.notna(row.similarity) else math.nan
@@ -193,7 +199,7 @@ def trace_markdown(
                 'padding:0 3px;margin-right:2px;font-size:0.75em">'
                 f"✗ first wrong step · {_attribute(labeler)}</span>"
             )
-        pieces.append(f'<span class="lv-text">{markdown_math(row.text)}</span>')
+        pieces.append(text(row.text))
         if matched is not None and math.isfinite(sim) and bool(row.redundant):
             if matched in on_page:
                 pieces.append(
@@ -216,9 +222,36 @@ def trace_markdown(
                 f"{int(leak_k)})</span>"
             )
     parts.append("</div>")
-    # blank lines between the pieces: the div opens and closes as HTML blocks of their own,
-    # and each step is a paragraph of its own
-    return "\n\n".join(parts)
+    # Markdown: blank lines between the pieces, so the div opens and closes as HTML blocks of
+    # their own and each step is a paragraph of its own.
+    return ("\n\n" if markdown else "").join(parts)
+
+
+def trace_markdown(
+    table: pd.DataFrame,
+    *,
+    anchor: str,
+    start: int = 0,
+    stop: int | None = None,
+    leak_k: int | None = None,
+    strip: pd.DataFrame | None = None,
+    wrong_steps: dict[int, str] | None = None,
+) -> str:
+    """:func:`render_steps` for ``st.markdown(..., unsafe_allow_html=True)``, each step's text
+    as :func:`markdown_math`, so its maths is typeset."""
+    if not _ANCHOR.fullmatch(anchor):
+        raise ValueError(f"trace_markdown: anchor {anchor[:40]!r} is not a simple id")
+    return render_steps(
+        table,
+        anchor=anchor,
+        text=lambda text: f'<span class="lv-text">{markdown_math(text)}</span>',
+        markdown=True,
+        start=start,
+        stop=stop,
+        leak_k=leak_k,
+        strip=strip,
+        wrong_steps=wrong_steps,
+    )
 
 
 def answer_span(completion: object, extracted: object) -> tuple[int, int] | None:

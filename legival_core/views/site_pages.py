@@ -39,6 +39,7 @@ __all__ = [
     "row_page",
     "shown",
     "teacher_page",
+    "teacher_rows_table",
     "trace_metrics_table",
     "trace_page",
 ]
@@ -159,6 +160,76 @@ def trace_metrics_table(efficiency: pd.DataFrame, transfer: pd.DataFrame) -> pd.
     return table.sort_values(["problem_id", "trace_id"], kind="stable").reset_index(drop=True)
 
 
+#: Per metric of ``teacher_metrics``: the per-trace table and column whose non-missing rows
+#: the stored value averages (SOTU: the traces a student solves, which have a hazard bin;
+#: never solved: every correct trace with rollouts, which has a FOTU).
+_VALUE_SOURCES = {
+    "accuracy": ("efficiency", "correct"),
+    "tokens": ("efficiency", "tokens"),
+    "redundancy": ("efficiency", "redundancy"),
+    "backtracking": ("efficiency", "backtracking"),
+    "fotu": ("transfer", "fotu"),
+    "sotu": ("transfer", "hazard_bin"),
+    "regression_rate": ("transfer", "regression_rate"),
+    "never_solved": ("transfer", "fotu"),
+    "baseline": ("transfer", "baseline"),
+    "lift": ("transfer", "lift"),
+    "fotu_before_leak": ("transfer", "fotu_before_leak"),
+}
+
+
+def _value_support(frame: pd.DataFrame | None, column: str) -> tuple[int, int] | None:
+    """(traces, students) with a value of ``column`` in ``frame``; None without the column."""
+    if frame is None or column not in frame:
+        return None
+    rows = frame[frame[column].notna()]
+    students = rows["student"].nunique() if "student" in rows else 1
+    return int(rows["trace_id"].nunique()), int(students)
+
+
+def teacher_rows_table(
+    rows: pd.DataFrame,
+    efficiency: Sequence[pd.DataFrame | None],
+    transfer: Sequence[pd.DataFrame | None],
+) -> pd.DataFrame:
+    """A teacher's stored (teacher, dataset) rows as text, under the app's column names
+    (:func:`legival_core.views.display.column_label`, shares in %): every stored value with
+    the n of the per-trace rows it averages and their coverage of the row's traces, e.g.
+    ``36.7% · n 3 of 10 traces × 2 students``. ``efficiency`` and ``transfer`` hold each
+    row's ``trace_efficiency`` and ``trace_transfer`` rows, in the order of ``rows`` (None: the
+    store has no such table, and the value stands alone).
+
+    >>> rows = pd.DataFrame({"dataset": ["d"], "fotu": [0.36667], "n_traces": [10]})
+    >>> eff = pd.DataFrame({"trace_id": [f"t{i}" for i in range(10)], "correct": [True] * 10})
+    >>> tr = pd.DataFrame({"trace_id": ["t0", "t0", "t1", "t1", "t2", "t2"],
+    ...                    "student": ["a", "b"] * 3, "fotu": [0.3] * 6})
+    >>> teacher_rows_table(rows, [eff], [tr]).iloc[0].to_dict()
+    {'dataset': 'd', 'FOTU': '36.7% · n 3 of 10 traces × 2 students', 'n traces': '10'}
+    """
+    from legival_core.views.display import column_label, number_formatter
+
+    out: dict[str, list[str]] = {}
+    for column in rows.columns:
+        if column == "teacher":
+            continue
+        write = number_formatter(str(column), rows[column])
+        cells = []
+        for index, value in enumerate(rows[column].tolist()):
+            text = write(value)
+            source = _VALUE_SOURCES.get(str(column))
+            if source is not None and text != "—":
+                frame = (efficiency if source[0] == "efficiency" else transfer)[index]
+                support = _value_support(frame, source[1])
+                of = efficiency[index]
+                if support is not None and of is not None:
+                    traces, students = support
+                    text += f" · n {traces} of {of['trace_id'].nunique()} traces"
+                    text += f" × {students} students" if students > 1 else ""
+            cells.append(text)
+        out[column_label(str(column))] = cells
+    return pd.DataFrame(out)
+
+
 def _text_table(table: pd.DataFrame) -> pd.DataFrame:
     return table.map(shown) if len(table) else table.astype(str)
 
@@ -172,14 +243,18 @@ def teacher_page(
     source: str = "",
     notes: Sequence[str] = (),
 ) -> str:
-    """The page of one teacher: its (teacher, dataset) rows as stored in ``teacher_metrics``
-    (``rows``, one per dataset), each dataset linking to its row page (``row_pages``, relative
-    addresses in the order of ``rows``); ``notes`` (plain text) under the first note, e.g. how
-    far the Backtracking column can be trusted."""
-    table = _text_table(rows.drop(columns=["teacher"], errors="ignore"))
+    """The page of one teacher: its (teacher, dataset) rows as stored in ``teacher_metrics``,
+    as :func:`teacher_rows_table` writes them (``rows``, one per dataset), each dataset linking
+    to its row page (``row_pages``, relative addresses in the order of ``rows``); ``notes``
+    (plain text) under the first note, e.g. how far the Backtracking column can be trusted."""
+    table = rows
     body = [
         '<p class="note">The stored per-dataset values behind the leaderboard row (the board '
-        "averages them over datasets). Each dataset opens the per-trace table of that row.</p>",
+        "averages them over datasets). Beside each value, n: the per-trace values it averages "
+        "(× students for the transfer metrics), of all the row's traces (accuracy, tokens, "
+        "redundancy and backtracking rest on every trace; the transfer metrics on the correct "
+        "traces with rollouts; SOTU on those a student solves). Each dataset opens the "
+        "per-trace table of that row.</p>",
         *(f'<p class="note">{html_text(note)}</p>' for note in notes),
     ]
     if source:
