@@ -527,11 +527,7 @@ if "backtracking" in in_order:
 if "tokens" in metrics:
     st.caption(common.tokens_caption())
 numbers = board_layout.board_numbers(board, interval_rows, metrics, support)
-if not facts.empty:  # the models' facts travel with the numbers, as models.csv holds them
-    numbers = numbers.merge(
-        facts.frame.rename(columns={"model": "teacher"}), on="teacher", how="left"
-    )
-numbers = numbers[numbers["teacher"].isin(shown["teacher"])]  # the rows the filters keep
+numbers = model_info.with_facts(numbers, facts.frame, shown["teacher"].astype(str).tolist())
 export_left, export_right = st.columns(2)
 with export_left:
     common.download_csv(numbers, "leaderboard")

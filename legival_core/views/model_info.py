@@ -39,6 +39,7 @@ __all__ = [
     "parse_models",
     "read_models",
     "safe_link",
+    "with_facts",
 ]
 
 #: The file's name, in the store's folder.
@@ -134,8 +135,9 @@ def safe_link(text: str) -> str:
     Traceback (most recent call last):
     ValueError: 'javascript:alert(1)' is not an http or https address
     """
-    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in text):
-        raise ValueError(f"{text!r} holds a space or a control character")
+    # a bidi or other invisible format character would make the link read as another one
+    if any(c.isspace() or not c.isprintable() for c in text):
+        raise ValueError(f"{text!r} holds a space, a control or an invisible character")
     try:
         parts = urlsplit(text)
     except ValueError:
@@ -319,3 +321,19 @@ def filter_models(
             )
         keep.append(bool(ok))
     return keep
+
+
+def with_facts(numbers: pd.DataFrame, models: pd.DataFrame, keep: Sequence[str]) -> pd.DataFrame:
+    """The board's numbers as exported: the rows of the teachers in ``keep`` (the ones the
+    filters leave), each with its facts from models.csv as the file holds them (``parameters``
+    a plain count) in the last columns; unchanged columns when there are no facts.
+
+    >>> numbers = pd.DataFrame({"teacher": ["a", "b"], "fotu": [0.1, 0.2]})
+    >>> models = pd.DataFrame({"model": ["a"], "parameters": [7e9], "family": ["X"]})
+    >>> with_facts(numbers, models, ["a"]).values.tolist()
+    [['a', 0.1, 7000000000.0, 'X']]
+    """
+    out = numbers[numbers["teacher"].astype(str).isin(set(keep))]
+    if not models.empty:
+        out = out.merge(models.rename(columns={"model": "teacher"}), on="teacher", how="left")
+    return out.reset_index(drop=True)
