@@ -307,8 +307,8 @@ def column_label(name: str) -> str:
 def with_model_columns(
     shown: pd.DataFrame, models: pd.DataFrame, columns: list[str]
 ) -> pd.DataFrame:
-    """``shown`` with the chosen facts of models.csv after the teacher, as text cells (the
-    teachers models.csv does not name get empty cells)."""
+    """``shown`` with the chosen facts of models.csv after the teacher, as text cells: an em
+    dash where the fact is unknown (the app's mark for a missing value), an empty link cell."""
     if not columns:
         return shown
     facts = models.set_index("model")
@@ -316,11 +316,13 @@ def with_model_columns(
     for position, name in enumerate(columns, start=1):
         values = out["teacher"].map(facts[name]) if not facts.empty else pd.Series(dtype=object)
         if name == "parameters":
-            cells = values.map(model_info.format_parameters)
+            cells = values.map(lambda v: model_info.format_parameters(v) or "—")
         elif name == "open_weights":
-            cells = values.map(lambda v: "" if pd.isna(v) else "yes" if v else "no")
+            cells = values.map(lambda v: "—" if pd.isna(v) else "yes" if v else "no")
+        elif name == "link":  # an empty cell, not a link to "—"
+            cells = values.map(lambda v: "" if pd.isna(v) else str(v))
         else:  # text from the file: bidi controls shown escaped, as teacher names are
-            cells = values.map(lambda v: "" if pd.isna(v) else visible_bidi(v))
+            cells = values.map(lambda v: "—" if pd.isna(v) else visible_bidi(v))
         out.insert(position, DETAIL_LABELS[name], cells.to_numpy())
     return out
 

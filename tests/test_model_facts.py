@@ -139,7 +139,8 @@ def test_the_demo_board_shows_filters_and_searches_the_facts(
     assert shown.loc["gpt-4", "Family"] == "OpenAI" and shown.loc["gpt-4", "Open weights"] == "no"
     assert shown.loc["gpt-4", "Released"] == "2023-03-14"
     assert shown.loc["palm-2-medium", "Link"] == "https://arxiv.org/abs/2305.10403"
-    assert shown.loc["human", "Family"] == ""  # models.csv says nothing of the human
+    assert shown.loc["human", "Family"] == "—"  # models.csv says nothing of the human
+    assert shown.loc["gpt-3.5", "Released"] == "—" and shown.loc["gpt-3.5", "Link"] == ""
     config = json.loads(at.dataframe[0].proto.columns)
     assert config["Link"]["type_config"]["type"] == "link"
 
