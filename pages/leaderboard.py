@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -17,6 +19,7 @@ from legival_core.text.safe_text import (
     visible_bidi,
 )
 from legival_core.views import board as board_layout
+from legival_core.views import model_info
 from pages import common, merged_board, robustness_report
 
 st.title("🏆 Leaderboard")
@@ -272,26 +275,169 @@ else:
         f"averages only), so every value says “{board_layout.NO_INTERVAL}”."
     )
 
-#: The columns a first look needs; the chooser adds the others.
-DEFAULT_COLUMNS = ("accuracy", "tokens", "fotu", "fotu_before_leak")
+
+def models_stamp() -> float:
+    """The models.csv's mtime (0 without one): its facts are read again when it changes."""
+    try:
+        return (common.current_store_path() / model_info.MODELS_FILE).stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def model_facts(path: str, stamp: float) -> model_info.ModelInfo:
+    """The store's models.csv (:mod:`legival_core.views.model_info`), read once per change."""
+    return model_info.read_models(Path(path))
+
+
+#: The headers of the models' facts on the board.
+DETAIL_LABELS = {
+    "parameters": "Parameters",
+    "release_date": "Released",
+    "open_weights": "Open weights",
+    "family": "Family",
+    "link": "Link",
+}
+
+
+def column_label(name: str) -> str:
+    return DETAIL_LABELS.get(name) or common.metric_label(name)
+
+
+def with_model_columns(
+    shown: pd.DataFrame, models: pd.DataFrame, columns: list[str]
+) -> pd.DataFrame:
+    """``shown`` with the chosen facts of models.csv after the teacher, as text cells: an em
+    dash where the fact is unknown (the app's mark for a missing value), an empty link cell."""
+    if not columns:
+        return shown
+    facts = models.set_index("model")
+    out = shown.copy()
+    for position, name in enumerate(columns, start=1):
+        values = out["teacher"].map(facts[name]) if not facts.empty else pd.Series(dtype=object)
+        if name == "parameters":
+            cells = values.map(lambda v: model_info.format_parameters(v) or "—")
+        elif name == "open_weights":
+            cells = values.map(lambda v: "—" if pd.isna(v) else "yes" if v else "no")
+        elif name == "link":  # an empty cell, not a link to "—"
+            cells = values.map(lambda v: "" if pd.isna(v) else str(v))
+        else:  # text from the file: bidi controls shown escaped, as teacher names are
+            cells = values.map(lambda v: "—" if pd.isna(v) else visible_bidi(v))
+        out.insert(position, DETAIL_LABELS[name], cells.to_numpy())
+    return out
+
+
+OPEN_CHOICES = {"any": "any", "open": "open weights", "closed": "closed weights"}
+
+
+def model_filters(teachers: list[str], models: pd.DataFrame) -> list[bool]:
+    """The search box and the filters on the models' facts (each kept in the URL); which of
+    ``teachers`` they keep. The facts' filters show only when models.csv gives that fact."""
+    parts = st.columns(5)
+    search = common.url_text(
+        "Search teachers",
+        "search",
+        where=parts[0],
+        max_chars=100,
+        placeholder="part of a name",
+        help="Shows the teachers whose name holds this text (any case).",
+    )
+    families: list[str] = []
+    open_weights: bool | None = None
+    low = high = None
+    if "family" in models and models["family"].notna().any():
+        families = common.url_multiselect(
+            "Family",
+            sorted({str(f) for f in models["family"].dropna()}),
+            "family",
+            default=[],
+            where=parts[1],
+            format_func=visible_bidi,
+        )
+    if "open_weights" in models and models["open_weights"].notna().any():
+        choice = common.url_select(
+            "Weights",
+            list(OPEN_CHOICES),
+            "open_weights",
+            where=parts[2],
+            format_func=OPEN_CHOICES.__getitem__,
+        )
+        open_weights = None if choice == "any" else choice == "open"
+    if "parameters" in models and models["parameters"].notna().any():
+        low = parameter_bound("Parameters from", "params_min", parts[3])
+        high = parameter_bound("Parameters up to", "params_max", parts[4])
+    return model_info.filter_models(
+        teachers,
+        models,
+        search=search,
+        families=families,
+        open_weights=open_weights,
+        parameters=(low, high),
+    )
+
+
+def parameter_bound(label: str, param: str, where: Any) -> float | None:
+    """A parameter count typed as in models.csv (7B, 350M), kept in the URL; a count that does
+    not parse says so and filters nothing."""
+    text = common.url_text(label, param, where=where, max_chars=20, placeholder="e.g. 7B")
+    if not text:
+        return None
+    try:
+        return model_info.parse_parameters(text)
+    except ValueError as error:
+        where.info(markdown_literal(f"{label}: {error}; not applied."))
+        return None
+
+
+#: The columns a first look needs beside the chosen metric; the chooser adds the others. With
+#: the chosen metric's rank and Δ they fit the grid of a 1,400 px wide window, so FOTU before
+#: leak, the column the leak warning points to, is on screen without scrolling.
+DEFAULT_COLUMNS = ("fotu_before_leak",)
+facts = model_facts(*common.store_key()[:1], models_stamp())
+for problem in facts.problems:  # a bad row of models.csv: named, the good rows are shown
+    st.warning(markdown_literal(problem))
+detail_columns = [
+    c for c in model_info.MODEL_COLUMNS[1:] if c in facts.frame and facts.frame[c].notna().any()
+]
 columns_shown = common.url_multiselect(
     "More columns",
-    [m for m in metrics if m != metric],
+    [*[m for m in metrics if m != metric], *detail_columns],
     "columns",
     default=[m for m in DEFAULT_COLUMNS if m in metrics and m != metric],
-    format_func=common.metric_label,
-    help="The metrics the table shows beside the chosen one (accuracy, tokens, FOTU and FOTU "
-    "before the leak by default). The exports always hold every metric.",
+    format_func=column_label,
+    help="The metrics the table shows beside the chosen one (FOTU before the leak by default)"
+    + (", and the models' facts from models.csv" if detail_columns else "")
+    + ". The exports always hold every metric.",
+)
+every_rank = common.url_toggle(
+    "Rank and Δ of every column",
+    "all_ranks",
+    help="Off: only the metric the table is sorted by shows its rank and its change against "
+    "the accuracy rank, so the first screen fits; on: every metric shown does.",
 )
 sort_by = "composite" if weights else metric
 # The chosen metric's columns come first, so they are on screen without scrolling.
 in_order = [metric, *[m for m in metrics if m in columns_shown and m != metric]]
 shown = board_layout.uncertainty_board(
-    board, interval_rows, in_order, config.low_n_traces, with_composite=bool(weights)
+    board,
+    interval_rows,
+    in_order,
+    config.low_n_traces,
+    with_composite=bool(weights),
+    ranked=None if every_rank else [sort_by, metric],
 )
+shown = with_model_columns(shown, facts.frame, [c for c in detail_columns if c in columns_shown])
 # Rows best first on the metric the table is sorted by, reference teachers last.
-shown = shown.iloc[board_layout.rank_order(board, sort_by)].reset_index(drop=True)
+order = board_layout.rank_order(board, sort_by)
+shown = shown.iloc[order].reset_index(drop=True)
 shown = robustness_report.leaderboard_marker(shown, metrics)  # ⇅: see the Robustness page
+kept = model_filters(shown["teacher"].astype(str).tolist(), facts.frame)
+if not all(kept):
+    st.caption(
+        f"Showing {sum(kept)} of {len(kept)} teachers (the filters above); ranks are among all "
+        "of them."
+    )
+shown = shown[kept].reset_index(drop=True)
 change_columns = [c for c in shown.columns if c.endswith(" Δ")]
 st.markdown(
     f"Sorted by **{markdown_literal(common.metric_label(sort_by))}** "
@@ -359,6 +505,10 @@ for name in in_order:
     if name in views.METRICS and common.metric_label(name) in shown.columns:
         label = common.metric_label(name)
         column_config[label] = st.column_config.TextColumn(label, help=header_help(name))
+if DETAIL_LABELS["link"] in shown.columns:  # http(s) only: model_info.safe_link refused the rest
+    column_config[DETAIL_LABELS["link"]] = st.column_config.LinkColumn(
+        DETAIL_LABELS["link"], display_text=r"https?://([^/?#]+)"
+    )
 st.dataframe(styled, hide_index=True, key="leaderboard_table", column_config=column_config)
 tied = [m for m in in_order if board_layout.is_tied(board, m)]
 if tied:
@@ -379,6 +529,7 @@ if "backtracking" in in_order:
 if "tokens" in metrics:
     st.caption(common.tokens_caption())
 numbers = board_layout.board_numbers(board, interval_rows, metrics, support)
+numbers = model_info.with_facts(numbers, facts.frame, shown["teacher"].astype(str).tolist())
 export_left, export_right = st.columns(2)
 with export_left:
     common.download_csv(numbers, "leaderboard")

@@ -150,6 +150,51 @@ def test_leaderboard_filters_and_draws(page: Any, server: str, toy_store: Any) -
     screenshot(page, "leaderboard")
 
 
+#: Per grid on the page: [width of its content, width it is given, its right edge].
+GRID_WIDTHS = """() => Array.from(document.querySelectorAll('[data-testid="stDataFrame"]')).map(
+  grid => { const scroller = grid.querySelector('.dvn-scroller');
+            return [scroller.scrollWidth, scroller.clientWidth,
+                    grid.getBoundingClientRect().right]; })"""
+
+
+@pytest.fixture(scope="module")
+def demo_server() -> Iterator[str]:
+    with streamlit_app([]) as base:  # the bundled demo, with its leak warning and models.csv
+        yield base
+
+
+def test_the_demo_board_fits_a_1400_pixel_window(page: Any, demo_server: str) -> None:
+    """Issue 39, item 6: at 1400 px the demo's rank table was 1,807 px of content in a 938 px
+    grid, so FOTU before leak, the column the leak warning points to, was off screen. Its
+    default columns (FOTU with its rank and Δ, FOTU before leak: value, interval, n and
+    coverage in each cell) now fit without a horizontal scroll."""
+    page.set_viewport_size({"width": 1400, "height": 900})
+    open_page(page, f"{demo_server}/leaderboard")
+    page.wait_for_selector('[data-testid="stDataFrame"] .dvn-scroller')
+    content, given, right = page.evaluate(GRID_WIDTHS)[0]
+    screenshot(page, "leaderboard_first_screen")
+    assert content <= given + 1, (content, given)
+    assert right <= 1400, right
+
+
+def test_the_csv_download_carries_the_models_facts_of_the_rows_shown(
+    page: Any, demo_server: str
+) -> None:
+    """Issue 42, item 4: the demo's models.csv facts travel with the board's CSV, for the
+    rows the filters keep (here the family, from the link)."""
+    import csv
+    import io
+
+    open_page(page, f"{demo_server}/leaderboard?family=Google")
+    button = page.locator('[data-testid="stDownloadButton"]').filter(has_text="Download CSV")
+    with page.expect_download(timeout=30_000) as arrived:
+        button.first.click()
+    rows = list(csv.DictReader(io.StringIO(Path(arrived.value.path()).read_text("utf-8"))))
+    assert [row["teacher"] for row in rows] == ["palm-2-medium"]
+    assert rows[0]["family"] == "Google" and rows[0]["open_weights"] == "False"
+    assert rows[0]["link"] == "https://arxiv.org/abs/2305.10403"
+
+
 def test_a_deferred_csv_download_arrives_in_the_browser(
     page: Any, server: str, toy_store: Any
 ) -> None:

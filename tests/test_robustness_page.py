@@ -101,6 +101,8 @@ def test_metric_and_choice_come_from_the_url(toy_store: Store, monkeypatch) -> N
 def test_leaderboard_marks_ranks_that_flip(toy_store: Store, monkeypatch) -> None:
     at = run_page("leaderboard", monkeypatch, toy_store.path)
     report = _report(toy_store, n_boot=0)
+    # every shown metric's rank column, not only the sorted one's (the first screen's)
+    next(t for t in at.toggle if t.label == "Rank and Δ of every column").set_value(True)
     # The board shows a few columns by default; "More columns" adds every metric's rank.
     more = next(m for m in at.multiselect if m.label == "More columns")
     from pages.common import metric_label
