@@ -95,6 +95,12 @@ def board_fotu(
     return out.assign(n=counts.reindex(out.index, fill_value=0))
 
 
+def has_gaps(view: views.TransferView, picked: list[str] | tuple[str, ...]) -> bool:
+    """Whether a picked teacher's curve has bins without a value (no trace measured there:
+    the release profile fills nothing in), so its line joins measured bins only."""
+    return bool(view.curves[view.curves["teacher"].isin(picked)]["mean"].isna().any())
+
+
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _figures(
     path: str,
@@ -154,7 +160,8 @@ def _figures(
     coverage_figure.update_layout(
         height=90 + 28 * max(1, len(picked)),
         margin={"t": 30, "b": 40},
-        title="Traces measured per bin (the rest of each curve is filled in)",
+        title="Traces measured per bin"
+        + ("" if has_gaps(view, picked) else " (the rest of each curve is filled in)"),
         xaxis={"title": "share of the trace shown (x = k / m)", "range": [0, 1]},
     )
 
@@ -207,20 +214,20 @@ if headline := common.leak_headline(per_teacher="in â€œBefore the answer leaksâ€
 st.plotly_chart(coverage_figure, key="coverage_chart")
 firsts = first_measured(selection[0], selection[1])
 firsts = firsts[firsts["teacher"].isin(picked)]
-if len(firsts):
+if has_gaps(view, picked):
+    st.caption(
+        "Some curves have bins no trace was measured in (this profile fills nothing in): those "
+        "curves are drawn from their measured bins only, each a marker, and the lines between "
+        "markers only join them, they are not measurements. A bin resting on a few rollouts "
+        "swings between 0 and 1, hence the spikes; the strip below counts the traces per bin."
+    )
+elif len(firsts):
     st.caption(
         f"Dots mark the bins where some trace was measured; the line between them is filled in "
         f"by the profile's grid, and left of a trace's first measured prefix it repeats that "
         f"prefix's value. Median first measured x = {firsts['first_x'].median():.2f}; "
         f"{int(firsts['whole_only'].sum())} of {len(firsts)} traces were measured only on the "
         "whole trace (k = m)."
-    )
-if view.curves[view.curves["teacher"].isin(picked)]["mean"].isna().any():
-    st.caption(
-        "Some curves have bins no trace was measured in (this profile fills nothing in): those "
-        "curves are drawn from their measured bins only, each a marker, and the lines between "
-        "markers only join them, they are not measurements. A bin resting on a few rollouts "
-        "swings between 0 and 1, hence the spikes; the strip below counts the traces per bin."
     )
 if dashed:
     st.caption(

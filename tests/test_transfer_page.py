@@ -211,7 +211,7 @@ def test_never_solved_has_its_own_panel_and_the_positions_their_own_scale() -> N
 def test_the_release_profile_draws_connected_curves_and_says_so(monkeypatch) -> None:
     demo = Store.open(BUNDLED_STORES["demo"])
     at = run_app_page("transfer", monkeypatch, [demo.path], {"profile": "release"}, timeout=300)
-    curves, _strip, hazards = (json.loads(c.proto.spec) for c in at.get("plotly_chart"))
+    curves, strip, hazards = (json.loads(c.proto.spec) for c in at.get("plotly_chart"))
     lines = {d["name"]: d for d in curves["data"] if d["name"] in ("gpt-4", "gpt-3.5")}
     for line in lines.values():
         assert line["mode"] == "lines+markers"
@@ -220,6 +220,9 @@ def test_the_release_profile_draws_connected_curves_and_says_so(monkeypatch) -> 
         "student alone" in a.get("text", "") for a in curves["layout"].get("annotations", [])
     )
     assert any("drawn from their measured bins only" in c.value for c in at.caption)
+    # nothing is filled in under this profile, so nothing may say so
+    assert not any("filled in by the profile's grid" in c.value for c in at.caption)
+    assert "filled in" not in strip["layout"]["title"]["text"]
     assert {t.get("xaxis") for t in hazards["data"]} == {"x", "x2"}
 
 
