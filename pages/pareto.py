@@ -172,12 +172,16 @@ if "backtracking" in (x, y):
     st.caption(common.backtracking_note())
 if len(front):
     st.markdown(markdown_literal(f"On the frontier: {', '.join(map(str, front['teacher']))}"))
-if bars:
-    st.caption(
-        "Bars: 95% intervals of each value over the same resamples of the problems (none for a "
-        "value from one trace, nor for reference teachers left out of the comparison). The "
-        "dotted staircase is the frontier: the edge of the region its teachers dominate."
+st.caption(
+    "The dotted staircase is the frontier: the edge of the region its teachers dominate (a "
+    "straight line between two of them would promise trade-offs no teacher reaches)."
+    + (
+        " Bars: 95% intervals of each value over the same resamples of the problems (none for "
+        "a value from one trace, nor for reference teachers left out of the comparison)."
+        if bars
+        else ""
     )
+)
 if shares:
     st.caption(
         f"The frontier is drawn from averages of few traces. In {config.rank_resamples:,} "
