@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import plotly.express as px
 import streamlit as st
 
@@ -9,6 +10,7 @@ from legival_core import views
 from legival_core.text.safe_text import markdown_literal, plotly_literals
 from legival_core.views import board as board_layout
 from legival_core.views import figures
+from legival_core.views import pareto as pareto_layout
 from legival_core.views.display import format_share
 from pages import common
 
@@ -27,7 +29,8 @@ datasets = sorted(teacher_metrics["dataset"].unique())
 left, middle, right = st.columns(3)
 dataset = common.url_select("Dataset", [common.ALL, *datasets], "dataset", where=left)
 frame = views.filter_rows(teacher_metrics, dataset=None if dataset == common.ALL else dataset)
-metrics = views.ranked_metrics(frame)
+# the leaderboard's metrics, FOTU before the leak included (the leak warning points to it)
+metrics = views.ranked_metrics(frame, views.LEADERBOARD_METRICS)
 if len(metrics) < 2:
     st.info("This store has fewer than two metrics with values; nothing to compare.")
     st.stop()
@@ -45,15 +48,20 @@ if "tokens" in (x, y):
 @common.derived("frontier_shares")
 def frontier_shares(
     dataset: str | None, x: str, y: str, n_boot: int, seed: int, include: bool, support: str
-) -> dict[str, float]:
-    """Teacher -> share of paired problem resamples in which it is on the frontier; empty
-    when the store has no per-trace tables to resample."""
+) -> tuple[dict[str, float], pd.DataFrame]:
+    """Teacher -> share of paired problem resamples in which it is on the frontier, and the
+    95% value intervals of ``x`` and ``y`` from the same resamples (metric, teacher, lo, hi;
+    none from a single trace); both empty when the store has no per-trace tables to resample
+    or the resamples do not give the values drawn."""
     from legival_core.rankings.rank_intervals import (
         frontier_shares,
         points_agree,
+        rank_intervals,
         resample_teachers,
         resamples_from_frame,
     )
+
+    nothing: tuple[dict[str, float], pd.DataFrame] = ({}, pd.DataFrame())
 
     # the metrics stage stores the draws of every metric for all datasets
     stored = common.stored_result("pareto_resamples", (dataset, n_boot, seed, include, support))
@@ -67,7 +75,7 @@ def frontier_shares(
             for name in ("trace_efficiency", "trace_transfer")
         }
         if all(t is None or t.empty for t in tables.values()):
-            return {}
+            return nothing
         resamples = resample_teachers(
             *tables.values(),
             [x, y],
@@ -88,16 +96,30 @@ def frontier_shares(
     if not all(
         m in resamples.metrics and points_agree(resamples.metrics[m], board, m) for m in (x, y)
     ):
-        return {}  # shares only for the values drawn (see rank_intervals.agreeing_intervals)
+        return nothing  # only for the values drawn (see rank_intervals.agreeing_intervals)
     maximize = (views.METRICS[x].higher_is_better, views.METRICS[y].higher_is_better)
     shares = frontier_shares(resamples.metrics[x], resamples.metrics[y], maximize)
-    return dict(zip(resamples.teachers, shares.tolist(), strict=True))
+    bars = []
+    for metric in (x, y):
+        table = rank_intervals(resamples.metrics[metric], views.METRICS[metric].higher_is_better)
+        table = table[table["n_traces"] > 1]  # one trace: no interval
+        bars.append(
+            pd.DataFrame(
+                {
+                    "metric": metric,
+                    "teacher": table["teacher"].astype(str),
+                    "lo": table["value_lo"],
+                    "hi": table["value_hi"],
+                }
+            )
+        )
+    return dict(zip(resamples.teachers, shares.tolist(), strict=True)), pd.concat(bars)
 
 
 config = common.get_config()
 board = views.leaderboard(frame, metrics, None, common.reference_teachers(), include, support)
 points = views.pareto_view(board, x, y, common.reference_teachers(), include)
-shares = frontier_shares(
+shares, intervals = frontier_shares(
     None if dataset == common.ALL else dataset,
     x,
     y,
@@ -116,10 +138,17 @@ points.loc[points["reference"] & ~points["frontier"], "position"] = "reference (
 drawn = points.assign(
     teacher=plotly_literals(points["teacher"]), family=plotly_literals(points["family"])
 )
+bars: dict[str, str] = {}
+for axis, metric in (("x", x), ("y", y)):
+    above, below = pareto_layout.interval_bars(points, intervals, metric)
+    if above.notna().any():
+        drawn[f"_{axis}_above"], drawn[f"_{axis}_below"] = above, below
+        bars |= {f"error_{axis}": f"_{axis}_above", f"error_{axis}_minus": f"_{axis}_below"}
 figure = px.scatter(
     drawn,
     x=x,
     y=y,
+    **bars,
     color="family",
     symbol="position",
     hover_name="teacher",
@@ -143,6 +172,16 @@ if "backtracking" in (x, y):
     st.caption(common.backtracking_note())
 if len(front):
     st.markdown(markdown_literal(f"On the frontier: {', '.join(map(str, front['teacher']))}"))
+st.caption(
+    "The dotted staircase is the frontier: the edge of the region its teachers dominate (a "
+    "straight line between two of them would promise trade-offs no teacher reaches)."
+    + (
+        " Bars: 95% intervals of each value over the same resamples of the problems (none for "
+        "a value from one trace, nor for reference teachers left out of the comparison)."
+        if bars
+        else ""
+    )
+)
 if shares:
     st.caption(
         f"The frontier is drawn from averages of few traces. In {config.rank_resamples:,} "

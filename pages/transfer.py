@@ -16,7 +16,11 @@ from legival_core.text.safe_text import markdown_literal, plotly_literal, plotly
 from legival_core.views import board as board_layout
 from legival_core.views import figures
 from legival_core.views.display import format_share
-from legival_core.views.transfer import no_rollouts_message, rollouts_command
+from legival_core.views.transfer import (
+    board_fotu_traces,
+    no_rollouts_message,
+    rollouts_command,
+)
 from pages import common
 
 st.title("📈 Transfer curves")
@@ -68,11 +72,14 @@ def first_measured(dataset: str | None, student: str | None) -> pd.DataFrame:
 
 
 @common.derived("transfer_board_fotu")
-def board_fotu(dataset: str | None, student: str | None, include: bool, support: str) -> pd.Series:
-    """The leaderboard's FOTU of each teacher for this selection: the mean over datasets of
-    the stored per-(teacher, dataset) FOTU (of the one student when chosen), over the datasets
-    ``support`` names as the leaderboard averages it (reference teachers narrow them only when
-    ``include``)."""
+def board_fotu(
+    dataset: str | None, student: str | None, include: bool, support: str
+) -> pd.DataFrame:
+    """The leaderboard's FOTU of each teacher for this selection (index: teacher): ``fotu``,
+    the mean over datasets of the stored per-(teacher, dataset) FOTU (of the one student when
+    chosen), over the datasets ``support`` names as the leaderboard averages it (reference
+    teachers narrow them only when ``include``), and ``n``, the traces on those datasets that
+    FOTU rests on."""
     from legival_core.stats.support import teacher_means
 
     frame = views.filter_rows(common.load_table("teacher_metrics"), dataset=dataset)
@@ -82,7 +89,16 @@ def board_fotu(dataset: str | None, student: str | None, include: bool, support:
     apart = () if include else common.reference_teachers()
     frame = frame.assign(teacher=frame["teacher"].astype(str))
     means = teacher_means(frame, ["fotu"], support=support, outside=apart)
-    return means.set_index("teacher")["fotu"]
+    pairs = views.filter_rows(common.load_table("trace_transfer"), dataset=dataset, student=student)
+    counts = board_fotu_traces(frame, pairs, support, apart)
+    out = means.set_index("teacher")[["fotu"]]
+    return out.assign(n=counts.reindex(out.index, fill_value=0))
+
+
+def has_gaps(view: views.TransferView, picked: list[str] | tuple[str, ...]) -> bool:
+    """Whether a picked teacher's curve has bins without a value (no trace measured there:
+    the release profile fills nothing in), so its line joins measured bins only."""
+    return bool(view.curves[view.curves["teacher"].isin(picked)]["mean"].isna().any())
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
@@ -125,30 +141,12 @@ def _figures(
     coverage_figure.update_layout(
         height=90 + 28 * max(1, len(picked)),
         margin={"t": 30, "b": 40},
-        title="Traces measured per bin (the rest of each curve is filled in)",
+        title="Traces measured per bin"
+        + ("" if has_gaps(view, picked) else " (the rest of each curve is filled in)"),
         xaxis={"title": "share of the trace shown (x = k / m)", "range": [0, 1]},
     )
 
-    hazards = go.Figure()
-    shown = view.hazards[view.hazards["teacher"].isin(picked)]
-    for index, (teacher, group) in enumerate(shown.groupby("teacher", sort=True)):
-        hazards.add_trace(
-            go.Bar(
-                x=group["bin"].to_numpy() / 50,
-                y=group["share"].to_numpy(),
-                name=plotly_literal(teacher),
-                marker_color=figures.PALETTE[index % len(figures.PALETTE)],
-                offsetgroup=plotly_literal(teacher),
-                hovertemplate="position %{x:.2f}<br>share %{y:.3f}<extra>%{fullData.name}</extra>",
-            )
-        )
-    hazards.update_layout(
-        barmode="group",
-        height=360,
-        xaxis_title="hazard position (bin / 50; 0 = never solved)",
-        yaxis_title="share",
-        legend_title_text="teacher",
-    )
+    hazards = figures.hazard_figure(view.hazards, picked)
     return curves, hazards, coverage_figure
 
 
@@ -197,7 +195,14 @@ if headline := common.leak_headline(per_teacher="in “Before the answer leaks�
 st.plotly_chart(coverage_figure, key="coverage_chart")
 firsts = first_measured(selection[0], selection[1])
 firsts = firsts[firsts["teacher"].isin(picked)]
-if len(firsts):
+if has_gaps(view, picked):
+    st.caption(
+        "Some curves have bins no trace was measured in (this profile fills nothing in): those "
+        "curves are drawn from their measured bins only, each a marker, and the lines between "
+        "markers only join them, they are not measurements. A bin resting on a few rollouts "
+        "swings between 0 and 1, hence the spikes; the strip below counts the traces per bin."
+    )
+elif len(firsts):
     st.caption(
         f"Dots mark the bins where some trace was measured; the line between them is filled in "
         f"by the profile's grid, and left of a trace's first measured prefix it repeats that "
@@ -214,8 +219,9 @@ common.download_csv(view.curves, "transfer_curves")
 
 st.subheader("Hazard: where students first succeed")
 st.caption(
-    "Share of (trace, student) pairs whose first correct prefix falls in each 2% bin; bin 0 "
-    "holds the pairs never solved. Flat histograms mean high SOTU, peaks mean low SOTU."
+    "Share of (trace, student) pairs whose first correct prefix falls in each 2% bin of the "
+    "position (right); the pairs no prefix solved are apart on the left, each panel on its own "
+    "scale. Flat histograms mean high SOTU, peaks mean low SOTU."
 )
 st.plotly_chart(hazard_figure, key="hazard_chart")
 if PROFILES[profile].pool_baseline:
@@ -228,18 +234,22 @@ summary = view.summary[view.summary["teacher"].isin(picked)]
 pooled_labels = {
     name: f"{common.metric_label(name)}, traces pooled"
     for name in ("fotu", "sotu", "never_solved", "regression_rate", "baseline", "lift")
-}
+} | {"n_traces": "n traces, pooled"}
 if profile == views.metrics_profile(common.load_manifest()):
     # the leaderboard's number under its own name, beside the pooled one
     fotu = board_fotu(selection[0], selection[1], include, support)
-    summary = summary.assign(board_fotu=summary["teacher"].map(fotu))
-    pooled_labels["board_fotu"] = "FOTU"
-    summary = summary[
-        ["teacher", "board_fotu", *[c for c in summary if c not in ("teacher", "board_fotu")]]
-    ]
+    summary = summary.assign(
+        board_fotu=summary["teacher"].map(fotu["fotu"]),
+        board_n=summary["teacher"].map(fotu["n"]).astype("Int64"),
+    )
+    pooled_labels |= {"board_fotu": "FOTU", "board_n": "n traces (FOTU)"}
+    first = ["teacher", "board_fotu", "board_n"]
+    summary = summary[[*first, *[c for c in summary if c not in first]]]
 st.caption(
-    "“…, traces pooled”: every selected trace weighs the same, whatever its dataset. *FOTU* is "
-    "the leaderboard's number: the mean over datasets of each dataset's FOTU."
+    "“…, traces pooled”: every selected trace weighs the same, whatever its dataset; *n traces, "
+    "pooled* counts them. *FOTU* is the leaderboard's number: the mean over datasets of each "
+    "dataset's FOTU, over the datasets the sidebar's averaging names; *n traces (FOTU)* counts "
+    "the traces with a FOTU on those datasets, the rows it rests on."
 )
 common.table(
     summary,

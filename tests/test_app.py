@@ -225,9 +225,10 @@ def test_transfer_curves_equal_library_and_follow_filters(toy_store: Store, monk
     for teacher in app_fixtures.TEACHERS:
         mine = expected[expected["teacher"] == teacher]
         np.testing.assert_allclose(values(lines[teacher]["y"]), mine["mean"])
-    # the dashed student baseline: mean over students of mean k=0 correctness (all 0 here)
-    shapes = figures(at)[0]["layout"]["shapes"]
-    assert shapes[0]["line"]["dash"] == "dash" and shapes[0]["y0"] == pytest.approx(0.0)
+    # the dashed student baseline, named in the legend: mean over students of mean k=0
+    # correctness (all 0 here)
+    alone = next(d for d in figures(at)[0]["data"] if d["name"].startswith("student alone"))
+    assert alone["line"]["dash"] == "dash" and values(alone["y"]) == pytest.approx([0.0, 0.0])
 
     select(at, "Dataset").select("toy-math").run()
     math_only = transfer.curve(rollouts[rollouts["dataset"] == "toy-math"], n_boot=200)
@@ -239,11 +240,37 @@ def test_transfer_curves_equal_library_and_follow_filters(toy_store: Store, monk
     release = transfer.curve(
         rollouts[rollouts["dataset"] == "toy-math"], n_boot=200, profile="release"
     )
-    lines = {d["name"]: d for d in figures(at)[0]["data"] if d.get("mode") == "lines"}
+    lines = curve_lines(at)
     got = values(lines["gamma-r1"]["y"])
     want = release[release["teacher"] == "gamma-r1"]["mean"].to_numpy()
-    np.testing.assert_allclose(got, want)  # NaN where the release leaves bins empty
+    assert np.isnan(want).any()  # the release leaves bins empty: the line skips them
+    np.testing.assert_allclose(got, want[~np.isnan(want)])
     assert at.query_params["profile"] == "release"
+
+
+def curve_lines(at: AppTest) -> dict[str, dict]:
+    """The transfer chart's teacher lines by name (a curve with empty bins is drawn as
+    "lines+markers" through its measured bins)."""
+    return {
+        d["name"]: d
+        for d in figures(at)[0]["data"]
+        if d.get("mode") in ("lines", "lines+markers") and not d["name"].startswith("student")
+    }
+
+
+def hazard_shares(at: AppTest, teacher: str) -> dict[int, float]:
+    """Hazard bin -> share of one teacher's bars: bin 0 (never solved) from its own panel on
+    the left (x axis "x"), the positions (x = bin / 50) from the right one."""
+    hazard = next(f for f in figures(at) if f["data"] and f["data"][0]["type"] == "bar")
+    shares: dict[int, float] = {}
+    for bars in (d for d in hazard["data"] if d["name"] == teacher):
+        if bars.get("xaxis", "x") == "x":
+            (never,) = values(bars["y"])
+            shares[0] = float(never)
+        else:
+            bins = np.round(values(bars["x"]) * 50).astype(int)
+            shares |= dict(zip(bins.tolist(), values(bars["y"]).tolist(), strict=True))
+    return shares
 
 
 def pooled_summary(at: AppTest) -> pd.DataFrame:
@@ -274,10 +301,8 @@ def test_transfer_hazards_and_summary(toy_store: Store, monkeypatch):
     shown = at.dataframe[0].value.set_index("teacher")["FOTU"]
     np.testing.assert_allclose(shown, board_fotu.loc[shown.index])
     # the curves, the coverage strip of measured bins, then the hazard bars
-    hazard = next(f for f in figures(at) if f["data"] and f["data"][0]["type"] == "bar")
-    alpha_bars = next(d for d in hazard["data"] if d["name"] == "alpha-mini")
-    shares = dict(zip(values(alpha_bars["x"]), values(alpha_bars["y"]), strict=True))
-    assert shares[0.0] == pytest.approx(1 / alpha)  # bin 0 = never solved
+    shares = hazard_shares(at, "alpha-mini")
+    assert shares[0] == pytest.approx(1 / alpha)  # bin 0 = never solved, in its own panel
     assert sum(shares.values()) == pytest.approx(1.0)
 
 
@@ -286,10 +311,10 @@ def test_transfer_profile_toggle_switches_every_number(toy_store: Store, monkeyp
     rollouts = toy_store.read("rollouts")
     # the curves
     curves = transfer.curve(rollouts, by="teacher", n_boot=200, profile="release")
-    lines = {d["name"]: d for d in figures(at)[0]["data"] if d.get("mode") == "lines"}
+    lines = curve_lines(at)
     for teacher in app_fixtures.TEACHERS:
         mine = curves[curves["teacher"] == teacher]["mean"].to_numpy()
-        np.testing.assert_allclose(values(lines[teacher]["y"]), mine)
+        np.testing.assert_allclose(values(lines[teacher]["y"]), mine[~np.isnan(mine)])
     # every number of the summary is the release's
     summary = pooled_summary(at)
     release = transfer.teacher_metrics(rollouts, "release", n_boot=0, by="teacher")
@@ -303,14 +328,11 @@ def test_transfer_profile_toggle_switches_every_number(toy_store: Store, monkeyp
     # the hazard histogram: release hazards (k = 0 included, release bins)
     traces = transfer.trace_metrics(rollouts, profile="release")
     # the curves, the coverage strip of measured bins, then the hazard bars
-    hazard = next(f for f in figures(at) if f["data"] and f["data"][0]["type"] == "bar")
     for teacher in app_fixtures.TEACHERS:
-        bars = next(d for d in hazard["data"] if d["name"] == teacher)
         mine = traces[traces["teacher"] == teacher]["hazard_bin"]
         bins = mine.fillna(0).astype(int).to_numpy()
         want = np.bincount(bins, minlength=51) / len(bins)
-        shown_bins = np.round(values(bars["x"]) * 50).astype(int)
-        got = dict(zip(shown_bins, values(bars["y"]), strict=True))
+        got = hazard_shares(at, teacher)
         np.testing.assert_allclose([got.get(b, 0.0) for b in range(51)], want)
     # back to paper: the summary follows
     select(at, "Profile").select("paper").run()

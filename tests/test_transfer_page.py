@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import plotly.colors
 import pytest
 import streamlit as st
@@ -142,3 +143,104 @@ def test_a_store_without_rollouts_gets_the_command_that_adds_them(
     (code,) = hosted.code
     assert code.value == "python -m precompute run --store DIR --students default"
     assert str(tmp_path) not in " ".join(e.value for e in hosted.info)
+
+
+# --- repairs of issue 42 (item 5) and issue 39 (counts from the rows of the values) ----------
+
+
+def _gappy_view() -> views.TransferView:
+    """Two teachers' curves on five bins; t2 was measured in bins 1, 3 and 5 only (the
+    release profile leaves the others empty), t1 everywhere; the student alone solves 25%."""
+    nan = float("nan")
+    x = [0.1, 0.3, 0.5, 0.7, 0.9]
+    curves = pd.DataFrame(
+        {
+            "teacher": ["t1"] * 5 + ["t2"] * 5,
+            "bin": list(range(1, 6)) * 2,
+            "x": x * 2,
+            "mean": [0.2, 0.3, 0.4, 0.5, 0.6, 0.0, nan, 1.0, nan, 0.5],
+            "lo": [0.1, 0.2, 0.3, 0.4, 0.5, 0.0, nan, 0.5, nan, 0.0],
+            "hi": [0.3, 0.4, 0.5, 0.6, 0.7, 0.2, nan, 1.0, nan, 1.0],
+            "n_traces": [4] * 10,
+        }
+    )
+    hazards = pd.DataFrame({"teacher": ["t1"] * 3, "bin": [0, 10, 40], "share": [0.8, 0.05, 0.15]})
+    return views.TransferView(curves=curves, hazards=hazards, baseline=0.25, summary=pd.DataFrame())
+
+
+def test_a_curve_with_empty_bins_is_drawn_through_its_measured_bins() -> None:
+    """Through NaN a Plotly line breaks: t2's curve was three isolated dots. Its line now runs
+    through the measured bins only, each with a marker; t1 (no gap) stays a plain line."""
+    from legival_core.views import figures
+
+    figure = figures.transfer_curves_figure(_gappy_view(), ["t1", "t2"])
+    lines = {t.name: t for t in figure.data if t.name in ("t1", "t2")}
+    assert list(lines["t2"].x) == [0.1, 0.5, 0.9] and list(lines["t2"].y) == [0.0, 1.0, 0.5]
+    assert lines["t2"].mode == "lines+markers"
+    assert lines["t1"].mode == "lines" and len(lines["t1"].x) == 5
+    (band,) = [t for t in figure.data if t.name == "t2 band"]
+    assert not np.isnan(np.asarray(band.y, dtype=float)).any()  # a NaN tore the polygon
+
+
+def test_the_student_alone_line_is_named_in_the_legend_not_on_the_chart() -> None:
+    """The label sat on the chart at the baseline's height, over every curve near it."""
+    from legival_core.views import figures
+
+    figure = figures.transfer_curves_figure(_gappy_view(), ["t1", "t2"])
+    assert not any("student alone" in (a.text or "") for a in figure.layout.annotations)
+    (alone,) = [t for t in figure.data if (t.name or "").startswith("student alone (k = 0)")]
+    assert alone.name == "student alone (k = 0): 0.25" and alone.showlegend is not False
+    assert list(alone.y) == [0.25, 0.25] and list(alone.x) == [0.0, 1.0]
+
+
+def test_never_solved_has_its_own_panel_and_the_positions_their_own_scale() -> None:
+    """Bin 0 (never solved, 80% here) shared the position axis: it set the y range, and the
+    first solves (5% and 15%) were slivers under empty space."""
+    from legival_core.views import figures
+
+    figure = figures.hazard_figure(_gappy_view().hazards, ["t1"])
+    never = [t for t in figure.data if t.xaxis == "x"]
+    placed = [t for t in figure.data if t.xaxis == "x2"]
+    assert [list(t.y) for t in never] == [[0.8]]
+    assert [list(t.x) for t in placed] == [[10 / 50, 40 / 50]]
+    low, high = figure.layout.yaxis2.range
+    assert low == 0 and 0.15 <= high <= 0.15 * 1.1  # the tallest position bar fills the panel
+    assert "never solved" not in (figure.layout.xaxis2.title.text or "")
+
+
+def test_the_release_profile_draws_connected_curves_and_says_so(monkeypatch) -> None:
+    demo = Store.open(BUNDLED_STORES["demo"])
+    at = run_app_page("transfer", monkeypatch, [demo.path], {"profile": "release"}, timeout=300)
+    curves, strip, hazards = (json.loads(c.proto.spec) for c in at.get("plotly_chart"))
+    lines = {d["name"]: d for d in curves["data"] if d["name"] in ("gpt-4", "gpt-3.5")}
+    for line in lines.values():
+        assert line["mode"] == "lines+markers"
+        assert not np.isnan(values(line["y"]).astype(float)).any()
+    assert not any(
+        "student alone" in a.get("text", "") for a in curves["layout"].get("annotations", [])
+    )
+    assert any("drawn from their measured bins only" in c.value for c in at.caption)
+    # nothing is filled in under this profile, so nothing may say so
+    assert not any("filled in by the profile's grid" in c.value for c in at.caption)
+    assert "filled in" not in strip["layout"]["title"]["text"]
+    assert {t.get("xaxis") for t in hazards["data"]} == {"x", "x2"}
+
+
+def test_the_boards_fotu_comes_with_the_traces_it_rests_on(monkeypatch) -> None:
+    """The summary showed the leaderboard's FOTU (over the datasets every teacher covers)
+    beside n traces counted over every dataset; its own n counts the traces with a FOTU on
+    those datasets."""
+    demo = Store.open(BUNDLED_STORES["demo"])
+    at = run_app_page("transfer", monkeypatch, [demo.path], timeout=300)
+    table = next(d.value for d in at.dataframe if "n traces (FOTU)" in d.value.columns)
+    shown = table.set_index("teacher")["n traces (FOTU)"].astype(int).to_dict()
+    metrics = demo.read("teacher_metrics")
+    compared = metrics[metrics["teacher"] != "human"]  # the reference teacher narrows nothing
+    covered = compared.pivot_table(index="teacher", columns="dataset", values="fotu").notna()
+    common = [d for d in covered.columns if covered[d].all()]
+    pairs = demo.read("trace_transfer")
+    pairs = pairs[pairs["fotu"].notna() & pairs["dataset"].isin(common)]
+    expected = pairs.groupby(pairs["teacher"].astype(str))["trace_id"].nunique().to_dict()
+    assert shown == expected
+    pooled = table.set_index("teacher")["n traces, pooled"].astype(int).to_dict()
+    assert any(pooled[t] != shown[t] for t in shown)  # the two counts differ on the demo

@@ -22,7 +22,13 @@ from legival_core.views.common import METRICS
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-__all__ = ["PALETTE", "add_frontier", "add_measured_markers", "transfer_curves_figure"]
+__all__ = [
+    "PALETTE",
+    "add_frontier",
+    "add_measured_markers",
+    "hazard_figure",
+    "transfer_curves_figure",
+]
 
 #: Plotly's default qualitative colours; teacher i gets colour i mod 10 in every chart.
 PALETTE: tuple[str, ...] = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3",
@@ -42,22 +48,30 @@ def transfer_curves_figure(
     Each teacher in ``teachers`` (in that order, which fixes its colour) gets its mean curve
     and, when ``bands`` and the view has intervals, the 95% bootstrap band [lo, hi] as a filled
     area; teachers in ``dashed`` (reference teachers) are drawn dashed and labelled as such.
-    The student-alone baseline μ(k = 0) is a dashed horizontal line.
+    The student-alone baseline μ(k = 0) is a dashed horizontal line named in the legend.
+    A curve with bins that hold no value (no trace measured there) is drawn from its measured
+    bins only, as markers joined by lines.
     """
     import plotly.graph_objects as go
 
     figure = go.Figure()
     for index, teacher in enumerate(teachers):
         group = view.curves[view.curves["teacher"] == teacher]
+        # Bins no trace was measured in hold no value (the release profile fills nothing in):
+        # a line through NaN breaks, leaving isolated dots, so those curves are drawn from
+        # their measured bins only, each a marker, joined by straight lines.
+        gappy = bool(group["mean"].isna().any())
+        group = group[group["mean"].notna()]
         colour = PALETTE[index % len(PALETTE)]
         label = plotly_literal(teacher)
         if teacher in dashed:
             label += " (reference)"
-        if bands and group["lo"].notna().any():
+        band = group[group["lo"].notna() & group["hi"].notna()]
+        if bands and len(band):
             figure.add_trace(
                 go.Scatter(
-                    x=[*group["x"], *group["x"][::-1]],
-                    y=[*group["hi"], *group["lo"][::-1]],
+                    x=[*band["x"], *band["x"][::-1]],
+                    y=[*band["hi"], *band["lo"][::-1]],
                     fill="toself",
                     fillcolor=colour,
                     opacity=0.18,
@@ -72,7 +86,8 @@ def transfer_curves_figure(
             go.Scatter(
                 x=group["x"],
                 y=group["mean"],
-                mode="lines",
+                mode="lines+markers" if gappy else "lines",
+                marker={"size": 6, "color": colour},
                 name=label,
                 legendgroup=label,
                 line={"color": colour, "width": 2, "dash": "dash" if teacher in dashed else None},
@@ -82,12 +97,17 @@ def transfer_curves_figure(
             )
         )
     if pd.notna(view.baseline):
-        figure.add_hline(
-            y=view.baseline,
-            line_dash="dash",
-            line_color="#555",
-            annotation_text=f"student alone (k = 0): {view.baseline:.2f}",
-            annotation_position="top left",
+        # A legend entry, not a label on the chart: a label sits on whichever curve runs
+        # along the baseline (most of them near 0 on a weak student).
+        figure.add_trace(
+            go.Scatter(
+                x=[0.0, 1.0],
+                y=[view.baseline, view.baseline],
+                mode="lines",
+                name=f"student alone (k = 0): {view.baseline:.2f}",
+                line={"color": "#555", "dash": "dash", "width": 1.5},
+                hovertemplate="student alone (k = 0): %{y:.3f}<extra></extra>",
+            )
         )
     figure.update_layout(
         height=430,
@@ -99,14 +119,91 @@ def transfer_curves_figure(
     return figure
 
 
+#: Width of the hazard histogram's bins on the position axis (50 bins of 2%).
+HAZARD_BINS = 50
+
+
+def hazard_figure(hazards: pd.DataFrame, teachers: Sequence[str]) -> go.Figure:
+    """Where students first succeed, one bar colour per teacher (in ``teachers``' order).
+
+    ``hazards`` has ``teacher``, ``bin`` (0 = never solved, 1..50 the 2% position bins) and
+    ``share``. "Never solved" is not a position, so it gets its own panel on the left: sharing
+    the position axis, its bar (often most of the pairs) set the y scale and left the
+    position bars as slivers. Each panel's y axis fits its own bars.
+    """
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    figure = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.16, 0.84],
+        horizontal_spacing=0.07,
+        subplot_titles=("never solved", "first correct prefix (position x)"),
+    )
+    shown = hazards[hazards["teacher"].isin(list(teachers))]
+    top = {"never": 0.0, "position": 0.0}
+    for index, teacher in enumerate(teachers):
+        group = shown[shown["teacher"] == teacher]
+        if group.empty:
+            continue
+        label = plotly_literal(teacher)
+        colour = PALETTE[index % len(PALETTE)]
+        never = group[group["bin"] == 0]
+        placed = group[group["bin"] > 0]
+        top["never"] = max(top["never"], float(never["share"].max()) if len(never) else 0.0)
+        top["position"] = max(top["position"], float(placed["share"].max()) if len(placed) else 0.0)
+        figure.add_trace(
+            go.Bar(
+                x=[label] * len(never),
+                y=never["share"].to_numpy(),
+                name=label,
+                legendgroup=label,
+                marker_color=colour,
+                showlegend=False,
+                hovertemplate="never solved<br>share %{y:.3f}<extra>%{fullData.name}</extra>",
+            ),
+            row=1,
+            col=1,
+        )
+        figure.add_trace(
+            go.Bar(
+                x=placed["bin"].to_numpy() / HAZARD_BINS,
+                y=placed["share"].to_numpy(),
+                name=label,
+                legendgroup=label,
+                marker_color=colour,
+                offsetgroup=label,
+                hovertemplate="position %{x:.2f}<br>share %{y:.3f}<extra>%{fullData.name}</extra>",
+            ),
+            row=1,
+            col=2,
+        )
+    figure.update_layout(
+        barmode="group",
+        height=320,
+        margin={"t": 40, "b": 40},
+        legend_title_text="teacher",
+    )
+    figure.update_xaxes(showticklabels=False, row=1, col=1)
+    figure.update_xaxes(title_text="hazard position (bin / 50)", range=[0, 1.02], row=1, col=2)
+    figure.update_yaxes(title_text="share", range=[0, max(top["never"], 0.01) * 1.08], row=1, col=1)
+    figure.update_yaxes(range=[0, max(top["position"], 0.01) * 1.08], row=1, col=2)
+    return figure
+
+
 def add_frontier(figure: go.Figure, points: pd.DataFrame, x: str, y: str) -> go.Figure:
-    """Join the Pareto-optimal teachers (``points["frontier"]``, in the order of ``points``) with
-    a dotted line and title both axes with the metric and its direction; returns ``figure``.
+    """Join the Pareto-optimal teachers (``points["frontier"]``, in the order of ``points``,
+    which sorts them by ``x``) with a dotted staircase (the edge of the region they dominate,
+    :func:`legival_core.views.pareto.frontier_line_shape`) and title both axes with the metric
+    and its direction; returns ``figure``.
 
     The teacher markers are the caller's: the app colours them by family, the snapshot keeps
     one colour.
     """
     import plotly.graph_objects as go
+
+    from legival_core.views.pareto import frontier_line_shape
 
     front = points[points["frontier"]]
     figure.add_trace(
@@ -115,7 +212,7 @@ def add_frontier(figure: go.Figure, points: pd.DataFrame, x: str, y: str) -> go.
             y=front[y],
             mode="lines",
             name="frontier",
-            line={"color": "#444", "dash": "dot", "width": 2},
+            line={"color": "#444", "dash": "dot", "width": 2, "shape": frontier_line_shape(x)},
             hoverinfo="skip",
         )
     )

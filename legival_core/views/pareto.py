@@ -70,3 +70,47 @@ def pareto_view(
     out["reference"] = out["teacher"].astype(str).isin([str(r) for r in references])
     out["compared"] = ~out["teacher"].astype(str).isin(left_out)
     return out.sort_values([x, y], kind="stable").reset_index(drop=True)
+
+
+def frontier_line_shape(x: str) -> str:
+    """The Plotly ``line_shape`` that draws a frontier sorted by ``x`` as a staircase.
+
+    The frontier bounds the region its teachers dominate. Between two frontier teachers i and
+    i + 1 (in increasing ``x``) the best value on y that can be had at a given x is the one of
+    the teacher the x already reaches: when lower x is better (tokens), every x from x_i on
+    reaches teacher i, so the line stays at y_i up to x_{i+1} and then steps ("hv"); when higher
+    x is better, x up to x_{i+1} still reaches teacher i + 1, so the line steps first ("vh").
+    The direction of y only decides which way the steps go, not their shape.
+
+    >>> frontier_line_shape("tokens"), frontier_line_shape("accuracy")
+    ('hv', 'vh')
+    """
+    return "vh" if METRICS[x].higher_is_better else "hv"
+
+
+def interval_bars(
+    points: pd.DataFrame, intervals: pd.DataFrame, metric: str
+) -> tuple[pd.Series, pd.Series]:
+    """Error bar lengths (above, below) of ``metric`` for each row of ``points``.
+
+    ``intervals`` has one row per (``metric``, ``teacher``) with ``lo`` and ``hi``; a teacher
+    without one (a reference teacher left out of the resamples, a value from one trace) gets
+    NaN, which Plotly draws as no bar.
+
+    >>> points = pd.DataFrame({"teacher": ["a", "b"], "fotu": [0.5, 0.2]})
+    >>> intervals = pd.DataFrame({"metric": ["fotu"], "teacher": ["a"], "lo": [0.4],
+    ...     "hi": [0.7]})
+    >>> above, below = interval_bars(points, intervals, "fotu")
+    >>> [round(v, 3) for v in above.fillna(-1)], [round(v, 3) for v in below.fillna(-1)]
+    ([0.2, -1.0], [0.1, -1.0])
+    """
+    rows = intervals[intervals["metric"] == metric] if len(intervals) else intervals
+    if rows.empty:
+        nothing = pd.Series(float("nan"), index=points.index, dtype="float64")
+        return nothing, nothing.copy()
+    by_teacher = rows.set_index(rows["teacher"].astype(str))
+    names = points["teacher"].astype(str)
+    value = pd.to_numeric(points[metric], errors="coerce").astype("float64")
+    lo = names.map(by_teacher["lo"]).astype("float64")
+    hi = names.map(by_teacher["hi"]).astype("float64")
+    return (hi - value).clip(lower=0), (value - lo).clip(lower=0)

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 
@@ -95,6 +95,43 @@ def first_measured_positions(
     ``dataset`` / ``student`` (None = all)."""
     selected = filter_rows(rollouts, dataset=dataset, student=student)
     return transfer_curves.first_measured_positions(selected)
+
+
+def board_fotu_traces(
+    teacher_metrics: pd.DataFrame,
+    trace_transfer: pd.DataFrame,
+    support: str = "common",
+    outside: Sequence[str] = (),
+) -> pd.Series:
+    """Per teacher, the traces behind its leaderboard FOTU: the traces of ``trace_transfer``
+    (already filtered to the selection) with a FOTU value, on the datasets that FOTU is
+    averaged over (:func:`legival_core.stats.support.teacher_means` with the same ``support``
+    and ``outside``, from ``teacher_metrics``: under ``"common"`` the datasets every compared
+    teacher covers, under ``"all"`` every dataset the teacher covers).
+
+    The count the Transfer page shows beside that FOTU, so a number and its n come from the
+    same rows.
+
+    >>> tm = pd.DataFrame({"teacher": ["a", "a", "b", "b"], "dataset": ["x", "y", "x", "y"],
+    ...     "fotu": [0.1, 0.5, 0.3, None]})
+    >>> tt = pd.DataFrame({"teacher": ["a", "a", "a", "a", "b"],
+    ...     "dataset": ["x", "x", "y", "y", "x"], "trace_id": ["1", "1", "2", "3", "4"],
+    ...     "fotu": [0.1, 0.2, 0.5, None, 0.3]})
+    >>> board_fotu_traces(tm, tt).to_dict()  # common support: dataset x only
+    {'a': 1, 'b': 1}
+    >>> board_fotu_traces(tm, tt, support="all").to_dict()  # a: x and y (trace 3 has no FOTU)
+    {'a': 2, 'b': 1}
+    """
+    from legival_core.stats.support import covered_matrix, support_mask
+
+    covered = covered_matrix(teacher_metrics, "fotu")
+    used = covered & support_mask(covered, support, outside)
+    rows = trace_transfer[pd.to_numeric(trace_transfer["fotu"], errors="coerce").notna()]
+    keys = list(zip(rows["teacher"].astype(str), rows["dataset"].astype(str), strict=True))
+    keep = [t in used.index and d in used.columns and bool(used.loc[t, d]) for t, d in keys]
+    counted = rows[keep].assign(teacher=rows["teacher"].astype(str)[keep])
+    per_teacher = counted.groupby("teacher")["trace_id"].nunique()
+    return per_teacher.reindex(used.index, fill_value=0).astype("int64").rename("n_traces")
 
 
 #: The command that gives a store its students' rollouts, hence its transfer curves and FOTU:
