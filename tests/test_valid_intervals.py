@@ -1,0 +1,144 @@
+"""Intervals that are valid or absent (issue 39, item 2).
+
+A bootstrap that collapses (every trace scores the same, say 0% backtracking) gives every one of
+its resamples the same value, so two teachers at 0% share rank 1 in every resample and their rank
+interval read "1 (1)": certain first place, while the Wilson intervals the pages show beside
+them run to several percent and overlap the others'. Such ranks are now resolved by the overlap
+of the shown intervals.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from legival_core.rankings.rank_intervals import MetricResamples, rank_intervals
+from legival_core.results import Results
+from legival_core.store.app_config import BUNDLED_STORES
+from legival_core.store.store import Store
+
+
+@pytest.fixture(scope="module")
+def results() -> Results:
+    if not (BUNDLED_STORES["demo"] / "manifest.json").exists():
+        pytest.fail("the bundled demo store is missing (python -m precompute demo builds it)")
+    with warnings.catch_warnings():  # the demo's grader-version warning is not under test
+        warnings.simplefilter("ignore")
+        return Results(Store.open(BUNDLED_STORES["demo"]))
+
+
+def _rank_span(cell: str) -> tuple[int, int]:
+    low, _, high = str(cell).partition("–")
+    return int(low), int(high or low)
+
+
+def test_two_teachers_at_zero_share_no_certain_rank_hand_built() -> None:
+    """a and b score 0 on all 20 traces (their bootstrap is [0, 0] in every resample; the
+    Wilson interval of 0 of 20 is [0, 16.1%]); c sits at 5% with an interval [1%, 10%] inside
+    theirs. Before: a and b got rank interval 1–1 (certain first), c 3–3."""
+    zeros = np.zeros(200)
+    c = np.linspace(0.01, 0.10, 200)
+    res = MetricResamples(
+        ("a", "b", "c"),
+        np.array([0.0, 0.0, 0.05]),
+        np.column_stack([zeros, zeros, c]),
+        np.array([20, 20, 20]),
+        np.array([1, 1, 1]),
+    )
+    table = rank_intervals(res, higher_is_better=False, share=True).set_index("teacher")
+    # Wilson: every shown interval overlaps every other, so each could take any of the 3 ranks
+    assert table["rank"].tolist() == [1, 1, 3]
+    assert table["rank_lo"].tolist() == [1, 1, 1]
+    assert table["rank_hi"].tolist() == [3, 3, 3]
+    assert table["rank_ub"].tolist() == [1, 1, 1]
+    assert table.loc["a", "not_separated"] == "b, c"
+
+
+def test_a_collapsed_teacher_clear_of_the_others_keeps_its_certain_rank() -> None:
+    """The overlap rule only widens what the shown intervals leave open: a at 0 of 200
+    (Wilson [0, 1.9%]) against b and c near 50% is surely first."""
+    b = np.linspace(0.40, 0.60, 100)
+    res = MetricResamples(
+        ("a", "b", "c"),
+        np.array([0.0, 0.5, 0.52]),
+        np.column_stack([np.zeros(100), b, b + 0.02]),
+        np.array([200, 200, 200]),
+        np.array([1, 1, 1]),
+    )
+    table = rank_intervals(res, higher_is_better=False, share=True).set_index("teacher")
+    assert (table.loc["a", ["rank_lo", "rank_hi"]].tolist()) == [1, 1]
+    # b beats c on every resample (paired): the bootstrap's order between them stands
+    assert table.loc["b", ["rank_lo", "rank_hi"]].tolist() == [2, 2]
+    assert table.loc["c", ["rank_lo", "rank_hi"]].tolist() == [3, 3]
+
+
+def test_teachers_tied_in_every_resample_are_not_given_a_certain_rank() -> None:
+    """b and c score the same on every problem: each resample ranks both 2nd, yet nothing says
+    which is ahead. Before: both 2–2."""
+    res = MetricResamples(
+        ("a", "b", "c"),
+        np.array([0.9, 0.5, 0.5]),
+        np.array([[0.8, 0.4, 0.4], [0.95, 0.6, 0.6], [0.9, 0.5, 0.5]]),
+        np.array([3, 3, 3]),
+        np.array([1, 1, 1]),
+    )
+    table = rank_intervals(res, higher_is_better=True).set_index("teacher")
+    assert table.loc["a", ["rank_lo", "rank_hi"]].tolist() == [1, 1]
+    assert table.loc["b", ["rank_lo", "rank_hi"]].tolist() == [2, 3]
+    assert table.loc["c", ["rank_lo", "rank_hi"]].tolist() == [2, 3]
+
+
+def test_demo_backtracking_at_zero_is_not_certain_first(results: Results) -> None:
+    """On the demo gpt-3.5 and palm-2-medium have 0 backtracking on all 50 traces; their Wilson
+    intervals (0 of 50: up to 7.1%) hold gpt-4's and gpt-4-turbo's values. Before: "1–1"."""
+    detail = results.rank_intervals("backtracking").set_index("teacher")
+    ranked = detail[detail["rank"].notna()]
+    zero = ranked[ranked["value"] == 0]
+    assert set(zero.index) == {"gpt-3.5", "palm-2-medium"}
+    for teacher, row in zero.iterrows():
+        low, high = _rank_span(row["rank 95% interval"])
+        assert high > low, (teacher, row["rank 95% interval"])
+        # every other ranked value lies inside this teacher's shown (Wilson) interval
+        inside = ranked["value"].between(row["95% lo"] - 1e-9, row["95% hi"])
+        assert inside.all()
+        assert (low, high) == (1, len(ranked))
+
+
+def test_demo_regression_zero_pair_per_dataset_is_not_certain(results: Results) -> None:
+    """The issue's case: gpt-3.5 and gpt-4 at 0.0% Regression on one dataset, with intervals to
+    tens of percent, showed the rank interval "1 (1)"."""
+    seen = 0
+    for dataset in results.datasets:
+        detail = results.rank_intervals("regression_rate", dataset=dataset)
+        spans = detail["rank 95% interval"].astype(str)
+        ranked = detail[detail["rank"].notna() & spans.str[0].str.isdigit()]
+        for _, row in ranked.iterrows():
+            low, high = _rank_span(row["rank 95% interval"])
+            others = ranked[ranked["teacher"] != row["teacher"]]
+            if row["value"] == 0 and (others["value"] == 0).any():
+                seen += 1
+                assert high > low, (dataset, row["teacher"], row["rank 95% interval"])
+    assert seen, "the demo has two teachers at 0% regression on some dataset"
+
+
+def test_rank_interval_always_holds_the_point_rank() -> None:
+    """Widening never drops the rank shown beside the interval."""
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        reps = np.round(rng.random((50, 4)) * 3) / 3  # coarse values: many ties
+        res = MetricResamples(
+            tuple("abcd"), reps.mean(axis=0).round(1), reps, np.full(4, 10), np.ones(4, int)
+        )
+        table = rank_intervals(res, higher_is_better=True, share=True)
+        frame = pd.DataFrame(table)
+        assert (frame["rank_lo"] <= frame["rank_hi"]).all()
+        assert (frame["rank_lo"] >= 1).all() and (frame["rank_hi"] <= 4).all()
+        # teachers tied in every resample never keep a one-rank interval
+        values = np.vstack([res.point, reps]).round(9)
+        for t in range(4):
+            for u in range(t + 1, 4):
+                if (values[:, t] == values[:, u]).all():
+                    assert frame["rank_hi"][t] > frame["rank_lo"][t]
