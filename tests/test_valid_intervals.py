@@ -14,6 +14,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from legival_core.rankings.rank_intervals import MetricResamples, rank_intervals
 from legival_core.results import Results
@@ -142,3 +144,81 @@ def test_rank_interval_always_holds_the_point_rank() -> None:
             for u in range(t + 1, 4):
                 if (values[:, t] == values[:, u]).all():
                     assert frame["rank_hi"][t] > frame["rank_lo"][t]
+
+
+# --- SOTU: a bias-corrected interval that holds its estimate ---------------------------------
+
+
+def _uniform_hazards(m: int, copies: int) -> pd.DataFrame:
+    """One teacher whose traces first succeed in each of m hazard bins equally often: the
+    sample is exactly uniform over m outcomes, so SOTU = log m / log 50."""
+    n = m * copies
+    return pd.DataFrame(
+        {
+            "trace_id": [f"t{i}" for i in range(n)],
+            "teacher": "uniform",
+            "dataset": "d",
+            "student": "s",
+            "problem_id": [f"p{i}" for i in range(n)],
+            "hazard_bin": [1 + (i % m) * (50 // m) for i in range(n)],
+        }
+    )
+
+
+@pytest.mark.parametrize("m", [2, 5, 10])
+def test_sotu_interval_of_a_known_entropy_holds_it(m: int) -> None:
+    """A uniform distribution has the largest entropy there is over its m outcomes, so no
+    resample can exceed it: the plain percentile interval ends at (or below) the true value.
+    Before: hi <= truth; now the truth lies strictly inside."""
+    from legival_core.rankings.rank_intervals import interval_table, resample_teachers
+
+    res = resample_teachers(None, _uniform_hazards(m, 20), ["sotu"], n_boot=1000, seed=0)
+    row = interval_table(res, {"sotu": True}).iloc[0]
+    truth = np.log(m) / np.log(50)
+    assert row["value"] == pytest.approx(truth)
+    assert row["value_lo"] < truth < row["value_hi"], (row["value_lo"], truth, row["value_hi"])
+    assert row["value_lo"] >= 0.0 and row["value_hi"] <= 1.0
+
+
+def test_transfer_table_sotu_interval_of_a_known_entropy_holds_it() -> None:
+    """The transfer page's per-teacher SOTU interval (teacher_metrics): 10 traces solved at
+    the first of two prefixes and 10 at the second, a uniform hazard over 2 bins, SOTU
+    log 2 / log 50. Before: the percentile interval's top was the estimate itself."""
+    from legival_core.metrics.transfer import teacher_metrics
+
+    rows = []
+    for i in range(20):
+        solved_at = 1 if i % 2 == 0 else 2
+        for k in (0, 1, 2):
+            rows.append(
+                {"teacher": "T", "dataset": "D", "student": "S", "trace_id": f"t{i}",
+                 "problem_id": f"p{i}", "k": k, "m": 2, "correct": int(k >= solved_at)}
+            )  # fmt: skip
+    row = teacher_metrics(pd.DataFrame(rows), n_boot=1000, seed=0).iloc[0]
+    truth = np.log(2) / np.log(50)
+    assert row["sotu"] == pytest.approx(truth)
+    assert row["sotu_lo"] < truth < row["sotu_hi"]
+
+
+def test_demo_sotu_estimates_lie_inside_their_intervals(results: Results) -> None:
+    """Before: gpt-3.5's SOTU 0.211 over [0.000, 0.205], the human's 0.188 near the top."""
+    detail = results.rank_intervals("sotu")
+    shown = detail.dropna(subset=["95% lo", "95% hi"])
+    assert len(shown) >= 4
+    inside = (shown["95% lo"] <= shown["value"]) & (shown["value"] <= shown["95% hi"])
+    assert inside.all(), shown[["teacher", "value", "95% lo", "95% hi"]]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    draws=st.lists(st.floats(0.0, 1.0), min_size=1, max_size=60),
+    estimate=st.floats(0.0, 1.0),
+    alpha=st.floats(0.01, 0.5),
+)
+def test_bias_corrected_interval_always_holds_the_estimate(
+    draws: list[float], estimate: float, alpha: float
+) -> None:
+    from legival_core.stats.stats import bias_corrected_interval
+
+    lo, hi = bias_corrected_interval(np.array(draws), estimate, alpha, (0.0, 1.0))
+    assert 0.0 <= lo <= estimate <= hi <= 1.0

@@ -31,7 +31,12 @@ import numpy as np
 import pandas as pd
 
 from legival_core.metrics.metric_catalog import METRICS
-from legival_core.stats.stats import percentile_interval, resample_counts, seeded_stream
+from legival_core.stats.stats import (
+    bias_corrected_interval,
+    percentile_interval,
+    resample_counts,
+    seeded_stream,
+)
 
 __all__ = [
     "MetricResamples",
@@ -60,6 +65,10 @@ __all__ = [
 EFFICIENCY_METRICS = ("accuracy", "tokens", "redundancy", "backtracking")
 TRANSFER_METRICS = ("fotu", "sotu", "regression_rate", "fotu_before_leak")
 _HAZARD_BINS = 50
+#: Metrics whose estimator is biased under resampling, with the range their bias-corrected
+#: interval is clipped to: SOTU, a plug-in entropy (a resample's histogram is more
+#: concentrated than the sample's, so its entropy is lower).
+BIAS_CORRECTED: dict[str, tuple[float, float]] = {"sotu": (0.0, 1.0)}
 # Values are rounded before ranking so that float noise cannot split a tie (as rank_table does).
 _RANK_DECIMALS = 9
 
@@ -327,7 +336,11 @@ def replicate_ranks(values: np.ndarray, higher_is_better: bool) -> np.ndarray:
 
 
 def rank_intervals(
-    resamples: MetricResamples, higher_is_better: bool, alpha: float = 0.05, share: bool = False
+    resamples: MetricResamples,
+    higher_is_better: bool,
+    alpha: float = 0.05,
+    share: bool = False,
+    bias_bounds: tuple[float, float] | None = None,
 ) -> pd.DataFrame:
     """Value interval, rank, rank interval, upper-bound rank and overlaps of every teacher.
 
@@ -341,6 +354,11 @@ def rank_intervals(
       ``value_lo[u] > value_hi[t]``);
     * ``not_separated`` = the teachers u != t whose rank intervals overlap t's
       (``rank_lo[u] <= rank_hi[t]`` and ``rank_lo[t] <= rank_hi[u]``), comma-separated.
+
+    With ``bias_bounds`` (a metric whose estimator is biased under resampling, SOTU's entropy:
+    :data:`BIAS_CORRECTED`) the value interval is the bias-corrected percentile interval
+    clipped to those bounds (:func:`legival_core.stats.stats.bias_corrected_interval`), which
+    holds the point value.
 
     ``rank_ub`` compares the intervals the pages show (:func:`shown_intervals`: for a share,
     ``share=True``, whose bootstrap collapsed to a point, its Wilson interval; none from one
@@ -371,7 +389,12 @@ def rank_intervals(
     for t in range(n_teachers):
         values = replicates[:, t][~np.isnan(replicates[:, t])]
         if len(values):
-            value_lo[t], value_hi[t] = percentile_interval(values, alpha)
+            if bias_bounds is None:
+                value_lo[t], value_hi[t] = percentile_interval(values, alpha)
+            else:  # a biased estimator (SOTU's entropy): the bias-corrected interval
+                value_lo[t], value_hi[t] = bias_corrected_interval(
+                    values, float(resamples.point[t]), alpha, bias_bounds
+                )
             placed = ranks[:, t][~np.isnan(ranks[:, t])]
             rank_lo[t], rank_hi[t] = np.quantile(
                 placed, [alpha / 2, 1 - alpha / 2], method="inverted_cdf"
@@ -714,10 +737,12 @@ def _teacher_subset(resamples: MetricResamples, keep: np.ndarray) -> MetricResam
     )
 
 
-def _value_intervals_only(resamples: MetricResamples, alpha: float) -> pd.DataFrame:
+def _value_intervals_only(
+    resamples: MetricResamples, alpha: float, bias_bounds: tuple[float, float] | None = None
+) -> pd.DataFrame:
     """:func:`rank_intervals` columns for teachers shown with their values but not ranked
     (reference teachers): value interval and n; rank columns missing."""
-    table = rank_intervals(resamples, True, alpha)
+    table = rank_intervals(resamples, True, alpha, bias_bounds=bias_bounds)
     for column in ("rank", "rank_lo", "rank_hi", "rank_ub"):
         table[column] = pd.array([pd.NA] * len(table), dtype="Int64")
     table["not_separated"] = ""
@@ -809,10 +834,12 @@ def interval_table(
         if not apart.all():
             ranked_here = _teacher_subset(r, ~apart)
             share = m in METRICS and METRICS[m].share
-            table = rank_intervals(ranked_here, higher_is_better[m], alpha, share=share)
+            table = rank_intervals(
+                ranked_here, higher_is_better[m], alpha, share, BIAS_CORRECTED.get(m)
+            )
             frames.append(table.assign(metric=m))
         if apart.any():
-            alone = _value_intervals_only(_teacher_subset(r, apart), alpha)
+            alone = _value_intervals_only(_teacher_subset(r, apart), alpha, BIAS_CORRECTED.get(m))
             frames.append(alone.assign(metric=m))
         composite_inputs[m] = _without_values(_teacher_subset(r, ~is_reference), left)
     ranked = TeacherResamples(
