@@ -222,3 +222,105 @@ def test_bias_corrected_interval_always_holds_the_estimate(
 
     lo, hi = bias_corrected_interval(np.array(draws), estimate, alpha, (0.0, 1.0))
     assert 0.0 <= lo <= estimate <= hi <= 1.0
+
+
+# --- the efficiency decomposition page: E0 board, waterfall, audits -------------------------
+
+PALM = "palm-2-medium"
+#: Field names the decomposition page used to show as headers or cells (issue 39).
+RAW_NAMES = {
+    "e0 rank", "n instances", "mean tokens", "mean workload", "dlog vo", "dlog e0",
+    "n models", "rho", "rho p05", "rho p95", "top1 solver", "top1 share", "n covered",
+    "effective solvers", "leave_top_k", "leave top k", "leave_self_out", "held_out_pools",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def demo_store() -> Store:
+    return Store.open(BUNDLED_STORES["demo"])
+
+
+def _decomposition_page(monkeypatch: pytest.MonkeyPatch, demo: Store, **params: str) -> object:
+    import streamlit
+
+    from tests.app_runner import run_app_page
+
+    streamlit.cache_data.clear()
+    return run_app_page("decomposition", monkeypatch, [demo.path], params, timeout=300)
+
+
+def test_e0_board_shows_problem_bootstrap_intervals_and_n_up_front(
+    monkeypatch: pytest.MonkeyPatch, demo_store: Store
+) -> None:
+    """Before: the E0 board ranked models from 10 problems with no interval, and its n column
+    (the last of twelve) was cut off at the right."""
+    from legival_core.views.efficiency import E0_BOARD_LABELS
+
+    decomposition = demo_store.read("decomposition")
+    benchmark = "champ-combinatorics"
+    at = _decomposition_page(monkeypatch, demo_store, dataset=benchmark)
+    board = next(f.value for f in at.dataframe if E0_BOARD_LABELS["e0"] in f.value.columns)
+    columns = list(board.columns)
+    lo, hi, n = (E0_BOARD_LABELS[c] for c in ("e0_lo", "e0_hi", "n_instances"))
+    assert columns.index(n) <= 6, columns  # on the first screen, beside E0
+    stored = decomposition[
+        (decomposition["benchmark"] == benchmark) & (decomposition["layer"] == "native")
+    ].set_index("model")
+    for row in board.itertuples(index=False):
+        cells = dict(zip(columns, row, strict=True))
+        model = str(cells["model"])
+        assert int(cells[n]) == int(stored.loc[model, "n_instances"])
+        e0 = float(stored.loc[model, "e0"])
+        low, high = float(cells[lo]), float(cells[hi])
+        assert low <= e0 + 1e-9 and e0 <= high + 1e-9, (model, low, e0, high)
+    assert (board[hi].astype(float) > board[lo].astype(float)).any()
+    headers = {str(c) for f in at.dataframe for c in f.value.columns}
+    assert not headers & RAW_NAMES, headers & RAW_NAMES
+
+
+def test_waterfall_has_intervals_and_its_csv_says_no_correct_answer(
+    monkeypatch: pytest.MonkeyPatch, demo_store: Store
+) -> None:
+    """Before: the waterfall had no interval and no n, and its CSV wrote −∞ as "-inf" for a
+    model with no correct answer (palm-2-medium on champ-combinatorics)."""
+    import json
+
+    from legival_core.views.efficiency import NO_CORRECT_ANSWER, waterfall_csv
+
+    at = _decomposition_page(
+        monkeypatch, demo_store, dataset="champ-combinatorics", teacher="gpt-4"
+    )
+    chart = next(c for c in at.get("plotly_chart") if "waterfall_chart" in c.proto.id)
+    spec = json.loads(chart.proto.spec)
+    bars = [t for t in spec["data"] if t.get("error_y", {}).get("visible")]
+    assert bars, "the waterfall draws its 95% intervals"
+    assert any("problems both models answered" in c.value for c in at.caption)
+    terms = pd.DataFrame(
+        {"term": ["Δlog r_ctx", "Δlog E0"], "value": [0.1, float("-inf")],
+         "measure": ["relative", "total"], "lo": [0.0, float("-inf")], "hi": [0.2, 0.0]}
+    )  # fmt: skip
+    out = waterfall_csv(terms)
+    assert out["value"].tolist() == [0.1, NO_CORRECT_ANSWER]
+    assert "inf" not in out.to_csv(index=False).lower()
+
+
+def test_workload_audit_rows_without_data_say_why_or_are_left_out(
+    monkeypatch: pytest.MonkeyPatch, demo_store: Store
+) -> None:
+    """Before: leave-top-k rows for k = 3 and k = 5 on a pool of 4 models listed ρ "—" and
+    coverage 0.000 with nothing said."""
+    from legival_core.views.efficiency import AUDIT_LABELS
+
+    at = _decomposition_page(monkeypatch, demo_store, dataset="champ-combinatorics")
+    audits = next(f.value for f in at.dataframe if AUDIT_LABELS["why"] in f.value.columns)
+    rho, why = AUDIT_LABELS["rho"], AUDIT_LABELS["why"]
+    k, n_models = AUDIT_LABELS["k"], AUDIT_LABELS["n_models"]
+    no_rho = audits[audits[rho].map(lambda v: pd.isna(v) or v == "—")]
+    assert len(no_rho), "the demo has an audit with no ρ"
+    assert no_rho[why].map(lambda v: isinstance(v, str) and len(v) > 10).all(), no_rho
+    numeric_k = pd.to_numeric(audits[k], errors="coerce")
+    assert not (numeric_k >= pd.to_numeric(audits[n_models], errors="coerce")).any()
+    captions = [c.value.replace("\\", "") for c in at.caption]  # Markdown escapes removed
+    assert any("Left out" in c and "k = 5" in c for c in captions), captions
+    cells = " ".join(str(v) for v in audits.to_numpy().ravel())
+    assert "leave_top_k" not in cells and "held_out_pools" not in cells
