@@ -324,3 +324,26 @@ def test_workload_audit_rows_without_data_say_why_or_are_left_out(
     assert any("Left out" in c and "k = 5" in c for c in captions), captions
     cells = " ".join(str(v) for v in audits.to_numpy().ravel())
     assert "leave_top_k" not in cells and "held_out_pools" not in cells
+
+
+@pytest.mark.parametrize(
+    ("page", "raw"),
+    [
+        ("rewards", {"fotu datasets", "sotu datasets", "score datasets"}),
+        ("inspector", {"top share se"}),
+    ],
+)
+def test_page_headers_are_readable_names(
+    monkeypatch: pytest.MonkeyPatch, demo_store: Store, page: str, raw: set[str]
+) -> None:
+    """Before: the Rewards page headed its coverage columns "fotu datasets", "regression rate
+    datasets", and the Inspector a standard error "top share se"."""
+    import streamlit
+
+    from tests.app_runner import run_app_page
+
+    streamlit.cache_data.clear()
+    at = run_app_page(page, monkeypatch, [demo_store.path], {}, timeout=300)
+    headers = {str(c) for f in at.dataframe for c in f.value.columns}
+    assert not headers & raw, headers & raw
+    assert not any(h.endswith((" datasets", " se")) and h.islower() for h in headers), headers
