@@ -17,7 +17,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from legival_core.store.app_config import parse_app_args
+from legival_core.store.app_config import BUNDLED_STORES, parse_app_args
 from legival_core.store.site_pin import canonical_digest
 from legival_core.store.store import Store
 from legival_core.text.safe_text import markdown_literal
@@ -48,6 +48,21 @@ def test_parse_merge_and_prefer_from_the_environment() -> None:
     # the command line wins over the environment, as --store comes after LEGIVAL_STORE
     assert parse_app_args(["--prefer", "b"], env).prefer == "b"
     assert not parse_app_args([], {**env, "LEGIVAL_MERGE": "0"}).merge
+
+
+def test_a_bundled_store_named_by_path_is_listed_once() -> None:
+    # `--store results/demo` used to add the bundled demo a second time as "demo-2"
+    relative = (
+        BUNDLED_STORES["demo"].relative_to(Path.cwd())
+        if BUNDLED_STORES["demo"].is_relative_to(Path.cwd())
+        else BUNDLED_STORES["demo"]
+    )
+    cfg = parse_app_args(["--store", str(relative)], {})
+    assert sorted(cfg.stores) == ["demo", "published"]
+    assert cfg.launched == ("demo",) and cfg.default == "demo"
+    # a different folder with the same base name still gets its own name
+    other = parse_app_args(["--store", "/elsewhere/demo"], {})
+    assert sorted(other.stores) == ["demo", "demo-2", "published"]
 
 
 def test_merged_board_needs_two_launched_stores() -> None:

@@ -138,6 +138,11 @@ def _store_argument(value: str) -> tuple[str | None, Path]:
 
 
 def _unique_name(path: Path, taken: Mapping[str, Path]) -> str:
+    # a path already registered (e.g. `--store results/demo`) keeps that store's name,
+    # so the selector does not list one store twice
+    for name, known in taken.items():
+        if known.expanduser().resolve() == path.resolve():
+            return name
     base = re.sub(r"[^A-Za-z0-9_.-]+", "-", path.resolve().name or "store").strip("-") or "store"
     base = base[:48]
     name, n = base, 2
@@ -155,6 +160,9 @@ def parse_app_args(argv: Sequence[str], environ: Mapping[str, str]) -> AppConfig
     >>> cfg = parse_app_args(["--store", "a=/r/a", "--store", "b=/r/b", "--prefer", "b"], {})
     >>> cfg.launched, cfg.merge, cfg.prefer
     (('a', 'b'), False, 'b')
+    >>> cfg = parse_app_args(["--store", str(BUNDLED_STORES["demo"])], {})
+    >>> sorted(cfg.stores), cfg.launched
+    (['demo', 'published'], ('demo',))
     """
     parser = argparse.ArgumentParser(allow_abbrev=False, prog="app.py", add_help=False)
     parser.add_argument("--store", action="append", default=[])
