@@ -271,6 +271,7 @@ waterfall.update_layout(
     title=f"{plotly_literal(model)} vs {plotly_literal(reference)}: Δlog E0 = sum of the bars",
     height=420,
     yaxis_title="log ratio (model / reference)",
+    showlegend=False,  # one series of bars; the error bars are explained in the caption
 )
 st.plotly_chart(waterfall, key="waterfall_chart")
 st.caption(

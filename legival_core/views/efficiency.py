@@ -486,6 +486,6 @@ def audit_rows(audits: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
             why.append("the reduced pools solve no problem: no workload to rank")
         else:
             why.append("fewer than two models have a VŌ under both pools (no overlap)")
-    rows["why"] = why
+    rows.insert(list(rows.columns).index("rho") + 1, "why", why)  # beside the missing ρ
     rows["audit"] = rows["audit"].map(lambda a: AUDIT_NAMES.get(str(a), str(a)))
     return rows, left_out
