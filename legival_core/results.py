@@ -613,13 +613,18 @@ class Results:
         layer: str | None = None,
         *,
         include_references: bool = False,
+        n_boot: int = RANK_RESAMPLES,
+        seed: int = RESAMPLE_SEED,
     ) -> pd.DataFrame:
         """The Efficiency decomposition page's E0 board: one row per model of ``benchmark``
         (the page's first, alphabetically, when None), ranked by E0 = 1000 · P(correct) / E[T]
         (correct answers per 1,000 tokens), with accuracy, r_ctx, r_logic, E[T] (``mean_tokens``),
         VŌ and κ where the ``layer`` has them. ``layer``: ``"native"`` (the benchmark's own
         workload W, the page's default), ``"solver"`` or ``"trace"``. Reference teachers get no
-        rank unless ``include_references``.
+        rank unless ``include_references``. Where the store has its traces and grades, E0 comes
+        with its 95% interval over ``n_boot`` resamples of the problems (``e0_lo``, ``e0_hi``)
+        and the problems behind it (``n_instances``) beside it
+        (:func:`legival_core.views.efficiency.board_with_intervals`).
 
         >>> board = open("results/demo").decomposition()
         >>> board["benchmark"].unique().tolist()
@@ -637,4 +642,34 @@ class Results:
         layer = ("native" if "native" in layers else layers[0]) if layer is None else layer
         _choose("layer", layer, layers)
         rows = rows[rows["layer"] == layer]
-        return views.e0_board(rows, self.reference_teachers, include_references)
+        board = views.e0_board(rows, self.reference_teachers, include_references)
+        if not (self.has_table("traces") and self.has_table("grades")):
+            return board
+        from legival_core.views import efficiency as efficiency_view
+
+        def draw() -> pd.DataFrame:
+            instances = views.decomposition_instances(
+                self.table("traces")[
+                    [
+                        c
+                        for c in (
+                            "trace_id",
+                            "problem_id",
+                            "dataset",
+                            "teacher",
+                            "sample",
+                            "tokens",
+                            "truncated",
+                            "reasoning",
+                        )
+                        if c in self.table("traces")
+                    ]
+                ],
+                self.table("grades")[["trace_id", "correct"]],
+            )
+            return efficiency_view.e0_intervals(
+                instances[instances["benchmark"] == benchmark], n_boot, seed
+            )  # fmt: skip
+
+        intervals = self._cached(("e0_intervals", benchmark, n_boot, seed), draw)
+        return efficiency_view.board_with_intervals(board, intervals)

@@ -35,14 +35,9 @@ def stored_sigma() -> pd.Series | None:
     return pd.Series(frame["compression"].to_numpy(), index=frame["trace_id"].astype(str))
 
 
-@common.derived("audits")
-def audits(benchmark: str, include: bool) -> dict[str, pd.DataFrame]:
-    """Solver-workload audits; the pool leaves reference teachers out unless ``include``
-    (stored by the metrics stage for each benchmark, reference teachers left out)."""
-    parts = ("audits", "concentration")
-    stored = [common.stored_result(f"decomposition_{p}", (benchmark, include)) for p in parts]
-    if all(frame is not None for frame in stored):
-        return dict(zip(parts, stored, strict=True))
+def benchmark_instances(benchmark: str, sigma: bool = True) -> pd.DataFrame:
+    """The decomposition's instances of one benchmark, built as the metrics stage builds them
+    (``sigma``: with the stored σ per trace, for the trace layer)."""
     instances = views.decomposition_instances(
         common.load_table(
             "traces",
@@ -58,15 +53,65 @@ def audits(benchmark: str, include: bool) -> dict[str, pd.DataFrame]:
             ],
         ),
         common.load_table("grades", columns=["trace_id", "correct"]),
-        sigma=stored_sigma(),
+        sigma=stored_sigma() if sigma else None,
     )
+    return instances[instances["benchmark"] == benchmark]
+
+
+@common.derived("audits")
+def audits(benchmark: str, include: bool) -> dict[str, pd.DataFrame]:
+    """Solver-workload audits; the pool leaves reference teachers out unless ``include``
+    (stored by the metrics stage for each benchmark, reference teachers left out)."""
+    parts = ("audits", "concentration")
+    stored = [common.stored_result(f"decomposition_{p}", (benchmark, include)) for p in parts]
+    if all(frame is not None for frame in stored):
+        return dict(zip(parts, stored, strict=True))
     return views.workload_audits(
-        instances[instances["benchmark"] == benchmark],
+        benchmark_instances(benchmark),
         references=common.reference_teachers(),
         include_references=include,
     )
 
 
+@common.derived("e0_intervals")
+def e0_intervals(benchmark: str) -> pd.DataFrame:
+    """E0 per model with its 95% interval over resamples of the benchmark's problems."""
+    config = common.get_config()
+    return efficiency_view.e0_intervals(
+        benchmark_instances(benchmark, sigma=False), config.rank_resamples, config.resample_seed
+    )
+
+
+def waterfall_terms(benchmark: str, layer: str, model: str, reference: str) -> pd.DataFrame:
+    """The Δlog E0 bars of ``model`` against ``reference`` from the stored rows."""
+    stored = common.load_table("decomposition")
+    here = stored[(stored["benchmark"] == benchmark) & (stored["layer"] == layer)]
+    first = {m: here[here["model"].astype(str) == m].iloc[0].to_dict() for m in (model, reference)}
+    return views.delta_log_terms(first[model], first[reference])
+
+
+@common.derived("waterfall_intervals")
+def waterfall_intervals(benchmark: str, layer: str, model: str, reference: str) -> pd.DataFrame:
+    """The waterfall's bars with their paired problem-bootstrap intervals and n."""
+    config = common.get_config()
+    return efficiency_view.waterfall_intervals(
+        waterfall_terms(benchmark, layer, model, reference),
+        benchmark_instances(benchmark, sigma=False),
+        model,
+        reference,
+        config.rank_resamples,
+        config.resample_seed,
+    )
+
+
+def _reach(gaps: pd.Series) -> list[float]:
+    """Error-bar lengths: an open end (an interval reaching −∞, no correct answer in some
+    resamples) or a missing one is drawn as no bar on that side."""
+    values = pd.to_numeric(gaps, errors="coerce").astype(float)
+    return values.where(values.abs() != float("inf")).clip(lower=0).fillna(0.0).tolist()
+
+
+has_instances = common.has_table("traces") and common.has_table("grades")
 decomposition = common.load_table("decomposition")
 benchmarks = sorted(decomposition["benchmark"].unique())
 left, middle = st.columns(2)
@@ -94,7 +139,15 @@ rows = rows[rows["layer"] == layer]
 
 board = views.e0_board(rows, common.reference_teachers(), include)
 st.subheader("E0 board")
-common.table(board, "e0_board")
+if has_instances:
+    # every E0 with its 95% interval over resamples of the problems, and n beside it
+    board = efficiency_view.board_with_intervals(board, e0_intervals(benchmark))
+    st.caption(
+        "E0 95% lo–hi: percentile interval over resamples of this benchmark's problems; "
+        "n: the problems behind each E0. Ranks from a few problems are fragile: read them "
+        "with the intervals."
+    )
+common.table(board, "e0_board", labels=efficiency_view.E0_BOARD_LABELS)
 # What T counts differs by where a trace came from: say it, from the store's provenance.
 sources = token_sources(common.load_manifest())
 tokens_words = sources.e_t_label(board["model"])
@@ -175,29 +228,63 @@ reference = common.url_select(
     where=pick_right,
     default=non_reference[0] if non_reference else None,
 )
-model_row = rows[rows["model"] == model].iloc[0].to_dict()
-reference_row = rows[rows["model"] == reference].iloc[0].to_dict()
-terms = views.delta_log_terms(model_row, reference_row)
+terms = (
+    waterfall_intervals(benchmark, layer, str(model), str(reference))
+    if has_instances
+    else waterfall_terms(benchmark, layer, str(model), str(reference))
+)
+finite = terms["value"].map(lambda v: pd.notna(v) and abs(float(v)) != float("inf"))
 waterfall = go.Figure(
     go.Waterfall(
         x=terms["term"],
-        y=terms["value"].fillna(0.0),
+        # an infinite bar (no correct answer) is drawn at 0 and labelled with what it means
+        y=terms["value"].where(finite, 0.0),
         measure=terms["measure"],
         text=[efficiency_view.dlog_text(v) for v in terms["value"]],
         textposition="outside",
     )
 )
+if "lo" in terms and terms["lo"].notna().any():
+    # the bars' 95% intervals over paired resamples of the problems both models answered
+    ends = terms["value"].where(finite, 0.0).astype(float)
+    running = ends.where(terms["measure"] == "total", ends.cumsum())
+    waterfall.add_trace(
+        go.Scatter(
+            x=terms["term"],
+            y=running,
+            mode="markers",
+            marker={"size": 1, "color": "rgba(0,0,0,0)"},
+            error_y={
+                "type": "data",
+                "visible": True,
+                "symmetric": False,
+                "array": _reach(terms["hi"] - terms["value"]),
+                "arrayminus": _reach(terms["value"] - terms["lo"]),
+                "color": "#333",
+            },
+            name="95% interval (paired problem resamples)",
+            showlegend=False,
+            hoverinfo="skip",
+        )
+    )
 waterfall.update_layout(
     title=f"{plotly_literal(model)} vs {plotly_literal(reference)}: Δlog E0 = sum of the bars",
     height=420,
     yaxis_title="log ratio (model / reference)",
+    showlegend=False,  # one series of bars; the error bars are explained in the caption
 )
 st.plotly_chart(waterfall, key="waterfall_chart")
 st.caption(
     "Terms from the stored rows; 'rounding' is what the stored terms leave over (non-zero for "
     "published tables, which are rounded)."
 )
-common.download_csv(terms, "waterfall")
+if "n_paired" in terms and terms["n_paired"].notna().any():
+    n_paired = int(terms["n_paired"].dropna().iloc[0])
+    st.caption(
+        f"Error bars: 95% intervals over resamples of the {n_paired} problems both models "
+        "answered (n); the workload bars (E[W], VŌ, κ) have none, their W depending on the layer."
+    )
+common.download_csv(efficiency_view.waterfall_csv(terms), "waterfall")
 
 if rows["vo"].notna().any() and rows["kappa"].notna().any():
     st.subheader("Overhead VŌ vs coupling κ")
@@ -255,13 +342,26 @@ common.table(
 )
 
 st.subheader("Solver-derived workload audits")
-if common.has_table("traces") and common.has_table("grades"):
+if has_instances:
     result = audits(benchmark, include)
     st.caption(
         "ρ between VŌ rankings under the full pool and under reduced pools (leave-self-out, "
         "leave-top-k) or between two random half pools (median and 5–95% over 200 splits)."
     )
-    common.table(result["audits"], "workload_audits")
-    common.table(result["concentration"], "solver_concentration")
+    shown, left_out = efficiency_view.audit_rows(result["audits"])
+    common.table(shown, "workload_audits", labels=efficiency_view.AUDIT_LABELS)
+    if left_out:
+        st.caption(
+            markdown_literal(
+                "Left out: leave out the best "
+                + ", ".join(left_out)
+                + " (k is at least the pool's size, so no model is left to audit)."
+            )
+        )
+    common.table(
+        result["concentration"],
+        "solver_concentration",
+        labels=efficiency_view.CONCENTRATION_LABELS,
+    )
 else:
     st.info("Audits need the per-instance tables (traces, grades), which this store lacks.")

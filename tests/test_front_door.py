@@ -47,6 +47,7 @@ from legival_core.store.store import StoreError
 from legival_core.text.safe_text import markdown_math
 from legival_core.views import board as board_layout
 from legival_core.views.display import MISSING, tidy_table
+from legival_core.views.efficiency import E0_BOARD_LABELS
 from tests.app_runner import run_app_page
 
 REPO = Path(__file__).resolve().parents[1]
@@ -342,7 +343,7 @@ def test_model_level_partial_correlations_equal_the_page(demo: Results, monkeypa
 def test_decomposition_equals_the_page(demo: Results, monkeypatch) -> None:
     at = run_page("decomposition", monkeypatch)
     board = demo.decomposition()
-    same_table(at.dataframe[0].value, tidy_table(board).data)
+    same_table(at.dataframe[0].value, tidy_table(board, E0_BOARD_LABELS).data)
 
 
 def test_decomposition_of_another_benchmark_and_layer_equals_the_page(
@@ -357,7 +358,7 @@ def test_decomposition_of_another_benchmark_and_layer_equals_the_page(
         .reset_index(drop=True)
         .equals(demo.decomposition(other)["e0"].reset_index(drop=True))
     )
-    same_table(at.dataframe[0].value, tidy_table(board).data)
+    same_table(at.dataframe[0].value, tidy_table(board, E0_BOARD_LABELS).data)
 
 
 # --- opening -------------------------------------------------------------------------------------

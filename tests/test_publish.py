@@ -38,14 +38,15 @@ def test_publish_hand_worked_store(tmp_path: Path, capsys: pytest.CaptureFixture
         str(out / n) for n in ("index.html", "leaderboard.csv", "leaderboard.tex", "site.json")
     ]
     table = pd.read_csv(out / "leaderboard.csv").set_index("teacher")
-    # ace is shorter on every problem: rank 1 in every resample; the twins tie at 2 throughout;
+    # ace is shorter on every problem: rank 1 in every resample; the twins tie at 2 throughout,
+    # so either may be second: 2–3 (issue 39: a tie in every resample is not a certain rank);
     # ace's mean 750 / 6 = 125, six traces each (see tests/test_uncertainty_pages.py)
     assert table.loc[
         "ace", ["tokens_rank", "tokens_rank_lo", "tokens_rank_hi", "tokens_rank_ub"]
     ].tolist() == [1, 1, 1, 1]
     assert table.loc[
         "twin-b", ["tokens_rank", "tokens_rank_lo", "tokens_rank_hi", "tokens_rank_ub"]
-    ].tolist() == [2, 2, 2, 2]
+    ].tolist() == [2, 2, 3, 2]
     assert table.loc["ace", "tokens"] == pytest.approx(125.0)
     assert table["tokens_n_traces"].tolist() == [6, 6, 6]
     page = (out / "index.html").read_text(encoding="utf-8")

@@ -34,7 +34,12 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from legival_core.stats.stats import percentile_interval, resample_counts, seeded_stream
+from legival_core.stats.stats import (
+    bias_corrected_interval,
+    percentile_interval,
+    resample_counts,
+    seeded_stream,
+)
 from legival_core.store.schema import SchemaError, require_columns
 
 #: Number of position bins; each has width ``1 / N_BINS = 0.02``.
@@ -1235,8 +1240,9 @@ def teacher_metrics(
 
     Confidence intervals (``<q>_lo``, ``<q>_hi``) are percentile intervals from ``n_boot``
     resamples of the group's traces with replacement (a resampled trace brings all its
-    students); the random stream depends only on ``seed`` and the group key. ``n_boot = 0``
-    leaves them NaN.
+    students); the random stream depends only on ``seed`` and the group key. SOTU's is the
+    bias-corrected percentile interval (:func:`legival_core.stats.stats.bias_corrected_interval`:
+    a resampled entropy is biased low), so it holds the estimate. ``n_boot = 0`` leaves them NaN.
 
     Args:
         rollouts: rollouts table (see :data:`ROLLOUT_COLUMNS`).
@@ -1282,6 +1288,11 @@ def teacher_metrics(
             boot = _aggregate(weights, inputs, prof)
             del weights  # free it before the next group's (they are the biggest arrays here)
             bounds = _intervals(np.column_stack([boot[q] for q in TEACHER_QUANTITIES]), alpha)
+            # SOTU is a plug-in entropy, biased low under resampling: its percentile interval
+            # would sit below the estimate, so it gets the bias-corrected one
+            bounds[TEACHER_QUANTITIES.index("sotu")] = bias_corrected_interval(
+                boot["sotu"].ravel(), float(point["sotu"][0]), alpha, (0.0, 1.0)
+            )
         else:
             bounds = np.full((len(TEACHER_QUANTITIES), 2), np.nan)
         for name, (lo, hi) in zip(TEACHER_QUANTITIES, bounds.tolist(), strict=True):

@@ -30,13 +30,20 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from legival_core.stats.stats import percentile_interval, resample_counts, seeded_stream
+from legival_core.metrics.metric_catalog import METRICS
+from legival_core.stats.stats import (
+    bias_corrected_interval,
+    percentile_interval,
+    resample_counts,
+    seeded_stream,
+)
 
 __all__ = [
     "MetricResamples",
     "TeacherResamples",
     "agreeing_intervals",
     "board_unranked",
+    "collapsed_share_bounds",
     "composite_resamples",
     "composite_scores",
     "frontier_shares",
@@ -49,6 +56,7 @@ __all__ = [
     "resample_teachers",
     "resamples_frame",
     "resamples_from_frame",
+    "shown_intervals",
     "stored_board_resamples",
 ]
 
@@ -57,6 +65,10 @@ __all__ = [
 EFFICIENCY_METRICS = ("accuracy", "tokens", "redundancy", "backtracking")
 TRANSFER_METRICS = ("fotu", "sotu", "regression_rate", "fotu_before_leak")
 _HAZARD_BINS = 50
+#: Metrics whose estimator is biased under resampling, with the range their bias-corrected
+#: interval is clipped to: SOTU, a plug-in entropy (a resample's histogram is more
+#: concentrated than the sample's, so its entropy is lower).
+BIAS_CORRECTED: dict[str, tuple[float, float]] = {"sotu": (0.0, 1.0)}
 # Values are rounded before ranking so that float noise cannot split a tie (as rank_table does).
 _RANK_DECIMALS = 9
 
@@ -324,7 +336,11 @@ def replicate_ranks(values: np.ndarray, higher_is_better: bool) -> np.ndarray:
 
 
 def rank_intervals(
-    resamples: MetricResamples, higher_is_better: bool, alpha: float = 0.05
+    resamples: MetricResamples,
+    higher_is_better: bool,
+    alpha: float = 0.05,
+    share: bool = False,
+    bias_bounds: tuple[float, float] | None = None,
 ) -> pd.DataFrame:
     """Value interval, rank, rank interval, upper-bound rank and overlaps of every teacher.
 
@@ -339,14 +355,28 @@ def rank_intervals(
     * ``not_separated`` = the teachers u != t whose rank intervals overlap t's
       (``rank_lo[u] <= rank_hi[t]`` and ``rank_lo[t] <= rank_hi[u]``), comma-separated.
 
+    With ``bias_bounds`` (a metric whose estimator is biased under resampling, SOTU's entropy:
+    :data:`BIAS_CORRECTED`) the value interval is the bias-corrected percentile interval
+    clipped to those bounds (:func:`legival_core.stats.stats.bias_corrected_interval`), which
+    holds the point value.
+
+    ``rank_ub`` compares the intervals the pages show (:func:`shown_intervals`: for a share,
+    ``share=True``, whose bootstrap collapsed to a point, its Wilson interval; none from one
+    trace). Where the bootstrap cannot order a teacher (its interval collapsed, or it ties
+    another teacher in every resample, say two teachers at 0% throughout) its rank interval is
+    widened to what those shown intervals allow, and so is the interval of every teacher whose
+    shown interval overlaps such a teacher's (:func:`_unresolved_by_overlap`): a rank read off
+    resamples that are all alike is not certain.
+
     >>> # a beats b on every problem; b and c have identical scores problem by problem
     >>> res = MetricResamples(("a", "b", "c"), np.array([0.9, 0.5, 0.5]),
     ...     np.array([[0.8, 0.4, 0.4], [0.95, 0.6, 0.6], [0.9, 0.5, 0.5]]),
     ...     np.array([3, 3, 3]), np.array([1, 1, 1]))
     >>> table = rank_intervals(res, higher_is_better=True)
-    >>> # a's interval [0.81, 0.95] lies above b's and c's [0.40, 0.60]: both have rank_ub 2
+    >>> # a's interval [0.81, 0.95] lies above b's and c's [0.40, 0.60]: both have rank_ub 2;
+    >>> # b and c tie in every resample, so either may be second: rank interval 2-3
     >>> table[["teacher", "rank", "rank_lo", "rank_hi", "rank_ub", "not_separated"]].values.tolist()
-    [['a', 1, 1, 1, 1, ''], ['b', 2, 2, 2, 2, 'c'], ['c', 2, 2, 2, 2, 'b']]
+    [['a', 1, 1, 1, 1, ''], ['b', 2, 2, 3, 2, 'c'], ['c', 2, 2, 3, 2, 'b']]
     """
     if not 0 < alpha < 1:
         raise ValueError(f"rank_intervals: alpha must be in (0, 1), got {alpha!r}")
@@ -359,20 +389,34 @@ def rank_intervals(
     for t in range(n_teachers):
         values = replicates[:, t][~np.isnan(replicates[:, t])]
         if len(values):
-            value_lo[t], value_hi[t] = percentile_interval(values, alpha)
+            if bias_bounds is None:
+                value_lo[t], value_hi[t] = percentile_interval(values, alpha)
+            else:  # a biased estimator (SOTU's entropy): the bias-corrected interval
+                value_lo[t], value_hi[t] = bias_corrected_interval(
+                    values, float(resamples.point[t]), alpha, bias_bounds
+                )
             placed = ranks[:, t][~np.isnan(ranks[:, t])]
             rank_lo[t], rank_hi[t] = np.quantile(
                 placed, [alpha / 2, 1 - alpha / 2], method="inverted_cdf"
             )
+    n_traces = np.asarray(resamples.n_traces, dtype=np.float64).reshape(n_teachers)
+    shown_lo, shown_hi, collapsed = shown_intervals(
+        resamples.point, value_lo, value_hi, n_traces, share
+    )
     with np.errstate(invalid="ignore"):
         if higher_is_better:
-            beats = value_lo[None, :] > value_hi[:, None]  # [t, u]: u surely better than t
+            beats = shown_lo[None, :] > shown_hi[:, None]  # [t, u]: u surely better than t
         else:
-            beats = value_hi[None, :] < value_lo[:, None]
-        overlap = (rank_lo[None, :] <= rank_hi[:, None]) & (rank_lo[:, None] <= rank_hi[None, :])
-    np.fill_diagonal(overlap, False)
+            beats = shown_hi[None, :] < shown_lo[:, None]
     has_interval = ~np.isnan(value_lo)
     rank_ub = np.where(has_interval, 1 + beats.sum(axis=1), np.nan)
+    rank_lo, rank_hi = _unresolved_by_overlap(
+        rank_lo, rank_hi, beats, collapsed | _always_tied(resamples.point, replicates),
+        shown_lo, shown_hi, ~np.isnan(point_rank),
+    )  # fmt: skip
+    with np.errstate(invalid="ignore"):
+        overlap = (rank_lo[None, :] <= rank_hi[:, None]) & (rank_lo[:, None] <= rank_hi[None, :])
+    np.fill_diagonal(overlap, False)
     return pd.DataFrame(
         {
             "teacher": teachers,
@@ -390,6 +434,115 @@ def rank_intervals(
                 for t in range(n_teachers)
             ],
         }
+    )
+
+
+def shown_intervals(
+    point: np.ndarray,
+    value_lo: np.ndarray,
+    value_hi: np.ndarray,
+    n_traces: np.ndarray,
+    share: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The value intervals as the pages show them, and which bootstraps collapsed.
+
+    A percentile interval of zero width from two traces or more collapsed (every trace scores
+    the same); for a share the pages show the Wilson 95% interval of ``round(value · n)`` of
+    ``n`` instead (:func:`collapsed_share_bounds`). From fewer than two traces no interval is
+    shown: the value could be anywhere, so its bounds are -inf and +inf. Returns the shown
+    lower and upper bounds and a mask of the collapsed (or one-trace) teachers.
+
+    >>> lo, hi, collapsed = shown_intervals(np.array([0.0, 0.5, 0.2]), np.array([0.0, 0.3, 0.2]),
+    ...     np.array([0.0, 0.7, 0.2]), np.array([14, 10, 1]), share=True)
+    >>> lo.round(4).tolist(), hi.round(4).tolist(), collapsed.tolist()
+    ([0.0, 0.3, -inf], [0.2153, 0.7, inf], [True, False, True])
+    """
+    shown_lo = np.asarray(value_lo, dtype=np.float64).copy()
+    shown_hi = np.asarray(value_hi, dtype=np.float64).copy()
+    n = np.asarray(n_traces, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        one = ~np.isnan(shown_lo) & (n < 2)
+        collapsed = ~np.isnan(shown_lo) & (shown_hi - shown_lo <= _COLLAPSED) & ~one
+    shown_lo[one], shown_hi[one] = -np.inf, np.inf
+    for t in np.flatnonzero(collapsed):
+        bounds = collapsed_share_bounds(point[t], shown_lo[t], shown_hi[t], n[t], share)
+        if bounds is not None:
+            shown_lo[t], shown_hi[t] = bounds
+    return shown_lo, shown_hi, collapsed | one
+
+
+#: An interval narrower than this has collapsed to a point (float noise aside).
+_COLLAPSED = 1e-12
+
+
+def collapsed_share_bounds(
+    value: float, lo: float, hi: float, n_traces: float, share: bool
+) -> tuple[float, float] | None:
+    """The Wilson 95% interval of a share (``share``) whose bootstrap interval ``[lo, hi]``
+    collapsed to a point, from ``n_traces >= 2`` traces: ``round(value · n)`` of ``n``
+    (:func:`legival_core.stats.stats.wilson_interval`); None otherwise (an interval with
+    width, not a share, fewer than two traces, or a missing number).
+
+    >>> [round(b, 4) for b in collapsed_share_bounds(0.0, 0.0, 0.0, 14, share=True)]
+    [0.0, 0.2153]
+    >>> collapsed_share_bounds(0.0, 0.0, 0.0, 14, share=False) is None
+    True
+    """
+    from legival_core.stats.stats import wilson_interval
+
+    numbers = np.array([value, lo, hi, n_traces], dtype=np.float64)
+    if not share or np.isnan(numbers).any() or n_traces < 2 or hi - lo > _COLLAPSED:
+        return None
+    n = int(n_traces)
+    ci = wilson_interval(min(n, max(0, round(float(value) * n))), n)
+    return ci.lo, ci.hi
+
+
+def _always_tied(point: np.ndarray, replicates: np.ndarray) -> np.ndarray:
+    """Per teacher, whether some other teacher has the same value (to 9 decimals) on the data
+    and on every resample where both have one: the bootstrap can never order the two."""
+    values = np.round(np.vstack([np.asarray(point, dtype=np.float64), replicates]), _RANK_DECIMALS)
+    finite = ~np.isnan(values)
+    both = finite[:, :, None] & finite[:, None, :]
+    same = (values[:, :, None] == values[:, None, :]) | ~both
+    tied = same.all(axis=0) & both[0]
+    np.fill_diagonal(tied, False)
+    return tied.any(axis=1)
+
+
+def _unresolved_by_overlap(
+    rank_lo: np.ndarray,
+    rank_hi: np.ndarray,
+    beats: np.ndarray,
+    unresolved: np.ndarray,
+    shown_lo: np.ndarray,
+    shown_hi: np.ndarray,
+    ranked: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rank intervals widened where the bootstrap cannot order teachers.
+
+    ``beats[t, u]`` says u's shown interval lies entirely on the better side of t's. The shown
+    intervals alone allow t every rank from ``1 + #{u surely better}`` to
+    ``n - #{u surely worse}`` (n = the ranked teachers). A teacher marked ``unresolved`` (its
+    bootstrap collapsed, or it ties another in every resample) and every teacher whose shown
+    interval overlaps an unresolved one's get the union of their bootstrap rank interval and
+    that range; the others keep the bootstrap's.
+    """
+    n_ranked = int(ranked.sum())
+    better = beats & ranked[None, :]
+    worse = beats.T & ranked[None, :]
+    allowed_lo = 1.0 + better.sum(axis=1)
+    allowed_hi = n_ranked - worse.sum(axis=1)
+    with np.errstate(invalid="ignore"):
+        overlaps = (shown_lo[:, None] <= shown_hi[None, :]) & (
+            shown_lo[None, :] <= shown_hi[:, None]
+        )
+    np.fill_diagonal(overlaps, False)
+    touched = ranked & (unresolved | (overlaps & (unresolved & ranked)[None, :]).any(axis=1))
+    touched &= ~np.isnan(rank_lo)
+    return (
+        np.where(touched, np.fmin(rank_lo, allowed_lo), rank_lo),
+        np.where(touched, np.fmax(rank_hi, allowed_hi), rank_hi),
     )
 
 
@@ -584,10 +737,12 @@ def _teacher_subset(resamples: MetricResamples, keep: np.ndarray) -> MetricResam
     )
 
 
-def _value_intervals_only(resamples: MetricResamples, alpha: float) -> pd.DataFrame:
+def _value_intervals_only(
+    resamples: MetricResamples, alpha: float, bias_bounds: tuple[float, float] | None = None
+) -> pd.DataFrame:
     """:func:`rank_intervals` columns for teachers shown with their values but not ranked
     (reference teachers): value interval and n; rank columns missing."""
-    table = rank_intervals(resamples, True, alpha)
+    table = rank_intervals(resamples, True, alpha, bias_bounds=bias_bounds)
     for column in ("rank", "rank_lo", "rank_hi", "rank_ub"):
         table[column] = pd.array([pd.NA] * len(table), dtype="Int64")
     table["not_separated"] = ""
@@ -658,8 +813,10 @@ def interval_table(
     ...     "tokens": [10, 20, 10, 20]})
     >>> res = resample_teachers(eff, None, ["accuracy", "tokens"], n_boot=20)
     >>> table = interval_table(res, {"accuracy": True, "tokens": False}, {"accuracy": 1})
+    >>> # a is right on both problems in every resample, but 2 of 2 is Wilson [34%, 100%]:
+    >>> # it overlaps b's interval, so a's first place is not certain
     >>> table[["metric", "teacher", "rank", "rank_lo", "rank_hi"]].values.tolist()[:2]
-    [['accuracy', 'a', 1, 1, 1], ['accuracy', 'b', 2, 1, 2]]
+    [['accuracy', 'a', 1, 1, 2], ['accuracy', 'b', 2, 1, 2]]
     >>> sorted(set(table.metric))
     ['accuracy', 'composite', 'tokens']
     >>> directions = {"accuracy": True, "tokens": False}
@@ -676,9 +833,13 @@ def interval_table(
         apart = is_reference | np.array([t in left for t in resamples.teachers], dtype=bool)
         if not apart.all():
             ranked_here = _teacher_subset(r, ~apart)
-            frames.append(rank_intervals(ranked_here, higher_is_better[m], alpha).assign(metric=m))
+            share = m in METRICS and METRICS[m].share
+            table = rank_intervals(
+                ranked_here, higher_is_better[m], alpha, share, BIAS_CORRECTED.get(m)
+            )
+            frames.append(table.assign(metric=m))
         if apart.any():
-            alone = _value_intervals_only(_teacher_subset(r, apart), alpha)
+            alone = _value_intervals_only(_teacher_subset(r, apart), alpha, BIAS_CORRECTED.get(m))
             frames.append(alone.assign(metric=m))
         composite_inputs[m] = _without_values(_teacher_subset(r, ~is_reference), left)
     ranked = TeacherResamples(

@@ -622,6 +622,41 @@ def percentile_interval(draws: np.ndarray, alpha: float = 0.05) -> tuple[float, 
     return float(lo), float(hi)
 
 
+def bias_corrected_interval(
+    draws: np.ndarray,
+    estimate: float,
+    alpha: float = 0.05,
+    bounds: tuple[float, float] = (-np.inf, np.inf),
+) -> tuple[float, float]:
+    """The percentile interval of bootstrap replicates, shifted by the bootstrap's estimate of
+    the estimator's bias, for a statistic whose resamples are biased (a plug-in entropy).
+
+    A resample repeats some observations and drops others, so its histogram is more
+    concentrated than the sample's and its entropy lower: the replicates sit below the
+    estimate, and a plain percentile interval puts the estimate at (or above) its top. With
+    ``bias = mean(replicates) - estimate`` (the bootstrap bias estimate, Efron & Tibshirani
+    1993, ch. 10) the interval is ``[q_lo - bias, q_hi - bias]``, clipped to ``bounds`` (the
+    statistic's range). Should it still miss the estimate (replicates whose mean lies outside
+    their own central 1 - alpha, which takes a very lopsided distribution) it is widened to
+    reach it: the estimate always lies inside its interval. NaN replicates are left out; none
+    left, or a NaN estimate, gives (NaN, NaN).
+
+    >>> # replicates 0.1 below the estimate on average: the interval moves up by 0.1
+    >>> [round(b, 3) for b in bias_corrected_interval(np.array([0.3, 0.4, 0.5]), 0.5, 0.5)]
+    [0.45, 0.55]
+    >>> bias_corrected_interval(np.array([0.9, 1.0]), 1.0, 0.5, bounds=(0.0, 1.0))[1]
+    1.0
+    """
+    kept = np.asarray(draws, dtype=np.float64)
+    kept = kept[np.isfinite(kept)]
+    if kept.size == 0 or not np.isfinite(estimate):
+        return float("nan"), float("nan")
+    lo, hi = percentile_interval(kept, alpha)
+    bias = float(kept.mean()) - float(estimate)
+    lo, hi = max(lo - bias, bounds[0]), min(hi - bias, bounds[1])
+    return float(min(lo, estimate)), float(max(hi, estimate))
+
+
 def bootstrap_ci(
     values: Sequence[float] | np.ndarray,
     stat: Callable[..., float] = np.mean,

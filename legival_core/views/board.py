@@ -101,18 +101,13 @@ def collapsed_share_interval(
     >>> collapsed_share_interval(0.2, 0.1, 0.3, 14, "accuracy") is None
     True
     """
-    from legival_core.stats.stats import wilson_interval
+    from legival_core.rankings.rank_intervals import collapsed_share_bounds
 
-    if metric not in METRICS or not METRICS[metric].share:
-        return None
     if any(_missing(x) for x in (value, lo, hi, n_traces)):
         return None
-    n = int(n_traces)  # type: ignore[call-overload]
-    if n < 2 or float(hi) - float(lo) > 1e-12:  # type: ignore[arg-type]
-        return None
-    successes = min(n, max(0, round(float(value) * n)))  # type: ignore[arg-type]
-    ci = wilson_interval(successes, n)
-    return ci.lo, ci.hi
+    share = metric in METRICS and METRICS[metric].share
+    numbers = (float(x) for x in (value, lo, hi, n_traces))  # type: ignore[arg-type]
+    return collapsed_share_bounds(*numbers, share=share)
 
 
 def value_cell(

@@ -51,6 +51,10 @@ COLUMN_LABELS: dict[str, str] = {
     "τ_b": "τ_b",  # Kendall's tau-b: a subscript, not a field name
 }
 
+#: What a metric's per-metric count columns hold (``fotu_datasets``: the datasets its mean is
+#: over; ``fotu_covered``: those the teacher has a value on, :mod:`legival_core.stats.support`).
+_SUFFIX_WORDS = {"_datasets": "datasets averaged", "_covered": "datasets with a value"}
+
 #: Columns holding whole counts: shown without decimals.
 COUNT_COLUMNS = frozenset(
     {"n", "m", "k", "leak_k", "n_traces", "n_students", "n_pairs", "n_problems", "n_dataset"}
@@ -72,12 +76,23 @@ def column_label(name: str) -> str:
 
     >>> column_label("fotu_before_leak"), column_label("n_traces"), column_label("leak_share")
     ('FOTU before leak', 'n traces', 'leak share')
+
+    A metric's coverage columns and a standard error say what they count:
+
+    >>> column_label("fotu_datasets"), column_label("top_share_se")
+    ('FOTU: datasets averaged', 'top share (standard error)')
     """
     text = str(name)
     if text in METRICS:
         return METRICS[text].label
     if text in COLUMN_LABELS:
         return COLUMN_LABELS[text]
+    for suffix, words in _SUFFIX_WORDS.items():
+        stem = text.removesuffix(suffix)
+        if stem != text and (stem in METRICS or stem == "score"):
+            return f"{column_label(stem)}: {words}"
+    if text.endswith("_se") and len(text) > 3:
+        return f"{column_label(text[:-3])} (standard error)"
     if "_" not in text:
         return text
     return text.replace("_", " ").strip()

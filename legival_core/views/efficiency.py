@@ -249,3 +249,243 @@ def dlog_text(value: object) -> str:
 
     cell = dlog_cell(value)
     return cell if isinstance(cell, str) else format_signed(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Intervals and n for the E0 board and the waterfall (problem bootstrap)
+# ---------------------------------------------------------------------------------------------
+
+#: The E0 board's headers as the page shows them: a readable name and its unit.
+E0_BOARD_LABELS = {
+    "e0_rank": "E0 rank",
+    "e0": "E0 (correct per 1,000 tokens)",
+    "e0_lo": "E0 95% lo",
+    "e0_hi": "E0 95% hi",
+    "n_instances": "n (problems)",
+    "r_ctx": "r_ctx (share completed)",
+    "r_logic": "r_logic (share correct when completed)",
+    "mean_tokens": "E[T] (tokens per output)",
+    "mean_workload": "E[W] (workload units)",
+    "vo": "VŌ overhead (mean T/W)",
+    "kappa": "κ coupling (E[T] / (E[W]·VŌ))",
+    "coverage": "coverage (share with a workload)",
+}
+
+#: Where a bootstrap interval is not shown: the resampled point is not the board's.
+NO_E0_INTERVAL = "no interval"
+
+
+def e0_intervals(
+    instances: pd.DataFrame, n_boot: int, seed: int, alpha: float = 0.05
+) -> pd.DataFrame:
+    """Per model of one benchmark's ``instances``: E0 and its 95% percentile interval over
+    ``n_boot`` resamples of the problems, and the problems behind it
+    (:func:`legival_core.metrics.decomposition.decompose`). Columns ``model, e0, e0_lo, e0_hi,
+    n``; empty without instances.
+
+    >>> t = pd.DataFrame({"model": "a", "benchmark": "b", "instance_id": list("1234"),
+    ...     "correct": [1, 1, 0, 0], "tokens": [100, 300, 200, 400], "truncated": 0})
+    >>> row = e0_intervals(t, n_boot=200, seed=0).iloc[0]
+    >>> float(row.e0), int(row.n), bool(row.e0_lo <= row.e0 <= row.e0_hi)
+    (2.0, 4, True)
+    """
+    from legival_core.metrics.decomposition import decompose
+
+    if instances.empty:
+        return pd.DataFrame(columns=["model", "e0", "e0_lo", "e0_hi", "n"])
+    result = decompose(
+        instances.drop(columns=["workload", "trace"], errors="ignore"),
+        reference=None,
+        n_boot=n_boot,
+        seed=seed,
+        alpha=alpha,
+        truncated_correct="count_incorrect",
+    )
+    return result[["model", "e0", "e0_lo", "e0_hi", "n"]].reset_index(drop=True)
+
+
+def board_with_intervals(board: pd.DataFrame, intervals: pd.DataFrame) -> pd.DataFrame:
+    """The E0 board with ``e0_lo``, ``e0_hi`` and ``n_instances`` right after E0 (so n is on the
+    first screen, not cut off at the right), the interval kept only where the resampled E0 is
+    the board's own (relative 1e-9): an interval goes only around the number it belongs to.
+
+    >>> board = pd.DataFrame({"benchmark": "b", "model": ["a", "c"], "e0_rank": [1, 2],
+    ...     "e0": [2.0, 1.0], "accuracy": [0.5, 0.2], "n_instances": [4, 4]})
+    >>> iv = pd.DataFrame({"model": ["a", "c"], "e0": [2.0, 1.5], "e0_lo": [1.0, 0.5],
+    ...     "e0_hi": [3.0, 2.0], "n": [4, 4]})
+    >>> board_with_intervals(board, iv).columns.tolist()[3:7]
+    ['e0', 'e0_lo', 'e0_hi', 'n_instances']
+    >>> board_with_intervals(board, iv)["e0_lo"].tolist()  # c's resampled E0 is not the board's
+    [1.0, nan]
+    """
+    import numpy as np
+
+    out = board.copy()
+    found = intervals.set_index(intervals["model"].astype(str)) if len(intervals) else None
+    lo = pd.Series(np.nan, index=out.index)
+    hi = pd.Series(np.nan, index=out.index)
+    if found is not None:
+        keys = out["model"].astype(str)
+        same = np.isclose(
+            keys.map(found["e0"]).astype(float), out["e0"].astype(float), rtol=1e-9, atol=0.0
+        )
+        lo = keys.map(found["e0_lo"]).astype(float).where(same)
+        hi = keys.map(found["e0_hi"]).astype(float).where(same)
+        if "n_instances" not in out:
+            out["n_instances"] = keys.map(found["n"]).astype("Int64")
+    at = list(out.columns).index("e0") + 1
+    rest = [c for c in out.columns if c not in ("n_instances",)]
+    out = out[rest[:at] + (["n_instances"] if "n_instances" in out else []) + rest[at:]]
+    out.insert(at, "e0_hi", hi.to_numpy())
+    out.insert(at, "e0_lo", lo.to_numpy())
+    return out
+
+
+#: The waterfall's bars and the paired Δlog column each resamples, with its sign on the chart.
+_WATERFALL_DLOGS = {
+    "Δlog r_ctx": ("dlog_r_ctx", 1.0),
+    "Δlog r_logic": ("dlog_r_logic", 1.0),
+    "−Δlog E[T]": ("dlog_tokens", -1.0),
+    "Δlog E0": ("dlog_e0", 1.0),
+}
+
+
+def waterfall_intervals(
+    terms: pd.DataFrame,
+    instances: pd.DataFrame,
+    model: str,
+    reference: str,
+    n_boot: int,
+    seed: int,
+) -> pd.DataFrame:
+    """``terms`` (:func:`delta_log_terms`) with each bar's 95% interval over ``n_boot`` paired
+    resamples of the problems both models answered, and that n (``lo``, ``hi``,
+    ``n_paired``), for the bars a paired bootstrap gives (Δlog r_ctx, Δlog r_logic, −Δlog E[T]
+    and the total); the workload bars keep no interval (their W depends on the layer). An
+    interval is kept only where its paired point equals the bar (relative 1e-9).
+
+    >>> t = pd.DataFrame({"model": ["a"] * 4 + ["r"] * 4, "benchmark": "b",
+    ...     "instance_id": list("1234") * 2, "correct": [1, 1, 0, 0, 1, 1, 1, 0],
+    ...     "tokens": [100, 300, 200, 400] * 2, "truncated": 0})
+    >>> rows = {m: {"e0": 1000 * acc / 250, "r_ctx": 1.0, "r_logic": acc, "mean_tokens": 250.0}
+    ...     for m, acc in (("a", 0.5), ("r", 0.75))}
+    >>> terms = delta_log_terms(rows["a"], rows["r"])
+    >>> out = waterfall_intervals(terms, t, "a", "r", n_boot=200, seed=0)
+    >>> int(out.set_index("term").loc["Δlog E0", "n_paired"])
+    4
+    """
+    from legival_core.metrics.decomposition import decompose
+
+    out = terms.copy()
+    out["lo"], out["hi"] = float("nan"), float("nan")
+    out["n_paired"] = pd.array([pd.NA] * len(out), dtype="Int64")
+    pair = instances[instances["model"].astype(str).isin([str(model), str(reference)])]
+    if pair.empty or str(model) == str(reference) or pair["model"].nunique() < 2:
+        return out
+    result = decompose(
+        pair.drop(columns=["workload", "trace"], errors="ignore"),
+        reference=str(reference),
+        n_boot=n_boot,
+        seed=seed,
+        truncated_correct="count_incorrect",
+    )
+    row = result[result["model"].astype(str) == str(model)].iloc[0]
+    for i, term in enumerate(out["term"]):
+        if term not in _WATERFALL_DLOGS:
+            continue
+        column, sign = _WATERFALL_DLOGS[term]
+        value = float(out.at[i, "value"])
+        point = sign * float(row[column])
+        if not (math.isfinite(value) and math.isclose(point, value, rel_tol=1e-9, abs_tol=1e-12)):
+            continue
+        bounds = sorted(sign * float(row[f"{column}_{end}"]) for end in ("lo", "hi"))
+        out.at[i, "lo"], out.at[i, "hi"] = bounds
+        out.at[i, "n_paired"] = int(row["n_paired"])
+    return out
+
+
+def waterfall_csv(terms: pd.DataFrame) -> pd.DataFrame:
+    """The waterfall's rows for the CSV export: an infinite Δlog written as what it means
+    (:func:`dlog_text`: "no correct answer"), never ``-inf``; finite values keep full precision.
+
+    >>> terms = pd.DataFrame({"term": ["Δlog E0"], "value": [float("-inf")], "measure": "total"})
+    >>> waterfall_csv(terms)["value"].tolist()
+    ['no correct answer']
+    """
+    out = terms.copy()
+    for column in [c for c in ("value", "lo", "hi") if c in out]:
+        values = pd.to_numeric(out[column], errors="coerce")
+        if values.abs().eq(math.inf).any():
+            out[column] = [dlog_cell(v) for v in out[column]]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Workload audits as the page shows them
+# ---------------------------------------------------------------------------------------------
+
+#: The workload audits' headers: a readable name and its unit.
+AUDIT_LABELS = {
+    "audit": "audit",
+    "k": "k (best models left out)",
+    "n_models": "models in the pool",
+    "rho": "ρ (Spearman, VŌ ranks)",
+    "rho_p05": "ρ 5th percentile",
+    "rho_p95": "ρ 95th percentile",
+    "coverage": "coverage (share of problems with a solver workload)",
+    "why": "why no ρ",
+}
+#: The audits' names in words.
+AUDIT_NAMES = {
+    "leave_self_out": "leave self out",
+    "leave_top_k": "leave out the best k",
+    "held_out_pools": "two disjoint half pools",
+}
+#: The solver-concentration table's headers.
+CONCENTRATION_LABELS = {
+    "n_covered": "problems covered",
+    "n_solvers": "solvers",
+    "top1_solver": "top solver",
+    "top1_share": "top solver's share of problems",
+    "effective_solvers": "effective number of solvers",
+}
+
+
+def audit_rows(audits: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The workload audits as the page lists them, and what was left out.
+
+    A leave-top-k row whose k is at least the pool's size audits nothing (no model is left to
+    solve anything): it is left out, and named in the second value. Any other row without a ρ
+    keeps its place with the reason in ``why`` (the reduced pool solves no problem, so no
+    model has a workload to rank; or fewer than two models have a VŌ under both pools), and
+    its coverage is shown, not a ρ of 0. Audit names are written in words.
+
+    >>> audits = pd.DataFrame({"benchmark": "b", "audit": ["leave_top_k"] * 3, "k": [1.0, 3, 5],
+    ...     "n_models": 4, "rho": [0.8, None, None], "rho_p05": None, "rho_p95": None,
+    ...     "coverage": [0.3, 0.0, 0.0]})
+    >>> rows, left_out = audit_rows(audits)
+    >>> rows[["k", "why"]].values.tolist(), left_out
+    ([[1.0, ''], [3.0, 'the 1 model left solves no problem: no workload to rank']], ['k = 5'])
+    """
+    if audits.empty:
+        return audits.assign(why=pd.Series(dtype=object)), []
+    k = pd.to_numeric(audits["k"], errors="coerce")
+    n_models = pd.to_numeric(audits["n_models"], errors="coerce")
+    nothing_left = (audits["audit"] == "leave_top_k") & (k >= n_models)
+    left_out = [f"k = {int(v)}" for v in k[nothing_left]]
+    rows = audits[~nothing_left].reset_index(drop=True).copy()
+    why = []
+    for row in rows.itertuples(index=False):
+        if pd.notna(row.rho):
+            why.append("")
+        elif row.audit == "leave_top_k" and pd.notna(row.coverage) and row.coverage == 0:
+            left = int(row.n_models) - int(row.k)
+            models = "model" if left == 1 else "models"
+            why.append(f"the {left} {models} left solves no problem: no workload to rank")
+        elif pd.notna(row.coverage) and row.coverage == 0:
+            why.append("the reduced pools solve no problem: no workload to rank")
+        else:
+            why.append("fewer than two models have a VŌ under both pools (no overlap)")
+    rows.insert(list(rows.columns).index("rho") + 1, "why", why)  # beside the missing ρ
+    rows["audit"] = rows["audit"].map(lambda a: AUDIT_NAMES.get(str(a), str(a)))
+    return rows, left_out
