@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
-from legival_core.text.safe_text import markdown_literal, plotly_literal, plotly_literals
+from legival_core.text.safe_text import markdown_literal, plotly_literals
 from legival_core.views import board as board_layout
 from legival_core.views import figures
 from legival_core.views.display import format_share
