@@ -11,6 +11,7 @@ import streamlit as st
 
 from legival_core.oversight import oversight, selections
 from legival_core.text.safe_text import markdown_literal, plotly_literal, plotly_literals
+from legival_core.views.display import column_label
 from legival_core.views.monitoring import (
     HEADLINE_MIN_SPREAD,
     HEADLINE_MIN_TEACHERS,
@@ -133,7 +134,7 @@ for measure, how in (("precision", "Wilson"), ("recall", "Wilson"), ("f1", "boot
     defined = view[measure].notna()
     figure.add_trace(
         go.Bar(
-            name=f"{measure} ({how} 95%)",
+            name=f"{column_label(measure)} ({how} 95%)",
             x=plotly_literals(bar_labels),
             # an undefined score is a labelled gap, not a bar of height 0
             y=view[measure].fillna(0.0),
@@ -178,7 +179,7 @@ st.caption(
 )
 shown = view.assign(
     **{
-        f"{measure} 95%": [
+        f"{column_label(measure)} 95%": [
             interval_text(lo, hi)
             for lo, hi in zip(view[f"{measure}_lo"], view[f"{measure}_hi"], strict=True)
         ]
@@ -189,7 +190,7 @@ order = [
     c for c in shown.columns if not c.endswith(("_lo", "_hi", " 95%")) and c != "negative_type"
 ]
 for measure in ("precision", "recall", "f1"):
-    order.insert(order.index(measure) + 1, f"{measure} 95%")
+    order.insert(order.index(measure) + 1, f"{column_label(measure)} 95%")
 common.table(
     shown[order],
     f"monitor_scores_{negative}",

@@ -32,13 +32,19 @@ def test_column_labels_come_from_the_catalog() -> None:
     assert column_label("fotu_before_leak") == "FOTU before leak"
     assert column_label("n_traces") == "n traces" and column_label("teacher") == "teacher"
     assert column_label("share_at_or_after_leak") == "share at or after leak"
+    # statistics and counts written out, never a raw field name (issue 39: `rho`, `tp`, `f1`)
+    assert [column_label(c) for c in ("rho", "pvalue", "partial_rho", "tp", "fp", "fn", "tn")] == [
+        "ρ (Spearman)", "p", "partial ρ (given tokens)",
+        "true positives", "false positives", "false negatives", "true negatives",
+    ]  # fmt: skip
+    assert column_label("f1") == "F1" and column_label("recall_n") == "recall n"
 
 
 def test_tidy_table_keeps_numbers_and_shows_text() -> None:
     frame = pd.DataFrame({"teacher": ["a", "b"], "fotu": [0.25, np.nan], "tokens": [812.4, 9.0],
                           "n_traces": [3, 4], "rho": [-0.0001, np.inf]})  # fmt: skip
     styled = tidy_table(frame)
-    assert list(styled.data.columns) == ["teacher", "FOTU", "Tokens", "n traces", "rho"]
+    assert list(styled.data.columns) == ["teacher", "FOTU", "Tokens", "n traces", "ρ (Spearman)"]
     # a full column keeps its numbers (the grid sorts them); one with a gap holds its text
     assert styled.data["Tokens"].iloc[0] == 812.4
     assert styled.data["FOTU"].tolist() == ["25.0%", MISSING]

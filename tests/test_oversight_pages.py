@@ -202,7 +202,7 @@ def test_monitoring_page_matches_the_scores(monkeypatch: pytest.MonkeyPatch, sto
     )
     bars = figures(at)[0]
     assert [t["name"] for t in bars["data"]] == [
-        "precision (Wilson 95%)", "recall (Wilson 95%)", "f1 (bootstrap 95%)"
+        "precision (Wilson 95%)", "recall (Wilson 95%)", "F1 (bootstrap 95%)"
     ]  # fmt: skip
 
 
@@ -221,7 +221,10 @@ def test_monitoring_page_pools_all_datasets(monkeypatch: pytest.MonkeyPatch, sto
     shown = at.dataframe[0].value.set_index("teacher")
     for teacher, row in view.iterrows():
         assert shown.loc[teacher, "n valid"] == row["n_valid"]
-        assert shown.loc[teacher, "tp"] == row["tp"]
+        # every header a readable name (issue 39): the verdict counts written out
+        assert shown.loc[teacher, "true positives"] == row["tp"]
+        assert shown.loc[teacher, "false negatives"] == row["fn"]
+        assert "F1 95%" in shown.columns and "tp" not in shown.columns
         cell = shown.loc[teacher, "precision"]
         assert cell == ("n/a" if pd.isna(row["precision"]) else pytest.approx(row["precision"]))
     scores = oversight.monitor_scores(verdicts, n_boot=500, seed=0)

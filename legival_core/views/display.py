@@ -49,6 +49,17 @@ COLUMN_LABELS: dict[str, str] = {
     "fotu_pooled": "FOTU, traces pooled",
     "hf_id": "Hugging Face id",
     "τ_b": "τ_b",  # Kendall's tau-b: a subscript, not a field name
+    "m": "steps m",
+    "rho": "ρ (Spearman)",
+    "pvalue": "p",
+    "partial_rho": "partial ρ (given tokens)",
+    "partial_pvalue": "partial p",
+    # a monitor's verdict counts against the labels, and its F1
+    "tp": "true positives",
+    "fp": "false positives",
+    "fn": "false negatives",
+    "tn": "true negatives",
+    "f1": "F1",
 }
 
 #: What a metric's per-metric count columns hold (``fotu_datasets``: the datasets its mean is
@@ -81,6 +92,11 @@ def column_label(name: str) -> str:
 
     >>> column_label("fotu_datasets"), column_label("top_share_se")
     ('FOTU: datasets averaged', 'top share (standard error)')
+
+    Statistics and counts are written out:
+
+    >>> column_label("rho"), column_label("pvalue"), column_label("tp"), column_label("f1_n")
+    ('ρ (Spearman)', 'p', 'true positives', 'F1 n')
     """
     text = str(name)
     if text in METRICS:
@@ -93,6 +109,8 @@ def column_label(name: str) -> str:
             return f"{column_label(stem)}: {words}"
     if text.endswith("_se") and len(text) > 3:
         return f"{column_label(text[:-3])} (standard error)"
+    if text.endswith("_n") and len(text) > 2:  # the count behind a score: f1_n
+        return f"{column_label(text[:-2])} n"
     if "_" not in text:
         return text
     return text.replace("_", " ").strip()
