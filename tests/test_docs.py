@@ -49,11 +49,16 @@ def test_the_readme_is_at_most_12000_characters() -> None:
     assert size <= README_LIMIT, f"README.md has {size} characters; move detail into docs/"
 
 
-def test_the_readme_shows_two_screenshots_of_the_app() -> None:
-    # what a reader sees before installing anything: the leaderboard and the transfer curves
+def test_the_readme_shows_three_screenshots_of_the_app() -> None:
+    # what a reader sees before installing anything: the leaderboard, the transfer curves and
+    # (issue 42) the trace inspector with its maths typeset
     text = (REPO / "README.md").read_text(encoding="utf-8")
     images = [t for t in relative_links(text) if t.endswith(".png")]
-    assert images == ["docs/img/leaderboard.png", "docs/img/transfer.png"], images
+    assert images == [
+        "docs/img/leaderboard.png",
+        "docs/img/transfer.png",
+        "docs/img/inspector.png",
+    ], images
     assert all((REPO / image).stat().st_size > 50_000 for image in images)
 
 
