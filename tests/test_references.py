@@ -261,6 +261,10 @@ def test_leaderboard_shows_the_reference_row_unranked_and_the_switch_ranks_it(
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
+    # the first screen shows FOTU's rank only (issue 39 item 6): Accuracy and every rank on
+    at.multiselect(key="qp_leaderboard_columns").set_value(["accuracy", "fotu_before_leak"])
+    at.toggle(key="qp_leaderboard_all_ranks").set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
     board = at.dataframe[0].value.set_index("teacher")
     assert board.loc["human", "Accuracy rank"] == "reference"
     assert board.loc["human", "FOTU rank"] == "reference"
@@ -285,6 +289,7 @@ def test_a_shared_url_includes_references(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv("LEGIVAL_READONLY", raising=False)
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["references"] = "include"
+    at.query_params["metric"] = "accuracy"  # the sorted metric shows its rank
     at.run()
     assert at.toggle(key="include_references").value is True
     board = at.dataframe[0].value.set_index("teacher")
@@ -354,7 +359,9 @@ def test_teacher_level_correlations_count_the_reference_only_when_included(
         rho = next(d.value for d in at.dataframe if "level" in d.value.columns)
         assert set(rho.loc[rho["level"] == "teacher", "n"]) == {n}
         at = _demo_page(monkeypatch, "monitoring", include)
-        legibility = next(d.value for d in at.dataframe if "partial rho" in d.value.columns)
+        legibility = next(
+            d.value for d in at.dataframe if "partial ρ (given tokens)" in d.value.columns
+        )
         assert legibility.loc[legibility["measure"] == "recall", "n"].max() == n
 
 
