@@ -538,7 +538,7 @@ with export_right:
         "Download LaTeX",
         views.latex_rank_tables(
             board_layout.ascii_cells(shown),
-            caption="Legi-Val rank table with 95% intervals",
+            caption=views.LATEX_CAPTION,
             notes=views.latex_notes(shown, common.load_manifest()),
         ),
         file_name="leaderboard.tex",

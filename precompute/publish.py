@@ -493,8 +493,7 @@ def _leaderboard_sections(
     marked = "; ⇅ a rank that flips under some analysis choice" if see_also else ""
     latex = views.latex_rank_tables(
         board_layout.ascii_cells(shown_table),
-        caption="Legi-Val rank table: value [95% interval]; n traces; rank (95% rank interval)"
-        + marked,
+        caption=views.LATEX_CAPTION + marked,
         notes=latex_notes,
     )
     shown_apart = [r for r in references if not include and r in set(board["teacher"])]

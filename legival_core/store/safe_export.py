@@ -178,6 +178,7 @@ _TEX_LETTERS = {
     "”": "''",
     "…": r"\ldots{}",
     "×": r"$\times$",
+    "Δ": r"$\Delta$",
     # the robustness marker (a rank that flips under some analysis choice)
     "⇅": r"$\uparrow\!\downarrow$",
     "\u00a0": "~",

@@ -105,6 +105,7 @@ from legival_core.views.inspector import (
     wrong_steps,
 )
 from legival_core.views.leaderboard import (
+    LATEX_CAPTION,
     board_resamples,
     composite_score,
     efficiency_intervals,
@@ -135,6 +136,7 @@ __all__ = [
     "FAMILY_ALPHA",
     "LABELER_KINDS",
     "LABELER_KIND_NAMES",
+    "LATEX_CAPTION",
     "LEADERBOARD_METRICS",
     "METRICS",
     "NOT_STORED",

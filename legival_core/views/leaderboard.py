@@ -285,10 +285,16 @@ def latex_table(
         column: chr(ord("a") + index)
         for index, column in enumerate(c for c in frame.columns if notes and c in notes)
     }
-    headers = [
-        _latex_escape(str(c)) + (f"\\textsuperscript{{{marks[c]}}}" if c in marks else "")
-        for c in frame.columns
-    ]
+
+    def header(column: object) -> str:
+        mark = f"\\textsuperscript{{{marks[column]}}}" if column in marks else ""
+        parts = str(column).split(line_break) if line_break else [str(column)]
+        if len(parts) == 1:
+            return _latex_escape(parts[0]) + mark
+        lines = " \\\\ ".join(_latex_escape(part) for part in parts)
+        return f"\\begin{{tabular}}{{@{{}}l@{{}}}}{lines}{mark}\\end{{tabular}}"
+
+    headers = [header(c) for c in frame.columns]
     align = "".join("r" if pd.api.types.is_numeric_dtype(frame[c]) else "l" for c in frame.columns)
     lines = [
         f"\\begin{{tabular}}{{{align}}}",
@@ -296,7 +302,9 @@ def latex_table(
         " & ".join(headers) + " \\\\",
         "\\midrule",
     ]
-    for row in frame.itertuples(index=False):
+    for number, row in enumerate(frame.itertuples(index=False)):
+        if line_break and number:
+            lines.append("\\addlinespace")  # rows of stacked cells need air between them
         lines.append(" & ".join(cell(v) for v in row) + " \\\\")
     lines += ["\\bottomrule", "\\end{tabular}"]
     for column, mark in marks.items():
@@ -313,11 +321,63 @@ def latex_table(
     return "\n".join(lines)
 
 
-#: The most columns a LaTeX table of the rank table holds: the core table and every appendix
-#: table (with ``\\footnotesize`` and a cell's parts on lines of their own, nine fit a page).
-LATEX_MAX_COLUMNS = 9
+#: The most metrics a LaTeX table of the rank table holds beside ``teacher``: each metric is
+#: one column whose cell stacks value, interval, n, flags, rank and change on lines of their
+#: own, so that four of them fit an ``article`` text width in ``\footnotesize`` (checked by
+#: compiling the demo's table with pdflatex in tests/test_publish.py).
+LATEX_METRICS_PER_TABLE = 4
+#: The most columns a LaTeX table of the rank table holds: ``teacher`` and the metrics.
+LATEX_MAX_COLUMNS = 1 + LATEX_METRICS_PER_TABLE
 #: The metrics of the core LaTeX table: the Leaderboard page's default columns.
 LATEX_CORE_METRICS = ("accuracy", "tokens", "fotu", "fotu_before_leak")
+#: The caption of the rank table's LaTeX (the site's and the Leaderboard page's download).
+LATEX_CAPTION = (
+    "Legi-Val rank table: value [95% interval]; n traces (× students for transfer metrics); "
+    "rank (95% rank interval); Δ the rank's change against the accuracy rank (+ better than "
+    "accuracy suggests)"
+)
+#: What the suffixes of a text-table column name add to its metric's cell in LaTeX.
+_LATEX_COLUMN_PARTS = ((" rank", "rank "), (" change", "Δ "))
+
+
+def _latex_metric_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """The text rank table with one column per metric: a metric's value, rank and change
+    columns (``X``, ``X rank``, ``X change``) joined into one cell of " ; "-separated parts,
+    the interval (and its kind, "(Wilson)") on lines of their own after the value.
+
+    >>> frame = pd.DataFrame({"teacher": ["a"], "FOTU": ["10.4% [3.1–19.5] ; n 20"],
+    ...                       "FOTU rank": ["3 (1–4)"], "FOTU change": ["- 2"]})
+    >>> _latex_metric_cells(frame).loc[0, "FOTU"]
+    '10.4% ; [3.1–19.5] ; n 20 ; rank 3 (1–4) ; Δ -2'
+    """
+    suffixes = tuple(suffix for suffix, _ in _LATEX_COLUMN_PARTS)
+    metrics = [c for c in frame.columns if c != "teacher" and not str(c).endswith(suffixes)]
+    joined = pd.DataFrame({"teacher": frame["teacher"]}) if "teacher" in frame else pd.DataFrame()
+    for metric in metrics:
+        cells = []
+        for row in range(len(frame)):
+            value = str(frame[metric].iloc[row])
+            # the interval, and what it is ("(Wilson)"), each on a line of its own
+            value = value.replace(" [", " ; [", 1).replace("] (", "] ; (", 1)
+            parts = [p for p in value.split(" ; ") if p]
+            for suffix, prefix in _LATEX_COLUMN_PARTS:
+                column = f"{metric}{suffix}"
+                extra = str(frame[column].iloc[row]) if column in frame else ""
+                if extra and extra != "nan":
+                    # "- 2" → "-2"; a reference teacher's "reference" stays as it is
+                    extra = extra.replace("+ ", "+").replace("- ", "-")
+                    parts.append(extra if extra == "reference" else prefix + extra)
+            cells.append(" ; ".join(parts))
+        joined[metric] = cells
+    return joined
+
+
+def _latex_header(label: str) -> str:
+    # a header of more than one word goes on two lines, so it is no wider than its cells
+    words = label.split(" ")
+    if len(words) < 3:
+        return label
+    return " ".join(words[:1]) + " ; " + " ".join(words[1:])
 
 
 def latex_rank_tables(
@@ -327,29 +387,33 @@ def latex_rank_tables(
     core: Sequence[str] = LATEX_CORE_METRICS,
 ) -> str:
     r"""The rank table (the text table after :func:`legival_core.views.board.ascii_cells`) as
-    LaTeX that fits a page: a core table (``teacher`` and, per metric of ``core``, its value
-    and rank columns) and appendix tables with every other column, ``teacher`` first in each,
-    at most :data:`LATEX_MAX_COLUMNS` columns a table. A note goes under the table holding
-    its column. Needs the ``booktabs`` package.
+    LaTeX that fits a page: one column per metric, its cell stacking the value, its interval,
+    n, flags, the rank ("rank 3 (1--4)") and the change against the accuracy rank ("Δ +1");
+    a core table (``teacher`` and the metrics of ``core``) and appendix tables with every other
+    metric, ``teacher`` first in each, at most :data:`LATEX_METRICS_PER_TABLE` metrics a
+    table. A note goes under the table holding its column. Needs the ``booktabs`` package.
 
     >>> import re
-    >>> cells = {c: ["1 ; n 2"] for c in ["Accuracy", "Accuracy rank", *"ABCDEFGHIJKL"]}
-    >>> frame = pd.DataFrame({"teacher": ["a"], **cells})
+    >>> cells = {"Accuracy": ["50% [40–60] ; n 2"], "Accuracy rank": ["1 (1–2)"]}
+    >>> frame = pd.DataFrame({"teacher": ["a"], **cells, **{c: ["x"] for c in "ABCDEF"}})
     >>> tex = latex_rank_tables(frame, "Board", core=["accuracy"])
     >>> [len(spec) for spec in re.findall(r"^\\begin\{tabular\}\{(\w+)\}", tex, re.M)]
-    [3, 9, 5]
-    >>> "n 2\\end{tabular}" in tex and "(appendix, part 2 of 2)" in tex
+    [2, 5, 3]
+    >>> print(tex.splitlines()[8])
+    a & \begin{tabular}{@{}l@{}}50\% \\ {[}40--60{]} \\ n 2 \\ rank 1 (1--2)\end{tabular} \\
+    >>> "(appendix, part 2 of 2)" in tex
     True
     """
+    joined = _latex_metric_cells(frame)
     labels = [METRICS[m].label for m in core if m in METRICS]
-    wanted = ["teacher", *[c for label in labels for c in (label, f"{label} rank")]]
-    core_columns = [c for c in wanted if c in frame.columns][:LATEX_MAX_COLUMNS]
-    rest = [c for c in frame.columns if c not in core_columns]
-    per_part = LATEX_MAX_COLUMNS - 1
+    metrics = [c for c in joined.columns if c != "teacher"]
+    core_metrics = [c for c in labels if c in metrics][:LATEX_METRICS_PER_TABLE]
+    rest = [c for c in metrics if c not in core_metrics]
+    per_part = LATEX_METRICS_PER_TABLE
     appendix = [["teacher", *rest[i : i + per_part]] for i in range(0, len(rest), per_part)]
     titled = [
         (
-            core_columns,
+            ["teacher", *core_metrics],
             caption + (" (core columns; the others in the appendix)" if appendix else ""),
         )
     ]
@@ -359,14 +423,20 @@ def latex_rank_tables(
     ]
     tables = []
     for columns, title in titled:
+        # a long header on two lines (" ; " is the cells' line break), its note kept with it
+        shown = joined[columns].rename(columns=_latex_header)
         body = latex_table(
-            frame[columns],
+            shown,
             caption=title,
-            notes={c: n for c, n in (notes or {}).items() if c in columns},
+            notes={_latex_header(c): n for c, n in (notes or {}).items() if c in columns},
             line_break=" ; ",
         )
-        # smaller type so that nine columns fit the text width
-        tables.append(body.replace("\\centering", "\\centering\n\\footnotesize", 1))
+        # smaller type and narrower gaps so that four metric columns fit the text width
+        tables.append(
+            body.replace(
+                "\\centering", "\\centering\n\\footnotesize\n\\setlength{\\tabcolsep}{4pt}", 1
+            )
+        )
     return "\n\n".join(tables)
 
 
