@@ -789,9 +789,7 @@ def test_demo_latex_fits_a_page_and_every_mark_is_a_command(demo_site: Path) -> 
     assert len(specs) >= 2 and all(len(spec) <= 5 for spec in specs), specs
     # one column per metric: its value, interval, n, rank and change stacked in the cell
     core = tex.split("\\end{table}")[0]
-    header_markup = (
-        r"\\textsuperscript\{\w\}|\\begin\{tabular\}\{@\{\}l@\{\}\}|\\end\{tabular\}"
-    )
+    header_markup = r"\\textsuperscript\{\w\}|\\begin\{tabular\}\{@\{\}l@\{\}\}|\\end\{tabular\}"
     plain = re.sub(header_markup, "", core)
     assert "teacher & Accuracy & Tokens & FOTU & FOTU \\\\ before leak \\\\" in plain
     assert "rank 3 (1--4) $\\uparrow\\!\\downarrow$ \\\\ $\\Delta$ -2" in core  # gpt-4-turbo's FOTU
