@@ -67,15 +67,6 @@ def recorded_threshold(manifest: Mapping[str, Any]) -> float | None:
     return None
 
 
-def _trace_similarities(similarity: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Per trace, r_0..r_{m−1} in step order; a gap in the steps or a missing r_i (i ≥ 1) is a
-    :class:`~legival_core.store.schema.SchemaError` naming the row and field."""
-    trace_ids, starts, _position, sims = _similarity_arrays(similarity)
-    if not len(sims):
-        return {}
-    return dict(zip(trace_ids[starts].tolist(), np.split(sims, starts[1:]), strict=True))
-
-
 def _similarity_arrays(
     similarity: pd.DataFrame,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
