@@ -36,7 +36,6 @@ from legival_core.rankings.robustness import (
     flipped_pairs,
     kendall_tau_b,
     noise_verdict,
-    spearman_rho,
 )
 from legival_core.rankings.robustness_choices import (
     Alternative,
@@ -45,6 +44,7 @@ from legival_core.rankings.robustness_choices import (
     load_tables,
     robustness_report,
 )
+from legival_core.stats.stats import spearman_rho
 from legival_core.store.schema import trace_id_for
 from legival_core.store.store import Store
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from legival_core.metrics.decomposition import decompose
 from legival_core.metrics.workload import (
     AUDIT_COLUMNS,
+    AUDIT_MIN_PAIRS,
     attach_workload,
     champ_solution_steps,
     gsm8k_operation_count,
@@ -22,8 +23,8 @@ from legival_core.metrics.workload import (
     native_workload,
     solver_concentration,
     solver_workload,
-    spearman_rho,
 )
+from legival_core.stats.stats import spearman_rho
 
 
 def _rows(model: str, correct: list[int], tokens: list[float]) -> pd.DataFrame:
@@ -191,6 +192,10 @@ def test_spearman_by_hand():
     assert np.isnan(spearman_rho([1, np.nan], [2, 3]))  # one pair left
     with pytest.raises(ValueError, match="differ in length"):
         spearman_rho([1, 2], [1, 2, 3])
+    # two pairs: no ρ by default, ±1 under the audits' two-pair rule
+    assert np.isnan(spearman_rho([1, 2], [2, 1]))
+    assert spearman_rho([1, 2], [2, 1], min_pairs=AUDIT_MIN_PAIRS) == -1.0
+    assert spearman_rho([1, 2, np.inf], [2, 1, 5], min_pairs=AUDIT_MIN_PAIRS) == -1.0  # inf out
 
 
 @settings(max_examples=40, deadline=None)

@@ -35,7 +35,12 @@ import numpy as np
 import pandas as pd
 
 from legival_core.metrics.decomposition import normalize_instances
+from legival_core.stats.stats import spearman_rho
 from legival_core.store.schema import require_columns
+
+#: ρ of an audit is defined from two pairs on: an audit compares the rankings of a few
+#: benchmarks or models, and two that agree are worth showing as ρ = 1.
+AUDIT_MIN_PAIRS: Final = 2
 
 #: Columns of every audit table (one schema so the app can stack them).
 AUDIT_COLUMNS: Final = (
@@ -335,34 +340,6 @@ def solver_concentration(workload: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------
 
 
-def _average_ranks(values: np.ndarray) -> np.ndarray:
-    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
-    ends = np.cumsum(counts)
-    return (ends - (counts - 1) / 2.0)[inverse]
-
-
-def spearman_rho(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
-    """Spearman's ρ: Pearson correlation of average ranks, on the pairs where both are finite.
-
-    NaN with fewer than 2 pairs or when either side has no variation (a constant ranking).
-
-    >>> spearman_rho([1, 2, 3, 4], [10, 20, 40, 30])  # 1 − 6·(0+0+1+1)/(4·15)
-    0.8
-    >>> spearman_rho([1, 1, 1], [1, 2, 3])
-    nan
-    """
-    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if a.shape != b.shape:
-        raise ValueError(f"spearman_rho: x and y differ in length ({a.size} vs {b.size})")
-    keep = np.isfinite(a) & np.isfinite(b)
-    if keep.sum() < 2:
-        return float("nan")
-    ra, rb = _average_ranks(a[keep]), _average_ranks(b[keep])
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    denom = float(np.sqrt((ra * ra).sum() * (rb * rb).sum()))
-    return float((ra * rb).sum() / denom) if denom > 0 else float("nan")
-
-
 def _coverage(workload: np.ndarray) -> float:
     return float((~np.isnan(workload)).mean()) if workload.size else float("nan")
 
@@ -407,7 +384,7 @@ def leave_self_out(instances: pd.DataFrame, pool: Sequence[str]) -> pd.DataFrame
             _audit_row(
                 bench,
                 "leave_self_out",
-                rho=spearman_rho(full, held),
+                rho=spearman_rho(full, held, min_pairs=AUDIT_MIN_PAIRS),
                 coverage=float(np.mean(coverages)) if coverages else float("nan"),
             )
         )
@@ -442,7 +419,7 @@ def leave_top_k(
                     bench,
                     "leave_top_k",
                     k=float(top),
-                    rho=spearman_rho(full, bench.vo(reduced)),
+                    rho=spearman_rho(full, bench.vo(reduced), min_pairs=AUDIT_MIN_PAIRS),
                     coverage=_coverage(reduced),
                 )
             )
@@ -483,7 +460,7 @@ def held_out_pools(
             chosen[rng.permutation(len(order))[:half]] = True
             # slicing the best-first order keeps each half ranked by E0
             w_a, w_b = bench.solve(order[chosen])[0], bench.solve(order[~chosen])[0]
-            rhos.append(spearman_rho(bench.vo(w_a), bench.vo(w_b)))
+            rhos.append(spearman_rho(bench.vo(w_a), bench.vo(w_b), min_pairs=AUDIT_MIN_PAIRS))
             coverages.extend([_coverage(w_a), _coverage(w_b)])
         values = np.array(rhos)
         values = values[~np.isnan(values)]
@@ -537,5 +514,4 @@ __all__ = [
     "pool_audits",
     "solver_concentration",
     "solver_workload",
-    "spearman_rho",
 ]

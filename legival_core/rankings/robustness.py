@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from legival_core.stats.stats import spearman_rho
+
 __all__ = [
     "FLIP_COLUMNS",
     "NO_INTERVAL",
@@ -41,7 +43,6 @@ __all__ = [
     "kendall_tau_b",
     "noise_verdict",
     "ranks_of",
-    "spearman_rho",
 ]
 
 #: Verdicts of a flipped pair (see :func:`noise_verdict`).
@@ -118,19 +119,6 @@ def kendall_tau_b(x: np.ndarray | list[float], y: np.ndarray | list[float]) -> f
         return float("nan")
     concordant_minus_discordant = float(np.sum(sx * sy))
     return float(np.clip(concordant_minus_discordant / denominator, -1.0, 1.0))
-
-
-def spearman_rho(x: np.ndarray | list[float], y: np.ndarray | list[float]) -> float:
-    """Spearman's ρ of two paired sequences: the Pearson correlation of their average ranks
-    (pairs with a NaN dropped; :func:`legival_core.stats.stats.spearman`). NaN with fewer than three
-    pairs or a constant sequence.
-
-    >>> spearman_rho([1, 2, 3], [1, 3, 2])  # 1 - 6 * (0 + 1 + 1) / (3 * (9 - 1))
-    0.5
-    """
-    from legival_core.stats.stats import spearman
-
-    return spearman(x, y).rho
 
 
 def noise_verdict(lo_above: object, hi_above: object, lo_below: object, hi_below: object) -> str:

@@ -268,10 +268,54 @@ def spearman_permutation_p(x_ranks: Sequence[float], y_ranks: Sequence[float]) -
     return float(distribution[extreme].sum() / distribution.sum())
 
 
-def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> Correlation:
-    """Spearman's rho of two sequences (pairs with a NaN dropped) and its two-sided p-value.
+def _finite_pairs(
+    x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, name: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` and ``y`` as floats, the pairs where either is NaN or infinite dropped."""
+    xs = np.asarray(x, dtype=np.float64)
+    ys = np.asarray(y, dtype=np.float64)
+    if xs.shape != ys.shape:
+        raise ValueError(f"{name}: x and y differ in length ({xs.size} vs {ys.size})")
+    keep = np.isfinite(xs) & np.isfinite(ys)
+    return xs[keep], ys[keep]
 
-    rho is the Pearson correlation of the average ranks. The p-value is exact for up to
+
+def _rank_correlation(x_ranks: np.ndarray, y_ranks: np.ndarray) -> float:
+    """Pearson's r of two rank vectors, rounded off at 1e-15 and held in [-1, 1]."""
+    rho = float(np.corrcoef(x_ranks, y_ranks)[0, 1])
+    return float(np.clip(round(rho, 15), -1.0, 1.0))
+
+
+def spearman_rho(
+    x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, *, min_pairs: int = 3
+) -> float:
+    """Spearman's ρ alone: the Pearson correlation of the average ranks of ``x`` and ``y``,
+    on the pairs where both are finite. NaN with fewer than ``min_pairs`` pairs or a constant
+    side. The one implementation of ρ: :func:`spearman` adds its p-value, the robustness
+    report and the workload audits call this.
+
+    Without ties this is 1 − 6 Σ d² / (n (n² − 1)), d the rank differences.
+
+    >>> spearman_rho([1, 2, 3, 4], [10, 20, 40, 30])  # 1 − 6·(0+0+1+1)/(4·15)
+    0.8
+    >>> spearman_rho([1, 2, float("nan"), 3], [3, 2, 7, 1])  # the NaN pair dropped
+    -1.0
+    >>> spearman_rho([1, 2], [1, 2]), spearman_rho([1, 2], [1, 2], min_pairs=2)
+    (nan, 1.0)
+    """
+    from scipy import stats
+
+    xs, ys = _finite_pairs(x, y, "spearman_rho")
+    if len(xs) < max(2, min_pairs) or np.ptp(xs) == 0 or np.ptp(ys) == 0:
+        return float("nan")
+    return _rank_correlation(stats.rankdata(xs), stats.rankdata(ys))
+
+
+def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> Correlation:
+    """Spearman's rho of two sequences (pairs with a NaN or an infinity dropped) and its
+    two-sided p-value.
+
+    rho is :func:`spearman_rho`. The p-value is exact for up to
     :data:`EXACT_SPEARMAN_MAX_N` pairs (:func:`spearman_permutation_p`); above, it uses the t
     statistic ``rho sqrt((n - 2) / (1 - rho^2))`` with n - 2 degrees of freedom (as scipy does).
     ``method`` says which. NaN with fewer than 3 pairs or a constant input.
@@ -283,18 +327,12 @@ def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -
     """
     from scipy import stats
 
-    xs = np.asarray(x, dtype=np.float64)
-    ys = np.asarray(y, dtype=np.float64)
-    if xs.shape != ys.shape:
-        raise ValueError(f"spearman: x and y differ in length ({len(xs)} vs {len(ys)})")
-    keep = ~(np.isnan(xs) | np.isnan(ys))
-    xs, ys = xs[keep], ys[keep]
+    xs, ys = _finite_pairs(x, y, "spearman")
     n = len(xs)
     if n < 3 or np.ptp(xs) == 0 or np.ptp(ys) == 0:
         return Correlation(float("nan"), float("nan"), n)
     x_ranks, y_ranks = stats.rankdata(xs), stats.rankdata(ys)
-    rho = float(np.corrcoef(x_ranks, y_ranks)[0, 1])
-    rho = float(np.clip(round(rho, 15), -1.0, 1.0))
+    rho = _rank_correlation(x_ranks, y_ranks)
     if n <= EXACT_SPEARMAN_MAX_N:
         return Correlation(rho, spearman_permutation_p(x_ranks, y_ranks), n, EXACT_METHOD)
     return Correlation(rho, _pearson_p(rho, n, n - 2), n, T_METHOD)
