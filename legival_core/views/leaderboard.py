@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from legival_core.metrics.registry import metrics_in
 from legival_core.views.common import METRICS, STUDENT_METRICS, filter_rows, ranked_metrics
 
 if TYPE_CHECKING:
@@ -206,7 +207,7 @@ def efficiency_intervals(
     from legival_core.stats.stats import bootstrap_ci, wilson_interval
 
     rows = []
-    columns = [c for c in ("tokens", "redundancy", "backtracking") if c in trace_efficiency]
+    columns = [c for c in metrics_in("efficiency_means") if c in trace_efficiency]
     frame = trace_efficiency.assign(
         accuracy=trace_efficiency["correct"].astype("Float64").astype("float64")
     )
@@ -317,7 +318,7 @@ def latex_table(
 #: table (with ``\\footnotesize`` and a cell's parts on lines of their own, nine fit a page).
 LATEX_MAX_COLUMNS = 9
 #: The metrics of the core LaTeX table: the Leaderboard page's default columns.
-LATEX_CORE_METRICS = ("accuracy", "tokens", "fotu", "fotu_before_leak")
+LATEX_CORE_METRICS = metrics_in("latex_core")
 
 
 def latex_rank_tables(
