@@ -21,6 +21,7 @@ in ``legival_core/metrics/`` (and its column in the store), its docs page under
 from __future__ import annotations
 
 import math
+import posixpath
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -38,6 +39,7 @@ __all__ = [
     "Level",
     "MetricSpec",
     "aggregate_teacher",
+    "metric_index_markdown",
     "metrics_in",
     "spec",
 ]
@@ -530,3 +532,27 @@ def aggregate_teacher(name: str, rows: pd.DataFrame) -> float:
     s = spec(name)
     agg = AGGREGATES[s.aggregate]
     return agg.finalize(agg.partial(rows, s.columns))
+
+
+def metric_index_markdown(specs: Mapping[str, MetricSpec] = METRIC_SPECS) -> str:
+    """The metric index of ``docs/metrics/index.md``: one table row per :class:`MetricSpec`,
+    links relative to ``docs/metrics/`` (``tests/test_metric_registry.py`` checks that the
+    page holds exactly this text).
+
+    >>> metric_index_markdown().splitlines()[2].split(" | ")[:3]
+    ['| `accuracy`', '[Accuracy](accuracy.md)', 'share']
+    """
+    rows = [
+        "| name | metric | unit | better | level | from | teacher value | interval | groups |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in specs.values():
+        link = posixpath.relpath(s.docs, "metrics") + (f"#{s.anchor}" if s.anchor else "")
+        columns = ", ".join(f"`{c}`" for c in s.columns)
+        groups = ", ".join(f"`{g}`" for g in sorted(s.groups))
+        rows.append(
+            f"| `{s.name}` | [{s.label}]({link}) | {s.unit} | "
+            f"{'higher' if s.higher_is_better else 'lower'} | `{s.level.value}` | "
+            f"`{s.table}`: {columns} | `{s.aggregate}` | `{s.interval}` | {groups} |"
+        )
+    return "\n".join(rows) + "\n"
