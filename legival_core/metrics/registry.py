@@ -161,22 +161,21 @@ def _student_mean_finalize(part: dict[str, tuple[float, int]]) -> float:
     return float(np.mean(means)) if means else math.nan
 
 
-_HAZARD_BINS = 50
-
-
 def _entropy_partial(rows: pd.DataFrame, columns: tuple[str, ...]) -> dict[str, np.ndarray]:
+    from legival_core.metrics.transfer import N_BINS
+
     frame = _student_values(rows, columns)
     out: dict[str, np.ndarray] = {}
     for student, values in frame.groupby("student", sort=True)["value"]:
         bins = values.dropna().to_numpy().astype(np.int64)
-        out[str(student)] = np.bincount(bins[bins > 0] - 1, minlength=_HAZARD_BINS).astype(
-            np.float64
-        )
+        out[str(student)] = np.bincount(bins[bins > 0] - 1, minlength=N_BINS).astype(np.float64)
     return out
 
 
 def _entropy_merge(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    empty = np.zeros(_HAZARD_BINS)
+    from legival_core.metrics.transfer import N_BINS
+
+    empty = np.zeros(N_BINS)
     return {s: a.get(s, empty) + b.get(s, empty) for s in sorted({*a, *b})}
 
 

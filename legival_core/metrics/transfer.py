@@ -56,7 +56,7 @@ ROLLOUT_CATEGORIES = ("teacher", "dataset", "student", "trace_id", "problem_id")
 #: Columns that identify a (trace, student) pair in every per-trace output.
 TRACE_COLUMNS = ("trace_id", "student", "teacher", "dataset", "problem_id", "m")
 #: Teacher-level quantities reported by :func:`teacher_metrics`, each with ``_lo`` / ``_hi``.
-TEACHER_QUANTITIES = metrics_in("teacher_quantities")
+TEACHER_QUANTITIES: tuple[str, ...] = metrics_in("teacher_quantities")
 
 Grid = Literal["interpolate", "observed"]
 GroupBy = str | Sequence[str]
@@ -1108,7 +1108,7 @@ def _weighted_student_means(weights: np.ndarray, values: np.ndarray) -> np.ndarr
 
 
 # Per-pair scalar quantities averaged over traces then students, in this order.
-_MEAN_QUANTITIES = metrics_in("teacher_means")
+_MEAN_QUANTITIES: tuple[str, ...] = metrics_in("teacher_means")
 
 
 def _pair_inputs(pm: _PairMetrics, pre: _Prefixes, pooled: bool) -> dict[str, np.ndarray]:

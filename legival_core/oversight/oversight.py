@@ -67,8 +67,8 @@ SABOTAGE_PREFIX = "sabotage:"
 #: docs/metrics/oversight.md).
 POOLED_DATASETS = "(mean over datasets)"
 #: Transfer quantities that exist per trace (SOTU is a property of a set of traces).
-TRACE_LEVEL_METRICS = metrics_in("oversight_trace")
-TEACHER_LEVEL_METRICS = metrics_in("oversight_teacher")
+TRACE_LEVEL_METRICS: tuple[str, ...] = metrics_in("oversight_trace")
+TEACHER_LEVEL_METRICS: tuple[str, ...] = metrics_in("oversight_teacher")
 
 Level = Literal["trace", "teacher"]
 

@@ -63,8 +63,8 @@ __all__ = [
 
 #: Metrics read from ``trace_efficiency`` (cells = datasets) and from ``trace_transfer``
 #: (cells = dataset x student); ``accuracy`` is the mean of the ``correct`` column.
-EFFICIENCY_METRICS = metrics_in("resampled_efficiency")
-TRANSFER_METRICS = metrics_in("resampled_transfer")
+EFFICIENCY_METRICS: tuple[str, ...] = metrics_in("resampled_efficiency")
+TRANSFER_METRICS: tuple[str, ...] = metrics_in("resampled_transfer")
 _HAZARD_BINS = 50
 #: Metrics whose estimator is biased under resampling, with the range their bias-corrected
 #: interval is clipped to: SOTU, a plug-in entropy (a resample's histogram is more

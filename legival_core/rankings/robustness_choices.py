@@ -73,8 +73,8 @@ __all__ = [
 #: The key of the default ranking in :attr:`RobustnessReport.rankings`.
 DEFAULT_CHOICE = "default"
 #: Metrics taken from ``trace_efficiency`` (one row per trace) and from the rollouts.
-EFFICIENCY_COLUMNS = metrics_in("resampled_efficiency")
-TRANSFER_COLUMNS = metrics_in("resampled_transfer")
+EFFICIENCY_COLUMNS: tuple[str, ...] = metrics_in("resampled_efficiency")
+TRANSFER_COLUMNS: tuple[str, ...] = metrics_in("resampled_transfer")
 #: Segmenters the ``robustness`` stage can re-segment with (legival_core.text.segment modes),
 #: each with how the report names it.
 SEGMENTER_LABELS = {

@@ -318,7 +318,7 @@ def latex_table(
 #: table (with ``\\footnotesize`` and a cell's parts on lines of their own, nine fit a page).
 LATEX_MAX_COLUMNS = 9
 #: The metrics of the core LaTeX table: the Leaderboard page's default columns.
-LATEX_CORE_METRICS = metrics_in("latex_core")
+LATEX_CORE_METRICS: tuple[str, ...] = metrics_in("latex_core")
 
 
 def latex_rank_tables(
