@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
+from legival_core.metrics.registry import metrics_in
 from legival_core.rankings.rank_intervals import TeacherResamples
 from legival_core.text.safe_text import (
     markdown_literal,
@@ -57,7 +58,7 @@ def intervals(student: str | None, n_boot: int) -> pd.DataFrame:
         # the profile the stored teacher_metrics were computed with, so the CIs match them
         profile = views.metrics_profile(common.load_manifest())
         transfer = teacher_metrics(rollouts, profile=profile, n_boot=n_boot)
-        for name in ("fotu", "sotu", "regression_rate", "never_solved", "lift"):
+        for name in metrics_in("transfer_intervals"):
             frames.append(
                 pd.DataFrame(
                     {

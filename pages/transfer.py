@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
+from legival_core.metrics.registry import metrics_in
 from legival_core.text.safe_text import markdown_literal, plotly_literals
 from legival_core.views import board as board_layout
 from legival_core.views import figures
@@ -232,8 +233,7 @@ if PROFILES[profile].pool_baseline:
     )
 summary = view.summary[view.summary["teacher"].isin(picked)]
 pooled_labels = {
-    name: f"{common.metric_label(name)}, traces pooled"
-    for name in ("fotu", "sotu", "never_solved", "regression_rate", "baseline", "lift")
+    name: f"{common.metric_label(name)}, traces pooled" for name in metrics_in("teacher_quantities")
 } | {"n_traces": "n traces, pooled"}
 if profile == views.metrics_profile(common.load_manifest()):
     # the leaderboard's number under its own name, beside the pooled one

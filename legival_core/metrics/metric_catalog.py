@@ -1,6 +1,7 @@
 """The teacher-level metrics the app, the leaderboard layout and the static snapshot know
 about: each one's label, unit and better direction, and which of them the published rank
-table (docs/rankings.md) and the leaderboard rank.
+table (docs/rankings.md) and the leaderboard rank. All derived from the one registry,
+:mod:`legival_core.metrics.registry`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pandas as pd
+
+from legival_core.metrics.registry import METRIC_SPECS, metrics_in
 
 __all__ = [
     "DERIVED_FROM",
@@ -37,92 +40,18 @@ class Metric:
     description: str
 
 
+#: Every metric the app labels, derived from the registry (group ``catalog``).
 METRICS: dict[str, Metric] = {
-    m.name: m
-    for m in (
-        Metric("accuracy", "Accuracy", True, True, "share of traces graded correct"),
-        Metric(
-            "tokens",
-            "Tokens",
-            False,
-            False,
-            "mean reasoning length in tokens (the store's provenance says how they were "
-            "counted: legival_core.store.provenance.token_sources)",
-        ),
-        Metric(
-            "redundancy",
-            "Redundancy",
-            False,
-            True,
-            "share of steps whose best match to an earlier step exceeds τ",
-        ),
-        Metric(
-            "backtracking",
-            "Backtracking",
-            False,
-            True,
-            "share of steps flagged as backtracking by the primary labeler",
-        ),
-        Metric(
-            "fotu",
-            "FOTU",
-            True,
-            True,
-            "first-order transfer utility: area under the student's success curve",
-        ),
-        Metric(
-            "sotu",
-            "SOTU",
-            True,
-            True,
-            "second-order transfer utility: normalised entropy of the hazard histogram",
-        ),
-        Metric(
-            "regression_rate",
-            "Regression",
-            False,
-            True,
-            "share of consecutive prefixes where the student falls from right to wrong",
-        ),
-        Metric(
-            "never_solved",
-            "Never solved",
-            False,
-            True,
-            "share of correct traces no prefix of which the student solves",
-        ),
-        Metric("lift", "Lift", True, True, "FOTU minus the student's baseline (k = 0)"),
-        Metric(
-            "fotu_before_leak",
-            "FOTU before leak",
-            True,
-            True,
-            "FOTU from the prefixes shown before the trace first states the gold answer "
-            "(the student cannot just copy it)",
-        ),
-    )
+    name: Metric(s.name, s.label, s.higher_is_better, s.share, s.description)
+    for name, s in METRIC_SPECS.items()
+    if "catalog" in s.groups
 }
 #: The seven metrics of the published rank table (docs/rankings.md), in its order.
-RANKED_METRICS: tuple[str, ...] = (
-    "accuracy",
-    "tokens",
-    "redundancy",
-    "backtracking",
-    "fotu",
-    "sotu",
-    "regression_rate",
-)
+RANKED_METRICS: tuple[str, ...] = metrics_in("ranked")
 #: What the leaderboard offers: the published seven and FOTU before the answer leaks.
-LEADERBOARD_METRICS: tuple[str, ...] = (*RANKED_METRICS, "fotu_before_leak")
+LEADERBOARD_METRICS: tuple[str, ...] = metrics_in("leaderboard")
 #: Transfer metrics that depend on the student (replaced by :func:`with_student`).
-STUDENT_METRICS: tuple[str, ...] = (
-    "fotu",
-    "sotu",
-    "regression_rate",
-    "never_solved",
-    "baseline",
-    "fotu_before_leak",
-)
+STUDENT_METRICS: tuple[str, ...] = metrics_in("student")
 
 #: Pairs of metrics related by construction: one is computed from the other, or both are read
 #: off the same per-prefix success curve of the student, so a strong ρ between them says

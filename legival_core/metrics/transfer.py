@@ -34,6 +34,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from legival_core.metrics.registry import metrics_in
 from legival_core.stats.stats import (
     bias_corrected_interval,
     percentile_interval,
@@ -55,7 +56,7 @@ ROLLOUT_CATEGORIES = ("teacher", "dataset", "student", "trace_id", "problem_id")
 #: Columns that identify a (trace, student) pair in every per-trace output.
 TRACE_COLUMNS = ("trace_id", "student", "teacher", "dataset", "problem_id", "m")
 #: Teacher-level quantities reported by :func:`teacher_metrics`, each with ``_lo`` / ``_hi``.
-TEACHER_QUANTITIES = ("fotu", "sotu", "regression_rate", "never_solved", "baseline", "lift")
+TEACHER_QUANTITIES: tuple[str, ...] = metrics_in("teacher_quantities")
 
 Grid = Literal["interpolate", "observed"]
 GroupBy = str | Sequence[str]
@@ -1107,7 +1108,7 @@ def _weighted_student_means(weights: np.ndarray, values: np.ndarray) -> np.ndarr
 
 
 # Per-pair scalar quantities averaged over traces then students, in this order.
-_MEAN_QUANTITIES = ("fotu", "regression_rate", "never_solved", "baseline")
+_MEAN_QUANTITIES: tuple[str, ...] = metrics_in("teacher_means")
 
 
 def _pair_inputs(pm: _PairMetrics, pre: _Prefixes, pooled: bool) -> dict[str, np.ndarray]:

@@ -28,6 +28,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 import pandas as pd
 
+from legival_core.metrics.registry import metrics_in
 from legival_core.stats.stats import (
     partial_spearman,
     percentile_interval,
@@ -66,8 +67,8 @@ SABOTAGE_PREFIX = "sabotage:"
 #: docs/metrics/oversight.md).
 POOLED_DATASETS = "(mean over datasets)"
 #: Transfer quantities that exist per trace (SOTU is a property of a set of traces).
-TRACE_LEVEL_METRICS = ("fotu", "regression_rate")
-TEACHER_LEVEL_METRICS = ("fotu", "sotu", "regression_rate")
+TRACE_LEVEL_METRICS: tuple[str, ...] = metrics_in("oversight_trace")
+TEACHER_LEVEL_METRICS: tuple[str, ...] = metrics_in("oversight_teacher")
 
 Level = Literal["trace", "teacher"]
 

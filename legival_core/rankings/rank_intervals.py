@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from legival_core.metrics.metric_catalog import METRICS
+from legival_core.metrics.registry import metrics_in
 from legival_core.stats.stats import (
     bias_corrected_interval,
     percentile_interval,
@@ -62,8 +63,8 @@ __all__ = [
 
 #: Metrics read from ``trace_efficiency`` (cells = datasets) and from ``trace_transfer``
 #: (cells = dataset x student); ``accuracy`` is the mean of the ``correct`` column.
-EFFICIENCY_METRICS = ("accuracy", "tokens", "redundancy", "backtracking")
-TRANSFER_METRICS = ("fotu", "sotu", "regression_rate", "fotu_before_leak")
+EFFICIENCY_METRICS: tuple[str, ...] = metrics_in("resampled_efficiency")
+TRANSFER_METRICS: tuple[str, ...] = metrics_in("resampled_transfer")
 _HAZARD_BINS = 50
 #: Metrics whose estimator is biased under resampling, with the range their bias-corrected
 #: interval is clipped to: SOTU, a plug-in entropy (a resample's histogram is more

@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from legival_core.metrics.metric_catalog import LEADERBOARD_METRICS, METRICS
+from legival_core.metrics.registry import metrics_in
 from legival_core.rankings.robustness import FLIP_COLUMNS, compare_rankings
 
 __all__ = [
@@ -72,8 +73,8 @@ __all__ = [
 #: The key of the default ranking in :attr:`RobustnessReport.rankings`.
 DEFAULT_CHOICE = "default"
 #: Metrics taken from ``trace_efficiency`` (one row per trace) and from the rollouts.
-EFFICIENCY_COLUMNS = ("accuracy", "tokens", "redundancy", "backtracking")
-TRANSFER_COLUMNS = ("fotu", "sotu", "regression_rate", "fotu_before_leak")
+EFFICIENCY_COLUMNS: tuple[str, ...] = metrics_in("resampled_efficiency")
+TRANSFER_COLUMNS: tuple[str, ...] = metrics_in("resampled_transfer")
 #: Segmenters the ``robustness`` stage can re-segment with (legival_core.text.segment modes),
 #: each with how the report names it.
 SEGMENTER_LABELS = {

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from legival_core.metrics.registry import metrics_in
 from legival_core.views.common import METRICS, ranked_metrics
 
 # ---------------------------------------------------------------------------------------------
@@ -45,7 +46,7 @@ def model_level_frame(
         if trace_efficiency is None or trace_efficiency.empty:
             raise ValueError("correct-only correlations need the trace_efficiency table")
         correct = trace_efficiency[trace_efficiency["correct"].fillna(False).astype(bool)]
-        columns = [c for c in ("tokens", "redundancy", "backtracking") if c in correct]
+        columns = [c for c in metrics_in("efficiency_means") if c in correct]
         means = correct.groupby(["teacher", "dataset"], observed=True)[columns].mean()
         frame = frame.drop(columns=[*columns, "accuracy"], errors="ignore").merge(
             means.reset_index(), on=["teacher", "dataset"], how="left"
@@ -68,7 +69,7 @@ def trace_level_frame(
     correct_only: bool = False,
 ) -> pd.DataFrame:
     """One row per trace: efficiency metrics and transfer metrics averaged over students."""
-    columns = [c for c in ("tokens", "redundancy", "backtracking") if c in trace_efficiency]
+    columns = [c for c in metrics_in("efficiency_means") if c in trace_efficiency]
     frame = trace_efficiency[["trace_id", "teacher", "dataset", "correct", *columns]]
     if correct_only:
         frame = frame[frame["correct"].fillna(False).astype(bool)]

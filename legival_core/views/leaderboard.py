@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from legival_core.metrics.registry import metrics_in
 from legival_core.views.common import METRICS, STUDENT_METRICS, filter_rows, ranked_metrics
 
 if TYPE_CHECKING:
@@ -206,7 +207,7 @@ def efficiency_intervals(
     from legival_core.stats.stats import bootstrap_ci, wilson_interval
 
     rows = []
-    columns = [c for c in ("tokens", "redundancy", "backtracking") if c in trace_efficiency]
+    columns = [c for c in metrics_in("efficiency_means") if c in trace_efficiency]
     frame = trace_efficiency.assign(
         accuracy=trace_efficiency["correct"].astype("Float64").astype("float64")
     )
@@ -329,7 +330,7 @@ LATEX_METRICS_PER_TABLE = 4
 #: The most columns a LaTeX table of the rank table holds: ``teacher`` and the metrics.
 LATEX_MAX_COLUMNS = 1 + LATEX_METRICS_PER_TABLE
 #: The metrics of the core LaTeX table: the Leaderboard page's default columns.
-LATEX_CORE_METRICS = ("accuracy", "tokens", "fotu", "fotu_before_leak")
+LATEX_CORE_METRICS: tuple[str, ...] = metrics_in("latex_core")
 #: The caption of the rank table's LaTeX (the site's and the Leaderboard page's download).
 LATEX_CAPTION = (
     "Legi-Val rank table: value [95% interval]; n traces (× students for transfer metrics); "

@@ -241,6 +241,7 @@ def teacher_table(
     trace_transfer: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Rows of ``teacher_metrics``: efficiency means per (teacher, dataset) + transfer terms."""
+    from legival_core.metrics.registry import metrics_in
     from legival_core.metrics.transfer import teacher_metrics
 
     frame = efficiency.assign(correct_f=efficiency["correct"].astype("Float64"))
@@ -254,7 +255,7 @@ def teacher_table(
             "n_traces": grouped.size().astype("int64"),
         }
     ).reset_index()
-    transfer_cols = ["fotu", "sotu", "regression_rate", "never_solved", "baseline"]
+    transfer_cols = list(metrics_in("stored_transfer"))
     if len(rollouts):
         transfer = teacher_metrics(rollouts, profile=profile, n_boot=0, seed=seed, grid=grid)
         table = table.merge(
