@@ -7,6 +7,7 @@ hide behind a good-looking ratio.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -108,3 +109,20 @@ def test_the_long_trace_is_2000_punkt_steps_of_about_30000_tokens() -> None:
     assert len(sums) > 1500
     assert all(int(a) + int(n) == int(b) for a, n, b in sums)
     assert reasoning.endswith(f"So the shop received {total} items in total.")
+
+
+def test_the_scale_bench_store_is_built_in_parts_and_compacted_to_one_per_table(
+    tmp_path: Path,
+) -> None:
+    """The scale bench writes its store a chunk of copies at a time (one part per chunk and
+    table), then merges it as a user would after a sharded run: one part per table, every row
+    still there."""
+    import scale_bench
+
+    store = scale_bench.build(tmp_path / "scale", copies=2, chunk=1, students=1)
+    from legival_core.store.schema import spec
+
+    built = json.loads((tmp_path / "scale" / "built.json").read_text())
+    for table, rows in built["rows"].items():
+        assert len(store.parts(table)) == 1, table
+        assert len(store.read(table, columns=[spec(table).keys[0]])) == rows, table

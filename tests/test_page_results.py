@@ -291,7 +291,7 @@ def test_the_trace_list_takes_its_step_counts_from_the_stage_when_they_are_curre
         raise AssertionError("steps counted although the stage's counts are current")
 
     monkeypatch.setattr(Store, "rows_per", fail)
-    listed = views.store_trace_choices(store)
+    listed = views.store_trace_choices(store, stored=False)  # computed, not the stored list
     pd.testing.assert_frame_equal(listed, counted)
     assert listed["m"].notna().all()
 
@@ -323,3 +323,106 @@ def test_the_trace_list_counts_steps_written_after_the_stage(
     listed = views.store_trace_choices(stale).set_index("trace_id")
     assert calls == ["rows_per"]
     assert int(listed.loc[first, "m"]) == before + 1
+
+
+# --- the inspector's trace list, stored by the stage (issue 43 item 6) ------------------------
+
+
+def _fail_computing_the_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    from legival_core.views import inspector
+
+    def fail(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the trace list was computed although a current one is stored")
+
+    monkeypatch.setattr(inspector, "trace_choices", fail)
+
+
+def test_the_stored_trace_list_equals_the_list_computed_afresh(
+    monkeypatch: pytest.MonkeyPatch, store: Store
+) -> None:
+    """At a million traces, joining and sorting the trace list took 2 s of the inspector's
+    cold start; the metrics stage stores it, and what it stored is the computed list, row for
+    row and dtype for dtype, read without computing anything."""
+    fresh = views.store_trace_choices(store, stored=False)
+    assert len(fresh) == len(store.read("traces", columns=["trace_id"]))
+    stored = views.stored_trace_choices(store)
+    assert stored is not None
+    pd.testing.assert_frame_equal(stored, fresh)
+    _fail_computing_the_list(monkeypatch)
+    pd.testing.assert_frame_equal(views.store_trace_choices(store), fresh)
+
+
+def test_the_stored_trace_list_of_a_hand_built_store(tmp_path: Path) -> None:
+    """A store of a few traces (one ungraded, one without steps, no rollouts): the row the
+    stage's page results hold for the list equals the list computed from its tables."""
+    from precompute.stages.metrics import page_results_table
+
+    store = Store.create(tmp_path / "hand")
+    traces = pd.DataFrame(
+        {
+            "trace_id": ["t3", "t1", "t2", "t4"],
+            "problem_id": ["p2", "p1", "p1", "p2"],
+            "dataset": "D",
+            "teacher": ["B", "A", "B", "A"],
+            "sample": [0, 0, 0, 1],
+            "reasoning": ["a. b.", "c.", "d. e. f.", "g."],
+            "tokens": [5, 2, 7, 1],
+        }
+    )
+    store.write("traces", traces, stage="ingest")
+    grades = pd.DataFrame({"trace_id": ["t1", "t2", "t3"], "correct": [True, False, True]})
+    store.write("grades", grades.assign(status="ok"), stage="grade")
+    steps = pd.DataFrame(
+        {
+            "trace_id": ["t3", "t3", "t1", "t2", "t2", "t2"],
+            "step": [0, 1, 0, 0, 1, 2],
+            "start": 0,
+            "end": 1,
+            "text": "x",
+        }
+    )
+    store.write("steps", steps, stage="segment")
+    pages = page_results_table(store, store.manifest)
+    assert pages is not None
+    store.write("page_results", pages, stage="metrics")
+    stored = views.stored_trace_choices(store)
+    assert stored is not None
+    fresh = views.store_trace_choices(store, stored=False)
+    pd.testing.assert_frame_equal(stored, fresh)
+    m = fresh.set_index("trace_id")["m"]
+    assert m.drop("t4").to_dict() == {"t1": 1, "t2": 3, "t3": 2} and pd.isna(m["t4"])
+
+
+def test_a_trace_list_stored_before_the_grades_changed_is_not_used(
+    store: Store, tmp_path: Path
+) -> None:
+    """Grades rewritten after the stage ran (one trace's verdict flipped): the stored list no
+    longer matches the store, so the list is computed again and shows the new verdict."""
+    copy = tmp_path / "regraded"
+    shutil.copytree(store.path, copy)
+    stale = Store.open(copy)
+    grades = stale.read("grades")
+    first = str(grades["trace_id"].iloc[0])
+    flipped = grades.iloc[:1].assign(correct=not bool(grades["correct"].iloc[0]))
+    stale.write("grades", flipped, stage="grade")
+    assert views.stored_trace_choices(stale) is None
+    listed = views.store_trace_choices(stale)
+    pd.testing.assert_frame_equal(listed, views.store_trace_choices(stale, stored=False))
+    now = bool(flipped["correct"].iloc[0])
+    assert bool(listed.set_index("trace_id").loc[first, "correct"]) == now
+    old = views.stored_trace_choices(store)
+    assert old is not None
+    assert bool(old.set_index("trace_id").loc[first, "correct"]) != now
+
+
+def test_the_bundled_demo_without_a_stored_trace_list_computes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bundled demo store was built before the stage stored the list: it has no such row,
+    the list is computed, and the inspector page opens on it."""
+    demo = Store.open(DEMO)
+    assert views.stored_trace_choices(demo) is None
+    listed = views.store_trace_choices(demo)
+    assert len(listed) == len(demo.read("traces", columns=["trace_id"]))
+    at = run_app_page("inspector", monkeypatch, [DEMO])
+    assert not at.exception

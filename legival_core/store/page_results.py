@@ -65,6 +65,8 @@ INPUTS: dict[str, tuple[str, ...]] = {
         )
         for part in ("summary", "rankings", "flips", "unavailable")
     },
+    # The inspector's trace list (views.inspector.store_trace_choices), one row per trace.
+    "trace_choices": ("traces", "grades", "trace_transfer", "steps", "trace_efficiency"),
     # A marker (no frame): trace_efficiency's step counts were computed from today's steps.
     "trace_steps": ("steps", "trace_efficiency"),
     "transfer_coverage": ("rollouts",),
@@ -117,7 +119,10 @@ def frame_to_bytes(frame: pd.DataFrame) -> bytes:
     """
     table = pa.Table.from_pandas(frame)
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
+    # zstd inside the payload too: a store reads page_results whole, and the inspector's trace
+    # list is a million rows at a million traces (about 5x smaller compressed).
+    options = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
         writer.write_table(table)
     return bytes(sink.getvalue().to_pybytes())
 

@@ -325,14 +325,19 @@ TRACE_CHOICE_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-def store_trace_choices(store: Any) -> pd.DataFrame:
+def store_trace_choices(store: Any, *, stored: bool = True) -> pd.DataFrame:
     """:func:`trace_choices` of a :class:`~legival_core.store.store.Store`'s tables.
 
-    Shared by the inspector page and ``Results.traces()`` so both list the same rows. Only the
-    columns shown are read, and the steps per trace are counted in Arrow
-    (``Store.rows_per``): on 100,000 traces and 1.1M steps, loading every step's trace id
-    into pandas to count it was a sixth of the page's cold start.
+    Shared by the inspector page and ``Results.traces()`` so both list the same rows. With
+    ``stored``, the list the metrics stage stored (:func:`stored_trace_choices`) while it is
+    current, else computed: only the columns shown are read, and the steps per trace are
+    counted in Arrow (``Store.rows_per``): on 100,000 traces and 1.1M steps, loading every
+    step's trace id into pandas to count it was a sixth of the page's cold start.
     """
+    if stored:
+        found = stored_trace_choices(store)
+        if found is not None:
+            return found
 
     def read(table: str) -> pd.DataFrame | None:
         if not store.has(table):
@@ -343,6 +348,20 @@ def store_trace_choices(store: Any) -> pd.DataFrame:
     if traces is None:
         traces = pd.DataFrame(columns=list(TRACE_CHOICE_COLUMNS["traces"]))
     return trace_choices(traces, read("grades"), read("trace_transfer"), _steps_per_trace(store))
+
+
+def stored_trace_choices(store: Any) -> pd.DataFrame | None:
+    """The trace list the metrics stage stored in ``page_results`` (``trace_choices``), or
+    None when there is none or the traces, grades, transfer rows or steps were written since
+    it was computed (its inputs stamp differs: the caller then computes it). At a million
+    traces, reading it takes a fraction of computing it (joining and sorting a million rows)."""
+    from legival_core.store.page_results import stored_frame
+
+    if not store.has("page_results"):
+        return None
+    # A keyed read: only the batches that hold the list's row are decoded.
+    rows = store.read("page_results", filters={"name": "trace_choices"})
+    return stored_frame(rows, store.manifest, "trace_choices", ())
 
 
 def _steps_per_trace(store: Any) -> pd.Series:

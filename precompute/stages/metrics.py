@@ -530,7 +530,8 @@ def page_results_table(
     * redundancy threshold: every teacher's sweep over the published τ grid plus the τ the
       pages will read from ``future`` (the manifest once this run's record is in);
     * inspector: a marker that ``trace_efficiency``'s step counts are those of the steps table
-      now (the trace list then reads them instead of counting every step);
+      now (the trace list then reads them instead of counting every step), and the trace list
+      itself (:func:`legival_core.views.inspector.store_trace_choices`);
     * robustness: the report under the default choices the pages will read from ``future``
       with no resamples (the leaderboard's marks) and with the configured ones (the
       Robustness page).
@@ -616,6 +617,12 @@ def page_results_table(
         # The inspector's trace list reads trace_efficiency's step counts while this marker
         # is current instead of counting every step (seconds at a million traces).
         results.append(("trace_steps", (), pd.DataFrame({"current": [True]})))
+    if store.has("traces"):
+        # The inspector's trace list itself (a million rows joined and sorted: 2 s of its cold
+        # start at a million traces), computed afresh from the tables as they are now.
+        from legival_core.views.inspector import store_trace_choices
+
+        results.append(("trace_choices", (), store_trace_choices(store, stored=False)))
     if future is not None:
         results += redundancy_results(store, future)
         settings = Settings.from_manifest(future)
