@@ -71,3 +71,30 @@ def test_leak_summary_of_nothing_is_an_empty_table() -> None:
         columns=["trace_id", "student", "teacher", "fotu", "leak_k", "fotu_before_leak"]
     )
     assert leak_summary(empty, _rollouts([])).empty
+
+
+def test_headline_never_calls_an_unmeasured_fotu_before_leak_zero() -> None:
+    """A teacher whose traces all leak before any measured prefix (k = 0 and k = m measured,
+    the leak at step 2: nothing kept before it) has FOTU before leak NaN, not 0 (its docs:
+    "left out of the second mean"). The headline said "is 0 for 1 of 1 model teachers" on such
+    a store of my own; it must say the value could not be measured instead, and keep "is 0"
+    for a measured 0."""
+    from legival_core.metrics.leak_summary import leak_headline
+
+    table = pd.DataFrame(
+        {
+            "teacher": ["unmeasured", "zero", "fine", "human"],
+            "first_solves": [3, 2, 2, 5],
+            "at_or_after_leak": [3, 1, 0, 5],
+            "fotu_before_leak": [float("nan"), 0.0, 0.4, float("nan")],
+        }
+    )
+    text = leak_headline(table, ["human"], "below")
+    assert text is not None
+    # 3 + 1 + 0 = 4 of 3 + 2 + 2 = 7 model first solves come at or after the leak
+    assert "4 of 7 first solves" in text
+    assert "FOTU before the leak is 0 for 1 of 3 model teachers" in text
+    assert "and cannot be measured for 1 of 3 model teachers" in text
+    only_unmeasured = leak_headline(table.iloc[[0]], [], "below")
+    assert only_unmeasured is not None and "is 0 for" not in only_unmeasured
+    assert "cannot be measured for 1 of 1 model teachers" in only_unmeasured

@@ -112,9 +112,10 @@ def selection_leak_summary(trace_transfer: pd.DataFrame, rollouts: pd.DataFrame)
 
 def leak_headline(table: pd.DataFrame, references: Sequence[str], per_teacher: str) -> str | None:
     """The answer-leak warning every FOTU headline carries (the app's pages and the published
-    site): how many first solves come at or after the leak, and how many model teachers have
-    FOTU before the leak 0, from a :func:`leak_summary` ``table``; reference teachers left
-    out. None when no student ever solves. ``per_teacher`` says where the per-teacher table is.
+    site): how many first solves come at or after the leak, how many model teachers have FOTU
+    before the leak 0, and for how many it cannot be measured (NaN: no prefix before the leak
+    was measured; never counted as 0), from a :func:`leak_summary` ``table``; reference
+    teachers left out. None when no student ever solves. ``per_teacher`` says where the per-teacher table is.
 
     >>> table = pd.DataFrame({"teacher": ["a", "b", "human"], "first_solves": [4, 2, 9],
     ...     "at_or_after_leak": [3, 0, 9], "fotu_before_leak": [0.0, 0.2, 0.0]})
@@ -127,13 +128,17 @@ of 2 model teachers (every selection of this store; per teacher below).
     solves, after = int(models["first_solves"].sum()), int(models["at_or_after_leak"].sum())
     if not solves:
         return None
-    zero = models[models["fotu_before_leak"].fillna(0.0).eq(0.0)]
-    # "0 for 0 of 4 teachers" reads as a finding; say it only when some teacher is at 0.
-    zeros = (
-        f"; FOTU before the leak is 0 for {len(zero)} of {len(models)} model teachers"
-        if len(zero)
-        else ""
-    )
+    before = pd.to_numeric(models["fotu_before_leak"], errors="coerce")
+    # "0 for 0 of 4 teachers" reads as a finding; say each clause only when it counts someone.
+    # NaN is no measured prefix before the leak (left out of the mean), never a measured 0.
+    n, zero, unmeasured = len(models), int(before.eq(0.0).sum()), int(before.isna().sum())
+    parts = [f"is 0 for {zero} of {n} model teachers"] if zero else []
+    if unmeasured:
+        parts.append(
+            f"cannot be measured for {unmeasured} of {n} model teachers (no prefix before the "
+            "leak was measured)"
+        )
+    zeros = f"; FOTU before the leak {' and '.join(parts)}" if parts else ""
     return (
         f"⚠ Answer leak: {after} of {solves} first solves by a student come at or after the step "
         f"where the trace already states the answer, so FOTU there may measure copying{zeros}"
