@@ -115,7 +115,8 @@ def leak_headline(table: pd.DataFrame, references: Sequence[str], per_teacher: s
     site): how many first solves come at or after the leak, how many model teachers have FOTU
     before the leak 0, and for how many it cannot be measured (NaN: no prefix before the leak
     was measured; never counted as 0), from a :func:`leak_summary` ``table``; reference
-    teachers left out. None when no student ever solves. ``per_teacher`` says where the per-teacher table is.
+    teachers left out. None when no student ever solves. ``per_teacher`` says where the
+    per-teacher table is.
 
     >>> table = pd.DataFrame({"teacher": ["a", "b", "human"], "first_solves": [4, 2, 9],
     ...     "at_or_after_leak": [3, 0, 9], "fotu_before_leak": [0.0, 0.2, 0.0]})
