@@ -329,12 +329,12 @@ def test_the_trace_list_counts_steps_written_after_the_stage(
 
 
 def _fail_computing_the_list(monkeypatch: pytest.MonkeyPatch) -> None:
-    from legival_core.views import inspector
+    from legival_core.metrics import trace_list
 
     def fail(*args: object, **kwargs: object) -> object:
         raise AssertionError("the trace list was computed although a current one is stored")
 
-    monkeypatch.setattr(inspector, "trace_choices", fail)
+    monkeypatch.setattr(trace_list, "trace_choices", fail)
 
 
 def test_the_stored_trace_list_equals_the_list_computed_afresh(

@@ -65,7 +65,7 @@ INPUTS: dict[str, tuple[str, ...]] = {
         )
         for part in ("summary", "rankings", "flips", "unavailable")
     },
-    # The inspector's trace list (views.inspector.store_trace_choices), one row per trace.
+    # The inspector's trace list (metrics.trace_list.store_trace_choices), one row per trace.
     "trace_choices": ("traces", "grades", "trace_transfer", "steps", "trace_efficiency"),
     # A marker (no frame): trace_efficiency's step counts were computed from today's steps.
     "trace_steps": ("steps", "trace_efficiency"),

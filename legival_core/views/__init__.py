@@ -33,6 +33,11 @@ and ``precompute/publish.py`` import this room.
 from __future__ import annotations
 
 from legival_core.metrics.decomposition import decomposition_instances
+from legival_core.metrics.trace_list import (
+    store_trace_choices,
+    stored_trace_choices,
+    trace_choices,
+)
 from legival_core.metrics.transfer_curves import (
     ALL_ROWS,
     SUMMARY_COLUMNS,
@@ -95,11 +100,8 @@ from legival_core.views.inspector import (
     labeler_legend,
     step_page,
     step_table,
-    store_trace_choices,
     stored_leak_step,
-    stored_trace_choices,
     student_strip,
-    trace_choices,
     trace_html,
     with_lexical_flags,
     with_offline_flags,

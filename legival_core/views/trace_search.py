@@ -3,7 +3,7 @@ of the inspector and of ``lv.open(path).traces(...)`` (issue 42, item 2).
 
 A :class:`TraceQuery` says what to keep; :func:`filter_traces` applies its metric filters and
 sort to the trace list (:func:`trace_metrics`: the inspector's
-:func:`legival_core.views.inspector.trace_choices` plus the stored per-trace metrics), and
+:func:`legival_core.metrics.trace_list.trace_choices` plus the stored per-trace metrics), and
 :func:`search_text` then looks for its text in the reasoning and answers of the traces left,
 in that order, reading them from the store in batches by trace id.
 

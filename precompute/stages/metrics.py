@@ -531,7 +531,7 @@ def page_results_table(
       pages will read from ``future`` (the manifest once this run's record is in);
     * inspector: a marker that ``trace_efficiency``'s step counts are those of the steps table
       now (the trace list then reads them instead of counting every step), and the trace list
-      itself (:func:`legival_core.views.inspector.store_trace_choices`);
+      itself (:func:`legival_core.metrics.trace_list.store_trace_choices`);
     * robustness: the report under the default choices the pages will read from ``future``
       with no resamples (the leaderboard's marks) and with the configured ones (the
       Robustness page).
@@ -620,7 +620,7 @@ def page_results_table(
     if store.has("traces"):
         # The inspector's trace list itself (a million rows joined and sorted: 2 s of its cold
         # start at a million traces), computed afresh from the tables as they are now.
-        from legival_core.views.inspector import store_trace_choices
+        from legival_core.metrics.trace_list import store_trace_choices
 
         results.append(("trace_choices", (), store_trace_choices(store, stored=False)))
     if future is not None:
