@@ -1,10 +1,11 @@
 """The calibration suite: ``python -m precompute calibrate --store DIR [--seed N] [--size small]``.
 
 Builds a store of synthetic traces with planted properties
-(:mod:`legival_core.calibration.calibration`), runs the real stages on it — grade, segment (Punkt),
-embed (all-MiniLM-L6-v2), rollout (the rule-based student, exact and with a known error rate), judge
-(the lexical detector), metrics — and writes the table ``calibration_report``: planted vs recovered
-for every metric, and precision/recall of every detector on development and held-out templates.
+(:mod:`legival_core.calibration.calibration`), runs the real stages on it — grade, segment
+(Punkt), embed (all-MiniLM-L6-v2), rollout (the rule-based student, exact and with a known error
+rate), leaks, judge (the lexical detector), metrics — and writes the table ``calibration_report``:
+planted vs recovered for every metric, and precision/recall of every detector on development and
+held-out templates.
 Seeded and offline.
 
 The rule-based student (:mod:`precompute.backends.rule_student`) is a calibration instrument:
@@ -48,7 +49,7 @@ __all__ = ["SIZES", "build_calibration", "calibration_config", "main"]
 #: Traces per size.
 SIZES = {"small": 48, "full": 240}
 #: Stages run on the planted store, in order.
-CALIBRATION_STAGES = ("grade", "segment", "embed", "rollout", "judge", "metrics")
+CALIBRATION_STAGES = ("grade", "segment", "embed", "rollout", "leaks", "judge", "metrics")
 STUDENT = "rule-student"
 NOISY_STUDENT = "rule-student-noisy"
 #: The noisy student's flip probability ε.

@@ -394,10 +394,10 @@ def rollout_processes(jobs: Sequence[Any]) -> int:
 
 #: What ``run --store DIR`` without a config runs, in order: every stage that needs neither a
 #: GPU nor a model named in a config (``judge`` with the offline labelers only).
-CPU_STAGES = ("grade", "segment", "embed", "judge", "metrics")
+CPU_STAGES = ("grade", "segment", "embed", "leaks", "judge", "metrics")
 #: What ``run --store DIR --students …`` runs: the CPU stages and the students' rollouts,
 #: which read the grades and steps and are read by the metrics (transfer utility).
-STUDENT_STAGES = ("grade", "segment", "embed", "rollout", "judge", "metrics")
+STUDENT_STAGES = ("grade", "segment", "embed", "rollout", "leaks", "judge", "metrics")
 
 
 def cpu_config(
@@ -421,8 +421,8 @@ def cpu_config(
 
 
 def _cmd_run_cpu(args: argparse.Namespace) -> int:
-    """``run --store DIR`` with no config: grade, segment, embed, judge, metrics, in order;
-    with ``--students``, the students' rollouts too, before the judge and the metrics.
+    """``run --store DIR`` with no config: grade, segment, embed, leaks, judge, metrics, in
+    order; with ``--students``, the students' rollouts too, before the leaks.
 
     Each stage skips the keys it has already written, so a rerun only finishes the work; a
     store without traces stops at once with exit 5, naming how to add some. Without

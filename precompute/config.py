@@ -61,6 +61,7 @@ DEFAULT_STAGES = (
     "segment",
     "embed",
     "rollout",
+    "leaks",
     "judge",
     "metrics",
 )
@@ -431,6 +432,9 @@ def _parse(data: Mapping[str, Any], source: str) -> ExperimentConfig:
         batch_size=jd.integer("batch_size", 4, minimum=1),
     )
     jd.finish()
+
+    # The leaks stage takes its verifier timeout from [grade]; its own section has no keys.
+    _Section(source, "leaks", data.get("leaks")).finish()
 
     me = _Section(source, "metrics", data.get("metrics"))
     profile = me.choice("profile", "paper", ("paper", "release"))

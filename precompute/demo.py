@@ -66,7 +66,8 @@ CHAMP_CREDIT = (
 )
 
 #: Stages run after the CHAMP problems, traces and grades are in the store.
-DEMO_STAGES = ("segment", "embed", "rollout", "judge", "metrics")  # metrics runs last of all
+# metrics runs last of all
+DEMO_STAGES = ("segment", "embed", "rollout", "leaks", "judge", "metrics")
 
 
 @dataclass(frozen=True)

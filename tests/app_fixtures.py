@@ -106,6 +106,26 @@ def _similarities(steps: list[str]) -> list[tuple[float | None, int | None]]:
     return out
 
 
+def write_trace_counts(store: Store, encoding: str = "cl100k_base") -> None:
+    """``trace_counts`` for every trace of ``store``, as the segment stage counts them (its
+    own function), from the store's traces and steps."""
+    from precompute.stages.segment import count_encodings, trace_count_rows
+
+    traces = store.read("traces", columns=["trace_id", "reasoning"])
+    per_trace = (
+        store.read("steps", columns=["trace_id"]).groupby("trace_id").size()
+        if store.has("steps")
+        else pd.Series(dtype=int)
+    )
+    rows = trace_count_rows(
+        traces["trace_id"].tolist(),
+        traces["reasoning"].tolist(),
+        [int(per_trace.get(t, 0)) for t in traces["trace_id"]],
+        count_encodings(encoding),
+    )
+    store.write("trace_counts", rows, stage="segment")
+
+
 def build_store(
     path: str | Path, *, with_rollouts: bool = True, names: Mapping[str, str] | None = None
 ) -> Store:
@@ -122,10 +142,10 @@ def build_store(
 
     judge = shown("judge:toy-judge")
     from precompute.stages.common import problem_rows
+    from precompute.stages.leaks import leak_table
     from precompute.stages.metrics import (
         decomposition_table,
         efficiency_table,
-        leak_table,
         teacher_table,
         transfer_table,
     )
@@ -237,6 +257,7 @@ def build_store(
     if with_rollouts:
         store.write("rollouts", rollout_frame, stage="fixture")
 
+    write_trace_counts(store)
     # Derived tables: the real metric code of the ``metrics`` stage.
     trace_frame = store.read("traces")
     efficiency = efficiency_table(

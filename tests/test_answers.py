@@ -241,7 +241,8 @@ def test_the_leak_step_is_the_first_prefix_that_states_the_gold(
 
 def test_metrics_tables_carry_the_leak_and_fotu_before_it() -> None:
     """leak_table + transfer_table + teacher_table on one trace of 4 steps, worked by hand."""
-    from precompute.stages.metrics import leak_table, teacher_table, transfer_table
+    from precompute.stages.leaks import leak_table
+    from precompute.stages.metrics import teacher_table, transfer_table
 
     reasoning = "Set up. Count pairs. So there are 12 pairs. Done."
     steps = pd.DataFrame({"trace_id": "t", "step": [0, 1, 2, 3], "end": [7, 20, 43, 49]})

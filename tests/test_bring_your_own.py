@@ -96,7 +96,7 @@ def test_ingested_prose_traces_are_fully_measured_by_one_command(
     assert int(teacher["n_traces"].iloc[0]) == N_PROBLEMS
     assert store.has("decomposition")
     ran = [r["stage"] for r in store.manifest["provenance"] if r["stage"] != "ingest"]
-    assert ran == ["grade", "segment", "embed", "judge", "metrics"]
+    assert ran == ["grade", "segment", "embed", "leaks", "judge", "metrics"]
     judge = next(r for r in store.manifest["provenance"] if r["stage"] == "judge")
     # both offline labelers; the context-aware cues give the stored share
     assert judge["labelers"] == ["lexical", "cues"]

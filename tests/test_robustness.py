@@ -221,9 +221,9 @@ def _steps(teacher: str, problem: str) -> list[str]:
 def build_hand_store(path: Path) -> Store:
     """Write the hand-ranked store; derived tables by the metrics stage's own functions."""
     from precompute.stages.common import problem_rows
+    from precompute.stages.leaks import leak_table
     from precompute.stages.metrics import (
         efficiency_table,
-        leak_table,
         teacher_table,
         transfer_table,
     )
@@ -312,6 +312,9 @@ def build_hand_store(path: Path) -> Store:
         ("rollouts", pd.DataFrame(rollouts)),
     ):
         store.write(name, rows, stage="fixture")
+    from tests.app_fixtures import write_trace_counts
+
+    write_trace_counts(store)
     efficiency = efficiency_table(
         store.read("traces"),
         store.read("grades"),

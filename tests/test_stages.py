@@ -24,6 +24,7 @@ from precompute.stages.judge import judge_messages, parse_verdict
 from precompute.stages.metrics import efficiency_table, teacher_table
 from precompute.stages.rollout import forcing_lead, k_grid, prefix_text
 from precompute.stages.segment import step_rows
+from tests.app_fixtures import write_trace_counts
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
@@ -525,6 +526,7 @@ def test_the_metrics_stage_and_the_page_decompose_the_same_instances(tmp_path: P
                         ("steps", steps), ("judgments", judgments),
                         ("similarity", steps[["trace_id", "step"]])]:  # fmt: skip
         store.write(name, frame, stage="test")
+    write_trace_counts(store)  # what the segment stage counts from the texts
     assert main(["metrics", "--store", str(store.path)]) == 0
     stored = Store.open(store.path).read("decomposition").set_index("layer")
     # both traces are instances: E[T] = (10 + 2) / 2 = 6, E0 = 1000 * (1/2) / 6 = 83.33...

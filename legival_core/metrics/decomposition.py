@@ -194,6 +194,7 @@ def decomposition_instances(
     grades: pd.DataFrame,
     problems: pd.DataFrame | None = None,
     sigma: pd.Series | None = None,
+    counted: pd.Series | None = None,
 ) -> pd.DataFrame:
     """The instances table of :func:`decompose` from a store's tables (one rule for all).
 
@@ -207,7 +208,9 @@ def decomposition_instances(
     reasoning text** (:func:`legival_core.text.tokens.count_tokens_many`, default encoding), so a
     store whose engine did not report token counts (an ingested one) keeps every trace. The
     metrics stage and the app's audits both build their instances here, so they hold the
-    same rows.
+    same rows. ``counted`` (trace id → that same count, e.g. the segment stage's
+    ``trace_counts`` in the default encoding) is used first, so the text is needed only for
+    a trace it lacks.
 
     ``sigma`` (trace id → σ, e.g. the stored ``trace_efficiency.compression``) gives the trace
     layer its σ without compressing every text again: when it has a value for every instance,
@@ -226,6 +229,12 @@ def decomposition_instances(
     # a copy: a column read from a memory-mapped store is read-only, and counts are filled in
     tokens = pd.to_numeric(graded["tokens"], errors="coerce").to_numpy(dtype=float, copy=True)
     unknown = np.isnan(tokens)
+    if unknown.any() and counted is not None:
+        stored = pd.to_numeric(graded["trace_id"].map(counted), errors="coerce").to_numpy(
+            dtype=float
+        )
+        tokens[unknown] = stored[unknown]
+        unknown = np.isnan(tokens)
     if unknown.any():
         if "reasoning" not in graded:
             first = int(np.flatnonzero(unknown)[0])

@@ -18,7 +18,7 @@ grid                prefixes k ∈ {0, 6, 12, …, m} and {0, 9, 18, …, m}  ``
 profile             transfer profile ``release`` vs ``paper``         ``rollouts``
 student             each student alone                                ``rollouts``
 labeler             each other backtracking labeler                   ``judgments``
-encoding            another tiktoken encoding (recounted)             ``traces``
+encoding            another tiktoken encoding (counted at segment)    ``trace_counts``
 references          reference teachers ranked too                     ``traces.source``
 segmenter           each other segmenter's steps (``paper``: Punkt,    the ``robustness``
                     ``math``, ``lines``)                              stage's side tables
@@ -141,7 +141,8 @@ class StoreTables:
     rollouts: pd.DataFrame = field(default_factory=pd.DataFrame)
     similarity: pd.DataFrame = field(default_factory=pd.DataFrame)
     judgments: pd.DataFrame = field(default_factory=pd.DataFrame)
-    traces: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: ``trace_counts``: each trace's token count per encoding, counted by the segment stage.
+    trace_counts: pd.DataFrame = field(default_factory=pd.DataFrame)
     robustness_steps: pd.DataFrame = field(default_factory=pd.DataFrame)
     robustness_similarity: pd.DataFrame = field(default_factory=pd.DataFrame)
     references: tuple[str, ...] = ()
@@ -164,7 +165,7 @@ TABLE_COLUMNS: dict[str, list[str] | None] = {
     "rollouts": ["teacher", "dataset", "student", "trace_id", "problem_id", "k", "m", "correct"],
     "similarity": ["trace_id", "step", "max_similarity"],
     "judgments": ["trace_id", "labeler", "steps", "valid"],
-    "traces": ["trace_id", "reasoning"],
+    "trace_counts": ["trace_id", "encoding", "tokens", "blank"],
     "robustness_steps": ["segmenter", "trace_id", "step", "lexical_cue", "context_cue"],
     "robustness_similarity": ["segmenter", "trace_id", "step", "max_similarity"],
 }
@@ -479,21 +480,20 @@ def _labeler(tables: StoreTables, settings: Settings) -> list[Alternative]:
 def _encoding(tables: StoreTables, settings: Settings) -> list[Alternative]:
     other = "o200k_base" if settings.encoding != "o200k_base" else "cl100k_base"
     key, label = f"encoding:{other}", f"tokens counted with {other}"
-    if tables.traces.empty or "reasoning" not in tables.traces:
-        return [Alternative(key, "encoding", label, ("tokens",), reason="no traces table")]
-    from legival_core.store.assets import MissingAssetError
-    from legival_core.text.tokens import count_tokens_many
-
-    texts = tables.traces["reasoning"].fillna("").astype(str).tolist()
-    try:
-        counts = count_tokens_many(texts, other, blank_is_zero=settings.profile == "release")
-    except MissingAssetError as error:
-        return [
-            Alternative(key, "encoding", label, ("tokens",), reason=str(error), environment=True)
-        ]
-    except ValueError as error:
-        return [Alternative(key, "encoding", label, ("tokens",), reason=str(error))]
-    recount = pd.Series(counts, index=tables.traces["trace_id"].astype(str), dtype="float64")
+    counts = tables.trace_counts
+    if not counts.empty and "encoding" in counts:
+        counts = counts[counts["encoding"] == other]
+    if counts.empty or "tokens" not in counts:
+        reason = (
+            f"no token counts in {other} stored (table trace_counts): run `python -m precompute "
+            "segment --store DIR`, which counts every trace in it"
+        )
+        return [Alternative(key, "encoding", label, ("tokens",), reason=reason)]
+    # The segment stage counted the whole text; the release profile counts a blank one as 0.
+    tokens = counts["tokens"].astype("float64")
+    if settings.profile == "release":
+        tokens = tokens.where(~counts["blank"].astype(bool), 0.0)
+    recount = pd.Series(tokens.to_numpy(), index=counts["trace_id"].astype(str))
     efficiency = _with_column(tables.trace_efficiency, "tokens", recount)
     return [Alternative(key, "encoding", label, ("tokens",), Variant(efficiency))]
 

@@ -42,8 +42,12 @@ INPUTS: dict[str, tuple[str, ...]] = {
     "attribution_traces": ("rollouts",),
     "board_intervals": ("trace_efficiency", "trace_transfer", "teacher_metrics", "traces"),
     "board_resamples": ("trace_efficiency", "trace_transfer"),
-    "decomposition_audits": ("traces", "grades", "trace_efficiency", "decomposition"),
-    "decomposition_concentration": ("traces", "grades", "trace_efficiency", "decomposition"),
+    "decomposition_audits": (
+        "traces", "grades", "trace_efficiency", "trace_counts", "decomposition",
+    ),
+    "decomposition_concentration": (
+        "traces", "grades", "trace_efficiency", "trace_counts", "decomposition",
+    ),
     "monitor_legibility": ("monitor_verdicts", "teacher_metrics", "traces"),
     "monitor_scores": ("monitor_verdicts",),
     "monitor_scores_pooled": ("monitor_verdicts",),
@@ -60,6 +64,7 @@ INPUTS: dict[str, tuple[str, ...]] = {
             "similarity",
             "judgments",
             "traces",
+            "trace_counts",
             "robustness_steps",
             "robustness_similarity",
         )

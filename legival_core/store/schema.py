@@ -198,6 +198,44 @@ STEPS = _register(
     )
 )
 
+TRACE_COUNTS = _register(
+    TableSpec(
+        "trace_counts",
+        _s(
+            ("trace_id", STR),
+            ("encoding", STR),  # the tiktoken encoding of ``tokens``
+            ("tokens", I64),  # tiktoken count of the whole reasoning text (blank text counted)
+            ("blank", BOOL),  # the reasoning is empty or whitespace only
+            ("steps", I32),  # steps m the segment stage cut (0 for a blank reasoning)
+            ("compression", F64),  # sigma = min(1, zlib/raw bytes) of the reasoning
+        ),
+        keys=("trace_id", "encoding"),
+        required=("tokens", "blank", "steps", "compression"),
+        description=(
+            "The numbers the metrics need from a trace's text, counted once by the segment "
+            "stage (one row per tiktoken encoding)."
+        ),
+    )
+)
+
+ANSWER_LEAKS = _register(
+    TableSpec(
+        "answer_leaks",
+        _s(
+            ("trace_id", STR),
+            ("leak_k", I32),  # first step whose prefix states the gold; null: none / unfinished
+            ("gold", STR),  # the gold answer checked against (a new gold makes the row stale)
+            ("grader_version", I32),  # the grader that checked (a new grader: stale)
+        ),
+        keys=("trace_id",),
+        required=("grader_version",),
+        description=(
+            "The answer-leak point of each trace with rollouts: the first step whose prefix "
+            "already states the gold answer (the leaks stage)."
+        ),
+    )
+)
+
 SIMILARITY = _register(
     TableSpec(
         "similarity",

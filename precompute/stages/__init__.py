@@ -1,7 +1,8 @@
 """The precompute stages, one module each, collected in the :data:`STAGES` registry.
 
 Importing this package registers every stage; ``python -m precompute list`` shows them in
-pipeline order: problems → generate → grade → segment → embed → rollout → judge → metrics.
+pipeline order: problems → generate → grade → segment → embed → rollout → leaks → judge →
+metrics.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from precompute.stages import (  # noqa: F401  (each import registers a stage)
     generate,
     grade,
     judge,
+    leaks,
     metrics,
     monitor,
     problems,

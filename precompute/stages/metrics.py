@@ -33,7 +33,6 @@ rows with holes in them. Rollouts are optional: without them the transfer column
 from __future__ import annotations
 
 import gc
-import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -43,7 +42,7 @@ import pandas as pd
 import pyarrow as pa
 
 from precompute.stages.base import StageContext, StageError, StageResult, register_stage
-from precompute.stages.common import is_missing, problem_rows, read_or_empty
+from precompute.stages.common import is_missing, read_or_empty
 
 __all__ = [
     "decomposition_table",
@@ -101,34 +100,42 @@ def _backtracking(judgments: pd.DataFrame, labeler: str, steps: pd.Series) -> di
     return values
 
 
-def efficiency_table(
+def efficiency_from_counts(
     traces: pd.DataFrame,
+    counts: pd.DataFrame,
     grades: pd.DataFrame,
-    steps: pd.DataFrame,
     similarity: pd.DataFrame,
     judgments: pd.DataFrame,
     *,
     threshold: float,
     labeler: str,
-    encoding: str,
     profile: str = "paper",
 ) -> pd.DataFrame:
-    """Rows of ``trace_efficiency`` (docs/metrics/index.md): one per trace.
+    """Rows of ``trace_efficiency`` (docs/metrics/index.md), one per trace of ``traces``
+    (``trace_id, teacher, dataset, problem_id``), from numbers only: ``counts`` holds each
+    trace's ``tokens``, ``blank``, ``steps`` and ``compression`` in one encoding (the
+    ``trace_counts`` table the segment stage writes), so no text is read here.
 
     ``profile="release"`` counts a whitespace-only reasoning as 0 tokens, as the authors'
     released scripts do (docs/profiles.md); the redundancy τ is ``threshold`` in either case (the
     config gives 0.85 for ``release`` unless it names a threshold).
     """
-    from legival_core.metrics.efficiency import compression_ratio, normalised_lengths
-    from legival_core.text.tokens import count_tokens_many
+    from legival_core.metrics.efficiency import normalised_lengths
 
-    frame = traces[["trace_id", "teacher", "dataset", "problem_id", "reasoning"]].copy()
+    frame = traces[["trace_id", "teacher", "dataset", "problem_id"]].copy()
     correct = dict(zip(grades["trace_id"], grades["correct"], strict=True))
     frame["correct"] = [correct.get(t) for t in frame["trace_id"]]
-    reasoning = frame["reasoning"].fillna("").astype(str).tolist()
-    frame["tokens"] = count_tokens_many(reasoning, encoding, blank_is_zero=profile == "release")
-    step_counts = steps.groupby("trace_id").size() if len(steps) else pd.Series(dtype=int)
-    frame["steps"] = [int(step_counts.get(t, 0)) for t in frame["trace_id"]]
+    counted = counts.drop_duplicates("trace_id", keep="last").set_index("trace_id")
+    ids = frame["trace_id"]
+    tokens = pd.to_numeric(ids.map(counted["tokens"]), errors="coerce").astype("Int64")
+    if profile == "release":
+        blank = ids.map(counted["blank"]).astype("boolean").fillna(False)
+        tokens = tokens.mask(blank.to_numpy(dtype=bool), 0)
+    # every trace counted (the stage checks): plain integers, as the table stores them
+    frame["tokens"] = tokens.astype("int64") if tokens.notna().all() else tokens
+    steps = pd.to_numeric(ids.map(counted["steps"]), errors="coerce").fillna(0).astype(int)
+    frame["steps"] = steps.to_numpy()
+    step_counts = pd.Series(frame["steps"].to_numpy(), index=ids.to_numpy())
     norm_input = frame.assign(correct=frame["correct"].astype("boolean").fillna(False))
     frame["tokens_norm"] = normalised_lengths(norm_input, "tokens").to_numpy()
     frame["steps_norm"] = normalised_lengths(norm_input, "steps").to_numpy()
@@ -144,60 +151,45 @@ def efficiency_table(
         flags.get(t, 0.0 if m == 0 else math.nan)
         for t, m in zip(frame["trace_id"], frame["steps"], strict=True)
     ]
-    frame["compression"] = [compression_ratio(text) for text in reasoning]
-    return frame.drop(columns=["reasoning"])
+    sigma = pd.to_numeric(ids.map(counted["compression"]), errors="coerce")
+    frame["compression"] = sigma.astype("float64").to_numpy()
+    return frame
 
 
-def leak_table(
-    rollouts: pd.DataFrame,
+def efficiency_table(
     traces: pd.DataFrame,
+    grades: pd.DataFrame,
     steps: pd.DataFrame,
-    problems: dict[str, dict[str, Any]],
-    timeout_s: float,
+    similarity: pd.DataFrame,
+    judgments: pd.DataFrame,
+    *,
+    threshold: float,
+    labeler: str,
+    encoding: str,
+    profile: str = "paper",
 ) -> pd.DataFrame:
-    """``trace_id``, ``leak_k``: for every trace with rollouts, the first step whose prefix
-    already states an answer equal to the gold (:meth:`Task.answer_leak_step`, the answer
-    layer), null when none does or the check did not finish (docs/metrics/fotu-before-leak.md,
-    answer-leak point)."""
-    from precompute.stages.common import task_of
+    """:func:`efficiency_from_counts` from the texts: ``traces`` with their ``reasoning`` and
+    ``steps`` (one row per step) are first counted as the segment stage counts them
+    (:func:`precompute.stages.segment.trace_count_rows`) in ``encoding``."""
+    from precompute.stages.segment import trace_count_rows
 
-    wanted = set(rollouts["trace_id"].astype(str))
-    chosen = traces[traces["trace_id"].astype(str).isin(wanted)]
-    ends = (
-        steps[steps["trace_id"].astype(str).isin(wanted)]
-        .sort_values(["trace_id", "step"])
-        .groupby("trace_id", observed=True)["end"]
-        .agg(list)
+    step_counts = steps.groupby("trace_id").size() if len(steps) else pd.Series(dtype=int)
+    counts = trace_count_rows(
+        traces["trace_id"].tolist(),
+        traces["reasoning"].tolist(),
+        [int(step_counts.get(t, 0)) for t in traces["trace_id"]],
+        [encoding],
     )
-    records = []
-    # The answer layer is the slow part (a verifier call per candidate); traces with the same
-    # text, steps, gold and grading settings (greedy samples, one trace under two teachers)
-    # are checked once.
-    known: dict[tuple[Any, ...], int | None] = {}
-    for trace in chosen.itertuples():
-        problem = problems.get(str(trace.problem_id))
-        step_ends = ends.get(trace.trace_id)
-        if problem is None or step_ends is None or not str(problem.get("gold") or ""):
-            records.append((trace.trace_id, None))
-            continue
-        task = task_of(problem)
-        reasoning = str(trace.reasoning)
-        key = (
-            task.name,
-            str(problem["gold"]),
-            reasoning,
-            tuple(int(e) for e in step_ends),
-            json.dumps(task.grading_options(problem), sort_keys=True, default=str),
-        )
-        if key not in known:
-            point = task.answer_leak_step(
-                reasoning, step_ends, problem["gold"], timeout_s=timeout_s, problem=problem
-            )
-            known[key] = point.k
-        records.append((trace.trace_id, known[key]))
-    out = pd.DataFrame.from_records(records, columns=["trace_id", "leak_k"])
-    out["leak_k"] = pd.array(out["leak_k"].tolist(), dtype="Int64")
-    return out
+    return efficiency_from_counts(
+        traces,
+        counts,
+        grades,
+        similarity,
+        judgments,
+        threshold=threshold,
+        labeler=labeler,
+        profile=profile,
+    )
 
 
 def transfer_table(
@@ -444,21 +436,37 @@ def monitor_legibility_result(
     return ("monitor_legibility", (n_boot, False, "common"), table)
 
 
+#: The ``trace_counts`` columns the stage reads.
+COUNT_COLUMNS = ("trace_id", "encoding", "tokens", "blank", "steps", "compression")
+
+
+def default_counts(counts: pd.DataFrame) -> pd.Series:
+    """Trace id → token count in the default encoding (what the decomposition counts a trace
+    with when the engine reported none), from ``trace_counts`` rows."""
+    from legival_core.text.tokens import DEFAULT_ENCODING
+
+    if counts.empty:
+        return pd.Series(dtype="float64")
+    chosen = counts[counts["encoding"] == DEFAULT_ENCODING]
+    return pd.Series(
+        pd.to_numeric(chosen["tokens"]).to_numpy(dtype=float),
+        index=chosen["trace_id"].astype(str).to_numpy(),
+    )
+
+
 def workload_audit_results(
     store: Any, efficiency: pd.DataFrame | None
 ) -> list[tuple[str, tuple[Any, ...], pd.DataFrame]]:
     """The Decomposition page's solver-workload audits and solver concentration
     (:func:`legival_core.metrics.workload.pool_audits`) of each benchmark, reference
     teachers left out, as ``page_results`` entries. The instances are the page's: σ from
-    ``efficiency`` (``trace_efficiency``); the reasoning texts are read only when some trace
-    has no stored token count, the one case where they are used."""
+    ``efficiency`` (``trace_efficiency``), a trace without a stored token count counted from
+    ``trace_counts`` (:func:`default_counts`); no text is read."""
     from legival_core.metrics.decomposition import decomposition_instances
     from legival_core.metrics.workload import pool_audits
     from legival_core.published.references import keep_teachers, store_reference_teachers
 
     columns = ["trace_id", "problem_id", "dataset", "teacher", "sample", "tokens", "truncated"]
-    if store.read("traces", columns=["tokens"])["tokens"].isna().any():
-        columns.append("reasoning")
     sigma = None
     if efficiency is not None and "compression" in efficiency:
         sigma = pd.Series(
@@ -468,6 +476,7 @@ def workload_audit_results(
         store.read("traces", columns=columns),
         store.read("grades", columns=["trace_id", "correct"]),
         sigma=sigma,
+        counted=default_counts(read_or_empty(store, "trace_counts", list(COUNT_COLUMNS))),
     )
     # the pool without reference teachers, as the page's default (views' workload_audits)
     instances = keep_teachers(instances, store_reference_teachers(store), column="model")
@@ -633,12 +642,14 @@ def page_results_table(
 def missing_input(
     traces: pd.DataFrame,
     grades: pd.DataFrame,
-    steps: pd.DataFrame,
+    counts: pd.DataFrame,
     similarity: pd.DataFrame,
     judgments: pd.DataFrame,
     problems: pd.DataFrame,
     *,
     labeler: str,
+    encodings: Sequence[str] = ("cl100k_base",),
+    unchecked_leaks: Sequence[str] = (),
 ) -> tuple[str, str, int] | None:
     """The first per-trace input the metrics lack, as (stage to run, table, traces lacking it).
 
@@ -646,18 +657,21 @@ def missing_input(
 
     * ``grade`` — a trace whose problem has a known gold answer has no ``grades`` row
       (problems recorded without a gold answer stay ungraded on purpose);
-    * ``segment`` — a trace with non-blank reasoning has no ``steps``;
+    * ``segment`` — a trace has no ``trace_counts`` row in one of ``encodings`` (the segment
+      stage counts every trace, a blank one too, once it has cut its steps);
     * ``embed`` — a trace with steps has no ``similarity`` rows;
+    * ``leaks`` — ``unchecked_leaks`` names traces with rollouts whose answer-leak point is
+      missing or stale (:func:`precompute.stages.leaks.stale_leaks`);
     * ``judge`` — a trace with steps has no ``judgments`` row by ``labeler``.
 
     ``None`` when nothing is missing.
 
-    >>> t = pd.DataFrame({"trace_id": ["a"], "problem_id": ["p"], "reasoning": ["One. Two."]})
-    >>> none = pd.DataFrame({"trace_id": []})
+    >>> t = pd.DataFrame({"trace_id": ["a"], "problem_id": ["p"]})
+    >>> none = pd.DataFrame({"trace_id": [], "encoding": [], "steps": []})
     >>> g = pd.DataFrame({"trace_id": ["a"]})
     >>> p = pd.DataFrame({"problem_id": ["p"], "gold": ["4"], "meta": [None]})
     >>> missing_input(t, g, none, none, none.assign(labeler=[]), p, labeler="lexical")
-    ('segment', 'steps', 1)
+    ('segment', 'trace_counts', 1)
     """
     from precompute.stages.grade import gold_is_known
 
@@ -674,18 +688,17 @@ def missing_input(
     ]
     if ungraded:
         return ("grade", "grades", len(ungraded))
-    segmented = set(steps["trace_id"])
-    unsegmented = [
-        t
-        for t, text in zip(traces["trace_id"], traces["reasoning"], strict=True)
-        if t not in segmented and not is_missing(text) and str(text).strip()
-    ]
-    if unsegmented:
-        return ("segment", "steps", len(unsegmented))
+    counted = set(zip(counts["trace_id"], counts["encoding"], strict=True))
+    uncounted = [t for t in traces["trace_id"] if any((t, enc) not in counted for enc in encodings)]
+    if uncounted:
+        return ("segment", "trace_counts", len(uncounted))
+    segmented = set(counts.loc[pd.to_numeric(counts["steps"]) > 0, "trace_id"])
     embedded = set(similarity["trace_id"])
     unembedded = [t for t in segmented if t not in embedded]
     if unembedded:
         return ("embed", "similarity", len(unembedded))
+    if len(unchecked_leaks):
+        return ("leaks", "answer_leaks", len(unchecked_leaks))
     labelled = set(judgments.loc[judgments["labeler"] == labeler, "trace_id"])
     unlabelled = [t for t in segmented if t not in labelled]
     if unlabelled:
@@ -709,10 +722,10 @@ def _refuse_missing(
     )
 
 
-#: The ``traces`` columns the metrics stage reads (never ``raw`` or ``answer_text``).
+#: The ``traces`` columns the metrics stage reads: no text (``reasoning``, ``raw``,
+#: ``answer_text``); what the metrics need from it is in ``trace_counts`` and ``answer_leaks``.
 METRICS_TRACE_COLUMNS = (
-    "trace_id", "problem_id", "dataset", "teacher", "sample", "reasoning", "tokens", "truncated",
-    "source",
+    "trace_id", "problem_id", "dataset", "teacher", "sample", "tokens", "truncated", "source",
 )  # fmt: skip
 #: The ``rollouts`` columns it reads (never the students' texts or token counts).
 METRICS_ROLLOUT_COLUMNS = (
@@ -727,10 +740,12 @@ METRICS_ROLLOUT_COLUMNS = (
         "problems",
         "traces",
         "grades",
+        "trace_counts",
         "steps",
         "similarity",
         "judgments",
         "rollouts",
+        "answer_leaks",
         "rewards",
         "monitor_verdicts",
     ),
@@ -758,38 +773,61 @@ def run_metrics(ctx: StageContext) -> StageResult:
     if traces.empty:
         raise StageError("stage 'metrics' needs rows in table 'traces', which is empty")
     grades = read_or_empty(store, "grades", ["trace_id", "correct"])
-    steps = read_or_empty(store, "steps", ["trace_id", "step", "end"])
+    counts = read_or_empty(store, "trace_counts", list(COUNT_COLUMNS))
     similarity = read_or_empty(store, "similarity", ["trace_id", "step", "max_similarity"])
     judgments = read_or_empty(store, "judgments", ["trace_id", "labeler", "steps", "valid"])
+    from legival_core.grading.grader import GRADER_VERSION
     from legival_core.metrics.transfer_curves import rollouts_stamp
+    from precompute.stages.leaks import stale_leaks
+    from precompute.stages.segment import count_encodings
 
     stamp = rollouts_stamp(started)
     rollouts = read_or_empty(store, "rollouts", list(METRICS_ROLLOUT_COLUMNS))
     problems = read_or_empty(store, "problems", ["problem_id", "workload"])
     labeler = primary_labeler(ctx)
-    gold = read_or_empty(store, "problems", ["problem_id", "meta"])
+    gold = read_or_empty(store, "problems", ["problem_id", "gold", "meta"])
+    leaks = read_or_empty(store, "answer_leaks", ["trace_id", "leak_k", "gold", "grader_version"])
+    with_rollouts = (
+        traces[traces["trace_id"].isin(set(rollouts["trace_id"]))]
+        if len(rollouts)
+        else traces.iloc[:0]
+    )
+    golds = {str(p): {"gold": g} for p, g in zip(gold["problem_id"], gold["gold"], strict=True)}
+    unchecked = stale_leaks(with_rollouts, leaks, golds, GRADER_VERSION)
+    encodings = count_encodings(cfg.encoding)
     _refuse_missing(
-        missing_input(traces, grades, steps, similarity, judgments, gold, labeler=labeler),
+        missing_input(
+            traces,
+            grades,
+            counts,
+            similarity,
+            judgments,
+            gold,
+            labeler=labeler,
+            encodings=encodings,
+            unchecked_leaks=unchecked,
+        ),
         len(traces),
         labeler,
         store,
     )
 
-    efficiency = efficiency_table(
+    efficiency = efficiency_from_counts(
         traces,
+        counts[counts["encoding"] == cfg.encoding],
         grades,
-        steps,
         similarity,
         judgments,
         threshold=cfg.threshold,
         labeler=labeler,
-        encoding=cfg.encoding,
         profile=cfg.profile,
     )
     tables: dict[str, pd.DataFrame] = {"trace_efficiency": efficiency}
     leaks_found = 0
     if len(rollouts):
-        leaks = leak_table(rollouts, traces, steps, problem_rows(store), ctx.config.grade.timeout_s)
+        leaks = leaks[leaks["trace_id"].isin(set(with_rollouts["trace_id"]))]
+        leaks = leaks[["trace_id", "leak_k"]].reset_index(drop=True)
+        leaks["leak_k"] = leaks["leak_k"].astype("Int64")
         tables["trace_transfer"] = transfer_table(rollouts, cfg.profile, cfg.grid, leaks)
         tables["transfer_curves"] = transfer_curves_table(rollouts, stamp, 0)
         leaks_found = int(leaks["leak_k"].notna().sum())
@@ -805,9 +843,16 @@ def run_metrics(ctx: StageContext) -> StageResult:
         from legival_core.metrics.decomposition import decomposition_instances
         from legival_core.published.references import reference_teachers
 
-        decomposition = decomposition_table(
-            decomposition_instances(traces, grades, problems), reference_teachers(traces)
+        instances = decomposition_instances(
+            traces,
+            grades,
+            problems,
+            sigma=pd.Series(
+                efficiency["compression"].to_numpy(), index=efficiency["trace_id"].astype(str)
+            ),
+            counted=default_counts(counts),
         )
+        decomposition = decomposition_table(instances, reference_teachers(traces))
         if len(decomposition):
             tables["decomposition"] = decomposition
     for name, frame in tables.items():
@@ -819,7 +864,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     # The page results read what they need from the store again: let the inputs go first (at
     # a million traces they held ~10 GB, and holding them beside the rollouts read again
     # below crossed 17 GB; bench/scale_bench.py).
-    del traces, grades, steps, similarity, judgments, rollouts, efficiency, tables, frame
+    del traces, grades, counts, similarity, judgments, rollouts, efficiency, tables, frame
     gc.collect()
     # The pages' default results, from the tables just written. Each is stamped with its
     # inputs' state: the tables this stage wrote as they are now, the others as they were

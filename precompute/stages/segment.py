@@ -4,14 +4,30 @@ Steps are Punkt sentences (``[segment] mode = "paper"``, docs/metrics/index.md#s
 ``lines`` variant;
 each row keeps ``start``/``end`` into ``traces.reasoning`` and the tiktoken count of the step.
 All steps of one trace go into the same part, so a resumed run never sees half a trace.
+
+The stage also writes ``trace_counts``: what the metrics need from a trace's text — its token
+count under each of :func:`count_encodings`, whether it is blank, its step count and its
+compression σ — counted here, where the text is read anyway, so that the metrics stage and the
+robustness report read numbers only (docs/running-at-scale.md). A store segmented before this
+table existed gets it on the next ``segment`` run (the steps are not cut again).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import pandas as pd
+
 from precompute.stages.base import BatchWriter, StageContext, StageResult, register_stage
 from precompute.stages.common import done_ids, read_or_empty, require_rows, shard_rows
 
-__all__ = ["run_segment", "step_rows"]
+__all__ = ["COUNT_ENCODINGS", "count_encodings", "run_segment", "step_rows", "trace_count_rows"]
+
+#: The tiktoken encodings every trace is counted in: the metrics' default and the one the
+#: robustness report recounts with (docs/robustness.md, the ``encoding`` family).
+COUNT_ENCODINGS = ("cl100k_base", "o200k_base")
+#: Traces counted per write of ``trace_counts`` (a kill loses at most one block's work).
+COUNT_BLOCK = 4096
 
 
 def step_rows(trace_id: str, reasoning: str, mode: str, encoding: str) -> list[dict[str, object]]:
@@ -34,11 +50,86 @@ def step_rows(trace_id: str, reasoning: str, mode: str, encoding: str) -> list[d
     ]
 
 
+def count_encodings(metrics_encoding: str) -> tuple[str, ...]:
+    """The encodings ``trace_counts`` holds: :data:`COUNT_ENCODINGS` and the metrics' own.
+
+    >>> count_encodings("cl100k_base")
+    ('cl100k_base', 'o200k_base')
+    >>> count_encodings("p50k_base")
+    ('cl100k_base', 'o200k_base', 'p50k_base')
+    """
+    return tuple(dict.fromkeys((*COUNT_ENCODINGS, metrics_encoding)))
+
+
+def trace_count_rows(
+    trace_ids: Sequence[str],
+    texts: Sequence[str | None],
+    steps: Sequence[int],
+    encodings: Sequence[str],
+) -> pd.DataFrame:
+    """Rows of ``trace_counts`` for traces with reasoning ``texts`` and ``steps`` step counts:
+    one row per (trace, encoding) with the whole text's token count (a blank text counted as
+    it is; the ``release`` profile's zero for it is applied by the metrics from ``blank``),
+    ``blank`` and σ (:func:`legival_core.metrics.efficiency.compression_ratio`).
+
+    >>> rows = trace_count_rows(["a", "b"], ["hello world", "  "], [1, 0], ["cl100k_base"])
+    >>> rows[["trace_id", "tokens", "blank", "steps"]].values.tolist()
+    [['a', 2, False, 1], ['b', 1, True, 0]]
+    """
+    from legival_core.metrics.efficiency import compression_ratio
+    from legival_core.text.tokens import count_tokens_many
+
+    plain = ["" if text is None else str(text) for text in texts]
+    blank = [not text.strip() for text in plain]
+    sigma = [compression_ratio(text) for text in plain]
+    frames = [
+        pd.DataFrame(
+            {
+                "trace_id": list(trace_ids),
+                "encoding": encoding,
+                "tokens": count_tokens_many(plain, encoding),
+                "blank": blank,
+                "steps": [int(m) for m in steps],
+                "compression": sigma,
+            }
+        )
+        for encoding in encodings
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
+def _count_traces(ctx: StageContext, traces: pd.DataFrame) -> int:
+    """Write ``trace_counts`` for the ``traces`` (id, reasoning) that lack a row for one of
+    the encodings, in blocks (resumable); the number of traces counted."""
+    encodings = count_encodings(ctx.config.metrics.encoding)
+    done = (
+        ctx.store.done_keys("trace_counts", ["trace_id", "encoding"])
+        if ctx.store.has("trace_counts")
+        else set()
+    )
+    complete = {
+        trace_id
+        for trace_id in traces["trace_id"]
+        if all((trace_id, encoding) in done for encoding in encodings)
+    }
+    todo = traces[~traces["trace_id"].isin(complete)]
+    if todo.empty:
+        return 0
+    step_counts = ctx.store.rows_per("steps", "trace_id") if ctx.store.has("steps") else None
+    for first in range(0, len(todo), COUNT_BLOCK):
+        block = todo.iloc[first : first + COUNT_BLOCK]
+        ids = block["trace_id"].astype(str).tolist()
+        steps = [0] * len(ids) if step_counts is None else step_counts.reindex(ids).fillna(0)
+        rows = trace_count_rows(ids, block["reasoning"].tolist(), list(steps), encodings)
+        ctx.store.write("trace_counts", rows, stage="segment")
+    return len(todo)
+
+
 @register_stage(
     "segment",
     reads=("traces",),
-    writes=("steps", "step_importance"),
-    help="split reasoning into sentence steps (char spans, token counts)",
+    writes=("steps", "step_importance", "trace_counts"),
+    help="split reasoning into sentence steps (char spans, token counts); count each trace",
 )
 def run_segment(ctx: StageContext) -> StageResult:
     cfg = ctx.config.segment
@@ -63,6 +154,10 @@ def run_segment(ctx: StageContext) -> StageResult:
     if empty:
         result.notes.append(f"{empty} trace(s) with empty reasoning have no steps")
     result.provenance = {"mode": cfg.mode, "encoding": cfg.encoding}
+    counted = _count_traces(ctx, mine)
+    if counted:
+        result.written["trace_counts"] = counted
+        result.provenance["count_encodings"] = list(count_encodings(ctx.config.metrics.encoding))
     counts = _carry_chunks(ctx, set(mine["trace_id"]), cfg.batch_size * 16)
     if counts["traces"]:
         result.written["step_importance"] = counts.pop("rows")
