@@ -58,6 +58,10 @@ TILED_TABLES = (
     "traces",
     "grades",
     "steps",
+    # what the segment and leaks stages store for the metrics (every correct trace of the demo
+    # has its leak row, so the synthetic rollouts on the correct traces find theirs)
+    "trace_counts",
+    "answer_leaks",
     "similarity",
     "judgments",
     "error_labels",
