@@ -1,7 +1,8 @@
 """Where a loader's rows come from: a local JSONL / JSON / Parquet / CSV file
 (:func:`iter_file_rows`) or the Hugging Face Hub (:func:`hub_rows`, which fails at once, in one
 line, when the Hub cannot be reached); :func:`hub_loader` makes the loader of a hub dataset from
-the function that converts one of its rows.
+the function that converts one of its rows. Whether the Hub answers is asked of
+:func:`precompute.backends.hub.hub_unreachable`, the check the model loads make too.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from precompute.backends.hub import hub_unreachable
 from precompute.datasets.base import (
     Converter,
     DatasetError,
@@ -136,22 +138,6 @@ _OFFLINE_FLAGS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 def _offline_requested() -> bool:
     flags = (os.environ.get(v, "").strip().lower() for v in _OFFLINE_FLAGS)
     return any(flag in ("1", "true", "yes", "on") for flag in flags)
-
-
-def hub_unreachable(timeout_s: float = 3.0) -> str | None:
-    """Why the Hub cannot be reached (``None`` when a TCP connection opens within
-    ``timeout_s``). Checked before ``load_dataset``, whose retries take about half a minute."""
-    import socket
-    from urllib.parse import urlparse
-
-    endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    host = endpoint.hostname or "huggingface.co"
-    port = endpoint.port or (80 if endpoint.scheme == "http" else 443)
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            return None
-    except OSError as err:
-        return f"{host}:{port}: {err.strerror or type(err).__name__}"
 
 
 def _offline_error(name: str, hub: HubSource, detail: str) -> DatasetError:
