@@ -265,8 +265,10 @@ def test_a_stale_stored_result_is_not_used(
 
 
 def test_the_robustness_rows_are_stamped_with_every_table_the_report_reads() -> None:
+    # every table the report reads, and traces: its reference teachers (traces.source)
+    wanted = (*robustness_choices.TABLE_COLUMNS, "traces")
     for part in robustness_choices.REPORT_PARTS:
-        assert page_results.INPUTS[f"robustness_{part}"] == tuple(robustness_choices.TABLE_COLUMNS)
+        assert page_results.INPUTS[f"robustness_{part}"] == wanted
 
 
 # --- the inspector's trace list: step counts from the stage when they are current -------------
@@ -415,14 +417,18 @@ def test_a_trace_list_stored_before_the_grades_changed_is_not_used(
     assert bool(old.set_index("trace_id").loc[first, "correct"]) != now
 
 
-def test_the_bundled_demo_without_a_stored_trace_list_computes_it(
+def test_the_bundled_demo_carries_a_current_trace_list(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The bundled demo store was built before the stage stored the list: it has no such row,
-    the list is computed, and the inspector page opens on it."""
+    """The bundled demo store's metrics ran with the stored list: its row is current, equal to
+    the list computed afresh, and the inspector page opens on it."""
     demo = Store.open(DEMO)
-    assert views.stored_trace_choices(demo) is None
-    listed = views.store_trace_choices(demo)
+    stored = views.stored_trace_choices(demo)
+    assert stored is not None
+    listed = views.store_trace_choices(demo, stored=False)
     assert len(listed) == len(demo.read("traces", columns=["trace_id"]))
+    pd.testing.assert_frame_equal(
+        stored.reset_index(drop=True), listed.reset_index(drop=True), check_dtype=False
+    )
     at = run_app_page("inspector", monkeypatch, [DEMO])
     assert not at.exception

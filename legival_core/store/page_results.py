@@ -63,10 +63,10 @@ INPUTS: dict[str, tuple[str, ...]] = {
             "rollouts",
             "similarity",
             "judgments",
-            "traces",
             "trace_counts",
             "robustness_steps",
             "robustness_similarity",
+            "traces",  # the reference teachers (traces.source)
         )
         for part in ("summary", "rankings", "flips", "unavailable")
     },
