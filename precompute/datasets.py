@@ -44,8 +44,8 @@ from typing import Any
 
 import pandas as pd
 
+from legival_core.store.frames import pandas_dtypes
 from legival_core.store.schema import TABLES, SchemaError, validate_frame
-from legival_core.store.store import pandas_dtypes
 from legival_core.tasks.gpqa import choice_seed_for, shuffle_choices
 from precompute.errors import InputMissingError, InputUnusableError, UsageError
 
