@@ -384,6 +384,21 @@ class Store:
             _check_stage_name(stage)
         arrow = schema.validate_frame(table, data)
         arrow = sort_by_keys(table, spec.keys, arrow)
+        _, _, _, final = self._add_part(table, arrow, stage=stage)
+        _kill_if_asked(table)
+        return final
+
+    def _add_part(
+        self, table: str, arrow: pa.Table, *, stage: str | None, merged_from: int | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Path]:
+        """Add ``arrow`` (valid, sorted by its keys) to ``table`` as one new part: serialised to
+        a temp file outside the lock, then numbered, listed and renamed into place under it
+        (:meth:`_land`). Returns the manifest as saved, the table's entry in it, the part's
+        record and the part's path.
+
+        A write lists ``stage`` among the table's stages and first deletes the temp files that
+        crashed writers left. A merge passes ``merged_from`` (how many parts it compacts, kept
+        in the record) and neither: it holds the lock from before its first read."""
         arrow = arrow.replace_schema_metadata(part_metadata(table, arrow, stage))
         folder = self._writable_table_dir(table)
         temp = folder / temp_name(".arrow")
@@ -391,13 +406,14 @@ class Store:
             write_ipc(temp, arrow)
             digest = file_digest(temp)
             with self._locked():
-                self._cleanup_temp_files()
+                if merged_from is None:
+                    self._cleanup_temp_files()
                 manifest = self._load_manifest()
                 self._reconcile(manifest)
                 seq = self._next_seq(table, manifest)
                 final = folder / f"part-{seq:08d}-{os.getpid()}-{uuid.uuid4().hex[:12]}.arrow"
                 entry = table_entry(manifest, table)
-                record = {
+                record: dict[str, Any] = {
                     "file": final.name,
                     "rows": arrow.num_rows,
                     "bytes": temp.stat().st_size,
@@ -405,14 +421,15 @@ class Store:
                     "stage": stage,
                     "time": utc_now(),
                 }
+                if merged_from is not None:
+                    record["merged_from"] = merged_from
                 entry["parts"].append(record)
-                if stage and stage not in entry.setdefault("stages", []):
+                if merged_from is None and stage and stage not in entry.setdefault("stages", []):
                     entry["stages"].append(stage)
                 self._land(manifest, entry, record, temp, final)
         finally:
             temp.unlink(missing_ok=True)
-        _kill_if_asked(table)
-        return final
+        return manifest, entry, record, final
 
     def _writable_table_dir(self, name: str) -> Path:
         """``tables/<name>/``, made if absent; a link or a file there is refused (a write must
@@ -686,32 +703,12 @@ class Store:
                     if meta.get(META_SORTED) == b"keys" and meta.get(META_TABLE) == name.encode():
                         continue
                 merged = self.read_arrow(name)
-                merged = merged.replace_schema_metadata(part_metadata(name, merged, "merge"))
-                folder = self._writable_table_dir(name)
-                temp = folder / temp_name(".arrow")
-                try:
-                    write_ipc(temp, merged)
-                    digest = file_digest(temp)
-                    manifest = self._load_manifest()
-                    self._reconcile(manifest)
-                    seq = self._next_seq(name, manifest)
-                    final = folder / f"part-{seq:08d}-{os.getpid()}-{uuid.uuid4().hex[:12]}.arrow"
-                    entry = table_entry(manifest, name)
-                    record = {
-                        "file": final.name,
-                        "rows": merged.num_rows,
-                        "bytes": temp.stat().st_size,
-                        "blake2b": digest,
-                        "stage": "merge",
-                        "time": utc_now(),
-                        "merged_from": len(old),
-                    }
-                    # Landed beside the old parts first: it supersedes every row of theirs, so
-                    # reading old + merged gives the same rows as either alone.
-                    entry["parts"].append(record)
-                    self._land(manifest, entry, record, temp, final)
-                finally:
-                    temp.unlink(missing_ok=True)
+                # Landed beside the old parts first: it supersedes every row of theirs, so
+                # reading old + merged gives the same rows as either alone.
+                manifest, entry, record, final = self._add_part(
+                    name, merged, stage="merge", merged_from=len(old)
+                )
+                folder = final.parent
                 retired = [p["file"] for p in entry["parts"] if p is not record]
                 entry["parts"] = [record]
                 # The old files are deleted after the manifest drops them; a kill in between
