@@ -501,6 +501,31 @@ def test_a_writer_killed_at_random_moments_never_breaks_the_store(tmp_path: Path
     assert store.manifest["tables"]["rewards"]["rows"] == len(store.read("rewards"))
 
 
+def test_the_crash_tests_kill_comes_right_after_the_nth_part_of_its_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tests/kill_after_part.py wraps Store.write for the crash tests (the store has no hook of
+    its own): the kill comes after the asked-for part of the asked-for table has landed, once,
+    and never for another table."""
+    from tests.kill_after_part import install, killed_after_part
+
+    monkeypatch.setattr(Store, "write", Store.write)  # restored after the test
+    store = Store.create(tmp_path / "s")
+    kills: list[list[str]] = []
+    install("rewards", 2, kill=lambda: kills.append(store.parts("rewards")))
+    rows = pd.DataFrame({"trace_id": ["t1"], "reward_model": ["rm"], "score": [0.5]})
+    store.write("rewards", rows)
+    store.write("rollouts", rollouts(["t1"]))
+    assert kills == []
+    second = store.write("rewards", rows)
+    assert kills == [[store.parts("rewards")[0], second]]  # landed, listed: then killed
+    store.write("rewards", rows)
+    assert len(kills) == 1
+    command = [sys.executable, "-m", "precompute", "segment", "--store", "s"]
+    wrapped = killed_after_part(command, "steps", 3)
+    assert wrapped == [sys.executable, "-m", "tests.kill_after_part", "steps:3", *command[3:]]
+
+
 # --- corruption ----------------------------------------------------------------------------------
 
 

@@ -56,7 +56,6 @@ import contextlib
 import copy
 import os
 import re
-import signal
 import time
 import uuid
 import warnings
@@ -147,29 +146,9 @@ __all__ = [
 
 _STAGE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
-#: Test hook for the crash tests, never set in normal use: ``TABLE:N`` makes the process SIGKILL
-#: itself right after the N-th part it writes to TABLE has landed (renamed into place and listed
-#: in the manifest), so a test can stop a writer exactly between two parts without a timed kill.
-KILL_AFTER_PART_ENV = "LEGIVAL_TEST_KILL_AFTER_PART"
-_parts_landed: dict[str, int] = {}
-
 
 class _ManifestMoved(Exception):
     """Internal: a listed part vanished because the manifest changed meanwhile (a merge)."""
-
-
-def _kill_if_asked(table: str) -> None:
-    """The :data:`KILL_AFTER_PART_ENV` test hook: count this process's parts of ``table`` and
-    SIGKILL the process when the count reaches the one asked for."""
-    wanted = os.environ.get(KILL_AFTER_PART_ENV)
-    if not wanted:
-        return
-    target, _, count = wanted.partition(":")
-    if target != table:
-        return
-    _parts_landed[table] = _parts_landed.get(table, 0) + 1
-    if count.isdigit() and _parts_landed[table] == int(count):
-        os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
 
 
 class Store:
@@ -385,7 +364,6 @@ class Store:
         arrow = schema.validate_frame(table, data)
         arrow = sort_by_keys(table, spec.keys, arrow)
         _, _, _, final = self._add_part(table, arrow, stage=stage)
-        _kill_if_asked(table)
         return final
 
     def _add_part(
