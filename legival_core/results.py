@@ -58,7 +58,7 @@ def open(path: str | os.PathLike[str]) -> Results:
     >>> open("no/such/store")
     Traceback (most recent call last):
     ...
-    legival_core.store.store.StoreError: no/such/store: no such store (folder not found)
+    legival_core.store.errors.StoreError: no/such/store: no such store (folder not found)
     """
     results = Results(Store.open(path))
     status = results.grader_status

@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from legival_core.store.store import _fsync_dir, _pid_alive  # one definition each
+from legival_core.store.file_safety import fsync_dir, pid_alive  # one definition each
 
 __all__ = ["KILL_IN_STAGING_ENV", "kill_if_asked", "recover", "staged_folder"]
 
@@ -68,13 +68,13 @@ def recover(target: Path) -> None:
     old = _siblings(target, "old")
     if old and not os.path.lexists(target):
         os.rename(old[-1], target)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
         old = old[:-1]
     for leftover in old:
         shutil.rmtree(leftover, ignore_errors=True)
     for staging in _siblings(target, "tmp"):
         pid = staging.name.rsplit("-", 2)[-2]
-        if not (pid.isdigit() and _pid_alive(int(pid))):
+        if not (pid.isdigit() and pid_alive(int(pid))):
             shutil.rmtree(staging, ignore_errors=True)
 
 
@@ -131,9 +131,9 @@ def _swap_in(staging: Path, target: Path) -> None:
         old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:12]}"
         os.rename(target, old)
         os.rename(staging, target)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
         shutil.rmtree(old, ignore_errors=True)
-    _fsync_dir(target.parent)
+    fsync_dir(target.parent)
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -166,4 +166,4 @@ def _fsync_tree(root: Path) -> None:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        _fsync_dir(Path(folder))
+        fsync_dir(Path(folder))

@@ -19,7 +19,8 @@ import uuid
 from pathlib import Path
 
 from legival_core.published import published
-from legival_core.store.store import MANIFEST_NAME, Store, StoreError
+from legival_core.store.layout import MANIFEST_NAME
+from legival_core.store.store import Store, StoreError
 from precompute.errors import InputUnusableError
 
 STAGE = "published"

@@ -51,8 +51,8 @@ from typing import Any
 
 import pandas as pd
 
+from legival_core.store.frames import pandas_dtypes
 from legival_core.store.schema import TABLES, trace_id_for, validate_frame
-from legival_core.store.store import pandas_dtypes
 
 __all__ = [
     "CHAMP_MODELS",

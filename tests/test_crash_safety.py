@@ -39,10 +39,11 @@ import pyarrow as pa
 import pytest
 
 from legival_core.store.schema import spec
-from legival_core.store.store import KILL_AFTER_PART_ENV, Store
+from legival_core.store.store import Store
 from precompute.cli import main
 from precompute.config import load_config
 from precompute.stages import STAGES, StageContext, run_stage
+from tests.kill_after_part import killed_after_part
 
 pytestmark = pytest.mark.slow
 
@@ -363,11 +364,10 @@ def test_ingest_killed_between_a_batchs_traces_and_grades_resumes_every_table(
     assert done.returncode == 0, done.stderr
 
     killed = tmp_path / "killed"
-    env = {**_env(), KILL_AFTER_PART_ENV: "traces:3"}
     first = subprocess.run(
-        _ingest_command(source, killed),
+        killed_after_part(_ingest_command(source, killed), "traces", 3),
         cwd=REPO,
-        env=env,
+        env=_env(),
         capture_output=True,
         text=True,
         timeout=300,
@@ -492,8 +492,8 @@ def test_metrics_killed_between_its_tables_resumes(chain: Chain) -> None:
     shutil.copytree(chain.before["metrics"], store_dir)
     command = [sys.executable, "-m", "precompute", "metrics", "--store", str(store_dir),
                "--config", str(chain.config), "--no-progress"]  # fmt: skip
-    env = {**_env(), KILL_AFTER_PART_ENV: f"{KILL_WINDOWS['metrics']}:1"}
-    killed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+    kill_run = killed_after_part(command, KILL_WINDOWS["metrics"], 1)
+    killed = subprocess.run(kill_run, cwd=REPO, env=_env(), capture_output=True, text=True,
                             timeout=300)  # fmt: skip
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     store = Store.open(store_dir)
@@ -517,8 +517,8 @@ def test_monitor_killed_between_its_tables_resumes(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "precompute", "monitor", "--store", str(store_dir),
                "--engine", "llamacpp", "--max-tokens", "4", "--kinds", "number",
                "--limit", "1", "--no-natural", "--no-progress"]  # fmt: skip
-    env = {**_env(), KILL_AFTER_PART_ENV: f"{KILL_WINDOWS['monitor']}:1"}
-    killed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+    kill_run = killed_after_part(command, KILL_WINDOWS["monitor"], 1)
+    killed = subprocess.run(kill_run, cwd=REPO, env=_env(), capture_output=True, text=True,
                             timeout=300)  # fmt: skip
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     store = Store.open(store_dir)
@@ -552,8 +552,8 @@ def test_regrade_killed_between_its_tables_resumes(tmp_path: Path) -> None:
             store.write(table, rows, stage="test")
     command = [sys.executable, "-m", "precompute", "regrade", "--store", str(store_dir),
                "--no-progress"]  # fmt: skip
-    env = {**_env(), KILL_AFTER_PART_ENV: f"{KILL_WINDOWS['regrade']}:1"}
-    killed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+    kill_run = killed_after_part(command, KILL_WINDOWS["regrade"], 1)
+    killed = subprocess.run(kill_run, cwd=REPO, env=_env(), capture_output=True, text=True,
                             timeout=600)  # fmt: skip
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     store = Store.open(store_dir)
@@ -589,8 +589,8 @@ def test_segment_killed_between_its_tables_resumes(tmp_path: Path) -> None:
     shutil.copytree(store_dir, reference)
     command = [sys.executable, "-m", "precompute", "segment", "--store", str(store_dir),
                "--no-progress"]  # fmt: skip
-    env = {**_env(), KILL_AFTER_PART_ENV: f"{KILL_WINDOWS['segment']}:1"}
-    killed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+    kill_run = killed_after_part(command, KILL_WINDOWS["segment"], 1)
+    killed = subprocess.run(kill_run, cwd=REPO, env=_env(), capture_output=True, text=True,
                             timeout=300)  # fmt: skip
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     store = Store.open(store_dir)

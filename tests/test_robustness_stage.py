@@ -26,8 +26,9 @@ import pytest
 
 from legival_core.rankings.robustness_choices import Settings, load_tables, robustness_report
 from legival_core.store.schema import trace_id_for
-from legival_core.store.store import KILL_AFTER_PART_ENV, Store
+from legival_core.store.store import Store
 from precompute.cli import EXIT_OK, EXIT_USAGE, main
+from tests.kill_after_part import killed_after_part
 
 REPO = Path(__file__).resolve().parents[1]
 #: One trace per part, so a kill can land between the parts of two traces.
@@ -267,8 +268,10 @@ def test_a_killed_run_resumes_to_the_same_rows(
     command = [sys.executable, "-m", "precompute", "robustness", "--store", str(killed)]
     command += ["--config", str(config), "--no-progress"]
     # Killed right after the third trace's steps landed, before its similarities.
-    env = {**_subprocess_env(), KILL_AFTER_PART_ENV: "robustness_steps:3"}
-    first = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    kill_run = killed_after_part(command, "robustness_steps", 3)
+    first = subprocess.run(
+        kill_run, cwd=REPO, env=_subprocess_env(), capture_output=True, text=True, timeout=600
+    )
     assert first.returncode == -signal.SIGKILL, first.stderr[-2000:]
     store = Store.open(killed)
     assert store.read("robustness_steps")["trace_id"].nunique() == 3

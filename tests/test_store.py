@@ -1,5 +1,5 @@
-"""Tests of legival_core.store.store: atomic parts, dedupe, crash safety, corruption,
-concurrency."""
+"""Tests of the results store (``legival_core.store.store`` and the modules it composes):
+atomic parts, dedupe, crash safety, corruption, concurrency."""
 
 from __future__ import annotations
 
@@ -403,17 +403,17 @@ def test_crash_leftovers_are_cleaned_and_an_unlisted_part_is_not_adopted(tmp_pat
     # A writer that died mid-file (dead pid on this host), one with an unparsable name that is
     # old, and one in flight in this very process (must survive the cleanup).
     half = orphan.read_bytes()[: orphan.stat().st_size // 2]
-    from legival_core.store import store as store_module
+    from legival_core.store import file_safety
 
-    dead = folder / f".tmp-{store_module._HOST}-999999999-{'d' * 32}.arrow"
+    dead = folder / f".tmp-{file_safety.HOST}-999999999-{'d' * 32}.arrow"
     dead.write_bytes(half)
     stale = folder / ".tmp-crashed-long-ago"
     stale.write_bytes(half)
     old = time.time() - TEMP_MAX_AGE_S - 60
     os.utime(stale, (old, old))
-    live = folder / f".tmp-{store_module._HOST}-{os.getpid()}-{'e' * 32}.arrow"
+    live = folder / f".tmp-{file_safety.HOST}-{os.getpid()}-{'e' * 32}.arrow"
     live.write_bytes(half)
-    root_temp = store.path / f".tmp-{store_module._HOST}-999999999-{'f' * 32}.json"
+    root_temp = store.path / f".tmp-{file_safety.HOST}-999999999-{'f' * 32}.json"
     root_temp.write_text("{")
 
     assert orphan.name not in {p["file"] for p in store.manifest["tables"]["rollouts"]["parts"]}
@@ -501,6 +501,31 @@ def test_a_writer_killed_at_random_moments_never_breaks_the_store(tmp_path: Path
     assert store.manifest["tables"]["rewards"]["rows"] == len(store.read("rewards"))
 
 
+def test_the_crash_tests_kill_comes_right_after_the_nth_part_of_its_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tests/kill_after_part.py wraps Store.write for the crash tests (the store has no hook of
+    its own): the kill comes after the asked-for part of the asked-for table has landed, once,
+    and never for another table."""
+    from tests.kill_after_part import install, killed_after_part
+
+    monkeypatch.setattr(Store, "write", Store.write)  # restored after the test
+    store = Store.create(tmp_path / "s")
+    kills: list[list[str]] = []
+    install("rewards", 2, kill=lambda: kills.append(store.parts("rewards")))
+    rows = pd.DataFrame({"trace_id": ["t1"], "reward_model": ["rm"], "score": [0.5]})
+    store.write("rewards", rows)
+    store.write("rollouts", rollouts(["t1"]))
+    assert kills == []
+    second = store.write("rewards", rows)
+    assert kills == [[store.parts("rewards")[0], second]]  # landed, listed: then killed
+    store.write("rewards", rows)
+    assert len(kills) == 1
+    command = [sys.executable, "-m", "precompute", "segment", "--store", "s"]
+    wrapped = killed_after_part(command, "steps", 3)
+    assert wrapped == [sys.executable, "-m", "tests.kill_after_part", "steps:3", *command[3:]]
+
+
 # --- corruption ----------------------------------------------------------------------------------
 
 
@@ -565,27 +590,27 @@ def test_verify_reports_garbage_missing_parts_and_unknown_folders(tmp_path: Path
 
 
 def test_part_with_a_wrong_type_is_reported_by_field(tmp_path: Path) -> None:
-    from legival_core.store.store import _write_ipc
+    from legival_core.store.parts import write_ipc
 
     store = Store.create(tmp_path / "s")
     folder = store.path / "tables" / "rewards"
     folder.mkdir(parents=True)
     bad = folder / "part-00000001-1-abcdef12.arrow"
-    _write_ipc(bad, pa.table({"trace_id": ["t"], "reward_model": ["r"], "score": [[1.0]]}))
+    write_ipc(bad, pa.table({"trace_id": ["t"], "reward_model": ["r"], "score": [[1.0]]}))
     store.adopt(bad)  # listed, so verify decodes it
     problems = store.verify()
     assert len(problems) == 1 and "field 'score'" in problems[0] and str(bad) in problems[0]
 
 
 def test_part_from_an_older_schema_gets_the_new_columns_as_nulls(tmp_path: Path) -> None:
-    from legival_core.store.store import _write_ipc
+    from legival_core.store.parts import write_ipc
 
     store = Store.create(tmp_path / "s")
     folder = store.path / "tables" / "grades"
     folder.mkdir(parents=True)
     # A grades part from an older schema: no 'score' column, and its keys are not sorted.
     old = pa.table({"trace_id": ["t2", "t1"], "correct": [True, False], "status": ["ok", "ok"]})
-    _write_ipc(folder / "part-00000001-1-abcdef12.arrow", old)
+    write_ipc(folder / "part-00000001-1-abcdef12.arrow", old)
     store.adopt(folder / "part-00000001-1-abcdef12.arrow", reason="an older store's part")
     frame = store.read("grades")
     assert list(frame.trace_id) == ["t1", "t2"]
@@ -1019,7 +1044,7 @@ def test_a_deeply_nested_manifest_is_one_store_error(tmp_path: Path) -> None:
     message = str(info.value)
     assert message.startswith(str(store.manifest_path)) and "nested 100001 levels" in message
     # Deep brackets inside a string are text, not nesting: 1 (outer object) + 0.
-    from legival_core.store.store import json_depth
+    from legival_core.store.manifest import json_depth
 
     assert json_depth('{"note": "' + "[" * 500 + '"}') == 1
 
@@ -1044,13 +1069,13 @@ def test_a_kill_inside_the_manifest_first_write_window_is_finished_by_the_next_w
     """The two moments a writer can be killed now that the manifest vouches for every part:
     after listing its part as pending and before the rename (the part is not read and the next
     writer drops the entry), and after the rename before clearing the mark (the part is read)."""
-    from legival_core.store import store as store_module
+    from legival_core.store import file_safety
 
     store = Store.create(tmp_path / "s")
     store.write("rewards", _rewards(0.25, ("t1",)))
     manifest = json.loads(store.manifest_path.read_text())
     parts = manifest["tables"]["rewards"]["parts"]
-    dead_temp = f".tmp-{store_module._HOST}-999999999-{'d' * 32}.arrow"
+    dead_temp = f".tmp-{file_safety.HOST}-999999999-{'d' * 32}.arrow"
     (store.path / "tables" / "rewards" / dead_temp).write_bytes(b"half a part")
     # Killed before the rename: listed as pending, only its temp file on disk.
     parts.append(

@@ -1,7 +1,7 @@
 """Tests of the store's keyed read: a filter on a key column decodes only the record batches
 that hold its rows, and gives exactly the rows (and order) of a full read filtered after.
 
-Batch counts come from :func:`legival_core.store.store.read_stats`, never from timings."""
+Batch counts come from :func:`legival_core.store.parts.read_stats`, never from timings."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from legival_core.store import schema
-from legival_core.store import store as store_module
-from legival_core.store.store import Store, StoreError, read_stats
+from legival_core.store import parts, schema
+from legival_core.store.frames import to_pandas
+from legival_core.store.parts import read_stats
+from legival_core.store.store import Store, StoreError
 
 #: Rows per record batch in these tests (the store's default is 131,072).
 BATCH = 20
@@ -61,7 +62,7 @@ def steps_frame(traces: list[str], *, text: str = "step") -> pd.DataFrame:
 @pytest.fixture
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     """Parts written with BATCH rows per record batch, so a small table has many batches."""
-    monkeypatch.setattr(store_module, "_BATCH_MAX_ROWS", BATCH)
+    monkeypatch.setattr(parts, "_BATCH_MAX_ROWS", BATCH)
 
 
 def sorted_store(tmp_path: Path) -> Store:
@@ -193,7 +194,7 @@ def test_keyed_read_equals_full_read_then_filter(
     got = store.read_arrow("steps", filters=filters)
     assert got.equals(reference(store, "steps", filters))
     assert store.read("steps", filters=filters).equals(
-        store_module._to_pandas(reference(store, "steps", filters))
+        to_pandas(reference(store, "steps", filters))
     )
 
 

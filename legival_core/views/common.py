@@ -19,7 +19,7 @@ from legival_core.metrics.metric_catalog import (
     Metric,
     ranked_metrics,
 )
-from legival_core.store.store import arrow_to_frame
+from legival_core.store.frames import arrow_to_frame
 
 __all__ = [
     "LEADERBOARD_METRICS",

@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
+from legival_core.store.frames import pandas_dtypes
 from legival_core.store.schema import TABLES, SchemaError, validate_frame
-from legival_core.store.store import pandas_dtypes
 from precompute.errors import InputMissingError, InputUnusableError, UsageError
 
 __all__ = [

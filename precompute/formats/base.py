@@ -378,19 +378,20 @@ def read_plain_file(path: Path, max_bytes: int) -> bytes:
     is refused before it is read. :class:`FileNotFoundError` for a missing file."""
     import stat
 
-    from legival_core.store.store import _kind
+    from legival_core.store.file_safety import file_kind
 
     try:
         found = os.lstat(path)
     except FileNotFoundError:
         raise
     if not stat.S_ISREG(found.st_mode):
-        raise RecordError(path.name, f"{path.name} is {_kind(found.st_mode)}, not a file; not read")
+        kind = file_kind(found.st_mode)
+        raise RecordError(path.name, f"{path.name} is {kind}, not a file; not read")
     fd = os.open(path, os.O_RDONLY | _SAFE_FLAGS)
     with os.fdopen(fd, "rb") as handle:
         mode = os.fstat(handle.fileno()).st_mode
         if not stat.S_ISREG(mode):  # swapped for something else after the lstat
-            raise RecordError(path.name, f"{path.name} is {_kind(mode)}, not a file; not read")
+            raise RecordError(path.name, f"{path.name} is {file_kind(mode)}, not a file; not read")
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise RecordError(

@@ -366,7 +366,7 @@ def _read_rollouts_as_pages(store: Any) -> pd.DataFrame:
     """The rollouts as the app's pages load them (the transfer columns, ids as categoricals),
     so the stored page results are computed from exactly what a page would compute them."""
     from legival_core.metrics.transfer import ROLLOUT_CATEGORIES, ROLLOUT_COLUMNS
-    from legival_core.store.store import arrow_to_frame
+    from legival_core.store.frames import arrow_to_frame
 
     arrow = store.read_arrow("rollouts", columns=list(ROLLOUT_COLUMNS))
     return arrow_to_frame(arrow, ROLLOUT_CATEGORIES)
