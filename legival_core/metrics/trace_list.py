@@ -28,7 +28,9 @@ TRACE_CHOICE_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-def store_trace_choices(store: Any, *, stored: bool = True) -> pd.DataFrame:
+def store_trace_choices(
+    store: Any, *, stored: bool = True, steps_per_trace: pd.Series | None = None
+) -> pd.DataFrame:
     """:func:`trace_choices` of a :class:`~legival_core.store.store.Store`'s tables.
 
     Shared by the inspector page and ``Results.traces()`` so both list the same rows. With
@@ -36,6 +38,8 @@ def store_trace_choices(store: Any, *, stored: bool = True) -> pd.DataFrame:
     current, else computed: only the columns shown are read, and the steps per trace are
     counted in Arrow (``Store.rows_per``): on 100,000 traces and 1.1M steps, loading every
     step's trace id into pandas to count it was a sixth of the page's cold start.
+    ``steps_per_trace`` (trace id → steps, traces without steps left out) is used instead of
+    counting when the caller has the counts (the metrics stage, from ``trace_counts``).
     """
     if stored:
         found = stored_trace_choices(store)
@@ -50,7 +54,8 @@ def store_trace_choices(store: Any, *, stored: bool = True) -> pd.DataFrame:
     traces = read("traces")
     if traces is None:
         traces = pd.DataFrame(columns=list(TRACE_CHOICE_COLUMNS["traces"]))
-    return trace_choices(traces, read("grades"), read("trace_transfer"), _steps_per_trace(store))
+    steps = _steps_per_trace(store) if steps_per_trace is None else steps_per_trace
+    return trace_choices(traces, read("grades"), read("trace_transfer"), steps)
 
 
 def stored_trace_choices(store: Any) -> pd.DataFrame | None:

@@ -631,7 +631,15 @@ def page_results_table(
         # start at a million traces), computed afresh from the tables as they are now.
         from legival_core.metrics.trace_list import store_trace_choices
 
-        results.append(("trace_choices", (), store_trace_choices(store, stored=False)))
+        steps = None
+        if efficiency is not None and len(efficiency):
+            # this run's counts (trace_counts), current by construction: no step is counted
+            with_steps = efficiency[efficiency["steps"] > 0]
+            steps = pd.Series(
+                with_steps["steps"].to_numpy(), index=with_steps["trace_id"].astype(str)
+            )
+        listed = store_trace_choices(store, stored=False, steps_per_trace=steps)
+        results.append(("trace_choices", (), listed))
     if future is not None:
         results += redundancy_results(store, future)
         settings = Settings.from_manifest(future)
