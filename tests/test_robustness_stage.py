@@ -29,6 +29,9 @@ from legival_core.store.schema import trace_id_for
 from legival_core.store.store import KILL_AFTER_PART_ENV, Store
 from precompute.cli import EXIT_OK, EXIT_USAGE, main
 
+# Slow: the stage runs for real (Punkt, MiniLM) through the command line, once in a
+# subprocess that is killed and resumed.
+pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 #: One trace per part, so a kill can land between the parts of two traces.
 CONFIG = """\
