@@ -511,6 +511,7 @@ def _fuzz(case: Case, scratch: Path) -> int:
     return tried
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_adapter_fuzz(name: str, scratch: Path) -> None:
     tried = _fuzz(CASES[name], scratch)

@@ -495,6 +495,7 @@ def test_the_39_digit_sentence_is_graded_inside_the_deadline() -> None:
     assert time.monotonic() - started < WALL_BOUND_S
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("text", "gold"),
     [

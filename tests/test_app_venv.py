@@ -108,6 +108,7 @@ def app_run(code: str, timeout: float = 120) -> subprocess.CompletedProcess[str]
     )
 
 
+@pytest.mark.slow
 @needs_app_venv
 def test_the_app_venv_holds_only_the_app_requirements() -> None:
     probe = app_run(
@@ -134,6 +135,7 @@ def test_the_app_venv_holds_only_the_app_requirements() -> None:
     assert check.returncode == 0 and check.stdout.strip() == "[]", check.stderr
 
 
+@pytest.mark.slow
 @needs_app_venv
 def test_every_page_runs_readonly_in_the_app_venv() -> None:
     result = subprocess.run(

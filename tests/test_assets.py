@@ -67,6 +67,7 @@ def test_ensure_punkt_repairs_an_incomplete_folder(fresh_cache):
     assert {"dr", "mr", "prof"} <= set((folder / "abbrev_types.txt").read_text().split())
 
 
+@pytest.mark.slow
 def test_concurrent_processes_prepare_punkt_safely(fresh_cache):
     code = (
         "from legival_core.store.assets import ensure_punkt; import nltk; ensure_punkt(); "

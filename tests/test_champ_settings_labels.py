@@ -204,6 +204,7 @@ def test_stated_answers_are_verbatim_in_the_recorded_texts(
                 assert row["stated_answer"] in text, f"{half} line {n}: {row['stated_answer']!r}"
 
 
+@pytest.mark.slow
 def test_no_labelled_text_was_recorded_under_another_setting(
     rows: dict[str, list[dict[str, str]]], recorded: dict[tuple[str, str, str], dict[str, str]]
 ) -> None:
@@ -537,6 +538,7 @@ def test_answer_samples_hold_no_key_of_an_earlier_label_file(half: str) -> None:
         assert not mine & _file_keys(FIXTURES / name), name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("half", ANSWER_HALVES)
 def test_answer_sample_draws_reproduce_exactly_the_labelled_keys(
     rows: dict[str, list[dict[str, str]]], half: str

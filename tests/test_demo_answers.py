@@ -37,6 +37,7 @@ def _grade_of(correct: object, kind: object, start: object, end: object) -> dict
     return {"correct": bool(correct), "answer_kind": kind, "span": [number(start), number(end)]}
 
 
+@pytest.mark.slow
 def test_shipped_grades_equal_a_regrade_of_the_recorded_texts(demo: Store) -> None:
     problems = _problems(demo)
     traces = demo.read("traces", columns=["trace_id", "problem_id", "teacher", "answer_text",

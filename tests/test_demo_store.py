@@ -76,6 +76,7 @@ def test_demo_teachers_differ_and_include_the_human_reference(demo: Store) -> No
     assert native.groupby("model")["e0"].mean().nunique() == len(TEACHERS)
 
 
+@pytest.mark.slow
 def test_every_page_opens_on_the_demo_store(monkeypatch: pytest.MonkeyPatch) -> None:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
@@ -150,6 +151,7 @@ def test_shipped_compression_is_the_librarys_sigma(demo: Store) -> None:
     assert stale == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("profile", ["paper", "release"])
 def test_transfer_page_on_the_demo_shows_the_current_definitions(
     demo: Store, monkeypatch: pytest.MonkeyPatch, profile: str

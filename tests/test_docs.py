@@ -2,8 +2,9 @@
 (issue 30, item 3).
 
 ``mkdocs build --strict`` (run by ``.ci/run``) checks the links between pages of ``docs/``
-and their anchors; this checks what MkDocs does not see: the README's relative links, and
-links from ``docs/`` to files outside it, which must name files that exist.
+and their anchors; this checks what MkDocs does not see: the relative links of the README and
+of CONTRIBUTING.md, and links from ``docs/`` to files outside it, which must name files that
+exist.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def test_the_readme_shows_three_screenshots_of_the_app() -> None:
 
 
 def test_every_relative_link_of_the_readme_and_the_docs_names_a_file_that_exists() -> None:
-    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    pages = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md"))]
     assert len(pages) > 20  # the docs pages are there to check
     assert sum(len(relative_links(p.read_text(encoding="utf-8"))) for p in pages) > 30
     dead = [entry for page in pages for entry in dead_links(page)]
@@ -190,7 +191,12 @@ def sections_that_start_mid_sentence(markdown: str) -> list[str]:
 
 
 def test_no_section_of_the_readme_or_the_docs_begins_mid_sentence() -> None:
-    pages = [REPO / "README.md", REPO / "SECURITY.md", *sorted((REPO / "docs").rglob("*.md"))]
+    pages = [
+        REPO / "README.md",
+        REPO / "SECURITY.md",
+        REPO / "CONTRIBUTING.md",
+        *sorted((REPO / "docs").rglob("*.md")),
+    ]
     broken = [
         f"{page.relative_to(REPO)}: {heading}"
         for page in pages

@@ -157,6 +157,7 @@ def test_retry_after_of_a_429_is_respected(sleeps: list[float]) -> None:
     assert attempts[1].time - attempts[0].time >= 1.0
 
 
+@pytest.mark.slow
 def test_generate_stage_records_failures_and_fills_them_on_rerun(tmp_path: Path) -> None:
     """Through the stage and the store: run 1 leaves out the traces whose requests failed,
     run 2 fills exactly those in; nothing is duplicated or lost."""

@@ -148,6 +148,7 @@ def check_board(at: AppTest, r: Results, metrics: list[str], **selection: Any) -
         assert [str(v) for v in shown["rank"]] == ranks, metric
 
 
+@pytest.mark.slow
 def test_leaderboard_equals_the_page(demo: Results, monkeypatch: pytest.MonkeyPatch) -> None:
     at = run_page("leaderboard", monkeypatch)
     board = demo.leaderboard()
@@ -184,6 +185,7 @@ def test_leaderboard_filters_equal_the_page(demo: Results, monkeypatch: pytest.M
     check_board(at, demo, ["composite", "accuracy", "fotu"], dataset=dataset, **selection)
 
 
+@pytest.mark.slow
 def test_leaderboard_of_one_student_equals_the_page(two_students: Results, monkeypatch) -> None:
     student = two_students.students[-1]
     at = run_page("leaderboard", monkeypatch, {"student": student}, store=two_students.path)
@@ -228,6 +230,7 @@ def test_curves_equal_the_page(demo: Results, monkeypatch: pytest.MonkeyPatch) -
     np.testing.assert_allclose(shown["SOTU, traces pooled"].astype(float), summary["sotu"])
 
 
+@pytest.mark.slow
 def test_curves_of_one_student_equal_the_page(two_students: Results, monkeypatch) -> None:
     student = two_students.students[-1]
     at = run_page("transfer", monkeypatch, {"student": student}, store=two_students.path)

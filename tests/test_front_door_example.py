@@ -99,6 +99,7 @@ print(len(names["board"]), names["r"].path)
 """
 
 
+@pytest.mark.slow
 def test_the_notebook_runs_with_its_kernel_in_examples() -> None:
     """Jupyter starts a notebook's kernel in the notebook's folder, and ``jupyter nbconvert
     --execute`` too: there ``legival_core`` was not importable and the first cell failed. The

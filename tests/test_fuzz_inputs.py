@@ -354,6 +354,7 @@ def _jsonl_bytes(
     return (_BOM if bom else b"") + line_end.join(out) + line_end, lines
 
 
+@pytest.mark.slow
 def test_ingest_jsonl_fuzz(scratch: Path) -> None:
     tried = 0
 
@@ -1092,6 +1093,7 @@ def test_part_file_fuzz(scratch: Path, base_store: Path) -> None:
 # --- the real command lines, on a fixed sample of hostile files ---------------------------------
 
 
+@pytest.mark.slow
 def test_cli_sample_of_hostile_files(scratch: Path, base_store: Path) -> None:
     """A sample through the real CLIs: documented exit code, one error line, no traceback."""
     folder = _fresh(scratch, "cli")

@@ -54,6 +54,7 @@ def test_the_check_finds_what_the_grid_draws_as_none() -> None:
     assert bad_cells(frame) == ["rank: missing", "value: missing", "e0: -inf"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_no_grid_of_the_demo_holds_a_gap(page: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if not (BUNDLED_STORES["demo"] / "manifest.json").exists():

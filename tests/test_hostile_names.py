@@ -207,6 +207,7 @@ def _clear_caches() -> None:
     st.cache_resource.clear()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "params", [{}, URL_VALUES, URL_CHOICES], ids=["as-opened", "hostile-url", "names-by-url"]
 )

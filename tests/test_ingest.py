@@ -132,6 +132,7 @@ def test_nothing_kept_exits_6_without_traceback(tmp_path: Path) -> None:
     assert result.returncode == EXIT_UNUSABLE
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [

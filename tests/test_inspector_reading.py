@@ -208,6 +208,7 @@ def _clear_caches() -> None:
     st.cache_resource.clear()
 
 
+@pytest.mark.slow
 def test_the_inspector_page_reads_a_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The page on the app's fixture store, on the trace whose reasoning holds the payloads:
     the legend, the steps as Markdown (the payloads as text), the attribution layer and the
@@ -232,6 +233,7 @@ def test_the_inspector_page_reads_a_trace(tmp_path: Path, monkeypatch: pytest.Mo
     assert any(e.label.startswith("Per teacher: how concentrated") for e in at.expander)
 
 
+@pytest.mark.slow
 def test_results_give_the_attribution_per_trace_and_per_teacher(tmp_path: Path) -> None:
     """The notebook view equals the metric functions on the same rollouts."""
     import legival_core as lv

@@ -88,6 +88,7 @@ def test_first_look(demo: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     assert config["FOTU before leak"]["help"].startswith("FOTU from the prefixes shown before")
 
 
+@pytest.mark.slow
 def test_shared_state_is_in_the_url_and_reopens_the_same_table(
     demo: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -145,6 +146,7 @@ def test_a_share_whose_bootstrap_collapses_shows_its_wilson_interval(
         assert any(c.startswith("0.0% [0.0–7.1] (Wilson) · n 50") for c in zeros)
 
 
+@pytest.mark.slow
 def test_the_per_dataset_toggle_is_in_the_url(demo: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """The per-dataset intervals switch is kept in the URL like the other leaderboard choices:
     switching it on writes ?per_dataset=on, and a link with it opens the intervals table."""

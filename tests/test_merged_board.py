@@ -140,6 +140,7 @@ def config_of(path: Path) -> str:
     return canonical_digest(Store.open(path).manifest["config"])[:12]
 
 
+@pytest.mark.slow
 def test_merged_board_is_the_union_with_store_and_config(
     toy: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -167,6 +168,7 @@ def test_merged_board_is_the_union_with_store_and_config(
     assert dict(at.query_params)["board"] == "merged"
 
 
+@pytest.mark.slow
 def test_a_clash_is_refused_in_one_line(
     toy: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -247,6 +249,7 @@ def test_one_launched_store_has_no_switch(
     assert set(at.dataframe[0].value["teacher"]) == {"ace", "bee"}
 
 
+@pytest.mark.slow
 def test_other_pages_show_one_store(toy: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     at = run_leaderboard(monkeypatch, {"run1": toy["run1"], "run2": toy["run2"]})
     at.switch_page("pages/pareto.py").run()
@@ -274,6 +277,7 @@ def test_read_only_merged_board_writes_nothing(
     assert all(_diff(before[n], _snapshot(p)) == [] for n, p in hand.items())
 
 
+@pytest.mark.slow
 def test_prefer_names_a_few_pairs_and_counts_the_rest(
     toy: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -123,6 +123,7 @@ def grid(at) -> pd.DataFrame:  # the rank table: the first grid
     return at.dataframe[0].value
 
 
+@pytest.mark.slow
 def test_the_demo_board_shows_filters_and_searches_the_facts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -163,6 +164,7 @@ def test_the_demo_board_shows_filters_and_searches_the_facts(
     assert grid(opened).empty
 
 
+@pytest.mark.slow
 def test_a_bad_models_csv_row_is_named_on_the_page(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -111,6 +111,7 @@ def test_the_app_ignores_a_prefix_of_readonly() -> None:
     assert parse_app_args(["--read"], {}).readonly is False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", BENCH_SCRIPTS)
 def test_each_bench_script_refuses_a_prefix_of_help(script: str) -> None:
     """``--hel`` was ``--help`` (exit 0); now it is an unknown option (exit 2)."""

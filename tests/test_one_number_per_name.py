@@ -89,6 +89,7 @@ def test_leading_number_reads_the_leaderboards_cells() -> None:
     assert leading_number("—") is None and leading_number(0.25) == 0.25
 
 
+@pytest.mark.slow
 def test_equal_names_hold_equal_values_across_the_demo_pages(monkeypatch) -> None:
     if not (BUNDLED_STORES["demo"] / "manifest.json").exists():
         pytest.fail("the bundled demo store is missing (python -m precompute demo builds it)")

@@ -73,6 +73,7 @@ def test_each_optional_module_is_installed_by_the_extra_it_names() -> None:
         assert f"pip install -r {file.name}" == install_line(extra)
 
 
+@pytest.mark.slow
 def test_the_tests_that_need_the_ingest_extra_skip_without_it(tmp_path: Path) -> None:
     (tmp_path / "sitecustomize.py").write_text(BLOCKER, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}

@@ -25,6 +25,9 @@ from legival_core.store.schema import trace_id_for
 from legival_core.store.store import Store
 from tests import app_fixtures
 
+# Slow: the store with the oversight tables is built by the real code (about 20 s), and each
+# test runs a page on it.
+pytestmark = pytest.mark.slow
 PAGES = Path(__file__).resolve().parents[1] / "pages"
 XSS_ID = trace_id_for(*app_fixtures.XSS_TRACE)
 

@@ -11,6 +11,7 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,6 +57,7 @@ def test_the_legival_command_is_the_precompute_cli() -> None:
     assert callable(cli.main)
 
 
+@pytest.mark.slow
 def test_the_wheel_holds_only_legival_core_and_precompute(tmp_path: Path) -> None:
     """Build a wheel (no network, no install) from a copy of the tree that also has a stray
     top-level package, and list it: only the two named packages and the metadata go in."""

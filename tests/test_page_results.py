@@ -29,6 +29,9 @@ from legival_core.store.page_results import stored_frame
 from legival_core.store.store import Store
 from tests.app_runner import run_app_page
 
+# Slow: nearly every test reads the demo store after a real metrics stage run (a minute on
+# two cores) and opens the pages on it.
+pytestmark = pytest.mark.slow
 DEMO = Path(__file__).resolve().parents[1] / "results" / "demo"
 #: The functions behind the stored results (what a page computes when nothing is stored).
 COMPUTING = (

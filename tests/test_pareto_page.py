@@ -109,6 +109,7 @@ def test_the_frontier_is_the_staircase_of_the_dominated_region(
     assert not weakly_dominated(((x0 + x1) / 2, (y0 + y1) / 2), points, x, y)
 
 
+@pytest.mark.slow
 def test_fotu_before_leak_is_an_axis_on_the_demo(monkeypatch) -> None:
     demo = Store.open(BUNDLED_STORES["demo"])
     at = run_app_page("pareto", monkeypatch, [demo.path], {"x": "tokens", "y": "fotu_before_leak"})

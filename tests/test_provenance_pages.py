@@ -70,6 +70,7 @@ def test_reward_page_warns_about_the_demo_standin(monkeypatch: pytest.MonkeyPatc
     assert not any(PAPER in caption for caption in texts(at, "caption"))
 
 
+@pytest.mark.slow
 def test_reward_page_quotes_the_paper_for_a_real_model_and_warns_for_a_recorded_standin(
     monkeypatch: pytest.MonkeyPatch, toy: Path, tmp_path: Path
 ) -> None:
@@ -89,6 +90,7 @@ def test_reward_page_quotes_the_paper_for_a_real_model_and_warns_for_a_recorded_
     assert not any(PAPER in caption for caption in texts(at, "caption"))
 
 
+@pytest.mark.slow
 def test_decomposition_and_leaderboard_say_the_demo_counts_recorded_text(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -110,6 +112,7 @@ def test_decomposition_and_leaderboard_say_the_demo_counts_recorded_text(
     )
 
 
+@pytest.mark.slow
 def test_decomposition_page_labels_generated_and_warns_when_mixed(
     monkeypatch: pytest.MonkeyPatch, toy: Path, tmp_path: Path
 ) -> None:

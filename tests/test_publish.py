@@ -195,6 +195,7 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_demo_site_links_every_value_to_its_traces(demo_site: Path) -> None:
     import html
     import re
@@ -237,6 +238,7 @@ def test_demo_site_links_every_value_to_its_traces(demo_site: Path) -> None:
     assert html.escape(first["trace_id"]) in page and 'class="sortable"' in page
 
 
+@pytest.mark.slow
 def test_demo_trace_pages_mark_the_human_first_wrong_step(demo_site: Path) -> None:
     """The inspector puts a ✗ on the step a human labelled the first wrong one (CHAMP's
     labels); a trace page is the inspector's view, so it carries the same marker on the same
@@ -284,6 +286,7 @@ def test_demo_trace_pages_mark_the_human_first_wrong_step(demo_site: Path) -> No
     assert expected in pages[trace_id].read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_demo_site_says_how_far_the_backtracking_numbers_can_be_trusted(demo_site: Path) -> None:
     """Issue 38: beside the Backtracking column of the static site (the rank table's notes, the
     LaTeX footnote, the robustness section) and on every trace page's marker legend: which
@@ -306,6 +309,7 @@ def test_demo_site_says_how_far_the_backtracking_numbers_can_be_trusted(demo_sit
     assert html.escape(f"C: {note}", quote=False) in page
 
 
+@pytest.mark.slow
 def test_demo_site_shares_assets_and_fits_the_budget(demo_site: Path) -> None:
     files = [p for p in demo_site.rglob("*") if p.is_file()]
     size = sum(p.stat().st_size for p in files)
@@ -322,6 +326,7 @@ def test_demo_site_shares_assets_and_fits_the_budget(demo_site: Path) -> None:
         assert "site.json</a>" in text, page
 
 
+@pytest.mark.slow
 def test_site_json_pins_the_store_content(demo_site: Path) -> None:
     import hashlib
     import html
@@ -356,12 +361,14 @@ def test_site_json_pins_the_store_content(demo_site: Path) -> None:
         assert f"{name} {json.dumps(value)}" in html.unescape(footer), name
 
 
+@pytest.mark.slow
 def test_publish_is_reproducible(demo_site: Path, tmp_path: Path) -> None:
     again = tmp_path / "again"
     assert main(["publish", "--store", str(REPO / "results" / "demo"), "--out", str(again)]) == 0
     assert (again / "site.json").read_bytes() == (demo_site / "site.json").read_bytes()
 
 
+@pytest.mark.slow
 def test_check_detects_a_changed_store_and_a_changed_site(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -393,6 +400,7 @@ def test_check_detects_a_changed_store_and_a_changed_site(
     assert main(["publish", "--check", str(site), "--store", str(store), "--out", "x"]) == 2
 
 
+@pytest.mark.slow
 def test_check_compares_every_file_with_the_site_the_store_gives(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -443,6 +451,7 @@ def test_check_compares_every_file_with_the_site_the_store_gives(
     assert main(["publish", "--check", str(site), "--store", str(moved)]) == 0
 
 
+@pytest.mark.slow
 def test_traces_option_chooses_reproducibly_and_says_so(tmp_path: Path) -> None:
     from legival_core.views.site_pages import choose_traces
 
@@ -518,6 +527,7 @@ def test_several_stores_one_board(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main([*base, "--prefer", "run9"]) == EXIT_USAGE
 
 
+@pytest.mark.slow
 def test_trace_page_escapes_as_the_app_does(tmp_path: Path) -> None:
     """The hostile store's trace pages hold exactly the inspector's HTML of the trace (the
     function the app renders with), and no payload survives as markup anywhere."""
@@ -573,6 +583,7 @@ def test_published_pages_show_bidi_controls_escaped(tmp_path: Path) -> None:
     assert "Café\\u202eR @SUM(1+1)" in texts["index.html"]
 
 
+@pytest.mark.slow
 def test_trace_pages_mark_redundancy_at_the_stores_threshold(tmp_path: Path) -> None:
     """The inspector marks a step redundant above the τ the store's metrics run recorded; a
     trace page, the inspector's view, uses the same τ (it used 0.8 whatever the store said)."""
@@ -614,6 +625,7 @@ def test_trace_pages_mark_redundancy_at_the_stores_threshold(tmp_path: Path) -> 
 # --- deterministic publishing: the environment and the analyses (issue 39, item 5) -------------
 
 
+@pytest.mark.slow
 def test_site_json_records_the_environment_and_every_analysis(demo_site: Path) -> None:
     """Issue 39, item 5: site.json said nothing of the packages that shape the site nor of
     the analyses it holds."""
@@ -632,6 +644,7 @@ def test_site_json_records_the_environment_and_every_analysis(demo_site: Path) -
     assert pin["options"]["skip"] == []
 
 
+@pytest.mark.slow
 def test_an_analysis_this_environment_cannot_run_fails_the_publish(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -697,6 +710,7 @@ def _figure(page: str, key: str) -> dict:
     return json.loads(found.group(1))
 
 
+@pytest.mark.slow
 def test_demo_site_carries_the_apps_leak_warning_and_columns(demo_site: Path) -> None:
     """Issue 39, item 4: the site's index had no answer-leak warning, its rank table and the
     LaTeX no FOTU-before-leak column, and its curves neither marked measured bins nor drew
@@ -735,6 +749,7 @@ def test_demo_site_carries_the_apps_leak_warning_and_columns(demo_site: Path) ->
     assert "A marker is a measured bin" in page
 
 
+@pytest.mark.slow
 def test_demo_teacher_page_shows_each_value_with_its_n_and_coverage(demo_site: Path) -> None:
     """Issue 39, item 4: a teacher page showed `fotu 0.3667` next to `n_traces 10` when 3
     traces carry it: raw column names, and no n of the rows a value comes from."""
@@ -773,6 +788,7 @@ def test_demo_teacher_page_shows_each_value_with_its_n_and_coverage(demo_site: P
     )
 
 
+@pytest.mark.slow
 def test_demo_latex_fits_a_page_and_every_mark_is_a_command(demo_site: Path) -> None:
     """Issue 39, item 4: the ⇅ marker printed as {[}U+21C5{]} and the .tex was one table of
     21 columns. The file is checked as TeX reads it: tables of at most 9 columns, balanced
@@ -813,6 +829,7 @@ def test_demo_latex_fits_a_page_and_every_mark_is_a_command(demo_site: Path) -> 
     assert not re.search(r"[_%&#]", bare), re.findall(r".{20}[_%&#].{20}", bare)[:3]
 
 
+@pytest.mark.slow
 def test_demo_latex_compiles_and_every_table_fits_the_text_width(
     demo_site: Path, tmp_path: Path
 ) -> None:

@@ -80,6 +80,7 @@ def test_the_readme_gives_precompute_and_bench_commands_in_one_form_only() -> No
     assert old == [], f"the README or docs still give the old module entry points: {old}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "invocation", sorted(_readme_invocations()), ids=lambda k: " ".join(k).replace("-m ", "")
 )

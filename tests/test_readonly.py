@@ -32,6 +32,8 @@ from streamlit.testing.v1 import AppTest
 from legival_core.store.store import Store
 from tests.xss_payloads import PAYLOADS, build_hostile_store
 
+# Slow: every test runs pages of the app on the hostile store, watching every file write.
+pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 APP = str(REPO / "app.py")
 #: Folders under the repository that test runs themselves write (not the app).

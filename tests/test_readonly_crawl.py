@@ -140,6 +140,7 @@ def crawl(monkeypatch: pytest.MonkeyPatch, store: Path, name: str = "runs") -> d
     return screens
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("state", STATES)
 def test_readonly_pages_show_no_path_and_no_traceback(
     stores: dict[str, Path], monkeypatch: pytest.MonkeyPatch, state: str
@@ -179,6 +180,7 @@ print(json.dumps({"exceptions": [e.value for e in at.exception], "screen": scree
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
 @pytest.mark.parametrize("kind", ["link", "fifo"])
 def test_a_linked_or_fifo_part_shows_the_store_message(
@@ -215,6 +217,7 @@ def test_a_linked_or_fifo_part_shows_the_store_message(
     assert str(tmp_path) not in shown["screen"] and "Traceback" not in shown["screen"]
 
 
+@pytest.mark.slow
 def test_readonly_about_hides_the_bundled_demo_paths(
     stores: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -172,6 +172,7 @@ def _expected_curves(store: Store, dataset: str, taus: np.ndarray) -> dict[str, 
     return {teacher: np.mean(rows, axis=0) for teacher, rows in shares.items()}
 
 
+@pytest.mark.slow
 def test_redundancy_page_plots_the_stored_similarities_swept(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -321,6 +321,7 @@ def _chart(at: AppTest, index: int = 0) -> dict:
     return json.loads(at.get("plotly_chart")[index].proto.spec)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("_fresh_caches")
 def test_transfer_page_draws_the_reference_dashed(monkeypatch: pytest.MonkeyPatch) -> None:
     at = _demo_page(monkeypatch, "transfer", include=False)
@@ -332,6 +333,7 @@ def test_transfer_page_draws_the_reference_dashed(monkeypatch: pytest.MonkeyPatc
     assert "human (reference)" not in lines and lines["human"] is None
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("_fresh_caches")
 def test_pareto_page_marks_the_reference_off_the_frontier(monkeypatch: pytest.MonkeyPatch) -> None:
     # Demo, tokens vs FOTU: the human has the fewest tokens (172 on average against 421-640),
@@ -345,6 +347,7 @@ def test_pareto_page_marks_the_reference_off_the_frontier(monkeypatch: pytest.Mo
     assert at.dataframe[0].value.set_index("teacher").loc["human", "frontier"]
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("_fresh_caches")
 def test_teacher_level_correlations_count_the_reference_only_when_included(
     monkeypatch: pytest.MonkeyPatch,
@@ -365,6 +368,7 @@ def test_teacher_level_correlations_count_the_reference_only_when_included(
         assert legibility.loc[legibility["measure"] == "recall", "n"].max() == n
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("_fresh_caches")
 def test_decomposition_page_keeps_the_reference_out_of_comparisons(
     monkeypatch: pytest.MonkeyPatch,

@@ -19,6 +19,8 @@ from legival_core.views import robustness as robustness_view
 from tests import app_fixtures
 from tests.app_runner import run_app_page
 
+# Slow: each test computes a robustness report (resampled rankings) or runs a page on one.
+pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 DEMO = BUNDLED_STORES["demo"]
 

@@ -30,6 +30,9 @@ from legival_core.store.store import Store
 from precompute.cli import EXIT_OK, EXIT_USAGE, main
 from tests.kill_after_part import killed_after_part
 
+# Slow: the stage runs for real (Punkt, MiniLM) through the command line, once in a
+# subprocess that is killed and resumed.
+pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 #: One trace per part, so a kill can land between the parts of two traces.
 CONFIG = """\

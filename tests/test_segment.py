@@ -314,6 +314,7 @@ def test_spans_cover_arbitrary_unicode(text, mode):
     assert_valid_spans(text, split_steps(text, mode))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["paper", "lines", "math"])
 def test_one_megabyte_trace_finishes_and_is_covered(mode):
     unit = (

@@ -302,6 +302,7 @@ def test_latest_part_wins_and_rows_are_sorted(tmp_path: Path) -> None:
     assert store.manifest["tables"]["rollouts"]["rows"] == 9
 
 
+@pytest.mark.slow
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -457,6 +458,7 @@ _KILLED_WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_writer_killed_at_random_moments_never_breaks_the_store(tmp_path: Path) -> None:
     store = Store.create(tmp_path / "s")
     rng = np.random.default_rng(7)
@@ -748,6 +750,7 @@ def _shard_writer(root: str, shard: int, n_parts: int) -> None:
         store.record_stage(f"shard-{shard}", part=i)
 
 
+@pytest.mark.slow
 def test_two_processes_writing_the_same_table_lose_nothing(tmp_path: Path) -> None:
     store = Store.create(tmp_path / "s")
     ctx = multiprocessing.get_context("spawn")

@@ -162,6 +162,7 @@ def _clear_caches() -> None:
     st.cache_resource.clear()
 
 
+@pytest.mark.slow
 def test_the_page_and_the_notebook_keep_the_same_traces(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

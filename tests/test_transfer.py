@@ -835,6 +835,7 @@ def release_design(draw) -> list[tuple]:
     return draw(st.permutations(rows)) if draw(st.booleans()) else rows
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(release_design())
 def test_property_release_equals_the_released_pipeline(rows):

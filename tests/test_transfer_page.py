@@ -45,6 +45,7 @@ def values(data: object) -> np.ndarray:
     return np.asarray(data)
 
 
+@pytest.mark.slow
 def test_markers_sit_on_the_measured_bins_and_the_strip_shows_one_trace(monkeypatch) -> None:
     if not (BUNDLED_STORES["demo"] / "manifest.json").exists():
         pytest.fail("the bundled demo store is missing (python -m precompute demo builds it)")
@@ -91,6 +92,7 @@ def band_count(at) -> int:
     return sum(1 for f in charts for t in f["data"] if t.get("fill") == "toself")
 
 
+@pytest.mark.slow
 def test_the_bands_toggle_is_in_the_url_and_a_shared_link_reopens_it(monkeypatch) -> None:
     """The bootstrap-band switch is shared state like the dataset or teachers: switching it off
     writes ?bands=off, and a link with ?bands=off opens without bands."""
@@ -120,6 +122,7 @@ def _ingested_store(folder: Path) -> Path:
     return store
 
 
+@pytest.mark.slow
 def test_a_store_without_rollouts_gets_the_command_that_adds_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

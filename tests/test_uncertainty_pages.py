@@ -209,6 +209,7 @@ def test_pareto_frontier_share_hand_worked(hand_store: Store, monkeypatch) -> No
     assert shares == {"ace": 1.0, "twin-a": 0.0, "twin-b": 0.0}
 
 
+@pytest.mark.slow
 def test_correlations_show_n_and_fade_few_points(tmp_path: Path, monkeypatch) -> None:
     from tests.app_fixtures import build_store
 
@@ -249,6 +250,7 @@ def json_figure(at: AppTest) -> dict:
     return json.loads(at.get("plotly_chart")[0].proto.spec)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("student", [None, "stu-tiny"])
 def test_interval_points_are_the_leaderboard_values(tmp_path: Path, student: str | None) -> None:
     # The intervals must sit around the numbers the table shows: the resampler's point values
@@ -275,6 +277,7 @@ def test_interval_points_are_the_leaderboard_values(tmp_path: Path, student: str
         np.testing.assert_allclose(resampled.point, expected, rtol=1e-12, err_msg=metric)
 
 
+@pytest.mark.slow
 def test_no_interval_around_a_number_it_does_not_belong_to(tmp_path: Path, monkeypatch) -> None:
     # A store whose metrics stage ran with the authors' release profile: its teacher FOTU pools
     # bin means over traces, so the mean of per-trace FOTU (what the resamples recompute)

@@ -326,6 +326,7 @@ def test_workload_audit_rows_without_data_say_why_or_are_left_out(
     assert "leave_top_k" not in cells and "held_out_pools" not in cells
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("page", "raw"),
     [
