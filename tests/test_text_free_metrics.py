@@ -84,6 +84,7 @@ def demo_copy(tmp_path: Path) -> Store:
     return Store.open(path)
 
 
+@pytest.mark.slow  # runs real stages on a copy of the demo store
 def test_the_metrics_stage_reads_no_text_and_equals_the_tables_from_the_texts(
     demo_copy: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -137,6 +138,7 @@ def test_the_metrics_stage_reads_no_text_and_equals_the_tables_from_the_texts(
         )
 
 
+@pytest.mark.slow  # runs real stages on a copy of the demo store
 def test_a_store_segmented_before_the_counts_is_counted_without_cutting_again(
     demo_copy: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -164,6 +166,7 @@ def test_a_store_segmented_before_the_counts_is_counted_without_cutting_again(
         assert int(cl100k.loc[trace_id, "steps"]) == int(per_trace.get(trace_id, 0))
 
 
+@pytest.mark.slow  # runs real stages on a copy of the demo store
 def test_a_leak_row_checked_against_another_gold_is_checked_again(
     demo_copy: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,7 +18,7 @@ decides. Each rule has a stage:
   the task's own extraction included.
 
 A rule must never reject a plain, correct answer: the gold restated in a committed sentence
-("Therefore, G.", "… is factorized as G", "G for all n ≥ 2"). ``tests/test_grading_rules.py``
+("Therefore, G.", "… is factorized as G", "G for all n ≥ 2"). ``tests/test_grading_restatements.py``
 checks every rule against such restatements of every gold in the label files.
 
 Reference: Legi-Val (arXiv 2603.20508) §3 answer extraction.
