@@ -128,6 +128,8 @@ class OpenAIEngine:
     """
 
     name = "openai"
+    #: No key/value cache kept between requests (see ``Engine.caches_last_sequence``).
+    caches_last_sequence = False
 
     def __init__(
         self,

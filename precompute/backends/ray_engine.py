@@ -107,6 +107,8 @@ class _RayDataEngine(TemplatePrompts):
     """What the two Ray engines share: local rendering, one sorted pass, result mapping."""
 
     name = "ray"
+    #: No key/value cache kept between requests (see ``Engine.caches_last_sequence``).
+    caches_last_sequence = False
 
     def __init__(
         self,

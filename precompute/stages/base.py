@@ -28,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 
+from precompute.backends.base import Engine
 from precompute.config import ExperimentConfig, ModelConfig
 from precompute.disk import describe_os_error, disk_error
 from precompute.progress import progress_bar, stage_logging
@@ -101,11 +102,11 @@ class EnginePool:
     :func:`precompute.backends.make_engine`.
     """
 
-    def __init__(self, factory: Callable[..., Any] | None = None):
+    def __init__(self, factory: Callable[..., Engine] | None = None):
         self._factory = factory
-        self._engines: dict[str, Any] = {}
+        self._engines: dict[str, Engine] = {}
 
-    def get(self, spec: ModelConfig) -> Any:
+    def get(self, spec: ModelConfig) -> Engine:
         key = json.dumps([spec.engine, spec.model, spec.options], sort_keys=True, default=str)
         if key not in self._engines:
             factory = self._factory
@@ -125,9 +126,7 @@ class EnginePool:
 
     def close(self) -> None:
         for engine in self._engines.values():
-            closer = getattr(engine, "close", None)
-            if callable(closer):
-                closer()
+            engine.close()
         self._engines.clear()
 
 

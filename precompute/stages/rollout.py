@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from precompute.backends.base import Engine
 from precompute.config import ModelConfig
 from precompute.stages.base import (
     BatchWriter,
@@ -315,7 +316,7 @@ _OUTCOME_FIELDS = (
 
 
 def _run_batch(
-    engine: Any, batch: list[RolloutJob], timeout_s: float, logger: Any
+    engine: Engine, batch: list[RolloutJob], timeout_s: float, logger: Any
 ) -> list[dict[str, Any] | None]:
     """Generate, force where needed, and grade one batch; None for engine failures.
 
@@ -326,7 +327,7 @@ def _run_batch(
     extends the cached prompt. Batched together, every forcing prompt would prefill its
     prefix again after the batch's other first passes.
     """
-    if getattr(engine, "caches_last_sequence", False) and len(batch) > 1:
+    if engine.caches_last_sequence and len(batch) > 1:
         return [
             outcome for job in batch for outcome in _run_together(engine, [job], timeout_s, logger)
         ]
@@ -334,7 +335,7 @@ def _run_batch(
 
 
 def _run_together(
-    engine: Any, batch: list[RolloutJob], timeout_s: float, logger: Any
+    engine: Engine, batch: list[RolloutJob], timeout_s: float, logger: Any
 ) -> list[dict[str, Any] | None]:
     """First passes of ``batch`` in one engine call, then its forcing passes in one call."""
     firsts = engine.generate([_first_pass_request(job) for job in batch])
