@@ -310,7 +310,7 @@ class OpenAIEngine:
             raise TransientError(f"malformed reply: {response.text[:200]!r}") from exc
         text = text or ""
         tokens = usage.get("completion_tokens")
-        finish = "length" if choice.get("finish_reason") == "length" else "stop"
+        finish: FinishReason = "length" if choice.get("finish_reason") == "length" else "stop"
         details = usage.get("prompt_tokens_details") or {}
         return _Reply(
             text,

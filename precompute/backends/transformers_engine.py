@@ -99,7 +99,8 @@ class TransformersEngine(TemplatePrompts):
             self.model = load_pretrained(
                 AutoModelForCausalLM.from_pretrained, model, "model", dtype=torch_dtype
             )
-        self.model.to(device)
+        # Through the class: transformers' decorated ``to`` reads as unbound to type checkers.
+        type(self.model).to(self.model, device)
         self.model.eval()
         self.device = device
         self.model_id = model

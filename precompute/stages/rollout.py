@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -35,6 +35,9 @@ from precompute.stages.base import (
     register_stage,
 )
 from precompute.stages.common import chunks, problem_rows, read_or_empty, shard_rows, task_of
+
+if TYPE_CHECKING:
+    from legival_core.store.store import Store
 
 __all__ = ["RolloutJob", "answer_extractable_in", "k_grid", "prefix_text", "run_rollout"]
 
@@ -201,7 +204,7 @@ def _forcing_request(job: RolloutJob, first_text: str) -> Any:
     )
 
 
-def _correct_traces(store: Any, profile: str = "paper") -> pd.DataFrame:
+def _correct_traces(store: Store, profile: str = "paper") -> pd.DataFrame:
     """Correct traces with their reasoning, teacher and step ends (sorted by trace id).
 
     ``profile="release"`` takes the traces whose teacher score is > 0.5, as the authors'
@@ -226,7 +229,7 @@ def _correct_traces(store: Any, profile: str = "paper") -> pd.DataFrame:
     return traces[traces["trace_id"].isin(correct_ids)].sort_values("trace_id")
 
 
-def _step_ends(store: Any, trace_ids: set[str]) -> dict[str, list[int]]:
+def _step_ends(store: Store, trace_ids: set[str]) -> dict[str, list[int]]:
     steps = read_or_empty(store, "steps", ["trace_id", "step", "end"])
     steps = steps[steps["trace_id"].isin(trace_ids)].sort_values(["trace_id", "step"])
     return {tid: group["end"].astype(int).tolist() for tid, group in steps.groupby("trace_id")}
@@ -276,7 +279,7 @@ def plan_jobs(ctx: StageContext, students: Sequence[ModelConfig]) -> tuple[list[
     return jobs, skipped
 
 
-def _existing_baselines(store: Any) -> dict[tuple[str, str, int], dict[str, Any]]:
+def _existing_baselines(store: Store) -> dict[tuple[str, str, int], dict[str, Any]]:
     """k = 0 rows already stored, by (problem, student, sample), for reuse."""
     if not store.has("rollouts"):
         return {}
