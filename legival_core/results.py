@@ -458,10 +458,13 @@ class Results:
             return choices
         from legival_core.views import trace_search
 
-        ranges = {
-            name: trace_search.parse_range(bound) if isinstance(bound, str) else tuple(bound)
-            for name, bound in (where or {}).items()
-        }
+        ranges: dict[str, tuple[float | None, float | None]] = {}
+        for name, bound in (where or {}).items():
+            if isinstance(bound, str):
+                ranges[name] = trace_search.parse_range(bound)
+            else:
+                low, high = bound  # a two-item list works too; any other length is an error
+                ranges[name] = (low, high)
         query = trace_search.TraceQuery(
             text=text, regex=regex, field=field, correct=correct, rollouts=rollouts,
             leak=leak, ranges=ranges, sort=sort, descending=descending,

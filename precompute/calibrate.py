@@ -24,7 +24,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -68,6 +68,9 @@ LLM_JUDGE = ModelConfig(
     name="smollm2-135m", engine="llamacpp", model="smollm2-135m", max_tokens=160
 )
 
+if TYPE_CHECKING:
+    from legival_core.store.store import Store
+
 
 def calibration_config(out: Path, seed: int, llm_judge: bool = False) -> ExperimentConfig:
     """The experiment config of the build (recorded in the manifest)."""
@@ -100,7 +103,7 @@ def calibration_config(out: Path, seed: int, llm_judge: bool = False) -> Experim
     )
 
 
-def _write_inputs(store: Any, planted: Sequence[PlantedTrace], out: Path) -> None:
+def _write_inputs(store: Store, planted: Sequence[PlantedTrace], out: Path) -> None:
     """Problems, traces and the rule student's answer key (skipped when already there)."""
     key = {
         "problems": [

@@ -53,6 +53,7 @@ import pandas as pd
 
 from legival_core.store.frames import pandas_dtypes
 from legival_core.store.schema import TABLES, trace_id_for, validate_frame
+from legival_core.store.store import Store
 
 __all__ = [
     "CHAMP_MODELS",
@@ -480,7 +481,7 @@ CHAMP_TOKENS = "counted: tiktoken cl100k_base count of the recorded solution"
 
 
 def write_champ(
-    store: Any,
+    store: Store,
     setting: str = DEFAULT_SETTING,
     *,
     models: Iterable[str] | None = None,

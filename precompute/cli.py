@@ -69,6 +69,7 @@ from precompute.progress import progress_enabled, silence_library_bars
 from precompute.sharding import ShardError, parse_shard
 
 if TYPE_CHECKING:
+    from legival_core.store.store import Store
     from precompute.stages import StageContext
 
 __all__ = ["COMMANDS", "EXIT_CODES", "Command", "UsageError", "command", "main"]
@@ -236,11 +237,10 @@ def with_data_parallel(config: ExperimentConfig, replicas: int) -> ExperimentCon
     return config
 
 
-def _config_for(args: argparse.Namespace, store: Any | None) -> ExperimentConfig:
+def _config_for(args: argparse.Namespace, store: Store | None) -> ExperimentConfig:
     if getattr(args, "config", None) is not None:
         return load_config(args.config)
-    recorded = (store.manifest.get("config") if store is not None else None) or {}
-    if recorded:
+    if store is not None and (recorded := store.manifest.get("config")):
         return ExperimentConfig.from_dict(recorded, source=f"{store.path}/manifest.json")
     return ExperimentConfig()
 

@@ -419,9 +419,9 @@ def _parse(data: Mapping[str, Any], source: str) -> ExperimentConfig:
     labelers = jd.strings("labelers", DEFAULT_LABELERS)
     for labeler in labelers:
         if labeler not in JUDGE_LABELERS:
-            known = ", ".join(repr(name) for name in JUDGE_LABELERS)
+            choices = ", ".join(repr(name) for name in JUDGE_LABELERS)
             raise ConfigError(
-                f"{source}: [judge] labelers: unknown labeler {labeler!r} (use {known})"
+                f"{source}: [judge] labelers: unknown labeler {labeler!r} (use {choices})"
             )
     judge_model = None
     if "llm" in labelers or "engine" in jd.table:

@@ -26,7 +26,7 @@ def disk_error(error: BaseException) -> bool:
 
 def describe_os_error(error: OSError) -> str:
     """The reason of an OSError in a few words, without the file name it may repeat."""
-    if error.errno in DISK_ERRNOS:
+    if error.errno is not None and error.errno in DISK_ERRNOS:
         return os.strerror(error.errno)
     for code in DISK_ERRNOS:
         if os.strerror(code) in str(error):

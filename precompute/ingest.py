@@ -754,8 +754,8 @@ def _extras(values: Mapping[str, Any]) -> dict[str, Any]:
 # --- writing ------------------------------------------------------------------------------------
 
 
-def _open_store(store: Any) -> Any:
-    if hasattr(store, "write") and hasattr(store, "read"):
+def _open_store(store: Store | str | os.PathLike[str]) -> Store:
+    if isinstance(store, Store):
         return store
     try:
         return Store.create(Path(store))
@@ -777,7 +777,7 @@ def _task(name: str) -> Any | None:
         raise IngestUsageError(str(err).strip("\"'")) from None
 
 
-def _existing_problems(store: Any) -> dict[str, dict[str, Any]]:
+def _existing_problems(store: Store) -> dict[str, dict[str, Any]]:
     if not store.has("problems"):
         return {}
     frame = store.read("problems")
@@ -789,7 +789,7 @@ class _Writer:
 
     def __init__(
         self,
-        store: Any,
+        store: Store,
         report: IngestReport,
         task: Any | None,
         existing: dict[str, dict[str, Any]],
@@ -950,7 +950,7 @@ class _Writer:
                 self.report.written[table] = self.report.written.get(table, 0) + len(rows)
 
     def _budget(
-        self, record: _Record, grade: Mapping[str, Any] | None, known: Mapping[str, Any] | None
+        self, record: _Record, grade: dict[str, Any] | None, known: Mapping[str, Any] | None
     ) -> None:
         """A format's "stopped at the budget" becomes ``truncated`` as
         docs/metrics/decomposition.md defines it: cut
@@ -1150,7 +1150,7 @@ def _ungraded_row() -> dict[str, Any]:
     }
 
 
-def _trace_sources(store: Any) -> dict[str, str | None]:
+def _trace_sources(store: Store) -> dict[str, str | None]:
     """trace_id -> ``source`` of every trace already in the store."""
     if not store.has("traces"):
         return {}
@@ -1169,7 +1169,7 @@ def _joined(reasoning: str, answer: str | None) -> str:
 
 def ingest(
     path: str | os.PathLike[str],
-    store: Any,
+    store: Store | str | os.PathLike[str],
     teacher: str | None,
     task: str = "math",
     mapping: Mapping[str, str] | None = None,
@@ -1274,7 +1274,7 @@ def ingest(
     own_name = getattr(adapter, "task_name", None) or (source_path.stem if is_file else source)
     name = dataset or re.sub(r"[^A-Za-z0-9_.-]+", "_", own_name)
     the_store = _open_store(store)
-    store_path = Path(getattr(the_store, "path", store))
+    store_path = the_store.path
     file_key = str(source_path.resolve()) if is_file else f"hub:{source}"
     # Without --teacher the file names the teachers; "(from the file)" keys its quarantine.
     teacher_label = teacher if teacher is not None else "(from the file)"

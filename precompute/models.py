@@ -72,24 +72,12 @@ def gemma3_270m_gguf_path() -> Path:
 
 
 def model_cache_dir() -> Path:
-    """Where converted models are cached.
+    """Where converted models are cached: ``models`` in
+    :func:`legival_core.store.assets.cache_dir` (``$LEGIVAL_CACHE``, else the platform's user
+    cache folder for "legival")."""
+    from legival_core.store.assets import cache_dir
 
-    ``legival_core.store.assets.cache_dir()`` when that module exists, else ``$LEGIVAL_CACHE``,
-    else the platform's user cache folder for "legival".
-    """
-    try:
-        from legival_core.store.assets import cache_dir  # type: ignore[import-not-found]
-    except ImportError:
-        cache_dir = None
-    if cache_dir is not None:
-        base = Path(cache_dir())
-    elif os.environ.get("LEGIVAL_CACHE"):
-        base = Path(os.environ["LEGIVAL_CACHE"])
-    else:
-        import platformdirs
-
-        base = Path(platformdirs.user_cache_dir("legival"))
-    path = base / "models"
+    path = cache_dir() / "models"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -174,7 +174,8 @@ def environment_difference(recorded: Any, current: Mapping[str, Any]) -> str:
     differences = []
     if recorded.get("python") != current["python"]:
         differences.append(f"Python {recorded.get('python')} there, {current['python']} here")
-    was = recorded.get("packages") if isinstance(recorded.get("packages"), dict) else {}
+    packages = recorded.get("packages")
+    was: dict[str, Any] = packages if isinstance(packages, dict) else {}
     for package, version in current["packages"].items():
         if was.get(package) != version:
             differences.append(f"{package} {said(was.get(package))} there, {said(version)} here")
@@ -674,7 +675,7 @@ def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_page
         # inspector finds it for the others by running the task's answer check on each prefix
         # (over a second per trace here); a static page of a trace without rollouts says none.
         stored = views.stored_leak_step(tables["trace_transfer"].get(trace_id, empty))
-        leak_k = None if stored is views.NOT_STORED else stored
+        leak_k = stored if isinstance(stored, int) else None  # None too for NOT_STORED
         strip = views.student_strip(rollouts)
         labels = tables["error_labels"].get(trace_id, empty)
         evidence.append(
@@ -686,7 +687,7 @@ def _trace_evidence(source: _Source, trace_ids: Sequence[str]) -> list[site_page
                 strip=strip,
                 rollouts=rollouts,
                 error_labels=labels,
-                leak_k=leak_k,  # type: ignore[arg-type]
+                leak_k=leak_k,
                 leak_stored=stored is not views.NOT_STORED,
                 labelers=_shown_labelers(tables["judgments"].get(trace_id, empty), table),
                 steps_html=views.trace_html(
@@ -1030,9 +1031,11 @@ def _recorded_options(recorded: Any) -> PublishOptions | None:
             return None
         if isinstance(value, list) and not all(isinstance(v, str) for v in value):
             return None
-    return PublishOptions(
-        **{k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items()}
-    )
+    # Each value was checked against its field's type above.
+    checked: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items()
+    }
+    return PublishOptions(**checked)
 
 
 def _differing_files(site: Path, expected: Mapping[str, bytes]) -> list[str]:

@@ -106,6 +106,19 @@ def test_registry_names_and_unknown_engine() -> None:
         make_engine("nope", "model")
 
 
+def test_every_registered_engine_has_the_protocols_close_and_cache_flag() -> None:
+    """Stages call ``close`` and read ``caches_last_sequence`` on any engine, never through a
+    fallback: every class in the registry has both (``stats`` is set per instance)."""
+    from precompute.backends import engine_class
+
+    for name in ENGINES:
+        cls = engine_class(name)
+        assert callable(getattr(cls, "close", None)), name
+        assert isinstance(getattr(cls, "caches_last_sequence", None), bool), name
+    # Only llama.cpp keeps the last sequence's cache (the rollout stage interleaves for it).
+    assert [n for n in ENGINES if engine_class(n).caches_last_sequence] == ["llamacpp"]
+
+
 def test_importing_the_backends_loads_no_heavy_module() -> None:
     code = (
         "import sys, precompute.backends, precompute.backends.vllm_engine, "

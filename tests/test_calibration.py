@@ -324,6 +324,20 @@ def test_rule_student_is_right_exactly_when_the_prefix_holds_the_key_fact(
     ].text.endswith("\\boxed{-1}.")
 
 
+def test_rule_student_is_an_engine_and_counts_its_tokens(answer_key: Path) -> None:
+    from precompute.backends.base import Engine
+
+    student = RuleStudent(str(answer_key))
+    assert isinstance(student, Engine)
+    sampled = chat("s", "Problem calib-0001?", max_tokens=64, n=2, temperature=1.0)
+    completions = student.generate([_rollout(KEY_FACT, "a"), sampled])
+    assert student.stats.requests == len(completions) == 3
+    assert student.stats.prompt_tokens == sum(c.prompt_tokens for c in completions) > 0
+    assert student.stats.prefill_tokens == student.stats.prompt_tokens  # no cache
+    assert student.stats.completion_tokens == sum(c.completion_tokens for c in completions) > 0
+    student.close()
+
+
 def test_noisy_rule_student_flips_at_its_seeded_rate(answer_key: Path) -> None:
     noisy = RuleStudent(str(answer_key), error_rate=0.2, seed=7)
     requests = [_rollout(f"Step {i}. {KEY_FACT}", f"r{i}") for i in range(500)]

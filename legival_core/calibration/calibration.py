@@ -870,7 +870,10 @@ def _transfer_rows(
         if trace.trace_id not in mine.index or trace.trace_id not in grids:
             continue
         trace_ends = ends[trace.trace_id]
-        key_end = trace.sentence_spans()[trace.item("key").index][1]
+        key = trace.item("key")
+        if key is None:  # plant_traces gives every trace a key fact
+            raise ValueError(f"planted trace {trace.trace_id} has no key fact")
+        key_end = trace.sentence_spans()[key.index][1]
         # The key fact is in the prefix once a step ending at or after its end is included.
         key_step = next(k for k, end in enumerate(trace_ends, start=1) if end >= key_end)
         m, ks = len(trace_ends), grids[trace.trace_id]
@@ -885,7 +888,7 @@ def _transfer_rows(
             }
         )
     frame = pd.DataFrame(truth)
-    rows = []
+    rows: list[dict[str, Any]] = []
     if frame.empty:
         return rows
     error = frame["fotu_found"] - frame["fotu"]

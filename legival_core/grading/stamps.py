@@ -14,9 +14,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from legival_core.grading.grader import GRADER_VERSION
+
+if TYPE_CHECKING:
+    from legival_core.store.store import Store
 
 __all__ = ["FILE_VERDICT", "GraderStatus", "grader_status", "mixed_grader_versions"]
 
@@ -75,7 +78,7 @@ version 1): run `python -m precompute regrade --store DIR` to bring it current
         )
 
 
-def grader_status(store: Any) -> GraderStatus | None:
+def grader_status(store: Store) -> GraderStatus | None:
     """The :class:`GraderStatus` of ``store`` (a :class:`~legival_core.store.store.Store`), or
     None when it holds no grades and no rollouts."""
     versions: dict[str, dict[int | str, int]] = {}

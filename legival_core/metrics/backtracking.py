@@ -525,10 +525,10 @@ def backtracking_agreement(counts_a: Sequence[int], counts_b: Sequence[int]) -> 
     >>> backtracking_agreement([0, 2, 1, 0], [0, 3, 1, 0]).kappa_binary
     1.0
     """
-    left, right = _paired(counts_a, counts_b, "backtracking_agreement")
+    left, _ = _paired(counts_a, counts_b, "backtracking_agreement")
     return Agreement(
         n_traces=int(left.size),
-        spearman=count_spearman(left, right),
-        kappa_exact=cohen_kappa(left, right),
-        kappa_binary=cohen_kappa(left, right, binary=True),
+        spearman=count_spearman(counts_a, counts_b),
+        kappa_exact=cohen_kappa(counts_a, counts_b),
+        kappa_binary=cohen_kappa(counts_a, counts_b, binary=True),
     )

@@ -97,7 +97,7 @@ class Counts:
     def __add__(self, other: Counts) -> Counts:
         return Counts(self.tp + other.tp, self.fp + other.fp, self.fn + other.fn)
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[str, float | None]:
         """The counts and the rates, rounded for the stored file (NaN as None)."""
         return {
             "tp": _round(self.tp),

@@ -7,10 +7,13 @@ entry) for the inspector and ``lv.open(...).traces()`` to read; the view layer r
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from legival_core.store.store import Store
 
 __all__ = [
     "TRACE_CHOICE_COLUMNS",
@@ -29,7 +32,7 @@ TRACE_CHOICE_COLUMNS: dict[str, tuple[str, ...]] = {
 
 
 def store_trace_choices(
-    store: Any, *, stored: bool = True, steps_per_trace: pd.Series | None = None
+    store: Store, *, stored: bool = True, steps_per_trace: pd.Series | None = None
 ) -> pd.DataFrame:
     """:func:`trace_choices` of a :class:`~legival_core.store.store.Store`'s tables.
 
@@ -58,7 +61,7 @@ def store_trace_choices(
     return trace_choices(traces, read("grades"), read("trace_transfer"), steps)
 
 
-def stored_trace_choices(store: Any) -> pd.DataFrame | None:
+def stored_trace_choices(store: Store) -> pd.DataFrame | None:
     """The trace list the metrics stage stored in ``page_results`` (``trace_choices``), or
     None when there is none or the traces, grades, transfer rows or steps were written since
     it was computed (its inputs stamp differs: the caller then computes it). At a million
@@ -72,7 +75,7 @@ def stored_trace_choices(store: Any) -> pd.DataFrame | None:
     return stored_frame(rows, store.manifest, "trace_choices", ())
 
 
-def _steps_per_trace(store: Any) -> pd.Series:
+def _steps_per_trace(store: Store) -> pd.Series:
     """Steps per trace id: the metrics stage's ``trace_efficiency.steps`` while its
     ``page_results`` marker says they were counted from today's steps table, else counted
     (``Store.rows_per``; 4 s of 11M steps at a million traces, against 0.2 s read)."""
@@ -123,20 +126,20 @@ def trace_choices(
     columns = ["trace_id", "teacher", "dataset", "problem_id", "sample", "tokens"]
     out = traces[[c for c in columns if c in traces]].copy()
     out["trace_id"] = out["trace_id"].astype(str)
-    has_grades = grades is not None and len(grades) > 0
-    has_transfer = trace_transfer is not None and len(trace_transfer) > 0
-    if has_grades:
-        grades = grades.drop_duplicates("trace_id")
+    # An empty table counts as none.
+    grades = grades.drop_duplicates("trace_id") if grades is not None and len(grades) else None
+    if trace_transfer is not None and not len(trace_transfer):
+        trace_transfer = None
     # Every trace id as one integer code: the lookups below then hash numbers, not the strings
     # of 100,000 traces once per column (a fifth of the inspector's cold start).
     ids = _id_codes(
         out["trace_id"],
-        grades["trace_id"] if has_grades else None,
+        grades["trace_id"] if grades is not None else None,
         steps_per_trace.index if steps_per_trace is not None else None,
-        trace_transfer["trace_id"] if has_transfer else None,
+        trace_transfer["trace_id"] if trace_transfer is not None else None,
     )
     trace_codes = pd.Series(ids[0], index=out.index)
-    if has_grades:
+    if grades is not None:
         correct = grades["correct"].set_axis(ids[1])
         out["correct"] = trace_codes.map(correct).astype("boolean")
     else:
@@ -146,7 +149,7 @@ def trace_choices(
         if steps_per_trace is not None
         else pd.array([pd.NA] * len(out), dtype="Int64")
     )
-    if has_transfer:
+    if trace_transfer is not None:
         grouped = trace_transfer.groupby(ids[3])
         fotu = grouped["fotu"].mean()
         out["fotu"] = trace_codes.map(fotu)

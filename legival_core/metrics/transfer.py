@@ -131,8 +131,8 @@ def interpolate_curve(values: np.ndarray) -> np.ndarray:
         # Block by block: at 2M curves the query and index arrays of one call held ~8 GB
         # (bench/scale_bench.py); rows never interact, so the blocks give the same values.
         out = np.empty((n_rows, n_bins))
-        for first in range(0, n_rows, INTERPOLATE_BLOCK):
-            block = slice(first, first + INTERPOLATE_BLOCK)
+        for start in range(0, n_rows, INTERPOLATE_BLOCK):
+            block = slice(start, start + INTERPOLATE_BLOCK)
             out[block] = interpolate_curve(values[block])
         return out
     row, col = np.nonzero(~np.isnan(values))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Mapping, Sequence
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, SupportsInt
 
 import numpy as np
 import pandas as pd
@@ -739,6 +739,14 @@ def _edit_field(edit: object, name: str) -> object:
     return edit[name] if isinstance(edit, Mapping) else getattr(edit, name)
 
 
+def _edit_offset(edit: object, name: str) -> int:
+    """An edit's ``start`` or ``end`` as an int (a Python or numpy integer, or its digits)."""
+    value = _edit_field(edit, name)
+    if not isinstance(value, SupportsInt | str):
+        raise TypeError(f"edit field {name!r} is not a number: {value!r}")
+    return int(value)
+
+
 def highlight_edits(original: str, edits: Sequence[object]) -> tuple[str, str]:
     """HTML of an original trace and of its sabotaged copy with the injected change marked.
 
@@ -755,13 +763,13 @@ def highlight_edits(original: str, edits: Sequence[object]) -> tuple[str, str]:
     >>> after
     '1 <mark class="lv-new">-</mark> 2 &lt;b&gt;'
     """
-    ordered = sorted(edits, key=lambda e: int(_edit_field(e, "start")))  # type: ignore[arg-type]
+    ordered = sorted(edits, key=lambda e: _edit_offset(e, "start"))
     before: list[str] = []
     after: list[str] = []
     cursor = 0
     for edit in ordered:
-        start = int(_edit_field(edit, "start"))  # type: ignore[arg-type]
-        end = int(_edit_field(edit, "end"))  # type: ignore[arg-type]
+        start = _edit_offset(edit, "start")
+        end = _edit_offset(edit, "end")
         old = str(_edit_field(edit, "old"))
         new = str(_edit_field(edit, "new"))
         if start < cursor or original[start:end] != old:

@@ -16,10 +16,14 @@ before this mark existed is read correctly as it is (the demo's ``human`` teache
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from legival_core.store.store import Store
 
 __all__ = [
     "CHAMP_REFERENCE_SOURCE",
@@ -90,7 +94,7 @@ def reference_teachers(traces: pd.DataFrame) -> list[str]:
     return sorted(str(t) for t in every[every].index)
 
 
-def store_reference_teachers(store: Any) -> list[str]:
+def store_reference_teachers(store: Store | str | os.PathLike[str]) -> list[str]:
     """:func:`reference_teachers` of a store's ``traces`` table (two columns read); a store
     without traces (e.g. the published numbers) has none.
 

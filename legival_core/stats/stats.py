@@ -219,7 +219,9 @@ def _pearson_p(r: float, n: int, dof: int) -> float:
     return float(2.0 * stats.t.sf(abs(t), dof))
 
 
-def spearman_permutation_p(x_ranks: Sequence[float], y_ranks: Sequence[float]) -> float:
+def spearman_permutation_p(
+    x_ranks: Sequence[float] | np.ndarray, y_ranks: Sequence[float] | np.ndarray
+) -> float:
     """Exact two-sided permutation p-value of Spearman's rho.
 
     Under the null hypothesis every one of the n! pairings of the ``y`` ranks with the ``x``

@@ -106,8 +106,8 @@ def collapsed_share_interval(
     if any(_missing(x) for x in (value, lo, hi, n_traces)):
         return None
     share = metric in METRICS and METRICS[metric].share
-    numbers = (float(x) for x in (value, lo, hi, n_traces))  # type: ignore[arg-type]
-    return collapsed_share_bounds(*numbers, share=share)
+    mid, low, high, n = (float(x) for x in (value, lo, hi, n_traces))  # type: ignore[arg-type]
+    return collapsed_share_bounds(mid, low, high, n, share=share)
 
 
 def value_cell(
@@ -183,8 +183,8 @@ def change_arrow(change: object) -> str:
     """
     if _missing(change):
         return ""
-    change = int(change)  # type: ignore[call-overload]
-    return f"▲ {change}" if change > 0 else f"▼ {-change}" if change < 0 else "="
+    steps = int(change)  # type: ignore[call-overload]
+    return f"▲ {steps}" if steps > 0 else f"▼ {-steps}" if steps < 0 else "="
 
 
 def is_tied(board: pd.DataFrame, metric: str, decimals: int = 9) -> bool:

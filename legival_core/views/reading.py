@@ -15,12 +15,15 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from legival_core.text.safe_text import html_text, markdown_literal, markdown_math
 from legival_core.views.inspector import LABELER_KINDS, _cell, _shade
+
+if TYPE_CHECKING:
+    from legival_core.store.store import Store
 
 __all__ = [
     "ATTRIBUTION_COLOURS",
@@ -403,7 +406,7 @@ def attribution_line(attribution: pd.DataFrame, teacher: Mapping[str, Any] | Non
 ATTRIBUTION_COLUMNS = ["trace_id", "teacher", "dataset", "k", "correct"]
 
 
-def stored_trace_concentration(store: Any) -> pd.DataFrame:
+def stored_trace_concentration(store: Store) -> pd.DataFrame:
     """Every trace's :func:`legival_core.metrics.attribution.trace_concentration` as the
     metrics stage stored it (``page_results``, ``attribution_traces``) when its stamp matches
     the store's rollouts; else computed from the rollouts' grading columns. Empty without

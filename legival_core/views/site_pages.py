@@ -25,6 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from legival_core.text.safe_text import html_text
@@ -342,7 +343,8 @@ def trace_page(
     """The static trace inspector of one trace (see the module docstring)."""
     trace, grade, problem = evidence.trace, evidence.grade, evidence.problem
     teacher, dataset = str(trace.get("teacher")), str(trace.get("dataset"))
-    correct = {True: "yes", False: "no"}.get(grade.get("correct"), "not graded")  # type: ignore[arg-type]
+    graded = grade.get("correct")  # a bool, or missing / NA when the trace is not graded
+    correct = ("yes" if graded else "no") if isinstance(graded, bool | np.bool_) else "not graded"
     facts = pd.DataFrame(
         {
             "trace": [str(trace.get("trace_id"))],

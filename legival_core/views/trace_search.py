@@ -24,10 +24,13 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from legival_core.store.store import Store
 
 __all__ = [
     "FILTER_METRICS",
@@ -73,7 +76,10 @@ PATTERN_CHARS = 200
 #: Traces read from the store per batch while searching.
 BATCH = 2_000
 
-_TEXT_COLUMNS = {"reasoning": ("reasoning",), "answer": ("answer_text",)}
+_TEXT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "reasoning": ("reasoning",),
+    "answer": ("answer_text",),
+}
 _TEXT_COLUMNS["both"] = ("reasoning", "answer_text")
 
 
@@ -181,7 +187,7 @@ leak_k, redundancy, backtracking, backtracks, top_share
     return out
 
 
-def trace_metrics(choices: pd.DataFrame, store: Any) -> pd.DataFrame:
+def trace_metrics(choices: pd.DataFrame, store: Store) -> pd.DataFrame:
     """The trace list with the stored per-trace metrics beside it: ``redundancy``,
     ``backtracking`` and ``backtracks`` (``trace_efficiency``), ``fotu_before_leak`` (mean over
     students, ``trace_transfer``) and ``top_share`` (the transfer attribution's,
@@ -314,7 +320,7 @@ def _matcher(query: TraceQuery) -> Any:
         raise ValueError(f"regex {query.text[:60]!r} does not compile: {error}") from None
 
 
-def search_text(store: Any, trace_ids: list[str], query: TraceQuery) -> SearchResult:
+def search_text(store: Store, trace_ids: list[str], query: TraceQuery) -> SearchResult:
     """The traces among ``trace_ids`` (in that order) whose ``query.field`` text holds
     ``query.text``, within :data:`SEARCH_CHARS` characters and :data:`SEARCH_SECONDS` seconds.
     An empty text keeps every trace."""
@@ -354,7 +360,7 @@ def search_text(store: Any, trace_ids: list[str], query: TraceQuery) -> SearchRe
 
 
 def find_traces(
-    traces: pd.DataFrame, store: Any, query: TraceQuery
+    traces: pd.DataFrame, store: Store, query: TraceQuery
 ) -> tuple[pd.DataFrame, SearchResult]:
     """:func:`filter_traces`, then :func:`search_text` over the rows it kept: the rows whose
     text matched (in the filtered order) and the search's account."""

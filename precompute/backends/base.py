@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from precompute.backends.engine_stats import EngineStats
+
 FinishReason = Literal["stop", "length", "error"]
 StopCheck = Callable[[str], bool]
 Progress = Callable[[int, int], None]
@@ -153,6 +155,12 @@ class Engine(Protocol):
     """A text generation engine (transformers, an OpenAI-compatible server, vLLM, …)."""
 
     name: str
+    #: Whether the engine keeps the key/value cache of the last sequence it ran (llama.cpp),
+    #: so a follow-up of the last request is cheap: the rollout stage then sends it one
+    #: rollout at a time. False for an engine without such a cache.
+    caches_last_sequence: bool
+    #: Token counts summed over every ``generate`` call (benchmarks, provenance).
+    stats: EngineStats
 
     def generate(
         self, requests: Sequence[GenerationRequest], *, progress: Progress | None = None
@@ -162,6 +170,11 @@ class Engine(Protocol):
 
     def count_prompt_tokens(self, request: GenerationRequest) -> int:
         """Number of tokens of the rendered prompt of ``request``."""
+        ...
+
+    def close(self) -> None:
+        """Release what the engine holds (a model, a client, worker processes); an engine
+        that holds nothing beyond memory returns at once."""
         ...
 
 

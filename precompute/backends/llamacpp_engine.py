@@ -104,6 +104,10 @@ class LlamaCppEngine(TemplatePrompts):
         self.stats = EngineStats()
         self._eos = self.llm.token_eos()
 
+    def close(self) -> None:
+        """Free the model and its context now rather than when the engine is collected."""
+        self.llm.close()
+
     def _encode(self, text: str) -> list[int]:
         # The chat template wrote its special tokens as text: parse them, add no BOS.
         return list(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))

@@ -128,6 +128,8 @@ class OpenAIEngine:
     """
 
     name = "openai"
+    #: No key/value cache kept between requests (see ``Engine.caches_last_sequence``).
+    caches_last_sequence = False
 
     def __init__(
         self,
@@ -308,7 +310,7 @@ class OpenAIEngine:
             raise TransientError(f"malformed reply: {response.text[:200]!r}") from exc
         text = text or ""
         tokens = usage.get("completion_tokens")
-        finish = "length" if choice.get("finish_reason") == "length" else "stop"
+        finish: FinishReason = "length" if choice.get("finish_reason") == "length" else "stop"
         details = usage.get("prompt_tokens_details") or {}
         return _Reply(
             text,

@@ -107,6 +107,8 @@ class _RayDataEngine(TemplatePrompts):
     """What the two Ray engines share: local rendering, one sorted pass, result mapping."""
 
     name = "ray"
+    #: No key/value cache kept between requests (see ``Engine.caches_last_sequence``).
+    caches_last_sequence = False
 
     def __init__(
         self,
@@ -163,8 +165,8 @@ class _RayDataEngine(TemplatePrompts):
         failure = None
         if rows:
             try:
-                for out in self._execute(rows):
-                    outputs[int(out[POSITION])] = out
+                for executed in self._execute(rows):
+                    outputs[int(executed[POSITION])] = executed
             except Exception as exc:  # the whole pass failed: every request reports it
                 failure = f"ray pass failed: {type(exc).__name__}: {str(exc)[:500]}"
         total = sum(r.n for r in requests)
@@ -440,7 +442,8 @@ class RayHTTPEngine(_RayDataEngine):
     def _completion(
         self, request: GenerationRequest, sample: int, ids: list[int], out: dict[str, Any]
     ) -> Completion:
-        reply = out.get("http_response")
+        # The server's decoded JSON, whatever shape it has: a wrong one is reported below.
+        reply: Any = out.get("http_response")
         try:
             choice = reply["choices"][0]
             text = str(choice.get("text") or "")

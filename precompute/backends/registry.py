@@ -3,9 +3,30 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from precompute.backends.base import Engine
+
+if TYPE_CHECKING:
+    # Seen by the type checker only (the modules load heavy or optional packages): every
+    # registered class must satisfy the Engine protocol.
+    from precompute.backends.llamacpp_engine import LlamaCppEngine
+    from precompute.backends.openai_engine import OpenAIEngine
+    from precompute.backends.ray_engine import RayHTTPEngine, RayVLLMEngine
+    from precompute.backends.rule_student import RuleStudent
+    from precompute.backends.transformers_engine import TransformersEngine
+    from precompute.backends.vllm_engine import VLLMEngine
+
+    _PROTOCOL_CHECK: tuple[type[Engine], ...] = (
+        TransformersEngine,
+        OpenAIEngine,
+        VLLMEngine,
+        LlamaCppEngine,
+        RuleStudent,
+        RayVLLMEngine,
+        RayHTTPEngine,
+    )
 
 ENGINES: dict[str, str] = {
     "transformers": "precompute.backends.transformers_engine:TransformersEngine",
@@ -25,8 +46,8 @@ ENGINES: dict[str, str] = {
 DATA_PARALLEL_OPTIONS: dict[str, str] = {"vllm": "dp", "ray-vllm": "concurrency"}
 
 
-def engine_class(name: str) -> type:
-    """The class registered under ``name``."""
+def engine_class(name: str) -> Callable[..., Engine]:
+    """The class registered under ``name`` (called with the model and its options)."""
     try:
         target = ENGINES[name]
     except KeyError:

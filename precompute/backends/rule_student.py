@@ -49,6 +49,7 @@ from precompute.backends.base import (
     shortest_satisfying,
     validate_request,
 )
+from precompute.backends.engine_stats import EngineStats
 
 __all__ = ["AnswerKeyEntry", "RuleStudent", "load_answer_key", "split_tokens"]
 
@@ -127,6 +128,8 @@ class RuleStudent:
     """
 
     name = "rule-student"
+    #: No key/value cache kept between requests (see ``Engine.caches_last_sequence``).
+    caches_last_sequence = False
 
     def __init__(
         self,
@@ -144,6 +147,7 @@ class RuleStudent:
         self.seed = int(seed)
         self.wrong_answer = wrong_answer
         self.answer_template = answer_template
+        self.stats = EngineStats()
 
     def render(self, request: GenerationRequest) -> str:
         """The prompt as one text: ``role: content`` lines; a continued prefix ends it."""
@@ -221,9 +225,16 @@ class RuleStudent:
             except RequestError as err:
                 out.extend(error_completions(request, str(err)))
             else:
-                out.extend(self._complete(request, s) for s in range(request.n))
+                completions = [self._complete(request, s) for s in range(request.n)]
+                for completion in completions:
+                    self.stats.prompt_tokens += completion.prompt_tokens
+                    # Nothing is cached: every prompt token is read again.
+                    self.stats.prefill_tokens += completion.prompt_tokens
+                    self.stats.completion_tokens += completion.completion_tokens
+                out.extend(completions)
             if progress is not None:
                 progress(done, len(requests))
+        self.stats.requests += len(out)
         return out
 
     def close(self) -> None:

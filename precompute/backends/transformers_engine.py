@@ -66,6 +66,8 @@ class TransformersEngine(TemplatePrompts):
     """
 
     name = "transformers"
+    #: No key/value cache kept between requests (see ``Engine.caches_last_sequence``).
+    caches_last_sequence = False
 
     def __init__(
         self,
@@ -97,7 +99,8 @@ class TransformersEngine(TemplatePrompts):
             self.model = load_pretrained(
                 AutoModelForCausalLM.from_pretrained, model, "model", dtype=torch_dtype
             )
-        self.model.to(device)
+        # Through the class: transformers' decorated ``to`` reads as unbound to type checkers.
+        type(self.model).to(self.model, device)
         self.model.eval()
         self.device = device
         self.model_id = model
@@ -114,6 +117,11 @@ class TransformersEngine(TemplatePrompts):
         # prefix_reuse: the cache of the previous prompt and the token ids it holds.
         self._cache: Any = None
         self._cache_ids: list[int] = []
+
+    def close(self) -> None:
+        """Drop the cached prefix; the weights are freed with the engine (torch holds no
+        other handle to release)."""
+        self.clear_prefix_cache()
 
     def clear_prefix_cache(self) -> None:
         """Forget the cached prefix (``prefix_reuse``), e.g. between benchmark runs."""

@@ -136,6 +136,8 @@ class VLLMEngine(TemplatePrompts):
     """
 
     name = "vllm"
+    #: No key/value cache kept between requests (see ``Engine.caches_last_sequence``).
+    caches_last_sequence = False
 
     def __init__(
         self,

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from legival_core.store.store import Store
 
 __all__ = ["ExtraTables", "agreement_note", "chunk_alignment_note"]
 
@@ -30,7 +33,7 @@ class ExtraTables:
     tool_only: int = 0
 
     @classmethod
-    def for_store(cls, store: Any) -> ExtraTables:
+    def for_store(cls, store: Store) -> ExtraTables:
         done = {}
         for table in ("tool_grades", "chunk_importance"):
             done[table] = (

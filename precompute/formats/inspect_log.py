@@ -134,8 +134,8 @@ class InspectFormat(TraceFormat):
                         yield SourceRow(number, None, None, f"{name}: {err}", "sample")
                         continue
                     except (ValueError, OSError, zipfile.BadZipFile) as err:
-                        reason = f"{name}: unreadable ({_one_line(err)})"
-                        yield SourceRow(number, None, None, reason, "sample")
+                        unreadable = f"{name}: unreadable ({_one_line(err)})"
+                        yield SourceRow(number, None, None, unreadable, "sample")
                         continue
                     sample, reason, field_name = _parsed(data)
                     if reason is not None:

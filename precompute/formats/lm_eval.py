@@ -112,7 +112,8 @@ class LmEvalFormat(TraceFormat):
             # An empty list of responses is a document without output, not a document to
             # skip in silence: it is counted and quarantined like any bad line.
             raise RecordError("resps[0]", "holds no response")
-        doc = record.get("doc") if isinstance(record.get("doc"), dict) else {}
+        given = record.get("doc")
+        doc: dict[str, Any] = given if isinstance(given, dict) else {}
         key = next((k for k in _QUESTION_KEYS if isinstance(doc.get(k), str)), None)
         if key is not None:
             prompt = text_or_none(doc[key], f"doc.{key}")

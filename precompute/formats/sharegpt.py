@@ -75,7 +75,7 @@ class ShareGPTFormat(TraceFormat):
 
     def sniff_record(self, keys: frozenset[str], record: Mapping[str, Any]) -> bool:
         turns = record.get("conversations")
-        if hasattr(turns, "tolist"):
+        if turns is not None and hasattr(turns, "tolist"):  # a numpy array from Parquet
             turns = turns.tolist()
         return isinstance(turns, list) and all(isinstance(t, Mapping) for t in turns)
 

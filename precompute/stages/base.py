@@ -24,14 +24,18 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from precompute.backends.base import Engine
 from precompute.config import ExperimentConfig, ModelConfig
 from precompute.disk import describe_os_error, disk_error
 from precompute.progress import progress_bar, stage_logging
 from precompute.sharding import Shard
+
+if TYPE_CHECKING:
+    from legival_core.store.store import Store
 
 __all__ = [
     "STAGES",
@@ -101,11 +105,11 @@ class EnginePool:
     :func:`precompute.backends.make_engine`.
     """
 
-    def __init__(self, factory: Callable[..., Any] | None = None):
+    def __init__(self, factory: Callable[..., Engine] | None = None):
         self._factory = factory
-        self._engines: dict[str, Any] = {}
+        self._engines: dict[str, Engine] = {}
 
-    def get(self, spec: ModelConfig) -> Any:
+    def get(self, spec: ModelConfig) -> Engine:
         key = json.dumps([spec.engine, spec.model, spec.options], sort_keys=True, default=str)
         if key not in self._engines:
             factory = self._factory
@@ -125,9 +129,7 @@ class EnginePool:
 
     def close(self) -> None:
         for engine in self._engines.values():
-            closer = getattr(engine, "close", None)
-            if callable(closer):
-                closer()
+            engine.close()
         self._engines.clear()
 
 
@@ -158,7 +160,7 @@ def resolve_model(model: str) -> str:
 class StageContext:
     """Everything a stage needs: the store, the config, its shard and shared engines."""
 
-    store: Any
+    store: Store
     config: ExperimentConfig
     shard: Shard = field(default_factory=Shard)
     engines: EnginePool = field(default_factory=EnginePool)
@@ -371,7 +373,7 @@ class BatchWriter:
     work; only a hard kill loses the batch in flight.
     """
 
-    def __init__(self, store: Any, table: str, stage: str, batch_size: int = 64):
+    def __init__(self, store: Store, table: str, stage: str, batch_size: int = 64):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.store = store

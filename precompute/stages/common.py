@@ -6,11 +6,14 @@ import functools
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
 from precompute.stages.base import StageError
+
+if TYPE_CHECKING:
+    from legival_core.store.store import Store
 
 __all__ = [
     "chunks",
@@ -28,7 +31,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-def read_or_empty(store: Any, table: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
+def read_or_empty(store: Store, table: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """The table as a frame, or an empty frame with the schema's columns when absent."""
     if store.has(table):
         return store.read(table, columns=list(columns) if columns else None)
@@ -51,14 +54,14 @@ def require_rows(
         )
 
 
-def done_ids(store: Any, table: str, key: str = "trace_id") -> set[str]:
+def done_ids(store: Store, table: str, key: str = "trace_id") -> set[str]:
     """Values of one key column already present in ``table`` (empty set if absent)."""
     if not store.has(table):
         return set()
     return {row[0] for row in store.done_keys(table, [key])}
 
 
-def problem_rows(store: Any) -> dict[str, dict[str, Any]]:
+def problem_rows(store: Store) -> dict[str, dict[str, Any]]:
     """problem_id → the problems row as a plain dict (what tasks take)."""
     frame = read_or_empty(store, "problems")
     rows: dict[str, dict[str, Any]] = {}

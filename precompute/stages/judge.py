@@ -29,7 +29,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from precompute.stages.base import (
     BatchWriter,
@@ -46,6 +46,9 @@ from precompute.stages.common import (
     shard_rows,
     task_of,
 )
+
+if TYPE_CHECKING:
+    from legival_core.store.store import Store
 
 __all__ = [
     "JudgeVerdict",
@@ -234,7 +237,7 @@ def _verdict_row(trace_id: str, labeler: str, verdict: JudgeVerdict, raw: str | 
     }
 
 
-def _valid_done(store: Any, labeler: str) -> set[str]:
+def _valid_done(store: Store, labeler: str) -> set[str]:
     if not store.has("judgments"):
         return set()
     frame = store.read(

@@ -21,8 +21,9 @@ so a kill at any moment loses at most the batch in flight and a rerun writes the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from precompute.errors import UsageError
@@ -41,6 +42,9 @@ from precompute.stages.common import (
     shard_rows,
     task_of,
 )
+
+if TYPE_CHECKING:
+    from legival_core.store.store import Store
 
 __all__ = ["run_robustness", "segmenter_rows"]
 
@@ -93,7 +97,7 @@ def _default_segmenter(ctx: StageContext) -> str:
     return str(ctx.config.segment.mode)
 
 
-def _done(store: Any, segmenter: str) -> set[str]:
+def _done(store: Store, segmenter: str) -> set[str]:
     if not store.has("robustness_similarity"):
         return set()
     frame = store.read(
@@ -153,10 +157,11 @@ def run_robustness(ctx: StageContext) -> StageResult:
                 )
             )
         texts = [str(row["text"]) for group in step_groups for row in group]
+        # No text: every group below is empty, so no row of the (empty) vectors is read.
         vectors = (
             embed_sentences(texts, batch_size=cfg.embed.batch_size, disk_cache=cfg.embed.disk_cache)
             if texts
-            else None
+            else np.empty((0, 0), dtype=np.float32)
         )
         similarity: list[dict[str, Any]] = []
         offset = 0

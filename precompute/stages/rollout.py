@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from precompute.backends.base import Engine
 from precompute.config import ModelConfig
 from precompute.stages.base import (
     BatchWriter,
@@ -34,6 +35,9 @@ from precompute.stages.base import (
     register_stage,
 )
 from precompute.stages.common import chunks, problem_rows, read_or_empty, shard_rows, task_of
+
+if TYPE_CHECKING:
+    from legival_core.store.store import Store
 
 __all__ = ["RolloutJob", "answer_extractable_in", "k_grid", "prefix_text", "run_rollout"]
 
@@ -200,7 +204,7 @@ def _forcing_request(job: RolloutJob, first_text: str) -> Any:
     )
 
 
-def _correct_traces(store: Any, profile: str = "paper") -> pd.DataFrame:
+def _correct_traces(store: Store, profile: str = "paper") -> pd.DataFrame:
     """Correct traces with their reasoning, teacher and step ends (sorted by trace id).
 
     ``profile="release"`` takes the traces whose teacher score is > 0.5, as the authors'
@@ -225,7 +229,7 @@ def _correct_traces(store: Any, profile: str = "paper") -> pd.DataFrame:
     return traces[traces["trace_id"].isin(correct_ids)].sort_values("trace_id")
 
 
-def _step_ends(store: Any, trace_ids: set[str]) -> dict[str, list[int]]:
+def _step_ends(store: Store, trace_ids: set[str]) -> dict[str, list[int]]:
     steps = read_or_empty(store, "steps", ["trace_id", "step", "end"])
     steps = steps[steps["trace_id"].isin(trace_ids)].sort_values(["trace_id", "step"])
     return {tid: group["end"].astype(int).tolist() for tid, group in steps.groupby("trace_id")}
@@ -275,7 +279,7 @@ def plan_jobs(ctx: StageContext, students: Sequence[ModelConfig]) -> tuple[list[
     return jobs, skipped
 
 
-def _existing_baselines(store: Any) -> dict[tuple[str, str, int], dict[str, Any]]:
+def _existing_baselines(store: Store) -> dict[tuple[str, str, int], dict[str, Any]]:
     """k = 0 rows already stored, by (problem, student, sample), for reuse."""
     if not store.has("rollouts"):
         return {}
@@ -315,7 +319,7 @@ _OUTCOME_FIELDS = (
 
 
 def _run_batch(
-    engine: Any, batch: list[RolloutJob], timeout_s: float, logger: Any
+    engine: Engine, batch: list[RolloutJob], timeout_s: float, logger: Any
 ) -> list[dict[str, Any] | None]:
     """Generate, force where needed, and grade one batch; None for engine failures.
 
@@ -326,7 +330,7 @@ def _run_batch(
     extends the cached prompt. Batched together, every forcing prompt would prefill its
     prefix again after the batch's other first passes.
     """
-    if getattr(engine, "caches_last_sequence", False) and len(batch) > 1:
+    if engine.caches_last_sequence and len(batch) > 1:
         return [
             outcome for job in batch for outcome in _run_together(engine, [job], timeout_s, logger)
         ]
@@ -334,7 +338,7 @@ def _run_batch(
 
 
 def _run_together(
-    engine: Any, batch: list[RolloutJob], timeout_s: float, logger: Any
+    engine: Engine, batch: list[RolloutJob], timeout_s: float, logger: Any
 ) -> list[dict[str, Any] | None]:
     """First passes of ``batch`` in one engine call, then its forcing passes in one call."""
     firsts = engine.generate([_first_pass_request(job) for job in batch])
