@@ -29,7 +29,7 @@ import functools
 import math
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -387,6 +387,21 @@ def get_profile(profile: str | TransferProfile) -> TransferProfile:
     except KeyError:
         known = ", ".join(sorted(PROFILES))
         raise ValueError(f"unknown transfer profile {profile!r} (known: {known})") from None
+
+
+def as_grid(name: str | None) -> Grid | None:
+    """A grid name read from a config or a table as a :data:`Grid` (None stays None), with a
+    clear error for an unknown one.
+
+    >>> as_grid("observed")
+    'observed'
+    """
+    if name is None:
+        return None
+    if name not in GRIDS:
+        known = ", ".join(sorted(GRIDS))
+        raise ValueError(f"unknown grid {name!r} (known: {known})")
+    return cast(Grid, name)
 
 
 def _grid_of(profile: TransferProfile, grid: Grid | None) -> CurveGrid:

@@ -614,16 +614,19 @@ def dataset_values(
     table = numbers.groupby(["teacher", "dataset"], sort=True)[list(columns)].mean().reset_index()
     needs_transfer = [m for m in wanted if m in TRANSFER_COLUMNS]
     if transfer is not None and len(transfer.rollouts) and needs_transfer:
-        from legival_core.metrics.transfer import fotu_before_leak, teacher_metrics
+        from legival_core.metrics.transfer import as_grid, fotu_before_leak, teacher_metrics
 
         rollouts = transfer.rollouts
         quantities = [m for m in needs_transfer if m != "fotu_before_leak"]
         if quantities:
-            per = teacher_metrics(rollouts, profile=transfer.profile, n_boot=0, grid=transfer.grid)
+            grid = as_grid(transfer.grid)
+            per = teacher_metrics(rollouts, profile=transfer.profile, n_boot=0, grid=grid)
             per = per.assign(teacher=per["teacher"].astype(str), dataset=per["dataset"].astype(str))
             table = table.merge(per[["teacher", "dataset", *quantities]], how="outer")
         if "fotu_before_leak" in needs_transfer and leaks is not None and len(leaks):
-            before = fotu_before_leak(rollouts, leaks, profile=transfer.profile, grid=transfer.grid)
+            before = fotu_before_leak(
+                rollouts, leaks, profile=transfer.profile, grid=as_grid(transfer.grid)
+            )
             per_student = (
                 before.assign(
                     teacher=before["teacher"].astype(str), dataset=before["dataset"].astype(str)

@@ -34,7 +34,14 @@ from legival_core.store.file_safety import (
     open_plain,
     temp_name,
 )
-from legival_core.store.layout import MANIFEST_NAME, PART_RE, TABLES_DIR, disk_parts, table_dirs
+from legival_core.store.layout import (
+    MANIFEST_NAME,
+    PART_RE,
+    TABLES_DIR,
+    disk_parts,
+    part_seq,
+    table_dirs,
+)
 from legival_core.store.parts import part_rows
 
 __all__ = [
@@ -137,7 +144,7 @@ def _check_manifest(data: Any, path: Path) -> dict[str, Any]:
         raise StoreError(f"{path}: the manifest must be a JSON object, got {type(data).__name__}")
     if "format" in data and data["format"] != STORE_FORMAT:
         raise fail("format", f"is {short_repr(data['format'])}, expected {STORE_FORMAT!r}")
-    expected: dict[str, type | tuple[type, ...]] = {
+    expected: dict[str, type] = {
         "schema_version": int,
         "created": str,
         "config": dict,
@@ -205,9 +212,10 @@ def _check_table_entry(entry: Any, where: str, fail: Callable[[str, str], StoreE
         if not isinstance(part, dict):
             raise fail(at, "must be a JSON object")
         file = part.get("file")
-        if not isinstance(file, str) or not PART_RE.match(file):
+        named = PART_RE.match(file) if isinstance(file, str) else None
+        if named is None:
             raise fail(f"{at}.file", f"is not a part file name: {short_repr(file, 60)}")
-        if int(PART_RE.match(file)["seq"]) > _LARGEST_SEQ:
+        if int(named["seq"]) > _LARGEST_SEQ:
             raise fail(f"{at}.file", f"has a sequence number above {_LARGEST_SEQ}")
         for field in ("rows", "bytes", "merged_from"):
             count(part.get(field), f"{at}.{field}")
@@ -269,11 +277,11 @@ def table_entry(manifest: dict[str, Any], name: str) -> dict[str, Any]:
 
 def recount(entry: dict[str, Any]) -> None:
     """Put a table entry's parts in sequence order and recount its ``rows`` and ``last_seq``."""
-    entry["parts"].sort(key=lambda p: (int(PART_RE.match(p["file"])["seq"]), p["file"]))
+    entry["parts"].sort(key=lambda p: (part_seq(Path(p["file"])), p["file"]))
     entry["rows"] = sum(int(p.get("rows") or 0) for p in entry["parts"])
     if entry["parts"]:
         entry["last_seq"] = max(
-            int(entry.get("last_seq", 0)), int(PART_RE.match(entry["parts"][-1]["file"])["seq"])
+            int(entry.get("last_seq", 0)), part_seq(Path(entry["parts"][-1]["file"]))
         )
 
 

@@ -55,7 +55,7 @@ def leak_table(
         .groupby("trace_id", observed=True)["end"]
         .agg(list)
     )
-    records = []
+    records: list[tuple[Any, int | None]] = []
     # The answer layer is the slow part (a verifier call per candidate); traces with the same
     # text, steps, gold and grading settings (greedy samples, one trace under two teachers)
     # are checked once.

@@ -199,12 +199,12 @@ def transfer_table(
     :func:`legival_core.metrics.transfer.trace_metrics`,
     with the leak step and FOTU before it
     (:func:`legival_core.metrics.transfer.fotu_before_leak`)."""
-    from legival_core.metrics.transfer import fotu_before_leak, trace_metrics
+    from legival_core.metrics.transfer import as_grid, fotu_before_leak, trace_metrics
     from legival_core.store.schema import spec
 
-    table = trace_metrics(rollouts, profile=profile, grid=grid)
+    table = trace_metrics(rollouts, profile=profile, grid=as_grid(grid))
     if leaks is not None and len(leaks):
-        before = fotu_before_leak(rollouts, leaks, profile=profile, grid=grid)
+        before = fotu_before_leak(rollouts, leaks, profile=profile, grid=as_grid(grid))
         table = table.drop(columns=["leak_k", "fotu_before_leak"], errors="ignore").merge(
             before[["trace_id", "student", "leak_k", "fotu_before_leak"]],
             on=["trace_id", "student"],
@@ -234,7 +234,7 @@ def teacher_table(
 ) -> pd.DataFrame:
     """Rows of ``teacher_metrics``: efficiency means per (teacher, dataset) + transfer terms."""
     from legival_core.metrics.registry import metrics_in
-    from legival_core.metrics.transfer import teacher_metrics
+    from legival_core.metrics.transfer import as_grid, teacher_metrics
 
     frame = efficiency.assign(correct_f=efficiency["correct"].astype("Float64"))
     grouped = frame.groupby(["teacher", "dataset"], observed=True, sort=True)
@@ -249,7 +249,9 @@ def teacher_table(
     ).reset_index()
     transfer_cols = list(metrics_in("stored_transfer"))
     if len(rollouts):
-        transfer = teacher_metrics(rollouts, profile=profile, n_boot=0, seed=seed, grid=grid)
+        transfer = teacher_metrics(
+            rollouts, profile=profile, n_boot=0, seed=seed, grid=as_grid(grid)
+        )
         table = table.merge(
             transfer[["teacher", "dataset", *transfer_cols]],
             on=["teacher", "dataset"],
@@ -557,6 +559,7 @@ def page_results_table(
     from legival_core.store.page_results import page_results_rows
 
     results: list[tuple[str, tuple[Any, ...], pd.DataFrame]] = []
+    args: tuple[Any, ...]
     transfer = store.read("trace_transfer") if store.has("trace_transfer") else None
     efficiency = store.read("trace_efficiency") if store.has("trace_efficiency") else None
     if (efficiency is not None and len(efficiency)) or (transfer is not None and len(transfer)):
