@@ -1,47 +1,38 @@
-"""A results store: the folder every precompute stage writes and the app reads.
+"""Benchmark loaders: every dataset becomes rows of the store's ``problems`` table.
 
-Layout of a store ``<root>/``::
+:data:`DATASETS` is the registry. Each entry's ``load(source=None, *, limit=None, ...)``
+returns a :class:`pandas.DataFrame` with exactly the columns of
+``legival_core.store.schema.TABLES["problems"]`` (problem_id, dataset, task, prompt, gold, choices,
+choice_seed, workload, workload_kind, reference_solution, meta).
 
-    manifest.json                     schema_version, created, config, provenance, per-table parts
-    tables/<name>/part-<seq>-<pid>-<uid>.arrow   Arrow IPC file (Feather v2), zstd-compressed
-    tables/<name>/corrupt/            parts moved aside by :meth:`Store.quarantine_part`
-    corrupt/                          anything else it moved aside (a linked folder or log)
-    logs/<stage>.log                  stage logs (:meth:`Store.log_path`)
-    quarantine.jsonl                  input rows an ingest rejected (appended under the lock)
-    .lock                             advisory lock taken by writers (``fcntl.flock``)
+Where the rows come from
+    * ``source=None``: the Hugging Face Hub, through ``datasets.load_dataset`` (the
+      ``datasets`` package is optional; without it the loader says how to install it). With
+      no network the call fails at once with a one-line :class:`DatasetError`.
+    * ``source=<path>``: a local JSONL / JSON / Parquet / CSV file whose rows have the same
+      columns as the hub rows. This is how the tests (and offline users) run every loader.
+    * ``champ`` reads the JSON shipped inside the ``champ-dataset`` package (no network).
+    * ``local`` reads any JSONL / Parquet / CSV with a column mapping
+      (``--map prompt=question gold=answer``).
 
-Rules that make the store safe to interrupt, to share between processes, and to receive:
+Rows that cannot become a problem (no gold answer, a field of the wrong type) are skipped and
+listed, with file, row and field, in ``frame.attrs["skipped"]``; the CLI prints them.
 
-* **Parts are immutable and appear atomically.** A part is written to ``.tmp-<host>-<pid>-<uid>``
-  in its table folder and fsynced; under the lock the manifest lists it as ``pending`` with its
-  checksum, the temp file is renamed to its final name, and the manifest is saved again without
-  the mark (:meth:`Store._land`). A crash leaves at worst a temp file, which readers ignore and
-  the next writer deletes once its owner is gone (same host, dead pid) or it is older than
-  :data:`TEMP_MAX_AGE_S`, and a pending entry, which the next writer settles.
-* **The manifest is the truth.** :meth:`Store.read` combines exactly the parts the manifest
-  lists (a pending one once its file is there); a file the manifest does not list is never
-  read and :meth:`Store.verify` reports it. A store is something people receive, and the
-  manifest, with a BLAKE2b checksum per part, is the one file to compare through a trusted
-  channel.
-* **Nothing is opened through a link.** Files are opened with ``O_NOFOLLOW | O_NONBLOCK`` and
-  checked to be regular files (a FIFO would block, a device or a link would reach outside), and
-  the folders on the way are checked to be real folders; parts are memory-mapped from the
-  checked descriptor. Logs, the lock, temp files and parts are only created inside the store.
-* **Latest part wins.** Each part's name starts with a sequence number that a writer draws, under
-  the lock, one above every part the table ever had. Reading concatenates the parts, keeps for each
-  key the row of the highest-numbered part, and sorts by the key columns, so the result does not
-  depend on how a stage was interrupted, resumed or sharded.
-* **Writers lock, readers do not.** Writers serialise only the rename + manifest update (the heavy
-  serialisation happens before, outside the lock), so shards of one stage in separate processes can
-  write the same table. Readers never write, so a store on a read-only disk opens and reads.
+Command line::
 
-The manifest's per-table ``rows`` counts rows *stored* in parts: a key rewritten by a later part is
-counted twice until :meth:`Store.merge` compacts the table (then it is the exact row count).
+    python -m precompute datasets --list
+    python -m precompute datasets gsm8k [SOURCE] [--limit N] [--store DIR | --out FILE]
+    python -m precompute datasets local FILE --map prompt=question gold=answer --store DIR
 
-Parts are memory-mapped when read; with zstd the column buffers are decompressed, so reading asks
-for only the columns it needs. Part files carry their table name, row count and a "sorted by keys,
-no duplicate keys" flag in the schema metadata; reading a single sorted part, or parts whose key
-ranges do not overlap, needs no sort.
+Its exit codes are those of every ``python -m precompute`` command (``precompute.cli``): 0
+loaded, 2 a bad argument, 5 the file or hub dataset is not there, 6 it cannot be read or gives
+no problem, 4 the store cannot take the rows.
+
+The package has one module per loader (``gsm8k``, ``hendrycks_math`` for ``math``, ``math500``,
+``gpqa``, ``connections``, ``lsat``, ``proofwriter``, ``zebralogic``, ``champ``, ``local``), what
+they share in ``base`` (errors, the record types, field readers, the checked frame) and
+``sources`` (file and Hub rows), the registry in ``registry`` and the command in ``command``;
+every public name is importable from here.
 """
 
 from __future__ import annotations
