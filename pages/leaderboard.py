@@ -13,6 +13,7 @@ import streamlit as st
 from legival_core import views
 from legival_core.metrics.registry import metrics_in
 from legival_core.rankings.rank_intervals import TeacherResamples
+from legival_core.rankings.selection import Selection
 from legival_core.text.safe_text import (
     markdown_literal,
     plotly_literal,
@@ -87,25 +88,22 @@ def board_rows(dataset: str | None, student: str | None) -> tuple[pd.DataFrame, 
 
 
 @common.derived("board")
-def board_table(
-    dataset: str | None,
-    student: str | None,
-    weights: tuple[tuple[str, float], ...],
-    include: bool,
-    support: str,
-) -> pd.DataFrame:
-    """The rank table; reference teachers get a row without a rank unless ``include``;
-    teachers averaged over the datasets ``support`` names."""
-    frame, metrics = board_rows(dataset, student)
+def board_table(chosen: Selection) -> pd.DataFrame:
+    """The rank table; reference teachers get a row without a rank unless they are included;
+    teachers averaged over the datasets the selection's support names."""
+    frame, metrics = board_rows(chosen.dataset, chosen.student)
     return views.leaderboard(
-        frame, metrics, dict(weights) or None, common.reference_teachers(), include, support
+        frame,
+        metrics,
+        chosen.composite,
+        common.reference_teachers(),
+        chosen.include_references,
+        chosen.support,
     )
 
 
 @common.derived("resamples")
-def resamples(
-    dataset: str | None, student: str | None, n_boot: int, seed: int, include: bool, support: str
-) -> TeacherResamples | None:
+def resamples(chosen: Selection) -> TeacherResamples | None:
     """Every ranked metric per teacher on paired resamples of problems
     (legival_core.rankings.rank_intervals); None when the store has no per-trace tables. Reference
     teachers are resampled too (for their value intervals); the ranks leave them out. The
@@ -113,34 +111,25 @@ def resamples(
     here."""
     from legival_core.rankings.rank_intervals import resamples_from_frame
 
-    _frame, metrics = board_rows(dataset, student)
-    args = (dataset, student, n_boot, seed, include, support)
-    stored = common.stored_result("board_resamples", args)
+    _frame, metrics = board_rows(chosen.dataset, chosen.student)
+    stored = common.stored_result("board_resamples", chosen.args("board_resamples"))
     if stored is not None:
         return resamples_from_frame(stored, metrics)
     return views.board_resamples(
         common.load_table("trace_efficiency") if common.has_table("trace_efficiency") else None,
         common.load_table("trace_transfer") if common.has_table("trace_transfer") else None,
         metrics,
-        dataset,
-        student,
-        n_boot=n_boot,
-        seed=seed,
-        support=support,
-        outside=() if include else common.reference_teachers(),
+        chosen.dataset,
+        chosen.student,
+        n_boot=chosen.n_boot,
+        seed=chosen.seed,
+        support=chosen.support,
+        outside=() if chosen.include_references else common.reference_teachers(),
     )
 
 
 @common.derived("uncertainty")
-def uncertainty(
-    dataset: str | None,
-    student: str | None,
-    weights: tuple[tuple[str, float], ...],
-    n_boot: int,
-    seed: int,
-    include: bool,
-    support: str,
-) -> pd.DataFrame:
+def uncertainty(chosen: Selection) -> pd.DataFrame:
     """Value and rank intervals per (metric, teacher), the composite's too when weighted; empty
     without resamples. New weights reuse the cached resamples."""
     from legival_core.rankings.rank_intervals import (
@@ -149,18 +138,18 @@ def uncertainty(
         interval_table,
     )
 
-    board = board_table(dataset, student, weights, include, support)
-    args = (dataset, student, weights, n_boot, seed, include, support)
-    table = common.stored_result("board_intervals", args)  # the default view's, stored
+    board = board_table(chosen)
+    # the default view's, stored by the metrics stage under the same Selection's key
+    table = common.stored_result("board_intervals", chosen.args("board_intervals"))
     if table is None:
-        drawn = resamples(dataset, student, n_boot, seed, include, support)
+        drawn = resamples(chosen)
         if drawn is None:
             return pd.DataFrame()
         directions = {m: views.METRICS[m].higher_is_better for m in views.METRICS}
-        apart = () if include else common.reference_teachers()
+        apart = () if chosen.include_references else common.reference_teachers()
         unranked = board_unranked(board, list(drawn.metrics))
         table = interval_table(
-            drawn, directions, dict(weights) or None, references=apart, unranked=unranked
+            drawn, directions, chosen.composite, references=apart, unranked=unranked
         )
     return agreeing_intervals(table, board)
 
@@ -247,20 +236,19 @@ def url_weights(metrics: list[str]) -> dict[str, float]:
 
 
 weights = url_weights(metrics)
-
-board = board_table(
-    chosen_dataset, chosen_student, tuple(sorted(weights.items())), include, support
-)
 config = common.get_config()
-interval_rows = uncertainty(
-    chosen_dataset,
-    chosen_student,
-    tuple(sorted(weights.items())),
-    config.rank_resamples,
-    config.resample_seed,
-    include,
-    support,
+# What the board is computed for: the one key of every cached and stored result below.
+selection = Selection(
+    dataset=chosen_dataset,
+    student=chosen_student,
+    weights=weights,
+    n_boot=config.rank_resamples,
+    seed=config.resample_seed,
+    include_references=include,
+    support=support,
 )
+board = board_table(selection)
+interval_rows = uncertainty(selection)
 has_intervals = not interval_rows.empty
 if has_intervals:
     st.caption(
@@ -586,20 +574,13 @@ def ci_rows(dataset: str | None, student: str | None, metric: str) -> pd.DataFra
 def chart(
     path: str,
     stamp: float,
-    selection: tuple[
-        str | None, str | None, tuple[tuple[str, float], ...], int, int, int, bool, str
-    ],
+    chosen: Selection,
+    low_n: int,
     metric: str,
 ) -> go.Figure:
     """Bars of one metric per teacher, best first, with 95% error bars and low-n bars pale
     (shared, read-only: drawing it does not change it)."""
-    dataset, student, weights, n_boot, seed, low_n, include, support = selection
-    table = board_layout.metric_detail(
-        board_table(dataset, student, weights, include, support),
-        uncertainty(dataset, student, weights, n_boot, seed, include, support),
-        metric,
-        low_n,
-    )
+    table = board_layout.metric_detail(board_table(chosen), uncertainty(chosen), metric, low_n)
     with_ci = table["95% lo"].notna()
     # reference teachers (unranked) as outlines: for comparison, not one of the models
     outline = table["rank 95% interval"].eq(board_layout.REFERENCE_MARK).to_numpy()
@@ -662,17 +643,9 @@ def chart(
     return figure
 
 
-selection = (
-    chosen_dataset,
-    chosen_student,
-    tuple(sorted(weights.items())),
-    config.rank_resamples,
-    config.resample_seed,
-    config.low_n_traces,
-    include,
-    support,
+st.plotly_chart(
+    chart(*common.store_key(), selection, config.low_n_traces, focus), key="leaderboard_chart"
 )
-st.plotly_chart(chart(*common.store_key(), selection, focus), key="leaderboard_chart")
 what = sentence(views.METRICS[focus].description) + " " if focus in views.METRICS else ""
 st.caption(
     f"{what}Error bars: 95% intervals over problem resamples. Pale hatched bars rest on fewer "

@@ -7,6 +7,7 @@ import plotly.express as px
 import streamlit as st
 
 from legival_core import views
+from legival_core.rankings.selection import Selection
 from legival_core.text.safe_text import markdown_literal, plotly_literals
 from legival_core.views import board as board_layout
 from legival_core.views import figures
@@ -64,7 +65,9 @@ def frontier_shares(
     nothing: tuple[dict[str, float], pd.DataFrame] = ({}, pd.DataFrame())
 
     # the metrics stage stores the draws of every metric for all datasets
-    stored = common.stored_result("pareto_resamples", (dataset, n_boot, seed, include, support))
+    chosen = Selection(dataset=dataset, n_boot=n_boot, seed=seed, include_references=include,
+                       support=support)  # fmt: skip
+    stored = common.stored_result("pareto_resamples", chosen.args("pareto_resamples"))
     if stored is not None:
         resamples = resamples_from_frame(stored, [x, y])
     else:
