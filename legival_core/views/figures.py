@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from legival_core.metrics.transfer_curves import TransferView
-from legival_core.text.safe_text import plotly_literal
+from legival_core.text.safe_text import plotly_literal, plotly_literals
 from legival_core.views.common import METRICS
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ __all__ = [
     "add_frontier",
     "add_measured_markers",
     "hazard_figure",
+    "metric_bars_figure",
     "transfer_curves_figure",
 ]
 
@@ -252,3 +253,76 @@ def add_measured_markers(
                 "traces<extra>%{fullData.name}</extra>",
             )
         )
+
+
+def metric_bars_figure(detail: pd.DataFrame, metric: str) -> go.Figure:
+    """The Leaderboard's bars of one metric per teacher, in the order of ``detail`` (its "Rank
+    intervals of" table, :func:`legival_core.views.board.metric_detail`: best first), with the
+    95% value intervals as error bars, bars resting on few traces pale and hatched, and the
+    unranked reference teachers as outlines (for comparison, not one of the models). The hover
+    text uses the table's own formatting, so the chart and the table read the same."""
+    import plotly.graph_objects as go
+
+    from legival_core.views.board import NO_INTERVAL, REFERENCE_MARK, format_value
+
+    label = plotly_literal(METRICS[metric].label if metric in METRICS else metric)
+    with_ci = detail["95% lo"].notna()
+    outline = detail["rank 95% interval"].eq(REFERENCE_MARK).to_numpy()
+    low_n = detail["low n"].to_numpy()
+    n_traces = detail["n traces"].astype(object).where(detail["n traces"].notna(), "—")
+    figure = go.Figure(
+        go.Bar(
+            x=plotly_literals(detail["teacher"]),
+            y=detail["value"],
+            name=label,
+            marker={
+                "color": [
+                    "rgba(0,0,0,0)" if ref else "#aab7c4" if low else "#2e86c1"
+                    for low, ref in zip(low_n, outline, strict=True)
+                ],
+                "line": {"color": ["#555" if ref else "#2e86c1" for ref in outline], "width": 1.5},
+                "pattern": {
+                    "shape": [
+                        "/" if low and not ref else ""
+                        for low, ref in zip(low_n, outline, strict=True)
+                    ]
+                },
+            },
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": (detail["95% hi"] - detail["value"]).where(with_ci),
+                "arrayminus": (detail["value"] - detail["95% lo"]).where(with_ci),
+                "visible": bool(with_ci.any()),
+            },
+            customdata=[
+                [
+                    format_value(lo, metric),
+                    format_value(hi, metric),
+                    n,
+                    rank,
+                    format_value(value, metric),
+                ]
+                for value, lo, hi, n, rank in zip(
+                    detail["value"],
+                    detail["95% lo"],
+                    detail["95% hi"],
+                    n_traces,
+                    detail["rank 95% interval"],
+                    strict=True,
+                )
+            ],
+            hovertemplate="%{x}<br>%{customdata[4]} [%{customdata[0]}, %{customdata[1]}]"
+            "<br>n traces = %{customdata[2]}<br>rank interval %{customdata[3]}<extra></extra>",
+        )
+    )
+    if metric in METRICS and METRICS[metric].share:
+        figure.update_yaxes(tickformat=".0%")
+    suffix = "95% intervals over problems" if with_ci.any() else NO_INTERVAL
+    figure.update_layout(
+        title=f"{label} per teacher ({suffix})",
+        height=380,
+        yaxis_title=label,
+        margin={"t": 50, "b": 40},
+    )
+    return figure
