@@ -10,7 +10,10 @@ it is named after, so a notebook reads the numbers the app shows (``tests/test_f
 runs every page headless and compares):
 
 - :meth:`Results.leaderboard`: the Leaderboard's rank table (:func:`views.leaderboard`);
-- :meth:`Results.rank_intervals`: its "Rank intervals of" table (:func:`board.metric_detail`);
+- :meth:`Results.rank_intervals`: its "Rank intervals of" table (:func:`board.metric_detail`).
+  The Leaderboard page reads both through the very functions these call
+  (:mod:`legival_core.views.board_view`, for one
+  :class:`~legival_core.rankings.selection.Selection`), only cached its own way;
 - :meth:`Results.curves` (and :meth:`Results.transfer`): the Transfer curves page's view;
 - :meth:`Results.traces` and :meth:`Results.trace`: the Trace inspector's table of traces and
   one trace's steps (:func:`views.trace_choices`, :func:`views.step_table`);
@@ -30,7 +33,6 @@ see ``tests/test_layers.py``) and never imports streamlit or the app's ``pages``
 from __future__ import annotations
 
 import copy
-import dataclasses
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -211,8 +213,6 @@ class Results:
         ``teacher_metrics``' one by default): from the stored curves when they are current,
         else regrouped from the rollouts (:func:`legival_core.views.board_view.student_metrics`,
         as the pages read them)."""
-        from legival_core.views import board_view
-
         profile = self.profile if profile is None else profile
 
         def make() -> pd.DataFrame:
@@ -279,10 +279,7 @@ class Results:
         self._need("teacher_metrics", "leaderboard")
         _choose("dataset", dataset, self.datasets)
         _choose("student", student, self.students)
-        return self._cached(
-            ("board_rows", dataset, student),
-            lambda: board_view.board_rows(self, dataset, student),
-        )
+        return board_view.board_rows(self, dataset, student)
 
     @staticmethod
     def _selection(
@@ -343,8 +340,7 @@ class Results:
             metric = "composite" if chosen.weights else "fotu" if "fotu" in metrics else "accuracy"
         _choose("metric", metric, ["composite", *metrics] if chosen.weights else metrics)
         board = board_view.board_table(self, frame, metrics, chosen)
-        # the draws serve every composite: cached by the selection without its weights
-        unweighted = dataclasses.replace(chosen, weights=())
+        unweighted = chosen.unweighted()  # the draws serve every composite
 
         def draw() -> Any:
             return board_view.selection_resamples(self, unweighted, metrics)

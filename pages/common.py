@@ -481,7 +481,7 @@ def board_intervals(chosen: Selection) -> pd.DataFrame:
     from legival_core.views import board_view
 
     return board_view.selection_intervals(
-        PAGE_READS, chosen, board_table(chosen), partial(board_resamples, chosen)
+        PAGE_READS, chosen, board_table(chosen), partial(board_resamples, chosen.unweighted())
     )
 
 

@@ -54,13 +54,7 @@ def frontier_shares(
     95% value intervals of ``x`` and ``y`` from the same resamples (metric, teacher, lo, hi;
     none from a single trace); both empty when the store has no per-trace tables to resample
     or the resamples do not give the values drawn."""
-    from legival_core.rankings.rank_intervals import (
-        frontier_shares,
-        points_agree,
-        rank_intervals,
-        resample_teachers,
-        resamples_from_frame,
-    )
+    from legival_core.rankings.rank_intervals import resample_teachers, resamples_from_frame
 
     nothing: tuple[dict[str, float], pd.DataFrame] = ({}, pd.DataFrame())
 
@@ -96,27 +90,7 @@ def frontier_shares(
         include,
         support,
     )
-    if not all(
-        m in resamples.metrics and points_agree(resamples.metrics[m], board, m) for m in (x, y)
-    ):
-        return nothing  # only for the values drawn (see rank_intervals.agreeing_intervals)
-    maximize = (views.METRICS[x].higher_is_better, views.METRICS[y].higher_is_better)
-    shares = frontier_shares(resamples.metrics[x], resamples.metrics[y], maximize)
-    bars = []
-    for metric in (x, y):
-        table = rank_intervals(resamples.metrics[metric], views.METRICS[metric].higher_is_better)
-        table = table[table["n_traces"] > 1]  # one trace: no interval
-        bars.append(
-            pd.DataFrame(
-                {
-                    "metric": metric,
-                    "teacher": table["teacher"].astype(str),
-                    "lo": table["value_lo"],
-                    "hi": table["value_hi"],
-                }
-            )
-        )
-    return dict(zip(resamples.teachers, shares.tolist(), strict=True)), pd.concat(bars)
+    return pareto_layout.frontier_uncertainty(resamples, board, x, y)
 
 
 config = common.get_config()

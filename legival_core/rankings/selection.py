@@ -9,7 +9,7 @@ the default view and the key the page asks with are made by the same code and ca
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from legival_core.store.app_config import RANK_RESAMPLES, RESAMPLE_SEED
@@ -80,6 +80,15 @@ class Selection:
     def composite(self) -> dict[str, float] | None:
         """The composite's weights as a mapping, None without one."""
         return dict(self.weights) or None
+
+    def unweighted(self) -> Selection:
+        """This view without a composite: the paired resamples of every composite are the
+        same draws, so they are cached and stored under this one.
+
+        >>> Selection(weights={"fotu": 1}).unweighted() == Selection()
+        True
+        """
+        return replace(self, weights=())
 
     def args(self, result: str = "board_intervals") -> tuple[Any, ...]:
         """The arguments the stored ``result`` (one of :data:`BOARD_RESULTS`) is keyed by."""

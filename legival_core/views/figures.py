@@ -10,7 +10,7 @@ becomes a label, because Plotly reads an HTML subset in labels.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -26,8 +26,13 @@ __all__ = [
     "PALETTE",
     "add_frontier",
     "add_measured_markers",
+    "correlation_heatmap",
+    "coverage_figure",
     "hazard_figure",
     "metric_bars_figure",
+    "monitor_scores_figure",
+    "redundancy_sweep_figure",
+    "reward_scatter_figure",
     "transfer_curves_figure",
 ]
 
@@ -325,4 +330,269 @@ def metric_bars_figure(detail: pd.DataFrame, metric: str) -> go.Figure:
         yaxis_title=label,
         margin={"t": 50, "b": 40},
     )
+    return figure
+
+
+#: The monitoring chart's colour of each detection score.
+MONITOR_COLOURS = {"precision": "#2e86c1", "recall": "#e67e22", "f1": "#27ae60"}
+
+
+def monitor_scores_figure(
+    view: pd.DataFrame,
+    bar_labels: Sequence[str],
+    is_reference: Sequence[bool],
+    negative: str,
+) -> go.Figure:
+    """The Monitoring page's grouped bars: precision and recall (Wilson 95% intervals) and F1
+    (bootstrap) of the monitor's detection per teacher (``view``:
+    :func:`legival_core.views.monitoring.monitor_intervals`, one row per teacher, drawn as
+    ``bar_labels``). An undefined score is a labelled gap, not a bar of height 0; the teachers
+    marked in ``is_reference`` are grey outlines (shown for scale, not compared)."""
+    import plotly.graph_objects as go
+
+    from legival_core.views.display import column_label
+    from legival_core.views.monitoring import NOT_DEFINED
+
+    figure = go.Figure()
+    for measure, how in (("precision", "Wilson"), ("recall", "Wilson"), ("f1", "bootstrap")):
+        defined = view[measure].notna()
+        colour = MONITOR_COLOURS[measure]
+        figure.add_trace(
+            go.Bar(
+                name=f"{column_label(measure)} ({how} 95%)",
+                x=plotly_literals(list(bar_labels)),
+                y=view[measure].fillna(0.0),
+                text=[None if ok else NOT_DEFINED for ok in defined],
+                textposition="outside",
+                marker={
+                    "color": ["rgba(0,0,0,0)" if ref else colour for ref in is_reference],
+                    "line": {
+                        "color": ["#888" if ref else colour for ref in is_reference],
+                        "width": 1.5,
+                    },
+                    "opacity": [1.0 if ok else 0.0 for ok in defined],
+                },
+                customdata=view[f"{measure}_n"],
+                hovertemplate="%{x}<br>%{y:.3f} from n = %{customdata}"
+                "<extra>%{fullData.name}</extra>",
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": (view[f"{measure}_hi"] - view[measure]).fillna(0),
+                    "arrayminus": (view[measure] - view[f"{measure}_lo"]).fillna(0),
+                },
+            )
+        )
+    figure.update_layout(
+        barmode="group",
+        title=f"Detection of invalid traces ({plotly_literal(negative)}), 95% intervals",
+        yaxis={"title": "score", "range": [0, 1.12]},
+        height=420,
+    )
+    return figure
+
+
+def redundancy_sweep_figure(
+    rows: pd.DataFrame, threshold: float, dashed: Collection[str], over_datasets: bool
+) -> go.Figure:
+    """The Redundancy threshold page's sweep: each teacher's redundancy share against the
+    threshold τ (``rows``: teacher, threshold, redundancy), the teachers in ``dashed`` (the
+    reference teachers) dashed and labelled, the chosen ``threshold`` a dotted line.
+    ``over_datasets`` says the shares are means over datasets too (the axis says so)."""
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
+    for index, (teacher, group) in enumerate(rows.groupby("teacher", sort=True)):
+        label = plotly_literal(teacher) + (" (reference)" if teacher in dashed else "")
+        figure.add_trace(
+            go.Scatter(
+                x=group["threshold"],
+                y=group["redundancy"],
+                mode="lines+markers",
+                name=label,
+                line={
+                    "color": PALETTE[index % len(PALETTE)],
+                    "dash": "dash" if teacher in dashed else None,
+                },
+                hovertemplate="τ = %{x:.2f}<br>redundancy %{y:.1%}<extra>%{fullData.name}</extra>",
+            )
+        )
+    figure.add_vline(
+        x=threshold,
+        line_dash="dot",
+        line_color="#555",
+        annotation_text=f"τ = {threshold:.2f}",
+        annotation_position="top right",
+    )
+    figure.update_layout(
+        height=430,
+        xaxis_title="threshold τ",
+        yaxis_title="redundancy share (mean over traces"
+        + (", then over datasets)" if over_datasets else ")"),
+        yaxis_tickformat=".0%",
+        yaxis_range=[-0.02, 1.02],
+        legend_title_text="teacher",
+    )
+    return figure
+
+
+def reward_scatter_figure(
+    points: pd.DataFrame, model: str, fotu_name: str, title: str
+) -> go.Figure:
+    """The Reward models page's scatter: one point per trace (``points``: teacher, trace_id,
+    correct, score, fotu), the reward of ``model`` against the trace's transfer score
+    (``fotu_name``), correct and incorrect traces as two series."""
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
+    for correct, group in points.groupby("correct", sort=True):
+        figure.add_trace(
+            go.Scatter(
+                x=group["score"],
+                y=group["fotu"],
+                mode="markers",
+                name="correct" if correct else "incorrect",
+                text=plotly_literals(group["teacher"]),
+                customdata=plotly_literals(group["trace_id"]),
+                hovertemplate="%{text}<br>%{customdata}<br>reward %{x:.3f}<br>"
+                + plotly_literal(fotu_name)
+                + " %{y:.3f}<extra></extra>",
+            )
+        )
+    figure.update_layout(
+        title=title,
+        xaxis_title=f"reward ({plotly_literal(model)})",
+        yaxis_title=f"{fotu_name} (mean over students)",
+        height=460,
+    )
+    return figure
+
+
+def coverage_figure(covered: pd.DataFrame, teachers: Sequence[str], filled: bool) -> go.Figure:
+    """The Transfer curves page's strip of traces measured per bin, one row per teacher in
+    ``teachers`` (``covered``: :func:`legival_core.views.observed_coverage`). White only
+    where nothing was measured; ``filled`` says the rest of each curve is filled in from the
+    grid (the title says so)."""
+    import plotly.graph_objects as go
+
+    strip = covered[covered["teacher"].isin(teachers)]
+    most = max(int(strip["n_observed"].max()) if len(strip) else 1, 1)
+    figure = go.Figure(
+        go.Heatmap(
+            x=strip["x"],
+            y=plotly_literals(strip["teacher"]),
+            z=strip["n_observed"],
+            zmin=0,
+            zmax=most,
+            # one trace is already a clear grey (on a linear grey scale up to the whole-trace
+            # bin's ~50 traces it looked white)
+            colorscale=[[0.0, "#ffffff"], [min(1 / most, 0.5), "#bdbdbd"], [1.0, "#000000"]]
+            if most > 1
+            else [[0.0, "#ffffff"], [1.0, "#000000"]],
+            colorbar={"title": {"text": "traces"}},
+            customdata=strip["n_traces"],
+            hovertemplate="%{y}, x = %{x:.2f}<br>measured for %{z} of %{customdata} traces"
+            "<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        height=90 + 28 * max(1, len(teachers)),
+        margin={"t": 30, "b": 40},
+        title="Traces measured per bin"
+        + (" (the rest of each curve is filled in)" if filled else ""),
+        xaxis={"title": "share of the trace shown (x = k / m)", "range": [0, 1]},
+    )
+    return figure
+
+
+def _format_p(p: float) -> str:
+    """A p-value for the hover text: three significant digits, an em dash when undefined."""
+    import numpy as np
+
+    from legival_core.views.display import MISSING
+
+    return MISSING if not np.isfinite(p) else f"{p:.3g}"
+
+
+def correlation_heatmap(
+    rho: pd.DataFrame,
+    pvalue: pd.DataFrame,
+    counts: pd.DataFrame,
+    title: str,
+    labels: Sequence[str],
+    few: int,
+) -> go.Figure:
+    """The Correlations page's heatmap: ρ with stars and n in every cell (``labels`` name the
+    metrics of ``rho``'s columns); stars read from the Holm-adjusted p over the pairs shown,
+    none on a pair related by construction (marked, the reason in the hover); cells from fewer
+    than ``few`` points drawn faded (a second, translucent heatmap on the same colour axis)."""
+    import numpy as np
+    import plotly.graph_objects as go
+
+    from legival_core.views.correlations import (
+        BY_CONSTRUCTION_MARK,
+        cell_stars,
+        construction_matrix,
+        holm_matrix,
+    )
+    from legival_core.views.display import format_number
+
+    shown = [plotly_literal(name) for name in labels]
+    n = counts.loc[rho.index, rho.columns].to_numpy()
+    adjusted = holm_matrix(pvalue)
+    reasons = construction_matrix(rho.columns)
+    text = [
+        [
+            ""
+            if np.isnan(r)
+            else format_number(r, 2)
+            + ("" if i == j else BY_CONSTRUCTION_MARK if reason else cell_stars(q, int(k)))
+            + f"<br>n {k}"
+            for j, (r, q, k, reason) in enumerate(zip(rho_row, q_row, n_row, why_row, strict=True))
+        ]
+        for i, (rho_row, q_row, n_row, why_row) in enumerate(
+            zip(rho.to_numpy(), adjusted.to_numpy(), n, reasons.to_numpy(), strict=True)
+        )
+    ]
+    hover = [
+        [
+            f"{_format_p(p)} (Holm {_format_p(q)})"
+            + (f"<br>by construction: {plotly_literal(reason)}" if reason else "")
+            for p, q, reason in zip(p_row, q_row, why_row, strict=True)
+        ]
+        for p_row, q_row, why_row in zip(
+            pvalue.to_numpy(), adjusted.to_numpy(), reasons.to_numpy(), strict=True
+        )
+    ]
+    z = rho.to_numpy()
+    figure = go.Figure()
+    for faded in (False, True):
+        chosen = (n < few) if faded else (n >= few)
+        figure.add_trace(
+            go.Heatmap(
+                z=np.where(chosen, z, np.nan),
+                x=shown,
+                y=shown,
+                text=np.where(chosen, np.array(text, dtype=object), "").tolist(),
+                texttemplate="%{text}",
+                # one colour axis for both layers: faded cells keep the scale's colours
+                coloraxis="coloraxis",
+                opacity=0.3 if faded else 1.0,
+                # Plotly picks the text colour from the cell's full colour: white on a faded
+                # cell was unreadable, so faded cells get dark text
+                textfont={"color": "#333"} if faded else None,
+                name=f"fewer than {few} points" if faded else f"{few} points or more",
+                customdata=np.dstack([np.array(hover, dtype=object), n]),
+                hovertemplate="%{y} vs %{x}<br>ρ = %{z:.3f}<br>p = %{customdata[0]}"
+                "<br>n = %{customdata[1]}<extra>%{fullData.name}</extra>",
+            )
+        )
+    figure.update_layout(
+        coloraxis={"colorscale": "RdBu", "reversescale": True, "cmin": -1, "cmax": 1,
+                   "colorbar": {"title": {"text": "ρ"}}},
+    )  # fmt: skip
+    figure.update_layout(title=title, height=460, yaxis_autorange="reversed")
+    # no grid lines through the cells (they showed through the faded ones)
+    figure.update_xaxes(showgrid=False)
+    figure.update_yaxes(showgrid=False)
     return figure
