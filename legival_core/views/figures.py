@@ -31,9 +31,11 @@ __all__ = [
     "hazard_figure",
     "metric_bars_figure",
     "monitor_scores_figure",
+    "overhead_coupling_figure",
     "redundancy_sweep_figure",
     "reward_scatter_figure",
     "transfer_curves_figure",
+    "waterfall_figure",
 ]
 
 #: Plotly's default qualitative colours; teacher i gets colour i mod 10 in every chart.
@@ -595,4 +597,101 @@ def correlation_heatmap(
     # no grid lines through the cells (they showed through the faded ones)
     figure.update_xaxes(showgrid=False)
     figure.update_yaxes(showgrid=False)
+    return figure
+
+
+def _reach(gaps: pd.Series) -> list[float]:
+    """Error-bar lengths: an open end (an interval reaching −∞, no correct answer in some
+    resamples) or a missing one is drawn as no bar on that side."""
+    values = pd.to_numeric(gaps, errors="coerce").astype(float)
+    return values.where(values.abs() != float("inf")).clip(lower=0).fillna(0.0).tolist()
+
+
+def waterfall_figure(terms: pd.DataFrame, model: str, reference: str) -> go.Figure:
+    """The Efficiency decomposition page's Δlog waterfall of ``model`` against ``reference``
+    (``terms``: term, value, measure, and with intervals lo and hi). An infinite bar (no
+    correct answer) is drawn at 0 and labelled with what it means; where the terms have
+    intervals (paired resamples of the problems both models answered) each bar's end carries
+    its 95% error bar, an open end drawn as none."""
+    import plotly.graph_objects as go
+
+    from legival_core.views.efficiency import dlog_text
+
+    finite = terms["value"].map(lambda v: pd.notna(v) and abs(float(v)) != float("inf"))
+    figure = go.Figure(
+        go.Waterfall(
+            x=terms["term"],
+            y=terms["value"].where(finite, 0.0),
+            measure=terms["measure"],
+            text=[dlog_text(v) for v in terms["value"]],
+            textposition="outside",
+        )
+    )
+    if "lo" in terms and terms["lo"].notna().any():
+        ends = terms["value"].where(finite, 0.0).astype(float)
+        running = ends.where(terms["measure"] == "total", ends.cumsum())
+        figure.add_trace(
+            go.Scatter(
+                x=terms["term"],
+                y=running,
+                mode="markers",
+                marker={"size": 1, "color": "rgba(0,0,0,0)"},
+                error_y={
+                    "type": "data",
+                    "visible": True,
+                    "symmetric": False,
+                    "array": _reach(terms["hi"] - terms["value"]),
+                    "arrayminus": _reach(terms["value"] - terms["lo"]),
+                    "color": "#333",
+                },
+                name="95% interval (paired problem resamples)",
+                showlegend=False,
+                hoverinfo="skip",
+            )
+        )
+    figure.update_layout(
+        title=f"{plotly_literal(model)} vs {plotly_literal(reference)}: Δlog E0 = sum of the bars",
+        height=420,
+        yaxis_title="log ratio (model / reference)",
+        showlegend=False,  # one series of bars; the page's caption explains the error bars
+    )
+    return figure
+
+
+def overhead_coupling_figure(rows: pd.DataFrame, is_reference: Sequence[bool]) -> go.Figure:
+    """The Efficiency decomposition page's overhead VŌ against coupling κ, one labelled point
+    per model of ``rows``; the rows marked in ``is_reference`` (reference teachers, a human
+    solution) as open grey circles, for comparison, not one of the models; κ = 1 dotted."""
+    import numpy as np
+    import plotly.express as px
+    import plotly.graph_objects as go
+
+    apart = np.asarray(is_reference, dtype=bool)
+    models = rows[~apart]
+    figure = px.scatter(
+        models.assign(model=plotly_literals(models["model"])),
+        x="vo",
+        y="kappa",
+        hover_name="model",
+        text="model",
+        height=420,
+        hover_data={c: ":.4g" for c in ("e0", "accuracy", "mean_tokens", "r_ctx", "r_logic")},
+        labels={"vo": "VŌ = mean T/W", "kappa": "κ = E[T] / (E[W] · VŌ)"},
+    )
+    figure.update_traces(textposition="top center", name="models", showlegend=True)
+    references = rows[apart]
+    if len(references):
+        figure.add_trace(
+            go.Scatter(
+                x=references["vo"],
+                y=references["kappa"],
+                mode="markers+text",
+                text=plotly_literals(references["model"]),
+                textposition="top center",
+                name="reference (not compared)",
+                marker={"symbol": "circle-open", "size": 10, "color": "#555"},
+                hovertemplate="%{text} (reference)<br>VŌ %{x:.4g}<br>κ %{y:.4g}<extra></extra>",
+            )
+        )
+    figure.add_hline(y=1.0, line_dash="dot", line_color="#888")
     return figure
