@@ -4,12 +4,11 @@ solver-workload audits (not the efficiency axis of ``legival_core.metrics.effici
 from __future__ import annotations
 
 import pandas as pd
-import plotly.express as px
 import streamlit as st
 
 from legival_core import views
 from legival_core.store.provenance import token_sources
-from legival_core.text.safe_text import markdown_literal, plotly_literal, plotly_literals
+from legival_core.text.safe_text import markdown_literal
 from legival_core.views import efficiency as efficiency_view
 from legival_core.views import figures
 from pages import common
@@ -161,33 +160,9 @@ with st.expander("Where each model's T comes from"):
 # Reference teachers are not models: drawn as a line, so a human E0 far above every model
 # does not flatten the model bars.
 apart = set() if include else set(common.reference_teachers())
-model_bars = board[~board["model"].astype(str).isin(apart)]
-figure = px.bar(
-    model_bars.assign(model=plotly_literals(model_bars["model"])),
-    x="model",
-    y="e0",
-    hover_data=[
-        c for c in ("accuracy", "r_ctx", "r_logic", "mean_tokens", "vo", "kappa") if c in board
-    ],
-    labels={
-        "e0": "E0 (correct per 1,000 tokens)",
-        "mean_tokens": plotly_literal(f"E[T] ({tokens_words})"),
-    },
-    height=340,
-)
-for row in board[board["model"].astype(str).isin(apart)].itertuples():
-    figure.add_hline(
-        y=float(row.e0),
-        line_dash="dash",
-        line_color="#555",
-        annotation_text=plotly_literal(f"{row.model} (reference): E0 {row.e0:.2f}"),
-        annotation_position="top left",
-    )
-shown_max = model_bars["e0"].max() if len(model_bars) else None
-if apart and shown_max is not None and pd.notna(shown_max):
-    # keep the model bars readable; the reference line is labelled even when off-scale
-    top = max(float(shown_max) * 1.25, 1e-9)
-    figure.update_yaxes(range=[0, top])
+figure = figures.e0_bars_figure(board, apart, tokens_words)
+if figure.layout.yaxis.range is not None:  # the scale stops above the models' bars
+    top = figure.layout.yaxis.range[1]
     off = board[board["model"].astype(str).isin(apart) & (board["e0"] > top)]
     if len(off):
         st.caption(

@@ -28,10 +28,12 @@ __all__ = [
     "add_measured_markers",
     "correlation_heatmap",
     "coverage_figure",
+    "e0_bars_figure",
     "hazard_figure",
     "metric_bars_figure",
     "monitor_scores_figure",
     "overhead_coupling_figure",
+    "pareto_figure",
     "redundancy_sweep_figure",
     "reward_scatter_figure",
     "transfer_curves_figure",
@@ -694,4 +696,100 @@ def overhead_coupling_figure(rows: pd.DataFrame, is_reference: Sequence[bool]) -
             )
         )
     figure.add_hline(y=1.0, line_dash="dot", line_color="#888")
+    return figure
+
+
+#: The Pareto chart's marker of each teacher's place (its ``position``).
+PARETO_SYMBOLS = {
+    "on the frontier": "circle",
+    "dominated": "circle-open",
+    "reference (not compared)": "star-diamond",
+}
+
+
+def pareto_figure(
+    points: pd.DataFrame, intervals: pd.DataFrame, x: str, y: str, metrics: Sequence[str]
+) -> tuple[go.Figure, bool]:
+    """The Pareto page's chart: one point per teacher of ``points``
+    (:func:`legival_core.views.pareto.pareto_view`, with its ``on frontier in resamples``
+    share), coloured by family, its marker saying whether it is on the frontier, dominated or
+    a reference teacher left out of the comparison; each value's 95% interval from
+    ``intervals`` (long: metric, teacher, lo, hi) as error bars; the frontier joined by
+    :func:`add_frontier`. Also whether any error bar is drawn (the page's caption says so)."""
+    import plotly.express as px
+
+    from legival_core.views.pareto import interval_bars
+
+    hover = {m: ":.4g" for m in metrics}
+    hover["on frontier in resamples"] = ":.0%"
+    position = points["frontier"].map({True: "on the frontier", False: "dominated"})
+    position = position.where(
+        ~(points["reference"] & ~points["frontier"]), "reference (not compared)"
+    )
+    # Names from the store are data: the chart gets them escaped (Plotly reads HTML in labels).
+    drawn = points.assign(
+        teacher=plotly_literals(points["teacher"]),
+        family=plotly_literals(points["family"]),
+        position=position,
+    )
+    bars: dict[str, str] = {}
+    for axis, metric in (("x", x), ("y", y)):
+        above, below = interval_bars(points, intervals, metric)
+        if above.notna().any():
+            drawn[f"_{axis}_above"], drawn[f"_{axis}_below"] = above, below
+            bars |= {f"error_{axis}": f"_{axis}_above", f"error_{axis}_minus": f"_{axis}_below"}
+    figure = px.scatter(
+        drawn,
+        x=x,
+        y=y,
+        **bars,
+        color="family",
+        symbol="position",
+        hover_name="teacher",
+        hover_data={**hover, "family": True, "position": True},
+        text="teacher",
+        height=520,
+        labels={m: METRICS[m].label if m in METRICS else m for m in metrics},
+        symbol_map=PARETO_SYMBOLS,
+    )
+    figure.update_traces(textposition="top center", marker={"size": 12})
+    add_frontier(figure, points, x, y)
+    return figure, bool(bars)
+
+
+def e0_bars_figure(board: pd.DataFrame, apart: Collection[str], tokens_words: str) -> go.Figure:
+    """The Efficiency decomposition page's E0 per model (``board``:
+    :func:`legival_core.views.e0_board`). The teachers in ``apart`` (reference teachers) are
+    not models: each is a labelled dashed line, and the axis stops at 1.25 × the best model's
+    E0 when there are reference teachers, so a human E0 far above every model does not flatten
+    the bars (the axis' range says where: a line above it is off the scale). ``tokens_words``
+    says what E[T] counts."""
+    import plotly.express as px
+
+    is_apart = board["model"].astype(str).isin(set(apart))
+    model_bars = board[~is_apart]
+    figure = px.bar(
+        model_bars.assign(model=plotly_literals(model_bars["model"])),
+        x="model",
+        y="e0",
+        hover_data=[
+            c for c in ("accuracy", "r_ctx", "r_logic", "mean_tokens", "vo", "kappa") if c in board
+        ],
+        labels={
+            "e0": "E0 (correct per 1,000 tokens)",
+            "mean_tokens": plotly_literal(f"E[T] ({tokens_words})"),
+        },
+        height=340,
+    )
+    for row in board[is_apart].itertuples():
+        figure.add_hline(
+            y=float(row.e0),
+            line_dash="dash",
+            line_color="#555",
+            annotation_text=plotly_literal(f"{row.model} (reference): E0 {row.e0:.2f}"),
+            annotation_position="top left",
+        )
+    shown_max = model_bars["e0"].max() if len(model_bars) else None
+    if apart and shown_max is not None and pd.notna(shown_max):
+        figure.update_yaxes(range=[0, max(float(shown_max) * 1.25, 1e-9)])
     return figure
