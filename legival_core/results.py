@@ -10,7 +10,10 @@ it is named after, so a notebook reads the numbers the app shows (``tests/test_f
 runs every page headless and compares):
 
 - :meth:`Results.leaderboard`: the Leaderboard's rank table (:func:`views.leaderboard`);
-- :meth:`Results.rank_intervals`: its "Rank intervals of" table (:func:`board.metric_detail`);
+- :meth:`Results.rank_intervals`: its "Rank intervals of" table (:func:`board.metric_detail`).
+  The Leaderboard page reads both through the very functions these call
+  (:mod:`legival_core.views.board_view`, for one
+  :class:`~legival_core.rankings.selection.Selection`), only cached its own way;
 - :meth:`Results.curves` (and :meth:`Results.transfer`): the Transfer curves page's view;
 - :meth:`Results.traces` and :meth:`Results.trace`: the Trace inspector's table of traces and
   one trace's steps (:func:`views.trace_choices`, :func:`views.step_table`);
@@ -42,9 +45,11 @@ from legival_core import views
 from legival_core.grading.stamps import GraderStatus, grader_status
 from legival_core.metrics.transfer import ROLLOUT_CATEGORIES
 from legival_core.metrics.transfer_curves import BAND_RESAMPLES
+from legival_core.rankings.selection import Selection
 from legival_core.stats.support import SUPPORTS
 from legival_core.store.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
 from legival_core.store.store import Store
+from legival_core.views import board_view
 
 #: What :meth:`Results.correlations` can return for each pair of metrics.
 CORRELATION_VALUES = ("rho", "p", "p_holm", "n", "pairs")
@@ -203,19 +208,27 @@ class Results:
             return None
         return views.fresh_transfer_curves(self.table("transfer_curves"), self._manifest())
 
-    def _student_metrics(self, profile: str) -> pd.DataFrame:
-        """Transfer metrics per (teacher, dataset, student), from the stored curves when they
-        are current, else regrouped from the rollouts (``pages.common.student_metrics``)."""
+    def student_metrics(self, profile: str | None = None) -> pd.DataFrame:
+        """Transfer metrics per (teacher, dataset, student) under ``profile`` (the stored
+        ``teacher_metrics``' one by default): from the stored curves when they are current,
+        else regrouped from the rollouts (:func:`legival_core.views.board_view.student_metrics`,
+        as the pages read them)."""
+        profile = self.profile if profile is None else profile
 
         def make() -> pd.DataFrame:
-            table = self._fresh_curves()
-            if table is not None:
-                stored = views.student_metrics_from_curves(table, profile)
-                if len(stored):
-                    return stored
-            return views.student_transfer_metrics(self._rollouts(), profile)
+            return board_view.student_metrics(self._fresh_curves(), self._rollouts, profile)
 
         return self._cached(("student_metrics", profile), make)
+
+    def stored_result(self, name: str, args: Sequence[Any]) -> pd.DataFrame | None:
+        """The result ``name`` for ``args`` as the metrics stage stored it (``page_results``),
+        or None when it is not there or its inputs were written since
+        (:func:`legival_core.store.page_results.stored_frame`), as the pages read it."""
+        from legival_core.store.page_results import stored_frame
+
+        if not self.has_table("page_results"):
+            return None
+        return stored_frame(self.table("page_results"), self._manifest(), name, args)
 
     def _need(self, table: str, method: str) -> None:
         if not self.has_table(table):
@@ -255,11 +268,8 @@ class Results:
         (5, True)
         """
         frame, metrics = self._board_rows(dataset, student)
-        chosen = self._weights(weights, metrics)
-        _choose("support", support, SUPPORTS)
-        return views.leaderboard(
-            frame, metrics, chosen or None, self.reference_teachers, include_references, support
-        )
+        chosen = self._selection(dataset, student, weights, metrics, include_references, support)
+        return board_view.board_table(self, frame, metrics, chosen)
 
     def _board_rows(
         self, dataset: str | None, student: str | None
@@ -269,18 +279,27 @@ class Results:
         self._need("teacher_metrics", "leaderboard")
         _choose("dataset", dataset, self.datasets)
         _choose("student", student, self.students)
-        frame = views.filter_rows(self.table("teacher_metrics"), dataset=dataset)
-        if student is not None:
-            frame = views.with_student(frame, self._student_metrics(self.profile), student)
-        return frame, views.ranked_metrics(frame, views.LEADERBOARD_METRICS)
+        return board_view.board_rows(self, dataset, student)
 
     @staticmethod
-    def _weights(weights: Mapping[str, float] | None, metrics: Sequence[str]) -> dict[str, float]:
-        """The composite's positive weights in name order, as the page passes them (its URL
-        and cache key sort them; the same order gives the same float sums)."""
-        chosen = {m: float(w) for m, w in sorted((weights or {}).items()) if w > 0}
-        for name in chosen:
+    def _selection(
+        dataset: str | None,
+        student: str | None,
+        weights: Mapping[str, float] | None,
+        metrics: Sequence[str],
+        include_references: bool,
+        support: str,
+        n_boot: int = RANK_RESAMPLES,
+        seed: int = RESAMPLE_SEED,
+    ) -> Selection:
+        """The page's :class:`Selection` of these arguments (the composite's positive weights
+        in name order, as the page's URL sorts them), each weighted metric and the support
+        checked against what the store ranks."""
+        chosen = Selection(dataset, student, tuple((weights or {}).items()), n_boot, seed,
+                           include_references, support)  # fmt: skip
+        for name, _weight in chosen.weights:
             _choose("weighted metric", name, metrics)
+        _choose("support", support, SUPPORTS)
         return chosen
 
     def rank_intervals(
@@ -311,55 +330,24 @@ class Results:
         >>> list(detail.columns[:5])
         ['teacher', 'value', '95% lo', '95% hi', 'n traces']
         """
-        from legival_core.rankings.rank_intervals import (
-            agreeing_intervals,
-            board_unranked,
-            interval_table,
-        )
         from legival_core.views import board as board_layout
 
-        board = self.leaderboard(
-            dataset,
-            student,
-            weights=weights,
-            include_references=include_references,
-            support=support,
+        frame, metrics = self._board_rows(dataset, student)
+        chosen = self._selection(
+            dataset, student, weights, metrics, include_references, support, n_boot, seed
         )
-        _frame, metrics = self._board_rows(dataset, student)
-        chosen = self._weights(weights, metrics)
         if metric is None:
-            metric = "composite" if chosen else "fotu" if "fotu" in metrics else "accuracy"
-        _choose("metric", metric, ["composite", *metrics] if chosen else metrics)
-
-        apart = () if include_references else tuple(self.reference_teachers)
+            metric = "composite" if chosen.weights else "fotu" if "fotu" in metrics else "accuracy"
+        _choose("metric", metric, ["composite", *metrics] if chosen.weights else metrics)
+        board = board_view.board_table(self, frame, metrics, chosen)
+        unweighted = chosen.unweighted()  # the draws serve every composite
 
         def draw() -> Any:
-            return views.board_resamples(
-                self.table("trace_efficiency") if self.has_table("trace_efficiency") else None,
-                self.table("trace_transfer") if self.has_table("trace_transfer") else None,
-                metrics,
-                dataset,
-                student,
-                n_boot=n_boot,
-                seed=seed,
-                support=support,
-                outside=apart,
-            )
+            return board_view.selection_resamples(self, unweighted, metrics)
 
-        key = ("resamples", dataset, student, n_boot, seed, support, apart)
-        drawn = self._cached(key, draw)
-        if drawn is None:
-            intervals = pd.DataFrame()
-        else:
-            directions = {m: views.METRICS[m].higher_is_better for m in views.METRICS}
-            table = interval_table(
-                drawn,
-                directions,
-                chosen or None,
-                references=apart,
-                unranked=board_unranked(board, metrics),
-            )
-            intervals = agreeing_intervals(table, board)
+        intervals = board_view.selection_intervals(
+            self, chosen, board, lambda: self._cached(("resamples", unweighted), draw)
+        )
         return board_layout.metric_detail(board, intervals, metric, low_n)
 
     def transfer(

@@ -17,14 +17,18 @@ import re
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import streamlit as st
 
+from legival_core.rankings.selection import Selection
 from legival_core.store.app_config import AppConfig, parse_app_args, shorten
 from legival_core.store.safe_export import csv_frame
 from legival_core.text.safe_text import markdown_literal
+
+if TYPE_CHECKING:
+    from legival_core.rankings.rank_intervals import TeacherResamples
 
 _CONFIG_KEY = "_legival_config"
 _LOG = logging.getLogger("legival.app")
@@ -203,17 +207,13 @@ def grader_status() -> Any:
 
 
 def student_metrics(profile: str) -> pd.DataFrame:
-    """Transfer metrics per (teacher, dataset, student): read from the stored
-    ``transfer_curves`` when they were computed from the current rollouts (every rollout
-    regrouped otherwise, seconds on millions of rollouts)."""
-    from legival_core import views
+    """Transfer metrics per (teacher, dataset, student) (the library's
+    :func:`legival_core.views.board_view.student_metrics`, as ``lv.open`` reads them): from
+    the stored ``transfer_curves`` when they were computed from the current rollouts, every
+    rollout regrouped otherwise (seconds on millions of rollouts)."""
+    from legival_core.views import board_view
 
-    table = fresh_curves()
-    if table is not None:
-        stored = views.student_metrics_from_curves(table, profile)
-        if len(stored):
-            return stored
-    return views.student_transfer_metrics(load_rollouts(), profile)
+    return board_view.student_metrics(fresh_curves(), load_rollouts, profile)
 
 
 def fresh_curves() -> pd.DataFrame | None:
@@ -406,6 +406,83 @@ def derived(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         return cached
 
     return register
+
+
+class PageReads:
+    """The current store as the Leaderboard's read path reads it
+    (:class:`legival_core.views.board_view.BoardSource`), through the pages' cached reads."""
+
+    def table(self, table: str) -> pd.DataFrame:
+        return load_table(table)
+
+    def has_table(self, table: str) -> bool:
+        return has_table(table)
+
+    @property
+    def reference_teachers(self) -> list[str]:
+        return reference_teachers()
+
+    @property
+    def profile(self) -> str:
+        from legival_core.views import metrics_profile
+
+        return metrics_profile(load_manifest())
+
+    def student_metrics(self, profile: str) -> pd.DataFrame:
+        return _student_metrics(profile)
+
+    def stored_result(self, name: str, args: Sequence[Any]) -> pd.DataFrame | None:
+        return stored_result(name, args)
+
+
+PAGE_READS = PageReads()
+
+
+# The Leaderboard's numbers: the library's read path (legival_core.views.board_view, the one
+# lv.open(...) calls), each call cached here per store state and selection.
+@derived("student_metrics")
+def _student_metrics(profile: str) -> pd.DataFrame:
+    return student_metrics(profile)
+
+
+@derived("board_rows")
+def board_rows(dataset: str | None, student: str | None) -> tuple[pd.DataFrame, list[str]]:
+    """The ``teacher_metrics`` rows of the selection and the metrics they rank
+    (:func:`legival_core.views.board_view.board_rows`)."""
+    from legival_core.views import board_view
+
+    return board_view.board_rows(PAGE_READS, dataset, student)
+
+
+@derived("board")
+def board_table(chosen: Selection) -> pd.DataFrame:
+    """The rank table of a selection (:func:`legival_core.views.board_view.board_table`)."""
+    from legival_core.views import board_view
+
+    rows, metrics = board_rows(chosen.dataset, chosen.student)
+    return board_view.board_table(PAGE_READS, rows, metrics, chosen)
+
+
+@derived("resamples")
+def board_resamples(chosen: Selection) -> TeacherResamples | None:
+    """A selection's paired resamples
+    (:func:`legival_core.views.board_view.selection_resamples`), cached apart from the
+    weights' results so a new composite reuses them."""
+    from legival_core.views import board_view
+
+    _rows, metrics = board_rows(chosen.dataset, chosen.student)
+    return board_view.selection_resamples(PAGE_READS, chosen, metrics)
+
+
+@derived("uncertainty")
+def board_intervals(chosen: Selection) -> pd.DataFrame:
+    """A selection's value and rank intervals
+    (:func:`legival_core.views.board_view.selection_intervals`); empty without resamples."""
+    from legival_core.views import board_view
+
+    return board_view.selection_intervals(
+        PAGE_READS, chosen, board_table(chosen), partial(board_resamples, chosen.unweighted())
+    )
 
 
 def _leave_pages_directory_mode() -> None:

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
 from legival_core.published.references import keep_teachers
 from legival_core.stats.stats import MIN_N_FOR_SIGNIFICANCE
-from legival_core.text.safe_text import markdown_literal, plotly_literal
-from legival_core.views.display import MISSING, format_number
+from legival_core.text.safe_text import markdown_literal
+from legival_core.views import figures
 from pages import common
 
 st.title("🧮 Correlations")
@@ -89,11 +87,6 @@ def per_student(profile: str, include: bool) -> pd.DataFrame:
     return keep_teachers(frame, common.reference_teachers(), include)
 
 
-def format_p(p: float) -> str:
-    """A p-value for the hover text: three significant digits, an em dash when undefined."""
-    return MISSING if not np.isfinite(p) else f"{p:.3g}"
-
-
 def heatmap(
     rho: pd.DataFrame,
     pvalue: pd.DataFrame,
@@ -107,70 +100,11 @@ def heatmap(
     fewer than the app config's ``few_correlation_points`` points drawn faded (a second,
     translucent heatmap)."""
     few = common.get_config().few_correlation_points
-    labels = [plotly_literal(label(c)) for c in rho.columns]
     n = counts.loc[rho.index, rho.columns].to_numpy()
-    adjusted = views.holm_matrix(pvalue)
     reasons = views.construction_matrix(rho.columns)
-    text = [
-        [
-            ""
-            if np.isnan(r)
-            else format_number(r, 2)
-            + (
-                ""
-                if i == j
-                else views.BY_CONSTRUCTION_MARK
-                if reason
-                else views.cell_stars(q, int(k))
-            )
-            + f"<br>n {k}"
-            for j, (r, q, k, reason) in enumerate(zip(rho_row, q_row, n_row, why_row, strict=True))
-        ]
-        for i, (rho_row, q_row, n_row, why_row) in enumerate(
-            zip(rho.to_numpy(), adjusted.to_numpy(), n, reasons.to_numpy(), strict=True)
-        )
-    ]
-    hover = [
-        [
-            f"{format_p(p)} (Holm {format_p(q)})"
-            + (f"<br>by construction: {plotly_literal(reason)}" if reason else "")
-            for p, q, reason in zip(p_row, q_row, why_row, strict=True)
-        ]
-        for p_row, q_row, why_row in zip(
-            pvalue.to_numpy(), adjusted.to_numpy(), reasons.to_numpy(), strict=True
-        )
-    ]
-    z = rho.to_numpy()
-    figure = go.Figure()
-    for faded in (False, True):
-        chosen = (n < few) if faded else (n >= few)
-        figure.add_trace(
-            go.Heatmap(
-                z=np.where(chosen, z, np.nan),
-                x=labels,
-                y=labels,
-                text=np.where(chosen, np.array(text, dtype=object), "").tolist(),
-                texttemplate="%{text}",
-                # one colour axis for both layers: faded cells keep the scale's colours
-                coloraxis="coloraxis",
-                opacity=0.3 if faded else 1.0,
-                # Plotly picks the text colour from the cell's full colour: white on a faded
-                # cell was unreadable, so faded cells get dark text
-                textfont={"color": "#333"} if faded else None,
-                name=f"fewer than {few} points" if faded else f"{few} points or more",
-                customdata=np.dstack([np.array(hover, dtype=object), n]),
-                hovertemplate="%{y} vs %{x}<br>ρ = %{z:.3f}<br>p = %{customdata[0]}"
-                "<br>n = %{customdata[1]}<extra>%{fullData.name}</extra>",
-            )
-        )
-    figure.update_layout(
-        coloraxis={"colorscale": "RdBu", "reversescale": True, "cmin": -1, "cmax": 1,
-                   "colorbar": {"title": {"text": "ρ"}}},
-    )  # fmt: skip
-    figure.update_layout(title=title, height=460, yaxis_autorange="reversed")
-    # no grid lines through the cells (they showed through the faded ones)
-    figure.update_xaxes(showgrid=False)
-    figure.update_yaxes(showgrid=False)
+    figure = figures.correlation_heatmap(
+        rho, pvalue, counts, title, [label(c) for c in rho.columns], few
+    )
     st.plotly_chart(figure, key=key)
     st.caption(
         f"Stars after Holm's correction over the {views.corrected_pairs(pvalue)} pairs shown "

@@ -4,14 +4,13 @@ solver-workload audits (not the efficiency axis of ``legival_core.metrics.effici
 from __future__ import annotations
 
 import pandas as pd
-import plotly.express as px
-import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
 from legival_core.store.provenance import token_sources
-from legival_core.text.safe_text import markdown_literal, plotly_literal, plotly_literals
+from legival_core.text.safe_text import markdown_literal
 from legival_core.views import efficiency as efficiency_view
+from legival_core.views import figures
 from pages import common
 
 st.title("⏱️ Efficiency decomposition")
@@ -104,13 +103,6 @@ def waterfall_intervals(benchmark: str, layer: str, model: str, reference: str) 
     )
 
 
-def _reach(gaps: pd.Series) -> list[float]:
-    """Error-bar lengths: an open end (an interval reaching −∞, no correct answer in some
-    resamples) or a missing one is drawn as no bar on that side."""
-    values = pd.to_numeric(gaps, errors="coerce").astype(float)
-    return values.where(values.abs() != float("inf")).clip(lower=0).fillna(0.0).tolist()
-
-
 has_instances = common.has_table("traces") and common.has_table("grades")
 decomposition = common.load_table("decomposition")
 benchmarks = sorted(decomposition["benchmark"].unique())
@@ -168,33 +160,9 @@ with st.expander("Where each model's T comes from"):
 # Reference teachers are not models: drawn as a line, so a human E0 far above every model
 # does not flatten the model bars.
 apart = set() if include else set(common.reference_teachers())
-model_bars = board[~board["model"].astype(str).isin(apart)]
-figure = px.bar(
-    model_bars.assign(model=plotly_literals(model_bars["model"])),
-    x="model",
-    y="e0",
-    hover_data=[
-        c for c in ("accuracy", "r_ctx", "r_logic", "mean_tokens", "vo", "kappa") if c in board
-    ],
-    labels={
-        "e0": "E0 (correct per 1,000 tokens)",
-        "mean_tokens": plotly_literal(f"E[T] ({tokens_words})"),
-    },
-    height=340,
-)
-for row in board[board["model"].astype(str).isin(apart)].itertuples():
-    figure.add_hline(
-        y=float(row.e0),
-        line_dash="dash",
-        line_color="#555",
-        annotation_text=plotly_literal(f"{row.model} (reference): E0 {row.e0:.2f}"),
-        annotation_position="top left",
-    )
-shown_max = model_bars["e0"].max() if len(model_bars) else None
-if apart and shown_max is not None and pd.notna(shown_max):
-    # keep the model bars readable; the reference line is labelled even when off-scale
-    top = max(float(shown_max) * 1.25, 1e-9)
-    figure.update_yaxes(range=[0, top])
+figure = figures.e0_bars_figure(board, apart, tokens_words)
+if figure.layout.yaxis.range is not None:  # the scale stops above the models' bars
+    top = figure.layout.yaxis.range[1]
     off = board[board["model"].astype(str).isin(apart) & (board["e0"] > top)]
     if len(off):
         st.caption(
@@ -233,46 +201,7 @@ terms = (
     if has_instances
     else waterfall_terms(benchmark, layer, str(model), str(reference))
 )
-finite = terms["value"].map(lambda v: pd.notna(v) and abs(float(v)) != float("inf"))
-waterfall = go.Figure(
-    go.Waterfall(
-        x=terms["term"],
-        # an infinite bar (no correct answer) is drawn at 0 and labelled with what it means
-        y=terms["value"].where(finite, 0.0),
-        measure=terms["measure"],
-        text=[efficiency_view.dlog_text(v) for v in terms["value"]],
-        textposition="outside",
-    )
-)
-if "lo" in terms and terms["lo"].notna().any():
-    # the bars' 95% intervals over paired resamples of the problems both models answered
-    ends = terms["value"].where(finite, 0.0).astype(float)
-    running = ends.where(terms["measure"] == "total", ends.cumsum())
-    waterfall.add_trace(
-        go.Scatter(
-            x=terms["term"],
-            y=running,
-            mode="markers",
-            marker={"size": 1, "color": "rgba(0,0,0,0)"},
-            error_y={
-                "type": "data",
-                "visible": True,
-                "symmetric": False,
-                "array": _reach(terms["hi"] - terms["value"]),
-                "arrayminus": _reach(terms["value"] - terms["lo"]),
-                "color": "#333",
-            },
-            name="95% interval (paired problem resamples)",
-            showlegend=False,
-            hoverinfo="skip",
-        )
-    )
-waterfall.update_layout(
-    title=f"{plotly_literal(model)} vs {plotly_literal(reference)}: Δlog E0 = sum of the bars",
-    height=420,
-    yaxis_title="log ratio (model / reference)",
-    showlegend=False,  # one series of bars; the error bars are explained in the caption
-)
+waterfall = figures.waterfall_figure(terms, str(model), str(reference))
 st.plotly_chart(waterfall, key="waterfall_chart")
 st.caption(
     "Terms from the stored rows; 'rounding' is what the stored terms leave over (non-zero for "
@@ -289,33 +218,7 @@ common.download_csv(efficiency_view.waterfall_csv(terms), "waterfall")
 if rows["vo"].notna().any() and rows["kappa"].notna().any():
     st.subheader("Overhead VŌ vs coupling κ")
     is_reference = rows["model"].astype(str).isin(apart).to_numpy()
-    scatter = px.scatter(
-        rows[~is_reference].assign(model=plotly_literals(rows.loc[~is_reference, "model"])),
-        x="vo",
-        y="kappa",
-        hover_name="model",
-        text="model",
-        height=420,
-        hover_data={c: ":.4g" for c in ("e0", "accuracy", "mean_tokens", "r_ctx", "r_logic")},
-        labels={"vo": "VŌ = mean T/W", "kappa": "κ = E[T] / (E[W] · VŌ)"},
-    )
-    scatter.update_traces(textposition="top center", name="models", showlegend=True)
-    references = rows[is_reference]
-    if len(references):
-        # a reference teacher (a human solution) for comparison, not one of the models
-        scatter.add_trace(
-            go.Scatter(
-                x=references["vo"],
-                y=references["kappa"],
-                mode="markers+text",
-                text=plotly_literals(references["model"]),
-                textposition="top center",
-                name="reference (not compared)",
-                marker={"symbol": "circle-open", "size": 10, "color": "#555"},
-                hovertemplate="%{text} (reference)<br>VŌ %{x:.4g}<br>κ %{y:.4g}<extra></extra>",
-            )
-        )
-    scatter.add_hline(y=1.0, line_dash="dot", line_color="#888")
+    scatter = figures.overhead_coupling_figure(rows, is_reference)
     st.plotly_chart(scatter, key="vo_kappa_chart")
 
 st.subheader("Failure modes (against the benchmark's best-E0 model)")

@@ -11,16 +11,13 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
-from legival_core.metrics.registry import metrics_in
-from legival_core.rankings.rank_intervals import TeacherResamples
+from legival_core.rankings.selection import Selection
 from legival_core.text.safe_text import (
     markdown_literal,
-    plotly_literal,
-    plotly_literals,
     visible_bidi,
 )
 from legival_core.views import board as board_layout
-from legival_core.views import model_info
+from legival_core.views import figures, model_info
 from pages import common, merged_board, robustness_report
 
 st.title("🏆 Leaderboard")
@@ -37,132 +34,17 @@ include = common.include_references()
 support = common.support_choice()
 
 
-@common.derived("student_metrics")
-def student_metrics(profile: str) -> pd.DataFrame:
-    return common.student_metrics(profile)
-
-
 @common.derived("intervals")
 def intervals(student: str | None, n_boot: int) -> pd.DataFrame:
-    """Per (teacher, dataset) values with bootstrap CIs: efficiency from trace_efficiency,
-    transfer from the rollouts (legival_core.metrics.transfer.teacher_metrics)."""
-    from legival_core.metrics.transfer import teacher_metrics
-
-    frames = []
-    if common.has_table("trace_efficiency"):
-        frames.append(
-            views.efficiency_intervals(common.load_table("trace_efficiency"), n_boot=n_boot)
-        )
-    if common.has_table("rollouts"):
-        rollouts = views.filter_rows(common.load_rollouts(), student=student)
-        # the profile the stored teacher_metrics were computed with, so the CIs match them
-        profile = views.metrics_profile(common.load_manifest())
-        transfer = teacher_metrics(rollouts, profile=profile, n_boot=n_boot)
-        for name in metrics_in("transfer_intervals"):
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "teacher": transfer["teacher"],
-                        "dataset": transfer["dataset"],
-                        "metric": name,
-                        "value": transfer[name],
-                        "lo": transfer[f"{name}_lo"],
-                        "hi": transfer[f"{name}_hi"],
-                        "n": transfer["n_traces"],
-                    }
-                )
-            )
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-@common.derived("board_rows")
-def board_rows(dataset: str | None, student: str | None) -> tuple[pd.DataFrame, list[str]]:
-    """The teacher_metrics rows of the selection (transfer columns of one student if chosen)
-    and the metrics they have values for."""
-    frame = views.filter_rows(common.load_table("teacher_metrics"), dataset=dataset)
-    if student is not None:
-        profile = views.metrics_profile(common.load_manifest())
-        frame = views.with_student(frame, student_metrics(profile), student)
-    return frame, views.ranked_metrics(frame, views.LEADERBOARD_METRICS)
-
-
-@common.derived("board")
-def board_table(
-    dataset: str | None,
-    student: str | None,
-    weights: tuple[tuple[str, float], ...],
-    include: bool,
-    support: str,
-) -> pd.DataFrame:
-    """The rank table; reference teachers get a row without a rank unless ``include``;
-    teachers averaged over the datasets ``support`` names."""
-    frame, metrics = board_rows(dataset, student)
-    return views.leaderboard(
-        frame, metrics, dict(weights) or None, common.reference_teachers(), include, support
-    )
-
-
-@common.derived("resamples")
-def resamples(
-    dataset: str | None, student: str | None, n_boot: int, seed: int, include: bool, support: str
-) -> TeacherResamples | None:
-    """Every ranked metric per teacher on paired resamples of problems
-    (legival_core.rankings.rank_intervals); None when the store has no per-trace tables. Reference
-    teachers are resampled too (for their value intervals); the ranks leave them out. The
-    metrics stage stores the draws of every dataset and student; other selections are drawn
-    here."""
-    from legival_core.rankings.rank_intervals import resamples_from_frame
-
-    _frame, metrics = board_rows(dataset, student)
-    args = (dataset, student, n_boot, seed, include, support)
-    stored = common.stored_result("board_resamples", args)
-    if stored is not None:
-        return resamples_from_frame(stored, metrics)
-    return views.board_resamples(
+    """Per (teacher, dataset) values with bootstrap CIs (:func:`views.dataset_intervals`)."""
+    return views.dataset_intervals(
         common.load_table("trace_efficiency") if common.has_table("trace_efficiency") else None,
-        common.load_table("trace_transfer") if common.has_table("trace_transfer") else None,
-        metrics,
-        dataset,
-        student,
-        n_boot=n_boot,
-        seed=seed,
-        support=support,
-        outside=() if include else common.reference_teachers(),
+        views.filter_rows(common.load_rollouts(), student=student)
+        if common.has_table("rollouts")
+        else None,
+        views.metrics_profile(common.load_manifest()),
+        n_boot,
     )
-
-
-@common.derived("uncertainty")
-def uncertainty(
-    dataset: str | None,
-    student: str | None,
-    weights: tuple[tuple[str, float], ...],
-    n_boot: int,
-    seed: int,
-    include: bool,
-    support: str,
-) -> pd.DataFrame:
-    """Value and rank intervals per (metric, teacher), the composite's too when weighted; empty
-    without resamples. New weights reuse the cached resamples."""
-    from legival_core.rankings.rank_intervals import (
-        agreeing_intervals,
-        board_unranked,
-        interval_table,
-    )
-
-    board = board_table(dataset, student, weights, include, support)
-    args = (dataset, student, weights, n_boot, seed, include, support)
-    table = common.stored_result("board_intervals", args)  # the default view's, stored
-    if table is None:
-        drawn = resamples(dataset, student, n_boot, seed, include, support)
-        if drawn is None:
-            return pd.DataFrame()
-        directions = {m: views.METRICS[m].higher_is_better for m in views.METRICS}
-        apart = () if include else common.reference_teachers()
-        unranked = board_unranked(board, list(drawn.metrics))
-        table = interval_table(
-            drawn, directions, dict(weights) or None, references=apart, unranked=unranked
-        )
-    return agreeing_intervals(table, board)
 
 
 def student_options() -> list[str]:
@@ -189,7 +71,7 @@ student = (
 )
 chosen_dataset = None if dataset == common.ALL else dataset
 chosen_student = None if student == common.ALL else student
-frame, metrics = board_rows(chosen_dataset, chosen_student)
+frame, metrics = common.board_rows(chosen_dataset, chosen_student)
 metric = common.url_select(
     "Metric",
     metrics,
@@ -247,20 +129,19 @@ def url_weights(metrics: list[str]) -> dict[str, float]:
 
 
 weights = url_weights(metrics)
-
-board = board_table(
-    chosen_dataset, chosen_student, tuple(sorted(weights.items())), include, support
-)
 config = common.get_config()
-interval_rows = uncertainty(
-    chosen_dataset,
-    chosen_student,
-    tuple(sorted(weights.items())),
-    config.rank_resamples,
-    config.resample_seed,
-    include,
-    support,
+# What the board is computed for: the one key of every cached and stored result below.
+selection = Selection(
+    dataset=chosen_dataset,
+    student=chosen_student,
+    weights=weights,
+    n_boot=config.rank_resamples,
+    seed=config.resample_seed,
+    include_references=include,
+    support=support,
 )
+board = common.board_table(selection)
+interval_rows = common.board_intervals(selection)
 has_intervals = not interval_rows.empty
 if has_intervals:
     st.caption(
@@ -291,41 +172,11 @@ def model_facts(path: str, stamp: float) -> model_info.ModelInfo:
     return model_info.read_models(Path(path))
 
 
-#: The headers of the models' facts on the board.
-DETAIL_LABELS = {
-    "parameters": "Parameters",
-    "release_date": "Released",
-    "open_weights": "Open weights",
-    "family": "Family",
-    "link": "Link",
-}
+DETAIL_LABELS = model_info.DETAIL_LABELS
 
 
 def column_label(name: str) -> str:
     return DETAIL_LABELS.get(name) or common.metric_label(name)
-
-
-def with_model_columns(
-    shown: pd.DataFrame, models: pd.DataFrame, columns: list[str]
-) -> pd.DataFrame:
-    """``shown`` with the chosen facts of models.csv after the teacher, as text cells: an em
-    dash where the fact is unknown (the app's mark for a missing value), an empty link cell."""
-    if not columns:
-        return shown
-    facts = models.set_index("model")
-    out = shown.copy()
-    for position, name in enumerate(columns, start=1):
-        values = out["teacher"].map(facts[name]) if not facts.empty else pd.Series(dtype=object)
-        if name == "parameters":
-            cells = values.map(lambda v: model_info.format_parameters(v) or "—")
-        elif name == "open_weights":
-            cells = values.map(lambda v: "—" if pd.isna(v) else "yes" if v else "no")
-        elif name == "link":  # an empty cell, not a link to "—"
-            cells = values.map(lambda v: "" if pd.isna(v) else str(v))
-        else:  # text from the file: bidi controls shown escaped, as teacher names are
-            cells = values.map(lambda v: "—" if pd.isna(v) else visible_bidi(v))
-        out.insert(position, DETAIL_LABELS[name], cells.to_numpy())
-    return out
 
 
 OPEN_CHOICES = {"any": "any", "open": "open weights", "closed": "closed weights"}
@@ -427,7 +278,9 @@ shown = board_layout.uncertainty_board(
     with_composite=bool(weights),
     ranked=None if every_rank else [sort_by, metric],
 )
-shown = with_model_columns(shown, facts.frame, [c for c in detail_columns if c in columns_shown])
+shown = model_info.with_model_columns(
+    shown, facts.frame, [c for c in detail_columns if c in columns_shown]
+)
 # Rows best first on the metric the table is sorted by, reference teachers last.
 order = board_layout.rank_order(board, sort_by)
 shown = shown.iloc[order].reset_index(drop=True)
@@ -583,96 +436,18 @@ def ci_rows(dataset: str | None, student: str | None, metric: str) -> pd.DataFra
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
-def chart(
-    path: str,
-    stamp: float,
-    selection: tuple[
-        str | None, str | None, tuple[tuple[str, float], ...], int, int, int, bool, str
-    ],
-    metric: str,
-) -> go.Figure:
-    """Bars of one metric per teacher, best first, with 95% error bars and low-n bars pale
-    (shared, read-only: drawing it does not change it)."""
-    dataset, student, weights, n_boot, seed, low_n, include, support = selection
-    table = board_layout.metric_detail(
-        board_table(dataset, student, weights, include, support),
-        uncertainty(dataset, student, weights, n_boot, seed, include, support),
-        metric,
-        low_n,
+def chart(path: str, stamp: float, chosen: Selection, low_n: int, metric: str) -> go.Figure:
+    """The bars of one metric per teacher (:func:`legival_core.views.figures.metric_bars_figure`)
+    of the rank-interval table below them (shared, read-only: drawing it does not change it)."""
+    detail = board_layout.metric_detail(
+        common.board_table(chosen), common.board_intervals(chosen), metric, low_n
     )
-    with_ci = table["95% lo"].notna()
-    # reference teachers (unranked) as outlines: for comparison, not one of the models
-    outline = table["rank 95% interval"].eq(board_layout.REFERENCE_MARK).to_numpy()
-    figure = go.Figure(
-        go.Bar(
-            x=plotly_literals(table["teacher"]),
-            y=table["value"],
-            name=plotly_literal(common.metric_label(metric)),
-            marker={
-                "color": [
-                    "rgba(0,0,0,0)" if ref else "#aab7c4" if low else "#2e86c1"
-                    for low, ref in zip(table["low n"], outline, strict=True)
-                ],
-                "line": {"color": ["#555" if ref else "#2e86c1" for ref in outline], "width": 1.5},
-                "pattern": {
-                    "shape": [
-                        "/" if low and not ref else ""
-                        for low, ref in zip(table["low n"], outline, strict=True)
-                    ]
-                },
-            },
-            error_y={
-                "type": "data",
-                "symmetric": False,
-                "array": (table["95% hi"] - table["value"]).where(with_ci),
-                "arrayminus": (table["value"] - table["95% lo"]).where(with_ci),
-                "visible": bool(with_ci.any()),
-            },
-            # the table's own formatting, so the chart and the table read the same
-            customdata=[
-                [
-                    board_layout.format_value(lo, metric),
-                    board_layout.format_value(hi, metric),
-                    n,
-                    r,
-                    board_layout.format_value(value, metric),
-                ]
-                for value, lo, hi, n, r in zip(
-                    table["value"],
-                    table["95% lo"],
-                    table["95% hi"],
-                    table["n traces"].astype(object).where(table["n traces"].notna(), "—"),
-                    table["rank 95% interval"],
-                    strict=True,
-                )
-            ],
-            hovertemplate="%{x}<br>%{customdata[4]} [%{customdata[0]}, %{customdata[1]}]"
-            "<br>n traces = %{customdata[2]}<br>rank interval %{customdata[3]}<extra></extra>",
-        )
-    )
-    if metric in views.METRICS and views.METRICS[metric].share:
-        figure.update_yaxes(tickformat=".0%")
-    suffix = "95% intervals over problems" if with_ci.any() else board_layout.NO_INTERVAL
-    figure.update_layout(
-        title=f"{plotly_literal(common.metric_label(metric))} per teacher ({suffix})",
-        height=380,
-        yaxis_title=plotly_literal(common.metric_label(metric)),
-        margin={"t": 50, "b": 40},
-    )
-    return figure
+    return figures.metric_bars_figure(detail, metric)
 
 
-selection = (
-    chosen_dataset,
-    chosen_student,
-    tuple(sorted(weights.items())),
-    config.rank_resamples,
-    config.resample_seed,
-    config.low_n_traces,
-    include,
-    support,
+st.plotly_chart(
+    chart(*common.store_key(), selection, config.low_n_traces, focus), key="leaderboard_chart"
 )
-st.plotly_chart(chart(*common.store_key(), selection, focus), key="leaderboard_chart")
 what = sentence(views.METRICS[focus].description) + " " if focus in views.METRICS else ""
 st.caption(
     f"{what}Error bars: 95% intervals over problem resamples. Pale hatched bars rest on fewer "

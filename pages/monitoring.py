@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core.oversight import oversight, selections
-from legival_core.text.safe_text import markdown_literal, plotly_literal, plotly_literals
+from legival_core.text.safe_text import markdown_literal
+from legival_core.views import figures
 from legival_core.views.display import column_label
 from legival_core.views.monitoring import (
     HEADLINE_MIN_SPREAD,
@@ -42,10 +42,8 @@ include = common.include_references()
 support = common.support_choice()
 
 N_BOOT = selections.MONITOR_RESAMPLES
-#: How a reference teacher's bars are labelled and drawn (an outline, not a model's colour).
+#: How a reference teacher's bars are labelled (the chart draws them as grey outlines).
 REFERENCE_LABEL = "reference (not compared)"
-REFERENCE_FILL = "rgba(0,0,0,0)"
-REFERENCE_LINE = "#888"
 STYLE = (
     "<style>.lv-trace{white-space:pre-wrap;font-family:monospace;font-size:0.85rem;"
     "border:1px solid #ddd;border-radius:6px;padding:0.6rem;}"
@@ -128,42 +126,7 @@ bar_labels = [
     f"{t} · {REFERENCE_LABEL}" if ref else str(t)
     for t, ref in zip(view["teacher"], is_reference, strict=True)
 ]
-COLOURS = {"precision": "#2e86c1", "recall": "#e67e22", "f1": "#27ae60"}
-figure = go.Figure()
-for measure, how in (("precision", "Wilson"), ("recall", "Wilson"), ("f1", "bootstrap")):
-    defined = view[measure].notna()
-    figure.add_trace(
-        go.Bar(
-            name=f"{column_label(measure)} ({how} 95%)",
-            x=plotly_literals(bar_labels),
-            # an undefined score is a labelled gap, not a bar of height 0
-            y=view[measure].fillna(0.0),
-            text=[None if ok else NOT_DEFINED for ok in defined],
-            textposition="outside",
-            marker={
-                "color": [REFERENCE_FILL if ref else COLOURS[measure] for ref in is_reference],
-                "line": {
-                    "color": [REFERENCE_LINE if ref else COLOURS[measure] for ref in is_reference],
-                    "width": 1.5,
-                },
-                "opacity": [1.0 if ok else 0.0 for ok in defined],
-            },
-            customdata=view[f"{measure}_n"],
-            hovertemplate="%{x}<br>%{y:.3f} from n = %{customdata}<extra>%{fullData.name}</extra>",
-            error_y={
-                "type": "data",
-                "symmetric": False,
-                "array": (view[f"{measure}_hi"] - view[measure]).fillna(0),
-                "arrayminus": (view[measure] - view[f"{measure}_lo"]).fillna(0),
-            },
-        )
-    )
-figure.update_layout(
-    barmode="group",
-    title=f"Detection of invalid traces ({plotly_literal(negative)}), 95% intervals",
-    yaxis={"title": "score", "range": [0, 1.12]},
-    height=420,
-)
+figure = figures.monitor_scores_figure(view, bar_labels, is_reference, negative)
 st.plotly_chart(figure, key="monitor_chart")
 st.caption(
     "Precision (tp of the traces called invalid) and recall (tp of the invalid traces) are "

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pandas as pd
-import plotly.express as px
 import streamlit as st
 
 from legival_core import views
-from legival_core.text.safe_text import markdown_literal, plotly_literals
+from legival_core.rankings.selection import Selection
+from legival_core.text.safe_text import markdown_literal
 from legival_core.views import board as board_layout
 from legival_core.views import figures
 from legival_core.views import pareto as pareto_layout
@@ -53,18 +53,14 @@ def frontier_shares(
     95% value intervals of ``x`` and ``y`` from the same resamples (metric, teacher, lo, hi;
     none from a single trace); both empty when the store has no per-trace tables to resample
     or the resamples do not give the values drawn."""
-    from legival_core.rankings.rank_intervals import (
-        frontier_shares,
-        points_agree,
-        rank_intervals,
-        resample_teachers,
-        resamples_from_frame,
-    )
+    from legival_core.rankings.rank_intervals import resample_teachers, resamples_from_frame
 
     nothing: tuple[dict[str, float], pd.DataFrame] = ({}, pd.DataFrame())
 
     # the metrics stage stores the draws of every metric for all datasets
-    stored = common.stored_result("pareto_resamples", (dataset, n_boot, seed, include, support))
+    chosen = Selection(dataset=dataset, n_boot=n_boot, seed=seed, include_references=include,
+                       support=support)  # fmt: skip
+    stored = common.stored_result("pareto_resamples", chosen.args("pareto_resamples"))
     if stored is not None:
         resamples = resamples_from_frame(stored, [x, y])
     else:
@@ -93,27 +89,7 @@ def frontier_shares(
         include,
         support,
     )
-    if not all(
-        m in resamples.metrics and points_agree(resamples.metrics[m], board, m) for m in (x, y)
-    ):
-        return nothing  # only for the values drawn (see rank_intervals.agreeing_intervals)
-    maximize = (views.METRICS[x].higher_is_better, views.METRICS[y].higher_is_better)
-    shares = frontier_shares(resamples.metrics[x], resamples.metrics[y], maximize)
-    bars = []
-    for metric in (x, y):
-        table = rank_intervals(resamples.metrics[metric], views.METRICS[metric].higher_is_better)
-        table = table[table["n_traces"] > 1]  # one trace: no interval
-        bars.append(
-            pd.DataFrame(
-                {
-                    "metric": metric,
-                    "teacher": table["teacher"].astype(str),
-                    "lo": table["value_lo"],
-                    "hi": table["value_hi"],
-                }
-            )
-        )
-    return dict(zip(resamples.teachers, shares.tolist(), strict=True)), pd.concat(bars)
+    return pareto_layout.frontier_uncertainty(resamples, board, x, y)
 
 
 config = common.get_config()
@@ -129,41 +105,7 @@ shares, intervals = frontier_shares(
     support,
 )
 points["on frontier in resamples"] = points["teacher"].astype(str).map(shares).astype("float64")
-hover = {m: ":.4g" for m in metrics}
-hover["on frontier in resamples"] = ":.0%"
-points["position"] = points["frontier"].map({True: "on the frontier", False: "dominated"})
-# A reference teacher left out of the frontier is drawn as its own marked point.
-points.loc[points["reference"] & ~points["frontier"], "position"] = "reference (not compared)"
-# Names from the store are data: the chart gets them escaped (Plotly reads HTML in labels).
-drawn = points.assign(
-    teacher=plotly_literals(points["teacher"]), family=plotly_literals(points["family"])
-)
-bars: dict[str, str] = {}
-for axis, metric in (("x", x), ("y", y)):
-    above, below = pareto_layout.interval_bars(points, intervals, metric)
-    if above.notna().any():
-        drawn[f"_{axis}_above"], drawn[f"_{axis}_below"] = above, below
-        bars |= {f"error_{axis}": f"_{axis}_above", f"error_{axis}_minus": f"_{axis}_below"}
-figure = px.scatter(
-    drawn,
-    x=x,
-    y=y,
-    **bars,
-    color="family",
-    symbol="position",
-    hover_name="teacher",
-    hover_data={**hover, "family": True, "position": True},
-    text="teacher",
-    height=520,
-    labels={m: common.metric_label(m) for m in metrics},
-    symbol_map={
-        "on the frontier": "circle",
-        "dominated": "circle-open",
-        "reference (not compared)": "star-diamond",
-    },
-)
-figure.update_traces(textposition="top center", marker={"size": 12})
-figures.add_frontier(figure, points, x, y)
+figure, with_bars = figures.pareto_figure(points, intervals, x, y, metrics)
 front = points[points["frontier"]]
 st.plotly_chart(figure, key="pareto_chart")
 if "fotu" in (x, y) and (headline := common.leak_headline()):
@@ -178,7 +120,7 @@ st.caption(
     + (
         " Bars: 95% intervals of each value over the same resamples of the problems (none for "
         "a value from one trace, nor for reference teachers left out of the comparison)."
-        if bars
+        if with_bars
         else ""
     )
 )

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import plotly.colors
-import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
@@ -16,11 +14,9 @@ from legival_core.metrics.redundancy_sweep_view import (
     sweep_thresholds,
     teacher_redundancy_sweep,
 )
-from legival_core.text.safe_text import plotly_literal
+from legival_core.views import figures
 from legival_core.views.redundancy import sweep_over_datasets
 from pages import common
-
-PALETTE = plotly.colors.qualitative.Plotly
 
 st.title("🔁 Redundancy threshold")
 st.caption(
@@ -56,39 +52,7 @@ dataset = common.url_select("Dataset", [common.ALL, *sorted(table["dataset"].uni
 rows = sweep_over_datasets(table) if dataset == common.ALL else table[table["dataset"] == dataset]
 dashed = set() if include else set(common.reference_teachers())
 
-figure = go.Figure()
-for index, (teacher, group) in enumerate(rows.groupby("teacher", sort=True)):
-    # A name from the store: Plotly reads HTML in names and hover text.
-    label = plotly_literal(teacher) + (" (reference)" if teacher in dashed else "")
-    figure.add_trace(
-        go.Scatter(
-            x=group["threshold"],
-            y=group["redundancy"],
-            mode="lines+markers",
-            name=label,
-            line={
-                "color": PALETTE[index % len(PALETTE)],
-                "dash": "dash" if teacher in dashed else None,
-            },
-            hovertemplate="τ = %{x:.2f}<br>redundancy %{y:.1%}<extra>%{fullData.name}</extra>",
-        )
-    )
-figure.add_vline(
-    x=chosen,
-    line_dash="dot",
-    line_color="#555",
-    annotation_text=f"τ = {chosen:.2f}",
-    annotation_position="top right",
-)
-figure.update_layout(
-    height=430,
-    xaxis_title="threshold τ",
-    yaxis_title="redundancy share (mean over traces"
-    + (", then over datasets)" if dataset == common.ALL else ")"),
-    yaxis_tickformat=".0%",
-    yaxis_range=[-0.02, 1.02],
-    legend_title_text="teacher",
-)
+figure = figures.redundancy_sweep_figure(rows, chosen, dashed, dataset == common.ALL)
 st.plotly_chart(figure, key="sweep_chart")
 if recorded is None:
     st.caption(

@@ -10,7 +10,8 @@ import streamlit as st
 from legival_core import views
 from legival_core.oversight import selections
 from legival_core.store import provenance
-from legival_core.text.safe_text import markdown_literal, plotly_literal, plotly_literals
+from legival_core.text.safe_text import markdown_literal
+from legival_core.views import figures
 from legival_core.views.display import tidy_table
 from pages import common
 
@@ -151,28 +152,7 @@ def scatter(
     points = reward_points(model, dataset, correct_only)
     if points.empty:
         return None
-    figure = go.Figure()
-    for correct, group in points.groupby("correct", sort=True):
-        figure.add_trace(
-            go.Scatter(
-                x=group["score"],
-                y=group["fotu"],
-                mode="markers",
-                name="correct" if correct else "incorrect",
-                text=plotly_literals(group["teacher"]),
-                customdata=plotly_literals(group["trace_id"]),
-                hovertemplate="%{text}<br>%{customdata}<br>reward %{x:.3f}<br>"
-                + plotly_literal(fotu_name)
-                + " %{y:.3f}<extra></extra>",
-            )
-        )
-    figure.update_layout(
-        title=title,
-        xaxis_title=f"reward ({plotly_literal(model)})",
-        yaxis_title=f"{fotu_name} (mean over students)",
-        height=460,
-    )
-    return figure
+    return figures.reward_scatter_figure(points, model, fotu_name, title)
 
 
 rho_here = rho_correct if correct_only else rho_all

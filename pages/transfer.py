@@ -13,7 +13,7 @@ import streamlit as st
 
 from legival_core import views
 from legival_core.metrics.registry import metrics_in
-from legival_core.text.safe_text import markdown_literal, plotly_literals
+from legival_core.text.safe_text import markdown_literal
 from legival_core.views import board as board_layout
 from legival_core.views import figures
 from legival_core.views.display import format_share
@@ -119,36 +119,9 @@ def _figures(
     # marks as the published site's chart).
     covered = coverage(selection[0], selection[1], selection[2])
     figures.add_measured_markers(curves, view, covered, picked)
-    strip = covered[covered["teacher"].isin(picked)]
-    most = max(int(strip["n_observed"].max()) if len(strip) else 1, 1)
-    coverage_figure = go.Figure(
-        go.Heatmap(
-            x=strip["x"],
-            y=plotly_literals(strip["teacher"]),
-            z=strip["n_observed"],
-            zmin=0,
-            zmax=most,
-            # white only where nothing was measured: one trace is already a clear grey (on a
-            # linear grey scale up to the whole-trace bin's ~50 traces it looked white)
-            colorscale=[[0.0, "#ffffff"], [min(1 / most, 0.5), "#bdbdbd"], [1.0, "#000000"]]
-            if most > 1
-            else [[0.0, "#ffffff"], [1.0, "#000000"]],
-            colorbar={"title": {"text": "traces"}},
-            customdata=strip["n_traces"],
-            hovertemplate="%{y}, x = %{x:.2f}<br>measured for %{z} of %{customdata} traces"
-            "<extra></extra>",
-        )
-    )
-    coverage_figure.update_layout(
-        height=90 + 28 * max(1, len(picked)),
-        margin={"t": 30, "b": 40},
-        title="Traces measured per bin"
-        + ("" if has_gaps(view, picked) else " (the rest of each curve is filled in)"),
-        xaxis={"title": "share of the trace shown (x = k / m)", "range": [0, 1]},
-    )
-
+    strip = figures.coverage_figure(covered, picked, filled=not has_gaps(view, picked))
     hazards = figures.hazard_figure(view.hazards, picked)
-    return curves, hazards, coverage_figure
+    return curves, hazards, strip
 
 
 table = common.fresh_curves()

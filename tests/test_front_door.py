@@ -194,6 +194,37 @@ def test_leaderboard_of_one_student_equals_the_page(two_students: Results, monke
     check_board(at, two_students, ["fotu", "sotu", "accuracy"], student=student)
 
 
+def test_the_page_and_the_front_door_share_one_read_path(
+    demo: Results, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One implementation (issue 44 item 1): the Leaderboard page and ``lv.open`` both make
+    their rank table and intervals with :mod:`legival_core.views.board_view`, for the same
+    :class:`~legival_core.rankings.selection.Selection` of the same filters. Fails when either
+    side assembles its board itself again."""
+    from legival_core.rankings.selection import Selection
+    from legival_core.views import board_view
+
+    calls: dict[str, list[Any]] = {"board_table": [], "selection_intervals": []}
+    for name, asked in calls.items():
+        real = getattr(board_view, name)
+
+        def spy(*args: Any, _real: Any = real, _asked: list[Any] = asked) -> Any:
+            _asked.append(next(a for a in args if isinstance(a, Selection)))
+            return _real(*args)
+
+        monkeypatch.setattr(board_view, name, spy)
+    filters = {"dataset": demo.datasets[0], "weights": "fotu:1"}
+    run_page("leaderboard", monkeypatch, filters)
+    page = {name: list(asked) for name, asked in calls.items()}
+    for asked in calls.values():
+        asked.clear()
+    fresh = lv.open(DEMO)  # nothing cached yet
+    fresh.rank_intervals(dataset=demo.datasets[0], weights={"fotu": 1})
+    chosen = Selection(dataset=demo.datasets[0], weights={"fotu": 1})
+    assert page["board_table"] == calls["board_table"] == [chosen], "a board made elsewhere"
+    assert page["selection_intervals"] == calls["selection_intervals"] == [chosen]
+
+
 # --- transfer curves ------------------------------------------------------------------------------
 
 

@@ -435,3 +435,48 @@ def test_the_bundled_demo_carries_a_current_trace_list(
     )
     at = run_app_page("inspector", monkeypatch, [DEMO])
     assert not at.exception
+
+
+# --- one Selection keys the stored board results and the page's questions (issue 44 item 1) ---
+@pytest.mark.parametrize(
+    ("page", "result"), [("leaderboard", "board_intervals"), ("pareto", "pareto_resamples")]
+)
+def test_the_stage_keys_the_default_view_as_the_page_asks_for_it(
+    monkeypatch: pytest.MonkeyPatch, store: Store, page: str, result: str
+) -> None:
+    """The key the metrics stage wrote for the default view is the key the page asks with on
+    its first view: both come from ``Selection()``, and it is the text stores written before
+    the Selection existed hold (their rows stay valid)."""
+    from legival_core.rankings.selection import Selection
+
+    asked: list[str] = []
+    real = page_results.stored_frame
+
+    def spy(table, manifest, name, args):  # type: ignore[no-untyped-def]
+        if name == result:
+            asked.append(page_results.selection_key(args))
+        return real(table, manifest, name, args)
+
+    monkeypatch.setattr(page_results, "stored_frame", spy)
+    run_app_page(page, monkeypatch, [store.path])
+    written = store.read("page_results", columns=["name", "selection"])
+    assert Selection().key(result) in set(written.loc[written["name"] == result, "selection"])
+    assert asked == [Selection().key(result)]
+    earlier = {
+        "board_intervals": '[null, null, [], 1000, 0, false, "common"]',
+        "pareto_resamples": '[null, 1000, 0, false, "common"]',
+    }
+    assert Selection().key(result) == earlier[result]
+
+
+def test_a_selection_spells_its_weights_one_way() -> None:
+    """The page's weights (a mapping in the widgets' order) and a notebook's (any order, zero
+    weights left in) give one key: the cached and stored results are found either way."""
+    from legival_core.rankings.selection import Selection
+
+    page = Selection(weights={"fotu": 1.0, "accuracy": 2.0})
+    notebook = Selection(weights=[("accuracy", 2), ("fotu", 1), ("tokens", 0)])
+    assert page == notebook and hash(page) == hash(notebook)
+    weighted = '[null, null, [["accuracy", 2.0], ["fotu", 1.0]], 1000, 0, false, "common"]'
+    assert page.key() == weighted
+    assert Selection(dataset="d").key() != Selection().key()

@@ -1,7 +1,9 @@
 """Rankings and their uncertainty: a room of ``legival_core``.
 
 Teachers ranked with their uncertainty: rank intervals (``rank_intervals``) and the robustness
-of a ranking to resampling and to analysis choices (``robustness``, ``robustness_choices``).
+of a ranking to resampling and to analysis choices (``robustness``, ``robustness_choices``),
+and the :class:`~legival_core.rankings.selection.Selection` a leaderboard view is computed for
+(``selection``).
 Above the metrics and the published references, which they rank.
 
 May import: store, text, grading, tasks, stats, metrics, published.

@@ -4,7 +4,9 @@ One module per page (:mod:`~legival_core.views.leaderboard`, :mod:`~legival_core
 :mod:`~legival_core.views.pareto`, :mod:`~legival_core.views.correlations`,
 :mod:`~legival_core.views.efficiency`, :mod:`~legival_core.views.inspector`,
 :mod:`~legival_core.views.published`, :mod:`~legival_core.views.about`) plus
-:mod:`~legival_core.views.common` for what several pages share; this package re-exports them,
+:mod:`~legival_core.views.common` for what several pages share, and
+:mod:`~legival_core.views.board_view`, the Leaderboard's read path that the page and the
+notebooks' ``lv.open`` both call; this package re-exports the per-page modules,
 so ``views.leaderboard(...)`` and ``from legival_core.views import METRICS`` keep working.
 
 The Streamlit pages under ``pages/`` only read a store, call one of these functions and draw
@@ -111,6 +113,7 @@ from legival_core.views.leaderboard import (
     LATEX_CAPTION,
     board_resamples,
     composite_score,
+    dataset_intervals,
     efficiency_intervals,
     latex_notes,
     latex_rank_tables,
@@ -161,6 +164,7 @@ __all__ = [
     "corrected_pairs",
     "correlation_matrices",
     "correlation_pairs",
+    "dataset_intervals",
     "decomposition_instances",
     "delta_log_terms",
     "e0_board",

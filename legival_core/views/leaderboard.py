@@ -231,6 +231,43 @@ def efficiency_intervals(
     return pd.DataFrame(rows, columns=columns)
 
 
+def dataset_intervals(
+    trace_efficiency: pd.DataFrame | None,
+    rollouts: pd.DataFrame | None,
+    profile: str,
+    n_boot: int,
+) -> pd.DataFrame:
+    """The Leaderboard's per-dataset values with bootstrap intervals over traces, one long
+    table (``teacher, dataset, metric, value, lo, hi, n``): the efficiency metrics from
+    ``trace_efficiency`` (:func:`efficiency_intervals`) and the transfer metrics from
+    ``rollouts`` (already filtered to a student when one is chosen) under ``profile`` (the one
+    the stored ``teacher_metrics`` were computed with, so the intervals match them),
+    :func:`legival_core.metrics.transfer.teacher_metrics`'s wide columns turned to rows.
+    Empty when neither table is given."""
+    from legival_core.metrics.transfer import teacher_metrics
+
+    frames = []
+    if trace_efficiency is not None:
+        frames.append(efficiency_intervals(trace_efficiency, n_boot=n_boot))
+    if rollouts is not None:
+        transfer = teacher_metrics(rollouts, profile=profile, n_boot=n_boot)
+        for name in metrics_in("transfer_intervals"):
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "teacher": transfer["teacher"],
+                        "dataset": transfer["dataset"],
+                        "metric": name,
+                        "value": transfer[name],
+                        "lo": transfer[f"{name}_lo"],
+                        "hi": transfer[f"{name}_hi"],
+                        "n": transfer["n_traces"],
+                    }
+                )
+            )
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 def _latex_escape(text: str) -> str:
     # ASCII-only, every special character escaped, "[" braced: legival_core.store.safe_export.
     from legival_core.store.safe_export import tex_text

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 import pandas as pd
 
 __all__ = [
+    "DETAIL_LABELS",
     "MODELS_FILE",
     "MODEL_COLUMNS",
     "ModelInfo",
@@ -40,12 +41,21 @@ __all__ = [
     "read_models",
     "safe_link",
     "with_facts",
+    "with_model_columns",
 ]
 
 #: The file's name, in the store's folder.
 MODELS_FILE = "models.csv"
 #: The columns a models.csv may have, in the order the board shows them.
 MODEL_COLUMNS = ("model", "parameters", "release_date", "open_weights", "family", "link")
+#: The headers of the models' facts on the Leaderboard.
+DETAIL_LABELS = {
+    "parameters": "Parameters",
+    "release_date": "Released",
+    "open_weights": "Open weights",
+    "family": "Family",
+    "link": "Link",
+}
 #: The longest text field kept (a name or a family is short; more is a mistake or an attack).
 MAX_TEXT = 200
 
@@ -337,3 +347,36 @@ def with_facts(numbers: pd.DataFrame, models: pd.DataFrame, keep: Sequence[str])
     if not models.empty:
         out = out.merge(models.rename(columns={"model": "teacher"}), on="teacher", how="left")
     return out.reset_index(drop=True)
+
+
+def with_model_columns(
+    shown: pd.DataFrame, models: pd.DataFrame, columns: Sequence[str]
+) -> pd.DataFrame:
+    """``shown`` (the Leaderboard's rows) with the chosen facts of models.csv after the
+    teacher, headed by :data:`DETAIL_LABELS`, as text cells: an em dash where the fact is
+    unknown (the app's mark for a missing value), an empty link cell; text from the file with
+    its bidi controls shown escaped, as teacher names are.
+
+    >>> shown = pd.DataFrame({"teacher": ["a", "b"], "FOTU": ["0.1", "0.2"]})
+    >>> models = pd.DataFrame({"model": ["a"], "parameters": [7e9], "open_weights": [True]})
+    >>> with_model_columns(shown, models, ["parameters", "open_weights"]).values.tolist()
+    [['a', '7B', 'yes', '0.1'], ['b', '—', '—', '0.2']]
+    """
+    from legival_core.text.safe_text import visible_bidi
+
+    if not columns:
+        return shown
+    facts = models.set_index("model")
+    out = shown.copy()
+    for position, name in enumerate(columns, start=1):
+        values = out["teacher"].map(facts[name]) if not facts.empty else pd.Series(dtype=object)
+        if name == "parameters":
+            cells = values.map(lambda v: format_parameters(v) or "—")
+        elif name == "open_weights":
+            cells = values.map(lambda v: "—" if pd.isna(v) else "yes" if v else "no")
+        elif name == "link":  # an empty cell, not a link to "—"
+            cells = values.map(lambda v: "" if pd.isna(v) else str(v))
+        else:
+            cells = values.map(lambda v: "—" if pd.isna(v) else visible_bidi(v))
+        out.insert(position, DETAIL_LABELS[name], cells.to_numpy())
+    return out

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from legival_core.views.common import METRICS
+
+if TYPE_CHECKING:
+    from legival_core.rankings.rank_intervals import TeacherResamples
 
 # ---------------------------------------------------------------------------------------------
 # Pareto
@@ -114,3 +118,36 @@ def interval_bars(
     lo = names.map(by_teacher["lo"]).astype("float64")
     hi = names.map(by_teacher["hi"]).astype("float64")
     return (hi - value).clip(lower=0), (value - lo).clip(lower=0)
+
+
+def frontier_uncertainty(
+    resamples: TeacherResamples, board: pd.DataFrame, x: str, y: str
+) -> tuple[dict[str, float], pd.DataFrame]:
+    """The Pareto page's uncertainty of the frontier drawn from ``board`` (the rank table of
+    ``x`` and ``y``): teacher → share of the paired problem ``resamples`` in which it is on
+    the frontier, and the 95% value intervals of ``x`` and ``y`` from the same draws (long:
+    metric, teacher, lo, hi; none from a single trace). Both empty when the resamples do not
+    give the values drawn (:func:`legival_core.rankings.rank_intervals.points_agree`)."""
+    from legival_core.rankings.rank_intervals import frontier_shares, points_agree, rank_intervals
+
+    if not all(
+        m in resamples.metrics and points_agree(resamples.metrics[m], board, m) for m in (x, y)
+    ):
+        return {}, pd.DataFrame()
+    maximize = (METRICS[x].higher_is_better, METRICS[y].higher_is_better)
+    shares = frontier_shares(resamples.metrics[x], resamples.metrics[y], maximize)
+    bars = []
+    for metric in (x, y):
+        table = rank_intervals(resamples.metrics[metric], METRICS[metric].higher_is_better)
+        table = table[table["n_traces"] > 1]  # one trace: no interval
+        bars.append(
+            pd.DataFrame(
+                {
+                    "metric": metric,
+                    "teacher": table["teacher"].astype(str),
+                    "lo": table["value_lo"],
+                    "hi": table["value_hi"],
+                }
+            )
+        )
+    return dict(zip(resamples.teachers, shares.tolist(), strict=True)), pd.concat(bars)

@@ -387,14 +387,14 @@ def board_intervals(
         resamples_frame,
         resamples_from_frame,
     )
-    from legival_core.store.app_config import RANK_RESAMPLES, RESAMPLE_SEED
+    from legival_core.rankings.selection import Selection
 
     metrics = ranked_metrics(store.read("teacher_metrics"), LEADERBOARD_METRICS)
     board = resamples_from_frame(resamples_frame(drawn), metrics)  # the page's metrics, in order
     directions = {m: METRICS[m].higher_is_better for m in METRICS}
     table = interval_table(board, directions, None, references=references)
-    args = (None, None, (), RANK_RESAMPLES, RESAMPLE_SEED, False, "common")
-    return ("board_intervals", args, table)
+    # keyed by the page's default view, the one Selection the page asks with first
+    return ("board_intervals", Selection().args("board_intervals"), table)
 
 
 def redundancy_results(
@@ -555,6 +555,7 @@ def page_results_table(
     from legival_core.published.references import store_reference_teachers
     from legival_core.rankings.rank_intervals import resamples_frame, stored_board_resamples
     from legival_core.rankings.robustness_choices import Settings
+    from legival_core.rankings.selection import Selection
     from legival_core.store.app_config import RANK_RESAMPLES, RESAMPLE_SEED
     from legival_core.store.page_results import page_results_rows
 
@@ -564,18 +565,20 @@ def page_results_table(
     efficiency = store.read("trace_efficiency") if store.has("trace_efficiency") else None
     if (efficiency is not None and len(efficiency)) or (transfer is not None and len(transfer)):
         references = store_reference_teachers(store)
+        default = Selection()  # the leaderboard's and the Pareto page's first view
         drawn = stored_board_resamples(
-            efficiency, transfer, RANK_RESAMPLES, RESAMPLE_SEED, outside=references
+            efficiency, transfer, default.n_boot, default.seed, outside=references
         )
-        args = (None, None, RANK_RESAMPLES, RESAMPLE_SEED, False, "common")
+        args = default.args("board_resamples")
         results.append(("board_resamples", args, resamples_frame(drawn)))
         if store.has("teacher_metrics"):
             results.append(board_intervals(store, drawn, references))
         drawn = stored_board_resamples(
-            efficiency, transfer, RANK_RESAMPLES, RESAMPLE_SEED, references
+            efficiency, transfer, default.n_boot, default.seed, references
         )
-        args = (None, RANK_RESAMPLES, RESAMPLE_SEED, False, "common")
-        results.append(("pareto_resamples", args, resamples_frame(drawn)))
+        results.append(
+            ("pareto_resamples", default.args("pareto_resamples"), resamples_frame(drawn))
+        )
     if store.has("monitor_verdicts"):
         verdicts = store.read("monitor_verdicts")
         n_boot = selections.MONITOR_RESAMPLES
