@@ -303,6 +303,9 @@ class MetricsConfig:
     grid: str = "interpolate"
     primary_labeler: str | None = None
     encoding: str = "cl100k_base"
+    #: Buckets of problems the per-trace tables are computed in (a stable hash of the problem
+    #: id); the tables are the same for any count (docs/running-at-scale.md).
+    chunks: int = 16
 
 
 @dataclass(frozen=True)
@@ -446,6 +449,7 @@ def _parse(data: Mapping[str, Any], source: str) -> ExperimentConfig:
         grid=me.choice("grid", "interpolate", ("interpolate", "observed")),
         primary_labeler=me.string("primary_labeler"),
         encoding=me.string("encoding", "cl100k_base") or "cl100k_base",
+        chunks=me.integer("chunks", 16, minimum=1),
     )
     me.finish()
 

@@ -199,3 +199,50 @@ def test_a_leak_row_checked_against_another_gold_is_checked_again(
     capsys.readouterr()
     assert main(["leaks", "--store", str(stale.path), "--no-progress"]) == 0
     assert "0 answer_leaks rows" in capsys.readouterr().err
+
+
+# --- chunks that merge exactly (issue 43, item 3) ----------------------------------------------
+
+
+def _run_with_chunks(source: Path, target: Path, chunks: int) -> Store:
+    import dataclasses
+
+    shutil.copytree(source, target)
+    store = Store.open(target)
+    config = demo_config(DemoOptions())
+    config = dataclasses.replace(
+        config, metrics=dataclasses.replace(config.metrics, chunks=chunks)
+    )
+    run_stage("metrics", StageContext(store=store, config=config, progress=False))
+    return store
+
+
+@pytest.mark.slow  # three metrics runs on copies of the demo store
+def test_one_seven_and_sixty_four_chunks_give_the_same_tables(tmp_path: Path) -> None:
+    """The per-trace tables are computed one bucket of problems at a time and the teacher table
+    from the buckets' merged partial sums: the tables do not depend on the bucket count (sums
+    merged in another order may differ in the last bit: 1e-12), and equal the whole-table
+    teacher computation (:func:`precompute.stages.metrics.teacher_table`)."""
+    from precompute.stages.metrics import teacher_table
+
+    stores = {n: _run_with_chunks(DEMO, tmp_path / f"c{n}", n) for n in (1, 7, 64)}
+    for table in ("trace_efficiency", "trace_transfer", "teacher_metrics", "decomposition"):
+        frames = {n: s.read(table).reset_index(drop=True) for n, s in stores.items()}
+        for n in (7, 64):
+            pd.testing.assert_frame_equal(frames[n], frames[1], rtol=1e-12, check_exact=False)
+    one = stores[1]
+    whole = teacher_table(
+        one.read("trace_efficiency"),
+        one.read("rollouts"),
+        "paper",
+        "interpolate",
+        0,
+        one.read("trace_transfer"),
+    )
+    chunked = one.read("teacher_metrics").set_index(["teacher", "dataset"])
+    whole = whole.set_index(["teacher", "dataset"]).loc[chunked.index]
+    for column in ("accuracy", "tokens", "fotu", "sotu", "never_solved", "fotu_before_leak"):
+        pd.testing.assert_series_equal(
+            chunked[column].astype("float64"), whole[column].astype("float64"), rtol=1e-12
+        )
+    assert (chunked["n_traces"] == whole["n_traces"]).all()

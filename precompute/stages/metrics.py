@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -43,6 +44,9 @@ import pyarrow as pa
 
 from precompute.stages.base import StageContext, StageError, StageResult, register_stage
 from precompute.stages.common import is_missing, read_or_empty
+
+if TYPE_CHECKING:
+    from legival_core.metrics.teacher_partials import TeacherPartials
 
 __all__ = [
     "decomposition_table",
@@ -279,6 +283,128 @@ def teacher_table(
         table = table.rename(columns={"before": "fotu_before_leak"})
     table["hf_id"] = None
     return table
+
+
+@dataclass
+class ChunkedTables:
+    """What :func:`compute_in_chunks` leaves after writing each chunk's rows: the efficiency
+    rows of every trace (small: numbers only), the transfer row count and the teacher partials
+    of all chunks merged."""
+
+    efficiency: pd.DataFrame
+    transfer_rows: int
+    partials: TeacherPartials
+
+
+def problem_buckets(problem_ids: pd.Series, chunks: int) -> np.ndarray:
+    """The chunk of each problem id: a stable hash bucket (:func:`precompute.sharding.bucket_of`),
+    so that every trace of a problem — and the per-problem medians the normalised lengths use —
+    falls in one chunk.
+
+    >>> problem_buckets(pd.Series(["p", "q", "p"]), 1).tolist()
+    [0, 0, 0]
+    """
+    from precompute.sharding import bucket_of
+
+    ids = problem_ids.astype(str)
+    codes, uniques = pd.factorize(ids)
+    buckets = np.array([bucket_of(p, chunks) for p in uniques], dtype=np.int64)
+    return buckets[codes] if len(codes) else np.zeros(0, dtype=np.int64)
+
+
+def compute_in_chunks(
+    traces: pd.DataFrame,
+    counts: pd.DataFrame,
+    grades: pd.DataFrame,
+    similarity: pd.DataFrame,
+    judgments: pd.DataFrame,
+    rollouts: pd.DataFrame,
+    leaks: pd.DataFrame,
+    *,
+    chunks: int,
+    threshold: float,
+    labeler: str,
+    profile: str,
+    grid: str,
+    write: Callable[[str, pd.DataFrame], object],
+) -> ChunkedTables:
+    """``trace_efficiency`` and ``trace_transfer`` one bucket of problems at a time
+    (:func:`problem_buckets`), each chunk's rows handed to ``write`` as they are made, and the
+    teacher partials of every chunk merged (:mod:`legival_core.metrics.teacher_partials`).
+
+    Every per-trace quantity depends on its own trace's rows only, and the normalised lengths on
+    the problem's traces, which share a chunk: the tables are the same for any ``chunks``."""
+    from legival_core.metrics.teacher_partials import (
+        TeacherPartials,
+        merge_teacher_partials,
+        teacher_partials,
+    )
+
+    trace_bucket = problem_buckets(traces["problem_id"], chunks)
+    bucket_of_trace = pd.Series(trace_bucket, index=traces["trace_id"].astype(str).to_numpy())
+
+    def split(frame: pd.DataFrame) -> dict[int, pd.DataFrame]:
+        if frame.empty:
+            return {}
+        keys = frame["trace_id"].astype(str).map(bucket_of_trace).to_numpy()
+        return {int(b): rows for b, rows in frame.groupby(keys, sort=False)}
+
+    parts = {
+        name: split(frame)
+        for name, frame in (
+            ("counts", counts),
+            ("grades", grades),
+            ("similarity", similarity),
+            ("judgments", judgments),
+            ("rollouts", rollouts),
+            ("leaks", leaks),
+        )
+    }
+    merged = TeacherPartials()
+    kept: list[pd.DataFrame] = []
+    transfer_rows = 0
+
+    def part(name: str, bucket: int, like: pd.DataFrame) -> pd.DataFrame:
+        return parts[name].get(bucket, like.iloc[:0])
+
+    for bucket, chunk_traces in traces.groupby(trace_bucket, sort=True):
+        b = int(bucket)
+        efficiency = efficiency_from_counts(
+            chunk_traces,
+            part("counts", b, counts),
+            part("grades", b, grades),
+            part("similarity", b, similarity),
+            part("judgments", b, judgments),
+            threshold=threshold,
+            labeler=labeler,
+            profile=profile,
+        )
+        write("trace_efficiency", efficiency)
+        kept.append(efficiency)
+        chunk_rollouts = part("rollouts", b, rollouts)
+        transfer = None
+        if len(chunk_rollouts):
+            chunk_leaks = part("leaks", b, leaks).reset_index(drop=True)
+            transfer = transfer_table(chunk_rollouts, profile, grid, chunk_leaks)
+            write("trace_transfer", transfer)
+            transfer_rows += len(transfer)
+        merged = merge_teacher_partials(merged, teacher_partials(efficiency, transfer))
+    columns = ["trace_id", "teacher", "dataset", "problem_id"]
+    efficiency = (
+        pd.concat(kept, ignore_index=True)
+        if kept
+        else efficiency_from_counts(
+            traces.iloc[:0][columns],
+            counts.iloc[:0],
+            grades.iloc[:0],
+            similarity.iloc[:0],
+            judgments.iloc[:0],
+            threshold=threshold,
+            labeler=labeler,
+            profile=profile,
+        )
+    )
+    return ChunkedTables(efficiency, transfer_rows, merged)
 
 
 _DECOMPOSITION_TERMS = (
@@ -826,33 +952,47 @@ def run_metrics(ctx: StageContext) -> StageResult:
         store,
     )
 
-    efficiency = efficiency_from_counts(
+    leaks = leaks[leaks["trace_id"].isin(set(with_rollouts["trace_id"]))]
+    leaks = leaks[["trace_id", "leak_k"]].reset_index(drop=True)
+    leaks["leak_k"] = leaks["leak_k"].astype("Int64")
+    chunked = compute_in_chunks(
         traces,
         counts[counts["encoding"] == cfg.encoding],
         grades,
         similarity,
         judgments,
+        rollouts,
+        leaks,
+        chunks=cfg.chunks,
         threshold=cfg.threshold,
         labeler=labeler,
         profile=cfg.profile,
+        grid=cfg.grid,
+        write=lambda name, frame: store.write(name, frame, stage="metrics"),
     )
-    tables: dict[str, pd.DataFrame] = {"trace_efficiency": efficiency}
-    leaks_found = 0
+    efficiency = chunked.efficiency
+    for name, rows in (
+        ("trace_efficiency", len(efficiency)),
+        ("trace_transfer", chunked.transfer_rows),
+    ):
+        if rows:
+            store.merge(name)
+            result.written[name] = rows
+    tables: dict[str, pd.DataFrame] = {}
+    leaks_found = int(leaks["leak_k"].notna().sum()) if len(rollouts) else 0
     if len(rollouts):
-        leaks = leaks[leaks["trace_id"].isin(set(with_rollouts["trace_id"]))]
-        leaks = leaks[["trace_id", "leak_k"]].reset_index(drop=True)
-        leaks["leak_k"] = leaks["leak_k"].astype("Int64")
-        tables["trace_transfer"] = transfer_table(rollouts, cfg.profile, cfg.grid, leaks)
         tables["transfer_curves"] = transfer_curves_table(rollouts, stamp, 0)
-        leaks_found = int(leaks["leak_k"].notna().sum())
-    tables["teacher_metrics"] = teacher_table(
-        efficiency,
-        rollouts,
-        cfg.profile,
-        cfg.grid,
-        ctx.config.seed,
-        tables.get("trace_transfer"),
-    )
+    if cfg.profile == "paper":
+        # the teacher table from the chunks' merged partials (the registry's aggregates)
+        from legival_core.metrics.teacher_partials import teacher_rows
+
+        tables["teacher_metrics"] = teacher_rows(chunked.partials).assign(hf_id=None)
+    else:
+        # the release profile pools FOTU and normalises SOTU as the authors' scripts do: whole
+        transfer = store.read("trace_transfer") if chunked.transfer_rows else None
+        tables["teacher_metrics"] = teacher_table(
+            efficiency, rollouts, cfg.profile, cfg.grid, ctx.config.seed, transfer
+        )
     if len(grades):
         from legival_core.metrics.decomposition import decomposition_instances
         from legival_core.published.references import reference_teachers
@@ -874,11 +1014,13 @@ def run_metrics(ctx: StageContext) -> StageResult:
         store.merge(name)
         result.written[name] = len(frame)
     result.todo = len(traces)
-    written = set(tables)
+    written = set(tables) | {
+        n for n in ("trace_efficiency", "trace_transfer") if n in result.written
+    }
     # The page results read what they need from the store again: let the inputs go first (at
     # a million traces they held ~10 GB, and holding them beside the rollouts read again
     # below crossed 17 GB; bench/scale_bench.py).
-    del traces, grades, counts, similarity, judgments, rollouts, efficiency, tables, frame
+    del traces, grades, counts, similarity, judgments, rollouts, efficiency, tables, frame, chunked
     gc.collect()
     # The pages' default results, from the tables just written. Each is stamped with its
     # inputs' state: the tables this stage wrote as they are now, the others as they were
