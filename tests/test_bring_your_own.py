@@ -95,7 +95,9 @@ def test_ingested_prose_traces_are_fully_measured_by_one_command(
     assert teacher[["teacher", "dataset"]].values.tolist() == [["gpt-4", "champ"]]
     assert int(teacher["n_traces"].iloc[0]) == N_PROBLEMS
     assert store.has("decomposition")
-    ran = [r["stage"] for r in store.manifest["provenance"] if r["stage"] != "ingest"]
+    # (the metrics stage compacts the tables it wrote in chunks: bookkeeping, not a stage)
+    records = store.manifest["provenance"]
+    ran = [r["stage"] for r in records if r["stage"] not in ("ingest", "merge")]
     assert ran == ["grade", "segment", "embed", "leaks", "judge", "metrics"]
     judge = next(r for r in store.manifest["provenance"] if r["stage"] == "judge")
     # both offline labelers; the context-aware cues give the stored share
