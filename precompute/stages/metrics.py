@@ -42,7 +42,13 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from precompute.stages.base import StageContext, StageError, StageResult, register_stage
+from precompute.stages.base import (
+    StageContext,
+    StageError,
+    StageOption,
+    StageResult,
+    register_stage,
+)
 from precompute.stages.common import is_missing, read_or_empty
 
 if TYPE_CHECKING:
@@ -312,6 +318,42 @@ def problem_buckets(problem_ids: pd.Series, chunks: int) -> np.ndarray:
     return buckets[codes] if len(codes) else np.zeros(0, dtype=np.int64)
 
 
+@dataclass(frozen=True)
+class ChunkSettings:
+    """What every chunk is computed with (sent once to each worker)."""
+
+    threshold: float
+    labeler: str
+    profile: str
+    grid: str
+
+
+def metrics_chunk(
+    inputs: dict[str, pd.DataFrame], settings: ChunkSettings
+) -> tuple[pd.DataFrame, pd.DataFrame | None, TeacherPartials]:
+    """One chunk's ``trace_efficiency`` rows, ``trace_transfer`` rows (None without rollouts)
+    and teacher partials, from its rows of each input (``traces``, ``counts``, ``grades``,
+    ``similarity``, ``judgments``, ``rollouts``, ``leaks``). A pure function of its inputs:
+    the same in this process or on a Ray worker."""
+    from legival_core.metrics.teacher_partials import teacher_partials
+
+    efficiency = efficiency_from_counts(
+        inputs["traces"],
+        inputs["counts"],
+        inputs["grades"],
+        inputs["similarity"],
+        inputs["judgments"],
+        threshold=settings.threshold,
+        labeler=settings.labeler,
+        profile=settings.profile,
+    )
+    transfer = None
+    if len(inputs["rollouts"]):
+        leaks = inputs["leaks"].reset_index(drop=True)
+        transfer = transfer_table(inputs["rollouts"], settings.profile, settings.grid, leaks)
+    return efficiency, transfer, teacher_partials(efficiency, transfer)
+
+
 def compute_in_chunks(
     traces: pd.DataFrame,
     counts: pd.DataFrame,
@@ -322,89 +364,60 @@ def compute_in_chunks(
     leaks: pd.DataFrame,
     *,
     chunks: int,
-    threshold: float,
-    labeler: str,
-    profile: str,
-    grid: str,
+    settings: ChunkSettings,
     write: Callable[[str, pd.DataFrame], object],
+    engine: str = "local",
+    address: str | None = None,
 ) -> ChunkedTables:
     """``trace_efficiency`` and ``trace_transfer`` one bucket of problems at a time
-    (:func:`problem_buckets`), each chunk's rows handed to ``write`` as they are made, and the
-    teacher partials of every chunk merged (:mod:`legival_core.metrics.teacher_partials`).
+    (:func:`problem_buckets`) through :func:`metrics_chunk`, run by the ``engine``'s runner
+    (:data:`precompute.chunk_runner.RUNNERS`: in this process, or Ray tasks at ``address``);
+    each chunk's rows are handed to ``write`` as they come back and the teacher partials of
+    every chunk merged (:mod:`legival_core.metrics.teacher_partials`).
 
     Every per-trace quantity depends on its own trace's rows only, and the normalised lengths on
-    the problem's traces, which share a chunk: the tables are the same for any ``chunks``."""
-    from legival_core.metrics.teacher_partials import (
-        TeacherPartials,
-        merge_teacher_partials,
-        teacher_partials,
-    )
+    the problem's traces, which share a chunk: the tables are the same for any ``chunks`` and
+    any engine."""
+    from legival_core.metrics.teacher_partials import TeacherPartials, merge_teacher_partials
+    from precompute.chunk_runner import RUNNERS
 
     trace_bucket = problem_buckets(traces["problem_id"], chunks)
     bucket_of_trace = pd.Series(trace_bucket, index=traces["trace_id"].astype(str).to_numpy())
-
-    def split(frame: pd.DataFrame) -> dict[int, pd.DataFrame]:
-        if frame.empty:
-            return {}
-        keys = frame["trace_id"].astype(str).map(bucket_of_trace).to_numpy()
-        return {int(b): rows for b, rows in frame.groupby(keys, sort=False)}
-
-    parts = {
-        name: split(frame)
-        for name, frame in (
-            ("counts", counts),
-            ("grades", grades),
-            ("similarity", similarity),
-            ("judgments", judgments),
-            ("rollouts", rollouts),
-            ("leaks", leaks),
-        )
+    frames = {
+        "traces": traces,
+        "counts": counts,
+        "grades": grades,
+        "similarity": similarity,
+        "judgments": judgments,
+        "rollouts": rollouts,
+        "leaks": leaks,
     }
+    split: dict[str, dict[int, pd.DataFrame]] = {}
+    for name, frame in frames.items():
+        keys = frame["trace_id"].astype(str).map(bucket_of_trace).to_numpy()
+        split[name] = (
+            {int(b): rows for b, rows in frame.groupby(keys, sort=False)} if len(frame) else {}
+        )
+    buckets = sorted(split["traces"])
+    items = [
+        {name: split[name].get(b, frame.iloc[:0]) for name, frame in frames.items()}
+        for b in buckets
+    ]
+    del split
     merged = TeacherPartials()
     kept: list[pd.DataFrame] = []
     transfer_rows = 0
-
-    def part(name: str, bucket: int, like: pd.DataFrame) -> pd.DataFrame:
-        return parts[name].get(bucket, like.iloc[:0])
-
-    for bucket, chunk_traces in traces.groupby(trace_bucket, sort=True):
-        b = int(bucket)
-        efficiency = efficiency_from_counts(
-            chunk_traces,
-            part("counts", b, counts),
-            part("grades", b, grades),
-            part("similarity", b, similarity),
-            part("judgments", b, judgments),
-            threshold=threshold,
-            labeler=labeler,
-            profile=profile,
-        )
+    runner = RUNNERS[engine]
+    for efficiency, transfer, partials in runner(metrics_chunk, items, settings, address=address):
         write("trace_efficiency", efficiency)
         kept.append(efficiency)
-        chunk_rollouts = part("rollouts", b, rollouts)
-        transfer = None
-        if len(chunk_rollouts):
-            chunk_leaks = part("leaks", b, leaks).reset_index(drop=True)
-            transfer = transfer_table(chunk_rollouts, profile, grid, chunk_leaks)
+        if transfer is not None and len(transfer):
             write("trace_transfer", transfer)
             transfer_rows += len(transfer)
-        merged = merge_teacher_partials(merged, teacher_partials(efficiency, transfer))
-    columns = ["trace_id", "teacher", "dataset", "problem_id"]
-    efficiency = (
-        pd.concat(kept, ignore_index=True)
-        if kept
-        else efficiency_from_counts(
-            traces.iloc[:0][columns],
-            counts.iloc[:0],
-            grades.iloc[:0],
-            similarity.iloc[:0],
-            judgments.iloc[:0],
-            threshold=threshold,
-            labeler=labeler,
-            profile=profile,
-        )
-    )
-    return ChunkedTables(efficiency, transfer_rows, merged)
+        merged = merge_teacher_partials(merged, partials)
+    if not kept:  # no trace: the table's columns, no row
+        kept.append(metrics_chunk({n: f.iloc[:0] for n, f in frames.items()}, settings)[0])
+    return ChunkedTables(pd.concat(kept, ignore_index=True), transfer_rows, merged)
 
 
 _DECOMPOSITION_TERMS = (
@@ -899,9 +912,30 @@ METRICS_ROLLOUT_COLUMNS = (
     ),
     help="derived tables: trace efficiency, transfer utility, teacher summary, decomposition",
     shardable=False,
+    options=(
+        StageOption(
+            "--engine",
+            "engine",
+            {
+                "choices": ("local", "ray"),
+                "help": "where the chunks run: this process (default) or Ray tasks",
+            },
+        ),
+        StageOption(
+            "--address",
+            "address",
+            {"help": "with --engine ray: the cluster (default $RAY_ADDRESS, else a local Ray)"},
+        ),
+        StageOption(
+            "--chunks",
+            "chunks",
+            {"type": int, "help": "buckets of problems (default: [metrics] chunks, 16)"},
+        ),
+    ),
 )
 def run_metrics(ctx: StageContext) -> StageResult:
     cfg = ctx.config.metrics
+    options = ctx.stage_options.get("metrics", {})
     result = StageResult("metrics")
     store = ctx.store
     # The inputs' state, taken before any read: a write landing after it makes what the reads
@@ -955,6 +989,10 @@ def run_metrics(ctx: StageContext) -> StageResult:
     leaks = leaks[leaks["trace_id"].isin(set(with_rollouts["trace_id"]))]
     leaks = leaks[["trace_id", "leak_k"]].reset_index(drop=True)
     leaks["leak_k"] = leaks["leak_k"].astype("Int64")
+    given = options.get("chunks")
+    chunks = cfg.chunks if given is None else int(given)
+    if chunks < 1:
+        raise StageError(f"stage 'metrics': --chunks must be at least 1, got {chunks}")
     chunked = compute_in_chunks(
         traces,
         counts[counts["encoding"] == cfg.encoding],
@@ -963,12 +1001,11 @@ def run_metrics(ctx: StageContext) -> StageResult:
         judgments,
         rollouts,
         leaks,
-        chunks=cfg.chunks,
-        threshold=cfg.threshold,
-        labeler=labeler,
-        profile=cfg.profile,
-        grid=cfg.grid,
+        chunks=chunks,
+        settings=ChunkSettings(cfg.threshold, labeler, cfg.profile, cfg.grid),
         write=lambda name, frame: store.write(name, frame, stage="metrics"),
+        engine=options.get("engine") or "local",
+        address=options.get("address"),
     )
     efficiency = chunked.efficiency
     for name, rows in (

@@ -1,0 +1,72 @@
+"""Where the metrics stage's chunks run: in this process, or as Ray tasks on a cluster.
+
+A runner takes a pure function and the per-chunk inputs and yields the function's results in
+the order of the inputs; the caller (the stage's driver) writes each chunk's rows and merges the
+partial sums, so the tables do not depend on the runner. ``ray`` submits one task per chunk,
+spread over the cluster's nodes (never a Ray ``groupby`` of whole tables), to the cluster at
+``address`` (``$RAY_ADDRESS`` when not given; a Ray started for this process when neither is):
+``python -m precompute metrics --store DIR --engine ray --address HOST:PORT``. Every node must
+be able to import ``legival_core`` and ``precompute`` (docs/running-at-scale.md).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+__all__ = ["RUNNERS", "ChunkRunnerError", "run_local", "run_ray"]
+
+ChunkFunction = Callable[..., Any]
+
+
+class ChunkRunnerError(RuntimeError):
+    """A runner that cannot start: Ray not installed, or its cluster not reachable."""
+
+
+def run_local(
+    function: ChunkFunction, items: Sequence[Any], *extra: Any, address: str | None = None
+) -> Iterator[Any]:
+    """``function(item, *extra)`` for each item, one after the other, in this process.
+
+    >>> list(run_local(pow, [2, 3], 2))
+    [4, 9]
+    """
+    for item in items:
+        yield function(item, *extra)
+
+
+def run_ray(
+    function: ChunkFunction, items: Sequence[Any], *extra: Any, address: str | None = None
+) -> Iterator[Any]:
+    """``function(item, *extra)`` for each item as a Ray task, spread over the nodes; results
+    in the order of ``items``. Connects to ``address`` (else ``$RAY_ADDRESS``, else a local
+    Ray) unless Ray is already connected, and disconnects afterwards if it connected here."""
+    try:
+        import ray
+    except ImportError as error:
+        raise ChunkRunnerError(
+            "--engine ray needs Ray: pip install -r requirements-cluster.txt "
+            f"(or run without --engine) ({error})"
+        ) from None
+    connected_here = not ray.is_initialized()
+    if connected_here:
+        target = address or os.environ.get("RAY_ADDRESS") or None
+        try:
+            ray.init(address=target, include_dashboard=False, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as error:
+            raise ChunkRunnerError(f"cannot connect to Ray at {target!r}: {error}") from None
+    try:
+        # (Ray's types cannot follow a function given at run time: Any)
+        task: Any = ray.remote(function).options(scheduling_strategy="SPREAD")
+        shared = [ray.put(value) for value in extra]
+        pending = [task.remote(item, *shared) for item in items]
+        for reference in pending:
+            yield ray.get(reference)
+    finally:
+        if connected_here:
+            ray.shutdown()
+
+
+#: The runners ``--engine`` accepts.
+RUNNERS: dict[str, Callable[..., Iterator[Any]]] = {"local": run_local, "ray": run_ray}
