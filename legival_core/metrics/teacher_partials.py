@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from legival_core.metrics.registry import AGGREGATES, METRIC_SPECS, MetricSpec
+from legival_core.store.schema import TABLES as TABLE_SPECS
 
 __all__ = [
     "TEACHER_TABLE_METRICS",
@@ -33,18 +34,10 @@ __all__ = [
     "teacher_rows",
 ]
 
-#: The registry metrics ``teacher_metrics`` stores, in its column order.
-TEACHER_TABLE_METRICS: tuple[str, ...] = (
-    "accuracy",
-    "tokens",
-    "redundancy",
-    "backtracking",
-    "fotu",
-    "sotu",
-    "regression_rate",
-    "never_solved",
-    "baseline",
-    "fotu_before_leak",
+#: The registry metrics ``teacher_metrics`` stores, in the registry's order: a new metric
+#: with a column there is aggregated here without another list to edit.
+TEACHER_TABLE_METRICS: tuple[str, ...] = tuple(
+    name for name in METRIC_SPECS if name in TABLE_SPECS["teacher_metrics"].columns
 )
 
 Group = tuple[str, str]
