@@ -19,6 +19,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.engine_fixtures import free_port, stop_process_group
 
 #: Where a Chromium is looked for, in order, when ``CHROMIUM`` is not set: Debian's package
@@ -52,6 +54,18 @@ def find_chromium() -> str | None:
 CHROMIUM = find_chromium() or ""
 HAVE_CHROMIUM = bool(CHROMIUM)
 REPO = Path(__file__).resolve().parents[1]
+
+
+def browser_marks(timeout_s: int) -> list[pytest.MarkDecorator]:
+    """A browser test module's ``pytestmark``: the ``browser`` marker, a skip where no Chromium
+    is found, and the module's time limit in seconds."""
+    return [
+        pytest.mark.browser,
+        pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM),
+        pytest.mark.timeout(timeout_s),
+    ]
+
+
 FLAGS = [
     "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",

@@ -25,18 +25,13 @@ import pytest
 
 from tests import app_fixtures
 from tests.browser_fixtures import (
-    HAVE_CHROMIUM,
-    NO_CHROMIUM,
+    browser_marks,
     chromium_context,
     streamlit_app,
 )
 from tests.test_hostile_names import URL_VALUES, app_pages
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM),
-    pytest.mark.timeout(300),
-]
+pytestmark = browser_marks(300)
 
 #: A 1x1 transparent PNG: what a tracking pixel serves.
 PIXEL_PNG = bytes.fromhex(
