@@ -12,11 +12,14 @@ the tests can check that the app shows them as text.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from legival_core.metrics.backtracking import lexical_backtracking
@@ -104,6 +107,17 @@ def _similarities(steps: list[str]) -> list[tuple[float | None, int | None]]:
                 best_j, best = j, overlap
         out.append((0.9 if best >= 0.4 else 0.3, best_j))
     return out
+
+
+def plotly_array(data: Any, dtype: Any = None) -> np.ndarray:
+    """A Plotly 7 array of a chart's spec: a plain list (made an array of ``dtype``), or a
+    ``{"dtype", "bdata"}`` base64 block, reshaped where it gives a ``shape``."""
+    if isinstance(data, dict) and "bdata" in data:
+        flat = np.frombuffer(base64.b64decode(data["bdata"]), data["dtype"])
+        if "shape" in data:
+            return flat.reshape([int(n) for n in str(data["shape"]).split(",")])
+        return flat
+    return np.asarray(data, dtype=dtype)
 
 
 def write_trace_counts(store: Store, encoding: str = "cl100k_base") -> None:

@@ -6,7 +6,6 @@ exception": ranks, curve values, frontier membership, correlation matrices, wate
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import re
@@ -27,6 +26,7 @@ from legival_core.store.store import Store
 from legival_core.text.safe_text import markdown_literal, markdown_math
 from legival_core.views import board as board_layout
 from tests import app_fixtures
+from tests.app_fixtures import plotly_array
 from tests.app_runner import run_app_page
 
 
@@ -65,13 +65,7 @@ def figures(at: AppTest) -> list[dict[str, Any]]:
 
 
 def values(data: Any) -> np.ndarray:
-    """Plotly 7 arrays: plain lists or ``{"dtype", "bdata"}`` base64 blocks."""
-    if isinstance(data, dict) and "bdata" in data:
-        flat = np.frombuffer(base64.b64decode(data["bdata"]), data["dtype"])
-        if "shape" in data:
-            return flat.reshape([int(n) for n in str(data["shape"]).split(",")])
-        return flat
-    return np.asarray(data)
+    return plotly_array(data)
 
 
 def select(at: AppTest, label: str) -> Any:
