@@ -120,6 +120,19 @@ def plotly_array(data: Any, dtype: Any = None) -> np.ndarray:
     return np.asarray(data, dtype=dtype)
 
 
+def step_rows(trace_id: str, texts: list[str]) -> list[dict[str, Any]]:
+    """The steps table's rows of a trace whose reasoning is ``" ".join(texts)``: each text's
+    number, its span in that reasoning, and the text."""
+    rows, start = [], 0
+    for index, text in enumerate(texts):
+        rows.append(
+            {"trace_id": trace_id, "step": index, "start": start, "end": start + len(text),
+             "text": text}
+        )  # fmt: skip
+        start += len(text) + 1
+    return rows
+
+
 def write_trace_counts(store: Store, encoding: str = "cl100k_base") -> None:
     """``trace_counts`` for every trace of ``store``, as the segment stage counts them (its
     own function), from the store's traces and steps."""
@@ -207,19 +220,9 @@ def build_store(
                     "status": "ok",
                 }
             )
-            start = 0
-            for index, text in enumerate(texts):
-                steps.append(
-                    {
-                        "trace_id": trace_id,
-                        "step": index,
-                        "start": start,
-                        "end": start + len(text),
-                        "text": text,
-                        "tokens": len(text.split()),
-                    }
-                )
-                start += len(text) + 1
+            steps += [
+                {**row, "tokens": len(row["text"].split())} for row in step_rows(trace_id, texts)
+            ]
             for index, (sim, matched) in enumerate(_similarities(texts)):
                 similarity.append(
                     {
