@@ -73,6 +73,15 @@ FLAGS = [
 ]  # fmt: skip
 
 
+def streamlit_healthy(base: str, timeout: float) -> bool:
+    """Whether the Streamlit server at ``base`` answers its health check with 200."""
+    try:
+        with urllib.request.urlopen(f"{base}/_stcore/health", timeout=timeout) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
 @contextlib.contextmanager
 def streamlit_app(app_args: Sequence[str], *, start_timeout: float = 90) -> Iterator[str]:
     """Run ``streamlit run app.py -- <app_args>`` on 127.0.0.1 in its own process group; yield
@@ -93,13 +102,7 @@ def streamlit_app(app_args: Sequence[str], *, start_timeout: float = 90) -> Iter
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + start_timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
+        while not streamlit_healthy(base, timeout=2):
             if time.monotonic() > deadline or process.poll() is not None:
                 raise RuntimeError("streamlit did not come up")
             time.sleep(0.3)
