@@ -13,8 +13,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,21 @@ def smollm2_vllm_engine(kv_cache_gib: str) -> Iterator[Any]:
     )
     yield engine
     engine.close()
+
+
+class LocalHTTPServer:
+    """A threaded HTTP server on 127.0.0.1 at a free port, serving ``handler`` in a daemon
+    thread until :meth:`close`; ``base`` is its ``http://host:port``."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def free_port() -> int:
