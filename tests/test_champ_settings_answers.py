@@ -20,13 +20,13 @@ samples the goals only guard against regressions.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from legival_core.tasks import get_task
+from tests.champ_fixtures import ingest_labelled_replies
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HALVES = {
@@ -222,28 +222,16 @@ def test_a_bring_your_own_file_of_a_new_setting_shows_the_hand_labelled_accuracy
     read by hand. "Problem C w/ H" is the setting the issue measured at 77% agreement."""
     from legival_core.store.store import Store
     from precompute import cli
-    from precompute.champ import champ_problems
 
     labels = _labels("test")
     labels = labels[labels["setting"] == "Problem C w/ H"]
     recorded = _recorded(labels)
-    problems = champ_problems().set_index("problem_id")
-    source = tmp_path / "problem-c-w-h.jsonl"
-    with source.open("w", encoding="utf-8") as out:
-        for row in labels.itertuples():
-            trace = recorded[(row.setting, row.problem_id, row.teacher)]
-            record = {
-                "problem_id": row.problem_id.removeprefix("champ/"),
-                "prompt": problems.loc[row.problem_id, "prompt"],
-                "gold": row.gold,
-                "teacher": row.teacher,
-                "reasoning": trace["reasoning"],
-                "answer": trace["answer_text"],
-            }
-            out.write(json.dumps(record) + "\n")
     store = tmp_path / "store"
-    assert cli.main(["ingest", str(source), "--store", str(store), "--teacher", "x",
-                     "--task", "champ", "--dataset", "champ"]) == 0  # fmt: skip
+    source = tmp_path / "problem-c-w-h.jsonl"
+    code = ingest_labelled_replies(
+        labels, lambda row: recorded[(row.setting, row.problem_id, row.teacher)], source, store
+    )
+    assert code == 0
     assert cli.main(["run", "--store", str(store), "--stages", "grade", "--no-progress"]) == 0
     grades = Store.open(store).read("grades")
     assert len(grades) == len(labels) == 30

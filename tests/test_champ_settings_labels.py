@@ -64,6 +64,9 @@ QUESTIONS = {"yes_no", "count", "value", "expression", "find_all", "mod", "choic
 
 
 def _load_draw_script(name: str = "make_champ_settings_label_sample") -> ModuleType:
+    # The scripts import each other and their path helper by plain name, as when run.
+    if str(FIXTURES) not in sys.path:
+        sys.path.insert(0, str(FIXTURES))
     spec = importlib.util.spec_from_file_location(name, FIXTURES / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

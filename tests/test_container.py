@@ -17,12 +17,11 @@ import os
 import shlex
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
 
-from tests.browser_fixtures import CHROMIUM, FLAGS, HAVE_CHROMIUM, NO_CHROMIUM
+from tests.browser_fixtures import CHROMIUM, FLAGS, HAVE_CHROMIUM, NO_CHROMIUM, streamlit_healthy
 from tests.engine_fixtures import free_port
 
 IMAGE = os.environ.get("LEGIVAL_APP_IMAGE", "")
@@ -55,13 +54,7 @@ def container() -> Iterator[tuple[str, str]]:
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=3) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
+        while not streamlit_healthy(base, timeout=3):
             assert time.monotonic() < deadline, runtime("logs", name).stdout[-2000:]
             time.sleep(0.5)
         yield name, base

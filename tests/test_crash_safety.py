@@ -100,6 +100,13 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _run_command(command: list[str], timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    """``command`` run from the repository with the test environment, its output captured."""
+    return subprocess.run(
+        command, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=timeout
+    )
+
+
 def _run_in_process(stage: str, store_dir: Path, config: Path) -> object:
     ctx = StageContext(store=Store.open(store_dir), config=load_config(config), progress=False)
     try:
@@ -289,10 +296,9 @@ def test_verify_cli_names_a_truncated_part(chain: Chain) -> None:
     shutil.copytree(chain.after["grade"], store_dir)
     victim = Store.open(store_dir).parts("grades")[0]
     victim.write_bytes(victim.read_bytes()[:100])
-    done = subprocess.run(
-        [sys.executable, "-m", "precompute", "verify", "--store", str(store_dir)],
-        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = _run_command(
+        [sys.executable, "-m", "precompute", "verify", "--store", str(store_dir)], timeout=120
+    )
     assert done.returncode == 4
     assert str(victim) in done.stdout
     assert "Traceback" not in done.stderr + done.stdout
@@ -353,25 +359,11 @@ def test_ingest_killed_between_a_batchs_traces_and_grades_resumes_every_table(
     batch's grades part: the rerun must write the missing grades, not call the batch done."""
     source = _ingest_file(tmp_path)
     clean = tmp_path / "clean"
-    done = subprocess.run(
-        _ingest_command(source, clean),
-        cwd=REPO,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = _run_command(_ingest_command(source, clean))
     assert done.returncode == 0, done.stderr
 
     killed = tmp_path / "killed"
-    first = subprocess.run(
-        killed_after_part(_ingest_command(source, killed), "traces", 3),
-        cwd=REPO,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    first = _run_command(killed_after_part(_ingest_command(source, killed), "traces", 3))
     assert first.returncode == -signal.SIGKILL, first.stderr[-2000:]
     store = Store.open(killed)
     # The kill landed in the window: three batches of traces, two of grades.
@@ -379,14 +371,7 @@ def test_ingest_killed_between_a_batchs_traces_and_grades_resumes_every_table(
     assert len(store.read("grades")) == 2 * INGEST_BATCH
     assert store.verify() == []
 
-    again = subprocess.run(
-        _ingest_command(source, killed),
-        cwd=REPO,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    again = _run_command(_ingest_command(source, killed))
     assert again.returncode == 0, again.stderr
     assert f"already in the store: {3 * INGEST_BATCH}" in again.stdout
     assert Store.open(killed).verify() == []
@@ -493,8 +478,7 @@ def test_metrics_killed_between_its_tables_resumes(chain: Chain) -> None:
     command = [sys.executable, "-m", "precompute", "metrics", "--store", str(store_dir),
                "--config", str(chain.config), "--no-progress"]  # fmt: skip
     kill_run = killed_after_part(command, KILL_WINDOWS["metrics"], 1)
-    killed = subprocess.run(kill_run, cwd=REPO, env=_env(), capture_output=True, text=True,
-                            timeout=300)  # fmt: skip
+    killed = _run_command(kill_run)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     store = Store.open(store_dir)
     assert store.has("trace_efficiency") and not store.has("teacher_metrics")
@@ -518,15 +502,13 @@ def test_monitor_killed_between_its_tables_resumes(tmp_path: Path) -> None:
                "--engine", "llamacpp", "--max-tokens", "4", "--kinds", "number",
                "--limit", "1", "--no-natural", "--no-progress"]  # fmt: skip
     kill_run = killed_after_part(command, KILL_WINDOWS["monitor"], 1)
-    killed = subprocess.run(kill_run, cwd=REPO, env=_env(), capture_output=True, text=True,
-                            timeout=300)  # fmt: skip
+    killed = _run_command(kill_run)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     store = Store.open(store_dir)
     sabotaged = store.read("sabotaged")
     assert len(sabotaged) and not store.has("monitor_verdicts")
 
-    again = subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True,
-                           timeout=600)  # fmt: skip
+    again = _run_command(command, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
     store = Store.open(store_dir)
     pd.testing.assert_frame_equal(store.read("sabotaged"), sabotaged)
@@ -553,8 +535,7 @@ def test_regrade_killed_between_its_tables_resumes(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "precompute", "regrade", "--store", str(store_dir),
                "--no-progress"]  # fmt: skip
     kill_run = killed_after_part(command, KILL_WINDOWS["regrade"], 1)
-    killed = subprocess.run(kill_run, cwd=REPO, env=_env(), capture_output=True, text=True,
-                            timeout=600)  # fmt: skip
+    killed = _run_command(kill_run, timeout=600)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     store = Store.open(store_dir)
     regraded = int(store.read("grades")["grader_version"].notna().sum())
@@ -562,13 +543,10 @@ def test_regrade_killed_between_its_tables_resumes(tmp_path: Path) -> None:
     assert store.read("rollouts")["grader_version"].isna().all()
     assert store.verify() == []
 
-    again = subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True,
-                           timeout=600)  # fmt: skip
+    again = _run_command(command, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
     assert f"{regraded} already done" in again.stderr  # the grades kept, not graded again
-    whole = subprocess.run([*command[:-3], "--store", str(reference), "--no-progress"],
-                           cwd=REPO, env=_env(), capture_output=True, text=True,
-                           timeout=600)  # fmt: skip
+    whole = _run_command([*command[:-3], "--store", str(reference), "--no-progress"], timeout=600)
     assert whole.returncode == 0, whole.stderr[-2000:]
     for table in ("grades", "rollouts"):
         pd.testing.assert_frame_equal(
@@ -590,8 +568,7 @@ def test_segment_killed_between_its_tables_resumes(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "precompute", "segment", "--store", str(store_dir),
                "--no-progress"]  # fmt: skip
     kill_run = killed_after_part(command, KILL_WINDOWS["segment"], 1)
-    killed = subprocess.run(kill_run, cwd=REPO, env=_env(), capture_output=True, text=True,
-                            timeout=300)  # fmt: skip
+    killed = _run_command(kill_run)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     store = Store.open(store_dir)
     steps = store.read("steps")
@@ -599,8 +576,7 @@ def test_segment_killed_between_its_tables_resumes(tmp_path: Path) -> None:
     assert store.verify() == []
 
     for folder_ in (store_dir, reference):
-        again = subprocess.run([*command[:5], str(folder_), "--no-progress"], cwd=REPO,
-                               env=_env(), capture_output=True, text=True, timeout=300)  # fmt: skip
+        again = _run_command([*command[:5], str(folder_), "--no-progress"])
         assert again.returncode == 0, again.stderr[-2000:]
     store = Store.open(store_dir)
     assert _raw_rows(store_dir, "steps") == len(steps)  # kept, not written again
@@ -702,8 +678,7 @@ def test_full_disk_is_one_line_naming_the_store_and_the_stage(small_tmpfs: Path)
 
     segment = [sys.executable, "-m", "precompute", "segment", "--store", str(store_dir),
                "--no-progress"]  # fmt: skip
-    full = subprocess.run(segment, cwd=REPO, env=_env(), capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    full = _run_command(segment)
     assert full.returncode == 4, full.stderr[-3000:]
     assert "Logging error" not in full.stderr and "Traceback" not in full.stderr
     lines = full.stderr.strip().splitlines()
@@ -716,8 +691,7 @@ def test_full_disk_is_one_line_naming_the_store_and_the_stage(small_tmpfs: Path)
                       + "\n", encoding="utf-8")  # fmt: skip
     ingest = [sys.executable, "-m", "precompute", "ingest", str(source), "--store",
               str(store_dir), "--teacher", "t"]  # fmt: skip
-    refused = subprocess.run(ingest, cwd=REPO, env=_env(), capture_output=True, text=True,
-                             timeout=300)  # fmt: skip
+    refused = _run_command(ingest)
     assert refused.returncode == 4  # a store problem, as for the segment stage above
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
@@ -725,8 +699,7 @@ def test_full_disk_is_one_line_naming_the_store_and_the_stage(small_tmpfs: Path)
 
     # Nothing was damaged: with space again the same command finishes the work.
     filler.unlink()
-    again = subprocess.run(segment, cwd=REPO, env=_env(), capture_output=True, text=True,
-                           timeout=300)  # fmt: skip
+    again = _run_command(segment)
     assert again.returncode == 0, again.stderr[-3000:]
     store = Store.open(store_dir)
     assert store.verify() == []
@@ -734,9 +707,7 @@ def test_full_disk_is_one_line_naming_the_store_and_the_stage(small_tmpfs: Path)
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "precompute", *args]
-    return subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    return _run_command([sys.executable, "-m", "precompute", *args])
 
 
 def _one_disk_line(done: subprocess.CompletedProcess[str], names: Path) -> None:

@@ -25,7 +25,6 @@ store keeps this test true.
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 import re
@@ -48,6 +47,7 @@ from legival_core.text.safe_text import markdown_math
 from legival_core.views import board as board_layout
 from legival_core.views.display import MISSING, tidy_table
 from legival_core.views.efficiency import E0_BOARD_LABELS
+from tests.app_fixtures import plotly_array
 from tests.app_runner import run_app_page
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,13 +91,7 @@ def chart(at: AppTest, key: str) -> dict[str, Any]:
 
 
 def values(data: Any) -> np.ndarray:
-    """Plotly arrays: plain lists or ``{"dtype", "bdata"}`` base64 blocks."""
-    if isinstance(data, dict) and "bdata" in data:
-        flat = np.frombuffer(base64.b64decode(data["bdata"]), data["dtype"])
-        if "shape" in data:
-            return flat.reshape([int(n) for n in str(data["shape"]).split(",")])
-        return flat
-    return np.asarray(data, dtype=object)
+    return plotly_array(data, dtype=object)
 
 
 def select(at: AppTest, label: str) -> Any:

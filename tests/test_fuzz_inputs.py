@@ -306,6 +306,17 @@ def _in_order(rows: list[Row], order: list[int]) -> list[Row]:
     return placed
 
 
+def _ingest_lines_and_check(
+    source: Path, data: bytes, rows: list[Row], lines: list[int | None]
+) -> None:
+    """Write ``data`` to ``source``, ingest it into a store beside it and check the outcome
+    line by line (:func:`_check_ingest`)."""
+    source.write_bytes(data)
+    store_dir = source.parent / "store"
+    report = ingest(source, store_dir, "fuzz-teacher", task="math", dataset="fz")
+    _check_ingest(report, store_dir, rows, lines, "line")
+
+
 def _check_ingest(
     report: Any, store_dir: Path, rows: list[Row], lines: list[int | None], where: str
 ) -> None:
@@ -368,12 +379,8 @@ def test_ingest_jsonl_fuzz(scratch: Path) -> None:
     def check(rows: list[Row], blank_every: int, line_end: bytes, bom: bool) -> None:
         nonlocal tried
         tried += 1
-        folder = _fresh(scratch, "jsonl")
         data, lines = _jsonl_bytes(rows, blank_every, line_end, bom)
-        source = folder / "traces.jsonl"
-        source.write_bytes(data)
-        report = ingest(source, folder / "store", "fuzz-teacher", task="math", dataset="fz")
-        _check_ingest(report, folder / "store", rows, lines, "line")
+        _ingest_lines_and_check(_fresh(scratch, "jsonl") / "traces.jsonl", data, rows, lines)
 
     check()
     _record("ingest-jsonl", tried, 220)
@@ -467,11 +474,7 @@ def test_ingest_csv_fuzz(scratch: Path) -> None:
         nonlocal tried
         tried += 1
         data, rows, lines = made
-        folder = _fresh(scratch, "csv")
-        source = folder / "traces.csv"
-        source.write_bytes(data)
-        report = ingest(source, folder / "store", "fuzz-teacher", task="math", dataset="fz")
-        _check_ingest(report, folder / "store", rows, lines, "line")
+        _ingest_lines_and_check(_fresh(scratch, "csv") / "traces.csv", data, rows, lines)
 
     check()
     _record("ingest-csv", tried, 120)

@@ -13,11 +13,10 @@ characters are on screen as written.
 
 from __future__ import annotations
 
-import threading
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +24,14 @@ import pytest
 
 from tests import app_fixtures
 from tests.browser_fixtures import (
-    HAVE_CHROMIUM,
-    NO_CHROMIUM,
+    browser_marks,
     chromium_context,
     streamlit_app,
 )
+from tests.engine_fixtures import LocalHTTPServer
 from tests.test_hostile_names import URL_VALUES, app_pages
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM),
-    pytest.mark.timeout(300),
-]
+pytestmark = browser_marks(300)
 
 #: A 1x1 transparent PNG: what a tracking pixel serves.
 PIXEL_PNG = bytes.fromhex(
@@ -64,14 +59,11 @@ class PixelServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.http = LocalHTTPServer(Handler)
+        self.base = self.http.base
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
 
 
 @pytest.fixture(scope="module")

@@ -14,14 +14,10 @@ import pytest
 
 import legival_core as lv
 from legival_core.store.app_config import BUNDLED_STORES
-from tests.browser_fixtures import HAVE_CHROMIUM, NO_CHROMIUM, chromium_context, streamlit_app
+from tests.browser_fixtures import browser_marks, chromium_context, streamlit_app
 from tests.test_browser import wait_idle
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM),
-    pytest.mark.timeout(900),
-]
+pytestmark = browser_marks(900)
 
 #: The grid's geometry (Streamlit's data grid): a 35 px header, 35 px rows, the row-selection
 #: markers in the first ~30 px.

@@ -101,24 +101,21 @@ def test_every_group_has_a_metric() -> None:
 # The derived lists equal the literals they replaced
 # ---------------------------------------------------------------------------------------------
 
+#: Two lists that stood, written out the same, in two modules each.
+_EFFICIENCY_LITERAL = ("accuracy", "tokens", "redundancy", "backtracking")
+_RESAMPLED_TRANSFER_LITERAL = ("fotu", "sotu", "regression_rate", "fotu_before_leak")
+#: The published rank table's seven, which the longer lists begin with.
+_RANKED_LITERAL = (*_EFFICIENCY_LITERAL, "fotu", "sotu", "regression_rate")
+
 #: Each list of metric names the code kept by hand before the registry, as it was.
 OLD_LITERALS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "metric_catalog.RANKED_METRICS": (
         metric_catalog.RANKED_METRICS,
-        ("accuracy", "tokens", "redundancy", "backtracking", "fotu", "sotu", "regression_rate"),
+        _RANKED_LITERAL,
     ),
     "metric_catalog.LEADERBOARD_METRICS": (
         metric_catalog.LEADERBOARD_METRICS,
-        (
-            "accuracy",
-            "tokens",
-            "redundancy",
-            "backtracking",
-            "fotu",
-            "sotu",
-            "regression_rate",
-            "fotu_before_leak",
-        ),
+        (*_RANKED_LITERAL, "fotu_before_leak"),
     ),
     "metric_catalog.STUDENT_METRICS": (
         metric_catalog.STUDENT_METRICS,
@@ -126,34 +123,23 @@ OLD_LITERALS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "metric_catalog.METRICS (keys)": (
         tuple(metric_catalog.METRICS),
-        (
-            "accuracy",
-            "tokens",
-            "redundancy",
-            "backtracking",
-            "fotu",
-            "sotu",
-            "regression_rate",
-            "never_solved",
-            "lift",
-            "fotu_before_leak",
-        ),
+        (*_RANKED_LITERAL, "never_solved", "lift", "fotu_before_leak"),
     ),
     "rank_intervals.EFFICIENCY_METRICS": (
         rank_intervals.EFFICIENCY_METRICS,
-        ("accuracy", "tokens", "redundancy", "backtracking"),
+        _EFFICIENCY_LITERAL,
     ),
     "rank_intervals.TRANSFER_METRICS": (
         rank_intervals.TRANSFER_METRICS,
-        ("fotu", "sotu", "regression_rate", "fotu_before_leak"),
+        _RESAMPLED_TRANSFER_LITERAL,
     ),
     "robustness_choices.EFFICIENCY_COLUMNS": (
         robustness_choices.EFFICIENCY_COLUMNS,
-        ("accuracy", "tokens", "redundancy", "backtracking"),
+        _EFFICIENCY_LITERAL,
     ),
     "robustness_choices.TRANSFER_COLUMNS": (
         robustness_choices.TRANSFER_COLUMNS,
-        ("fotu", "sotu", "regression_rate", "fotu_before_leak"),
+        _RESAMPLED_TRANSFER_LITERAL,
     ),
     "transfer.TEACHER_QUANTITIES": (
         transfer.TEACHER_QUANTITIES,

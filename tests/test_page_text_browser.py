@@ -23,18 +23,13 @@ import pytest
 
 from legival_core.store.app_config import BUNDLED_STORES
 from tests.browser_fixtures import (
-    HAVE_CHROMIUM,
-    NO_CHROMIUM,
+    browser_marks,
     chromium_context,
     streamlit_app,
 )
 from tests.test_browser import screenshot, wait_idle
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM),
-    pytest.mark.timeout(1800),  # 13 pages x 2 modes on a shared 2-core machine: minutes each
-]
+pytestmark = browser_marks(1800)  # 13 pages x 2 modes on a shared 2-core machine: minutes each
 
 #: The address of every page in the menu (app.py's url_path values).
 PAGES = (

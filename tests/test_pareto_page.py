@@ -5,7 +5,6 @@ teachers dominate, not as straight segments between them.
 
 from __future__ import annotations
 
-import base64
 import itertools
 import json
 
@@ -19,6 +18,7 @@ from legival_core import views
 from legival_core.store.app_config import BUNDLED_STORES
 from legival_core.store.store import Store
 from legival_core.views import figures
+from tests.app_fixtures import plotly_array
 from tests.app_runner import run_app_page
 
 
@@ -29,10 +29,7 @@ def _clear_caches() -> None:
 
 
 def values(data: object) -> np.ndarray:
-    """Plotly arrays: plain lists or ``{"dtype", "bdata"}`` base64 blocks."""
-    if isinstance(data, dict) and "bdata" in data:
-        return np.frombuffer(base64.b64decode(data["bdata"]), data["dtype"])
-    return np.asarray(data, dtype=float)
+    return plotly_array(data, dtype=float)
 
 
 def drawn_path(trace: go.Scatter) -> list[tuple[float, float]]:

@@ -85,15 +85,10 @@ def _table(path: Path) -> pd.DataFrame:
     return frame.sort_values(KEYS).reset_index(drop=True)
 
 
-def test_killed_rollout_resumes_to_the_same_table(prepared: Path, tmp_path: Path) -> None:
-    config = _resume_config(tmp_path)
-    full = tmp_path / "full"
-    killed = tmp_path / "killed"
-    shutil.copytree(prepared, full)
-    shutil.copytree(prepared, killed)
-
+def _rollout_to_the_end(store: Path, config: Path) -> None:
+    """Run the rollout stage on ``store`` in a subprocess and require it to succeed."""
     done = subprocess.run(
-        _rollout_command(full, config),
+        _rollout_command(store, config),
         env=_env(),
         cwd=ROOT,
         capture_output=True,
@@ -101,6 +96,16 @@ def test_killed_rollout_resumes_to_the_same_table(prepared: Path, tmp_path: Path
         timeout=900,
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_killed_rollout_resumes_to_the_same_table(prepared: Path, tmp_path: Path) -> None:
+    config = _resume_config(tmp_path)
+    full = tmp_path / "full"
+    killed = tmp_path / "killed"
+    shutil.copytree(prepared, full)
+    shutil.copytree(prepared, killed)
+
+    _rollout_to_the_end(full, config)
     expected = _table(full)
     assert len(expected) >= 3  # one part per rollout, so a kill can land mid-run
 
@@ -131,15 +136,7 @@ def test_killed_rollout_resumes_to_the_same_table(prepared: Path, tmp_path: Path
     assert 0 < len(interrupted) < len(expected)  # the kill really landed mid-run
     assert Store.open(killed).verify() == []  # no half-written part survived the kill
 
-    again = subprocess.run(
-        _rollout_command(killed, config),
-        env=_env(),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert again.returncode == 0, again.stderr[-2000:]
+    _rollout_to_the_end(killed, config)
     resumed = _table(killed)
     assert not resumed.duplicated(KEYS).any()
     # the rows written before the kill were kept, not regenerated

@@ -47,6 +47,7 @@ from legival_core.rankings.robustness_choices import (
 from legival_core.stats.stats import spearman_rho
 from legival_core.store.schema import trace_id_for
 from legival_core.store.store import Store
+from tests.app_fixtures import step_rows
 
 # --- rank agreement by hand -----------------------------------------------------------------
 
@@ -251,18 +252,7 @@ def build_hand_store(path: Path) -> Store:
                 }
             )
             grades.append({"trace_id": trace_id, "correct": True, "status": "ok"})
-            start = 0
-            for index, text in enumerate(texts):
-                steps.append(
-                    {
-                        "trace_id": trace_id,
-                        "step": index,
-                        "start": start,
-                        "end": start + len(text),
-                        "text": text,
-                    }
-                )
-                start += len(text) + 1
+            steps += step_rows(trace_id, texts)
             sims = [None, *SIMILARITY[teacher]]
             similarity += [
                 {

@@ -78,41 +78,53 @@ def test_number_hand_worked() -> None:
     assert f" {first.old} " not in remaining.replace(f"{first.old}.", f"{first.old} ")
 
 
-def test_operator_hand_worked() -> None:
-    text = "Start. We add: 7 + 2 = 9. End."
-    spans = [(0, 6), (7, 25), (26, 30)]
-    result = sabotage(text, spans, "operator", seed=0)
+@pytest.mark.parametrize(
+    ("kind", "text", "spans", "sabotaged", "also"),
+    [
+        pytest.param(
+            "operator",
+            "Start. We add: 7 + 2 = 9. End.",
+            [(0, 6), (7, 25), (26, 30)],
+            "Start. We add: 7 - 2 = 9. End.",
+            # the answer step (2) is not touched
+            {"edits": (Edit(1, 17, 18, "+", "-"),), "changed_steps": (1,)},
+            id="operator_hand_worked",
+        ),
+        pytest.param(
+            "sign",
+            "Start. So x = -4 here. End.",
+            [(0, 6), (7, 22), (23, 27)],
+            "Start. So x = 4 here. End.",
+            {"edits": (Edit(1, 14, 15, "-", ""),)},
+            id="sign_prefers_a_negative_literal",
+        ),
+        pytest.param(
+            "sign",
+            "Start. So 9 - 4 = 5. End.",
+            [(0, 6), (7, 20), (21, 25)],
+            "Start. So 9 + 4 = 5. End.",
+            {},
+            id="binary_minus_is_not_a_negative_literal",
+        ),
+        pytest.param(
+            "drop_step",
+            "Start. Note the colour. Now 3 * 3 = 9. Also words. The answer is 9.",
+            [(0, 6), (7, 23), (24, 38), (39, 50), (51, 67)],
+            "Start. Note the colour. Also words. The answer is 9.",
+            # middle steps of 5: [1, 2, 3]; only step 2 carries a computation.
+            {"step": 2},
+            id="drop_step_removes_a_computation",
+        ),
+    ],
+)
+def test_hand_worked_sabotage(
+    kind: str, text: str, spans: list[tuple[int, int]], sabotaged: str, also: dict[str, object]
+) -> None:
+    result = sabotage(text, spans, kind, seed=0)
     assert result is not None
-    assert result.text == "Start. We add: 7 - 2 = 9. End."
-    assert result.edits == (Edit(1, 17, 18, "+", "-"),)
-    assert result.changed_steps == (1,)  # the answer step (2) is not touched
-
-
-def test_sign_prefers_a_negative_literal() -> None:
-    text = "Start. So x = -4 here. End."
-    spans = [(0, 6), (7, 22), (23, 27)]
-    result = sabotage(text, spans, "sign", seed=0)
-    assert result is not None
-    assert result.text == "Start. So x = 4 here. End."
-    assert result.edits == (Edit(1, 14, 15, "-", ""),)
-
-
-def test_binary_minus_is_not_a_negative_literal() -> None:
-    text = "Start. So 9 - 4 = 5. End."
-    spans = [(0, 6), (7, 20), (21, 25)]
-    result = sabotage(text, spans, "sign", seed=0)
-    assert result is not None
-    assert result.text == "Start. So 9 + 4 = 5. End."
-
-
-def test_drop_step_removes_a_computation() -> None:
-    text = "Start. Note the colour. Now 3 * 3 = 9. Also words. The answer is 9."
-    spans = [(0, 6), (7, 23), (24, 38), (39, 50), (51, 67)]
-    # middle steps of 5: [1, 2, 3]; only step 2 carries a computation.
-    result = sabotage(text, spans, "drop_step", seed=0)
-    assert result is not None
-    assert result.text == "Start. Note the colour. Also words. The answer is 9."
-    assert result.step == 2
+    assert result.text == sabotaged
+    for field, value in also.items():
+        assert getattr(result, field) == value, field
 
 
 def test_no_place_returns_none() -> None:

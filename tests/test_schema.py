@@ -147,25 +147,24 @@ def test_trace_ids_are_stable_and_distinct() -> None:
     assert schema.trace_id_for("a", "p1") == schema.trace_id_for("a", "p1", 0)
 
 
+def _similarity_column_after_validation(column: str, values: list) -> list:
+    """``values`` as one column of a similarity frame, read back from the validated table."""
+    frame = pd.DataFrame(
+        {"trace_id": [f"t{i}" for i in range(len(values))], "step": range(len(values)),
+         column: values}
+    )  # fmt: skip
+    return schema.validate_frame("similarity", frame).column(column).to_pylist()
+
+
 @given(st.lists(st.one_of(st.none(), st.integers(-(2**31), 2**31 - 1)), min_size=1, max_size=30))
 def test_int32_columns_keep_values_and_nulls(values: list[int | None]) -> None:
     # matched_step is an optional int32 column: a None must stay a null, not become NaN or 0.
-    frame = pd.DataFrame(
-        {"trace_id": [f"t{i}" for i in range(len(values))], "step": range(len(values)),
-         "matched_step": values}
-    )  # fmt: skip
-    table = schema.validate_frame("similarity", frame)
-    assert table.column("matched_step").to_pylist() == values
+    assert _similarity_column_after_validation("matched_step", values) == values
 
 
 @given(st.lists(st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=True)), min_size=1))
 def test_float_columns_keep_values_and_nulls(values: list[float | None]) -> None:
-    frame = pd.DataFrame(
-        {"trace_id": [f"t{i}" for i in range(len(values))], "step": range(len(values)),
-         "max_similarity": values}
-    )  # fmt: skip
-    table = schema.validate_frame("similarity", frame)
-    assert table.column("max_similarity").to_pylist() == values
+    assert _similarity_column_after_validation("max_similarity", values) == values
 
 
 def test_string_checks_reject_bytes() -> None:

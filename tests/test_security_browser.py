@@ -21,19 +21,14 @@ from typing import Any
 import pytest
 
 from tests.browser_fixtures import (
-    HAVE_CHROMIUM,
-    NO_CHROMIUM,
     REPO,
+    browser_marks,
     chromium_context,
     streamlit_app,
 )
 from tests.xss_payloads import INJECTED_SELECTORS, PAYLOADS, build_hostile_store
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM),
-    pytest.mark.timeout(300),
-]
+pytestmark = browser_marks(300)
 
 
 def app_pages() -> list[str]:

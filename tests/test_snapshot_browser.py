@@ -26,14 +26,10 @@ from typing import Any
 
 import pytest
 
-from tests.browser_fixtures import CHROMIUM, FLAGS, HAVE_CHROMIUM, NO_CHROMIUM, REPO, streamlit_app
+from tests.browser_fixtures import CHROMIUM, FLAGS, REPO, browser_marks, streamlit_app
 from tests.test_browser import ARTIFACTS, screenshot, wait_idle
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not HAVE_CHROMIUM, reason=NO_CHROMIUM),
-    pytest.mark.timeout(600),
-]
+pytestmark = browser_marks(600)
 
 LOCAL_SCHEMES = ("file://", "data:", "blob:")
 

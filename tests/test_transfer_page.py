@@ -8,7 +8,6 @@ doctest works a case by hand); here the page must draw exactly those.
 
 from __future__ import annotations
 
-import base64
 import itertools
 import json
 from pathlib import Path
@@ -22,6 +21,7 @@ import streamlit as st
 from legival_core import views
 from legival_core.store.app_config import BUNDLED_STORES
 from legival_core.store.store import Store
+from tests.app_fixtures import plotly_array
 from tests.app_runner import run_app_page
 
 
@@ -39,10 +39,7 @@ def rgb(colour: str) -> tuple[float, ...]:
 
 
 def values(data: object) -> np.ndarray:
-    """Plotly arrays: plain lists or ``{"dtype", "bdata"}`` base64 blocks."""
-    if isinstance(data, dict) and "bdata" in data:
-        return np.frombuffer(base64.b64decode(data["bdata"]), data["dtype"])
-    return np.asarray(data)
+    return plotly_array(data)
 
 
 @pytest.mark.slow

@@ -32,8 +32,8 @@ from streamlit.testing.v1 import AppTest
 from legival_core.rankings import rank_intervals
 from legival_core.store.store import Store
 from legival_core.views.board import LOW_N_MARK, NO_INTERVAL
+from tests.app_runner import leaderboard_detail, rank_the_composite, run_app_page
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TOKENS = {
     "ace": [100, 110, 120, 130, 140, 150],
     "twin-a": [200, 300, 160, 400, 250, 350],
@@ -82,23 +82,12 @@ def _clear_caches() -> None:
 
 
 def leaderboard(monkeypatch: pytest.MonkeyPatch, store: str, params: dict[str, str]) -> AppTest:
-    monkeypatch.setenv("LEGIVAL_STORE", store)
-    monkeypatch.delenv("LEGIVAL_READONLY", raising=False)
-    at = AppTest.from_file(APP, default_timeout=90)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def detail(at: AppTest) -> pd.DataFrame:
-    return next(d.value for d in at.dataframe if "rank 95% interval" in d.value.columns)
+    return open_page(monkeypatch, store, "leaderboard", params)
 
 
 def test_hand_worked_rank_intervals_on_the_page(hand_store: Store, monkeypatch) -> None:
     at = leaderboard(monkeypatch, str(hand_store.path), {"metric": "tokens"})
-    table = detail(at).set_index("teacher")
+    table = leaderboard_detail(at).set_index("teacher")
     assert table.loc["ace", "rank 95% interval"] == "1–1"
     assert table.loc["twin-a", "rank 95% interval"] == "2–3"
     assert table.loc["twin-b", "rank 95% interval"] == "2–3"
@@ -139,13 +128,8 @@ def test_hand_worked_composite_interval(hand_store: Store, monkeypatch) -> None:
     # score 1, twins rank 2 -> (3 - 2) / 2 = 0.5. Weights 1:1 -> ace (1 + 1) / 2 = 1.0, each
     # twin (1 + 0.5) / 2 = 0.75, in every resample.
     at = leaderboard(monkeypatch, str(hand_store.path), {"metric": "tokens"})
-    next(n for n in at.number_input if n.key == "weight_accuracy").set_value(1.0)
-    next(n for n in at.number_input if n.key == "weight_tokens").set_value(1.0).run()
     # the weighted composite becomes the sorting metric, and its rank intervals show
-    focus = next(s for s in at.selectbox if s.label == "Rank intervals of")
-    assert focus.value == "composite"
-    focus.select("composite").run()
-    table = detail(at).set_index("teacher")
+    table = rank_the_composite(at, {"accuracy": 1.0, "tokens": 1.0}).set_index("teacher")
     assert table["value"].to_dict() == pytest.approx({"ace": 1.0, "twin-a": 0.75, "twin-b": 0.75})
     assert table["95% lo"].to_dict() == pytest.approx({"ace": 1.0, "twin-a": 0.75, "twin-b": 0.75})
     # the twins tie in every resample: either may be second (see the module docstring)
@@ -156,7 +140,7 @@ def test_published_store_says_no_interval(monkeypatch) -> None:
     at = leaderboard(monkeypatch, "", {"store": "published", "metric": "fotu"})
     board = at.dataframe[0].value
     assert all(cell.endswith(f"· {NO_INTERVAL}") for cell in board["FOTU"])
-    assert set(detail(at)["rank 95% interval"]) == {NO_INTERVAL}
+    assert set(leaderboard_detail(at)["rank 95% interval"]) == {NO_INTERVAL}
     assert any(NO_INTERVAL in c.value for c in at.caption)
 
 
@@ -187,17 +171,7 @@ def test_paired_resampling_separates_a_uniform_gap() -> None:
 
 
 def open_page(monkeypatch: pytest.MonkeyPatch, store: str, page: str, params: dict) -> AppTest:
-    monkeypatch.setenv("LEGIVAL_STORE", store)
-    monkeypatch.delenv("LEGIVAL_READONLY", raising=False)
-    at = AppTest.from_file(APP, default_timeout=90)
-    at.run()
-    at.query_params.clear()
-    at.switch_page(f"pages/{page}.py")
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return run_app_page(page, monkeypatch, [Path(store)], params, timeout=90)
 
 
 def test_pareto_frontier_share_hand_worked(hand_store: Store, monkeypatch) -> None:
@@ -302,7 +276,7 @@ def test_no_interval_around_a_number_it_does_not_belong_to(tmp_path: Path, monke
     board = at.dataframe[0].value
     assert all(cell.endswith("· no interval") for cell in board["FOTU"]), board["FOTU"].tolist()
     assert all(" [" in cell and "· n " in cell for cell in board["Accuracy"])
-    assert set(detail(at)["rank 95% interval"]) == {"no interval"}
+    assert set(leaderboard_detail(at)["rank 95% interval"]) == {"no interval"}
     # the Pareto page likewise: no frontier shares with FOTU on an axis, shares with accuracy
     from legival_core.views.display import MISSING
 
@@ -352,7 +326,6 @@ def test_rank_stability_cells_give_n_and_no_stars_below_five(monkeypatch) -> Non
     from legival_core.published.references import store_reference_teachers
     from legival_core.stats.stats import MIN_N_FOR_SIGNIFICANCE, rank_stability
     from legival_core.store.app_config import BUNDLED_STORES
-    from tests.app_runner import run_app_page
 
     demo = Store.open(BUNDLED_STORES["demo"])
     at = run_app_page("correlations", monkeypatch, [demo.path], {"metric": "fotu"}, timeout=300)

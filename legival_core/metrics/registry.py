@@ -280,6 +280,15 @@ def _groups(*names: str) -> frozenset[str]:
 
 _EFFICIENCY_GROUPS = ("catalog", "ranked", "leaderboard", "resampled_efficiency")
 _TRANSFER_GROUPS = ("teacher_quantities", "teacher_means", "stored_transfer", "student")
+#: The groups of the three ranked transfer metrics (FOTU, SOTU, regression).
+_RANKED_TRANSFER_GROUPS = (
+    "catalog",
+    "ranked",
+    "leaderboard",
+    "resampled_transfer",
+    "transfer_intervals",
+    "oversight_teacher",
+)
 
 #: The metrics, in the order every group lists them.
 METRIC_SPECS: dict[str, MetricSpec] = {
@@ -363,17 +372,7 @@ METRIC_SPECS: dict[str, MetricSpec] = {
             "student_mean",
             "bootstrap_percentile",
             True,
-            _groups(
-                "catalog",
-                "ranked",
-                "leaderboard",
-                "resampled_transfer",
-                *_TRANSFER_GROUPS,
-                "transfer_intervals",
-                "latex_core",
-                "oversight_trace",
-                "oversight_teacher",
-            ),
+            _groups(*_RANKED_TRANSFER_GROUPS, *_TRANSFER_GROUPS, "latex_core", "oversight_trace"),
             "metrics/fotu.md",
         ),
         MetricSpec(
@@ -390,15 +389,7 @@ METRIC_SPECS: dict[str, MetricSpec] = {
             "bootstrap_bias_corrected",
             True,
             _groups(
-                "catalog",
-                "ranked",
-                "leaderboard",
-                "resampled_transfer",
-                "teacher_quantities",
-                "stored_transfer",
-                "student",
-                "transfer_intervals",
-                "oversight_teacher",
+                *_RANKED_TRANSFER_GROUPS, "teacher_quantities", "stored_transfer", "student"
             ),
             "metrics/sotu.md",
         ),
@@ -415,16 +406,7 @@ METRIC_SPECS: dict[str, MetricSpec] = {
             "student_mean",
             "bootstrap_percentile",
             True,
-            _groups(
-                "catalog",
-                "ranked",
-                "leaderboard",
-                "resampled_transfer",
-                *_TRANSFER_GROUPS,
-                "transfer_intervals",
-                "oversight_trace",
-                "oversight_teacher",
-            ),
+            _groups(*_RANKED_TRANSFER_GROUPS, *_TRANSFER_GROUPS, "oversight_trace"),
             "metrics/regression.md",
         ),
         MetricSpec(

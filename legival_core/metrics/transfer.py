@@ -37,6 +37,7 @@ import pandas as pd
 from legival_core.metrics.registry import metrics_in
 from legival_core.stats.stats import (
     bias_corrected_interval,
+    nan_mean,
     percentile_interval,
     resample_counts,
     seeded_stream,
@@ -816,15 +817,6 @@ def _with_bins(
 # --------------------------------------------------------------------------------------------
 
 
-def _nanmean(values: np.ndarray, axis: int) -> np.ndarray:
-    """Mean over non-NaN entries; NaN (without a warning) where there are none."""
-    present = ~np.isnan(values)
-    count = present.sum(axis=axis)
-    total = np.where(present, values, 0.0).sum(axis=axis)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
-
-
 def _bin_sums(pre: _Prefixes) -> tuple[np.ndarray, np.ndarray]:
     """Per pair and bin: sum of prefix correctness and number of binned prefixes."""
     binned = pre.binned
@@ -1183,7 +1175,7 @@ def _pooled_curve(weights: np.ndarray, sums: np.ndarray, counts: np.ndarray) -> 
     with np.errstate(invalid="ignore", divide="ignore"):
         student_bins = np.where(den > 0, num / np.maximum(den, 1e-300), np.nan)
     student_bins = student_bins.reshape(weights.shape[1], sums.shape[1], N_BINS)
-    return _nanmean(student_bins, axis=1)  # [B, 50]
+    return nan_mean(student_bins, axis=1)  # [B, 50]
 
 
 def _aggregate(
@@ -1191,16 +1183,16 @@ def _aggregate(
 ) -> dict[str, np.ndarray]:
     """Teacher-level quantities for each row of ``weights`` (trace multiplicities)."""
     per_student = _weighted_student_means(weights, inputs["scalars"])  # [B, s, 4]
-    teacher = _nanmean(per_student, axis=1)  # [B, 4]
+    teacher = nan_mean(per_student, axis=1)  # [B, 4]
     out = {name: teacher[:, i] for i, name in enumerate(_MEAN_QUANTITIES)}
     centres = None
     if profile.pooled_student_curves:
         mean_curve = _pooled_curve(weights, inputs["sums"], inputs["counts"])  # [B, 50]
-        out["fotu"] = _nanmean(mean_curve, axis=1)
+        out["fotu"] = nan_mean(mean_curve, axis=1)
         # The centres the teacher's curve has data in (the release's SOTU denominator).
         centres = (~np.isnan(mean_curve)).sum(axis=1)[:, None]
     histograms = _weighted_histograms(weights, inputs["hazards"])
-    out["sotu"] = _nanmean(profile.sotu_entropy(histograms, centres), axis=1)
+    out["sotu"] = nan_mean(profile.sotu_entropy(histograms, centres), axis=1)
     out["lift"] = out["fotu"] - out["baseline"]
     return out
 
@@ -1373,7 +1365,7 @@ def curve(
     columns = _as_columns(by)
     pre = _collapse(rollouts, prof)
     curves = _curves(pre, _grid_of(prof, grid))
-    pm = _pair_metrics(pre, _nanmean(curves, axis=1), prof)
+    pm = _pair_metrics(pre, nan_mean(curves, axis=1), prof)
     return _curve_frame(_CurveInputs.of(pre, curves, pm, prof), columns, prof, n_boot, seed, alpha)
 
 
@@ -1417,8 +1409,8 @@ def _curve_frame(
         if prof.pooled_student_curves:
             mean_curve = _pooled_curve(weights, inputs["sums"], inputs["counts"])
         else:
-            mean_curve = _nanmean(_weighted_student_means(weights, inputs["curves"]), axis=1)
-        base = _nanmean(_weighted_student_means(weights, inputs["baseline"]), axis=1)
+            mean_curve = nan_mean(_weighted_student_means(weights, inputs["curves"]), axis=1)
+        base = nan_mean(_weighted_student_means(weights, inputs["baseline"]), axis=1)
         return np.column_stack([mean_curve, base])
 
     frames = []
@@ -1567,7 +1559,7 @@ def fotu_before_leak(
     last_bin = np.zeros(kept.n_pairs, dtype=np.int64)
     np.maximum.at(last_bin, kept.pair, kept.bin)  # bin 0 (a k = 0 kept apart) changes nothing
     within = np.arange(1, N_BINS + 1)[None, :] <= last_bin[:, None]
-    before = _nanmean(np.where(within, curves, np.nan), axis=1)
+    before = nan_mean(np.where(within, curves, np.nan), axis=1)
     out = pre.pairs.copy()
     known = np.isfinite(pair_leak)
     out["leak_k"] = pd.arrays.IntegerArray(np.where(known, pair_leak, 0).astype(np.int64), ~known)

@@ -34,6 +34,7 @@ from legival_core.metrics.metric_catalog import METRICS
 from legival_core.metrics.registry import metrics_in
 from legival_core.stats.stats import (
     bias_corrected_interval,
+    nan_mean,
     percentile_interval,
     resample_counts,
     seeded_stream,
@@ -244,8 +245,8 @@ def metric_resamples(
                 for start in range(0, len(all_draws), _ENTROPY_BLOCK)
             ]
         )
-    per_dataset = _nanmean(per_cell, axis=-1)
-    per_teacher = _nanmean(per_dataset, axis=-1)
+    per_dataset = nan_mean(per_cell, axis=-1)
+    per_teacher = nan_mean(per_dataset, axis=-1)
     return MetricResamples(
         teachers=tuple(teachers),
         point=per_teacher[0],
@@ -306,15 +307,6 @@ def _weighted_sums(
     matrix = sparse.csr_matrix((weights, (problem_index, column_index)), shape=(n_problems, width))
     matrix.sum_duplicates()
     return np.ascontiguousarray((matrix.T @ draws.T).T)
-
-
-def _nanmean(values: np.ndarray, axis: int) -> np.ndarray:
-    """Mean over ``axis`` ignoring NaN; NaN (without a warning) where every value is NaN."""
-    finite = ~np.isnan(values)
-    count = finite.sum(axis=axis)
-    total = np.where(finite, values, 0.0).sum(axis=axis)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
 def replicate_ranks(values: np.ndarray, higher_is_better: bool) -> np.ndarray:

@@ -636,6 +636,19 @@ def resample_counts(n: int, n_boot: int, rng: np.random.Generator) -> np.ndarray
     return counts.reshape(int(n_boot), int(n)).astype(np.float64)
 
 
+def nan_mean(values: np.ndarray, axis: int) -> np.ndarray:
+    """Mean over ``axis`` ignoring NaN; NaN (without a warning) where every value is NaN.
+
+    >>> nan_mean(np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, np.nan]]), axis=1).tolist()
+    [2.0, nan]
+    """
+    present = ~np.isnan(values)
+    count = present.sum(axis=axis)
+    total = np.where(present, values, 0.0).sum(axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
 def percentile_interval(draws: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
     """The ``alpha/2`` and ``1 - alpha/2`` quantiles of bootstrap replicates (NaNs left out).
 
