@@ -410,8 +410,13 @@ _CSV_BREAKS: list[tuple[dict[str, str] | str, str | None]] = [
 
 
 def _csv_line(cells: list[str], line_end: str = "\n") -> bytes:
+    """One CSV record. The writer quotes a cell holding its own line terminator only, so a
+    ``\n`` inside a cell of a ``\r``-ended file would go out bare: a record any reader splits
+    there. Such a record is written with every cell quoted, as a valid CSV file has it."""
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator=line_end).writerow(cells)
+    breaks = any("\r" in cell or "\n" in cell for cell in cells)
+    quoting = csv.QUOTE_ALL if breaks else csv.QUOTE_MINIMAL
+    csv.writer(buffer, lineterminator=line_end, quoting=quoting).writerow(cells)
     return buffer.getvalue().encode()
 
 
