@@ -36,7 +36,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,9 @@ import pandas as pd
 from legival_core.metrics.metric_catalog import LEADERBOARD_METRICS, METRICS
 from legival_core.metrics.registry import metrics_in
 from legival_core.rankings.robustness import FLIP_COLUMNS, compare_rankings
+
+if TYPE_CHECKING:
+    from legival_core.store.store import Store
 
 __all__ = [
     "CHOICE_FAMILIES",
@@ -180,7 +184,7 @@ def read_tables(read: Reader, references: Sequence[str] = ()) -> StoreTables:
     return StoreTables(**frames, references=tuple(str(r) for r in references))
 
 
-def load_tables(store: Any) -> StoreTables:
+def load_tables(store: Store | str | Path) -> StoreTables:
     """Read what :func:`robustness_report` needs from a store (a
     :class:`legival_core.store.store.Store` or its folder)."""
     from legival_core.published.references import store_reference_teachers

@@ -53,6 +53,7 @@ from precompute.stages.common import is_missing, read_or_empty
 
 if TYPE_CHECKING:
     from legival_core.metrics.teacher_partials import TeacherPartials
+    from legival_core.store.store import Store
 
 __all__ = [
     "decomposition_table",
@@ -503,7 +504,7 @@ def decomposition_table(instances: pd.DataFrame, references: Sequence[str] = ())
     return pd.DataFrame(rows)
 
 
-def _read_rollouts_as_pages(store: Any) -> pd.DataFrame:
+def _read_rollouts_as_pages(store: Store) -> pd.DataFrame:
     """The rollouts as the app's pages load them (the transfer columns, ids as categoricals),
     so the stored page results are computed from exactly what a page would compute them."""
     from legival_core.metrics.transfer import ROLLOUT_CATEGORIES, ROLLOUT_COLUMNS
@@ -514,7 +515,7 @@ def _read_rollouts_as_pages(store: Any) -> pd.DataFrame:
 
 
 def board_intervals(
-    store: Any, drawn: Any, references: Sequence[str]
+    store: Store, drawn: Any, references: Sequence[str]
 ) -> tuple[str, tuple[Any, ...], pd.DataFrame]:
     """The leaderboard's value and rank intervals of its default view (every dataset and
     student, no composite, reference teachers unranked) from the stored draws ``drawn``
@@ -537,7 +538,7 @@ def board_intervals(
 
 
 def redundancy_results(
-    store: Any, manifest: dict[str, Any]
+    store: Store, manifest: dict[str, Any]
 ) -> list[tuple[str, tuple[Any, ...], pd.DataFrame]]:
     """The redundancy page's sweep
     (:func:`legival_core.metrics.redundancy_sweep_view.teacher_redundancy_sweep`) over the
@@ -563,7 +564,7 @@ def redundancy_results(
 
 
 def monitor_legibility_result(
-    store: Any, scores: pd.DataFrame, n_boot: int
+    store: Store, scores: pd.DataFrame, n_boot: int
 ) -> tuple[str, tuple[Any, ...], pd.DataFrame]:
     """The Monitoring page's ρ(FOTU, precision / recall / F1) across teachers
     (:func:`legival_core.oversight.oversight.monitor_legibility_correlation`) from the detection
@@ -596,7 +597,7 @@ def default_counts(counts: pd.DataFrame) -> pd.Series:
 
 
 def workload_audit_results(
-    store: Any, efficiency: pd.DataFrame | None
+    store: Store, efficiency: pd.DataFrame | None
 ) -> list[tuple[str, tuple[Any, ...], pd.DataFrame]]:
     """The Decomposition page's solver-workload audits and solver concentration
     (:func:`legival_core.metrics.workload.pool_audits`) of each benchmark, reference
@@ -631,7 +632,7 @@ def workload_audit_results(
 
 
 def robustness_results(
-    store: Any, settings: Any, n_boots: Sequence[int], seed: int
+    store: Store, settings: Any, n_boots: Sequence[int], seed: int
 ) -> list[tuple[str, tuple[Any, ...], pd.DataFrame]]:
     """The robustness report (:func:`legival_core.rankings.robustness_choices.robustness_report`)
     of the store under its default ``settings`` for each of ``n_boots`` (the leaderboard's
@@ -655,7 +656,7 @@ def robustness_results(
 
 
 def page_results_table(
-    store: Any, manifest: dict[str, Any], future: dict[str, Any] | None = None
+    store: Store, manifest: dict[str, Any], future: dict[str, Any] | None = None
 ) -> pa.Table | None:
     """Rows of ``page_results`` (:mod:`legival_core.store.page_results`): what the slow pages
     compute on load for their default selection, from the store's tables as they are now,
@@ -860,14 +861,14 @@ def missing_input(
 
 
 def _refuse_missing(
-    found: tuple[str, str, int] | None, n_traces: int, labeler: str, store: Any
+    found: tuple[str, str, int] | None, n_traces: int, labeler: str, store: Store
 ) -> None:
     """Raise the one-line :class:`StageError` for what :func:`missing_input` found."""
     if found is None:
         return
     stage, table, count = found
     what = f"table '{table}'" + (f" by labeler {labeler!r}" if stage == "judge" else "")
-    where = getattr(store, "path", store)
+    where = store.path
     raise StageError(
         f"stage 'metrics' needs {what} for {count} of {n_traces} trace(s), which lack it; run "
         f"`python -m precompute {stage} --store {where}` first (or `python -m precompute run "
