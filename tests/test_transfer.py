@@ -198,13 +198,14 @@ def test_interpolate_curve_rows_are_independent():
 def test_interpolate_curve_in_blocks_equals_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
     # Large inputs are filled block by block (memory at a million traces); with blocks of 4
     # rows, 11 random rows span three blocks and every value equals the one-call result.
-    from legival_core.metrics import transfer
+    # the block size is read where interpolate_curve lives, so it is patched there
+    from legival_core.metrics import transfer_grid
 
     rng = np.random.default_rng(7)
     values = np.where(rng.random((11, 50)) < 0.1, rng.random((11, 50)), np.nan)
     values[3] = np.nan  # a row with nothing observed, inside a block
     whole = interpolate_curve(values)
-    monkeypatch.setattr(transfer, "INTERPOLATE_BLOCK", 4)
+    monkeypatch.setattr(transfer_grid, "INTERPOLATE_BLOCK", 4)
     np.testing.assert_array_equal(interpolate_curve(values), whole)
 
 
