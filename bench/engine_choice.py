@@ -113,7 +113,7 @@ def child(store: Path, engine: str, task: str, memory_gb: float, out: Path) -> N
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument("--store", type=Path, required=True)
     parser.add_argument("--memory-gb", type=float, default=4.0, help="DuckDB's memory limit")
     parser.add_argument("--out", type=Path, default=Path("/tmp/legival-engine-choice"))
