@@ -725,6 +725,20 @@ def test_export_round_trips(tmp_path: Path, fmt: str) -> None:
     assert len(back) == 6 and back.loc[(back.trace_id == "t1"), "correct"].eq(0.25).all()
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_every_table_of_the_demo_store_exports_and_reads_back(tmp_path: Path, fmt: str) -> None:
+    """The CSV export stopped at ``page_results`` (its payloads are bytes, not UTF-8 text:
+    "Invalid UTF8 payload") and left the tables after it unwritten; binary columns now go out
+    as base64 text and come back as the same bytes. It also read a long text (large_string:
+    CHAMP's wrong-step texts, reasoning) that starts like a formula back with the quote the
+    export put in front of it."""
+    demo = Store.open(REPO / "results" / "demo")
+    written = demo.export(tmp_path / "out", fmt)
+    assert sorted(p.stem for p in written) == sorted(demo.tables())
+    for path in written:
+        assert read_exported(path).equals(demo.read_arrow(path.stem)), path.name
+
+
 def test_read_exported_names_file_row_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "judgments.csv"
     bad.write_text('"trace_id","labeler","valid","steps"\n"t","lexical",true,"[1, 2"\n')
@@ -733,6 +747,10 @@ def test_read_exported_names_file_row_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "rewards.csv"
     bad.write_text('"trace_id","reward_model","score"\n"t","rm",\n')
     with pytest.raises(StoreError, match=r"rewards\.csv: table 'rewards', row 0, field 'score'"):
+        read_exported(bad)
+    bad = tmp_path / "page_results.csv"
+    bad.write_text('"name","selection","inputs_stamp","payload"\n"x","[]","s","not base64!"\n')
+    with pytest.raises(StoreError, match=r"page_results\.csv: row 0, field 'payload'"):
         read_exported(bad)
 
 

@@ -1,11 +1,14 @@
 """Exporting a results store's tables to Parquet or CSV, and reading such a file back.
 
 CSV keeps nulls apart from empty strings (empty field vs ``""``), writes list columns as JSON
-arrays and quotes a cell a spreadsheet would run as a formula (``safe_export``);
+arrays, binary columns (the stored page results' payloads) as base64 text, and quotes a cell a
+spreadsheet would run as a formula (``safe_export``); :func:`read_exported` undoes each.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 from collections.abc import Sequence
@@ -56,7 +59,7 @@ def export_tables(
                 import pyarrow.csv as pacsv
 
                 # Quoted where a spreadsheet would run a cell (safe_export.csv_cell).
-                pacsv.write_csv(csv_arrow(_lists_to_json(data)), temp)
+                pacsv.write_csv(csv_arrow(_binary_to_base64(_lists_to_json(data))), temp)
             fsync_file(temp)
             os.replace(temp, target)
         finally:
@@ -67,6 +70,29 @@ def export_tables(
 
 def _is_list(dtype: pa.DataType) -> bool:
     return pa.types.is_list(dtype) or pa.types.is_large_list(dtype)
+
+
+def _is_binary(dtype: pa.DataType) -> bool:
+    return pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype)
+
+
+def _binary_to_base64(table: pa.Table) -> pa.Table:
+    """Binary columns as base64 text: CSV holds text, and raw bytes are rarely UTF-8.
+
+    >>> t = pa.table({"b": pa.array([b"\\xff\\x00", None], pa.large_binary())})
+    >>> _binary_to_base64(t).column("b").to_pylist()
+    ['/wA=', None]
+    """
+    for i, field in enumerate(table.schema):
+        if _is_binary(field.type):
+            values = [
+                None if v is None else base64.b64encode(v).decode("ascii")
+                for v in table.column(i).to_pylist()
+            ]
+            table = table.set_column(
+                i, pa.field(field.name, pa.string()), pa.array(values, pa.string())
+            )
+    return table
 
 
 def _lists_to_json(table: pa.Table) -> pa.Table:
@@ -97,7 +123,8 @@ def read_exported(path: str | os.PathLike[str], table: str | None = None) -> pa.
         elif source.suffix == ".csv":
             # Types for columns absent from the file are ignored by the CSV reader.
             column_types = {
-                f.name: pa.string() if _is_list(f.type) else f.type for f in spec.schema
+                f.name: pa.string() if _is_list(f.type) or _is_binary(f.type) else f.type
+                for f in spec.schema
             }
             data = pacsv.read_csv(
                 source,
@@ -110,10 +137,23 @@ def read_exported(path: str | os.PathLike[str], table: str | None = None) -> pa.
                 ),
             )
             for i, field in enumerate(data.schema):
-                if pa.types.is_string(field.type):  # undo export's formula quoting
+                # undo export's formula quoting (in long texts too: reasoning, completions)
+                if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
                     unquoted = [csv_uncell(v) for v in data.column(i).to_pylist()]
                     data = data.set_column(i, field, pa.array(unquoted, type=field.type))
                 spec_field = spec.schema.field(field.name) if field.name in spec.columns else None
+                if spec_field is not None and _is_binary(spec_field.type):
+                    decoded = []
+                    for row, text in enumerate(data.column(i).to_pylist()):
+                        try:
+                            decoded.append(
+                                None if text is None else base64.b64decode(text, validate=True)
+                            )
+                        except (binascii.Error, ValueError):
+                            raise StoreError(
+                                f"{source}: row {row}, field '{field.name}': not base64 text"
+                            ) from None
+                    data = data.set_column(i, spec_field, pa.array(decoded, type=spec_field.type))
                 if spec_field is not None and _is_list(spec_field.type):
                     texts = data.column(i).to_pylist()
                     parsed = []

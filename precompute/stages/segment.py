@@ -100,7 +100,7 @@ def trace_count_rows(
 
 def _count_traces(ctx: StageContext, traces: pd.DataFrame) -> int:
     """Write ``trace_counts`` for the ``traces`` (id, reasoning) that lack a row for one of
-    the encodings, in blocks (resumable); the number of traces counted."""
+    the encodings, in blocks (resumable); the number of rows written."""
     encodings = count_encodings(ctx.config.metrics.encoding)
     done = (
         ctx.store.done_keys("trace_counts", ["trace_id", "encoding"])
@@ -116,13 +116,15 @@ def _count_traces(ctx: StageContext, traces: pd.DataFrame) -> int:
     if todo.empty:
         return 0
     step_counts = ctx.store.rows_per("steps", "trace_id") if ctx.store.has("steps") else None
+    written = 0
     for first in range(0, len(todo), COUNT_BLOCK):
         block = todo.iloc[first : first + COUNT_BLOCK]
         ids = block["trace_id"].astype(str).tolist()
         steps = [0] * len(ids) if step_counts is None else step_counts.reindex(ids).fillna(0)
         rows = trace_count_rows(ids, block["reasoning"].tolist(), list(steps), encodings)
         ctx.store.write("trace_counts", rows, stage="segment")
-    return len(todo)
+        written += len(rows)
+    return written
 
 
 @register_stage(
