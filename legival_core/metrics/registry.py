@@ -162,7 +162,7 @@ def _student_mean_finalize(part: dict[str, tuple[float, int]]) -> float:
 
 
 def _entropy_partial(rows: pd.DataFrame, columns: tuple[str, ...]) -> dict[str, np.ndarray]:
-    from legival_core.metrics.transfer import N_BINS
+    from legival_core.metrics.transfer_grid import N_BINS
 
     frame = _student_values(rows, columns)
     out: dict[str, np.ndarray] = {}
@@ -173,14 +173,14 @@ def _entropy_partial(rows: pd.DataFrame, columns: tuple[str, ...]) -> dict[str, 
 
 
 def _entropy_merge(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    from legival_core.metrics.transfer import N_BINS
+    from legival_core.metrics.transfer_grid import N_BINS
 
     empty = np.zeros(N_BINS)
     return {s: a.get(s, empty) + b.get(s, empty) for s in sorted({*a, *b})}
 
 
 def _entropy_finalize(part: dict[str, np.ndarray]) -> float:
-    from legival_core.metrics.transfer import normalised_entropy
+    from legival_core.metrics.transfer_grid import normalised_entropy
 
     if not part:
         return math.nan
