@@ -632,6 +632,19 @@ def _run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
     return code, err
 
 
+def test_a_config_naming_metrics_without_leaks_runs_leaks_before_them(tmp_path: Path) -> None:
+    """A config written before the leaks stage existed lists its stages without it; the
+    metrics need its table, so the stage goes in just before them (the smoke pipeline's config
+    stopped at the metrics with "needs table 'answer_leaks'" until it did)."""
+    config = tmp_path / "old.toml"
+    old = '["grade", "segment", "rollout", "judge", "metrics"]'
+    config.write_text(f"[experiment]\nstages = {old}\n")
+    wanted = ("grade", "segment", "rollout", "judge", "leaks", "metrics")
+    assert load_config(config).stages == wanted
+    config.write_text('[experiment]\nstages = ["grade", "segment"]\n')
+    assert load_config(config).stages == ("grade", "segment")
+
+
 def test_cli_lists_every_stage(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list"]) == 0
     out = capsys.readouterr().out
