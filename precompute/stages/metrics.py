@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +56,8 @@ if TYPE_CHECKING:
     from legival_core.store.store import Store
 
 __all__ = [
+    "budget_chunks",
+    "compute_in_chunks",
     "decomposition_table",
     "efficiency_table",
     "missing_input",
@@ -355,14 +357,136 @@ def metrics_chunk(
     return efficiency, transfer, teacher_partials(efficiency, transfer)
 
 
+#: Bytes one row of each per-row input takes while its bucket is computed: the frame as read
+#: (:data:`BUCKET_COLUMNS`) and what :func:`metrics_chunk` makes from it, measured as the
+#: stage's peak resident memory per bucket row on the scale bench's 100k-trace store
+#: (docs/benchmarks.md, "Reading a bucket at a time").
+BUCKET_BYTES_PER_ROW = {"similarity": 100, "judgments": 800, "rollouts": 310}
+#: The unit of ``--memory-gb`` and ``[metrics] memory_gb``.
+GB = 10**9
+
+
+def budget_chunks(rows: dict[str, int], memory_gb: float, in_flight: int = 1) -> int:
+    """The fewest buckets whose per-row inputs stay under ``memory_gb`` on average:
+    ``ceil(in_flight * sum(rows[t] * BUCKET_BYTES_PER_ROW[t]) / (memory_gb * GB))`` (at least
+    1), where ``rows`` are the tables' stored row counts (the manifest's) and ``in_flight`` the
+    buckets held at once (1 in this process; with Ray the driver holds the ones in flight).
+
+    >>> budget_chunks({"similarity": 0, "judgments": 0, "rollouts": 10**7}, 1.0)
+    7
+    """
+    if not (memory_gb > 0 and math.isfinite(memory_gb)):
+        raise ValueError(f"a memory budget must be a positive number of GB, got {memory_gb}")
+    need = in_flight * sum(rows.get(t, 0) * b for t, b in BUCKET_BYTES_PER_ROW.items())
+    return max(1, math.ceil(need / (memory_gb * GB)))
+
+
+def metrics_chunks(store: Store, cfg: Any, options: dict[str, Any]) -> int:
+    """The stage's bucket count: ``--chunks`` (else ``[metrics] chunks``), raised to
+    :func:`budget_chunks` of the store's row counts when a budget is given (``--memory-gb``,
+    else ``[metrics] memory_gb``); never fewer than the chunks asked for."""
+    from precompute.chunk_runner import RAY_IN_FLIGHT
+
+    given = options.get("chunks")
+    chunks = cfg.chunks if given is None else int(given)
+    if chunks < 1:
+        raise StageError(f"stage 'metrics': --chunks must be at least 1, got {chunks}")
+    budget = options.get("memory_gb")
+    budget = cfg.memory_gb if budget is None else float(budget)
+    if budget is None:
+        return int(chunks)
+    if not (budget > 0 and math.isfinite(budget)):
+        raise StageError(
+            f"stage 'metrics': --memory-gb must be a positive number of GB, got {budget}"
+        )
+    tables = store.manifest.get("tables") or {}
+    rows = {t: int((tables.get(t) or {}).get("rows", 0)) for t in BUCKET_BYTES_PER_ROW}
+    in_flight = RAY_IN_FLIGHT if options.get("engine") == "ray" else 1
+    return max(int(chunks), budget_chunks(rows, budget, in_flight))
+
+
+def positive_gb(text: str) -> float:
+    """``--memory-gb``'s value: a finite number above 0 (else a usage error naming it)."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of GB, got {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a positive number of GB, got {text!r}")
+    return value
+
+
+def _trace_ids_in(store: Store, table: str, filters: dict[str, Any] | None = None) -> list[str]:
+    """The distinct trace ids of ``table``'s rows (none when it is absent), streamed
+    (:meth:`legival_core.store.store.Store.key_values`): a million ids, not 37M rows."""
+    if not store.has(table):
+        return []
+    return [str(t) for t in store.key_values(table, "trace_id", filters).to_pylist()]
+
+
+#: The per-row inputs :func:`compute_in_chunks` reads one bucket at a time, and their columns.
+BUCKET_COLUMNS: dict[str, tuple[str, ...]] = {
+    "similarity": ("trace_id", "step", "max_similarity"),
+    "judgments": ("trace_id", "labeler", "steps", "valid"),
+    "rollouts": (
+        "trace_id", "problem_id", "dataset", "teacher", "student", "k", "sample", "m", "correct",
+        "forced", "status",
+    ),
+}  # fmt: skip
+
+#: Reads one bucket's rows of a per-row input: (table, the bucket's trace ids) -> its rows.
+BucketReader = Callable[[str, Sequence[str]], pd.DataFrame]
+
+
+def store_bucket_reader(store: Store, labeler: str) -> BucketReader:
+    """A :data:`BucketReader` on ``store``: a keyed read (``filters={"trace_id": ids}``) of the
+    columns :data:`BUCKET_COLUMNS` names, so the store's guarantees hold (the latest part wins
+    per key, only the parts the manifest lists, an unreadable part a :class:`StoreError`
+    naming it) and what is held is the bucket's rows plus one record batch being decoded.
+    Only ``labeler``'s judgments are read (the others give no backtracking share)."""
+    present = {name: store.has(name) for name in BUCKET_COLUMNS}
+
+    def read(table: str, trace_ids: Sequence[str]) -> pd.DataFrame:
+        columns = list(BUCKET_COLUMNS[table])
+        if not present[table]:
+            return read_or_empty(store, table, columns)
+        filters: dict[str, Any] = {"trace_id": list(trace_ids)}
+        if table == "judgments":
+            filters["labeler"] = labeler
+        return store.read(table, columns, filters)
+
+    return read
+
+
+def _bucket_inputs(
+    per_trace: dict[str, pd.DataFrame],
+    bucket_of_trace: pd.Series,
+    read_rows: BucketReader,
+) -> Iterator[dict[str, pd.DataFrame]]:
+    """Each bucket's inputs in bucket order, read when asked for: the per-trace frames split in
+    memory (small), the per-row inputs read from the store by the bucket's trace ids."""
+    split: dict[str, dict[int, pd.DataFrame]] = {}
+    for name, frame in per_trace.items():
+        keys = frame["trace_id"].astype(str).map(bucket_of_trace).to_numpy()
+        split[name] = (
+            {int(b): rows for b, rows in frame.groupby(keys, sort=False)} if len(frame) else {}
+        )
+    for bucket in sorted(split["traces"]):
+        item = {n: split[n].pop(bucket, f.iloc[:0]) for n, f in per_trace.items()}
+        ids = item["traces"]["trace_id"].astype(str).tolist()
+        for table in BUCKET_COLUMNS:
+            item[table] = read_rows(table, ids)
+        yield item
+
+
 def compute_in_chunks(
     traces: pd.DataFrame,
     counts: pd.DataFrame,
     grades: pd.DataFrame,
-    similarity: pd.DataFrame,
-    judgments: pd.DataFrame,
-    rollouts: pd.DataFrame,
     leaks: pd.DataFrame,
+    read_rows: BucketReader,
     *,
     chunks: int,
     settings: ChunkSettings,
@@ -376,6 +500,12 @@ def compute_in_chunks(
     each chunk's rows are handed to ``write`` as they come back and the teacher partials of
     every chunk merged (:mod:`legival_core.metrics.teacher_partials`).
 
+    The per-trace frames (``traces``, ``counts``, ``grades``, ``leaks``) are given whole; the
+    per-row inputs (``similarity``, ``judgments``, ``rollouts``: 19M and 37M rows at a million
+    traces) are read one bucket at a time by ``read_rows`` (:func:`store_bucket_reader`), so
+    the stage holds one bucket's rows of them (with Ray, the buckets in flight:
+    :data:`precompute.chunk_runner.RAY_IN_FLIGHT`), never a whole table.
+
     Every per-trace quantity depends on its own trace's rows only, and the normalised lengths on
     the problem's traces, which share a chunk: the tables are the same for any ``chunks`` and
     any engine."""
@@ -384,27 +514,8 @@ def compute_in_chunks(
 
     trace_bucket = problem_buckets(traces["problem_id"], chunks)
     bucket_of_trace = pd.Series(trace_bucket, index=traces["trace_id"].astype(str).to_numpy())
-    frames = {
-        "traces": traces,
-        "counts": counts,
-        "grades": grades,
-        "similarity": similarity,
-        "judgments": judgments,
-        "rollouts": rollouts,
-        "leaks": leaks,
-    }
-    split: dict[str, dict[int, pd.DataFrame]] = {}
-    for name, frame in frames.items():
-        keys = frame["trace_id"].astype(str).map(bucket_of_trace).to_numpy()
-        split[name] = (
-            {int(b): rows for b, rows in frame.groupby(keys, sort=False)} if len(frame) else {}
-        )
-    buckets = sorted(split["traces"])
-    items = [
-        {name: split[name].get(b, frame.iloc[:0]) for name, frame in frames.items()}
-        for b in buckets
-    ]
-    del split
+    per_trace = {"traces": traces, "counts": counts, "grades": grades, "leaks": leaks}
+    items = _bucket_inputs(per_trace, bucket_of_trace, read_rows)
     merged = TeacherPartials()
     kept: list[pd.DataFrame] = []
     transfer_rows = 0
@@ -417,7 +528,9 @@ def compute_in_chunks(
             transfer_rows += len(transfer)
         merged = merge_teacher_partials(merged, partials)
     if not kept:  # no trace: the table's columns, no row
-        kept.append(metrics_chunk({n: f.iloc[:0] for n, f in frames.items()}, settings)[0])
+        empty = {n: f.iloc[:0] for n, f in per_trace.items()}
+        empty.update({t: read_rows(t, []) for t in BUCKET_COLUMNS})
+        kept.append(metrics_chunk(empty, settings)[0])
     return ChunkedTables(pd.concat(kept, ignore_index=True), transfer_rows, merged)
 
 
@@ -932,6 +1045,15 @@ METRICS_ROLLOUT_COLUMNS = (
             "chunks",
             {"type": int, "help": "buckets of problems (default: [metrics] chunks, 16)"},
         ),
+        StageOption(
+            "--memory-gb",
+            "memory_gb",
+            {
+                "type": positive_gb,
+                "help": "memory budget for one bucket's rows: more buckets when the store "
+                "needs them (default: [metrics] memory_gb, none)",
+            },
+        ),
     ),
 )
 def run_metrics(ctx: StageContext) -> StageResult:
@@ -949,24 +1071,24 @@ def run_metrics(ctx: StageContext) -> StageResult:
         raise StageError("stage 'metrics' needs rows in table 'traces', which is empty")
     grades = read_or_empty(store, "grades", ["trace_id", "correct"])
     counts = read_or_empty(store, "trace_counts", list(COUNT_COLUMNS))
-    similarity = read_or_empty(store, "similarity", ["trace_id", "step", "max_similarity"])
-    judgments = read_or_empty(store, "judgments", ["trace_id", "labeler", "steps", "valid"])
     from legival_core.grading.grader import GRADER_VERSION
     from legival_core.metrics.transfer_curves import rollouts_stamp
     from precompute.stages.leaks import stale_leaks
     from precompute.stages.segment import count_encodings
 
     stamp = rollouts_stamp(started)
-    rollouts = read_or_empty(store, "rollouts", list(METRICS_ROLLOUT_COLUMNS))
-    problems = read_or_empty(store, "problems", ["problem_id", "workload"])
     labeler = primary_labeler(ctx)
+    # The per-row inputs are read a bucket at a time below; here only which traces have any of
+    # their rows (distinct trace ids, streamed a record batch at a time), for the checks.
+    with_rollout_rows = _trace_ids_in(store, "rollouts")
+    similarity = pd.DataFrame({"trace_id": _trace_ids_in(store, "similarity")})
+    judged = _trace_ids_in(store, "judgments", {"labeler": labeler})
+    judgments = pd.DataFrame({"trace_id": judged, "labeler": labeler})
+    problems = read_or_empty(store, "problems", ["problem_id", "workload"])
     gold = read_or_empty(store, "problems", ["problem_id", "gold", "meta"])
     leaks = read_or_empty(store, "answer_leaks", ["trace_id", "leak_k", "gold", "grader_version"])
-    with_rollouts = (
-        traces[traces["trace_id"].isin(set(rollouts["trace_id"]))]
-        if len(rollouts)
-        else traces.iloc[:0]
-    )
+    with_rollouts = traces[traces["trace_id"].isin(set(with_rollout_rows))]
+    has_rollouts = len(with_rollout_rows) > 0
     golds = {str(p): {"gold": g} for p, g in zip(gold["problem_id"], gold["gold"], strict=True)}
     unchecked = stale_leaks(with_rollouts, leaks, golds, GRADER_VERSION)
     encodings = count_encodings(cfg.encoding)
@@ -986,22 +1108,19 @@ def run_metrics(ctx: StageContext) -> StageResult:
         labeler,
         store,
     )
+    del similarity, judgments, with_rollout_rows
 
     leaks = leaks[leaks["trace_id"].isin(set(with_rollouts["trace_id"]))]
     leaks = leaks[["trace_id", "leak_k"]].reset_index(drop=True)
     leaks["leak_k"] = leaks["leak_k"].astype("Int64")
-    given = options.get("chunks")
-    chunks = cfg.chunks if given is None else int(given)
-    if chunks < 1:
-        raise StageError(f"stage 'metrics': --chunks must be at least 1, got {chunks}")
+    chunks = metrics_chunks(store, cfg, options)
+    result.notes.append(f"{chunks} chunks")
     chunked = compute_in_chunks(
         traces,
         counts[counts["encoding"] == cfg.encoding],
         grades,
-        similarity,
-        judgments,
-        rollouts,
         leaks,
+        store_bucket_reader(store, labeler),
         chunks=chunks,
         settings=ChunkSettings(cfg.threshold, labeler, cfg.profile, cfg.grid),
         write=lambda name, frame: store.write(name, frame, stage="metrics"),
@@ -1017,7 +1136,10 @@ def run_metrics(ctx: StageContext) -> StageResult:
             store.merge(name)
             result.written[name] = rows
     tables: dict[str, pd.DataFrame] = {}
-    leaks_found = int(leaks["leak_k"].notna().sum()) if len(rollouts) else 0
+    leaks_found = int(leaks["leak_k"].notna().sum()) if has_rollouts else 0
+    # Not chunked yet, so read whole here (after the buckets' rows have gone): the transfer
+    # curves' bootstrap bands and the release profile's teacher table.
+    rollouts = read_or_empty(store, "rollouts", list(METRICS_ROLLOUT_COLUMNS))
     if len(rollouts):
         tables["transfer_curves"] = transfer_curves_table(rollouts, stamp, 0)
     if cfg.profile == "paper":
@@ -1058,7 +1180,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     # The page results read what they need from the store again: let the inputs go first (at
     # a million traces they held ~10 GB, and holding them beside the rollouts read again
     # below crossed 17 GB; bench/scale_bench.py).
-    del traces, grades, counts, similarity, judgments, rollouts, efficiency, tables, frame, chunked
+    del traces, grades, counts, rollouts, efficiency, tables, frame, chunked
     gc.collect()
     # The pages' default results, from the tables just written. Each is stamped with its
     # inputs' state: the tables this stage wrote as they are now, the others as they were
