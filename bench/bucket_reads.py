@@ -17,6 +17,7 @@ its own; the row counts are checked equal. Polars is not a project dependency
 
     python bench/scale_bench.py --copies 400 --build-only --store /tmp/scale
     python bench/bucket_reads.py --store /tmp/scale/copies-400 --chunks 16
+    python bench/bucket_reads.py --store /tmp/scale/copies-400 --bytes-per-row
 """
 
 from __future__ import annotations
@@ -71,14 +72,74 @@ def child(store_path: Path, engine: str, chunks: int) -> dict[str, object]:
     return {"wall_s": round(wall, 1), "peak_gb": round(peak, 2), "rows": rows}
 
 
+def _rss() -> int:
+    with open("/proc/self/statm", encoding="ascii") as status:
+        return int(status.read().split()[1]) * resource.getpagesize()
+
+
+def bytes_per_row(store_path: Path, table: str) -> dict[str, object]:
+    """One bucket holding every trace, only ``table`` of the per-row inputs filled: the peak
+    resident memory while it is read and computed (:func:`precompute.stages.metrics.
+    metrics_chunk`), sampled every 5 ms, less the memory before, per row of ``table``."""
+    import gc
+    import threading
+
+    import precompute.stages.metrics as stage
+    from legival_core.store.store import Store
+
+    store = Store.open(store_path)
+    counts = store.read("trace_counts", list(stage.COUNT_COLUMNS))
+    inputs = {
+        "traces": store.read("traces", list(stage.METRICS_TRACE_COLUMNS)),
+        "counts": counts[counts["encoding"] == "cl100k_base"],
+        "grades": store.read("grades", ["trace_id", "correct"]),
+        "leaks": store.read("answer_leaks", ["trace_id", "leak_k"]),
+    }
+    for name, columns in stage.BUCKET_COLUMNS.items():
+        inputs[name] = store.read(name, list(columns), {"trace_id": []})
+    settings = stage.ChunkSettings(0.8, "cues", "paper", "interpolate")
+    warm = stage.metrics_chunk(inputs, settings)  # imports and the per-trace work first
+    del warm
+    gc.collect()
+    before, top, done = _rss(), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            top[0] = max(top[0], _rss())
+            time.sleep(0.005)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    filters = {"labeler": "cues"} if table == "judgments" else None
+    inputs[table] = store.read(table, list(stage.BUCKET_COLUMNS[table]), filters)
+    rows = len(inputs[table])
+    stage.metrics_chunk(inputs, settings)
+    done.set()
+    sampler.join()
+    return {"table": table, "rows": rows, "bytes_per_row": round((top[0] - before) / rows)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument("--store", type=Path, required=True)
     parser.add_argument("--chunks", type=int, default=16)
+    parser.add_argument(
+        "--bytes-per-row", action="store_true", help="measure the stage's bytes per bucket row"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--table", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.table:
+        print(json.dumps(bytes_per_row(args.store, args.table)))
+        return 0
     if args.child:
         print(json.dumps(child(args.store, args.child, args.chunks)))
+        return 0
+    if args.bytes_per_row:
+        for table in ("similarity", "judgments", "rollouts"):
+            command = [sys.executable, __file__, "--store", str(args.store), "--table", table]
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            print(done.stdout.strip().splitlines()[-1] if done.returncode == 0 else done.stderr)
         return 0
     results = {}
     for engine in ENGINES:

@@ -180,17 +180,17 @@ def test_key_values_streams_the_distinct_keys_of_every_listed_part(tmp_path: Pat
 
 
 def test_the_budget_rule_by_hand() -> None:
-    """chunks = ceil(in_flight * (similarity*100 + judgments*800 + rollouts*310) / (GB * 1e9))."""
-    assert stage.BUCKET_BYTES_PER_ROW == {"similarity": 100, "judgments": 800, "rollouts": 310}
+    """chunks = ceil(in_flight * (similarity*110 + judgments*780 + rollouts*530) / (GB * 1e9))."""
+    assert stage.BUCKET_BYTES_PER_ROW == {"similarity": 110, "judgments": 780, "rollouts": 530}
     rows = {"similarity": 1_000_000, "judgments": 200_000, "rollouts": 2_000_000}
-    need = 1_000_000 * 100 + 200_000 * 800 + 2_000_000 * 310  # 880,000,000 bytes
-    assert need == 880_000_000
-    assert stage.budget_chunks(rows, 1.0) == 1  # 0.88 GB fits in 1
-    assert stage.budget_chunks(rows, 0.5) == 2  # 1.76 -> 2
-    assert stage.budget_chunks(rows, 0.1) == 9  # 8.8 -> 9
-    assert stage.budget_chunks(rows, 0.008) == 110  # 110.0 exactly
-    assert stage.budget_chunks(rows, 0.0079) == 112  # 111.39 -> 112
-    assert stage.budget_chunks(rows, 1.0, in_flight=4) == 4  # 3.52 -> 4
+    need = 1_000_000 * 110 + 200_000 * 780 + 2_000_000 * 530  # 110M + 156M + 1,060M bytes
+    assert need == 1_326_000_000
+    assert stage.budget_chunks(rows, 2.0) == 1  # 0.663 fits
+    assert stage.budget_chunks(rows, 1.0) == 2  # 1.326 -> 2
+    assert stage.budget_chunks(rows, 0.5) == 3  # 2.652 -> 3
+    assert stage.budget_chunks(rows, 0.1) == 14  # 13.26 -> 14
+    assert stage.budget_chunks(rows, 0.013) == 102  # 102.0 exactly
+    assert stage.budget_chunks(rows, 1.0, in_flight=4) == 6  # 5.304 -> 6
     for bad in (0.0, -1.0, math.inf, math.nan):
         with pytest.raises(ValueError, match="positive number of GB"):
             stage.budget_chunks(rows, bad)
@@ -201,21 +201,21 @@ def test_memory_gb_picks_more_chunks_for_a_smaller_budget(tmp_path: Path) -> Non
     tables = store.manifest["tables"]
     rows = {t: tables[t]["rows"] for t in PER_ROW}
     assert rows == {"similarity": 4853, "judgments": 500, "rollouts": 1544}
-    need = 4853 * 100 + 500 * 800 + 1544 * 310  # 485,300 + 400,000 + 478,640 bytes
-    assert need == 1_363_940
+    need = 4853 * 110 + 500 * 780 + 1544 * 530  # 533,830 + 390,000 + 818,320 bytes
+    assert need == 1_742_150
     cfg = _config(16).metrics
     assert stage.metrics_chunks(store, cfg, {}) == 16  # no budget: the configured chunks
-    # 1.36394 MB in 1 MB: 2 buckets, fewer than the configured 16, which stay
+    # 1.74215 MB in 1 MB: 2 buckets, fewer than the configured 16, which stay
     assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.001}) == 16
     assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.001, "chunks": 1}) == 2
-    # 1,363,940 / 50,000 = 27.28 -> 28; / 10,000 = 136.394 -> 137
-    assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.00005}) == 28
-    assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.00001}) == 137
-    # with Ray the driver holds 4 buckets: 4 * 1,363,940 / 1e6 = 5.46 -> 6
+    # 1,742,150 / 50,000 = 34.84 -> 35; / 10,000 = 174.215 -> 175
+    assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.00005}) == 35
+    assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.00001}) == 175
+    # with Ray the driver holds 4 buckets: 4 * 1,742,150 / 1e6 = 6.97 -> 7
     ray = {"memory_gb": 0.001, "chunks": 1, "engine": "ray"}
-    assert stage.metrics_chunks(store, cfg, ray) == 6
+    assert stage.metrics_chunks(store, cfg, ray) == 7
     # from the config, the same rule
-    assert stage.metrics_chunks(store, _config(1, 0.00005).metrics, {}) == 28
+    assert stage.metrics_chunks(store, _config(1, 0.00005).metrics, {}) == 35
     with pytest.raises(StageError, match=r"positive number of GB, got 0\.0"):
         stage.metrics_chunks(store, cfg, {"memory_gb": 0.0})
 
