@@ -613,7 +613,8 @@ def test_a_write_during_the_metrics_reads_leaves_its_page_results_stale(
 
     def read_then_write(store_: object, table: str, columns: object = None) -> pd.DataFrame:
         frame = real(store_, table, columns)
-        if table == "judgments":  # the last read before the snapshot was taken
+        # the last whole read of the input check (judgments are read a bucket at a time)
+        if table == "answer_leaks":
             Store.open(store_dir).write("steps", extra, stage="segment")
         return frame
 
