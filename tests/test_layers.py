@@ -3,7 +3,7 @@ precompute package has no import cycle (commands register from the CLI, never th
 
 Each room of ``legival_core`` (a subpackage by concept) imports only the rooms its rule
 names (``ROOMS`` below, the same rule its ``__init__`` states in words), and every
-module but the package's ``__init__`` and the front door lives in a room.
+module but the package's ``__init__``, the front door and its opener lives in a room.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ VIEW_RENDERERS = {"precompute/publish.py"}
 #: The notebooks' front door (``lv.open``) serves the pages' tables, so it sits above the view
 #: layer; nothing in the library may import it back (checked below), which keeps it on top.
 FRONT_DOOR = "legival_core/results.py"
+#: ``lv.open`` itself: it imports the front door on first call (so ``import legival_core`` loads
+#: no pandas) and sits above it; the package's ``__init__`` only hands it on.
+OPENER = "legival_core/opener.py"
 
 
 def imported_names(source: str) -> set[str]:
@@ -86,7 +89,7 @@ def imports_front_door(source: str) -> bool:
 
 
 def test_nothing_below_the_front_door_imports_it() -> None:
-    """Only the package's ``lv.open`` reaches the front door: a metric or view importing it
+    """Only ``lv.open`` (the opener) reaches the front door: a metric or view importing it
     would make a cycle through the view layer."""
     assert imports_front_door("from legival_core import results")
     assert imports_front_door("def f():\n    from legival_core.results import Results")
@@ -96,6 +99,25 @@ def test_nothing_below_the_front_door_imports_it() -> None:
         for folder in ("legival_core", "precompute")
         for path in sorted((ROOT / folder).rglob("*.py"))
         if imports_front_door(path.read_text(encoding="utf-8"))
+    }
+    assert importers == {OPENER}
+
+
+def test_the_package_only_hands_the_opener_on() -> None:
+    """The package's ``__init__`` defines no function or class and imports only the opener: the
+    library's ground floor never reaches up to the front door; only the opener, on top, does."""
+    source = (ROOT / "legival_core" / "__init__.py").read_text(encoding="utf-8")
+    body = ast.parse(source).body
+    assert not [n for n in body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
+    assert imported_names(source) - {"__future__", "__future__.annotations"} == {
+        "legival_core.opener",
+        "legival_core.opener.open",
+    }
+    importers = {
+        path.relative_to(ROOT).as_posix()
+        for folder in ("legival_core", "precompute")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if "legival_core.opener" in imported_names(path.read_text(encoding="utf-8"))
     }
     assert importers == {"legival_core/__init__.py"}
 
@@ -157,8 +179,8 @@ def test_precompute_has_no_import_cycle_and_commands_register_from_the_cli() -> 
 # --- The rooms of legival_core (issue 30 item 1) ---
 #: Each room of ``legival_core`` and the rooms its modules may import (besides its own). The
 #: room's ``__init__`` docstring says the same in words ("May import: …"). The front door
-#: (``legival_core/results.py``) and the package's ``__init__`` are the only modules outside a
-#: room; nothing in a room imports the front door (checked above).
+#: (``legival_core/results.py``), its opener and the package's ``__init__`` are the only modules
+#: outside a room; nothing in a room imports the front door (checked above).
 ROOMS: dict[str, set[str]] = {
     "store": set(),
     "text": {"store"},
@@ -202,7 +224,7 @@ def test_every_module_of_the_library_lives_in_a_room() -> None:
         for path in library.rglob("*.py")
         if _room_of(".".join(path.relative_to(ROOT).with_suffix("").parts)) is None
     }
-    assert outside == {"legival_core/__init__.py", FRONT_DOOR}
+    assert outside == {"legival_core/__init__.py", OPENER, FRONT_DOOR}
     for room in ROOMS:
         assert (library / room / "__init__.py").is_file(), room
 
