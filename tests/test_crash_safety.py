@@ -164,7 +164,7 @@ def _assert_same_store(got_dir: Path, want_dir: Path) -> None:
         # A stored page result's stamp names its store's own parts (a resumed run merges its
         # tables into parts laid out differently), so the stamps differ between the stores;
         # what must agree is every result, and that each is current in its own store.
-        from legival_core.store.page_results import INPUTS, inputs_stamp
+        from legival_core.metrics.page_results import INPUTS, inputs_stamp
 
         manifest = Store.open(got_dir).manifest
         rows = got["page_results"]
@@ -598,7 +598,7 @@ def test_a_write_during_the_metrics_reads_leaves_its_page_results_stale(
     between was stamped as read: the inspector's trace list then showed 4 steps where the
     steps table has 5, until the next metrics run. The write lands here right after the last
     of those reads; the stored marker must then be stale, never current."""
-    from legival_core.store.page_results import is_current
+    from legival_core.metrics.page_results import is_current
     from precompute.stages import metrics
 
     store_dir = tmp_path / "store"

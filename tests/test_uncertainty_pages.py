@@ -325,7 +325,7 @@ def test_rank_stability_cells_give_n_and_no_stars_below_five(monkeypatch) -> Non
 
     from legival_core.published.references import store_reference_teachers
     from legival_core.stats.stats import MIN_N_FOR_SIGNIFICANCE, rank_stability
-    from legival_core.store.app_config import BUNDLED_STORES
+    from legival_core.views.app_config import BUNDLED_STORES
 
     demo = Store.open(BUNDLED_STORES["demo"])
     at = run_app_page("correlations", monkeypatch, [demo.path], {"metric": "fotu"}, timeout=300)

@@ -27,9 +27,11 @@ References: Legi-Val (arXiv 2603.20508) for the legibility metrics and rankings;
 
 A room of ``legival_core``: the view helpers, the app's data preparation (one module per page)
 and the helpers beside it (board layout, merged boards, number formatting, the static site's
-pages). May import: store, text, grading, tasks, stats, metrics, published, rankings, oversight,
-calibration. Outside the tests, only the front door (``legival_core.results``), the app's pages
-and ``precompute/publish.py`` import this room.
+pages and the digests it is pinned to, ``site_pin``), and the app's settings (``app_config``:
+which stores it may open, read-only or not). May import: store, text, grading, tasks, stats,
+metrics, published, rankings, oversight, calibration. Outside the tests, only the front door
+(``legival_core.results``), the app (``app.py`` and its pages) and ``precompute/publish.py``
+import this room.
 """
 
 from __future__ import annotations
@@ -94,7 +96,6 @@ from legival_core.views.efficiency import (
 )
 from legival_core.views.inspector import (
     LABELER_KIND_NAMES,
-    LABELER_KINDS,
     NOT_STORED,
     StepPage,
     graded_answer_line,
@@ -126,6 +127,7 @@ from legival_core.views.leaderboard import (
 from legival_core.views.pareto import model_family, pareto_view
 from legival_core.views.published import published_beside
 from legival_core.views.reading import (
+    LABELER_KINDS,
     stored_trace_concentration,
     teacher_attribution_table,
 )

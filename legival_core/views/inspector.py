@@ -16,18 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from legival_core.views.reading import LABELER_KINDS, render_steps
+
 # ---------------------------------------------------------------------------------------------
 # Trace inspector
 # ---------------------------------------------------------------------------------------------
 
-#: Kinds of backtracking labeler, each with its marker and colour in the inspector.
-LABELER_KINDS: dict[str, tuple[str, str]] = {
-    "judge": ("J", "#c0392b"),
-    "cues": ("C", "#1e8449"),
-    "lexical": ("L", "#d68910"),
-    "human": ("H", "#7d3c98"),
-    "other": ("O", "#566573"),
-}
 #: What each marker stands for, in the legend.
 LABELER_KIND_NAMES = {
     "judge": "LLM judge",
@@ -256,20 +250,6 @@ def step_page(m: int, page: int, per_page: int = 60) -> StepPage:
     return StepPage(page, pages, start, min(m, start + per_page))
 
 
-def _shade(similarity: float) -> str:
-    """Background of a step: transparent below 0.5, then deeper orange with r_i."""
-    if not math.isfinite(similarity) or similarity <= 0.5:
-        return "transparent"
-    alpha = min(0.55, (similarity - 0.5) * 1.1)
-    return f"rgba(230,126,34,{alpha:.2f})"
-
-
-def _cell(value: float | None) -> str:
-    if value is None or not math.isfinite(value):
-        return "#d5d8dc"  # no rollout at this prefix
-    return "#27ae60" if value >= 0.5 else "#e74c3c"
-
-
 def trace_html(
     table: pd.DataFrame,
     *,
@@ -300,7 +280,6 @@ def trace_html(
     # The inspector page's renderer, with the text as escaped plain text instead of Markdown:
     # one function draws both, so the site cannot drift from the app.
     from legival_core.text.safe_text import html_text
-    from legival_core.views.reading import render_steps
 
     return render_steps(
         table,

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from legival_core.text.safe_text import html_text, markdown_literal, markdown_math
-from legival_core.views.inspector import LABELER_KINDS, _cell, _shade
 
 if TYPE_CHECKING:
     from legival_core.store.store import Store
@@ -29,6 +28,7 @@ __all__ = [
     "ATTRIBUTION_COLOURS",
     "ATTRIBUTION_COLUMNS",
     "COMPLETION_LIMIT",
+    "LABELER_KINDS",
     "Swatch",
     "answer_span",
     "attribution_line",
@@ -54,7 +54,30 @@ WRONG_COLOUR = "#7d3c98"
 #: Characters of a student's completion shown; the rest is cut with a note.
 COMPLETION_LIMIT = 20_000
 
+#: Kinds of backtracking labeler, each with its marker and colour in the inspector.
+LABELER_KINDS: dict[str, tuple[str, str]] = {
+    "judge": ("J", "#c0392b"),
+    "cues": ("C", "#1e8449"),
+    "lexical": ("L", "#d68910"),
+    "human": ("H", "#7d3c98"),
+    "other": ("O", "#566573"),
+}
+
 _ANCHOR = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _shade(similarity: float) -> str:
+    """Background of a step: transparent below 0.5, then deeper orange with r_i."""
+    if not math.isfinite(similarity) or similarity <= 0.5:
+        return "transparent"
+    alpha = min(0.55, (similarity - 0.5) * 1.1)
+    return f"rgba(230,126,34,{alpha:.2f})"
+
+
+def _cell(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "#d5d8dc"  # no rollout at this prefix
+    return "#27ae60" if value >= 0.5 else "#e74c3c"
 
 
 @dataclass(frozen=True)
@@ -412,7 +435,7 @@ def stored_trace_concentration(store: Store) -> pd.DataFrame:
     the store's rollouts; else computed from the rollouts' grading columns. Empty without
     rollouts."""
     from legival_core.metrics.attribution import trace_concentration
-    from legival_core.store.page_results import stored_frame
+    from legival_core.metrics.page_results import stored_frame
 
     if store.has("page_results"):
         stored = stored_frame(store.read("page_results"), store.manifest, "attribution_traces", ())

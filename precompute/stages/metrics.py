@@ -14,7 +14,7 @@
   :func:`legival_core.metrics.transfer.teacher_metrics`.
 * ``page_results`` — what the slow pages compute on load for their default selection
   (:func:`page_results_table`), stamped with the state of its inputs, so a page reads it
-  instead (:mod:`legival_core.store.page_results`).
+  instead (:mod:`legival_core.metrics.page_results`).
 * ``decomposition`` — per (teacher, dataset, layer): Kaiser et al.'s E0 = 1000·r_ctx·r_logic/E[T]
   with VŌ and κ for the native workload (``problems.workload``), the solver-derived workload
   (pool = every teacher of the dataset but the reference teachers, see
@@ -658,7 +658,7 @@ def robustness_results(
 def page_results_table(
     store: Store, manifest: dict[str, Any], future: dict[str, Any] | None = None
 ) -> pa.Table | None:
-    """Rows of ``page_results`` (:mod:`legival_core.store.page_results`): what the slow pages
+    """Rows of ``page_results`` (:mod:`legival_core.metrics.page_results`): what the slow pages
     compute on load for their default selection, from the store's tables as they are now,
     each stamped with the state of its inputs in ``manifest``.
 
@@ -691,13 +691,12 @@ def page_results_table(
 
     None when the store holds none of their inputs.
     """
+    from legival_core.metrics.page_results import page_results_rows
     from legival_core.oversight import oversight, selections
     from legival_core.published.references import store_reference_teachers
     from legival_core.rankings.rank_intervals import resamples_frame, stored_board_resamples
     from legival_core.rankings.robustness_choices import Settings
-    from legival_core.rankings.selection import Selection
-    from legival_core.store.app_config import RANK_RESAMPLES, RESAMPLE_SEED
-    from legival_core.store.page_results import page_results_rows
+    from legival_core.rankings.selection import RANK_RESAMPLES, RESAMPLE_SEED, Selection
 
     results: list[tuple[str, tuple[Any, ...], pd.DataFrame]] = []
     args: tuple[Any, ...]
