@@ -25,4 +25,4 @@ def open(path: str | os.PathLike[str]) -> Results:
     """
     from legival_core import results
 
-    return results.open(path)
+    return results.open(path, stacklevel=3)  # the warning points at the caller's line

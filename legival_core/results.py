@@ -55,8 +55,11 @@ from legival_core.views.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE
 CORRELATION_VALUES = ("rho", "p", "p_holm", "n", "pairs")
 
 
-def open(path: str | os.PathLike[str]) -> Results:
+def open(path: str | os.PathLike[str], *, stacklevel: int = 2) -> Results:
     """Open the results store at ``path`` for reading.
+
+    A store graded by an older grader opens with a warning; ``stacklevel`` says whose line it
+    points at (2: this function's caller; ``lv.open`` passes 3, its own caller).
 
     A folder that is not a store raises :class:`legival_core.store.store.StoreError` naming it:
 
@@ -68,7 +71,7 @@ def open(path: str | os.PathLike[str]) -> Results:
     results = Results(Store.open(path))
     status = results.grader_status
     if status is not None and status.stale:
-        warnings.warn(f"{results.path}: {status.message}", UserWarning, stacklevel=2)
+        warnings.warn(f"{results.path}: {status.message}", UserWarning, stacklevel=stacklevel)
     return results
 
 
