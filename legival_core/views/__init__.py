@@ -104,7 +104,6 @@ from legival_core.views.inspector import (
     step_table,
     stored_leak_step,
     student_strip,
-    trace_html,
     with_lexical_flags,
     with_offline_flags,
     wrong_steps,
@@ -128,6 +127,7 @@ from legival_core.views.published import published_beside
 from legival_core.views.reading import (
     stored_trace_concentration,
     teacher_attribution_table,
+    trace_html,
 )
 from legival_core.views.transfer import (
     first_measured_positions,
