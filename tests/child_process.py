@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-__all__ = ["REPO", "python_child"]
+__all__ = ["REPO", "python_child", "wait_for_a_part"]
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,3 +32,15 @@ def python_child(
     return subprocess.run(
         [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
+
+
+def wait_for_a_part(process: subprocess.Popen[Any], parts: Path, deadline: float) -> None:
+    """Wait until the first part of a table lands in the folder ``parts`` (or ``deadline``, a
+    :func:`time.monotonic` time, passes) while ``process`` writes it; then it must still be
+    running, so that a kill lands half-way (an event, not a guessed start-up time).
+    """
+    while time.monotonic() < deadline and process.poll() is None:
+        if parts.is_dir() and any(parts.glob("part-*.arrow")):
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "the process finished before it could be killed"
