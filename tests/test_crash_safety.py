@@ -100,6 +100,11 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _precompute(*args: str) -> list[str]:
+    """``python -m precompute ARGS`` as this interpreter runs it."""
+    return [sys.executable, "-m", "precompute", *args]
+
+
 def _run_command(command: list[str], timeout: int = 300) -> subprocess.CompletedProcess[str]:
     """``command`` run from the repository with the test environment, its output captured."""
     return subprocess.run(
@@ -337,19 +342,10 @@ def _ingest_file(folder: Path, name: str = "traces.jsonl", bad_rows: int = 0) ->
 
 
 def _ingest_command(source: Path, store_dir: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "precompute",
-        "ingest",
-        str(source),
-        "--store",
-        str(store_dir),
-        "--teacher",
-        "adder",
-        "--batch-rows",
-        str(INGEST_BATCH),
-    ]
+    return _precompute(
+        "ingest", str(source), "--store", str(store_dir), "--teacher", "adder",
+        "--batch-rows", str(INGEST_BATCH),
+    )  # fmt: skip
 
 
 def test_ingest_killed_between_a_batchs_traces_and_grades_resumes_every_table(
@@ -707,7 +703,7 @@ def test_full_disk_is_one_line_naming_the_store_and_the_stage(small_tmpfs: Path)
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return _run_command([sys.executable, "-m", "precompute", *args])
+    return _run_command(_precompute(*args))
 
 
 def _one_disk_line(done: subprocess.CompletedProcess[str], names: Path) -> None:
@@ -786,18 +782,7 @@ def _site(folder: Path) -> dict[str, bytes]:
 
 
 def _publish_command(store: Path, out: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "precompute",
-        "publish",
-        "--store",
-        str(store),
-        "--out",
-        str(out),
-        "--resamples",
-        "20",
-    ]
+    return _precompute("publish", "--store", str(store), "--out", str(out), "--resamples", "20")
 
 
 def test_publish_killed_at_every_step_leaves_the_old_site_or_the_new_one(tmp_path: Path) -> None:

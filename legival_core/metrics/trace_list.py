@@ -19,6 +19,7 @@ __all__ = [
     "TRACE_CHOICE_COLUMNS",
     "store_trace_choices",
     "stored_trace_choices",
+    "telling_first",
     "trace_choices",
 ]
 
@@ -160,6 +161,14 @@ def trace_choices(
     else:
         out["fotu"] = np.nan
         out["rollouts"] = False
+    return telling_first(out)
+
+
+def telling_first(out: pd.DataFrame) -> pd.DataFrame:
+    """The trace list in its order and columns, once its columns are joined: the most telling
+    traces first (correct with rollouts), then by teacher, problem and sample; ``leak_k`` is
+    added as missing where no transfer table gave it.
+    """
     if "leak_k" not in out:
         out["leak_k"] = pd.array([pd.NA] * len(out), dtype="Int64")
     telling = (out["correct"].fillna(False).astype(bool) & out["rollouts"]).to_numpy()

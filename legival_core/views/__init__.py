@@ -96,6 +96,7 @@ from legival_core.views.efficiency import (
 )
 from legival_core.views.inspector import (
     LABELER_KIND_NAMES,
+    LABELER_KINDS,
     NOT_STORED,
     StepPage,
     graded_answer_line,
@@ -105,7 +106,6 @@ from legival_core.views.inspector import (
     step_table,
     stored_leak_step,
     student_strip,
-    trace_html,
     with_lexical_flags,
     with_offline_flags,
     wrong_steps,
@@ -127,9 +127,9 @@ from legival_core.views.leaderboard import (
 from legival_core.views.pareto import model_family, pareto_view
 from legival_core.views.published import published_beside
 from legival_core.views.reading import (
-    LABELER_KINDS,
     stored_trace_concentration,
     teacher_attribution_table,
+    trace_html,
 )
 from legival_core.views.transfer import (
     first_measured_positions,
