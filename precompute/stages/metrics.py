@@ -465,6 +465,8 @@ def rollout_results_in_chunks(
     concentration: list[pd.DataFrame] = []
     leaks = pd.DataFrame()
     for chunk in chunks_of_rollouts:
+        if chunk.empty and first:  # an empty bucket adds nothing (the first one gives dtypes)
+            continue
         part = rp.transfer_curve_partial(chunk, n_boot=BAND_RESAMPLES, seed=seed)
         curves = rp.merge_transfer_curves(curves, part)
         for profile in PROFILES:
