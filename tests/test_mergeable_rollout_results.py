@@ -317,3 +317,20 @@ def test_partials_of_different_settings_do_not_merge() -> None:
     b = rp.transfer_curve_partial(two_traces(), ["paper"], n_boot=4, seed=1)
     with pytest.raises(ValueError, match="different settings"):
         rp.merge_transfer_curves(a, b)
+
+
+def test_page_style_rollouts_in_chunks_equal_the_page_results() -> None:
+    """``page_results_table`` reads the rollouts with categorical ids and plain int32 ``k``/``m``
+    (not the store's nullable integers): chunks of that frame equal its whole results too."""
+    from precompute.stages.metrics import _read_rollouts_as_pages, rollout_results_in_chunks
+
+    store = Store.open(BUNDLED_STORES["demo"])
+    rollouts, transfer = _read_rollouts_as_pages(store), store.read("trace_transfer")
+    assert isinstance(rollouts["trace_id"].dtype, pd.CategoricalDtype)
+    got = rollout_results_in_chunks(split(rollouts, 7), stamp="s", seed=0, trace_transfer=transfer)
+    for profile in PROFILES:
+        pd.testing.assert_frame_equal(got.coverage[profile], observed_coverage(rollouts, profile))
+    same(got.first_measured, first_measured_positions(rollouts))
+    same(got.concentration, trace_concentration(rollouts))
+    assert got.leaks is not None
+    same(got.leaks, selection_leak_summary(transfer, rollouts))
