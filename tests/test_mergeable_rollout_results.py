@@ -27,8 +27,8 @@ from legival_core.metrics.transfer_curves import (
     transfer_curve_table,
 )
 from legival_core.stats.poisson_bootstrap import poisson_weights
-from legival_core.store.app_config import BUNDLED_STORES
 from legival_core.store.store import Store
+from legival_core.views.app_config import BUNDLED_STORES
 
 CHUNKS = (1, 7, 64)
 N_BOOT = 200
