@@ -23,9 +23,9 @@ import pandas as pd
 import streamlit as st
 
 from legival_core.rankings.selection import Selection
-from legival_core.store.app_config import AppConfig, parse_app_args, shorten
 from legival_core.store.safe_export import csv_frame
 from legival_core.text.safe_text import markdown_literal
+from legival_core.views.app_config import AppConfig, parse_app_args, shorten
 
 if TYPE_CHECKING:
     from legival_core.rankings.rank_intervals import TeacherResamples
@@ -239,7 +239,7 @@ def _leak_headline(
     path: str, stamp: float, references: tuple[str, ...], per_teacher: str
 ) -> str | None:
     from legival_core.metrics.leak_summary import leak_headline, leak_summary
-    from legival_core.store.page_results import stored_frame
+    from legival_core.metrics.page_results import stored_frame
     from legival_core.store.store import Store
 
     store = Store.open(path)
@@ -284,8 +284,8 @@ def has_table(table: str) -> bool:
 def stored_result(name: str, args: Sequence[Any]) -> pd.DataFrame | None:
     """The result ``name`` for ``args`` as the metrics stage stored it in ``page_results``,
     or None when it stored no such selection or the store's inputs were written since
-    (:func:`legival_core.store.page_results.stored_frame`): the caller then computes it."""
-    from legival_core.store.page_results import stored_frame
+    (:func:`legival_core.metrics.page_results.stored_frame`): the caller then computes it."""
+    from legival_core.metrics.page_results import stored_frame
 
     if not has_table("page_results"):
         return None

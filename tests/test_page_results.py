@@ -21,11 +21,10 @@ import streamlit as st
 
 from legival_core import views
 from legival_core.metrics import leak_summary as leak_module
-from legival_core.metrics import redundancy_sweep_view
+from legival_core.metrics import page_results, redundancy_sweep_view
+from legival_core.metrics.page_results import stored_frame
 from legival_core.oversight import oversight
 from legival_core.rankings import rank_intervals, robustness_choices
-from legival_core.store import page_results
-from legival_core.store.page_results import stored_frame
 from legival_core.store.store import Store
 from tests.app_runner import run_app_page
 

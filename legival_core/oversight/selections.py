@@ -1,6 +1,6 @@
 """The reward-model and monitoring pages' results for one selection, as pure functions of the
 store's tables: the pages call them on the tables they read, the ``metrics`` stage on the
-same tables to store the default selection's results (:mod:`legival_core.store.page_results`).
+same tables to store the default selection's results (:mod:`legival_core.metrics.page_results`).
 """
 
 from __future__ import annotations

@@ -12,10 +12,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from legival_core.store.app_config import RANK_RESAMPLES, RESAMPLE_SEED
-from legival_core.store.page_results import selection_key
+from legival_core.metrics.page_results import selection_key
 
-__all__ = ["BOARD_RESULTS", "Selection"]
+__all__ = ["BOARD_RESULTS", "RANK_RESAMPLES", "RESAMPLE_SEED", "Selection"]
+
+#: The default view's uncertainty (issue 17): the problem resamples behind every interval and
+#: rank interval, and their seed. The app's settings (:mod:`legival_core.views.app_config`), the
+#: notebooks' front door and the ``metrics`` stage take these, so one default view is stored,
+#: shown and asked for.
+RANK_RESAMPLES = 1000
+RESAMPLE_SEED = 0
 
 #: The ``page_results`` a board selection names, and the fields of :class:`Selection` each is
 #: keyed by, in the order of the stored key (the order the rows of older stores were written
@@ -96,5 +102,5 @@ class Selection:
 
     def key(self, result: str = "board_intervals") -> str:
         """The ``page_results`` selection text of ``result`` for this view
-        (:func:`legival_core.store.page_results.selection_key` of :meth:`args`)."""
+        (:func:`legival_core.metrics.page_results.selection_key` of :meth:`args`)."""
         return selection_key(self.args(result))

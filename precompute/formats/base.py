@@ -49,6 +49,7 @@ __all__ = [
     "as_verdict",
     "deepest_field",
     "field_at",
+    "generation_rows",
     "read_plain_file",
     "split_on_last_think",
     "text_or_none",
@@ -424,6 +425,48 @@ def split_on_last_think(text: str) -> tuple[str, str | None, bool | None]:
     if reasoning.startswith("<think>"):
         reasoning = reasoning[len("<think>") :].strip()
     return reasoning, (tail.strip() or None), True
+
+
+def generation_rows(
+    texts: list[Any],
+    *,
+    field_name: str,
+    path: str,
+    item: str,
+    problem_id: Any,
+    prompt: Any,
+    gold: Any,
+) -> list[dict[str, Any]]:
+    """One row per generation of a problem (``sample`` its place in ``texts``), each text
+    checked and split on its last ``</think>``; the adapter adds what its tool records per
+    generation. ``field_name``/``path``/``item`` name a bad text in the :class:`RecordError`
+    (``"resps"``, ``"resps[0]"``, ``"response"`` -> ``response 1 is not text`` in ``resps``;
+    lone surrogates in ``resps[0][1]``).
+
+    >>> rows = generation_rows(["a</think>1", "b</think>2"], field_name="g", path="g",
+    ...     item="generation", problem_id="p", prompt=None, gold="1")
+    >>> [(r["sample"], r["reasoning"], r["answer"]) for r in rows]
+    [(0, 'a', '1'), (1, 'b', '2')]
+    """
+    rows = []
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise RecordError(field_name, f"{item} {index} is not text")
+        text_or_none(text, f"{path}[{index}]")
+        reasoning, answer, complete = split_on_last_think(text)
+        rows.append(
+            {
+                "problem_id": problem_id,
+                "sample": index,
+                "prompt": prompt,
+                "gold": gold,
+                "raw": text,
+                "reasoning": reasoning,
+                "answer": answer,
+                "complete": complete,
+            }
+        )
+    return rows
 
 
 _CORRECT = {"c", "correct", "true", "yes", "y", "t", "pass", "passed"}

@@ -38,10 +38,10 @@ from precompute.formats.base import (
     TraceFormat,
     as_list,
     as_verdict,
+    generation_rows,
     read_plain_file,
     text_or_none,
 )
-from precompute.formats.base import split_on_last_think as _split
 
 __all__ = ["LmEvalFormat"]
 
@@ -120,22 +120,16 @@ class LmEvalFormat(TraceFormat):
         else:
             prompt = text_or_none(_request_prompt(record), "arguments")
         verdict_key, verdict = _verdict(record)
-        rows = []
-        for index, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise RecordError("resps", f"response {index} is not text")
-            text_or_none(text, f"resps[0][{index}]")
-            reasoning, answer, complete = _split(text)
-            row: dict[str, Any] = {
-                "problem_id": doc_id,
-                "sample": index,
-                "prompt": prompt,
-                "gold": _gold(record.get("target")),
-                "raw": text,
-                "reasoning": reasoning,
-                "answer": answer,
-                "complete": complete,
-            }
+        rows = generation_rows(
+            texts,
+            field_name="resps",
+            path="resps[0]",
+            item="response",
+            problem_id=doc_id,
+            prompt=prompt,
+            gold=_gold(record.get("target")),
+        )
+        for row in rows:
             if self._model:
                 row["model"] = self._model
             if verdict_key is not None and len(texts) == 1:
@@ -146,7 +140,6 @@ class LmEvalFormat(TraceFormat):
                 filtered = record.get("filtered_resps")
                 if isinstance(filtered, list) and filtered:
                     row["tool_answer"] = _text(filtered[0], "filtered_resps")
-            rows.append(row)
         return rows
 
     def _model_name(self, samples_file: Path) -> str | None:

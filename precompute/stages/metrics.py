@@ -14,7 +14,7 @@
   :func:`legival_core.metrics.transfer.teacher_metrics`.
 * ``page_results`` — what the slow pages compute on load for their default selection
   (:func:`page_results_table`), stamped with the state of its inputs, so a page reads it
-  instead (:mod:`legival_core.store.page_results`).
+  instead (:mod:`legival_core.metrics.page_results`).
 * ``decomposition`` — per (teacher, dataset, layer): Kaiser et al.'s E0 = 1000·r_ctx·r_logic/E[T]
   with VŌ and κ for the native workload (``problems.workload``), the solver-derived workload
   (pool = every teacher of the dataset but the reference teachers, see
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +62,7 @@ __all__ = [
     "efficiency_table",
     "missing_input",
     "primary_labeler",
+    "rollout_results_in_chunks",
     "run_metrics",
     "teacher_table",
     "transfer_curves_table",
@@ -535,6 +536,75 @@ def compute_in_chunks(
     return ChunkedTables(pd.concat(kept, ignore_index=True), transfer_rows, merged)
 
 
+@dataclass
+class RolloutResults:
+    """What the metrics stage derives from the whole ``rollouts`` table, merged chunk by chunk
+    (:func:`rollout_results_in_chunks`): the ``transfer_curves`` rows and the transfer /
+    attribution page results of :func:`page_results_table` (``coverage`` by profile;
+    ``leaks`` None without a ``trace_transfer`` carrying the leak columns)."""
+
+    transfer_curves: pd.DataFrame
+    coverage: dict[str, pd.DataFrame]
+    first_measured: pd.DataFrame
+    concentration: pd.DataFrame
+    leaks: pd.DataFrame | None
+
+
+def rollout_results_in_chunks(
+    chunks_of_rollouts: Iterable[pd.DataFrame],
+    *,
+    stamp: str,
+    seed: int,
+    trace_transfer: pd.DataFrame | None = None,
+) -> RolloutResults:
+    """:class:`RolloutResults` from chunks of rollouts, each holding every row of its traces
+    (a hash bucket of problem ids, :func:`problem_buckets`), one chunk in memory at a time.
+
+    Equal (tables within 1e-12) to the whole-table calls: :func:`transfer_curves_table`
+    ``(rollouts, stamp, seed)``, and, as :func:`page_results_table` computes them,
+    ``observed_coverage(rollouts, profile)`` for each profile, ``first_measured_positions``,
+    ``trace_concentration`` and ``selection_leak_summary(trace_transfer, rollouts)``
+    (:mod:`legival_core.metrics.rollout_partials`). ``trace_transfer``'s rows are handed to the
+    chunk of their trace."""
+    from legival_core.metrics import rollout_partials as rp
+    from legival_core.metrics.transfer import PROFILES
+    from legival_core.metrics.transfer_curves import BAND_RESAMPLES
+
+    with_leaks = trace_transfer is not None and {"leak_k", "fotu_before_leak"} <= set(
+        trace_transfer.columns
+    )
+    curves = rp.TransferCurvePartial(tuple(PROFILES), BAND_RESAMPLES, seed)
+    coverage = {p: rp.CoveragePartial(p, _empty_counts(), _empty_counts()) for p in PROFILES}
+    first: list[pd.DataFrame] = []
+    concentration: list[pd.DataFrame] = []
+    leaks = pd.DataFrame()
+    for chunk in chunks_of_rollouts:
+        if chunk.empty and first:  # an empty bucket adds nothing (the first one gives dtypes)
+            continue
+        part = rp.transfer_curve_partial(chunk, n_boot=BAND_RESAMPLES, seed=seed)
+        curves = rp.merge_transfer_curves(curves, part)
+        for profile in PROFILES:
+            coverage[profile] = rp.merge_coverage(
+                coverage[profile], rp.coverage_partial(chunk, profile)
+            )
+        first.append(rp.first_measured_partial(chunk))
+        concentration.append(rp.concentration_partial(chunk))
+        if with_leaks and trace_transfer is not None:
+            mine = trace_transfer[trace_transfer["trace_id"].isin(set(chunk["trace_id"]))]
+            leaks = rp.merge_leaks(leaks, rp.leak_partial(mine, chunk))
+    return RolloutResults(
+        transfer_curves=rp.transfer_curve_finalize(curves, stamp=stamp),
+        coverage={p: rp.coverage_finalize(c) for p, c in coverage.items()},
+        first_measured=rp.concat_per_trace(first),
+        concentration=rp.concat_per_trace(concentration),
+        leaks=rp.leak_finalize(leaks) if with_leaks else None,
+    )
+
+
+def _empty_counts() -> pd.Series:
+    return pd.Series([], dtype="int64")
+
+
 _DECOMPOSITION_TERMS = (
     "accuracy",
     "e0",
@@ -772,7 +842,7 @@ def robustness_results(
 def page_results_table(
     store: Store, manifest: dict[str, Any], future: dict[str, Any] | None = None
 ) -> pa.Table | None:
-    """Rows of ``page_results`` (:mod:`legival_core.store.page_results`): what the slow pages
+    """Rows of ``page_results`` (:mod:`legival_core.metrics.page_results`): what the slow pages
     compute on load for their default selection, from the store's tables as they are now,
     each stamped with the state of its inputs in ``manifest``.
 
@@ -805,13 +875,12 @@ def page_results_table(
 
     None when the store holds none of their inputs.
     """
+    from legival_core.metrics.page_results import page_results_rows
     from legival_core.oversight import oversight, selections
     from legival_core.published.references import store_reference_teachers
     from legival_core.rankings.rank_intervals import resamples_frame, stored_board_resamples
     from legival_core.rankings.robustness_choices import Settings
-    from legival_core.rankings.selection import Selection
-    from legival_core.store.app_config import RANK_RESAMPLES, RESAMPLE_SEED
-    from legival_core.store.page_results import page_results_rows
+    from legival_core.rankings.selection import RANK_RESAMPLES, RESAMPLE_SEED, Selection
 
     results: list[tuple[str, tuple[Any, ...], pd.DataFrame]] = []
     args: tuple[Any, ...]
