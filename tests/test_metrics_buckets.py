@@ -15,6 +15,7 @@ import math
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -66,7 +67,8 @@ def _whole_read_tables(store: Store, config: ExperimentConfig) -> tuple[pd.DataF
         "leaks": leaks,
     }
     settings = stage.ChunkSettings(cfg.threshold, labeler, cfg.profile, cfg.grid)
-    efficiency, transfer, partials = stage.metrics_chunk(inputs, settings)
+    chunk = stage.metrics_chunk(inputs, settings)
+    efficiency, transfer, partials = chunk.efficiency, chunk.transfer, chunk.partials
     assert transfer is not None
     return efficiency, transfer, teacher_rows(partials)
 
@@ -103,6 +105,50 @@ def test_bucket_reads_give_the_whole_read_tables_for_1_7_and_64_chunks(tmp_path:
             check_dtype=False,
             rtol=1e-12,
         )
+        _merged_results_equal_the_whole_reads(store)
+
+
+def _merged_results_equal_the_whole_reads(store: Store) -> None:
+    """The transfer curves and the page results the stage merged from the buckets' partials
+    equal those computed from the whole tables as they are now in ``store`` (the rollouts read
+    whole, the board resampled from the stored per-trace tables)."""
+    from legival_core.metrics.page_results import frame_from_bytes
+    from precompute.stages.metrics import (
+        METRICS_ROLLOUT_COLUMNS,
+        page_results_table,
+        transfer_curves_table,
+    )
+
+    rollouts = store.read("rollouts", list(METRICS_ROLLOUT_COLUMNS))
+    curves = store.read("transfer_curves")
+    whole_curves = transfer_curves_table(rollouts, str(curves["rollouts_stamp"].iloc[0]), 0)
+    keys = ["profile", "dataset", "student", "teacher", "bin"]
+    pd.testing.assert_frame_equal(
+        _sorted(curves, keys), _sorted(whole_curves, keys), check_dtype=False, rtol=1e-12
+    )
+    whole = page_results_table(store, store.manifest)
+    assert whole is not None
+    expected = {
+        (n, k): frame_from_bytes(p)
+        for n, k, p in zip(
+            *(whole.column(c).to_pylist() for c in ("name", "selection", "payload")), strict=True
+        )
+    }
+    stored = store.read("page_results")
+    merged = {"board_resamples", "pareto_resamples", "board_intervals", "transfer_leaks",
+              "transfer_coverage", "transfer_first_measured", "attribution_traces"}  # fmt: skip
+    compared = set()
+    for name, key, payload in zip(
+        stored["name"], stored["selection"], stored["payload"], strict=True
+    ):
+        if name in merged and (name, key) in expected:
+            got, want = frame_from_bytes(payload), expected[(name, key)]
+            if "replicates" in want:  # lists of floats: compare them as arrays
+                for a, b in zip(got.pop("replicates"), want.pop("replicates"), strict=True):
+                    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+            pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12)
+            compared.add(name)
+    assert compared == merged, merged - compared
 
 
 @pytest.mark.slow  # one metrics run on a copy of the demo store

@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from legival_core.rankings.selection import RANK_RESAMPLES, RESAMPLE_SEED
 from precompute.stages.base import (
     StageContext,
     StageError,
@@ -53,6 +54,7 @@ from precompute.stages.common import is_missing, read_or_empty
 
 if TYPE_CHECKING:
     from legival_core.metrics.teacher_partials import TeacherPartials
+    from legival_core.rankings.board_partials import BoardPartials
     from legival_core.store.store import Store
 
 __all__ = [
@@ -298,12 +300,15 @@ def teacher_table(
 @dataclass
 class ChunkedTables:
     """What :func:`compute_in_chunks` leaves after writing each chunk's rows: the efficiency
-    rows of every trace (small: numbers only), the transfer row count and the teacher partials
-    of all chunks merged."""
+    rows of every trace (small: numbers only), the transfer row count, and the partials of all
+    chunks merged: the teacher table's, the stored board resamples' and the rollouts' page
+    results' (None without rollouts)."""
 
     efficiency: pd.DataFrame
     transfer_rows: int
     partials: TeacherPartials
+    board: BoardPartials | None = None
+    rollouts: RolloutPartials | None = None
 
 
 def problem_buckets(problem_ids: pd.Series, chunks: int) -> np.ndarray:
@@ -330,16 +335,107 @@ class ChunkSettings:
     labeler: str
     profile: str
     grid: str
+    #: the seed of the transfer curves' bands (``transfer_curves``)
+    curve_seed: int = 0
+    #: the leaderboard's default resamples and seed (the stored board and Pareto resamples)
+    board_boot: int = RANK_RESAMPLES
+    board_seed: int = RESAMPLE_SEED
 
 
-def metrics_chunk(
-    inputs: dict[str, pd.DataFrame], settings: ChunkSettings
-) -> tuple[pd.DataFrame, pd.DataFrame | None, TeacherPartials]:
-    """One chunk's ``trace_efficiency`` rows, ``trace_transfer`` rows (None without rollouts)
-    and teacher partials, from its rows of each input (``traces``, ``counts``, ``grades``,
-    ``similarity``, ``judgments``, ``rollouts``, ``leaks``). A pure function of its inputs:
-    the same in this process or on a Ray worker."""
+@dataclass
+class RolloutPartials:
+    """One chunk's (or several merged chunks') share of what is derived from the whole
+    ``rollouts`` table (:mod:`legival_core.metrics.rollout_partials`): the transfer curves'
+    sums, each profile's measured-bin counts, the per-trace first measured positions and
+    attribution concentration, and the leak pairs."""
+
+    curves: Any
+    coverage: dict[str, Any]
+    first: list[pd.DataFrame]
+    concentration: list[pd.DataFrame]
+    leaks: pd.DataFrame | None
+
+    @classmethod
+    def of_chunk(
+        cls, rollouts: pd.DataFrame, transfer: pd.DataFrame | None, seed: int
+    ) -> RolloutPartials:
+        """The partials of one chunk's ``rollouts`` (as the pages load them:
+        :func:`rollouts_as_pages`) and its ``trace_transfer`` rows."""
+        from legival_core.metrics import rollout_partials as rp
+        from legival_core.metrics.transfer import PROFILES
+        from legival_core.metrics.transfer_curves import BAND_RESAMPLES
+
+        with_leaks = transfer is not None and {"leak_k", "fotu_before_leak"} <= set(
+            transfer.columns
+        )
+        return cls(
+            curves=rp.transfer_curve_partial(rollouts, n_boot=BAND_RESAMPLES, seed=seed),
+            coverage={p: rp.coverage_partial(rollouts, p) for p in PROFILES},
+            first=[rp.first_measured_partial(rollouts)],
+            concentration=[rp.concentration_partial(rollouts)],
+            leaks=rp.leak_partial(transfer, rollouts) if with_leaks else None,
+        )
+
+    def merge(self, other: RolloutPartials) -> RolloutPartials:
+        """Both chunks' partials as one (chunks of different traces)."""
+        from legival_core.metrics import rollout_partials as rp
+
+        leaks = self.leaks
+        if other.leaks is not None:
+            leaks = other.leaks if leaks is None else rp.merge_leaks(leaks, other.leaks)
+        return RolloutPartials(
+            curves=rp.merge_transfer_curves(self.curves, other.curves),
+            coverage={p: rp.merge_coverage(c, other.coverage[p]) for p, c in self.coverage.items()},
+            first=self.first + other.first,
+            concentration=self.concentration + other.concentration,
+            leaks=leaks,
+        )
+
+    def results(self, stamp: str) -> RolloutResults:
+        from legival_core.metrics import rollout_partials as rp
+
+        return RolloutResults(
+            transfer_curves=rp.transfer_curve_finalize(self.curves, stamp=stamp),
+            coverage={p: rp.coverage_finalize(c) for p, c in self.coverage.items()},
+            first_measured=rp.concat_per_trace(self.first),
+            concentration=rp.concat_per_trace(self.concentration),
+            leaks=rp.leak_finalize(self.leaks) if self.leaks is not None else None,
+        )
+
+
+@dataclass
+class ChunkResult:
+    """What :func:`metrics_chunk` gives for one bucket: its rows of ``trace_efficiency`` and
+    ``trace_transfer`` (None without rollouts), and the partials merged across buckets: the
+    teacher table's, the stored board resamples' and those of the rollouts' page results
+    (None without rollouts)."""
+
+    efficiency: pd.DataFrame
+    transfer: pd.DataFrame | None
+    partials: TeacherPartials
+    board: BoardPartials
+    rollouts: RolloutPartials | None
+
+
+def rollouts_as_pages(rollouts: pd.DataFrame) -> pd.DataFrame:
+    """Rollouts read by the stage as the app's pages load them (:func:`_read_rollouts_as_pages`:
+    the transfer columns, ids as categoricals, ``k``/``m`` as int32), so a page result merged
+    from the buckets is computed from what a page would compute it from."""
+    from legival_core.metrics.transfer import ROLLOUT_CATEGORIES, ROLLOUT_COLUMNS
+    from legival_core.store.frames import arrow_to_frame
+
+    columns = list(ROLLOUT_COLUMNS)
+    arrow = pa.Table.from_pandas(rollouts[columns], preserve_index=False)
+    typed = {c: pa.int32() if c in ("k", "m") else arrow.schema.field(c).type for c in columns}
+    return arrow_to_frame(arrow.cast(pa.schema(typed)), ROLLOUT_CATEGORIES)
+
+
+def metrics_chunk(inputs: dict[str, pd.DataFrame], settings: ChunkSettings) -> ChunkResult:
+    """One chunk's :class:`ChunkResult` from its rows of each input (``traces``, ``counts``,
+    ``grades``, ``similarity``, ``judgments``, ``rollouts``, ``leaks``). A pure function of its
+    inputs: the same in this process or on a Ray worker."""
     from legival_core.metrics.teacher_partials import teacher_partials
+    from legival_core.rankings.board_partials import board_partials
 
     efficiency = efficiency_from_counts(
         inputs["traces"],
@@ -355,7 +451,17 @@ def metrics_chunk(
     if len(inputs["rollouts"]):
         leaks = inputs["leaks"].reset_index(drop=True)
         transfer = transfer_table(inputs["rollouts"], settings.profile, settings.grid, leaks)
-    return efficiency, transfer, teacher_partials(efficiency, transfer)
+    rollouts = None
+    if len(inputs["rollouts"]):
+        pages = rollouts_as_pages(inputs["rollouts"])
+        rollouts = RolloutPartials.of_chunk(pages, transfer, settings.curve_seed)
+    return ChunkResult(
+        efficiency,
+        transfer,
+        teacher_partials(efficiency, transfer),
+        board_partials(efficiency, transfer, settings.board_boot, settings.board_seed),
+        rollouts,
+    )
 
 
 #: Bytes one row of each per-row input takes while its bucket is computed: the frame as read
@@ -512,6 +618,7 @@ def compute_in_chunks(
     the problem's traces, which share a chunk: the tables are the same for any ``chunks`` and
     any engine."""
     from legival_core.metrics.teacher_partials import TeacherPartials, merge_teacher_partials
+    from legival_core.rankings.board_partials import merge_board_partials
     from precompute.chunk_runner import RUNNERS
 
     trace_bucket = problem_buckets(traces["problem_id"], chunks)
@@ -519,21 +626,28 @@ def compute_in_chunks(
     per_trace = {"traces": traces, "counts": counts, "grades": grades, "leaks": leaks}
     items = _bucket_inputs(per_trace, bucket_of_trace, read_rows)
     merged = TeacherPartials()
+    board: BoardPartials | None = None
+    rollouts: RolloutPartials | None = None
     kept: list[pd.DataFrame] = []
     transfer_rows = 0
     runner = RUNNERS[engine]
-    for efficiency, transfer, partials in runner(metrics_chunk, items, settings, address=address):
-        write("trace_efficiency", efficiency)
-        kept.append(efficiency)
-        if transfer is not None and len(transfer):
-            write("trace_transfer", transfer)
-            transfer_rows += len(transfer)
-        merged = merge_teacher_partials(merged, partials)
+    for chunk in runner(metrics_chunk, items, settings, address=address):
+        write("trace_efficiency", chunk.efficiency)
+        kept.append(chunk.efficiency)
+        if chunk.transfer is not None and len(chunk.transfer):
+            write("trace_transfer", chunk.transfer)
+            transfer_rows += len(chunk.transfer)
+        # merged as they come: the driver holds one running sum, not every chunk's
+        merged = merge_teacher_partials(merged, chunk.partials)
+        board = chunk.board if board is None else merge_board_partials([board, chunk.board])
+        if chunk.rollouts is not None:
+            rollouts = chunk.rollouts if rollouts is None else rollouts.merge(chunk.rollouts)
     if not kept:  # no trace: the table's columns, no row
         empty = {n: f.iloc[:0] for n, f in per_trace.items()}
         empty.update({t: read_rows(t, []) for t in BUCKET_COLUMNS})
-        kept.append(metrics_chunk(empty, settings)[0])
-    return ChunkedTables(pd.concat(kept, ignore_index=True), transfer_rows, merged)
+        kept.append(metrics_chunk(empty, settings).efficiency)
+    efficiency = pd.concat(kept, ignore_index=True)
+    return ChunkedTables(efficiency, transfer_rows, merged, board, rollouts)
 
 
 @dataclass
@@ -566,43 +680,18 @@ def rollout_results_in_chunks(
     ``trace_concentration`` and ``selection_leak_summary(trace_transfer, rollouts)``
     (:mod:`legival_core.metrics.rollout_partials`). ``trace_transfer``'s rows are handed to the
     chunk of their trace."""
-    from legival_core.metrics import rollout_partials as rp
-    from legival_core.metrics.transfer import PROFILES
-    from legival_core.metrics.transfer_curves import BAND_RESAMPLES
-
-    with_leaks = trace_transfer is not None and {"leak_k", "fotu_before_leak"} <= set(
-        trace_transfer.columns
-    )
-    curves = rp.TransferCurvePartial(tuple(PROFILES), BAND_RESAMPLES, seed)
-    coverage = {p: rp.CoveragePartial(p, _empty_counts(), _empty_counts()) for p in PROFILES}
-    first: list[pd.DataFrame] = []
-    concentration: list[pd.DataFrame] = []
-    leaks = pd.DataFrame()
+    merged: RolloutPartials | None = None
     for chunk in chunks_of_rollouts:
-        if chunk.empty and first:  # an empty bucket adds nothing (the first one gives dtypes)
+        if chunk.empty and merged is not None:  # an empty bucket adds nothing
             continue
-        part = rp.transfer_curve_partial(chunk, n_boot=BAND_RESAMPLES, seed=seed)
-        curves = rp.merge_transfer_curves(curves, part)
-        for profile in PROFILES:
-            coverage[profile] = rp.merge_coverage(
-                coverage[profile], rp.coverage_partial(chunk, profile)
-            )
-        first.append(rp.first_measured_partial(chunk))
-        concentration.append(rp.concentration_partial(chunk))
-        if with_leaks and trace_transfer is not None:
+        mine = None
+        if trace_transfer is not None:
             mine = trace_transfer[trace_transfer["trace_id"].isin(set(chunk["trace_id"]))]
-            leaks = rp.merge_leaks(leaks, rp.leak_partial(mine, chunk))
-    return RolloutResults(
-        transfer_curves=rp.transfer_curve_finalize(curves, stamp=stamp),
-        coverage={p: rp.coverage_finalize(c) for p, c in coverage.items()},
-        first_measured=rp.concat_per_trace(first),
-        concentration=rp.concat_per_trace(concentration),
-        leaks=rp.leak_finalize(leaks) if with_leaks else None,
-    )
-
-
-def _empty_counts() -> pd.Series:
-    return pd.Series([], dtype="int64")
+        part = RolloutPartials.of_chunk(chunk, mine, seed)
+        merged = part if merged is None else merged.merge(part)
+    if merged is None:
+        raise ValueError("rollout_results_in_chunks: no chunk of rollouts")
+    return merged.results(stamp)
 
 
 _DECOMPOSITION_TERMS = (
@@ -840,7 +929,12 @@ def robustness_results(
 
 
 def page_results_table(
-    store: Store, manifest: dict[str, Any], future: dict[str, Any] | None = None
+    store: Store,
+    manifest: dict[str, Any],
+    future: dict[str, Any] | None = None,
+    *,
+    board: BoardPartials | None = None,
+    rollout_results: RolloutResults | None = None,
 ) -> pa.Table | None:
     """Rows of ``page_results`` (:mod:`legival_core.metrics.page_results`): what the slow pages
     compute on load for their default selection, from the store's tables as they are now,
@@ -873,6 +967,11 @@ def page_results_table(
 
     The last two are left out without ``future``.
 
+    With ``board`` and ``rollout_results`` (what :func:`compute_in_chunks` merged from the
+    buckets this run), the board and Pareto resamples and the rollouts' results come from them
+    instead of from ``trace_efficiency``, ``trace_transfer`` and the whole ``rollouts`` read
+    again: the same numbers (``tests/test_metrics_buckets.py``).
+
     None when the store holds none of their inputs.
     """
     from legival_core.metrics.page_results import page_results_rows
@@ -889,16 +988,24 @@ def page_results_table(
     if (efficiency is not None and len(efficiency)) or (transfer is not None and len(transfer)):
         references = store_reference_teachers(store)
         default = Selection()  # the leaderboard's and the Pareto page's first view
-        drawn = stored_board_resamples(
-            efficiency, transfer, default.n_boot, default.seed, outside=references
-        )
+        if board is not None and (board.n_boot, board.seed) == (default.n_boot, default.seed):
+            from legival_core.rankings.board_partials import finalize_board
+
+            drawn = finalize_board(board, outside=references)
+        else:
+            drawn = stored_board_resamples(
+                efficiency, transfer, default.n_boot, default.seed, outside=references
+            )
         args = default.args("board_resamples")
         results.append(("board_resamples", args, resamples_frame(drawn)))
         if store.has("teacher_metrics"):
             results.append(board_intervals(store, drawn, references))
-        drawn = stored_board_resamples(
-            efficiency, transfer, default.n_boot, default.seed, references
-        )
+        if board is not None and (board.n_boot, board.seed) == (default.n_boot, default.seed):
+            drawn = finalize_board(board, references)
+        else:
+            drawn = stored_board_resamples(
+                efficiency, transfer, default.n_boot, default.seed, references
+            )
         results.append(
             ("pareto_resamples", default.args("pareto_resamples"), resamples_frame(drawn))
         )
@@ -937,18 +1044,27 @@ def page_results_table(
             observed_coverage,
         )
 
-        rollouts = _read_rollouts_as_pages(store)
-        if transfer is not None and {"leak_k", "fotu_before_leak"} <= set(transfer.columns):
-            leaks = selection_leak_summary(transfer, rollouts)
+        with_leaks = transfer is not None and {"leak_k", "fotu_before_leak"} <= set(
+            transfer.columns
+        )
+        leaks: pd.DataFrame | None
+        if rollout_results is not None:
+            # merged from the buckets this run read: the rollouts are not read whole again
+            leaks, coverage = rollout_results.leaks, rollout_results.coverage
+            first, concentration = rollout_results.first_measured, rollout_results.concentration
+        else:
+            rollouts = _read_rollouts_as_pages(store)
+            leaks = selection_leak_summary(transfer, rollouts) if with_leaks else None
+            coverage = {p: observed_coverage(rollouts, p) for p in PROFILES}
+            first = first_measured_positions(rollouts)
+            concentration = trace_concentration(rollouts)
+            del rollouts
+        if with_leaks and leaks is not None:
             results.append(("transfer_leaks", (None, None), leaks))
         for profile in PROFILES:
-            covered = observed_coverage(rollouts, profile)
-            results.append(("transfer_coverage", (None, None, profile), covered))
-        results.append(
-            ("transfer_first_measured", (None, None), first_measured_positions(rollouts))
-        )
-        results.append(("attribution_traces", (), trace_concentration(rollouts)))
-        del rollouts
+            results.append(("transfer_coverage", (None, None, profile), coverage[profile]))
+        results.append(("transfer_first_measured", (None, None), first))
+        results.append(("attribution_traces", (), concentration))
     if store.has("decomposition") and store.has("traces") and store.has("grades"):
         results += workload_audit_results(store, efficiency)
     if store.has("trace_efficiency") and store.has("steps"):
@@ -1207,11 +1323,10 @@ def run_metrics(ctx: StageContext) -> StageResult:
             result.written[name] = rows
     tables: dict[str, pd.DataFrame] = {}
     leaks_found = int(leaks["leak_k"].notna().sum()) if has_rollouts else 0
-    # Not chunked yet, so read whole here (after the buckets' rows have gone): the transfer
-    # curves' bootstrap bands and the release profile's teacher table.
-    rollouts = read_or_empty(store, "rollouts", list(METRICS_ROLLOUT_COLUMNS))
-    if len(rollouts):
-        tables["transfer_curves"] = transfer_curves_table(rollouts, stamp, 0)
+    # The transfer curves and the rollouts' page results, merged from the buckets' partials.
+    rollout_results = chunked.rollouts.results(stamp) if chunked.rollouts is not None else None
+    if rollout_results is not None:
+        tables["transfer_curves"] = rollout_results.transfer_curves
     if cfg.profile == "paper":
         # the teacher table from the chunks' merged partials (the registry's aggregates)
         from legival_core.metrics.teacher_partials import teacher_rows
@@ -1219,10 +1334,12 @@ def run_metrics(ctx: StageContext) -> StageResult:
         tables["teacher_metrics"] = teacher_rows(chunked.partials).assign(hf_id=None)
     else:
         # the release profile pools FOTU and normalises SOTU as the authors' scripts do: whole
+        rollouts = read_or_empty(store, "rollouts", list(METRICS_ROLLOUT_COLUMNS))
         transfer = store.read("trace_transfer") if chunked.transfer_rows else None
         tables["teacher_metrics"] = teacher_table(
             efficiency, rollouts, cfg.profile, cfg.grid, ctx.config.seed, transfer
         )
+        del rollouts, transfer
     if len(grades):
         from legival_core.metrics.decomposition import decomposition_instances
         from legival_core.published.references import reference_teachers
@@ -1250,7 +1367,8 @@ def run_metrics(ctx: StageContext) -> StageResult:
     # The page results read what they need from the store again: let the inputs go first (at
     # a million traces they held ~10 GB, and holding them beside the rollouts read again
     # below crossed 17 GB; bench/scale_bench.py).
-    del traces, grades, counts, rollouts, efficiency, tables, frame, chunked
+    board = chunked.board
+    del traces, grades, counts, efficiency, tables, frame, chunked
     gc.collect()
     # The pages' default results, from the tables just written. Each is stamped with its
     # inputs' state: the tables this stage wrote as they are now, the others as they were
@@ -1275,7 +1393,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
         **now,
         "provenance": [*(now.get("provenance") or []), {"stage": "metrics", **provenance}],
     }
-    pages = page_results_table(store, state, future)
+    pages = page_results_table(store, state, future, board=board, rollout_results=rollout_results)
     if pages is not None:
         store.write("page_results", pages, stage="metrics")
         store.merge("page_results")
