@@ -155,11 +155,21 @@ class TraceFormat(ABC):
     def rows(self, path: Path | None, generic: Callable[[], Iterator[Any]]) -> Iterator[SourceRow]:
         """Every row of the source: :meth:`read` for a file this format reads itself, else
         ingest's ``generic`` reader (its rows have ``row``, ``line``, ``values``, ``error``,
-        ``excerpt``) with each record passed through :meth:`convert`."""
+        ``excerpt``) with each record passed through :meth:`convert`; once the last row is
+        read, :meth:`closing_notes` join :attr:`notes`."""
         if self.reads_files:
             assert path is not None
-            return self.read(path)
-        return self._converted(generic())
+            return self._then_noted(self.read(path))
+        return self._then_noted(self._converted(generic()))
+
+    def closing_notes(self) -> list[str]:
+        """What reading the whole source noticed (lines skipped, prompts found elsewhere),
+        said in the summary once its last row is read; none by default."""
+        return []
+
+    def _then_noted(self, rows: Iterator[SourceRow]) -> Iterator[SourceRow]:
+        yield from rows
+        self.notes.extend(self.closing_notes())
 
     def _converted(self, source: Iterator[Any]) -> Iterator[SourceRow]:
         for raw in source:

@@ -79,15 +79,15 @@ class LmEvalFormat(TraceFormat):
         if path is not None:
             self._model = self._model_name(path)
             self.task_name = _task_of(path)
-        return self._noted(super().rows(path, generic))
+        return super().rows(path, generic)
 
-    def _noted(self, rows: Iterator[SourceRow]) -> Iterator[SourceRow]:
-        yield from rows
-        if self._skipped_filters:
-            self.notes.append(
-                f"{self._skipped_filters} lines of filters other than '{self._filter}' were "
-                "skipped (they repeat the same responses)"
-            )
+    def closing_notes(self) -> list[str]:
+        if not self._skipped_filters:
+            return []
+        return [
+            f"{self._skipped_filters} lines of filters other than '{self._filter}' were "
+            "skipped (they repeat the same responses)"
+        ]
 
     def convert(self, record: Mapping[str, Any]) -> list[dict[str, Any]]:
         doc_id = record.get("doc_id")
