@@ -29,6 +29,7 @@ from legival_core.text.safe_text import markdown_literal
 
 if TYPE_CHECKING:
     from legival_core.rankings.rank_intervals import TeacherResamples
+    from legival_core.store.page_results import ResultKey
 
 _CONFIG_KEY = "_legival_config"
 _LOG = logging.getLogger("legival.app")
@@ -239,7 +240,7 @@ def _leak_headline(
     path: str, stamp: float, references: tuple[str, ...], per_teacher: str
 ) -> str | None:
     from legival_core.metrics.leak_summary import leak_headline, leak_summary
-    from legival_core.store.page_results import stored_frame
+    from legival_core.store.page_results import TransferSelection, stored_frame
     from legival_core.store.store import Store
 
     store = Store.open(path)
@@ -252,7 +253,7 @@ def _leak_headline(
             _read_table(path, stamp, "page_results", None),
             _read_manifest(path, stamp),
             "transfer_leaks",
-            (None, None),
+            TransferSelection(),
         )
         if store.has("page_results")
         else None
@@ -281,15 +282,15 @@ def has_table(table: str) -> bool:
     return bool(entry.get("rows"))
 
 
-def stored_result(name: str, args: Sequence[Any]) -> pd.DataFrame | None:
-    """The result ``name`` for ``args`` as the metrics stage stored it in ``page_results``,
+def stored_result(name: str, key: ResultKey) -> pd.DataFrame | None:
+    """The result ``name`` for ``key`` as the metrics stage stored it in ``page_results``,
     or None when it stored no such selection or the store's inputs were written since
     (:func:`legival_core.store.page_results.stored_frame`): the caller then computes it."""
     from legival_core.store.page_results import stored_frame
 
     if not has_table("page_results"):
         return None
-    return stored_frame(load_table("page_results"), load_manifest(), name, args)
+    return stored_frame(load_table("page_results"), load_manifest(), name, key)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -431,8 +432,8 @@ class PageReads:
     def student_metrics(self, profile: str) -> pd.DataFrame:
         return _student_metrics(profile)
 
-    def stored_result(self, name: str, args: Sequence[Any]) -> pd.DataFrame | None:
-        return stored_result(name, args)
+    def stored_result(self, name: str, key: ResultKey) -> pd.DataFrame | None:
+        return stored_result(name, key)
 
 
 PAGE_READS = PageReads()

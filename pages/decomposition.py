@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from legival_core import views
+from legival_core.store.page_results import DecompositionSelection
 from legival_core.store.provenance import token_sources
 from legival_core.text.safe_text import markdown_literal
 from legival_core.views import efficiency as efficiency_view
@@ -62,7 +63,8 @@ def audits(benchmark: str, include: bool) -> dict[str, pd.DataFrame]:
     """Solver-workload audits; the pool leaves reference teachers out unless ``include``
     (stored by the metrics stage for each benchmark, reference teachers left out)."""
     parts = ("audits", "concentration")
-    stored = [common.stored_result(f"decomposition_{p}", (benchmark, include)) for p in parts]
+    chosen = DecompositionSelection(benchmark, include)
+    stored = [common.stored_result(f"decomposition_{p}", chosen) for p in parts]
     if all(frame is not None for frame in stored):
         return dict(zip(parts, stored, strict=True))
     return views.workload_audits(

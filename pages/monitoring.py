@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from legival_core.oversight import oversight, selections
+from legival_core.store.page_results import MonitorSelection
 from legival_core.text.safe_text import markdown_literal
 from legival_core.views import figures
 from legival_core.views.display import column_label
@@ -41,7 +42,8 @@ if not common.has_table("monitor_verdicts"):
 include = common.include_references()
 support = common.support_choice()
 
-N_BOOT = selections.MONITOR_RESAMPLES
+#: The page's selection: the bootstrap resamples of the default, the sidebar's switches.
+CHOSEN = MonitorSelection(include_references=include, support=support)
 #: How a reference teacher's bars are labelled (the chart draws them as grey outlines).
 REFERENCE_LABEL = "reference (not compared)"
 STYLE = (
@@ -53,60 +55,66 @@ STYLE = (
 
 
 @common.derived("monitor_scores")
-def scores(n_boot: int) -> pd.DataFrame:
-    """Scores per (monitor, teacher, dataset) (stored by the metrics stage for ``N_BOOT``)."""
-    stored = common.stored_result("monitor_scores", (n_boot,))
+def scores(chosen: MonitorSelection) -> pd.DataFrame:
+    """Scores per (monitor, teacher, dataset) (stored by the metrics stage for the default)."""
+    stored = common.stored_result("monitor_scores", chosen)
     if stored is not None:
         return stored
-    return oversight.monitor_scores(common.load_table("monitor_verdicts"), n_boot=n_boot, seed=0)
+    verdicts = common.load_table("monitor_verdicts")
+    return oversight.monitor_scores(verdicts, n_boot=chosen.n_boot, seed=0)
 
 
 @common.derived("monitor_scores_pooled")
-def pooled_scores(n_boot: int) -> pd.DataFrame:
+def pooled_scores(chosen: MonitorSelection) -> pd.DataFrame:
     """The scores of every verdict of a teacher whatever its dataset (``dataset`` = "All")."""
-    stored = common.stored_result("monitor_scores_pooled", (n_boot,))
+    stored = common.stored_result("monitor_scores_pooled", chosen)
     if stored is not None:
         return stored
-    return selections.pooled_monitor_scores(common.load_table("monitor_verdicts"), n_boot)
+    return selections.pooled_monitor_scores(common.load_table("monitor_verdicts"), chosen.n_boot)
+
+
+def _teachers(chosen: MonitorSelection) -> pd.DataFrame:
+    """``teacher_metrics`` without the reference teachers unless the selection includes them."""
+    from legival_core.published.references import keep_teachers
+
+    return keep_teachers(
+        common.load_table("teacher_metrics"),
+        common.reference_teachers(),
+        chosen.include_references,
+    )
 
 
 @common.derived("monitor_legibility")
-def legibility(n_boot: int, include: bool, support: str) -> pd.DataFrame:
-    """ρ(FOTU, P/R/F1) across teachers; reference teachers add no point unless ``include``;
-    the pooled row averages each teacher over the datasets ``support`` names."""
-    from legival_core.published.references import keep_teachers
-
+def legibility(chosen: MonitorSelection) -> pd.DataFrame:
+    """ρ(FOTU, P/R/F1) across teachers; reference teachers add no point unless included;
+    the pooled row averages each teacher over the datasets the selection's support names."""
     if not common.has_table("teacher_metrics"):
         return pd.DataFrame()
-    stored = common.stored_result("monitor_legibility", (n_boot, include, support))
+    stored = common.stored_result("monitor_legibility", chosen)
     if stored is not None:
         return stored
-    teachers = keep_teachers(
-        common.load_table("teacher_metrics"), common.reference_teachers(), include
+    return oversight.monitor_legibility_correlation(
+        scores(chosen), _teachers(chosen), support=chosen.support
     )
-    return oversight.monitor_legibility_correlation(scores(n_boot), teachers, support=support)
 
 
 @common.derived("monitor_legibility_points")
-def legibility_points(n_boot: int, include: bool, support: str) -> pd.DataFrame:
+def legibility_points(chosen: MonitorSelection) -> pd.DataFrame:
     """The (teacher, FOTU, score) points behind :func:`legibility`, the same teachers and
     the same pooling, for the small table shown when a ρ cannot be a headline."""
-    from legival_core.published.references import keep_teachers
-
-    teachers = keep_teachers(
-        common.load_table("teacher_metrics"), common.reference_teachers(), include
+    return oversight.monitor_legibility_points(
+        scores(chosen), _teachers(chosen), support=chosen.support
     )
-    return oversight.monitor_legibility_points(scores(n_boot), teachers, support=support)
 
 
-table = scores(N_BOOT)
+table = scores(CHOSEN)
 monitors = sorted(table["monitor"].unique())
 left, middle, right = st.columns(3)
 monitor = common.url_select("Monitor", monitors, "monitor", where=left)
 datasets = sorted(table.loc[table["monitor"] == monitor, "dataset"].unique())
 dataset = common.url_select("Dataset", [common.ALL, *datasets], "dataset", where=middle)
 # "All": every verdict of a teacher counted once, whatever its dataset
-source = pooled_scores(N_BOOT) if dataset == common.ALL else table
+source = pooled_scores(CHOSEN) if dataset == common.ALL else table
 chosen = source[(source["monitor"] == monitor) & (source["dataset"] == dataset)]
 negatives = list(dict.fromkeys(chosen["negative_type"]))
 negative = common.url_select(
@@ -164,7 +172,7 @@ common.table(
 )
 
 st.subheader("Is a more legible teacher easier to monitor?")
-correlation = legibility(N_BOOT, include, support)
+correlation = legibility(CHOSEN)
 if correlation.empty:
     st.info("The store has no teacher_metrics table, so FOTU per teacher is unknown.")
 else:
@@ -175,7 +183,7 @@ else:
     row_dataset = oversight.POOLED_DATASETS if dataset == common.ALL else dataset
     here = mine[mine["dataset"] == row_dataset]
     # a ρ across teachers is a headline only where n and the spread of the score carry one
-    points = legibility_points(N_BOOT, include, support)
+    points = legibility_points(CHOSEN)
     points = points[
         (points["monitor"] == monitor)
         & (points["negative_type"] == negative)

@@ -60,7 +60,7 @@ def frontier_shares(
     # the metrics stage stores the draws of every metric for all datasets
     chosen = Selection(dataset=dataset, n_boot=n_boot, seed=seed, include_references=include,
                        support=support)  # fmt: skip
-    stored = common.stored_result("pareto_resamples", chosen.args("pareto_resamples"))
+    stored = common.stored_result("pareto_resamples", chosen)
     if stored is not None:
         resamples = resamples_from_frame(stored, [x, y])
     else:

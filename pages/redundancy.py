@@ -14,6 +14,7 @@ from legival_core.metrics.redundancy_sweep_view import (
     sweep_thresholds,
     teacher_redundancy_sweep,
 )
+from legival_core.store.page_results import RedundancySelection
 from legival_core.views import figures
 from legival_core.views.redundancy import sweep_over_datasets
 from pages import common
@@ -36,7 +37,7 @@ chosen = recorded if recorded is not None else REDUNDANCY_THRESHOLDS["paper"]
 def sweep(chosen: float) -> pd.DataFrame:
     """Every teacher's and dataset's sweep over the published grid plus ``chosen`` (stored by
     the metrics stage for the τ it recorded)."""
-    stored = common.stored_result("redundancy_sweep", (chosen,))
+    stored = common.stored_result("redundancy_sweep", RedundancySelection(chosen))
     if stored is not None:
         return stored
     return teacher_redundancy_sweep(

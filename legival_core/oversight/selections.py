@@ -11,6 +11,7 @@ import pandas as pd
 
 from legival_core.oversight import oversight
 from legival_core.oversight.oversight import Level
+from legival_core.store.app_config import MONITOR_RESAMPLES
 
 __all__ = [
     "MONITOR_RESAMPLES",
@@ -21,8 +22,6 @@ __all__ = [
     "teacher_rewards",
 ]
 
-#: Bootstrap resamples behind the monitoring page's F1 intervals.
-MONITOR_RESAMPLES = 500
 #: ``dataset`` of the monitoring rows that pool every dataset (the page's "All").
 POOLED = "All"
 

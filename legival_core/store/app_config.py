@@ -40,6 +40,8 @@ _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 #: and the number of points under which a correlation coefficient is drawn faded.
 RANK_RESAMPLES = 1000
 RESAMPLE_SEED = 0
+#: Bootstrap resamples behind the Monitoring page's F1 intervals.
+MONITOR_RESAMPLES = 500
 LOW_N_TRACES = 20
 FEW_CORRELATION_POINTS = 8
 

@@ -11,7 +11,7 @@ the selection (``page_results``, keyed by :meth:`Selection.key`) is read instead
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pandas as pd
 
@@ -26,6 +26,7 @@ from legival_core.views.leaderboard import (
 if TYPE_CHECKING:
     from legival_core.rankings.rank_intervals import TeacherResamples
     from legival_core.rankings.selection import Selection
+    from legival_core.store.page_results import ResultKey
 
 __all__ = [
     "BoardSource",
@@ -62,8 +63,8 @@ class BoardSource(Protocol):
         """Transfer metrics per (teacher, dataset, student) (:func:`student_metrics`)."""
         ...
 
-    def stored_result(self, name: str, args: Sequence[Any]) -> pd.DataFrame | None:
-        """The ``page_results`` row ``name`` for ``args`` when it is current, else None."""
+    def stored_result(self, name: str, key: ResultKey) -> pd.DataFrame | None:
+        """The ``page_results`` row ``name`` for ``key`` when it is current, else None."""
         ...
 
 
@@ -118,7 +119,7 @@ def selection_resamples(
     metrics stage stores the draws of the default selection; others are drawn here."""
     from legival_core.rankings.rank_intervals import resamples_from_frame
 
-    stored = source.stored_result("board_resamples", chosen.args("board_resamples"))
+    stored = source.stored_result("board_resamples", chosen)
     if stored is not None:
         return resamples_from_frame(stored, list(metrics))
     return board_resamples(
@@ -151,7 +152,7 @@ def selection_intervals(
         interval_table,
     )
 
-    table = source.stored_result("board_intervals", chosen.args("board_intervals"))
+    table = source.stored_result("board_intervals", chosen)
     if table is None:
         drawn = resamples()
         if drawn is None:

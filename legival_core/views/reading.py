@@ -412,10 +412,11 @@ def stored_trace_concentration(store: Store) -> pd.DataFrame:
     the store's rollouts; else computed from the rollouts' grading columns. Empty without
     rollouts."""
     from legival_core.metrics.attribution import trace_concentration
-    from legival_core.store.page_results import stored_frame
+    from legival_core.store.page_results import WholeStore, stored_frame
 
     if store.has("page_results"):
-        stored = stored_frame(store.read("page_results"), store.manifest, "attribution_traces", ())
+        rows = store.read("page_results")
+        stored = stored_frame(rows, store.manifest, "attribution_traces", WholeStore())
         if stored is not None:
             return stored
     if not store.has("rollouts"):
