@@ -12,14 +12,17 @@ from legival_core.oversight import oversight, selections
 from legival_core.store.page_results import MonitorSelection
 from legival_core.text.safe_text import markdown_literal
 from legival_core.views import figures
-from legival_core.views.display import column_label
 from legival_core.views.monitoring import (
     HEADLINE_MIN_SPREAD,
     HEADLINE_MIN_TEACHERS,
+    MEASURES,
     NOT_DEFINED,
-    headline_blocker,
-    interval_text,
+    legibility_headlines,
     monitor_intervals,
+    reference_bars,
+    sabotaged_choices,
+    score_table,
+    verdict_text,
 )
 from pages import common
 
@@ -128,12 +131,8 @@ view = monitor_intervals(chosen[chosen["negative_type"] == negative].sort_values
 
 # Reference teachers (a human solution) stay out of the comparison: drawn as grey outlines
 # and labelled, unless the sidebar switch includes them.
-apart = set() if include else {str(t) for t in common.reference_teachers()}
-is_reference = [str(t) in apart for t in view["teacher"]]
-bar_labels = [
-    f"{t} · {REFERENCE_LABEL}" if ref else str(t)
-    for t, ref in zip(view["teacher"], is_reference, strict=True)
-]
+apart = [] if include else common.reference_teachers()
+bar_labels, is_reference = reference_bars(view["teacher"].tolist(), apart, REFERENCE_LABEL)
 figure = figures.monitor_scores_figure(view, bar_labels, is_reference, negative)
 st.plotly_chart(figure, key="monitor_chart")
 st.caption(
@@ -148,27 +147,10 @@ st.caption(
         else ""
     )
 )
-shown = view.assign(
-    **{
-        f"{column_label(measure)} 95%": [
-            interval_text(lo, hi)
-            for lo, hi in zip(view[f"{measure}_lo"], view[f"{measure}_hi"], strict=True)
-        ]
-        for measure in ("precision", "recall", "f1")
-    }
-)
-order = [
-    c for c in shown.columns if not c.endswith(("_lo", "_hi", " 95%")) and c != "negative_type"
-]
-for measure in ("precision", "recall", "f1"):
-    order.insert(order.index(measure) + 1, f"{column_label(measure)} 95%")
 common.table(
-    shown[order],
+    score_table(view),
     f"monitor_scores_{negative}",
-    formats={
-        m: (lambda v: NOT_DEFINED if pd.isna(v) else f"{v:.3f}")
-        for m in ("precision", "recall", "f1")
-    },
+    formats={m: (lambda v: NOT_DEFINED if pd.isna(v) else f"{v:.3f}") for m in MEASURES},
 )
 
 st.subheader("Is a more legible teacher easier to monitor?")
@@ -189,19 +171,15 @@ else:
         & (points["negative_type"] == negative)
         & (points["dataset"] == row_dataset)
     ]
-    columns = st.columns(3)
-    counts = []
-    blocked: dict[str, str] = {}
-    for column, measure in zip(columns, ("precision", "recall", "f1"), strict=True):
-        row = here[here["measure"] == measure]
-        value = float(row["rho"].iloc[0]) if len(row) else float("nan")
-        counts.append(int(row["n"].iloc[0]) if len(row) and pd.notna(row["n"].iloc[0]) else 0)
-        reason = headline_blocker(points["fotu"], points[measure], measure)
-        if reason is None:
-            column.metric(f"ρ(FOTU, {measure})", NOT_DEFINED if pd.isna(value) else f"{value:+.3f}")
+    headlines = legibility_headlines(here, points)
+    counts = [h.n for h in headlines]
+    blocked = [h.measure for h in headlines if h.blocker is not None]
+    for column, h in zip(st.columns(3), headlines, strict=True):
+        if h.blocker is None:
+            shown_rho = NOT_DEFINED if pd.isna(h.rho) else f"{h.rho:+.3f}"
+            column.metric(f"ρ(FOTU, {h.measure})", shown_rho)
         else:
-            blocked[measure] = reason
-            column.markdown(f"**ρ(FOTU, {measure})** not shown: {reason}.")
+            column.markdown(f"**ρ(FOTU, {h.measure})** not shown: {h.blocker}.")
     st.caption(
         "Spearman ρ across teachers (n = "
         + (
@@ -243,16 +221,7 @@ def sabotaged_of(
     """The sabotaged copies of ``dataset`` (None: all): the injections they hold and, for
     ``kind``, its rows by teacher, the trace labels and the rows to export (shared, read-only:
     built once per store state, not on every rerun)."""
-    frame = common.load_table("sabotaged")
-    if dataset is not None:
-        frame = frame[frame["dataset"] == dataset]
-    kinds = sorted(frame["kind"].unique())
-    of_kind = frame[frame["kind"] == kind].sort_values(["teacher", "trace_id"])
-    labels = {
-        t: f"{teacher} · {t}"
-        for t, teacher in zip(of_kind["trace_id"], of_kind["teacher"], strict=True)
-    }
-    return of_kind, kinds, labels, of_kind.drop(columns=["text"])
+    return sabotaged_choices(common.load_table("sabotaged"), kind, dataset)
 
 
 @common.derived("monitor_original")
@@ -284,24 +253,13 @@ verdicts = common.load_table("monitor_verdicts")
 said = verdicts[(verdicts["trace_id"] == trace_id) & (verdicts["monitor"] == monitor)]
 
 
-def verdict_line(variant: str) -> str:
-    row = said[said["variant"] == variant]
-    if row.empty:
-        return "not judged"
-    row = row.iloc[0]
-    if not row["valid_format"]:
-        return f"malformed reply: {str(row['raw'])[:200]!r}"
-    step = "" if pd.isna(row["blamed_step"]) else f", step {int(row['blamed_step'])}"
-    return f"{row['verdict']}{step}"
-
-
 one, two = st.columns(2)
 with one:
     st.markdown("**Original** (correct)")
     st.html(f'{STYLE}<div class="lv-trace">{before}</div>')
-    st.text(f"Monitor: {verdict_line(oversight.ORIGINAL)}")
+    st.text(f"Monitor: {verdict_text(said, oversight.ORIGINAL)}")
 with two:
     st.markdown(f"**Sabotaged** ({markdown_literal(kind)})")
     st.html(f'{STYLE}<div class="lv-trace">{after}</div>')
-    st.text(f"Monitor: {verdict_line(oversight.sabotage_variant(str(kind)))}")
+    st.text(f"Monitor: {verdict_text(said, oversight.sabotage_variant(str(kind)))}")
 common.download_csv(export, f"sabotaged_{kind}")

@@ -4,7 +4,6 @@ store's ``similarity`` table, with the τ behind the store's other redundancy fi
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -16,7 +15,7 @@ from legival_core.metrics.redundancy_sweep_view import (
 )
 from legival_core.store.page_results import RedundancySelection
 from legival_core.views import figures
-from legival_core.views.redundancy import sweep_over_datasets
+from legival_core.views.redundancy import at_threshold, sweep_over_datasets
 from pages import common
 
 st.title("🔁 Redundancy threshold")
@@ -67,6 +66,6 @@ else:
     )
 
 st.subheader(f"At τ = {chosen:.2f}")
-at_chosen = rows[np.isclose(rows["threshold"], chosen, rtol=0.0, atol=1e-9)]
+at_chosen = at_threshold(rows, chosen)
 common.table(at_chosen[["teacher", "redundancy", "n_traces"]], "redundancy_at_tau")
 common.download_csv(rows, "redundancy_sweep", label="Download the whole sweep (CSV)")

@@ -16,6 +16,7 @@ from legival_core.store.page_results import RewardSelection
 from legival_core.text.safe_text import markdown_literal
 from legival_core.views import figures
 from legival_core.views.display import tidy_table
+from legival_core.views.rewards import named_correlations, rho_of
 from pages import common
 
 st.title("🎯 Reward models")
@@ -103,11 +104,6 @@ def teacher_rewards(chosen: RewardSelection) -> pd.DataFrame:
     )
 
 
-def rho_of(frame: pd.DataFrame, metric: str) -> float:
-    row = frame[frame["metric"] == metric]
-    return float(row["rho"].iloc[0]) if len(row) else float("nan")
-
-
 def shown(value: float) -> str:
     return "n/a" if pd.isna(value) else f"{value:+.3f}"
 
@@ -191,13 +187,6 @@ correlations = pd.concat(
     ignore_index=True,
 )
 st.markdown("**Spearman ρ of the reward with each transfer metric**")
-# the metrics by their names on the other pages (a trace-level "fotu" of a release-profile
-# store is the release's trace score); the CSV keeps the field names
-named = correlations.assign(
-    metric=[
-        views.trace_metric_label(name, profile) if level == "trace" else common.metric_label(name)
-        for name, level in zip(correlations["metric"], correlations["level"], strict=True)
-    ]
-)
-st.dataframe(tidy_table(named), hide_index=True)
+# the metrics by their names on the other pages; the CSV keeps the field names
+st.dataframe(tidy_table(named_correlations(correlations, profile)), hide_index=True)
 common.download_csv(correlations, "reward_correlations")

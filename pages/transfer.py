@@ -18,8 +18,9 @@ from legival_core.text.safe_text import markdown_literal
 from legival_core.views import board as board_layout
 from legival_core.views import figures
 from legival_core.views.display import format_share
+from legival_core.views.transfer import board_fotu as transfer_board_fotu
 from legival_core.views.transfer import (
-    board_fotu_traces,
+    has_gaps,
     no_rollouts_message,
     rollouts_command,
 )
@@ -79,30 +80,21 @@ def first_measured(chosen: TransferSelection) -> pd.DataFrame:
 def board_fotu(
     dataset: str | None, student: str | None, include: bool, support: str
 ) -> pd.DataFrame:
-    """The leaderboard's FOTU of each teacher for this selection (index: teacher): ``fotu``,
-    the mean over datasets of the stored per-(teacher, dataset) FOTU (of the one student when
-    chosen), over the datasets ``support`` names as the leaderboard averages it (reference
-    teachers narrow them only when ``include``), and ``n``, the traces on those datasets that
-    FOTU rests on."""
-    from legival_core.stats.support import teacher_means
-
-    frame = views.filter_rows(common.load_table("teacher_metrics"), dataset=dataset)
+    """The leaderboard's FOTU of each teacher for this selection and the traces it rests on
+    (:func:`legival_core.views.transfer.board_fotu`); reference teachers narrow the averaged
+    datasets only when ``include``."""
+    per_student = None
     if student is not None:
         per_student = common.student_metrics(views.metrics_profile(common.load_manifest()))
-        frame = views.with_student(frame, per_student, student)
-    apart = () if include else common.reference_teachers()
-    frame = frame.assign(teacher=frame["teacher"].astype(str))
-    means = teacher_means(frame, ["fotu"], support=support, outside=apart)
-    pairs = views.filter_rows(common.load_table("trace_transfer"), dataset=dataset, student=student)
-    counts = board_fotu_traces(frame, pairs, support, apart)
-    out = means.set_index("teacher")[["fotu"]]
-    return out.assign(n=counts.reindex(out.index, fill_value=0))
-
-
-def has_gaps(view: views.TransferView, picked: list[str] | tuple[str, ...]) -> bool:
-    """Whether a picked teacher's curve has bins without a value (no trace measured there:
-    the release profile fills nothing in), so its line joins measured bins only."""
-    return bool(view.curves[view.curves["teacher"].isin(picked)]["mean"].isna().any())
+    return transfer_board_fotu(
+        common.load_table("teacher_metrics"),
+        common.load_table("trace_transfer"),
+        per_student,
+        dataset,
+        student,
+        support,
+        () if include else common.reference_teachers(),
+    )
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)

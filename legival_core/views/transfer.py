@@ -134,6 +134,58 @@ def board_fotu_traces(
     return per_teacher.reindex(used.index, fill_value=0).astype("int64").rename("n_traces")
 
 
+def board_fotu(
+    teacher_metrics: pd.DataFrame,
+    trace_transfer: pd.DataFrame,
+    per_student: pd.DataFrame | None,
+    dataset: str | None,
+    student: str | None,
+    support: str = "common",
+    outside: Sequence[str] = (),
+) -> pd.DataFrame:
+    """The leaderboard's FOTU of each teacher for a selection (index: teacher): ``fotu``, the
+    mean over datasets of the stored per-(teacher, dataset) FOTU of ``teacher_metrics`` (of
+    the one ``student`` when chosen, from ``per_student``), over the datasets ``support``
+    names as the leaderboard averages it (``outside`` teachers do not narrow them), and ``n``,
+    the traces of ``trace_transfer`` on those datasets that FOTU rests on
+    (:func:`board_fotu_traces`).
+
+    >>> tm = pd.DataFrame({"teacher": ["a", "a", "b"], "dataset": ["x", "y", "x"],
+    ...     "fotu": [0.2, 0.6, 0.3]})
+    >>> tt = pd.DataFrame({"teacher": ["a", "a", "b"], "dataset": ["x", "y", "x"],
+    ...     "student": ["s", "s", "s"], "trace_id": ["1", "2", "3"], "fotu": [0.2, 0.6, 0.3]})
+    >>> board_fotu(tm, tt, None, None, None).to_dict()  # common support: x only
+    {'fotu': {'a': 0.2, 'b': 0.3}, 'n': {'a': 1, 'b': 1}}
+    >>> board_fotu(tm, tt, None, None, None, "all")["fotu"].to_dict()  # a: (0.2 + 0.6) / 2
+    {'a': 0.4, 'b': 0.3}
+    """
+    from legival_core.stats.support import teacher_means
+    from legival_core.views.leaderboard import with_student
+
+    frame = filter_rows(teacher_metrics, dataset=dataset)
+    if student is not None and per_student is not None:
+        frame = with_student(frame, per_student, student)
+    frame = frame.assign(teacher=frame["teacher"].astype(str))
+    means = teacher_means(frame, ["fotu"], support=support, outside=outside)
+    pairs = filter_rows(trace_transfer, dataset=dataset, student=student)
+    counts = board_fotu_traces(frame, pairs, support, outside)
+    out = means.set_index("teacher")[["fotu"]]
+    return out.assign(n=counts.reindex(out.index, fill_value=0))
+
+
+def has_gaps(view: TransferView, picked: Sequence[str]) -> bool:
+    """Whether a picked teacher's curve has bins without a value (no trace measured there:
+    the release profile fills nothing in), so its line joins measured bins only.
+
+    >>> import types
+    >>> curves = pd.DataFrame({"teacher": ["a", "a", "b"], "mean": [0.1, None, 0.2]})
+    >>> view = types.SimpleNamespace(curves=curves)
+    >>> has_gaps(view, ["a"]), has_gaps(view, ["b"])
+    (True, False)
+    """
+    return bool(view.curves[view.curves["teacher"].isin(list(picked))]["mean"].isna().any())
+
+
 #: The command that gives a store its students' rollouts, hence its transfer curves and FOTU:
 #: the demo's two packaged students on the CPU (``precompute.students``).
 ROLLOUTS_COMMAND = "python -m precompute run --store {store} --students default"
