@@ -41,6 +41,7 @@ __all__ = [
     "render_steps",
     "stored_trace_concentration",
     "teacher_attribution_table",
+    "trace_bundle",
     "trace_markdown",
 ]
 
@@ -404,6 +405,57 @@ def attribution_line(attribution: pd.DataFrame, teacher: Mapping[str, Any] | Non
 
 #: The rollouts' columns the attribution summaries read (never the completions).
 ATTRIBUTION_COLUMNS = ["trace_id", "teacher", "dataset", "k", "correct"]
+
+
+def trace_bundle(store: Store, trace_id: str, threshold: float) -> dict[str, Any]:
+    """Everything the Trace inspector shows about one trace, read with filters (that trace,
+    its problem; never a whole table): the ``trace`` and its ``grade`` and ``problem`` rows,
+    the ``steps`` (:func:`legival_core.views.inspector.step_table` at redundancy τ =
+    ``threshold``, with the offline flags of the problem's task), each step's character
+    ``ends``, the students' ``strip``, the per-step transfer ``attribution``
+    (docs/metrics/attribution.md), the backtracking ``labelers``, the ``error_labels``, the
+    stored leak rows (``stored_leaks``) and the Thought Anchors chunk ``alignment`` (None
+    without chunk importances)."""
+    from legival_core.metrics.attribution import step_attribution
+    from legival_core.views.inspector import step_table, student_strip, with_offline_flags
+    from legival_core.views.step_layers import chunk_alignment
+
+    one = {"trace_id": trace_id}
+
+    def read(table: str, columns: list[str] | None = None) -> pd.DataFrame:
+        if not store.has(table):
+            return pd.DataFrame()
+        return store.read(table, columns=columns, filters=one)
+
+    trace = read("traces").iloc[0].to_dict()
+    grades = read("grades")
+    problems = (
+        store.read("problems", filters={"problem_id": trace["problem_id"]})
+        if store.has("problems")
+        else pd.DataFrame()
+    )
+    judgments = read("judgments")
+    steps = read("steps")
+    problem = problems.iloc[0].to_dict() if len(problems) else {}
+    table = step_table(steps, read("similarity"), judgments, threshold=threshold)
+    table = with_offline_flags(table, problem.get("task"))
+    # the strip's columns only: the rollouts are the store's biggest table
+    rollouts = read("rollouts", ["trace_id", "student", "k", "correct"])
+    return {
+        "trace": trace,
+        "grade": grades.iloc[0].to_dict() if len(grades) else {},
+        "problem": problem,
+        "steps": table,
+        "ends": steps.sort_values("step")["end"].tolist() if len(steps) else [],
+        "strip": student_strip(rollouts),
+        "attribution": (
+            step_attribution(rollouts, m=len(table)) if len(rollouts) else pd.DataFrame()
+        ),
+        "labelers": sorted(judgments["labeler"].astype(str)) if len(judgments) else [],
+        "error_labels": read("error_labels"),
+        "stored_leaks": read("trace_transfer"),
+        "alignment": chunk_alignment(steps, read("chunk_importance")),
+    }
 
 
 def stored_trace_concentration(store: Store) -> pd.DataFrame:

@@ -1,0 +1,37 @@
+"""Data the pages prepared themselves, now in ``legival_core.views`` (issue 44 item 1): checked
+on the bundled demo store against the library's other front door and the stored tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+import legival_core as lv
+from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
+from legival_core.metrics.redundancy_sweep_view import recorded_threshold
+from legival_core.store.store import Store
+from legival_core.views import reading
+
+DEMO = Path(__file__).resolve().parents[1] / "results" / "demo"
+
+
+def test_the_inspectors_bundle_is_the_notebooks_trace() -> None:
+    """The inspector's one-trace bundle holds the same step table as ``lv.open(...).trace``
+    (two front doors, one set of steps), each step's end offset in step order, and the
+    trace's own rows only."""
+    store = Store.open(DEMO)
+    tau = recorded_threshold(store.manifest) or REDUNDANCY_THRESHOLDS["paper"]
+    results = lv.open(DEMO)
+    trace_id = str(results.traces()["trace_id"].iloc[0])
+    bundle = reading.trace_bundle(store, trace_id, tau)
+    notebook = results.trace(trace_id)
+    shared = [c for c in notebook.columns if c in bundle["steps"].columns]
+    assert len(shared) >= 7
+    pd.testing.assert_frame_equal(
+        bundle["steps"][shared].reset_index(drop=True), notebook[shared].reset_index(drop=True)
+    )
+    steps = store.read("steps", filters={"trace_id": trace_id}).sort_values("step")
+    assert bundle["ends"] == steps["end"].tolist() and len(bundle["ends"]) == len(notebook)
+    assert bundle["trace"]["trace_id"] == trace_id
+    assert set(bundle["stored_leaks"]["trace_id"]) <= {trace_id}
