@@ -96,22 +96,7 @@ def leak(trace_id: str) -> int | None:
     The metrics stage stores it as ``trace_transfer.leak_k`` for every trace with rollouts;
     that value is shown. Other traces are checked here (seconds on a trace of 2,000 steps).
     """
-    bundle = trace_bundle(trace_id)
-    stored = views.stored_leak_step(bundle["stored_leaks"])
-    if stored is not views.NOT_STORED:
-        return stored
-    problem, table = bundle["problem"], bundle["steps"]
-    gold = str(problem.get("gold") or "")
-    if not problem.get("task") or not len(table) or not gold:
-        return None
-    from legival_core.tasks import get_task
-
-    try:
-        task = get_task(str(problem["task"]))
-    except KeyError:
-        return None
-    reasoning = str(bundle["trace"]["reasoning"])
-    return task.answer_leak_step(reasoning, bundle["ends"], gold, problem=problem).k
+    return reading.bundle_leak_step(trace_bundle(trace_id))
 
 
 @common.derived("trace_choices")

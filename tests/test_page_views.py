@@ -35,3 +35,20 @@ def test_the_inspectors_bundle_is_the_notebooks_trace() -> None:
     assert bundle["ends"] == steps["end"].tolist() and len(bundle["ends"]) == len(notebook)
     assert bundle["trace"]["trace_id"] == trace_id
     assert set(bundle["stored_leaks"]["trace_id"]) <= {trace_id}
+
+
+def test_the_leak_step_is_the_stored_one_when_the_stage_stored_it() -> None:
+    """A trace with rollouts: the inspector's leak step is ``trace_transfer.leak_k`` as stored
+    (the task's check is not run); with the stored rows left out it is computed by the task
+    and, the stage having computed the stored one the same way, equals it."""
+    store = Store.open(DEMO)
+    tau = recorded_threshold(store.manifest) or REDUNDANCY_THRESHOLDS["paper"]
+    transfer = store.read("trace_transfer", columns=["trace_id", "leak_k"])
+    leaking = transfer[transfer["leak_k"].notna()]
+    assert len(leaking)
+    trace_id = str(leaking["trace_id"].iloc[0])
+    bundle = reading.trace_bundle(store, trace_id, tau)
+    stored = int(leaking["leak_k"].iloc[0])
+    assert reading.bundle_leak_step(bundle) == stored
+    recomputed = dict(bundle, stored_leaks=bundle["stored_leaks"].iloc[0:0])
+    assert reading.bundle_leak_step(recomputed) == stored

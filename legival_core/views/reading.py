@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
@@ -32,6 +32,7 @@ __all__ = [
     "Swatch",
     "answer_span",
     "attribution_line",
+    "bundle_leak_step",
     "completion_heading",
     "completion_markdown",
     "inspector_legend",
@@ -456,6 +457,31 @@ def trace_bundle(store: Store, trace_id: str, threshold: float) -> dict[str, Any
         "stored_leaks": read("trace_transfer"),
         "alignment": chunk_alignment(steps, read("chunk_importance")),
     }
+
+
+def bundle_leak_step(bundle: Mapping[str, Any]) -> int | None:
+    """The first step of a :func:`trace_bundle`'s trace whose prefix already states the gold
+    answer: the stored ``trace_transfer.leak_k`` when the metrics stage stored one (every trace
+    with rollouts), else checked here by the problem's task (its answer layer decides; seconds
+    on a trace of 2,000 steps). None without a task, steps or gold answer, or when no prefix
+    states it."""
+    from legival_core.views.inspector import NOT_STORED, stored_leak_step
+
+    stored = stored_leak_step(bundle["stored_leaks"])
+    if stored is not NOT_STORED:
+        return cast("int | None", stored)  # stored_leak_step: k, None or NOT_STORED
+    problem, table = bundle["problem"], bundle["steps"]
+    gold = str(problem.get("gold") or "")
+    if not problem.get("task") or not len(table) or not gold:
+        return None
+    from legival_core.tasks import get_task
+
+    try:
+        task = get_task(str(problem["task"]))
+    except KeyError:
+        return None
+    reasoning = str(bundle["trace"]["reasoning"])
+    return task.answer_leak_step(reasoning, bundle["ends"], gold, problem=problem).k
 
 
 def stored_trace_concentration(store: Store) -> pd.DataFrame:
