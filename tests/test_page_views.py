@@ -52,3 +52,31 @@ def test_the_leak_step_is_the_stored_one_when_the_stage_stored_it() -> None:
     assert reading.bundle_leak_step(bundle) == stored
     recomputed = dict(bundle, stored_leaks=bundle["stored_leaks"].iloc[0:0])
     assert reading.bundle_leak_step(recomputed) == stored
+
+
+class _Unstored:
+    """A front door to the same store whose stored page results are never found."""
+
+    def __init__(self, source: object) -> None:
+        self._source = source
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._source, name)
+
+    def stored_result(self, name: str, key: object) -> None:
+        return None
+
+
+def test_the_frontier_shares_from_the_stored_draws_equal_the_drawn_ones() -> None:
+    """The Pareto page's frontier shares (board_view.frontier_shares, through ``lv.open``): from
+    the stage's stored draws and drawn afresh from the per-trace tables, the same numbers;
+    each a share of resamples, between 0 and 1."""
+    from legival_core.rankings.selection import Selection
+    from legival_core.views import board_view
+
+    results = lv.open(DEMO)
+    stored = board_view.frontier_shares(results, Selection(), "tokens", "fotu")
+    drawn = board_view.frontier_shares(_Unstored(results), Selection(), "tokens", "fotu")
+    assert stored[0] and stored[0] == drawn[0]
+    assert all(0.0 <= share <= 1.0 for share in stored[0].values())
+    pd.testing.assert_frame_equal(stored[1], drawn[1])
