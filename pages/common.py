@@ -239,33 +239,15 @@ def bundled_calibration_report() -> pd.DataFrame | None:
 def _leak_headline(
     path: str, stamp: float, references: tuple[str, ...], per_teacher: str
 ) -> str | None:
-    from legival_core.metrics.leak_summary import leak_headline, leak_summary
-    from legival_core.store.page_results import TransferSelection, stored_frame
+    from legival_core.metrics.leak_summary import leak_headline
     from legival_core.store.store import Store
+    from legival_core.views.transfer import store_leak_table
 
     store = Store.open(path)
-    if not (store.has("trace_transfer") and store.has("rollouts")):
-        return None
-    # every pair of the store: the transfer page's leak table of all datasets and students,
-    # which the metrics stage stores (else computed from the rollouts)
-    table = (
-        stored_frame(
-            _read_table(path, stamp, "page_results", None),
-            _read_manifest(path, stamp),
-            "transfer_leaks",
-            TransferSelection(),
-        )
-        if store.has("page_results")
-        else None
-    )
-    if table is None:
-        pairs = store.read("trace_transfer")
-        if not {"leak_k", "fotu_before_leak"} <= set(pairs.columns):
-            return None
-        rollouts = store.read("rollouts", columns=["trace_id", "student", "k", "correct"])
-        table = leak_summary(pairs, rollouts)
+    stored = _read_table(path, stamp, "page_results", None) if store.has("page_results") else None
+    table = store_leak_table(store, stored, _read_manifest(path, stamp))
     # The same sentence as the published site's (legival_core.metrics.leak_summary).
-    return leak_headline(table, references, per_teacher)
+    return None if table is None else leak_headline(table, references, per_teacher)
 
 
 def leak_headline(per_teacher: str = "on the Transfer curves page") -> str | None:

@@ -80,3 +80,23 @@ def test_the_frontier_shares_from_the_stored_draws_equal_the_drawn_ones() -> Non
     assert stored[0] and stored[0] == drawn[0]
     assert all(0.0 <= share <= 1.0 for share in stored[0].values())
     pd.testing.assert_frame_equal(stored[1], drawn[1])
+
+
+def test_the_stored_leak_table_is_the_one_computed_from_the_rollouts() -> None:
+    """Every page's leak headline reads one table (views.transfer.store_leak_table): the
+    stage's stored one while current, else computed; both give the same counts."""
+    from legival_core.views.transfer import store_leak_table
+
+    store = Store.open(DEMO)
+    stored = store_leak_table(store, store.read("page_results"), store.manifest)
+    computed = store_leak_table(store, None, store.manifest)
+    assert stored is not None and computed is not None
+    counts = ["pairs", "leaks", "first_solves", "at_or_after_leak"]
+    pd.testing.assert_frame_equal(
+        stored[counts].reset_index(drop=True),
+        computed[counts].reset_index(drop=True),
+        check_dtype=False,
+    )
+    assert int(stored["pairs"].sum()) == len(
+        store.read("trace_transfer", columns=["trace_id", "student"]).drop_duplicates()
+    )

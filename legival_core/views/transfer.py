@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -15,6 +16,9 @@ from legival_core.metrics.transfer_curves import (
     transfer_view_from_table,
 )
 from legival_core.views.common import filter_rows
+
+if TYPE_CHECKING:
+    from legival_core.store.store import Store
 
 
 def transfer_view(
@@ -184,6 +188,29 @@ def has_gaps(view: TransferView, picked: Sequence[str]) -> bool:
     (True, False)
     """
     return bool(view.curves[view.curves["teacher"].isin(list(picked))]["mean"].isna().any())
+
+
+def store_leak_table(
+    store: Store, page_results: pd.DataFrame | None, manifest: Mapping[str, Any]
+) -> pd.DataFrame | None:
+    """The leak table of every (trace, student) pair of ``store``
+    (:func:`legival_core.metrics.leak_summary.leak_summary`): the Transfer page's table of all
+    datasets and students as the metrics stage stored it in ``page_results`` when current,
+    else computed from the store's leak points and rollouts. None when the store has no leak
+    points (``trace_transfer`` without ``leak_k``) or no rollouts."""
+    from legival_core.metrics.leak_summary import leak_summary
+    from legival_core.store.page_results import TransferSelection, stored_frame
+
+    if not (store.has("trace_transfer") and store.has("rollouts")):
+        return None
+    table = stored_frame(page_results, manifest, "transfer_leaks", TransferSelection())
+    if table is not None:
+        return table
+    pairs = store.read("trace_transfer")
+    if not {"leak_k", "fotu_before_leak"} <= set(pairs.columns):
+        return None
+    rollouts = store.read("rollouts", columns=["trace_id", "student", "k", "correct"])
+    return leak_summary(pairs, rollouts)
 
 
 #: The command that gives a store its students' rollouts, hence its transfer curves and FOTU:
