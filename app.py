@@ -14,7 +14,7 @@ import sys
 
 import streamlit as st
 
-from legival_core.store.app_config import parse_app_args
+from legival_core.views.app_config import parse_app_args
 from pages import common
 
 st.set_page_config(page_title="Legi-Val", page_icon="🔎", layout="wide")

@@ -9,26 +9,15 @@ From a notebook, :func:`open` is the way in (:mod:`legival_core.results`)::
     import legival_core as lv
     r = lv.open("results/demo")
     r.leaderboard()          # the app's tables as DataFrames
+
+This ``__init__`` only hands ``open`` on (:mod:`legival_core.opener`, which loads the front door
+on first call, so importing the package loads no pandas).
 """
 
 from __future__ import annotations
 
-import os
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from legival_core.results import Results
+from legival_core.opener import open as open
 
 __version__ = "0.1.0"
 # ``from legival_core import *`` must not shadow the builtin ``open``.
 __all__ = ["__version__"]
-
-
-def open(path: str | os.PathLike[str]) -> Results:
-    """Open the results store at ``path`` read-only: :func:`legival_core.results.open`.
-
-    Imported on first call, so ``import legival_core`` stays as cheap as it was (no pandas).
-    """
-    from legival_core import results
-
-    return results.open(path)

@@ -43,21 +43,24 @@ import pandas as pd
 
 from legival_core import views
 from legival_core.grading.stamps import GraderStatus, grader_status
+from legival_core.metrics.page_results import ResultKey
 from legival_core.metrics.transfer import ROLLOUT_CATEGORIES
 from legival_core.metrics.transfer_curves import BAND_RESAMPLES
 from legival_core.rankings.selection import Selection
 from legival_core.stats.support import SUPPORTS
-from legival_core.store.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
-from legival_core.store.page_results import ResultKey
 from legival_core.store.store import Store
 from legival_core.views import board_view
+from legival_core.views.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
 
 #: What :meth:`Results.correlations` can return for each pair of metrics.
 CORRELATION_VALUES = ("rho", "p", "p_holm", "n", "pairs")
 
 
-def open(path: str | os.PathLike[str]) -> Results:
+def open(path: str | os.PathLike[str], *, stacklevel: int = 2) -> Results:
     """Open the results store at ``path`` for reading.
+
+    A store graded by an older grader opens with a warning; ``stacklevel`` says whose line it
+    points at (2: this function's caller; ``lv.open`` passes 3, its own caller).
 
     A folder that is not a store raises :class:`legival_core.store.store.StoreError` naming it:
 
@@ -69,7 +72,7 @@ def open(path: str | os.PathLike[str]) -> Results:
     results = Results(Store.open(path))
     status = results.grader_status
     if status is not None and status.stale:
-        warnings.warn(f"{results.path}: {status.message}", UserWarning, stacklevel=2)
+        warnings.warn(f"{results.path}: {status.message}", UserWarning, stacklevel=stacklevel)
     return results
 
 
@@ -224,8 +227,8 @@ class Results:
     def stored_result(self, name: str, key: ResultKey) -> pd.DataFrame | None:
         """The result ``name`` for ``key`` as the metrics stage stored it (``page_results``),
         or None when it is not there or its inputs were written since
-        (:func:`legival_core.store.page_results.stored_frame`), as the pages read it."""
-        from legival_core.store.page_results import stored_frame
+        (:func:`legival_core.metrics.page_results.stored_frame`), as the pages read it."""
+        from legival_core.metrics.page_results import stored_frame
 
         if not self.has_table("page_results"):
             return None
@@ -324,7 +327,7 @@ class Results:
 
         ``metric`` defaults to the page's: ``"composite"`` with ``weights``, else FOTU (or
         accuracy in a store without transfer). The resample count, seed and low-n threshold
-        are the app's defaults (``legival_core.store.app_config``), which ``streamlit run app.py``
+        are the app's defaults (``legival_core.views.app_config``), which ``streamlit run app.py``
         options can change.
 
         >>> detail = open("results/demo").rank_intervals()

@@ -23,13 +23,13 @@ import pandas as pd
 import streamlit as st
 
 from legival_core.rankings.selection import Selection
-from legival_core.store.app_config import AppConfig, parse_app_args, shorten
 from legival_core.store.safe_export import csv_frame
 from legival_core.text.safe_text import markdown_literal
+from legival_core.views.app_config import AppConfig, parse_app_args, shorten
 
 if TYPE_CHECKING:
+    from legival_core.metrics.page_results import ResultKey
     from legival_core.rankings.rank_intervals import TeacherResamples
-    from legival_core.store.page_results import ResultKey
 
 _CONFIG_KEY = "_legival_config"
 _LOG = logging.getLogger("legival.app")
@@ -267,8 +267,8 @@ def has_table(table: str) -> bool:
 def stored_result(name: str, key: ResultKey) -> pd.DataFrame | None:
     """The result ``name`` for ``key`` as the metrics stage stored it in ``page_results``,
     or None when it stored no such selection or the store's inputs were written since
-    (:func:`legival_core.store.page_results.stored_frame`): the caller then computes it."""
-    from legival_core.store.page_results import stored_frame
+    (:func:`legival_core.metrics.page_results.stored_frame`): the caller then computes it."""
+    from legival_core.metrics.page_results import stored_frame
 
     if not has_table("page_results"):
         return None

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from legival_core import views
-from legival_core.store.page_results import DecompositionSelection
+from legival_core.metrics.page_results import DecompositionSelection
 from legival_core.store.provenance import token_sources
 from legival_core.text.safe_text import markdown_literal
 from legival_core.views import efficiency as efficiency_view

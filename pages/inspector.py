@@ -11,10 +11,10 @@ import streamlit as st
 from legival_core import views
 from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
 from legival_core.metrics.redundancy_sweep_view import recorded_threshold
-from legival_core.store.app_config import shorten
 from legival_core.store.provenance import token_sources
 from legival_core.text.safe_text import markdown_literal
 from legival_core.views import reading
+from legival_core.views.app_config import shorten
 from legival_core.views.step_layers import (
     ATTRIBUTION_ROW,
     step_layers,

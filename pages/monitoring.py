@@ -8,8 +8,8 @@ import json
 import pandas as pd
 import streamlit as st
 
+from legival_core.metrics.page_results import MonitorSelection
 from legival_core.oversight import oversight, selections
-from legival_core.store.page_results import MonitorSelection
 from legival_core.text.safe_text import markdown_literal
 from legival_core.views import figures
 from legival_core.views.monitoring import (

@@ -8,12 +8,12 @@ import pandas as pd
 import streamlit as st
 
 from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
+from legival_core.metrics.page_results import RedundancySelection
 from legival_core.metrics.redundancy_sweep_view import (
     recorded_threshold,
     sweep_thresholds,
     teacher_redundancy_sweep,
 )
-from legival_core.store.page_results import RedundancySelection
 from legival_core.views import figures
 from legival_core.views.redundancy import at_threshold, sweep_over_datasets
 from pages import common

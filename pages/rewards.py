@@ -10,9 +10,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
+from legival_core.metrics.page_results import RewardSelection
 from legival_core.oversight import selections
 from legival_core.store import provenance
-from legival_core.store.page_results import RewardSelection
 from legival_core.text.safe_text import markdown_literal
 from legival_core.views import figures
 from legival_core.views.display import tidy_table

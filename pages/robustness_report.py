@@ -7,8 +7,8 @@ import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
+from legival_core.metrics.page_results import RobustnessSelection
 from legival_core.rankings.robustness_choices import RobustnessReport
-from legival_core.store.page_results import RobustnessSelection
 from legival_core.text.safe_text import markdown_literal
 from pages import common
 

@@ -12,8 +12,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
+from legival_core.metrics.page_results import TransferSelection
 from legival_core.metrics.registry import metrics_in
-from legival_core.store.page_results import TransferSelection
 from legival_core.text.safe_text import markdown_literal
 from legival_core.views import board as board_layout
 from legival_core.views import figures

@@ -12,12 +12,16 @@ be able to import ``legival_core`` and ``precompute`` (docs/running-at-scale.md)
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-__all__ = ["RUNNERS", "ChunkRunnerError", "run_local", "run_ray"]
+__all__ = ["RAY_IN_FLIGHT", "RUNNERS", "ChunkRunnerError", "run_local", "run_ray"]
 
 ChunkFunction = Callable[..., Any]
+#: Ray tasks submitted ahead of the one awaited: the driver holds at most this many chunks'
+#: inputs at once (the metrics stage's memory budget counts them).
+RAY_IN_FLIGHT = 4
 
 
 class ChunkRunnerError(RuntimeError):
@@ -25,7 +29,7 @@ class ChunkRunnerError(RuntimeError):
 
 
 def run_local(
-    function: ChunkFunction, items: Sequence[Any], *extra: Any, address: str | None = None
+    function: ChunkFunction, items: Iterable[Any], *extra: Any, address: str | None = None
 ) -> Iterator[Any]:
     """``function(item, *extra)`` for each item, one after the other, in this process.
 
@@ -37,7 +41,7 @@ def run_local(
 
 
 def run_ray(
-    function: ChunkFunction, items: Sequence[Any], *extra: Any, address: str | None = None
+    function: ChunkFunction, items: Iterable[Any], *extra: Any, address: str | None = None
 ) -> Iterator[Any]:
     """``function(item, *extra)`` for each item as a Ray task, spread over the nodes; results
     in the order of ``items``. Connects to ``address`` (else ``$RAY_ADDRESS``, else a local
@@ -60,9 +64,15 @@ def run_ray(
         # (Ray's types cannot follow a function given at run time: Any)
         task: Any = ray.remote(function).options(scheduling_strategy="SPREAD")
         shared = [ray.put(value) for value in extra]
-        pending = [task.remote(item, *shared) for item in items]
-        for reference in pending:
-            yield ray.get(reference)
+        # At most RAY_IN_FLIGHT items submitted ahead: each is read when submitted (the
+        # metrics stage reads a bucket's rows then) and held in the object store until done.
+        pending: deque[Any] = deque()
+        for item in items:
+            pending.append(task.remote(item, *shared))
+            if len(pending) >= RAY_IN_FLIGHT:
+                yield ray.get(pending.popleft())
+        while pending:
+            yield ray.get(pending.popleft())
     finally:
         if connected_here:
             ray.shutdown()

@@ -135,6 +135,16 @@ class _Section:
             raise self._fail(key, f"must be within [{low}, {high}], got {value}")
         return float(value)
 
+    def positive_number(self, key: str) -> float | None:
+        """A finite number above 0, or None when the key is absent."""
+        if self.table.get(key) is None:
+            self.used.add(key)
+            return None
+        value = self.number(key, 0.0)
+        if value <= 0:
+            raise self._fail(key, f"must be a positive number, got {value}")
+        return value
+
     def boolean(self, key: str, default: bool) -> bool:
         value = self._get(key)
         if value is None:
@@ -306,6 +316,10 @@ class MetricsConfig:
     #: Buckets of problems the per-trace tables are computed in (a stable hash of the problem
     #: id); the tables are the same for any count (docs/running-at-scale.md).
     chunks: int = 16
+    #: A memory budget in GB (10^9 bytes) for one bucket's per-row inputs (similarity,
+    #: judgments, rollouts): the stage then takes more chunks than ``chunks`` when the store's
+    #: row counts need them (:func:`precompute.stages.metrics.budget_chunks`); None: no budget.
+    memory_gb: float | None = None
 
 
 @dataclass(frozen=True)
@@ -455,6 +469,7 @@ def _parse(data: Mapping[str, Any], source: str) -> ExperimentConfig:
         primary_labeler=me.string("primary_labeler"),
         encoding=me.string("encoding", "cl100k_base") or "cl100k_base",
         chunks=me.integer("chunks", 16, minimum=1),
+        memory_gb=me.positive_number("memory_gb"),
     )
     me.finish()
 

@@ -88,7 +88,7 @@ from legival_core.store.schema import TABLES, trace_id_for
 from legival_core.store.store import Store, StoreError
 from legival_core.tasks.base import Grade, GraderCodeError, TextGrade
 from precompute.errors import InputMissingError, InputUnusableError, UsageError
-from precompute.formats.base import ALIASES, EXTRA_KEYS, field_at, lookup_field
+from precompute.formats.base import ALIASES, EXTRA_KEYS, SourceRow, field_at, lookup_field
 from precompute.formats.extras import ExtraTables
 
 __all__ = [
@@ -240,16 +240,6 @@ class IngestReport:
 # --- reading ------------------------------------------------------------------------------------
 
 
-@dataclass
-class _RawRow:
-    row: int
-    line: int | None
-    values: dict[str, Any] | None
-    error: str | None = None
-    excerpt: str | None = None
-    field: str | None = None
-
-
 def _excerpt(text: str | bytes) -> str:
     if isinstance(text, bytes):
         text = text[: _EXCERPT_CHARS * 4].decode("utf-8", errors="replace")
@@ -294,7 +284,7 @@ def _byte_lines(handle: BinaryIO, chunk_size: int = 1 << 20) -> Iterator[bytes]:
         yield b"".join(pending)
 
 
-def _jsonl(path: Path) -> Iterator[_RawRow]:
+def _jsonl(path: Path) -> Iterator[SourceRow]:
     row = 0
     with path.open("rb") as handle:
         for line_number, data in enumerate(_byte_lines(handle), start=1):
@@ -309,13 +299,13 @@ def _jsonl(path: Path) -> Iterator[_RawRow]:
                 # The field is the top-level key whose value holds the first bad byte.
                 decoded = data.decode("utf-8", errors="surrogateescape")
                 bad_at = next(i for i, c in enumerate(decoded) if "\udc80" <= c <= "\udcff")
-                yield _RawRow(
+                yield SourceRow(
                     row,
                     line_number,
                     None,
                     f"not UTF-8 ({err.reason})",
-                    _excerpt(data),
-                    field_at(decoded, position=bad_at),
+                    excerpt=_excerpt(data),
+                    field=field_at(decoded, position=bad_at),
                 )
                 continue
             try:
@@ -323,32 +313,32 @@ def _jsonl(path: Path) -> Iterator[_RawRow]:
             except json.JSONDecodeError as err:
                 # No field: where a parser stops is not where a line's syntax went wrong (a
                 # quote missed early shifts everything after it), so the line is bad whole.
-                yield _RawRow(
+                yield SourceRow(
                     row,
                     line_number,
                     None,
                     f"invalid JSON: {err.msg} (column {err.colno})",
-                    _excerpt(text),
+                    excerpt=_excerpt(text),
                 )
                 continue
             except RecursionError:
                 reason = "invalid JSON: nested too deeply"
                 field_name = field_at(text, deeper_than=_PARSER_DEPTH)
-                yield _RawRow(row, line_number, None, reason, None, field_name)
+                yield SourceRow(row, line_number, None, reason, field=field_name)
                 continue
             if not isinstance(value, dict):
-                yield _RawRow(
+                yield SourceRow(
                     row,
                     line_number,
                     None,
                     f"expected a JSON object, got {type(value).__name__}",
-                    _excerpt(text),
+                    excerpt=_excerpt(text),
                 )
                 continue
-            yield _RawRow(row, line_number, value)
+            yield SourceRow(row, line_number, value)
 
 
-def _json_array(path: Path) -> Iterator[_RawRow]:
+def _json_array(path: Path) -> Iterator[SourceRow]:
     try:
         data = json.loads(path.read_text(encoding="utf-8-sig"))  # a BOM is not content
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
@@ -360,9 +350,9 @@ def _json_array(path: Path) -> Iterator[_RawRow]:
         raise IngestUnreadableError(f"{path}: expected a JSON array of rows")
     for number, value in enumerate(data, start=1):
         if isinstance(value, dict):
-            yield _RawRow(number, None, value)
+            yield SourceRow(number, None, value)
         else:
-            yield _RawRow(number, None, None, f"expected an object, got {type(value).__name__}")
+            yield SourceRow(number, None, None, f"expected an object, got {type(value).__name__}")
 
 
 class _LineFeed:
@@ -393,7 +383,7 @@ class _LineFeed:
         self.taken = []
 
 
-def _csv(path: Path, delimiter: str) -> Iterator[_RawRow]:
+def _csv(path: Path, delimiter: str) -> Iterator[SourceRow]:
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # a long trace is one big cell
     # utf-8-sig: a byte order mark is not part of the first column's name.
     with path.open(newline="", encoding="utf-8-sig", errors="surrogateescape") as handle:
@@ -430,24 +420,24 @@ def _csv(path: Path, delimiter: str) -> Iterator[_RawRow]:
                 first = feed.taken[0]
                 feed.give_back(feed.taken[1:])
                 reader = csv.reader(feed, delimiter=delimiter)
-                yield _RawRow(
+                yield SourceRow(
                     row,
                     line,
                     None,
                     f"malformed CSV: a quote opened on this line is not closed on it ({error}); "
                     "the lines after it are read on their own",
-                    _excerpt(first.rstrip("\r\n").encode(errors="replace")),
+                    excerpt=_excerpt(first.rstrip("\r\n").encode(errors="replace")),
                 )
                 continue
             if any("\udc80" <= ch <= "\udcff" for ch in joined):
-                yield _RawRow(
-                    row, line, None, "not UTF-8", _excerpt(joined.encode(errors="replace"))
+                yield SourceRow(
+                    row, line, None, "not UTF-8", excerpt=_excerpt(joined.encode(errors="replace"))
                 )
                 continue
             if error is not None:
-                yield _RawRow(row, line, None, error, _excerpt(joined) if cells else None)
+                yield SourceRow(row, line, None, error, excerpt=_excerpt(joined) if cells else None)
                 continue
-            yield _RawRow(
+            yield SourceRow(
                 row, line, {k: (None if v == "" else v) for k, v in zip(header, cells, strict=True)}
             )
 
@@ -467,7 +457,7 @@ def _strict_error(lines: Sequence[str], delimiter: str) -> str | None:
     return None if len(records) == 1 else "the record breaks apart under strict rules"
 
 
-def _parquet(path: Path) -> Iterator[_RawRow]:
+def _parquet(path: Path) -> Iterator[SourceRow]:
     """The rows of a Parquet file, one row group at a time: a damaged row group is one bad
     row naming the rows it held, and the row groups before and after it are kept (before, the
     first damaged group ended the ingest and took every row read so far with it)."""
@@ -487,10 +477,10 @@ def _parquet(path: Path) -> Iterator[_RawRow]:
             for batch in parquet.iter_batches(batch_size=512, row_groups=[group]):
                 for values in batch.to_pylist():
                     row += 1
-                    yield _RawRow(row, None, values)
+                    yield SourceRow(row, None, values)
         except Exception as err:  # a corrupt page or column chunk in this row group
             first, row = row + 1, max(end, row + 1)
-            yield _RawRow(
+            yield SourceRow(
                 first,
                 None,
                 None,
@@ -503,19 +493,19 @@ def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split())[:300]
 
 
-def _hub(name: str, split: str | None, config: str | None) -> Iterator[_RawRow]:
+def _hub(name: str, split: str | None, config: str | None) -> Iterator[SourceRow]:
     from precompute.datasets import DatasetError, HubSource, hub_rows
 
     try:
         for _, number, values in hub_rows(
             HubSource(name, (config,), split or "train"), config=config, split=split
         ):
-            yield _RawRow(number, None, values)
+            yield SourceRow(number, None, values)
     except DatasetError as err:  # offline, gated, unknown or not installed: not reachable here
         raise IngestMissingError(str(err)) from None
 
 
-def _rows(source: str, split: str | None, config: str | None) -> Iterator[_RawRow]:
+def _rows(source: str, split: str | None, config: str | None) -> Iterator[SourceRow]:
     path = Path(source)
     if not path.exists():
         if _HUB_NAME.match(source) and not path.suffix:
@@ -661,7 +651,9 @@ class _Record:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-def _record(raw_row: _RawRow, mapping: Mapping[str, str], teacher: str, max_bytes: int) -> _Record:
+def _record(
+    raw_row: SourceRow, mapping: Mapping[str, str], teacher: str, max_bytes: int
+) -> _Record:
     values = raw_row.values or {}
     problem = lookup_field(values, "problem_id", mapping)
     if _missing(problem) or (isinstance(problem, str) and not problem.strip()):
@@ -1422,7 +1414,7 @@ def ingest(
 
 
 def _check_problem(
-    record: _Record, writer: _Writer, origin: dict[str, str], raw_row: _RawRow, overwrite: bool
+    record: _Record, writer: _Writer, origin: dict[str, str], raw_row: SourceRow, overwrite: bool
 ) -> None:
     """Refuse a row whose prompt or gold differs from its problem's stored one (the store's,
     or the first row of this file that gave the problem); with ``overwrite`` the row's values
@@ -1502,7 +1494,7 @@ def _adapter(file_format: str, source: str, mapping: Mapping[str, str]) -> tuple
 
 def _adapted_rows(
     adapter: Any, source: str, split: str | None, config: str | None, teacher: str | None
-) -> Iterator[_RawRow]:
+) -> Iterator[SourceRow]:
     """The rows a format adapter makes of ``source``, each with its teacher: ``teacher`` when
     given, else the model the file names (a row without one is quarantined)."""
     from precompute.formats import FormatMissingError, FormatUnreadableError
@@ -1519,21 +1511,21 @@ def _adapted_rows(
     return _with_teacher(rows, teacher, adapter.tool)
 
 
-def _with_teacher(rows: Iterator[Any], teacher: str | None, tool: str) -> Iterator[_RawRow]:
+def _with_teacher(rows: Iterator[SourceRow], teacher: str | None, tool: str) -> Iterator[SourceRow]:
     for row in rows:
         if row.values is None:
-            yield _RawRow(row.row, row.line, None, row.error, row.excerpt, row.field)
+            yield row
             continue
         values = row.values
         model = values.get("model")
         if teacher is None and not model:
-            yield _RawRow(
+            yield SourceRow(
                 row.row, row.line, None, f"this {tool} record names no model: give --teacher",
-                _row_excerpt(values), "teacher",
+                excerpt=_row_excerpt(values), field="teacher",
             )  # fmt: skip
             continue
         values["teacher"] = teacher if teacher is not None else str(model)
-        yield _RawRow(row.row, row.line, values)
+        yield SourceRow(row.row, row.line, values)
 
 
 def _format_notes(adapter: Any, writer: _Writer) -> list[str]:
@@ -1576,7 +1568,7 @@ def _problems_by_own_id(existing: Mapping[str, Mapping[str, Any]]) -> dict[str, 
 
 
 def _row_identity(
-    raw_row: _RawRow,
+    raw_row: SourceRow,
     mapping: Mapping[str, str],
     teacher: str,
     dataset: str,

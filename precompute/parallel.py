@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from precompute.config import ExperimentConfig
-from precompute.progress import progress_bar
+from precompute.progress import SilentBar, progress_bar
 
 __all__ = ["PARALLEL_STAGES", "ShardBar", "default_jobs", "run_in_shards"]
 
@@ -42,11 +42,11 @@ def default_jobs() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-class ShardBar:
+class ShardBar(SilentBar):
     """The bar a shard's stage draws: it reports to the parent's queue instead of the terminal.
 
     ``queue`` gets ``("total", n)`` once and ``("done", n)`` per update; without a queue
-    (progress off) nothing is reported.
+    (progress off) nothing is reported. The rest is the silent bar's.
     """
 
     def __init__(self, queue: Any | None, total: int):
@@ -57,18 +57,6 @@ class ShardBar:
     def update(self, n: int = 1) -> None:
         if self.queue is not None:
             self.queue.put(("done", int(n)))
-
-    def set_postfix_str(self, text: str) -> None:
-        del text
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self) -> ShardBar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _exit_with_parent(parent: int, stop: Any) -> None:

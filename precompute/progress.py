@@ -14,11 +14,12 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 __all__ = [
     "LOGGER_NAME",
     "QuietFileHandler",
+    "SilentBar",
     "progress_bar",
     "progress_enabled",
     "silence_library_bars",
@@ -61,7 +62,7 @@ def progress_bar(total: int, desc: str, unit: str = "item", enabled: bool | None
     are disabled a silent stand-in with the same methods.
     """
     if not progress_enabled(enabled):
-        return _SilentBar()
+        return SilentBar()
     from tqdm import tqdm
 
     from precompute.terminal import unescaped
@@ -79,8 +80,9 @@ def progress_bar(total: int, desc: str, unit: str = "item", enabled: bool | None
     )
 
 
-class _SilentBar:
-    """Stand-in for a tqdm bar when progress display is off."""
+class SilentBar:
+    """Stand-in for a tqdm bar when progress display is off: the methods the stages call, doing
+    nothing (:class:`precompute.parallel.ShardBar` reports its updates instead)."""
 
     def update(self, n: int = 1) -> None:
         del n
@@ -91,7 +93,7 @@ class _SilentBar:
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> _SilentBar:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -15,7 +15,7 @@ Writes into ``--out`` (a folder that opens from ``file://`` or on any static hos
 * ``assets/`` — plotly.js, the style sheet and the sorting script, once for every page;
 * ``leaderboard.csv`` / ``leaderboard.tex`` — the table as numbers and as a booktabs tabular;
 * ``site.json`` — what the site pins: per store its content, config and provenance digests
-  (:mod:`legival_core.store.site_pin`), the package version, the publish options and the digest of
+  (:mod:`legival_core.views.site_pin`), the package version, the publish options and the digest of
   every other file; each page's footer shows it. ``publish --check SITE --store DIR`` compares
   it with a store;
 * with ``--space``, ``README.md``: the Hugging Face Space card (``sdk: static``).
@@ -46,13 +46,12 @@ from typing import Any
 import pandas as pd
 
 from legival_core import __version__, views
-from legival_core.store import site_pin
-from legival_core.store.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
 from legival_core.store.safe_export import csv_frame
 from legival_core.store.store import Store
 from legival_core.text.safe_text import plotly_literals
 from legival_core.views import board as board_layout
-from legival_core.views import figures, site_pages
+from legival_core.views import figures, site_pages, site_pin
+from legival_core.views.app_config import LOW_N_TRACES, RANK_RESAMPLES, RESAMPLE_SEED
 from legival_core.views.board_merge import merge_teacher_rows, merged_table
 from legival_core.views.merged_board import merged_rank_board
 from legival_core.views.snapshot import (

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from legival_core.store.store import Store
 from precompute.cli import EXIT_OK, EXIT_USAGE, main
 from precompute.formats.thought_anchors import chunk_spans
 from precompute.ingest import ingest
+from tests.child_process import python_child
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -494,9 +493,7 @@ def test_chunk_search_is_linear(tmp_path: Path) -> None:
         "chunk = 'a ' * 200_000 + 'b'\n"
         "print(chunk_spans(reasoning, [chunk, 'a a']))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
+    done = python_child("-c", code)
     assert done.stdout.strip() == "[None, (0, 3)]", done.stderr[-2000:]
 
 
@@ -538,13 +535,7 @@ def test_a_fifo_or_a_link_in_a_problem_folder_is_never_read(tmp_path: Path) -> N
         "r = ingest(sys.argv[1], sys.argv[2], None, file_format='thought-anchors')\n"
         "print(json.dumps([r.kept, [[q.field, q.reason] for q in r.quarantined]]))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(root), str(tmp_path / "s")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = python_child("-c", code, str(root), str(tmp_path / "s"))
     assert done.returncode == 0, done.stderr[-2000:]
     kept, quarantined = json.loads(done.stdout)
     assert kept == 1

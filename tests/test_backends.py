@@ -9,8 +9,6 @@ on real engines: SmolLM2-135M GGUF through transformers on CPU, the same file be
 from __future__ import annotations
 
 import http.server
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +27,7 @@ from precompute.backends.base import (
 from precompute.backends.vllm_engine import RoundResult, settle_round
 from tests.backend_contract import *  # noqa: F403 - the engine contract, run on `engine`
 from tests.backend_contract import chat
+from tests.child_process import python_child
 from tests.engine_fixtures import LocalHTTPServer, smollm2_vllm_engine
 from tests.engine_fixtures import free_port as _free_port
 
@@ -126,9 +125,7 @@ def test_importing_the_backends_loads_no_heavy_module() -> None:
         "heavy = [m for m in ('torch', 'transformers', 'vllm', 'httpx') if m in sys.modules]; "
         "print(heavy); sys.exit(1 if heavy else 0)"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
+    done = python_child("-c", code, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -23,8 +23,8 @@ from legival_core.stats.support import (
     support_datasets,
     teacher_means,
 )
-from legival_core.store.app_config import BUNDLED_STORES
 from legival_core.store.store import Store
+from legival_core.views.app_config import BUNDLED_STORES
 
 PALM = "palm-2-medium"
 

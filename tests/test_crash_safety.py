@@ -100,6 +100,11 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _precompute(*args: str) -> list[str]:
+    """``python -m precompute ARGS`` as this interpreter runs it."""
+    return [sys.executable, "-m", "precompute", *args]
+
+
 def _run_command(command: list[str], timeout: int = 300) -> subprocess.CompletedProcess[str]:
     """``command`` run from the repository with the test environment, its output captured."""
     return subprocess.run(
@@ -164,7 +169,7 @@ def _assert_same_store(got_dir: Path, want_dir: Path) -> None:
         # A stored page result's stamp names its store's own parts (a resumed run merges its
         # tables into parts laid out differently), so the stamps differ between the stores;
         # what must agree is every result, and that each is current in its own store.
-        from legival_core.store.page_results import INPUTS, inputs_stamp
+        from legival_core.metrics.page_results import INPUTS, inputs_stamp
 
         manifest = Store.open(got_dir).manifest
         rows = got["page_results"]
@@ -337,19 +342,10 @@ def _ingest_file(folder: Path, name: str = "traces.jsonl", bad_rows: int = 0) ->
 
 
 def _ingest_command(source: Path, store_dir: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "precompute",
-        "ingest",
-        str(source),
-        "--store",
-        str(store_dir),
-        "--teacher",
-        "adder",
-        "--batch-rows",
-        str(INGEST_BATCH),
-    ]
+    return _precompute(
+        "ingest", str(source), "--store", str(store_dir), "--teacher", "adder",
+        "--batch-rows", str(INGEST_BATCH),
+    )  # fmt: skip
 
 
 def test_ingest_killed_between_a_batchs_traces_and_grades_resumes_every_table(
@@ -598,7 +594,7 @@ def test_a_write_during_the_metrics_reads_leaves_its_page_results_stale(
     between was stamped as read: the inspector's trace list then showed 4 steps where the
     steps table has 5, until the next metrics run. The write lands here right after the last
     of those reads; the stored marker must then be stale, never current."""
-    from legival_core.store.page_results import WholeStore, is_current
+    from legival_core.metrics.page_results import WholeStore, is_current
     from precompute.stages import metrics
 
     store_dir = tmp_path / "store"
@@ -613,7 +609,8 @@ def test_a_write_during_the_metrics_reads_leaves_its_page_results_stale(
 
     def read_then_write(store_: object, table: str, columns: object = None) -> pd.DataFrame:
         frame = real(store_, table, columns)
-        if table == "judgments":  # the last read before the snapshot was taken
+        # the last whole read of the input check (judgments are read a bucket at a time)
+        if table == "answer_leaks":
             Store.open(store_dir).write("steps", extra, stage="segment")
         return frame
 
@@ -707,7 +704,7 @@ def test_full_disk_is_one_line_naming_the_store_and_the_stage(small_tmpfs: Path)
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return _run_command([sys.executable, "-m", "precompute", *args])
+    return _run_command(_precompute(*args))
 
 
 def _one_disk_line(done: subprocess.CompletedProcess[str], names: Path) -> None:
@@ -786,18 +783,7 @@ def _site(folder: Path) -> dict[str, bytes]:
 
 
 def _publish_command(store: Path, out: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "precompute",
-        "publish",
-        "--store",
-        str(store),
-        "--out",
-        str(out),
-        "--resamples",
-        "20",
-    ]
+    return _precompute("publish", "--store", str(store), "--out", str(out), "--resamples", "20")
 
 
 def test_publish_killed_at_every_step_leaves_the_old_site_or_the_new_one(tmp_path: Path) -> None:

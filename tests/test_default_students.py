@@ -30,6 +30,7 @@ from precompute.cli import EXIT_MISSING, EXIT_OK, EXIT_USAGE, _build_parser, mai
 from precompute.config import ExperimentConfig, RolloutConfig
 from precompute.stages.rollout import k_grid
 from precompute.students import DEFAULT_STUDENTS, no_students_message
+from tests.child_process import wait_for_a_part
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = ["trace_id", "student", "k", "sample"]
@@ -143,11 +144,7 @@ def test_own_traces_reach_fotu_with_one_flag_and_resume_after_a_kill(
     parts = store / "tables" / "rollouts"
     deadline = time.monotonic() + 900
     try:
-        while time.monotonic() < deadline and started.poll() is None:
-            if parts.is_dir() and any(parts.glob("part-*.arrow")):
-                break
-            time.sleep(0.05)
-        assert started.poll() is None, "the run finished before it could be killed"
+        wait_for_a_part(started, parts, deadline)
         os.kill(started.pid, signal.SIGKILL)
         started.wait(timeout=60)
         while time.monotonic() < deadline and not _session_gone(started.pid):

@@ -13,9 +13,9 @@ import math
 import pandas as pd
 import pytest
 
-from legival_core.store.app_config import BUNDLED_STORES
 from legival_core.store.store import Store
 from legival_core.tasks import get_task
+from legival_core.views.app_config import BUNDLED_STORES
 
 DEMO = BUNDLED_STORES["demo"]
 

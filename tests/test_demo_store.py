@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from legival_core.store.app_config import BUNDLED_STORES
 from legival_core.store.store import Store
+from legival_core.views.app_config import BUNDLED_STORES
 
 DEMO = BUNDLED_STORES["demo"]
 APP = str(Path(__file__).resolve().parents[1] / "app.py")

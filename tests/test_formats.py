@@ -136,6 +136,9 @@ def test_lm_eval_lines_first_filter_only_with_the_metric_as_verdict() -> None:
     assert adapter.convert({**base, "filter": "flexible", "exact_match": 0.0}) == []
     assert adapter.convert({**base, "filter": "flexible", "exact_match": 0.0}) == []
     assert adapter._skipped_filters == 2
+    assert adapter.closing_notes() == [
+        "2 lines of filters other than 'strict' were skipped (they repeat the same responses)"
+    ]
     # Without a question in the doc, a chat request's last user message is the prompt.
     chat = json.dumps([{"role": "user", "content": "Add 1 and 1."}])
     (row,) = adapter.convert(

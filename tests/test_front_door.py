@@ -28,8 +28,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +47,7 @@ from legival_core.views.display import MISSING, tidy_table
 from legival_core.views.efficiency import E0_BOARD_LABELS
 from tests.app_fixtures import plotly_array
 from tests.app_runner import run_app_page
+from tests.child_process import python_child
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "results" / "demo"
@@ -469,8 +468,6 @@ def test_import_stays_cheap_and_the_app_stays_out() -> None:
         "print(sorted(m for m in sys.modules\n"
         "             if m.split('.')[0] in {'streamlit', 'plotly', 'pages', 'torch'}))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300
-    )
+    done = python_child("-c", code, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

@@ -109,9 +109,11 @@ def test_opening_a_store_an_older_grader_made_warns(tmp_path: Path) -> None:
         warnings.simplefilter("error")
         assert lv.open(store.path).grader_status is not None  # current: no warning
     _age(store)
-    with pytest.warns(UserWarning, match="graded by an older grader"):
+    with pytest.warns(UserWarning, match="graded by an older grader") as warned:
         results = lv.open(store.path)
     assert results.grader_status is not None and results.grader_status.stale
+    # the warning points at the notebook's line, not at the library's wrapper
+    assert [Path(w.filename).name for w in warned] == [Path(__file__).name]
 
 
 def test_a_merged_board_refuses_stores_graded_by_different_versions(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import streamlit as st
 
-from legival_core.store.app_config import BUNDLED_STORES
+from legival_core.views.app_config import BUNDLED_STORES
 from tests.app_runner import run_app_page
 
 #: Every page of the menu (app.py's url_path values).

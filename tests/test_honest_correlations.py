@@ -14,8 +14,8 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from legival_core import views
-from legival_core.store.app_config import BUNDLED_STORES
 from legival_core.store.store import Store
+from legival_core.views.app_config import BUNDLED_STORES
 from tests.app_runner import run_app_page
 
 DEMO = BUNDLED_STORES["demo"]

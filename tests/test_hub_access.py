@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.child_process import python_child
 from tests.engine_fixtures import free_port
 from tests.loopback_hub import COMMIT, loopback_hub
 
@@ -59,14 +60,7 @@ def online_env(hf_home: Path, endpoint: str, **extra: str) -> dict[str, str]:
 
 def run_python(code: str, env: dict[str, str], *args: str) -> dict[str, Any]:
     """Run ``code`` in a fresh interpreter; it prints one JSON object as its last line."""
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code), *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = python_child("-c", textwrap.dedent(code), *args, env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 

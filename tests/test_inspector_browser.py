@@ -13,7 +13,7 @@ import re
 import pytest
 
 import legival_core as lv
-from legival_core.store.app_config import BUNDLED_STORES
+from legival_core.views.app_config import BUNDLED_STORES
 from tests.browser_fixtures import browser_marks, chromium_context, streamlit_app
 from tests.test_browser import wait_idle
 

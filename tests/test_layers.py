@@ -3,7 +3,7 @@ precompute package has no import cycle (commands register from the CLI, never th
 
 Each room of ``legival_core`` (a subpackage by concept) imports only the rooms its rule
 names (``ROOMS`` below, the same rule its ``__init__`` states in words), and every
-module but the package's ``__init__`` and the front door lives in a room.
+module but the package's ``__init__``, the front door and its opener lives in a room.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ VIEW_RENDERERS = {"precompute/publish.py"}
 #: The notebooks' front door (``lv.open``) serves the pages' tables, so it sits above the view
 #: layer; nothing in the library may import it back (checked below), which keeps it on top.
 FRONT_DOOR = "legival_core/results.py"
+#: ``lv.open`` itself: it imports the front door on first call (so ``import legival_core`` loads
+#: no pandas) and sits above it; the package's ``__init__`` only hands it on.
+OPENER = "legival_core/opener.py"
 
 
 def imported_names(source: str) -> set[str]:
@@ -86,7 +89,7 @@ def imports_front_door(source: str) -> bool:
 
 
 def test_nothing_below_the_front_door_imports_it() -> None:
-    """Only the package's ``lv.open`` reaches the front door: a metric or view importing it
+    """Only ``lv.open`` (the opener) reaches the front door: a metric or view importing it
     would make a cycle through the view layer."""
     assert imports_front_door("from legival_core import results")
     assert imports_front_door("def f():\n    from legival_core.results import Results")
@@ -96,6 +99,25 @@ def test_nothing_below_the_front_door_imports_it() -> None:
         for folder in ("legival_core", "precompute")
         for path in sorted((ROOT / folder).rglob("*.py"))
         if imports_front_door(path.read_text(encoding="utf-8"))
+    }
+    assert importers == {OPENER}
+
+
+def test_the_package_only_hands_the_opener_on() -> None:
+    """The package's ``__init__`` defines no function or class and imports only the opener: the
+    library's ground floor never reaches up to the front door; only the opener, on top, does."""
+    source = (ROOT / "legival_core" / "__init__.py").read_text(encoding="utf-8")
+    body = ast.parse(source).body
+    assert not [n for n in body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
+    assert imported_names(source) - {"__future__", "__future__.annotations"} == {
+        "legival_core.opener",
+        "legival_core.opener.open",
+    }
+    importers = {
+        path.relative_to(ROOT).as_posix()
+        for folder in ("legival_core", "precompute")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if "legival_core.opener" in imported_names(path.read_text(encoding="utf-8"))
     }
     assert importers == {"legival_core/__init__.py"}
 
@@ -157,8 +179,8 @@ def test_precompute_has_no_import_cycle_and_commands_register_from_the_cli() -> 
 # --- The rooms of legival_core (issue 30 item 1) ---
 #: Each room of ``legival_core`` and the rooms its modules may import (besides its own). The
 #: room's ``__init__`` docstring says the same in words ("May import: …"). The front door
-#: (``legival_core/results.py``) and the package's ``__init__`` are the only modules outside a
-#: room; nothing in a room imports the front door (checked above).
+#: (``legival_core/results.py``), its opener and the package's ``__init__`` are the only modules
+#: outside a room; nothing in a room imports the front door (checked above).
 ROOMS: dict[str, set[str]] = {
     "store": set(),
     "text": {"store"},
@@ -183,10 +205,6 @@ ROOMS: dict[str, set[str]] = {
         "calibration",
     },
 }
-#: Single imports allowed beyond a room's rule: module path -> the dotted modules it may import.
-ROOM_EXCEPTIONS: dict[str, set[str]] = {
-    "legival_core/store/app_config.py": {"legival_core.text.safe_text"},
-}
 #: Rooms that were packages before the move and keep their re-exports.
 ROOMS_WITH_REEXPORTS = {"tasks", "views"}
 
@@ -206,7 +224,7 @@ def test_every_module_of_the_library_lives_in_a_room() -> None:
         for path in library.rglob("*.py")
         if _room_of(".".join(path.relative_to(ROOT).with_suffix("").parts)) is None
     }
-    assert outside == {"legival_core/__init__.py", FRONT_DOOR}
+    assert outside == {"legival_core/__init__.py", OPENER, FRONT_DOOR}
     for room in ROOMS:
         assert (library / room / "__init__.py").is_file(), room
 
@@ -237,15 +255,12 @@ def test_the_rooms_rules_have_no_cycle() -> None:
 
 def _forbidden_imports(room: str, where: str, source: str) -> list[str]:
     """The imports of one module of ``room`` (at path ``where``) that its room's rule does not
-    allow: a name in another room that is neither listed nor one of the module's exceptions."""
+    allow: a name in another room that the rule does not list (a room has no exceptions)."""
     allowed = ROOMS[room]
-    excepted = ROOM_EXCEPTIONS.get(where, set())
     broken = []
     for name in sorted(imported_names(source)):
         target = _room_of(name)
         if target is None or target == room or target in allowed:
-            continue
-        if any(name == e or name.startswith(f"{e}.") for e in excepted):
             continue
         broken.append(f"{where} imports {name}")
     return broken
@@ -262,14 +277,17 @@ def test_the_room_check_sees_a_forbidden_import() -> None:
     assert not _forbidden_imports("metrics", metric, "from legival_core.stats import stats")
     assert not _forbidden_imports("metrics", metric, "from legival_core.metrics import transfer")
     assert _forbidden_imports("store", "legival_core/store/x.py", "from legival_core import text")
-    app_config = "legival_core/store/app_config.py"
-    assert not _forbidden_imports("store", app_config, "from legival_core.text.safe_text import m")
-    assert _forbidden_imports("store", app_config, "from legival_core.text.tokens import m")
+    store_module = "legival_core/store/x.py"
+    assert _forbidden_imports("store", store_module, "from legival_core.text.safe_text import m")
+    assert _forbidden_imports(
+        "store", store_module, "from legival_core.metrics import page_results"
+    )
+    assert _forbidden_imports("store", store_module, "from legival_core.views import app_config")
 
 
 def test_each_room_imports_only_the_rooms_it_may() -> None:
     """Every import of a room's module, anywhere in its source (a lazy one too), lands in its
-    own room, a room its rule names, or one of its listed exceptions."""
+    own room or a room its rule names."""
     broken = [
         line
         for room in ROOMS

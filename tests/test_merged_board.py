@@ -17,10 +17,10 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from legival_core.store.app_config import BUNDLED_STORES, parse_app_args
-from legival_core.store.site_pin import canonical_digest
 from legival_core.store.store import Store
 from legival_core.text.safe_text import markdown_literal
+from legival_core.views.app_config import BUNDLED_STORES, parse_app_args
+from legival_core.views.site_pin import canonical_digest
 from tests import app_fixtures
 from tests.test_publish import hand_store
 

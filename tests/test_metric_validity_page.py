@@ -11,8 +11,8 @@ import shlex
 import pytest
 import streamlit as st
 
-from legival_core.store.app_config import BUNDLED_STORES
 from legival_core.store.store import Store
+from legival_core.views.app_config import BUNDLED_STORES
 from pages.common import CALIBRATION_COMMAND, CALIBRATION_STORE
 from precompute.cli import _build_parser
 from tests.app_runner import run_app_page

@@ -105,7 +105,7 @@ def test_a_prefix_of_an_option_is_a_usage_error(
 def test_the_app_ignores_a_prefix_of_readonly() -> None:
     """The app's own options: ``--read`` is not ``--readonly`` (a hosted app must be started
     with the flag it documents, not a prefix that happens to match today)."""
-    from legival_core.store.app_config import parse_app_args
+    from legival_core.views.app_config import parse_app_args
 
     assert parse_app_args(["--readonly"], {}).readonly is True
     assert parse_app_args(["--read"], {}).readonly is False

@@ -22,7 +22,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from legival_core.metrics.metric_catalog import LEADERBOARD_METRICS, METRICS
-from legival_core.store.app_config import BUNDLED_STORES
+from legival_core.views.app_config import BUNDLED_STORES
 from tests.app_runner import APP
 
 #: Pages whose tables show teacher-level metrics.

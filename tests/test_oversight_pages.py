@@ -279,7 +279,7 @@ def test_monitoring_page_keeps_the_reference_teacher_out_of_the_comparison(
     """On the demo with dataset "All", the human reference teacher is drawn as a grey outline
     labelled "reference (not compared)", never as an ordinary coloured bar beside the models."""
     from legival_core.published.references import store_reference_teachers
-    from legival_core.store.app_config import BUNDLED_STORES
+    from legival_core.views.app_config import BUNDLED_STORES
     from tests.app_runner import run_app_page
 
     demo = Store.open(BUNDLED_STORES["demo"])

@@ -21,17 +21,16 @@ import streamlit as st
 
 from legival_core import views
 from legival_core.metrics import leak_summary as leak_module
-from legival_core.metrics import redundancy_sweep_view
-from legival_core.oversight import oversight
-from legival_core.rankings import rank_intervals, robustness_choices
-from legival_core.store import page_results
-from legival_core.store.page_results import (
+from legival_core.metrics import page_results, redundancy_sweep_view
+from legival_core.metrics.page_results import (
     DecompositionSelection,
     MonitorSelection,
     RewardSelection,
     TransferSelection,
     stored_frame,
 )
+from legival_core.oversight import oversight
+from legival_core.rankings import rank_intervals, robustness_choices
 from legival_core.store.store import Store
 from tests.app_runner import run_app_page
 
@@ -452,7 +451,7 @@ def test_every_page_asks_with_the_key_the_stage_stored_its_default_view_under(
     monkeypatch: pytest.MonkeyPatch, store: Store
 ) -> None:
     """Every page's first view asks for each stored result with a value of the result's key
-    class (:data:`legival_core.store.page_results.KEYS`, never a tuple built by hand), its
+    class (:data:`legival_core.metrics.page_results.KEYS`, never a tuple built by hand), its
     key text is a row the stage wrote, current; and between them the pages ask for every
     kind of result the stage stored. Fails when a page and the stage disagree on a key."""
     asked: set[tuple[str, str]] = set()

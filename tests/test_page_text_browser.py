@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from legival_core.store.app_config import BUNDLED_STORES
+from legival_core.views.app_config import BUNDLED_STORES
 from tests.browser_fixtures import (
     browser_marks,
     chromium_context,

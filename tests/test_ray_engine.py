@@ -21,7 +21,6 @@ the slow tests skip and say why.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +33,7 @@ from precompute.backends.base import GenerationRequest
 from precompute.backends.ray_engine import RayUnavailableError, early_stop_text
 from tests.backend_contract import *  # noqa: F403 - the engine contract, run on `engine`
 from tests.backend_contract import chat
+from tests.child_process import python_child
 from tests.engine_fixtures import free_port
 from tests.optional import install_line
 
@@ -92,9 +92,7 @@ def test_ray_http_checks_its_settings_before_connecting() -> None:
 
 def test_importing_the_ray_engine_does_not_import_ray() -> None:
     code = "import sys, precompute.backends.ray_engine; sys.exit(1 if 'ray' in sys.modules else 0)"
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
-    )
+    done = python_child("-c", code, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

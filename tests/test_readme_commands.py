@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.child_process import python_child
+
 REPO = Path(__file__).resolve().parents[1]
 BENCHES = sorted(p.name for p in (REPO / "bench").glob("*.py"))
 #: Where the commands are written: the README and the documentation site's pages.
@@ -86,13 +88,7 @@ def test_the_readme_gives_precompute_and_bench_commands_in_one_form_only() -> No
 )
 def test_each_readme_command_runs_its_help_form(invocation: tuple[str, ...]) -> None:
     options = _readme_invocations()[invocation]
-    result = subprocess.run(
-        [sys.executable, *invocation, "--help"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = python_child(*invocation, "--help")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "usage:" in result.stdout
     unknown = sorted(o for o in options if not re.search(rf"{re.escape(o)}\b", result.stdout))
@@ -102,14 +98,7 @@ def test_each_readme_command_runs_its_help_form(invocation: tuple[str, ...]) -> 
 @pytest.mark.parametrize("name", BENCHES)
 def test_each_bench_runs_its_help_from_another_folder(name: str, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    result = subprocess.run(
-        [sys.executable, str(REPO / "bench" / name), "--help"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = python_child(str(REPO / "bench" / name), "--help", cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("usage:") and "Traceback" not in result.stderr
 

@@ -254,7 +254,7 @@ def test_query_parameters_never_leave_the_configured_stores(
 
 
 def _bundled_stores() -> list[Path]:
-    from legival_core.store.app_config import BUNDLED_STORES
+    from legival_core.views.app_config import BUNDLED_STORES
 
     return list(BUNDLED_STORES.values())
 

@@ -116,7 +116,7 @@ def screen_text(at: AppTest) -> str:
 
 def forbidden_paths(stores: dict[str, Path]) -> list[str]:
     """Folders whose names must never reach a hosted screen."""
-    from legival_core.store.app_config import BUNDLED_STORES
+    from legival_core.views.app_config import BUNDLED_STORES
 
     folders = {str(stores["good"].parent), str(REPO), str(Path.home()) + "/"}
     folders |= {str(p) for p in BUNDLED_STORES.values()}
@@ -223,7 +223,7 @@ def test_readonly_about_hides_the_bundled_demo_paths(
 ) -> None:
     """The demo's provenance names its stand-in reward model by a path in the user's cache;
     hosted, the About page (its table and CSV) keeps only the folder's last name."""
-    from legival_core.store.app_config import BUNDLED_STORES
+    from legival_core.views.app_config import BUNDLED_STORES
 
     manifest = Store.open(BUNDLED_STORES["demo"]).manifest
     recorded = re.findall(r'"(/[^"]+)"', json.dumps(manifest["provenance"]))
@@ -238,7 +238,7 @@ def test_readonly_about_hides_the_bundled_demo_paths(
 
 BROKEN_PAGE = """
 import streamlit as st
-from legival_core.store.app_config import AppConfig
+from legival_core.views.app_config import AppConfig
 from pages import common
 
 common.set_config(AppConfig({}, "none", readonly=READONLY))

@@ -28,10 +28,10 @@ from legival_core.metrics.redundancy_sweep_view import (
     sweep_thresholds,
     teacher_redundancy_sweep,
 )
-from legival_core.store.app_config import BUNDLED_STORES
 from legival_core.store.schema import SchemaError
 from legival_core.store.store import Store
 from legival_core.text.safe_text import plotly_literal
+from legival_core.views.app_config import BUNDLED_STORES
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 DEMO = BUNDLED_STORES["demo"]

@@ -151,6 +151,22 @@ def test_resampled_ranks_leave_the_reference_out() -> None:
     assert frontier_shares(accuracy, accuracy, (True, True))[0] < 1.0  # the human beats a
 
 
+def _a_b_and_human(correct: list[bool], tokens: list[float], **columns: object) -> pd.DataFrame:
+    """Instances 1 and 2 of benchmark d, each answered by a, b and the human (rows a1 a2 b1 b2
+    human1 human2), none truncated; ``columns`` adds constant columns."""
+    return pd.DataFrame(
+        {
+            "model": ["a", "a", "b", "b", "human", "human"],
+            "benchmark": "d",
+            "instance_id": ["1", "2"] * 3,
+            "correct": correct,
+            "tokens": tokens,
+            "truncated": False,
+            **columns,
+        }
+    )
+
+
 def test_solver_pool_leaves_the_reference_out() -> None:
     """Two instances. a: right on 1 (400 tokens), wrong on 2 (400); b: wrong on both (200
     each); human: right on both (100 each). E0 = 1000·accuracy/E[T]: a 1000·0.5/400 = 1.25,
@@ -158,17 +174,11 @@ def test_solver_pool_leaves_the_reference_out() -> None:
     no one, coverage 1/2. Pool with the human: both solved by it (W = 100), coverage 1."""
     from precompute.stages.metrics import decomposition_table
 
-    instances = pd.DataFrame(
-        {
-            "model": ["a", "a", "b", "b", "human", "human"],
-            "benchmark": "d",
-            "instance_id": ["1", "2"] * 3,
-            "correct": [True, False, False, False, True, True],
-            "tokens": [400.0, 400.0, 200.0, 200.0, 100.0, 100.0],
-            "truncated": False,
-            "workload": None,
-            "trace": "some reasoning text",
-        }
+    instances = _a_b_and_human(
+        correct=[True, False, False, False, True, True],
+        tokens=[400.0, 400.0, 200.0, 200.0, 100.0, 100.0],
+        workload=None,
+        trace="some reasoning text",
     )
     default = decomposition_table(instances, references=["human"])
     solver = default[default["layer"] == "solver"].set_index("model")
@@ -181,15 +191,9 @@ def test_solver_pool_leaves_the_reference_out() -> None:
 
 
 def test_workload_audits_pool_leaves_the_reference_out() -> None:
-    instances = pd.DataFrame(
-        {
-            "model": ["a", "a", "b", "b", "human", "human"],
-            "benchmark": "d",
-            "instance_id": ["1", "2"] * 3,
-            "correct": [True, False, True, True, True, True],
-            "tokens": [400.0, 400.0, 200.0, 300.0, 100.0, 100.0],
-            "truncated": False,
-        }
+    instances = _a_b_and_human(
+        correct=[True, False, True, True, True, True],
+        tokens=[400.0, 400.0, 200.0, 300.0, 100.0, 100.0],
     )
     # E0: a 1000·0.5/400 = 1.25, b 1000·1/250 = 4, human 10: the human would solve all.
     left_out = views.workload_audits(instances, n_splits=5, references=["human"])

@@ -2,7 +2,7 @@
 
 The metrics stage stores each page result under the key value of the page's default
 selection, and the page asks with the key value of its own selection: both go through
-:meth:`legival_core.store.page_results.ResultKey.key`. These tests check that every stored
+:meth:`legival_core.metrics.page_results.ResultKey.key`. These tests check that every stored
 kind has one key class, that the keys the new classes build for the pages' default selections
 are byte for byte the texts the bundled demo store holds (so its rows stay valid), and that a
 bare tuple is refused. The slow twin in ``test_page_results.py`` spies on every page's reads.
@@ -17,9 +17,8 @@ from typing import ClassVar
 import pandas as pd
 import pytest
 
-from legival_core.rankings.selection import Selection
-from legival_core.store import page_results
-from legival_core.store.page_results import (
+from legival_core.metrics import page_results
+from legival_core.metrics.page_results import (
     INPUTS,
     KEYS,
     DecompositionSelection,
@@ -34,6 +33,7 @@ from legival_core.store.page_results import (
     page_results_rows,
     stored_frame,
 )
+from legival_core.rankings.selection import Selection
 from legival_core.store.store import Store
 
 DEMO = Path(__file__).resolve().parents[1] / "results" / "demo"
@@ -57,7 +57,7 @@ def _default_keys(store: Store) -> set[tuple[str, str]]:
     from legival_core.metrics.redundancy_sweep_view import recorded_threshold
     from legival_core.metrics.transfer import PROFILES
     from legival_core.rankings.robustness_choices import Settings, settings_key
-    from legival_core.store.app_config import RANK_RESAMPLES
+    from legival_core.rankings.selection import RANK_RESAMPLES
 
     manifest = store.manifest
     values: list[ResultKey] = [Selection(), MonitorSelection(), TransferSelection(), WholeStore()]

@@ -22,6 +22,7 @@ import pytest
 
 from legival_core.store.store import Store
 from precompute.cli import main
+from tests.child_process import wait_for_a_part
 
 pytestmark = pytest.mark.slow
 
@@ -118,13 +119,8 @@ def test_killed_rollout_resumes_to_the_same_table(prepared: Path, tmp_path: Path
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 600
     try:
-        while time.monotonic() < deadline and process.poll() is None:
-            if parts.is_dir() and any(parts.glob("part-*.arrow")):
-                break
-            time.sleep(0.05)
-        assert process.poll() is None, "the stage finished before it could be killed"
+        wait_for_a_part(process, parts, time.monotonic() + 600)
         os.killpg(process.pid, signal.SIGKILL)
     finally:
         if process.poll() is None:

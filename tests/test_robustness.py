@@ -376,19 +376,46 @@ def test_hand_store_default_is_the_stored_teacher_table(hand_store: Store, hand_
             assert ranking[teacher][0] == pytest.approx(stored.loc[teacher, metric], abs=1e-6)
 
 
-def test_threshold_085_flips_one_pair_within_noise(hand_report) -> None:
+#: (metric, choice, the teachers in rank order with their values) of the hand store.
+RANKINGS_BY_HAND = [
     # Redundancy (lower is better) at τ = 0.80: A 6/8 = 0.75, B 4/8 = 0.5, C 2/8 = 0.25
     # -> C 1, B 2, A 3. At τ = 0.85 A drops to 3/8 = 0.375 -> C 1, A 2, B 3.
-    assert _ranking(hand_report, "redundancy", "default") == {
-        "C": (0.25, 1),
-        "B": (0.5, 2),
-        "A": (0.75, 3),
+    ("redundancy", "default", [("C", 2 / 8), ("B", 4 / 8), ("A", 6 / 8)]),
+    ("redundancy", "threshold:0.85", [("C", 2 / 8), ("A", 3 / 8), ("B", 4 / 8)]),
+    # Lexical backtracking (lower is better), shares of m = 9 steps:
+    # A p1 0, p2 4/9 -> 2/9; B p1 1/9, p2 2/9 -> 1.5/9; C 3/9 on both -> B 1, A 2, C 3.
+    ("backtracking", "default", [("B", 1.5 / 9), ("A", 2 / 9), ("C", 3 / 9)]),
+    # The judge flags A 1/9, B 2/9, C 3/9 on both problems -> A 1, B 2, C 3.
+    ("backtracking", "labeler:judge:toy", [("A", 1 / 9), ("B", 2 / 9), ("C", 3 / 9)]),
+    # Every prefix k >= 1 gets the same credit c, so each curve is flat at c and FOTU = c:
+    # A (0.75 + 0.5) / 2 = 0.625, B (0.5 + 0.25) / 2 = 0.375, C (0.25 + 0) / 2 = 0.125.
+    ("fotu", "default", [("A", 0.625), ("B", 0.375), ("C", 0.125)]),
+    # Each student alone keeps A > B > C: s1 0.75, 0.5, 0.25; s2 0.5, 0.25, 0.
+    ("fotu", "student:s1", [("A", 0.75), ("B", 0.5), ("C", 0.25)]),
+    ("fotu", "student:s2", [("A", 0.5), ("B", 0.25), ("C", 0.0)]),
+    # Release profile: k = 0 (credit 0) pooled into centre 1, k = 3, 6 in centres 33 and 67,
+    # k = m dropped: FOTU = (0 + c + c) / 3 -> A 1.25/3, B 0.75/3, C 0.25/3; same order.
+    ("fotu", "profile:release", [("A", 1.25 / 3), ("B", 0.75 / 3), ("C", 0.25 / 3)]),
+]
+
+
+@pytest.mark.parametrize(
+    ("metric", "choice", "in_order"),
+    RANKINGS_BY_HAND,
+    ids=[f"{metric}-{choice}" for metric, choice, _ in RANKINGS_BY_HAND],
+)
+def test_rankings_by_hand(
+    hand_report, metric: str, choice: str, in_order: list[tuple[str, float]]
+) -> None:
+    """Each choice's ranking of the hand store: every teacher's value (to 6 places) and rank."""
+    expected = {
+        teacher: (round(value, 6), rank) for rank, (teacher, value) in enumerate(in_order, 1)
     }
-    assert _ranking(hand_report, "redundancy", "threshold:0.85") == {
-        "C": (0.25, 1),
-        "A": (0.375, 2),
-        "B": (0.5, 3),
-    }
+    assert _ranking(hand_report, metric, choice) == expected
+
+
+def test_threshold_085_flips_one_pair_within_noise(hand_report) -> None:
+    # The rankings: test_rankings_by_hand (redundancy); C 1, B 2, A 3 -> C 1, A 2, B 3.
     row = _row(hand_report, "redundancy", "threshold:0.85")
     # pairs (A,B) discordant, (A,C) and (B,C) concordant: (2 - 1) / sqrt(3 * 3) = 1/3;
     # rank differences A 1, B 1, C 0: rho = 1 - 6 * 2 / (3 * (9 - 1)) = 0.5
@@ -407,19 +434,7 @@ def test_threshold_085_flips_one_pair_within_noise(hand_report) -> None:
 
 
 def test_second_labeler_flips_one_pair_within_noise(hand_report) -> None:
-    # Lexical backtracking (lower is better), shares of m = 9 steps:
-    # A p1 0, p2 4/9 -> 2/9; B p1 1/9, p2 2/9 -> 1.5/9; C 3/9 on both -> B 1, A 2, C 3.
-    assert _ranking(hand_report, "backtracking", "default") == {
-        "B": (round(1.5 / 9, 6), 1),
-        "A": (round(2 / 9, 6), 2),
-        "C": (round(3 / 9, 6), 3),
-    }
-    # The judge flags A 1/9, B 2/9, C 3/9 on both problems -> A 1, B 2, C 3.
-    assert _ranking(hand_report, "backtracking", "labeler:judge:toy") == {
-        "A": (round(1 / 9, 6), 1),
-        "B": (round(2 / 9, 6), 2),
-        "C": (round(3 / 9, 6), 3),
-    }
+    # The rankings: test_rankings_by_hand (backtracking); B 1, A 2, C 3 -> A 1, B 2, C 3.
     row = _row(hand_report, "backtracking", "labeler:judge:toy")
     # (A,B) discordant, (A,C), (B,C) concordant: tau_b = 1/3, rho = 0.5 (as above)
     assert row.tau_b == pytest.approx(1 / 3) and row.rho == pytest.approx(0.5)
@@ -432,34 +447,10 @@ def test_second_labeler_flips_one_pair_within_noise(hand_report) -> None:
 
 
 def test_students_grids_and_profile_flip_nothing(hand_report) -> None:
-    # Every prefix k >= 1 gets the same credit c, so each curve is flat at c and FOTU = c:
-    # A (0.75 + 0.5) / 2 = 0.625, B (0.5 + 0.25) / 2 = 0.375, C (0.25 + 0) / 2 = 0.125.
-    assert _ranking(hand_report, "fotu", "default") == {
-        "A": (0.625, 1),
-        "B": (0.375, 2),
-        "C": (0.125, 3),
-    }
-    # Each student alone keeps A > B > C: s1 0.75, 0.5, 0.25; s2 0.5, 0.25, 0.
-    assert _ranking(hand_report, "fotu", "student:s1") == {
-        "A": (0.75, 1),
-        "B": (0.5, 2),
-        "C": (0.25, 3),
-    }
-    assert _ranking(hand_report, "fotu", "student:s2") == {
-        "A": (0.5, 1),
-        "B": (0.25, 2),
-        "C": (0.0, 3),
-    }
+    # The default, per-student and release rankings: test_rankings_by_hand (fotu), all A > B > C.
     # A coarser grid keeps k = 0, 6, 9 or k = 0, 9: still flat at c.
     for grid in ("grid:6", "grid:9"):
         assert _ranking(hand_report, "fotu", grid) == _ranking(hand_report, "fotu", "default")
-    # Release profile: k = 0 (credit 0) pooled into centre 1, k = 3, 6 in centres 33 and 67,
-    # k = m dropped: FOTU = (0 + c + c) / 3 -> A 1.25/3, B 0.75/3, C 0.25/3; same order.
-    assert _ranking(hand_report, "fotu", "profile:release") == {
-        "A": (round(1.25 / 3, 6), 1),
-        "B": (round(0.75 / 3, 6), 2),
-        "C": (round(0.25 / 3, 6), 3),
-    }
     # Same order everywhere: all 3 pairs concordant -> tau_b = 3/3 = 1, rho = 1 - 0 = 1.
     # FOTU before the leak equals FOTU (no trace states the gold 7 before its end).
     for metric in ("fotu", "fotu_before_leak"):

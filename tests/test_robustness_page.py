@@ -13,9 +13,9 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from legival_core.rankings.robustness_choices import Settings, load_tables, robustness_report
-from legival_core.store.app_config import BUNDLED_STORES, RANK_RESAMPLES, RESAMPLE_SEED
 from legival_core.store.store import Store
 from legival_core.views import robustness as robustness_view
+from legival_core.views.app_config import BUNDLED_STORES, RANK_RESAMPLES, RESAMPLE_SEED
 from tests import app_fixtures
 from tests.app_runner import run_app_page
 

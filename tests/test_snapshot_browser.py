@@ -94,6 +94,17 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def hostile_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site of a store whose names and texts are script-injection payloads."""
+    from tests.xss_payloads import build_hostile_store
+
+    folder = tmp_path_factory.mktemp("hostile")
+    out = folder / "site"
+    publish(build_hostile_store(folder / "store"), out)
+    return out
+
+
 def test_snapshot_opens_offline_with_intervals(chromium: Any, demo_site: Path) -> None:
     out = demo_site
     context, page, attempted, dialogs = open_offline(chromium, out / "index.html")
@@ -142,13 +153,10 @@ def test_snapshot_of_published_store_says_no_interval(chromium: Any, tmp_path: P
         context.close()
 
 
-def test_snapshot_shows_hostile_names_as_text(chromium: Any, tmp_path: Path) -> None:
-    from tests.xss_payloads import INJECTED_SELECTORS, TEACHERS, build_hostile_store
+def test_snapshot_shows_hostile_names_as_text(chromium: Any, hostile_site: Path) -> None:
+    from tests.xss_payloads import INJECTED_SELECTORS, TEACHERS
 
-    store = build_hostile_store(tmp_path / "hostile")
-    out = tmp_path / "site"
-    publish(store, out)
-    context, page, attempted, dialogs = open_offline(chromium, out / "index.html")
+    context, page, attempted, dialogs = open_offline(chromium, hostile_site / "index.html")
     try:
         plotted(page, "pareto-chart")
         page.wait_for_timeout(500)  # an injected handler would have fired by now
@@ -274,12 +282,10 @@ def test_site_walk_every_link_offline(chromium: Any, demo_site: Path) -> None:
         context.close()
 
 
-def test_hostile_trace_pages_show_text_not_markup(chromium: Any, tmp_path: Path) -> None:
-    from tests.xss_payloads import INJECTED_SELECTORS, PAYLOADS, build_hostile_store
+def test_hostile_trace_pages_show_text_not_markup(chromium: Any, hostile_site: Path) -> None:
+    from tests.xss_payloads import INJECTED_SELECTORS, PAYLOADS
 
-    store = build_hostile_store(tmp_path / "hostile")
-    out = tmp_path / "site"
-    publish(store, out)
+    out = hostile_site
     pages = sorted((out / "traces").glob("*.html")) + sorted((out / "rows").glob("*.html"))
     pages += sorted((out / "teachers").glob("*.html"))
     assert pages

@@ -1,6 +1,7 @@
 """The inspector's trace list (views.trace_choices) joins its tables on integer codes of the
 trace ids; these tests hold it to the same frame as the string-keyed joins it replaced, kept
-here verbatim as the reference, on the demo store and on awkward inputs."""
+here verbatim as the reference (its last step, the order, shared: telling_first), on the demo
+store and on awkward inputs."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pandas as pd
 import pytest
 
 from legival_core import views
+from legival_core.metrics.trace_list import telling_first
 from legival_core.store.store import Store
 
 DEMO = Path(__file__).resolve().parents[1] / "results" / "demo"
@@ -51,15 +53,7 @@ def reference_trace_choices(
     else:
         out["fotu"] = np.nan
         out["rollouts"] = False
-    if "leak_k" not in out:
-        out["leak_k"] = pd.array([pd.NA] * len(out), dtype="Int64")
-    telling = (out["correct"].fillna(False).astype(bool) & out["rollouts"]).to_numpy()
-    out = out.assign(_first=~telling).sort_values(
-        ["_first", "teacher", "problem_id", "sample"], kind="stable"
-    )
-    order = ["trace_id", "teacher", "dataset", "problem_id", "sample", "correct", "m",
-             "tokens", "fotu", "leak_k", "rollouts"]  # fmt: skip
-    return out[[c for c in order if c in out]].reset_index(drop=True)
+    return telling_first(out)
 
 
 def demo_inputs() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.Series]:

@@ -19,8 +19,8 @@ import pytest
 import streamlit as st
 
 from legival_core import views
-from legival_core.store.app_config import BUNDLED_STORES
 from legival_core.store.store import Store
+from legival_core.views.app_config import BUNDLED_STORES
 from tests.app_fixtures import plotly_array
 from tests.app_runner import run_app_page
 

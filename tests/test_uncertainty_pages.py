@@ -158,13 +158,13 @@ def test_paired_resampling_separates_a_uniform_gap() -> None:
         }
     )
     problems = pd.MultiIndex.from_tuples([("d", f"p{i}") for i in range(10)])
-    draws = rank_intervals.problem_draws(10, n_boot=500, seed=3)
+    draws = rank_intervals.problem_weights(problems, n_boot=500, seed=3)
     paired = rank_intervals.metric_resamples(rows, "value", ["a", "b"], problems, draws)
     table = rank_intervals.rank_intervals(paired, higher_is_better=True).set_index("teacher")
     assert (table.loc["b", "rank_lo"], table.loc["b", "rank_hi"]) == (1, 1)
     assert (table.loc["a", "rank_lo"], table.loc["a", "rank_hi"]) == (2, 2)
     # the same data with a's problems drawn independently of b's: the order flips sometimes
-    other = rank_intervals.problem_draws(10, n_boot=500, seed=4)
+    other = rank_intervals.problem_weights(problems, n_boot=500, seed=4)
     alone = rank_intervals.metric_resamples(rows, "value", ["a", "b"], problems, other)
     flips = (alone.replicates[:, 0] > paired.replicates[:, 1]).mean()
     assert flips > 0.2
@@ -325,7 +325,7 @@ def test_rank_stability_cells_give_n_and_no_stars_below_five(monkeypatch) -> Non
 
     from legival_core.published.references import store_reference_teachers
     from legival_core.stats.stats import MIN_N_FOR_SIGNIFICANCE, rank_stability
-    from legival_core.store.app_config import BUNDLED_STORES
+    from legival_core.views.app_config import BUNDLED_STORES
 
     demo = Store.open(BUNDLED_STORES["demo"])
     at = run_app_page("correlations", monkeypatch, [demo.path], {"metric": "fotu"}, timeout=300)

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from legival_core.rankings.rank_intervals import MetricResamples, rank_intervals
 from legival_core.results import Results
-from legival_core.store.app_config import BUNDLED_STORES
 from legival_core.store.store import Store
+from legival_core.views.app_config import BUNDLED_STORES
 
 
 @pytest.fixture(scope="module")

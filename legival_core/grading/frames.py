@@ -1,7 +1,8 @@
 """The frame of a question: what it asks, what it already gives, what it asks about.
 
-A reply is read in the frame of its problem (:class:`AnswerFrame`): the question type
-(:mod:`legival_core.grading.questions`) decides how a statement answers ("There are no
+A reply is read in the frame of its problem (:class:`AnswerFrame`): the sentence of the prompt
+that asks (:func:`asking_sentence`), whose question type (:mod:`legival_core.grading.questions`,
+which reads its answers in this frame) decides how a statement answers ("There are no
 solutions." answers a yes/no question with No), and the prompt decides what cannot be an
 answer: a condition it gives ("a + b = 5", :func:`restates_given`), the one expression it asks
 about ("Factorize x^8+x^4+1"), the values it sets aside ("besides 25").
@@ -31,6 +32,7 @@ from legival_core.grading.scanning import (
 
 __all__ = [
     "AnswerFrame",
+    "asking_sentence",
     "normal_maths",
     "relation_around",
     "restates_given",
@@ -60,8 +62,6 @@ class AnswerFrame:
     @property
     def question_negated(self) -> bool:
         """True when the question itself is negated ("Must x_n ≠ 0 for all n?")."""
-        from legival_core.grading.questions import asking_sentence
-
         if not self.prompt:
             return False
         # A remark in brackets ("(i.e., not encountering division by zero)") is no negation.
@@ -74,8 +74,6 @@ class AnswerFrame:
     def asked(self) -> AskedClaim:
         """What the question's claim is about beyond its words (a limit; computed once)."""
         if self._asked is None:
-            from legival_core.grading.questions import asking_sentence
-
             object.__setattr__(self, "_asked", asked_claim(asking_sentence(self.prompt or "")))
         return self._asked or AskedClaim()
 
@@ -85,8 +83,6 @@ class AnswerFrame:
         hold: what the question asks about ("Must x_n ≠ 0 for all n?" after a definition of
         the sequence: {"0"}). Empty without a prompt (computed once)."""
         if self._focus is None:
-            from legival_core.grading.questions import asking_sentence
-
             asking = asking_sentence(self.prompt or "")
             lowered = (self.prompt or "").lower()
             cut = lowered.rfind(asking) if asking else -1
@@ -98,8 +94,6 @@ class AnswerFrame:
     @property
     def asking(self) -> str:
         """The sentence of the prompt that asks (lower case; "" without a prompt)."""
-        from legival_core.grading.questions import asking_sentence
-
         return asking_sentence(self.prompt or "") if self.prompt else ""
 
     @property
@@ -107,8 +101,6 @@ class AnswerFrame:
         """The topic words of the asking sentence ("how many real solutions …": {"real",
         "solution", …}); computed once."""
         if self._asking_words is None:
-            from legival_core.grading.questions import asking_sentence
-
             words = frozenset(topic_words(asking_sentence(self.prompt or "")))
             object.__setattr__(self, "_asking_words", words)
         return self._asking_words or frozenset()
@@ -118,8 +110,6 @@ class AnswerFrame:
         """Values the question itself sets aside ("… besides 25": {"25"}), in the normal form
         of :func:`restates_given`; computed once per frame (it is asked once per sentence)."""
         if self._set_aside is None:
-            from legival_core.grading.questions import asking_sentence
-
             asking = asking_sentence(self.prompt or "")
             values = frozenset(
                 normal_maths(value)
@@ -138,8 +128,6 @@ class AnswerFrame:
         if self.question_type in ("yes_no", "choice") or not self.prompt:
             return False
         if self._asked_object is None:
-            from legival_core.grading.questions import asking_sentence
-
             asked_object = _only_expression(asking_sentence(self.prompt))
             object.__setattr__(self, "_asked_object", asked_object)
         normal = normal_maths(candidate)
@@ -151,6 +139,57 @@ class AnswerFrame:
         if self._givens is None:
             object.__setattr__(self, "_givens", normal_maths(self.prompt or ""))
         return self._givens or ""
+
+
+#: Only the last this many characters of a prompt are read (the question is at its end).
+MAX_PROMPT_CHARS = 4000
+
+_IMPERATIVE = re.compile(
+    r"\b(?:find|determine|compute|calculate|evaluate|express|give|prove|show|decide)\b"
+)
+
+
+def asking_sentence(prompt: str) -> str:
+    """The sentence of ``prompt`` that asks: its last question, else its last imperative
+    sentence, else its last sentence (lower-cased).
+
+    >>> asking_sentence("Let n = 5. Is n prime? Explain.")
+    'is n prime?'
+    >>> asking_sentence("Let a + b = 5. Find ab.")
+    'find ab.'
+    """
+    text = prompt[-MAX_PROMPT_CHARS:].lower()
+    sentences = _sentences(text)
+    questions = [s for s in sentences if s.rstrip().endswith("?")]
+    if questions:
+        return questions[-1].strip()
+    asking = [s for s in sentences if _IMPERATIVE.search(s)]
+    return (asking or sentences or [""])[-1].strip()
+
+
+def _sentences(text: str) -> list[str]:
+    """Sentences split after ". ", "? ", "! " and line breaks, by one pass over ``text``. An
+    ellipsis ("a_1, a_2, ... satisfy") and a factorial ("x/(1!)+x^2/(2!)") end nothing.
+
+    >>> _sentences("Let f = 1+x/(1!)+x^2/(2!). How many a_0, a_1, ... are there?")
+    ['Let f = 1+x/(1!)+x^2/(2!).', ' How many a_0, a_1, ... are there?']
+    """
+    sentences, start = [], 0
+    for index, char in enumerate(text):
+        after = text[index + 1 : index + 2]
+        if char == "!":
+            ends = after in (" ", "\n", "") and not text[index - 1 : index].isalnum()
+        elif char == ".":
+            ends = after in (" ", "\n", "") and text[index - 1 : index] != "."
+        else:
+            ends = char in "?\n"
+        if ends:
+            if text[start : index + 1].strip():
+                sentences.append(text[start : index + 1])
+            start = index + 1
+    if text[start:].strip():
+        sentences.append(text[start:])
+    return sentences
 
 
 _BRACKETED = re.compile(r"\([^()]*\)")

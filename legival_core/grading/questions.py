@@ -4,8 +4,9 @@ The answer layer reads a reply in the frame of its question. "There are no integ
 answers "Are there integer solutions …?" with *No*; "exactly two" answers "How many …?" with 2;
 a list "1, 2 and 3" can answer "Find all …" but not "What is …?". The type is derived from the
 prompt's asking sentence (its last question, else its last "Find / Determine / Compute …"
-sentence) by detectors registered in :data:`QUESTION_TYPES`, tried in order; the first that
-fires wins, and ``"expression"`` (a single value or formula) is the fallback. A task or a
+sentence: :func:`legival_core.grading.frames.asking_sentence`) by detectors registered in
+:data:`QUESTION_TYPES`, tried in order; the first that fires wins, and ``"expression"`` (a
+single value or formula) is the fallback. A task or a
 problem's ``meta.question_type`` can override it (see :meth:`legival_core.tasks.base.Task
 .question_type`).
 
@@ -29,9 +30,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from legival_core.grading.candidates import AnswerCandidate, CandidateKind
+from legival_core.grading.frames import AnswerFrame, asking_sentence, topic_words
 from legival_core.grading.lexicon import NUMBER_WORDS
 from legival_core.grading.polarity import (
     clause_start,
@@ -55,13 +56,9 @@ from legival_core.grading.sentences import (
     one_of_several_counts,
 )
 
-if TYPE_CHECKING:
-    from legival_core.grading.frames import AnswerFrame
-
 __all__ = [
     "QUESTION_TYPES",
     "QuestionType",
-    "asking_sentence",
     "question_type",
     "register_question_type",
 ]
@@ -71,9 +68,7 @@ QuestionDetector = Callable[[str], bool]
 #: Dropped candidates and why (for explanations).
 Dropped = list[tuple[AnswerCandidate, str]]
 #: A reader gives the candidates a sentence states in the frame of this type of question.
-FrameReader = Callable[
-    [SentenceReading, "AnswerFrame", "Dropped | None"], Iterator[AnswerCandidate]
-]
+FrameReader = Callable[[SentenceReading, AnswerFrame, "Dropped | None"], Iterator[AnswerCandidate]]
 
 
 @dataclass(frozen=True)
@@ -96,8 +91,6 @@ class QuestionType:
 #: The question types, in the order their detectors are tried; "expression" is the fallback.
 QUESTION_TYPES: dict[str, QuestionType] = {}
 FALLBACK_TYPE = "expression"
-#: Only the last this many characters of a prompt are read (the question is at its end).
-MAX_PROMPT_CHARS = 4000
 
 
 def register_question_type(
@@ -113,54 +106,6 @@ def register_question_type(
     return add
 
 
-_IMPERATIVE = re.compile(
-    r"\b(?:find|determine|compute|calculate|evaluate|express|give|prove|show|decide)\b"
-)
-
-
-def asking_sentence(prompt: str) -> str:
-    """The sentence of ``prompt`` that asks: its last question, else its last imperative
-    sentence, else its last sentence (lower-cased).
-
-    >>> asking_sentence("Let n = 5. Is n prime? Explain.")
-    'is n prime?'
-    >>> asking_sentence("Let a + b = 5. Find ab.")
-    'find ab.'
-    """
-    text = prompt[-MAX_PROMPT_CHARS:].lower()
-    sentences = _sentences(text)
-    questions = [s for s in sentences if s.rstrip().endswith("?")]
-    if questions:
-        return questions[-1].strip()
-    asking = [s for s in sentences if _IMPERATIVE.search(s)]
-    return (asking or sentences or [""])[-1].strip()
-
-
-def _sentences(text: str) -> list[str]:
-    """Sentences split after ". ", "? ", "! " and line breaks, by one pass over ``text``. An
-    ellipsis ("a_1, a_2, ... satisfy") and a factorial ("x/(1!)+x^2/(2!)") end nothing.
-
-    >>> _sentences("Let f = 1+x/(1!)+x^2/(2!). How many a_0, a_1, ... are there?")
-    ['Let f = 1+x/(1!)+x^2/(2!).', ' How many a_0, a_1, ... are there?']
-    """
-    sentences, start = [], 0
-    for index, char in enumerate(text):
-        after = text[index + 1 : index + 2]
-        if char == "!":
-            ends = after in (" ", "\n", "") and not text[index - 1 : index].isalnum()
-        elif char == ".":
-            ends = after in (" ", "\n", "") and text[index - 1 : index] != "."
-        else:
-            ends = char in "?\n"
-        if ends:
-            if text[start : index + 1].strip():
-                sentences.append(text[start : index + 1])
-            start = index + 1
-    if text[start:].strip():
-        sentences.append(text[start:])
-    return sentences
-
-
 # --- how a sentence answers each type ---------------------------------------------------------
 
 _OFF_TOPIC = "its claim holds none of the words the question asks about"
@@ -171,8 +116,6 @@ def _reads_yes_no(
 ) -> Iterator[AnswerCandidate]:
     """The polarity of a statement: "There are no integer solutions." answers No. A claim about
     something the question does not ask about answers neither (dropped, with why)."""
-    from legival_core.grading.frames import topic_words
-
     words = sentence.source.text[sentence.start : sentence.end]
     stated = polarity(words, frame.asked)
     if stated is None:

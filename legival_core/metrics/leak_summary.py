@@ -14,7 +14,14 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-__all__ = ["first_solve_positions", "leak_headline", "leak_summary", "selection_leak_summary"]
+__all__ = [
+    "LEAK_COLUMNS",
+    "first_solve_positions",
+    "leak_headline",
+    "leak_pairs",
+    "leak_summary",
+    "selection_leak_summary",
+]
 
 
 def first_solve_positions(rollouts: pd.DataFrame) -> pd.DataFrame:
@@ -40,6 +47,36 @@ def first_solve_positions(rollouts: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+#: Columns of :func:`leak_summary`, in order.
+LEAK_COLUMNS = (
+    "teacher",
+    "pairs",
+    "leaks",
+    "first_solves",
+    "at_or_after_leak",
+    "share_at_or_after_leak",
+    "fotu",
+    "fotu_before_leak",
+)
+
+
+def leak_pairs(trace_transfer: pd.DataFrame, rollouts: pd.DataFrame) -> pd.DataFrame:
+    """The (trace, student) pairs of ``trace_transfer`` with their first solve (``first_k``,
+    :func:`first_solve_positions`) and flags ``has_leak``, ``solved`` and ``after`` (first
+    solve at or after the leak): per pair, so a chunk of whole traces gives its pairs' rows
+    (:func:`legival_core.metrics.rollout_partials.leak_partial`)."""
+    pairs = trace_transfer[
+        ["trace_id", "student", "teacher", "fotu", "leak_k", "fotu_before_leak"]
+    ].merge(first_solve_positions(rollouts), on=["trace_id", "student"], how="left")
+    leak = pd.to_numeric(pairs["leak_k"], errors="coerce")
+    first = pd.to_numeric(pairs["first_k"], errors="coerce")
+    return pairs.assign(
+        has_leak=leak.notna(),
+        solved=first.notna(),
+        after=(first.notna() & leak.notna() & (first >= leak)),
+    )
+
+
 def leak_summary(trace_transfer: pd.DataFrame, rollouts: pd.DataFrame) -> pd.DataFrame:
     """Per teacher: FOTU beside FOTU before the leak, and where first solves fall.
 
@@ -60,28 +97,10 @@ def leak_summary(trace_transfer: pd.DataFrame, rollouts: pd.DataFrame) -> pd.Dat
     {'teacher': 'T', 'pairs': 2, 'leaks': 1, 'first_solves': 2, 'at_or_after_leak': 1,
      'share_at_or_after_leak': 0.5, 'fotu': 0.375, 'fotu_before_leak': 0.0}
     """
-    columns = [
-        "teacher",
-        "pairs",
-        "leaks",
-        "first_solves",
-        "at_or_after_leak",
-        "share_at_or_after_leak",
-        "fotu",
-        "fotu_before_leak",
-    ]
+    columns = list(LEAK_COLUMNS)
     if trace_transfer.empty:
         return pd.DataFrame(columns=columns)
-    pairs = trace_transfer[
-        ["trace_id", "student", "teacher", "fotu", "leak_k", "fotu_before_leak"]
-    ].merge(first_solve_positions(rollouts), on=["trace_id", "student"], how="left")
-    leak = pd.to_numeric(pairs["leak_k"], errors="coerce")
-    first = pd.to_numeric(pairs["first_k"], errors="coerce")
-    pairs = pairs.assign(
-        has_leak=leak.notna(),
-        solved=first.notna(),
-        after=(first.notna() & leak.notna() & (first >= leak)),
-    )
+    pairs = leak_pairs(trace_transfer, rollouts)
     grouped = pairs.groupby("teacher", sort=True, observed=True)
     out = pd.DataFrame(
         {

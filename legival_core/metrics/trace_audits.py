@@ -221,6 +221,20 @@ def _word_ends(text: str) -> list[int]:
     return ends
 
 
+def _token_counts(frame: pd.DataFrame, field: str, table: str) -> pd.Series:
+    """``frame[field]`` as floats, refusing (with the row and the value) a missing, non-numeric,
+    infinite or negative count: a token count is a number ≥ 0."""
+    counts = pd.to_numeric(frame[field], errors="coerce").astype(float)
+    bad = ~np.isfinite(counts.to_numpy()) | (counts.to_numpy() < 0)
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"{table}: row {pos}, field '{field}': expected a number ≥ 0, "
+            f"got {frame[field].iloc[pos]!r}"
+        )
+    return counts
+
+
 def oracle_early_stop(instances: pd.DataFrame, prefixes: pd.DataFrame) -> pd.DataFrame:
     """Oracle early stop: the first prefix whose extracted answer is already correct.
 
@@ -255,22 +269,8 @@ def oracle_early_stop(instances: pd.DataFrame, prefixes: pd.DataFrame) -> pd.Dat
     """
     require_columns(instances, [*_KEY, "tokens"], "oracle_early_stop(instances)")
     require_columns(prefixes, [*_KEY, "prefix_tokens", "correct"], "oracle_early_stop(prefixes)")
-    tokens = pd.to_numeric(instances["tokens"], errors="coerce").astype(float)
-    bad = ~np.isfinite(tokens.to_numpy()) | (tokens.to_numpy() < 0)
-    if bad.any():
-        pos = int(np.flatnonzero(bad)[0])
-        raise ValueError(
-            f"oracle_early_stop(instances): row {pos}, field 'tokens': expected a number ≥ 0, "
-            f"got {instances['tokens'].iloc[pos]!r}"
-        )
-    pre_tokens = pd.to_numeric(prefixes["prefix_tokens"], errors="coerce").astype(float)
-    bad = ~np.isfinite(pre_tokens.to_numpy()) | (pre_tokens.to_numpy() < 0)
-    if bad.any():
-        pos = int(np.flatnonzero(bad)[0])
-        raise ValueError(
-            f"oracle_early_stop(prefixes): row {pos}, field 'prefix_tokens': expected a "
-            f"number ≥ 0, got {prefixes['prefix_tokens'].iloc[pos]!r}"
-        )
+    tokens = _token_counts(instances, "tokens", "oracle_early_stop(instances)")
+    pre_tokens = _token_counts(prefixes, "prefix_tokens", "oracle_early_stop(prefixes)")
     correct = prefixes["correct"].astype("boolean")
     if correct.isna().any():
         pos = int(np.flatnonzero(correct.isna().to_numpy())[0])

@@ -19,6 +19,7 @@ __all__ = [
     "TRACE_CHOICE_COLUMNS",
     "store_trace_choices",
     "stored_trace_choices",
+    "telling_first",
     "trace_choices",
 ]
 
@@ -66,7 +67,7 @@ def stored_trace_choices(store: Store) -> pd.DataFrame | None:
     None when there is none or the traces, grades, transfer rows or steps were written since
     it was computed (its inputs stamp differs: the caller then computes it). At a million
     traces, reading it takes a fraction of computing it (joining and sorting a million rows)."""
-    from legival_core.store.page_results import WholeStore, stored_frame
+    from legival_core.metrics.page_results import WholeStore, stored_frame
 
     if not store.has("page_results"):
         return None
@@ -79,7 +80,7 @@ def _steps_per_trace(store: Store) -> pd.Series:
     """Steps per trace id: the metrics stage's ``trace_efficiency.steps`` while its
     ``page_results`` marker says they were counted from today's steps table, else counted
     (``Store.rows_per``; 4 s of 11M steps at a million traces, against 0.2 s read)."""
-    from legival_core.store.page_results import WholeStore, is_current
+    from legival_core.metrics.page_results import WholeStore, is_current
 
     if store.has("page_results") and store.has("trace_efficiency"):
         marker = store.read("page_results", columns=["name", "selection", "inputs_stamp"])
@@ -160,6 +161,14 @@ def trace_choices(
     else:
         out["fotu"] = np.nan
         out["rollouts"] = False
+    return telling_first(out)
+
+
+def telling_first(out: pd.DataFrame) -> pd.DataFrame:
+    """The trace list in its order and columns, once its columns are joined: the most telling
+    traces first (correct with rollouts), then by teacher, problem and sample; ``leak_k`` is
+    added as missing where no transfer table gave it.
+    """
     if "leak_k" not in out:
         out["leak_k"] = pd.array([pd.NA] * len(out), dtype="Int64")
     telling = (out["correct"].fillna(False).astype(bool) & out["rollouts"]).to_numpy()

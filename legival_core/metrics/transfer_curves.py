@@ -139,8 +139,9 @@ SUMMARY_COLUMNS = (
 )
 #: ``dataset`` / ``student`` of a ``transfer_curves`` row that pools every dataset / student.
 ALL_ROWS = "*"
-#: Resamples of traces behind the transfer curves' 95% bands: the metrics stage stores its views
-#: with these, and the app's page, the published site and the front door draw with them.
+#: Poisson bootstrap replicates over traces behind the transfer curves' 95% bands
+#: (:func:`legival_core.metrics.transfer.curve`): the metrics stage stores its views with these,
+#: and the app's page, the published site and the front door draw with them.
 BAND_RESAMPLES = 200
 _CURVE_VIEW_COLUMNS = ("teacher", *CURVE_COLUMNS)
 _BAND_COLUMNS = ("lo", "hi", "baseline_lo", "baseline_hi")
@@ -181,8 +182,9 @@ def selection_view(curves: pd.DataFrame, per_trace: pd.DataFrame, profile: str) 
 
 
 #: definition changes (2: the ``release`` profile pools k = 0 into centre 1, bins in floating
-#: point and normalises SOTU by the curve's centres), so tables computed before are stale.
-TRANSFER_CURVES_VERSION = 2
+#: point and normalises SOTU by the curve's centres; 3: the bands are Poisson bootstrap bands
+#: keyed by trace, which merge chunk by chunk), so tables computed before are stale.
+TRANSFER_CURVES_VERSION = 3
 
 
 def rollouts_stamp(manifest: Mapping[str, Any]) -> str:
@@ -194,7 +196,7 @@ def rollouts_stamp(manifest: Mapping[str, Any]) -> str:
     under an older :data:`TRANSFER_CURVES_VERSION`.
 
     >>> rollouts_stamp({"tables": {"rollouts": {"last_seq": 3, "rows": 120}}})
-    'curves v2, seq 3, rows 120'
+    'curves v3, seq 3, rows 120'
     """
     entry = (manifest.get("tables") or {}).get("rollouts") or {}
     seq, rows = int(entry.get("last_seq") or 0), int(entry.get("rows") or 0)
@@ -206,7 +208,7 @@ def fresh_transfer_curves(table: pd.DataFrame, manifest: Mapping[str, Any]) -> p
     rollouts (see :func:`rollouts_stamp`), else None.
 
     >>> manifest = {"tables": {"rollouts": {"last_seq": 3, "rows": 120}}}
-    >>> table = pd.DataFrame({"rollouts_stamp": ["curves v2, seq 3, rows 120"]})
+    >>> table = pd.DataFrame({"rollouts_stamp": ["curves v3, seq 3, rows 120"]})
     >>> fresh_transfer_curves(table, manifest) is table
     True
     >>> old = pd.DataFrame({"rollouts_stamp": ["seq 3, rows 120"]})  # older definitions
@@ -277,7 +279,10 @@ def transfer_curve_table(
     mean curve with its ``n_boot`` band (bins 1..50), the hazard shares (bin 0 = never
     solved), the teacher summary and the selection's student baseline (repeated on each of a
     teacher's rows). The rollouts are collapsed once per profile
-    (:func:`legival_core.metrics.transfer.selection_curves`).
+    (:func:`legival_core.metrics.transfer.selection_curves`). The bands are Poisson bootstrap
+    bands keyed by trace (:func:`legival_core.metrics.transfer.curve`), so the same table can
+    be built one chunk of traces at a time
+    (:func:`legival_core.metrics.rollout_partials.transfer_curve_partial`).
     ``stamp`` is :func:`rollouts_stamp` of the store the rollouts were read from.
 
     >>> rollouts = pd.DataFrame({"teacher": "T", "dataset": "D", "student": ["S", "U"] * 3,
@@ -453,7 +458,14 @@ def observed_coverage(rollouts: pd.DataFrame, profile: str = "paper") -> pd.Data
     >>> c[c["n_observed"] > 0][["bin", "n_observed", "n_traces"]].values.tolist()
     [[25, 1, 2], [50, 2, 2]]
     """
-    from legival_core.metrics.transfer import N_BINS, bin_centres, paper_bin, release_bin
+    return _coverage_frame(*_coverage_counts(rollouts, profile))
+
+
+def _coverage_counts(rollouts: pd.DataFrame, profile: str) -> tuple[pd.Series, pd.Series]:
+    """Traces measured per (teacher, bin) and traces with a measured prefix per teacher: sums
+    over traces, so chunks of whole traces add up
+    (:func:`legival_core.metrics.rollout_partials.coverage_partial`)."""
+    from legival_core.metrics.transfer import N_BINS, paper_bin, release_bin
 
     prefixes = rollouts[rollouts["k"] >= 1][["teacher", "trace_id", "k", "m"]]
     prefixes = prefixes.drop_duplicates(["trace_id", "k"]).astype({"teacher": str})
@@ -467,6 +479,13 @@ def observed_coverage(rollouts: pd.DataFrame, profile: str = "paper") -> pd.Data
         .nunique()
     )
     totals = prefixes.groupby("teacher", observed=True)["trace_id"].nunique()
+    return counts, totals
+
+
+def _coverage_frame(counts: pd.Series, totals: pd.Series) -> pd.DataFrame:
+    """:func:`observed_coverage`'s table from its counts (one row per teacher and bin)."""
+    from legival_core.metrics.transfer import N_BINS, bin_centres
+
     teachers = sorted(totals.index)
     grid = pd.MultiIndex.from_product([teachers, range(1, N_BINS + 1)], names=["teacher", "bin"])
     out = counts.reindex(grid, fill_value=0).rename("n_observed").reset_index()

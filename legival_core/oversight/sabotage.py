@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 Span = tuple[int, int]
@@ -121,12 +121,7 @@ def _changed_number(value: str, rng: random.Random) -> str:
 def inject_number(text: str, spans: Sequence[Span], seed: int = 0) -> Sabotage | None:
     """Change one number in a middle step and carry the wrong value through the rest."""
     rng = random.Random(int(seed))
-    for step in _shuffled_middle(spans, rng):
-        start, end = spans[step]
-        found = list(_NUMBER.finditer(text, start, end))
-        if not found:
-            continue
-        target = found[rng.randrange(len(found))]
+    for step, target in _drawn_matches(_NUMBER, text, spans, rng):
         old = target.group(1)
         new = _changed_number(old, rng)
         edits = [Edit(step, target.start(1), target.end(1), old, new)]
@@ -163,12 +158,7 @@ def inject_sign(text: str, spans: Sequence[Span], seed: int = 0) -> Sabotage | N
 def inject_operator(text: str, spans: Sequence[Span], seed: int = 0) -> Sabotage | None:
     """Swap one arithmetic operator in a middle step."""
     rng = random.Random(int(seed))
-    for step in _shuffled_middle(spans, rng):
-        start, end = spans[step]
-        found = list(_OPERATOR.finditer(text, start, end))
-        if not found:
-            continue
-        hit = found[rng.randrange(len(found))]
+    for step, hit in _drawn_matches(_OPERATOR, text, spans, rng):
         old = hit.group(1)
         new = _OPERATOR_SWAP[old]
         edit = Edit(step, hit.start(1), hit.end(1), old, new)
@@ -196,6 +186,19 @@ def _shuffled_middle(spans: Sequence[Span], rng: random.Random) -> list[int]:
     candidates = middle_steps(len(spans))
     rng.shuffle(candidates)
     return candidates
+
+
+def _drawn_matches(
+    pattern: re.Pattern[str], text: str, spans: Sequence[Span], rng: random.Random
+) -> Iterator[tuple[int, re.Match[str]]]:
+    """The middle steps in a shuffled order, each that holds a match of ``pattern`` with one of
+    its matches drawn at random: the places an injector that edits one match may use, first
+    one first (lazy, so the draws happen only for the steps tried)."""
+    for step in _shuffled_middle(spans, rng):
+        start, end = spans[step]
+        found = list(pattern.finditer(text, start, end))
+        if found:
+            yield step, found[rng.randrange(len(found))]
 
 
 def _record(kind: str, step: int, text: str, edits: list[Edit], description: str) -> Sabotage:

@@ -1,6 +1,6 @@
 """The reward-model and monitoring pages' results for one selection, as pure functions of the
 store's tables: the pages call them on the tables they read, the ``metrics`` stage on the
-same tables to store the default selection's results (:mod:`legival_core.store.page_results`).
+same tables to store the default selection's results (:mod:`legival_core.metrics.page_results`).
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from legival_core.metrics.page_results import MONITOR_RESAMPLES
 from legival_core.oversight import oversight
 from legival_core.oversight.oversight import Level
-from legival_core.store.app_config import MONITOR_RESAMPLES
 
 __all__ = [
     "MONITOR_RESAMPLES",

@@ -15,8 +15,16 @@ Per teacher, a metric is computed as the stored tables compute it: the mean over
 each (dataset, student) cell, then over students, then over datasets (``teacher_metrics`` and
 :func:`legival_core.stats.stats.rank_table`); SOTU is the normalised entropy of each cell's hazard
 histogram (:func:`legival_core.metrics.transfer.normalised_entropy`, paper profile). A resample
-gives each trace the number of times its problem was drawn as its weight, so every statistic becomes
-a weighted sum: one sparse matrix product per metric for all resamples at once.
+gives each trace its problem's weight in that resample, so every statistic becomes a weighted sum:
+one sparse matrix product per metric for all resamples at once.
+
+The weights are Poisson(1) bootstrap weights (:mod:`legival_core.stats.poisson_bootstrap`): a
+problem's weight in resample b depends only on the seed, b and the problem's key
+``f"{dataset}\\x1f{problem_id}"`` (:func:`problem_key`), not on how many other problems there
+are. A resample's total weight varies around the number of problems P instead of being exactly P
+(the multinomial bootstrap's), so the intervals differ slightly from a multinomial bootstrap's;
+in exchange the sums of any chunk of problems can be computed alone and added
+(:mod:`legival_core.rankings.board_partials`), on one machine or many, with the same result.
 
 Reference: Legi-Val (arXiv 2603.20508) for the metrics and rank table; the percentile bootstrap
 (Efron & Tibshirani 1993); rank intervals by resampling as in public model arenas.
@@ -32,12 +40,11 @@ import pandas as pd
 
 from legival_core.metrics.metric_catalog import METRICS
 from legival_core.metrics.registry import metrics_in
+from legival_core.stats.poisson_bootstrap import poisson_weights
 from legival_core.stats.stats import (
     bias_corrected_interval,
     nan_mean,
     percentile_interval,
-    resample_counts,
-    seeded_stream,
 )
 
 __all__ = [
@@ -52,7 +59,8 @@ __all__ = [
     "interval_table",
     "metric_resamples",
     "points_agree",
-    "problem_draws",
+    "problem_key",
+    "problem_weights",
     "rank_intervals",
     "replicate_ranks",
     "resample_teachers",
@@ -93,7 +101,7 @@ class MetricResamples:
 
 @dataclass(frozen=True)
 class TeacherResamples:
-    """Every metric of :func:`resample_teachers`, all computed on the same problem draws."""
+    """Every metric of :func:`resample_teachers`, all computed on the same problem weights."""
 
     teachers: tuple[str, ...]
     n_boot: int
@@ -101,24 +109,38 @@ class TeacherResamples:
     metrics: dict[str, MetricResamples]
 
 
-def problem_draws(n_problems: int, n_boot: int, seed: int = 0) -> np.ndarray:
-    """How often each problem is drawn in each of ``n_boot`` resamples (rows sum to P).
+def problem_key(dataset: object, problem_id: object) -> str:
+    """The text a problem's bootstrap weights are keyed by: ``f"{dataset}\\x1f{problem_id}"``
+    (unit separator between the two, so ``("a", "b_c")`` and ``("a_b", "c")`` differ).
 
-    Row b counts P draws of a problem index uniformly with replacement (a multinomial with
-    probabilities 1/P), from a numpy generator seeded with ``seed``: the same seed gives the
-    same resamples.
+    Changing it changes every stored interval: keep it stable.
 
-    >>> draws = problem_draws(4, n_boot=3, seed=0)
-    >>> draws.shape, draws.sum(axis=1).tolist()
-    ((3, 4), [4.0, 4.0, 4.0])
-    >>> bool((problem_draws(4, 3, seed=0) == draws).all())
+    >>> problem_key("gsm8k", 17)
+    'gsm8k\\x1f17'
+    """
+    return f"{dataset}\x1f{problem_id}"
+
+
+def problem_weights(problems: pd.MultiIndex, n_boot: int, seed: int = 0) -> np.ndarray:
+    """Each problem's weight in each of ``n_boot`` resamples: ``(n_boot, P)`` floats.
+
+    ``problems`` holds (dataset, problem_id) pairs. Column p is
+    :func:`legival_core.stats.poisson_bootstrap.poisson_weights` of ``problem_key(*problems[p])``:
+    a Poisson(1) count that depends only on ``seed``, the problem and the resample, whatever
+    other problems come with it, so any chunk of problems gets its own columns alone. A row
+    sums to about P (expected value P, variance P), not exactly P as a multinomial draw would.
+
+    >>> problems = pd.MultiIndex.from_tuples([("d", "p"), ("d", "q"), ("e", "p")])
+    >>> w = problem_weights(problems, n_boot=3, seed=0)
+    >>> w.shape  # a subset of the problems, in any order, gets the same columns:
+    (3, 3)
+    >>> bool((problem_weights(problems[[2, 0]], 3, seed=0) == w[:, [2, 0]]).all())
     True
     """
-    if n_problems < 0 or n_boot < 0:
-        raise ValueError(f"problem_draws: need n_problems, n_boot >= 0, got {n_problems}, {n_boot}")
-    if n_problems == 0:
-        return np.zeros((n_boot, 0))
-    return resample_counts(n_problems, n_boot, seeded_stream(seed))
+    if n_boot < 0:
+        raise ValueError(f"problem_weights: n_boot must be >= 0, got {n_boot}")
+    keys = [problem_key(d, p) for d, p in problems]
+    return poisson_weights(keys, int(n_boot), seed).astype(np.float64)
 
 
 def _cells(rows: pd.DataFrame, teachers: Sequence[str]) -> tuple[np.ndarray, np.ndarray, int, int]:
@@ -134,9 +156,14 @@ def _cells(rows: pd.DataFrame, teachers: Sequence[str]) -> tuple[np.ndarray, np.
 
 
 def _counts(rows: pd.DataFrame, teachers: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct traces and students per teacher among the rows that carry a value."""
+    """Distinct traces and students per teacher among the rows that carry a value.
+
+    A trace is a (dataset, trace_id) pair (without ``trace_id``, a (dataset, problem_id) pair),
+    so the count is the sum of each dataset's: what chunks of problems add up
+    (:mod:`legival_core.rankings.board_partials`)."""
     teacher = rows["teacher"].astype(str).to_numpy()
     ids = rows["trace_id"] if "trace_id" in rows else rows["problem_id"]
+    ids = rows["dataset"].astype(str) + "\x1f" + ids.astype(str)
     n_traces = ids.groupby(teacher).nunique().reindex(teachers, fill_value=0)
     if "student" in rows:
         n_students = rows["student"].groupby(teacher).nunique().reindex(teachers, fill_value=0)
@@ -155,11 +182,13 @@ def metric_resamples(
     support: str = "common",
     outside: Sequence[str] = (),
 ) -> MetricResamples:
-    """One teacher metric on the data (weight 1 per problem) and on every row of ``draws``.
+    """One teacher metric on the data (weight 1 per problem) and on every row of ``draws``
+    (``(n_boot, P)`` problem weights, columns in the order of ``problems``:
+    :func:`problem_weights`, or any other weights).
 
     ``rows`` has one row per trace (or per trace and student) with ``teacher``, ``dataset``,
-    ``problem_id``, optionally ``student``, and ``value``. With weights w_p (how often problem
-    p is drawn), for each (teacher, dataset, student) cell:
+    ``problem_id``, optionally ``student``, and ``value``. With weights w_p (problem p's weight
+    in the resample), for each (teacher, dataset, student) cell:
 
     * ``statistic="mean"``: ``sum_i w_p(i) v_i / sum_i w_p(i)`` over the cell's rows with a
       value (a weighted mean);
@@ -612,6 +641,9 @@ def frontier_shares(
 
     The frontier of each resample is :func:`legival_core.stats.stats.pareto_mask` of that
     resample's values; resamples where a teacher has no value count as off the frontier.
+    Resamples where no teacher has both values are left out: a Poisson bootstrap
+    (:func:`problem_weights`) can weigh every problem 0 (probability e^-P for P problems), and
+    such an empty resample says nothing about who is on the frontier.
     Teachers in ``references`` (reference teachers) take no part: they dominate no one and
     their share is NaN.
 
@@ -630,6 +662,10 @@ def frontier_shares(
         return np.full(len(x.teachers), np.nan)
     left_out = np.array([t in set(references) for t in x.teachers], dtype=bool)
     xs[:, left_out] = np.nan  # a NaN is never on the frontier and dominates no one
+    defined = (~np.isnan(xs) & ~np.isnan(ys)).any(axis=1)
+    xs, ys = xs[defined], ys[defined]
+    if not len(xs):
+        return np.full(len(x.teachers), np.nan)
     on_front = np.array([pareto_mask(xb, yb, maximize) for xb, yb in zip(xs, ys, strict=True)])
     return np.where(left_out, np.nan, on_front.mean(axis=0))
 
@@ -653,8 +689,11 @@ def resample_teachers(
     (:func:`metric_resamples`); teachers in ``outside`` (reference teachers resampled for their
     value intervals but not ranked) do not narrow the common support.
 
-    Problems are the (dataset, problem_id) pairs of both tables; one :func:`problem_draws`
-    serves every metric and every teacher. ``accuracy``, ``tokens``, ``redundancy`` and
+    Problems are the (dataset, problem_id) pairs of both tables; one :func:`problem_weights`
+    (Poisson, keyed by problem: :func:`problem_key`) serves every metric and every teacher, so
+    each resample weighs a problem alike for all of them.
+    :mod:`legival_core.rankings.board_partials` computes the same one chunk of problems at a
+    time. ``accuracy``, ``tokens``, ``redundancy`` and
     ``backtracking`` come from ``trace_efficiency`` (one row per trace); ``fotu`` and
     ``regression_rate`` are means, and ``sotu`` the hazard entropy, over ``trace_transfer``
     (one row per trace and student, already filtered to the chosen students). Metrics whose
@@ -665,8 +704,9 @@ def resample_teachers(
     >>> res = resample_teachers(eff, None, ["accuracy"], n_boot=50, seed=0)
     >>> res.teachers, res.metrics["accuracy"].point.tolist()
     (('a', 'b'), [1.0, 0.5])
-    >>> bool((res.metrics["accuracy"].replicates[:, 0] == 1.0).all())  # a is right everywhere
-    True
+    >>> a = res.metrics["accuracy"].replicates[:, 0]  # a is right wherever a problem weighs
+    >>> np.unique(a[~np.isnan(a)]).tolist()
+    [1.0]
     >>> resample_teachers(eff, None, ["accuracy"], n_boot=5, references=["b"]).teachers
     ('a',)
     """
@@ -690,7 +730,7 @@ def resample_teachers(
         else pd.MultiIndex.from_tuples([("", "")])[:0]
     )
     problems.names = ["dataset", "problem_id"]
-    draws = problem_draws(len(problems), n_boot, seed)
+    draws = problem_weights(problems, n_boot, seed)
     out: dict[str, MetricResamples] = {}
     efficiency = frames["efficiency"]
     transfer = frames["transfer"]
@@ -916,7 +956,7 @@ def stored_board_resamples(
 ) -> TeacherResamples:
     """:func:`resample_teachers` for every metric of :data:`RESAMPLED_METRICS` on every dataset
     and student (the leaderboard's default selection), as the metrics stage stores it, each
-    averaged over the common support. The draws depend on the problems only, so a board's
+    averaged over the common support. The weights depend on the problems only, so a board's
     metrics are picked out of it unchanged (:func:`resamples_from_frame`). With
     ``references`` those teachers are left out (the Pareto page's draws); the leaderboard
     resamples them too, as ``outside`` (they do not narrow the common support)."""

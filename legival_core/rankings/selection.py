@@ -5,7 +5,7 @@ The Leaderboard page, the notebooks' front door (``lv.open(...).rank_intervals``
 a :class:`Selection`. The stored rows are keyed by :meth:`Selection.key`, so the stage's key of
 the default view and the key the page asks with are made by the same code and cannot drift.
 The other pages' stored results are keyed the same way, by the key classes of
-:mod:`legival_core.store.page_results` (:class:`~legival_core.store.page_results.ResultKey`).
+:mod:`legival_core.metrics.page_results` (:class:`~legival_core.metrics.page_results.ResultKey`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from legival_core.store.app_config import RANK_RESAMPLES, RESAMPLE_SEED
-from legival_core.store.page_results import ResultKey
+from legival_core.metrics.page_results import ResultKey
 
-__all__ = ["BOARD_RESULTS", "Selection"]
+__all__ = ["BOARD_RESULTS", "RANK_RESAMPLES", "RESAMPLE_SEED", "Selection"]
+
+#: The default view's uncertainty (issue 17): the problem resamples behind every interval and
+#: rank interval, and their seed. The app's settings (:mod:`legival_core.views.app_config`), the
+#: notebooks' front door and the ``metrics`` stage take these, so one default view is stored,
+#: shown and asked for.
+RANK_RESAMPLES = 1000
+RESAMPLE_SEED = 0
 
 #: The ``page_results`` a board selection names, and the fields of :class:`Selection` each is
 #: keyed by, in the order of the stored key (the order the rows of older stores were written
@@ -100,5 +106,5 @@ class Selection(ResultKey):
 
     def key(self, result: str = "board_intervals") -> str:
         """The ``page_results`` selection text of ``result`` for this view
-        (:func:`legival_core.store.page_results.selection_key` of :meth:`args`)."""
+        (:func:`legival_core.metrics.page_results.selection_key` of :meth:`args`)."""
         return super().key(result)

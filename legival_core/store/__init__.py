@@ -1,15 +1,15 @@
-"""Storage and configuration: a room of ``legival_core``.
+"""Storage: a room of ``legival_core``.
 
 The results store and what it rests on: the tables and their key columns (``schema``), the store
 (``store``, the one door) and the modules it is made of (``file_safety``, ``layout``, ``parts``,
 ``frames``, ``manifest``, ``quarantine_file``, ``verify``, ``export``, ``errors``), who made what
-(``provenance``), which stores the app may open (``app_config``), the offline assets
-(``assets``, also ``python -m legival_core.store.assets``), safe CSV/TeX cells (``safe_export``),
-the digests a published site is pinned to (``site_pin``) and the pages' stored default results
-(``page_results``).
+(``provenance``), the offline assets (``assets``, also ``python -m legival_core.store.assets``)
+and safe CSV/TeX cells (``safe_export``). What the app, the published site and the pages keep in
+or about a store lives with them: the app's settings (:mod:`legival_core.views.app_config`), a
+site's pins (:mod:`legival_core.views.site_pin`), the pages' stored results
+(:mod:`legival_core.metrics.page_results`; only their table's schema is here).
 
-May import: no other room. Beyond that: ``app_config`` imports ``legival_core.text.safe_text``
-(a store's name is escaped for Markdown with the one escaping helper).
+May import: no other room.
 
 Never imports ``legival_core.views`` (the app's data preparation) nor ``legival_core.results``
 (the notebooks' front door, which sits above the views).

@@ -37,6 +37,7 @@ __all__ = [
     "dedupe_and_sort",
     "filter_expressions",
     "open_reader",
+    "part_distinct",
     "part_metadata",
     "part_rows",
     "read_part",
@@ -352,13 +353,49 @@ def read_part_keyed(
                 candidates = range(count)
     pieces = []
     for i in candidates:
-        if not keys_of(i).filter(key_filter.expression).num_rows:
+        # each batch's keys let go once looked at: a filter that matches rows all over a big
+        # part (a bucket of traces) would otherwise hold the part's whole key columns
+        matched = keys_of(i).filter(key_filter.expression).num_rows
+        keys.pop(i, None)
+        if not matched:
             continue
         _count_decoded(batches=1)
         pieces.append(decode(reader, i, fields).filter(key_filter.expression))
     if not pieces:
         return pa.schema([spec.schema.field(n) for n in fields]).empty_table(), is_sorted
     return pa.concat_tables(pieces), is_sorted
+
+
+def part_distinct(
+    path: Path, spec: schema.TableSpec, column: str, key_filter: KeyFilter | None
+) -> tuple[pa.Table, bool]:
+    """The distinct values of ``column`` among the rows of one part that ``key_filter`` selects
+    (every row without one), decoding one batch at a time: what is held is the distinct values
+    and one batch, never the part's whole column."""
+    fields = list(dict.fromkeys([column, *(key_filter.columns if key_filter else ())]))
+    reader, file_schema = open_reader(path, fields)
+    is_sorted = _check_part_table(path, spec, file_schema)
+    _conform(path, spec, file_schema.empty_table(), fields)
+    found: list[pa.Array] = []
+    held = 0
+    for i in range(reader.num_record_batches):
+        try:
+            batch = reader.get_batch(i)
+            batch.validate()
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise UnreadablePart(path, f"corrupt Arrow data ({exc})") from None
+        _count_decoded(key_batches=1)
+        table = _conform(path, spec, pa.Table.from_batches([batch]), fields)
+        if key_filter is not None:
+            table = table.filter(key_filter.expression)
+        found.append(pc.unique(table.column(column).combine_chunks()))
+        held += len(found[-1])
+        if len(found) > 1 and held > 4 * max(len(found[0]), 1 << 16):
+            found = [pc.unique(pa.concat_arrays(found))]
+            held = len(found[0])
+    target = spec.schema.field(column)
+    values = pc.unique(pa.concat_arrays(found)) if found else pa.array([], type=target.type)
+    return pa.Table.from_arrays([values], schema=pa.schema([target])), is_sorted
 
 
 class _NoKeyRange(Exception):

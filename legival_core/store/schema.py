@@ -558,7 +558,7 @@ PAGE_RESULTS = _register(
     TableSpec(
         "page_results",
         _s(
-            ("name", STR),  # a key of legival_core.store.page_results.INPUTS
+            ("name", STR),  # a key of legival_core.metrics.page_results.INPUTS
             ("selection", STR),  # the page computation's arguments as JSON
             ("inputs_stamp", STR),  # the state of the tables it was computed from
             ("payload", pa.large_binary()),  # the result frame as Arrow IPC stream bytes

@@ -121,6 +121,7 @@ from legival_core.store.parts import (
     dedupe_and_sort,
     filter_expressions,
     open_reader,
+    part_distinct,
     part_metadata,
     read_part,
     read_part_keyed,
@@ -534,13 +535,17 @@ class Store:
         needed: list[str],
         key_filter: KeyFilter | None,
         on_corrupt: OnCorrupt,
+        *,
+        distinct: str | None = None,
     ) -> list[tuple[pa.Table, bool]]:
         """:meth:`_read_pieces` of the parts the manifest lists now; a merge that removes
         parts between the manifest's reading and a part's opening makes it read again."""
         for attempt in range(8):
             manifest = self._load_manifest()
             try:
-                return self._read_pieces(spec, needed, key_filter, on_corrupt, manifest)
+                return self._read_pieces(
+                    spec, needed, key_filter, on_corrupt, manifest, distinct=distinct
+                )
             except _ManifestMoved:
                 time.sleep(0.05 * (attempt + 1))
         raise StoreError(
@@ -555,7 +560,10 @@ class Store:
         key_filter: KeyFilter | None,
         on_corrupt: OnCorrupt,
         manifest: Mapping[str, Any],
+        *,
+        distinct: str | None = None,
     ) -> list[tuple[pa.Table, bool]]:
+        """Each listed part's rows (``distinct``: the distinct values of that column only)."""
         pieces = []
         listed = self._listed(spec.name, manifest)
         folder = self._table_dir(spec.name)
@@ -568,7 +576,9 @@ class Store:
             self._unreadable(UnreadablePart(exc.path, exc.reason), on_corrupt)
         for path, _ in listed:
             try:
-                if key_filter is None:
+                if distinct is not None:
+                    piece, is_sorted = part_distinct(path, spec, distinct, key_filter)
+                elif key_filter is None:
                     piece, is_sorted = read_part(path, spec, needed)
                 else:
                     piece, is_sorted = read_part_keyed(path, spec, needed, key_filter)
@@ -628,6 +638,35 @@ class Store:
             index=pd.Index(index, name=name),
             name="count",
         )
+
+    def key_values(
+        self,
+        table: str,
+        column: str,
+        filters: Filters | None = None,
+        *,
+        on_corrupt: OnCorrupt = "raise",
+    ) -> pa.Array:
+        """The distinct values of the key column ``column`` among the rows of ``table`` that
+        ``filters`` (on key columns only) selects, unordered, read one record batch at a time:
+        the memory held is the distinct values and one batch, never a whole column (the metrics
+        stage asks which of a million traces have any of 37M rollouts this way).
+
+        A key present in any listed part is present in :meth:`read` (a later part replaces a
+        row, never removes it), so no deduplication is needed; a filter on another column
+        would have to wait for it, and is refused.
+        """
+        spec = schema.spec(table)
+        (name,) = check_columns(spec, [column])
+        if name not in spec.keys:
+            raise ValueError(f"key_values: {name!r} is not a key column of table {table!r}")
+        key_filter, other_filter = filter_expressions(spec, filters)
+        if other_filter is not None:
+            raise ValueError(f"key_values: filters on key columns of {table!r} only")
+        pieces = self._read_listed(spec, [name], key_filter, on_corrupt, distinct=name)
+        if not pieces:
+            return pa.array([], type=spec.schema.field(name).type)
+        return pc.unique(pa.concat_arrays([p.column(0).combine_chunks() for p, _ in pieces]))
 
     def done_keys(
         self,

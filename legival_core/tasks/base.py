@@ -29,6 +29,9 @@ from legival_core.tasks.deadline import run_with_deadline
 
 Family = Literal["math", "science", "puzzles"]
 DEFAULT_TIMEOUT_S = 10.0
+#: The forcing cue of the families whose answer goes in ``\boxed{}``: what follows it is the
+#: answer, closed by ``}``.
+BOXED_FORCING_CUE = "\n\nThe answer is \\boxed{"
 
 # Modules that define the built-in families; importing one registers its task.
 BUILTIN_TASK_MODULES: tuple[str, ...] = (
@@ -49,7 +52,8 @@ class Task(ABC):
         family: ``"math"``, ``"science"`` or ``"puzzles"``; picks the lexical backtracking cues.
         system_prompt: the system message.
         forcing_cue: text appended to a student's output when no answer could be extracted, so
-            that a short second generation has to produce one.
+            that a short second generation has to produce one; by default
+            :data:`BOXED_FORCING_CUE`, for the families that answer in ``\boxed{}``.
         stop_strings: strings at which generation may stop because, once written, the answer is
             complete (include them in the output). Empty where no finite set exists (a boxed
             answer can nest braces): engines that can run a callback use
@@ -62,7 +66,7 @@ class Task(ABC):
     name: ClassVar[str]
     family: ClassVar[Family]
     system_prompt: ClassVar[str]
-    forcing_cue: ClassVar[str]
+    forcing_cue: ClassVar[str] = BOXED_FORCING_CUE
     stop_strings: ClassVar[tuple[str, ...]] = ()
     backtracking_rubric: ClassVar[str]
     warm_imports: ClassVar[tuple[str, ...]] = ()

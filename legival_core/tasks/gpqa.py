@@ -105,7 +105,6 @@ class GPQATask(Task):
         "You are an expert scientist. Reason through each question step by step before you "
         "commit to one of the options."
     )
-    forcing_cue: ClassVar[str] = "\n\nThe answer is \\boxed{"
     stop_strings: ClassVar[tuple[str, ...]] = tuple(
         stop
         for letter in DEFAULT_LETTERS

@@ -238,8 +238,6 @@ class GSM8KTask(Task):
         "You solve arithmetic word problems carefully, one step at a time, and give the "
         "final number inside \\boxed{}."
     )
-    forcing_cue: ClassVar[str] = "\n\nThe answer is \\boxed{"
-    stop_strings: ClassVar[tuple[str, ...]] = ()
     backtracking_rubric: ClassVar[str] = MATH_BACKTRACKING_RUBRIC
 
     def user_prompt(self, problem: Mapping[str, Any]) -> str:

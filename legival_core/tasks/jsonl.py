@@ -59,8 +59,6 @@ class JsonlTask(Task):
     system_prompt: ClassVar[str] = (
         "You are a careful problem solver. Reason step by step before giving a final answer."
     )
-    forcing_cue: ClassVar[str] = "\n\nThe answer is \\boxed{"
-    stop_strings: ClassVar[tuple[str, ...]] = ()
     backtracking_rubric: ClassVar[str] = MATH_BACKTRACKING_RUBRIC
 
     def user_prompt(self, problem: Mapping[str, Any]) -> str:

@@ -83,8 +83,6 @@ class MathTask(Task):
         "You are a careful mathematician. Work through problems one step at a time, "
         "and give the final result inside \\boxed{}."
     )
-    forcing_cue: ClassVar[str] = "\n\nThe answer is \\boxed{"
-    stop_strings: ClassVar[tuple[str, ...]] = ()
     backtracking_rubric: ClassVar[str] = MATH_BACKTRACKING_RUBRIC
     warm_imports: ClassVar[tuple[str, ...]] = ("math_verify",)
 

@@ -27,9 +27,11 @@ References: Legi-Val (arXiv 2603.20508) for the legibility metrics and rankings;
 
 A room of ``legival_core``: the view helpers, the app's data preparation (one module per page)
 and the helpers beside it (board layout, merged boards, number formatting, the static site's
-pages). May import: store, text, grading, tasks, stats, metrics, published, rankings, oversight,
-calibration. Outside the tests, only the front door (``legival_core.results``), the app's pages
-and ``precompute/publish.py`` import this room.
+pages and the digests it is pinned to, ``site_pin``), and the app's settings (``app_config``:
+which stores it may open, read-only or not). May import: store, text, grading, tasks, stats,
+metrics, published, rankings, oversight, calibration. Outside the tests, only the front door
+(``legival_core.results``), the app (``app.py`` and its pages) and ``precompute/publish.py``
+import this room.
 """
 
 from __future__ import annotations
@@ -106,7 +108,6 @@ from legival_core.views.inspector import (
     step_table,
     stored_leak_step,
     student_strip,
-    trace_html,
     with_lexical_flags,
     with_offline_flags,
     wrong_steps,
@@ -130,6 +131,7 @@ from legival_core.views.published import published_beside
 from legival_core.views.reading import (
     stored_trace_concentration,
     teacher_attribution_table,
+    trace_html,
 )
 from legival_core.views.transfer import (
     first_measured_positions,

@@ -24,9 +24,9 @@ from legival_core.views.leaderboard import (
 )
 
 if TYPE_CHECKING:
+    from legival_core.metrics.page_results import ResultKey
     from legival_core.rankings.rank_intervals import TeacherResamples
     from legival_core.rankings.selection import Selection
-    from legival_core.store.page_results import ResultKey
 
 __all__ = [
     "BoardSource",

@@ -1,14 +1,11 @@
-"""The trace inspector's data: step tables, the student strip, step pages and the trace
-as escaped HTML.
-
-Model text is untrusted: :func:`trace_html`, the only function here that produces HTML,
-escapes every piece of text it puts in.
+"""The trace inspector's data: step tables, the student strip, step pages and the labeler
+kinds. The steps are drawn by :mod:`legival_core.views.reading` (the app as Markdown, the
+published site as escaped HTML), which reads the labeler kinds from here.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -254,64 +251,3 @@ def step_page(m: int, page: int, per_page: int = 60) -> StepPage:
     page = min(max(1, int(page)), pages)
     start = (page - 1) * per_page
     return StepPage(page, pages, start, min(m, start + per_page))
-
-
-def _shade(similarity: float) -> str:
-    """Background of a step: transparent below 0.5, then deeper orange with r_i."""
-    if not math.isfinite(similarity) or similarity <= 0.5:
-        return "transparent"
-    alpha = min(0.55, (similarity - 0.5) * 1.1)
-    return f"rgba(230,126,34,{alpha:.2f})"
-
-
-def _cell(value: float | None) -> str:
-    if value is None or not math.isfinite(value):
-        return "#d5d8dc"  # no rollout at this prefix
-    return "#27ae60" if value >= 0.5 else "#e74c3c"
-
-
-def trace_html(
-    table: pd.DataFrame,
-    *,
-    anchor: str,
-    start: int = 0,
-    stop: int | None = None,
-    leak_k: int | None = None,
-    strip: pd.DataFrame | None = None,
-    wrong_steps: dict[int, str] | None = None,
-) -> str:
-    """HTML of steps ``start:stop`` of a :func:`step_table`, every piece of text escaped.
-
-    Each step is a block shaded by its redundancy r_i; its tooltip gives r_i, the matched
-    earlier step and the token count; a link jumps to the matched step (``#<anchor>-s<n>``) when
-    it is on the page. Backtracking markers show which labeler kinds flagged the step
-    (:data:`LABELER_KINDS`). A rule marks the answer-leak point (the teacher's prefix up to step
-    ``leak_k`` already states the correct answer). With ``strip`` (:func:`student_strip`), one
-    small cell per student shows the correctness after that step (green right, red wrong,
-    grey no rollout), aligned to the step. The ↩ link to the matched step appears only on
-    redundant steps (r_i above the table's τ): a link on every step would point at matches
-    that are not repeats. ``wrong_steps`` maps a step number to a labeler name (a human
-    first-wrong-step label, e.g. CHAMP's): that step gets a ✗ marker naming the labeler.
-
-    ``anchor`` must be a simple id (letters, digits, ``-``, ``_``); it is checked, not escaped.
-    """
-    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", anchor):
-        raise ValueError(f"trace_html: anchor {anchor[:40]!r} is not a simple id")
-    # The inspector page's renderer, with the text as escaped plain text instead of Markdown:
-    # one function draws both, so the site cannot drift from the app.
-    from legival_core.text.safe_text import html_text
-    from legival_core.views.reading import render_steps
-
-    return render_steps(
-        table,
-        anchor=anchor,
-        text=lambda text: (
-            f'<span class="lv-text" style="white-space:pre-wrap">{html_text(str(text))}</span>'
-        ),
-        markdown=False,
-        start=start,
-        stop=stop,
-        leak_k=leak_k,
-        strip=strip,
-        wrong_steps=wrong_steps,
-    )

@@ -113,12 +113,12 @@ def merged_board(
     """The merged board of the opened stores ``stores`` (name -> :class:`legival_core.store.store.
     Store`): :func:`merge_teacher_rows` of their ``teacher_metrics`` (raises
     :class:`MergeConflict` on a clash ``prefer`` does not decide), each row with its store and
-    the first 12 hex digits of its store's config digest (:mod:`legival_core.store.site_pin`, as a
+    the first 12 hex digits of its store's config digest (:mod:`legival_core.views.site_pin`, as a
     published site's footer shows it), ranked by :func:`merged_rank_board`. Stores graded by
     different grader versions raise :class:`MergeConflict` unless ``allow_mixed_graders``: their
     accuracies would not mean the same thing. Reads only."""
     from legival_core.published.references import store_reference_teachers
-    from legival_core.store.site_pin import canonical_digest
+    from legival_core.views.site_pin import canonical_digest
 
     if not allow_mixed_graders:
         from legival_core.grading.stamps import mixed_grader_versions

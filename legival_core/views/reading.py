@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
 from legival_core.text.safe_text import html_text, markdown_literal, markdown_math
-from legival_core.views.inspector import LABELER_KINDS, _cell, _shade
+from legival_core.views.inspector import LABELER_KINDS
 
 if TYPE_CHECKING:
     from legival_core.store.store import Store
@@ -43,6 +44,7 @@ __all__ = [
     "stored_trace_concentration",
     "teacher_attribution_table",
     "trace_bundle",
+    "trace_html",
     "trace_markdown",
 ]
 
@@ -131,11 +133,34 @@ _STYLE = (
 )
 
 
+def _shade(similarity: float) -> str:
+    """Background of a step: transparent below 0.5, then deeper orange with r_i."""
+    if not math.isfinite(similarity) or similarity <= 0.5:
+        return "transparent"
+    alpha = min(0.55, (similarity - 0.5) * 1.1)
+    return f"rgba(230,126,34,{alpha:.2f})"
+
+
+def _cell(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "#d5d8dc"  # no rollout at this prefix
+    return "#27ae60" if value >= 0.5 else "#e74c3c"
+
+
+def _markdown_text(text: object) -> str:
+    """A step's text as :func:`markdown_math`, so its maths is typeset."""
+    return f'<span class="lv-text">{markdown_math(text)}</span>'
+
+
+def _plain_text(text: object) -> str:
+    """A step's text escaped as plain text, its line breaks kept."""
+    return f'<span class="lv-text" style="white-space:pre-wrap">{html_text(str(text))}</span>'
+
+
 def render_steps(
     table: pd.DataFrame,
     *,
     anchor: str,
-    text: Callable[[object], str],
     markdown: bool,
     start: int = 0,
     stop: int | None = None,
@@ -146,15 +171,21 @@ def render_steps(
     """Steps ``start:stop`` of a :func:`legival_core.views.inspector.step_table` as the app
     draws them: each step a block shaded by its redundancy r_i (its tooltip r_i, the matched
     step and the token count), the students' cells, the backtracking and first-wrong-step
-    markers, the step's text as ``text`` writes it (already escaped markup), the ↩ link to a
-    redundant step's match and the leak rule. The one renderer of the inspector page
-    (:func:`trace_markdown`) and the published site's trace pages
-    (:func:`legival_core.views.inspector.trace_html`), which differ only in ``text``.
+    markers, the step's text, the ↩ link to a redundant step's match and the leak rule. The one
+    renderer of the inspector page (:data:`trace_markdown`) and the published site's trace
+    pages (:data:`trace_html`), which differ only in ``markdown``, so the site cannot drift
+    from the app.
 
-    ``markdown``: for ``st.markdown(..., unsafe_allow_html=True)``, with blank lines between
-    the pieces (each step a Markdown paragraph that opens with its ``<span class="lv-step">``,
-    so the text after the tag is read as Markdown) and the view's styles; else plain HTML.
-    Every name in an attribute is escaped (:func:`_attribute`). ``anchor`` must be a simple id.
+    ``markdown``: for ``st.markdown(..., unsafe_allow_html=True)``, each step's text as
+    :func:`markdown_math` (its maths typeset), with blank lines between the pieces (each step a
+    Markdown paragraph that opens with its ``<span class="lv-step">``, so the text after the
+    tag is read as Markdown) and the view's styles; else plain HTML, each step's text escaped
+    as plain text. The ↩ link appears only on redundant steps (r_i above the table's τ): a
+    link on every step would point at matches that are not repeats. ``wrong_steps`` maps a
+    step number to a labeler name (a human first-wrong-step label, e.g. CHAMP's): that step
+    gets a ✗ marker naming the labeler. Every name in an attribute is escaped
+    (:func:`_attribute`). ``anchor`` must be a simple id (letters, digits, ``-``, ``_``); it is
+    checked, not escaped.
     """
     if not _ANCHOR.fullmatch(anchor):
         raise ValueError(f"render_steps: anchor {anchor[:40]!r} is not a simple id")
@@ -204,7 +235,7 @@ def render_steps(
                 'padding:0 3px;margin-right:2px;font-size:0.75em">'
                 f"✗ first wrong step · {_attribute(labeler)}</span>"
             )
-        pieces.append(text(row.text))
+        pieces.append((_markdown_text if markdown else _plain_text)(row.text))
         if matched is not None and math.isfinite(sim) and bool(row.redundant):
             if matched in on_page:
                 pieces.append(
@@ -232,31 +263,11 @@ def render_steps(
     return ("\n\n" if markdown else "").join(parts)
 
 
-def trace_markdown(
-    table: pd.DataFrame,
-    *,
-    anchor: str,
-    start: int = 0,
-    stop: int | None = None,
-    leak_k: int | None = None,
-    strip: pd.DataFrame | None = None,
-    wrong_steps: dict[int, str] | None = None,
-) -> str:
-    """:func:`render_steps` for ``st.markdown(..., unsafe_allow_html=True)``, each step's text
-    as :func:`markdown_math`, so its maths is typeset."""
-    if not _ANCHOR.fullmatch(anchor):
-        raise ValueError(f"trace_markdown: anchor {anchor[:40]!r} is not a simple id")
-    return render_steps(
-        table,
-        anchor=anchor,
-        text=lambda text: f'<span class="lv-text">{markdown_math(text)}</span>',
-        markdown=True,
-        start=start,
-        stop=stop,
-        leak_k=leak_k,
-        strip=strip,
-        wrong_steps=wrong_steps,
-    )
+#: The inspector page's steps: :func:`render_steps` as Markdown, each step's maths typeset.
+trace_markdown = partial(render_steps, markdown=True)
+#: The published site's steps (:mod:`precompute.publish`): :func:`render_steps` as plain HTML,
+#: every piece of text escaped.
+trace_html = partial(render_steps, markdown=False)
 
 
 def answer_span(completion: object, extracted: object) -> tuple[int, int] | None:
@@ -490,7 +501,7 @@ def stored_trace_concentration(store: Store) -> pd.DataFrame:
     the store's rollouts; else computed from the rollouts' grading columns. Empty without
     rollouts."""
     from legival_core.metrics.attribution import trace_concentration
-    from legival_core.store.page_results import WholeStore, stored_frame
+    from legival_core.metrics.page_results import WholeStore, stored_frame
 
     if store.has("page_results"):
         rows = store.read("page_results")

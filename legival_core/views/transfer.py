@@ -199,7 +199,7 @@ def store_leak_table(
     else computed from the store's leak points and rollouts. None when the store has no leak
     points (``trace_transfer`` without ``leak_k``) or no rollouts."""
     from legival_core.metrics.leak_summary import leak_summary
-    from legival_core.store.page_results import TransferSelection, stored_frame
+    from legival_core.metrics.page_results import TransferSelection, stored_frame
 
     if not (store.has("trace_transfer") and store.has("rollouts")):
         return None

@@ -49,6 +49,7 @@ __all__ = [
     "as_verdict",
     "deepest_field",
     "field_at",
+    "generation_rows",
     "read_plain_file",
     "split_on_last_think",
     "text_or_none",
@@ -154,11 +155,21 @@ class TraceFormat(ABC):
     def rows(self, path: Path | None, generic: Callable[[], Iterator[Any]]) -> Iterator[SourceRow]:
         """Every row of the source: :meth:`read` for a file this format reads itself, else
         ingest's ``generic`` reader (its rows have ``row``, ``line``, ``values``, ``error``,
-        ``excerpt``) with each record passed through :meth:`convert`."""
+        ``excerpt``) with each record passed through :meth:`convert`; once the last row is
+        read, :meth:`closing_notes` join :attr:`notes`."""
         if self.reads_files:
             assert path is not None
-            return self.read(path)
-        return self._converted(generic())
+            return self._then_noted(self.read(path))
+        return self._then_noted(self._converted(generic()))
+
+    def closing_notes(self) -> list[str]:
+        """What reading the whole source noticed (lines skipped, prompts found elsewhere),
+        said in the summary once its last row is read; none by default."""
+        return []
+
+    def _then_noted(self, rows: Iterator[SourceRow]) -> Iterator[SourceRow]:
+        yield from rows
+        self.notes.extend(self.closing_notes())
 
     def _converted(self, source: Iterator[Any]) -> Iterator[SourceRow]:
         for raw in source:
@@ -424,6 +435,48 @@ def split_on_last_think(text: str) -> tuple[str, str | None, bool | None]:
     if reasoning.startswith("<think>"):
         reasoning = reasoning[len("<think>") :].strip()
     return reasoning, (tail.strip() or None), True
+
+
+def generation_rows(
+    texts: list[Any],
+    *,
+    field_name: str,
+    path: str,
+    item: str,
+    problem_id: Any,
+    prompt: Any,
+    gold: Any,
+) -> list[dict[str, Any]]:
+    """One row per generation of a problem (``sample`` its place in ``texts``), each text
+    checked and split on its last ``</think>``; the adapter adds what its tool records per
+    generation. ``field_name``/``path``/``item`` name a bad text in the :class:`RecordError`
+    (``"resps"``, ``"resps[0]"``, ``"response"`` -> ``response 1 is not text`` in ``resps``;
+    lone surrogates in ``resps[0][1]``).
+
+    >>> rows = generation_rows(["a</think>1", "b</think>2"], field_name="g", path="g",
+    ...     item="generation", problem_id="p", prompt=None, gold="1")
+    >>> [(r["sample"], r["reasoning"], r["answer"]) for r in rows]
+    [(0, 'a', '1'), (1, 'b', '2')]
+    """
+    rows = []
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise RecordError(field_name, f"{item} {index} is not text")
+        text_or_none(text, f"{path}[{index}]")
+        reasoning, answer, complete = split_on_last_think(text)
+        rows.append(
+            {
+                "problem_id": problem_id,
+                "sample": index,
+                "prompt": prompt,
+                "gold": gold,
+                "raw": text,
+                "reasoning": reasoning,
+                "answer": answer,
+                "complete": complete,
+            }
+        )
+    return rows
 
 
 _CORRECT = {"c", "correct", "true", "yes", "y", "t", "pass", "passed"}

@@ -38,10 +38,10 @@ from precompute.formats.base import (
     TraceFormat,
     as_list,
     as_verdict,
+    generation_rows,
     read_plain_file,
     text_or_none,
 )
-from precompute.formats.base import split_on_last_think as _split
 
 __all__ = ["LmEvalFormat"]
 
@@ -79,15 +79,15 @@ class LmEvalFormat(TraceFormat):
         if path is not None:
             self._model = self._model_name(path)
             self.task_name = _task_of(path)
-        return self._noted(super().rows(path, generic))
+        return super().rows(path, generic)
 
-    def _noted(self, rows: Iterator[SourceRow]) -> Iterator[SourceRow]:
-        yield from rows
-        if self._skipped_filters:
-            self.notes.append(
-                f"{self._skipped_filters} lines of filters other than '{self._filter}' were "
-                "skipped (they repeat the same responses)"
-            )
+    def closing_notes(self) -> list[str]:
+        if not self._skipped_filters:
+            return []
+        return [
+            f"{self._skipped_filters} lines of filters other than '{self._filter}' were "
+            "skipped (they repeat the same responses)"
+        ]
 
     def convert(self, record: Mapping[str, Any]) -> list[dict[str, Any]]:
         doc_id = record.get("doc_id")
@@ -120,22 +120,16 @@ class LmEvalFormat(TraceFormat):
         else:
             prompt = text_or_none(_request_prompt(record), "arguments")
         verdict_key, verdict = _verdict(record)
-        rows = []
-        for index, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise RecordError("resps", f"response {index} is not text")
-            text_or_none(text, f"resps[0][{index}]")
-            reasoning, answer, complete = _split(text)
-            row: dict[str, Any] = {
-                "problem_id": doc_id,
-                "sample": index,
-                "prompt": prompt,
-                "gold": _gold(record.get("target")),
-                "raw": text,
-                "reasoning": reasoning,
-                "answer": answer,
-                "complete": complete,
-            }
+        rows = generation_rows(
+            texts,
+            field_name="resps",
+            path="resps[0]",
+            item="response",
+            problem_id=doc_id,
+            prompt=prompt,
+            gold=_gold(record.get("target")),
+        )
+        for row in rows:
             if self._model:
                 row["model"] = self._model
             if verdict_key is not None and len(texts) == 1:
@@ -146,7 +140,6 @@ class LmEvalFormat(TraceFormat):
                 filtered = record.get("filtered_resps")
                 if isinstance(filtered, list) and filtered:
                     row["tool_answer"] = _text(filtered[0], "filtered_resps")
-            rows.append(row)
         return rows
 
     def _model_name(self, samples_file: Path) -> str | None:

@@ -41,7 +41,7 @@ A completion carries no verdict: grades come from ``gold`` only.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -139,21 +139,19 @@ class OpenAIFormat(TraceFormat):
                 f"message (lines {shown}{' …' if len(unusable) > 5 else ''}); not used"
             )
 
-    def rows(self, path: Path | None, generic: Any) -> Iterator[Any]:
-        return self._noted(super().rows(path, generic))
-
-    def _noted(self, rows: Iterator[Any]) -> Iterator[Any]:
-        yield from rows
+    def closing_notes(self) -> list[str]:
+        notes = []
         if self._from_requests:
-            self.notes.append(
+            notes.append(
                 f"{self._from_requests} prompts taken from --requests {self.requests_file} "
                 "by custom_id"
             )
         if self._not_in_requests:
-            self.notes.append(
+            notes.append(
                 f"{self._not_in_requests} custom_ids are not in --requests "
                 f"{self.requests_file}: those rows have no prompt"
             )
+        return notes
 
     def convert(self, record: Mapping[str, Any]) -> list[dict[str, Any]]:
         own: dict[str, Any] = {}

@@ -29,8 +29,7 @@ from precompute.formats.base import (
     TraceFormat,
     as_list,
     as_verdict,
-    split_on_last_think,
-    text_or_none,
+    generation_rows,
 )
 
 __all__ = ["OpenR1Format"]
@@ -64,25 +63,18 @@ class OpenR1Format(TraceFormat):
         verdicts = as_list(record.get("correctness_math_verify"), "correctness_math_verify")
         finishes = as_list(record.get("finish_reasons"), "finish_reasons")
         problem_id = record.get("uuid") or record.get("problem_id") or f"row-{self._row}"
-        rows = []
-        for index, text in enumerate(generations):
-            if not isinstance(text, str):
-                raise RecordError("generations", f"generation {index} is not text")
-            text_or_none(text, f"generations[{index}]")
-            reasoning, answer, complete = split_on_last_think(text)
-            row: dict[str, Any] = {
-                "problem_id": problem_id,
-                "sample": index,
-                "prompt": record.get("problem"),
-                "gold": record.get("answer"),
-                "raw": text,
-                "reasoning": reasoning,
-                "answer": answer,
-                "complete": complete,
-                "hit_budget": (finishes[index] == "length") if index < len(finishes) else None,
-            }
+        rows = generation_rows(
+            generations,
+            field_name="generations",
+            path="generations",
+            item="generation",
+            problem_id=problem_id,
+            prompt=record.get("problem"),
+            gold=record.get("answer"),
+        )
+        for index, row in enumerate(rows):
+            row["hit_budget"] = (finishes[index] == "length") if index < len(finishes) else None
             if index < len(verdicts):
                 row["tool_scorer"] = "openr1:correctness_math_verify"
                 row["tool_correct"] = as_verdict(verdicts[index])
-            rows.append(row)
         return rows

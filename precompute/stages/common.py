@@ -6,6 +6,7 @@ import functools
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
@@ -16,14 +17,17 @@ if TYPE_CHECKING:
     from legival_core.store.store import Store
 
 __all__ = [
+    "cell_text",
     "chunks",
     "done_ids",
     "get_task_cached",
     "is_missing",
     "numbered_steps",
+    "option_values",
     "problem_rows",
     "read_or_empty",
     "require_rows",
+    "require_whole_numbers",
     "shard_rows",
     "to_json",
 ]
@@ -52,6 +56,30 @@ def require_rows(
             f"stage {stage!r} needs rows in table '{table}', which is empty; "
             f"run `python -m precompute {producer}`{other} first"
         )
+
+
+def option_values(options_class: type, values: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """A stage's options as given (CLI arguments or a config table), checked against the fields
+    of its options dataclass: an unknown key is refused, naming the known ones; the ones given
+    as None (not set) are left out, so the defaults stand."""
+    known = {f.name for f in fields(options_class)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise StageError(f"{source}: unknown option(s) {unknown}; known: {sorted(known)}")
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def require_whole_numbers(options: object, names: Iterable[str], source: str) -> None:
+    """Refuse an option among ``names`` that is not a whole number >= 1 (a bool is not one)."""
+    for name in names:
+        value = getattr(options, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise StageError(f"{source}: {name} must be a whole number >= 1, got {value!r}")
+
+
+def cell_text(value: Any) -> str:
+    """Model text from a table cell: missing values (None, NaN, pd.NA) become ''."""
+    return value if isinstance(value, str) else ""
 
 
 def done_ids(store: Store, table: str, key: str = "trace_id") -> set[str]:

@@ -14,7 +14,7 @@
   :func:`legival_core.metrics.transfer.teacher_metrics`.
 * ``page_results`` — what the slow pages compute on load for their default selection
   (:func:`page_results_table`), stamped with the state of its inputs, so a page reads it
-  instead (:mod:`legival_core.store.page_results`).
+  instead (:mod:`legival_core.metrics.page_results`).
 * ``decomposition`` — per (teacher, dataset, layer): Kaiser et al.'s E0 = 1000·r_ctx·r_logic/E[T]
   with VŌ and κ for the native workload (``problems.workload``), the solver-derived workload
   (pool = every teacher of the dataset but the reference teachers, see
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from legival_core.rankings.selection import RANK_RESAMPLES, RESAMPLE_SEED
 from precompute.stages.base import (
     StageContext,
     StageError,
@@ -52,15 +53,19 @@ from precompute.stages.base import (
 from precompute.stages.common import is_missing, read_or_empty
 
 if TYPE_CHECKING:
+    from legival_core.metrics.page_results import ResultKey
     from legival_core.metrics.teacher_partials import TeacherPartials
-    from legival_core.store.page_results import ResultKey
+    from legival_core.rankings.board_partials import BoardPartials
     from legival_core.store.store import Store
 
 __all__ = [
+    "budget_chunks",
+    "compute_in_chunks",
     "decomposition_table",
     "efficiency_table",
     "missing_input",
     "primary_labeler",
+    "rollout_results_in_chunks",
     "run_metrics",
     "teacher_table",
     "transfer_curves_table",
@@ -296,12 +301,15 @@ def teacher_table(
 @dataclass
 class ChunkedTables:
     """What :func:`compute_in_chunks` leaves after writing each chunk's rows: the efficiency
-    rows of every trace (small: numbers only), the transfer row count and the teacher partials
-    of all chunks merged."""
+    rows of every trace (small: numbers only), the transfer row count, and the partials of all
+    chunks merged: the teacher table's, the stored board resamples' and the rollouts' page
+    results' (None without rollouts)."""
 
     efficiency: pd.DataFrame
     transfer_rows: int
     partials: TeacherPartials
+    board: BoardPartials | None = None
+    rollouts: RolloutPartials | None = None
 
 
 def problem_buckets(problem_ids: pd.Series, chunks: int) -> np.ndarray:
@@ -328,16 +336,107 @@ class ChunkSettings:
     labeler: str
     profile: str
     grid: str
+    #: the seed of the transfer curves' bands (``transfer_curves``)
+    curve_seed: int = 0
+    #: the leaderboard's default resamples and seed (the stored board and Pareto resamples)
+    board_boot: int = RANK_RESAMPLES
+    board_seed: int = RESAMPLE_SEED
 
 
-def metrics_chunk(
-    inputs: dict[str, pd.DataFrame], settings: ChunkSettings
-) -> tuple[pd.DataFrame, pd.DataFrame | None, TeacherPartials]:
-    """One chunk's ``trace_efficiency`` rows, ``trace_transfer`` rows (None without rollouts)
-    and teacher partials, from its rows of each input (``traces``, ``counts``, ``grades``,
-    ``similarity``, ``judgments``, ``rollouts``, ``leaks``). A pure function of its inputs:
-    the same in this process or on a Ray worker."""
+@dataclass
+class RolloutPartials:
+    """One chunk's (or several merged chunks') share of what is derived from the whole
+    ``rollouts`` table (:mod:`legival_core.metrics.rollout_partials`): the transfer curves'
+    sums, each profile's measured-bin counts, the per-trace first measured positions and
+    attribution concentration, and the leak pairs."""
+
+    curves: Any
+    coverage: dict[str, Any]
+    first: list[pd.DataFrame]
+    concentration: list[pd.DataFrame]
+    leaks: pd.DataFrame | None
+
+    @classmethod
+    def of_chunk(
+        cls, rollouts: pd.DataFrame, transfer: pd.DataFrame | None, seed: int
+    ) -> RolloutPartials:
+        """The partials of one chunk's ``rollouts`` (as the pages load them:
+        :func:`rollouts_as_pages`) and its ``trace_transfer`` rows."""
+        from legival_core.metrics import rollout_partials as rp
+        from legival_core.metrics.transfer import PROFILES
+        from legival_core.metrics.transfer_curves import BAND_RESAMPLES
+
+        with_leaks = transfer is not None and {"leak_k", "fotu_before_leak"} <= set(
+            transfer.columns
+        )
+        return cls(
+            curves=rp.transfer_curve_partial(rollouts, n_boot=BAND_RESAMPLES, seed=seed),
+            coverage={p: rp.coverage_partial(rollouts, p) for p in PROFILES},
+            first=[rp.first_measured_partial(rollouts)],
+            concentration=[rp.concentration_partial(rollouts)],
+            leaks=rp.leak_partial(transfer, rollouts) if with_leaks else None,
+        )
+
+    def merge(self, other: RolloutPartials) -> RolloutPartials:
+        """Both chunks' partials as one (chunks of different traces)."""
+        from legival_core.metrics import rollout_partials as rp
+
+        leaks = self.leaks
+        if other.leaks is not None:
+            leaks = other.leaks if leaks is None else rp.merge_leaks(leaks, other.leaks)
+        return RolloutPartials(
+            curves=rp.merge_transfer_curves(self.curves, other.curves),
+            coverage={p: rp.merge_coverage(c, other.coverage[p]) for p, c in self.coverage.items()},
+            first=self.first + other.first,
+            concentration=self.concentration + other.concentration,
+            leaks=leaks,
+        )
+
+    def results(self, stamp: str) -> RolloutResults:
+        from legival_core.metrics import rollout_partials as rp
+
+        return RolloutResults(
+            transfer_curves=rp.transfer_curve_finalize(self.curves, stamp=stamp),
+            coverage={p: rp.coverage_finalize(c) for p, c in self.coverage.items()},
+            first_measured=rp.concat_per_trace(self.first),
+            concentration=rp.concat_per_trace(self.concentration),
+            leaks=rp.leak_finalize(self.leaks) if self.leaks is not None else None,
+        )
+
+
+@dataclass
+class ChunkResult:
+    """What :func:`metrics_chunk` gives for one bucket: its rows of ``trace_efficiency`` and
+    ``trace_transfer`` (None without rollouts), and the partials merged across buckets: the
+    teacher table's, the stored board resamples' and those of the rollouts' page results
+    (None without rollouts)."""
+
+    efficiency: pd.DataFrame
+    transfer: pd.DataFrame | None
+    partials: TeacherPartials
+    board: BoardPartials
+    rollouts: RolloutPartials | None
+
+
+def rollouts_as_pages(rollouts: pd.DataFrame) -> pd.DataFrame:
+    """Rollouts read by the stage as the app's pages load them (:func:`_read_rollouts_as_pages`:
+    the transfer columns, ids as categoricals, ``k``/``m`` as int32), so a page result merged
+    from the buckets is computed from what a page would compute it from."""
+    from legival_core.metrics.transfer import ROLLOUT_CATEGORIES, ROLLOUT_COLUMNS
+    from legival_core.store.frames import arrow_to_frame
+
+    columns = list(ROLLOUT_COLUMNS)
+    arrow = pa.Table.from_pandas(rollouts[columns], preserve_index=False)
+    typed = {c: pa.int32() if c in ("k", "m") else arrow.schema.field(c).type for c in columns}
+    return arrow_to_frame(arrow.cast(pa.schema(typed)), ROLLOUT_CATEGORIES)
+
+
+def metrics_chunk(inputs: dict[str, pd.DataFrame], settings: ChunkSettings) -> ChunkResult:
+    """One chunk's :class:`ChunkResult` from its rows of each input (``traces``, ``counts``,
+    ``grades``, ``similarity``, ``judgments``, ``rollouts``, ``leaks``). A pure function of its
+    inputs: the same in this process or on a Ray worker."""
     from legival_core.metrics.teacher_partials import teacher_partials
+    from legival_core.rankings.board_partials import board_partials
 
     efficiency = efficiency_from_counts(
         inputs["traces"],
@@ -353,17 +452,150 @@ def metrics_chunk(
     if len(inputs["rollouts"]):
         leaks = inputs["leaks"].reset_index(drop=True)
         transfer = transfer_table(inputs["rollouts"], settings.profile, settings.grid, leaks)
-    return efficiency, transfer, teacher_partials(efficiency, transfer)
+    rollouts = None
+    if len(inputs["rollouts"]):
+        pages = rollouts_as_pages(inputs["rollouts"])
+        rollouts = RolloutPartials.of_chunk(pages, transfer, settings.curve_seed)
+    return ChunkResult(
+        efficiency,
+        transfer,
+        teacher_partials(efficiency, transfer),
+        board_partials(efficiency, transfer, settings.board_boot, settings.board_seed),
+        rollouts,
+    )
+
+
+#: Bytes one row of each per-row input takes while its bucket is computed: the frame as read
+#: (:data:`BUCKET_COLUMNS`) and what :func:`metrics_chunk` makes from it, measured as the
+#: stage's peak resident memory per bucket row on the scale bench's 100k-trace store, rounded
+#: up (``python bench/bucket_reads.py --bytes-per-row``; docs/benchmarks.md, "Reading a bucket
+#: at a time").
+BUCKET_BYTES_PER_ROW = {"similarity": 110, "judgments": 780, "rollouts": 530}
+#: The unit of ``--memory-gb`` and ``[metrics] memory_gb``.
+GB = 10**9
+
+
+def budget_chunks(rows: dict[str, int], memory_gb: float, in_flight: int = 1) -> int:
+    """The fewest buckets whose per-row inputs stay under ``memory_gb`` on average:
+    ``ceil(in_flight * sum(rows[t] * BUCKET_BYTES_PER_ROW[t]) / (memory_gb * GB))`` (at least
+    1), where ``rows`` are the tables' stored row counts (the manifest's) and ``in_flight`` the
+    buckets held at once (1 in this process; with Ray the driver holds the ones in flight).
+
+    >>> budget_chunks({"similarity": 0, "judgments": 0, "rollouts": 10**7}, 1.0)
+    6
+    """
+    if not (memory_gb > 0 and math.isfinite(memory_gb)):
+        raise ValueError(f"a memory budget must be a positive number of GB, got {memory_gb}")
+    need = in_flight * sum(rows.get(t, 0) * b for t, b in BUCKET_BYTES_PER_ROW.items())
+    return max(1, math.ceil(need / (memory_gb * GB)))
+
+
+def metrics_chunks(store: Store, cfg: Any, options: dict[str, Any]) -> int:
+    """The stage's bucket count: ``--chunks`` (else ``[metrics] chunks``), raised to
+    :func:`budget_chunks` of the store's row counts when a budget is given (``--memory-gb``,
+    else ``[metrics] memory_gb``); never fewer than the chunks asked for."""
+    from precompute.chunk_runner import RAY_IN_FLIGHT
+
+    given = options.get("chunks")
+    chunks = cfg.chunks if given is None else int(given)
+    if chunks < 1:
+        raise StageError(f"stage 'metrics': --chunks must be at least 1, got {chunks}")
+    budget = options.get("memory_gb")
+    budget = cfg.memory_gb if budget is None else float(budget)
+    if budget is None:
+        return int(chunks)
+    if not (budget > 0 and math.isfinite(budget)):
+        raise StageError(
+            f"stage 'metrics': --memory-gb must be a positive number of GB, got {budget}"
+        )
+    tables = store.manifest.get("tables") or {}
+    rows = {t: int((tables.get(t) or {}).get("rows", 0)) for t in BUCKET_BYTES_PER_ROW}
+    in_flight = RAY_IN_FLIGHT if options.get("engine") == "ray" else 1
+    return max(int(chunks), budget_chunks(rows, budget, in_flight))
+
+
+def positive_gb(text: str) -> float:
+    """``--memory-gb``'s value: a finite number above 0 (else a usage error naming it)."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of GB, got {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be a positive number of GB, got {text!r}")
+    return value
+
+
+def _trace_ids_in(store: Store, table: str, filters: dict[str, Any] | None = None) -> list[str]:
+    """The distinct trace ids of ``table``'s rows (none when it is absent), streamed
+    (:meth:`legival_core.store.store.Store.key_values`): a million ids, not 37M rows."""
+    if not store.has(table):
+        return []
+    return [str(t) for t in store.key_values(table, "trace_id", filters).to_pylist()]
+
+
+#: The per-row inputs :func:`compute_in_chunks` reads one bucket at a time, and their columns.
+BUCKET_COLUMNS: dict[str, tuple[str, ...]] = {
+    "similarity": ("trace_id", "step", "max_similarity"),
+    "judgments": ("trace_id", "labeler", "steps", "valid"),
+    "rollouts": (
+        "trace_id", "problem_id", "dataset", "teacher", "student", "k", "sample", "m", "correct",
+        "forced", "status",
+    ),
+}  # fmt: skip
+
+#: Reads one bucket's rows of a per-row input: (table, the bucket's trace ids) -> its rows.
+BucketReader = Callable[[str, Sequence[str]], pd.DataFrame]
+
+
+def store_bucket_reader(store: Store, labeler: str) -> BucketReader:
+    """A :data:`BucketReader` on ``store``: a keyed read (``filters={"trace_id": ids}``) of the
+    columns :data:`BUCKET_COLUMNS` names, so the store's guarantees hold (the latest part wins
+    per key, only the parts the manifest lists, an unreadable part a :class:`StoreError`
+    naming it) and what is held is the bucket's rows plus one record batch being decoded.
+    Only ``labeler``'s judgments are read (the others give no backtracking share)."""
+    present = {name: store.has(name) for name in BUCKET_COLUMNS}
+
+    def read(table: str, trace_ids: Sequence[str]) -> pd.DataFrame:
+        columns = list(BUCKET_COLUMNS[table])
+        if not present[table]:
+            return read_or_empty(store, table, columns)
+        filters: dict[str, Any] = {"trace_id": list(trace_ids)}
+        if table == "judgments":
+            filters["labeler"] = labeler
+        return store.read(table, columns, filters)
+
+    return read
+
+
+def _bucket_inputs(
+    per_trace: dict[str, pd.DataFrame],
+    bucket_of_trace: pd.Series,
+    read_rows: BucketReader,
+) -> Iterator[dict[str, pd.DataFrame]]:
+    """Each bucket's inputs in bucket order, read when asked for: the per-trace frames split in
+    memory (small), the per-row inputs read from the store by the bucket's trace ids."""
+    split: dict[str, dict[int, pd.DataFrame]] = {}
+    for name, frame in per_trace.items():
+        keys = frame["trace_id"].astype(str).map(bucket_of_trace).to_numpy()
+        split[name] = (
+            {int(b): rows for b, rows in frame.groupby(keys, sort=False)} if len(frame) else {}
+        )
+    for bucket in sorted(split["traces"]):
+        item = {n: split[n].pop(bucket, f.iloc[:0]) for n, f in per_trace.items()}
+        ids = item["traces"]["trace_id"].astype(str).tolist()
+        for table in BUCKET_COLUMNS:
+            item[table] = read_rows(table, ids)
+        yield item
 
 
 def compute_in_chunks(
     traces: pd.DataFrame,
     counts: pd.DataFrame,
     grades: pd.DataFrame,
-    similarity: pd.DataFrame,
-    judgments: pd.DataFrame,
-    rollouts: pd.DataFrame,
     leaks: pd.DataFrame,
+    read_rows: BucketReader,
     *,
     chunks: int,
     settings: ChunkSettings,
@@ -377,49 +609,90 @@ def compute_in_chunks(
     each chunk's rows are handed to ``write`` as they come back and the teacher partials of
     every chunk merged (:mod:`legival_core.metrics.teacher_partials`).
 
+    The per-trace frames (``traces``, ``counts``, ``grades``, ``leaks``) are given whole; the
+    per-row inputs (``similarity``, ``judgments``, ``rollouts``: 19M and 37M rows at a million
+    traces) are read one bucket at a time by ``read_rows`` (:func:`store_bucket_reader`), so
+    the stage holds one bucket's rows of them (with Ray, the buckets in flight:
+    :data:`precompute.chunk_runner.RAY_IN_FLIGHT`), never a whole table.
+
     Every per-trace quantity depends on its own trace's rows only, and the normalised lengths on
     the problem's traces, which share a chunk: the tables are the same for any ``chunks`` and
     any engine."""
     from legival_core.metrics.teacher_partials import TeacherPartials, merge_teacher_partials
+    from legival_core.rankings.board_partials import merge_board_partials
     from precompute.chunk_runner import RUNNERS
 
     trace_bucket = problem_buckets(traces["problem_id"], chunks)
     bucket_of_trace = pd.Series(trace_bucket, index=traces["trace_id"].astype(str).to_numpy())
-    frames = {
-        "traces": traces,
-        "counts": counts,
-        "grades": grades,
-        "similarity": similarity,
-        "judgments": judgments,
-        "rollouts": rollouts,
-        "leaks": leaks,
-    }
-    split: dict[str, dict[int, pd.DataFrame]] = {}
-    for name, frame in frames.items():
-        keys = frame["trace_id"].astype(str).map(bucket_of_trace).to_numpy()
-        split[name] = (
-            {int(b): rows for b, rows in frame.groupby(keys, sort=False)} if len(frame) else {}
-        )
-    buckets = sorted(split["traces"])
-    items = [
-        {name: split[name].get(b, frame.iloc[:0]) for name, frame in frames.items()}
-        for b in buckets
-    ]
-    del split
+    per_trace = {"traces": traces, "counts": counts, "grades": grades, "leaks": leaks}
+    items = _bucket_inputs(per_trace, bucket_of_trace, read_rows)
     merged = TeacherPartials()
+    board: BoardPartials | None = None
+    rollouts: RolloutPartials | None = None
     kept: list[pd.DataFrame] = []
     transfer_rows = 0
     runner = RUNNERS[engine]
-    for efficiency, transfer, partials in runner(metrics_chunk, items, settings, address=address):
-        write("trace_efficiency", efficiency)
-        kept.append(efficiency)
-        if transfer is not None and len(transfer):
-            write("trace_transfer", transfer)
-            transfer_rows += len(transfer)
-        merged = merge_teacher_partials(merged, partials)
+    for chunk in runner(metrics_chunk, items, settings, address=address):
+        write("trace_efficiency", chunk.efficiency)
+        kept.append(chunk.efficiency)
+        if chunk.transfer is not None and len(chunk.transfer):
+            write("trace_transfer", chunk.transfer)
+            transfer_rows += len(chunk.transfer)
+        # merged as they come: the driver holds one running sum, not every chunk's
+        merged = merge_teacher_partials(merged, chunk.partials)
+        board = chunk.board if board is None else merge_board_partials([board, chunk.board])
+        if chunk.rollouts is not None:
+            rollouts = chunk.rollouts if rollouts is None else rollouts.merge(chunk.rollouts)
     if not kept:  # no trace: the table's columns, no row
-        kept.append(metrics_chunk({n: f.iloc[:0] for n, f in frames.items()}, settings)[0])
-    return ChunkedTables(pd.concat(kept, ignore_index=True), transfer_rows, merged)
+        empty = {n: f.iloc[:0] for n, f in per_trace.items()}
+        empty.update({t: read_rows(t, []) for t in BUCKET_COLUMNS})
+        kept.append(metrics_chunk(empty, settings).efficiency)
+    efficiency = pd.concat(kept, ignore_index=True)
+    return ChunkedTables(efficiency, transfer_rows, merged, board, rollouts)
+
+
+@dataclass
+class RolloutResults:
+    """What the metrics stage derives from the whole ``rollouts`` table, merged chunk by chunk
+    (:func:`rollout_results_in_chunks`): the ``transfer_curves`` rows and the transfer /
+    attribution page results of :func:`page_results_table` (``coverage`` by profile;
+    ``leaks`` None without a ``trace_transfer`` carrying the leak columns)."""
+
+    transfer_curves: pd.DataFrame
+    coverage: dict[str, pd.DataFrame]
+    first_measured: pd.DataFrame
+    concentration: pd.DataFrame
+    leaks: pd.DataFrame | None
+
+
+def rollout_results_in_chunks(
+    chunks_of_rollouts: Iterable[pd.DataFrame],
+    *,
+    stamp: str,
+    seed: int,
+    trace_transfer: pd.DataFrame | None = None,
+) -> RolloutResults:
+    """:class:`RolloutResults` from chunks of rollouts, each holding every row of its traces
+    (a hash bucket of problem ids, :func:`problem_buckets`), one chunk in memory at a time.
+
+    Equal (tables within 1e-12) to the whole-table calls: :func:`transfer_curves_table`
+    ``(rollouts, stamp, seed)``, and, as :func:`page_results_table` computes them,
+    ``observed_coverage(rollouts, profile)`` for each profile, ``first_measured_positions``,
+    ``trace_concentration`` and ``selection_leak_summary(trace_transfer, rollouts)``
+    (:mod:`legival_core.metrics.rollout_partials`). ``trace_transfer``'s rows are handed to the
+    chunk of their trace."""
+    merged: RolloutPartials | None = None
+    for chunk in chunks_of_rollouts:
+        if chunk.empty and merged is not None:  # an empty bucket adds nothing
+            continue
+        mine = None
+        if trace_transfer is not None:
+            mine = trace_transfer[trace_transfer["trace_id"].isin(set(chunk["trace_id"]))]
+        part = RolloutPartials.of_chunk(chunk, mine, seed)
+        merged = part if merged is None else merged.merge(part)
+    if merged is None:
+        raise ValueError("rollout_results_in_chunks: no chunk of rollouts")
+    return merged.results(stamp)
 
 
 _DECOMPOSITION_TERMS = (
@@ -546,12 +819,12 @@ def redundancy_results(
     published τ grid plus the τ the page reads from ``manifest``, as a ``page_results`` entry;
     none without similarities."""
     from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
+    from legival_core.metrics.page_results import RedundancySelection
     from legival_core.metrics.redundancy_sweep_view import (
         recorded_threshold,
         sweep_thresholds,
         teacher_redundancy_sweep,
     )
-    from legival_core.store.page_results import RedundancySelection
 
     if not (store.has("similarity") and store.has("traces")):
         return []
@@ -572,9 +845,9 @@ def monitor_legibility_result(
     (:func:`legival_core.oversight.oversight.monitor_legibility_correlation`) from the detection
     ``scores`` of ``n_boot`` resamples, reference teachers left out, as a ``page_results``
     entry."""
+    from legival_core.metrics.page_results import MonitorSelection
     from legival_core.oversight import oversight
     from legival_core.published.references import keep_teachers, store_reference_teachers
-    from legival_core.store.page_results import MonitorSelection
 
     teachers = keep_teachers(store.read("teacher_metrics"), store_reference_teachers(store))
     table = oversight.monitor_legibility_correlation(scores, teachers)
@@ -608,9 +881,9 @@ def workload_audit_results(
     ``efficiency`` (``trace_efficiency``), a trace without a stored token count counted from
     ``trace_counts`` (:func:`default_counts`); no text is read."""
     from legival_core.metrics.decomposition import decomposition_instances
+    from legival_core.metrics.page_results import DecompositionSelection
     from legival_core.metrics.workload import pool_audits
     from legival_core.published.references import keep_teachers, store_reference_teachers
-    from legival_core.store.page_results import DecompositionSelection
 
     columns = ["trace_id", "problem_id", "dataset", "teacher", "sample", "tokens", "truncated"]
     sigma = None
@@ -642,8 +915,8 @@ def robustness_results(
     of the store under its default ``settings`` for each of ``n_boots`` (the leaderboard's
     marker uses 0, the Robustness page the configured resamples), as ``page_results`` entries,
     one per frame of the report."""
+    from legival_core.metrics.page_results import RobustnessSelection
     from legival_core.rankings import robustness_choices as choices
-    from legival_core.store.page_results import RobustnessSelection
 
     tables = choices.load_tables(store)
     if tables.trace_efficiency.empty:
@@ -661,9 +934,14 @@ def robustness_results(
 
 
 def page_results_table(
-    store: Store, manifest: dict[str, Any], future: dict[str, Any] | None = None
+    store: Store,
+    manifest: dict[str, Any],
+    future: dict[str, Any] | None = None,
+    *,
+    board: BoardPartials | None = None,
+    rollout_results: RolloutResults | None = None,
 ) -> pa.Table | None:
-    """Rows of ``page_results`` (:mod:`legival_core.store.page_results`): what the slow pages
+    """Rows of ``page_results`` (:mod:`legival_core.metrics.page_results`): what the slow pages
     compute on load for their default selection, from the store's tables as they are now,
     each stamped with the state of its inputs in ``manifest``.
 
@@ -694,21 +972,25 @@ def page_results_table(
 
     The last two are left out without ``future``.
 
+    With ``board`` and ``rollout_results`` (what :func:`compute_in_chunks` merged from the
+    buckets this run), the board and Pareto resamples and the rollouts' results come from them
+    instead of from ``trace_efficiency``, ``trace_transfer`` and the whole ``rollouts`` read
+    again: the same numbers (``tests/test_metrics_buckets.py``).
+
     None when the store holds none of their inputs.
     """
-    from legival_core.oversight import oversight, selections
-    from legival_core.published.references import store_reference_teachers
-    from legival_core.rankings.rank_intervals import resamples_frame, stored_board_resamples
-    from legival_core.rankings.robustness_choices import Settings
-    from legival_core.rankings.selection import Selection
-    from legival_core.store.app_config import RANK_RESAMPLES, RESAMPLE_SEED
-    from legival_core.store.page_results import (
+    from legival_core.metrics.page_results import (
         MonitorSelection,
         RewardSelection,
         TransferSelection,
         WholeStore,
         page_results_rows,
     )
+    from legival_core.oversight import oversight, selections
+    from legival_core.published.references import store_reference_teachers
+    from legival_core.rankings.rank_intervals import resamples_frame, stored_board_resamples
+    from legival_core.rankings.robustness_choices import Settings
+    from legival_core.rankings.selection import RANK_RESAMPLES, RESAMPLE_SEED, Selection
 
     results: list[tuple[str, ResultKey, pd.DataFrame]] = []
     transfer = store.read("trace_transfer") if store.has("trace_transfer") else None
@@ -716,15 +998,23 @@ def page_results_table(
     if (efficiency is not None and len(efficiency)) or (transfer is not None and len(transfer)):
         references = store_reference_teachers(store)
         default = Selection()  # the leaderboard's and the Pareto page's first view
-        drawn = stored_board_resamples(
-            efficiency, transfer, default.n_boot, default.seed, outside=references
-        )
+        if board is not None and (board.n_boot, board.seed) == (default.n_boot, default.seed):
+            from legival_core.rankings.board_partials import finalize_board
+
+            drawn = finalize_board(board, outside=references)
+        else:
+            drawn = stored_board_resamples(
+                efficiency, transfer, default.n_boot, default.seed, outside=references
+            )
         results.append(("board_resamples", default, resamples_frame(drawn)))
         if store.has("teacher_metrics"):
             results.append(board_intervals(store, drawn, references))
-        drawn = stored_board_resamples(
-            efficiency, transfer, default.n_boot, default.seed, references
-        )
+        if board is not None and (board.n_boot, board.seed) == (default.n_boot, default.seed):
+            drawn = finalize_board(board, references)
+        else:
+            drawn = stored_board_resamples(
+                efficiency, transfer, default.n_boot, default.seed, references
+            )
         results.append(("pareto_resamples", default, resamples_frame(drawn)))
     if store.has("monitor_verdicts"):
         verdicts = store.read("monitor_verdicts")
@@ -762,17 +1052,28 @@ def page_results_table(
             observed_coverage,
         )
 
-        rollouts = _read_rollouts_as_pages(store)
-        if transfer is not None and {"leak_k", "fotu_before_leak"} <= set(transfer.columns):
-            leaks = selection_leak_summary(transfer, rollouts)
+        with_leaks = transfer is not None and {"leak_k", "fotu_before_leak"} <= set(
+            transfer.columns
+        )
+        leaks: pd.DataFrame | None
+        if rollout_results is not None:
+            # merged from the buckets this run read: the rollouts are not read whole again
+            leaks, coverage = rollout_results.leaks, rollout_results.coverage
+            first, concentration = rollout_results.first_measured, rollout_results.concentration
+        else:
+            rollouts = _read_rollouts_as_pages(store)
+            leaks = selection_leak_summary(transfer, rollouts) if with_leaks else None
+            coverage = {p: observed_coverage(rollouts, p) for p in PROFILES}
+            first = first_measured_positions(rollouts)
+            concentration = trace_concentration(rollouts)
+            del rollouts
+        if with_leaks and leaks is not None:
             results.append(("transfer_leaks", TransferSelection(), leaks))
         for profile in PROFILES:
-            covered = observed_coverage(rollouts, profile)
-            results.append(("transfer_coverage", TransferSelection(profile=profile), covered))
-        first = first_measured_positions(rollouts)
+            covered = TransferSelection(profile=profile)
+            results.append(("transfer_coverage", covered, coverage[profile]))
         results.append(("transfer_first_measured", TransferSelection(), first))
-        results.append(("attribution_traces", WholeStore(), trace_concentration(rollouts)))
-        del rollouts
+        results.append(("attribution_traces", WholeStore(), concentration))
     if store.has("decomposition") and store.has("traces") and store.has("grades"):
         results += workload_audit_results(store, efficiency)
     if store.has("trace_efficiency") and store.has("steps"):
@@ -939,6 +1240,15 @@ METRICS_ROLLOUT_COLUMNS = (
             "chunks",
             {"type": int, "help": "buckets of problems (default: [metrics] chunks, 16)"},
         ),
+        StageOption(
+            "--memory-gb",
+            "memory_gb",
+            {
+                "type": positive_gb,
+                "help": "memory budget for one bucket's rows: more buckets when the store "
+                "needs them (default: [metrics] memory_gb, none)",
+            },
+        ),
     ),
 )
 def run_metrics(ctx: StageContext) -> StageResult:
@@ -956,24 +1266,24 @@ def run_metrics(ctx: StageContext) -> StageResult:
         raise StageError("stage 'metrics' needs rows in table 'traces', which is empty")
     grades = read_or_empty(store, "grades", ["trace_id", "correct"])
     counts = read_or_empty(store, "trace_counts", list(COUNT_COLUMNS))
-    similarity = read_or_empty(store, "similarity", ["trace_id", "step", "max_similarity"])
-    judgments = read_or_empty(store, "judgments", ["trace_id", "labeler", "steps", "valid"])
     from legival_core.grading.grader import GRADER_VERSION
     from legival_core.metrics.transfer_curves import rollouts_stamp
     from precompute.stages.leaks import stale_leaks
     from precompute.stages.segment import count_encodings
 
     stamp = rollouts_stamp(started)
-    rollouts = read_or_empty(store, "rollouts", list(METRICS_ROLLOUT_COLUMNS))
-    problems = read_or_empty(store, "problems", ["problem_id", "workload"])
     labeler = primary_labeler(ctx)
+    # The per-row inputs are read a bucket at a time below; here only which traces have any of
+    # their rows (distinct trace ids, streamed a record batch at a time), for the checks.
+    with_rollout_rows = _trace_ids_in(store, "rollouts")
+    similarity = pd.DataFrame({"trace_id": _trace_ids_in(store, "similarity")})
+    judged = _trace_ids_in(store, "judgments", {"labeler": labeler})
+    judgments = pd.DataFrame({"trace_id": judged, "labeler": labeler})
+    problems = read_or_empty(store, "problems", ["problem_id", "workload"])
     gold = read_or_empty(store, "problems", ["problem_id", "gold", "meta"])
     leaks = read_or_empty(store, "answer_leaks", ["trace_id", "leak_k", "gold", "grader_version"])
-    with_rollouts = (
-        traces[traces["trace_id"].isin(set(rollouts["trace_id"]))]
-        if len(rollouts)
-        else traces.iloc[:0]
-    )
+    with_rollouts = traces[traces["trace_id"].isin(set(with_rollout_rows))]
+    has_rollouts = len(with_rollout_rows) > 0
     golds = {str(p): {"gold": g} for p, g in zip(gold["problem_id"], gold["gold"], strict=True)}
     unchecked = stale_leaks(with_rollouts, leaks, golds, GRADER_VERSION)
     encodings = count_encodings(cfg.encoding)
@@ -993,22 +1303,19 @@ def run_metrics(ctx: StageContext) -> StageResult:
         labeler,
         store,
     )
+    del similarity, judgments, with_rollout_rows
 
     leaks = leaks[leaks["trace_id"].isin(set(with_rollouts["trace_id"]))]
     leaks = leaks[["trace_id", "leak_k"]].reset_index(drop=True)
     leaks["leak_k"] = leaks["leak_k"].astype("Int64")
-    given = options.get("chunks")
-    chunks = cfg.chunks if given is None else int(given)
-    if chunks < 1:
-        raise StageError(f"stage 'metrics': --chunks must be at least 1, got {chunks}")
+    chunks = metrics_chunks(store, cfg, options)
+    result.notes.append(f"{chunks} chunks")
     chunked = compute_in_chunks(
         traces,
         counts[counts["encoding"] == cfg.encoding],
         grades,
-        similarity,
-        judgments,
-        rollouts,
         leaks,
+        store_bucket_reader(store, labeler),
         chunks=chunks,
         settings=ChunkSettings(cfg.threshold, labeler, cfg.profile, cfg.grid),
         write=lambda name, frame: store.write(name, frame, stage="metrics"),
@@ -1024,9 +1331,11 @@ def run_metrics(ctx: StageContext) -> StageResult:
             store.merge(name)
             result.written[name] = rows
     tables: dict[str, pd.DataFrame] = {}
-    leaks_found = int(leaks["leak_k"].notna().sum()) if len(rollouts) else 0
-    if len(rollouts):
-        tables["transfer_curves"] = transfer_curves_table(rollouts, stamp, 0)
+    leaks_found = int(leaks["leak_k"].notna().sum()) if has_rollouts else 0
+    # The transfer curves and the rollouts' page results, merged from the buckets' partials.
+    rollout_results = chunked.rollouts.results(stamp) if chunked.rollouts is not None else None
+    if rollout_results is not None:
+        tables["transfer_curves"] = rollout_results.transfer_curves
     if cfg.profile == "paper":
         # the teacher table from the chunks' merged partials (the registry's aggregates)
         from legival_core.metrics.teacher_partials import teacher_rows
@@ -1034,10 +1343,12 @@ def run_metrics(ctx: StageContext) -> StageResult:
         tables["teacher_metrics"] = teacher_rows(chunked.partials).assign(hf_id=None)
     else:
         # the release profile pools FOTU and normalises SOTU as the authors' scripts do: whole
+        rollouts = read_or_empty(store, "rollouts", list(METRICS_ROLLOUT_COLUMNS))
         transfer = store.read("trace_transfer") if chunked.transfer_rows else None
         tables["teacher_metrics"] = teacher_table(
             efficiency, rollouts, cfg.profile, cfg.grid, ctx.config.seed, transfer
         )
+        del rollouts, transfer
     if len(grades):
         from legival_core.metrics.decomposition import decomposition_instances
         from legival_core.published.references import reference_teachers
@@ -1065,7 +1376,8 @@ def run_metrics(ctx: StageContext) -> StageResult:
     # The page results read what they need from the store again: let the inputs go first (at
     # a million traces they held ~10 GB, and holding them beside the rollouts read again
     # below crossed 17 GB; bench/scale_bench.py).
-    del traces, grades, counts, similarity, judgments, rollouts, efficiency, tables, frame, chunked
+    board = chunked.board
+    del traces, grades, counts, efficiency, tables, frame, chunked
     gc.collect()
     # The pages' default results, from the tables just written. Each is stamped with its
     # inputs' state: the tables this stage wrote as they are now, the others as they were
@@ -1090,7 +1402,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
         **now,
         "provenance": [*(now.get("provenance") or []), {"stage": "metrics", **provenance}],
     }
-    pages = page_results_table(store, state, future)
+    pages = page_results_table(store, state, future, board=board, rollout_results=rollout_results)
     if pages is not None:
         store.write("page_results", pages, stage="metrics")
         store.merge("page_results")

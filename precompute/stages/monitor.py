@@ -38,7 +38,7 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pandas as pd
@@ -53,11 +53,14 @@ from precompute.stages.base import (
     register_stage,
 )
 from precompute.stages.common import (
+    cell_text,
     chunks,
     numbered_steps,
+    option_values,
     problem_rows,
     read_or_empty,
     require_rows,
+    require_whole_numbers,
     task_of,
 )
 
@@ -139,11 +142,7 @@ class MonitorOptions:
         """Build from a dict (CLI arguments or a config table), naming a bad key or value."""
         from legival_core.oversight.sabotage import INJECTORS
 
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise StageError(f"{source}: unknown option(s) {unknown}; known: {sorted(known)}")
-        clean = {k: v for k, v in values.items() if v is not None}
+        clean = option_values(cls, values, source)
         if isinstance(clean.get("kinds"), str):
             clean["kinds"] = tuple(k.strip() for k in clean["kinds"].split(",") if k.strip())
         if "kinds" in clean:
@@ -154,10 +153,7 @@ class MonitorOptions:
                     f"{source}: kinds: unknown sabotage kind(s) {bad}; known: {sorted(INJECTORS)}"
                 )
         options = cls(**clean)
-        for key in ("max_tokens", "batch_size", "rewrite_max_tokens"):
-            value = getattr(options, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise StageError(f"{source}: {key} must be a whole number >= 1, got {value!r}")
+        require_whole_numbers(options, ("max_tokens", "batch_size", "rewrite_max_tokens"), source)
         if options.limit is not None and (not isinstance(options.limit, int) or options.limit < 1):
             raise StageError(f"{source}: limit must be a whole number >= 1, got {options.limit!r}")
         if (options.rewrite_engine is None) != (options.rewrite_model is None):
@@ -349,11 +345,6 @@ class _Job:
     answer: str | None
 
 
-def _text(value: Any) -> str:
-    """Model text from a table cell: missing values (None, NaN, pd.NA) become ''."""
-    return value if isinstance(value, str) else ""
-
-
 def _stage_options(ctx: StageContext) -> MonitorOptions:
     return MonitorOptions.from_mapping(ctx.options_of("monitor"), "stage 'monitor'")
 
@@ -426,7 +417,7 @@ def monitor_study(ctx: StageContext, options: MonitorOptions) -> StageResult:
         for kind in options.kinds:
             if (row.trace_id, kind, seed) in done_sab:
                 continue
-            made = sabotage(_text(row.reasoning), spans[row.trace_id], kind, seed)
+            made = sabotage(cell_text(row.reasoning), spans[row.trace_id], kind, seed)
             if made is None:
                 skipped_kinds += 1
                 continue
@@ -463,7 +454,7 @@ def monitor_study(ctx: StageContext, options: MonitorOptions) -> StageResult:
                 row.dataset,
                 row.problem_id,
                 texts[row.trace_id],
-                _text(row.answer_text),
+                cell_text(row.answer_text),
             )
         )
     if options.natural:
@@ -476,7 +467,7 @@ def monitor_study(ctx: StageContext, options: MonitorOptions) -> StageResult:
                     row.dataset,
                     row.problem_id,
                     texts[row.trace_id],
-                    _text(row.answer_text),
+                    cell_text(row.answer_text),
                 )
             )
     if ctx.store.has("sabotaged"):
@@ -498,7 +489,7 @@ def monitor_study(ctx: StageContext, options: MonitorOptions) -> StageResult:
                     original.dataset,
                     original.problem_id,
                     shown,
-                    _text(original.answer_text),
+                    cell_text(original.answer_text),
                 )
             )
     label = options.label

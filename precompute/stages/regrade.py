@@ -17,6 +17,7 @@ rollouts until ``rollout`` runs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +57,10 @@ def _older(version: Any) -> bool:
     help="grade again what an older grader graded (grades and rollouts); list what flipped",
 )
 def run_regrade(ctx: StageContext) -> StageResult:
-    result = StageResult("regrade")
-    problems = problem_rows(ctx.store)
-    flips: list[dict[str, Any]] = []
-    timeout = ctx.config.grade.timeout_s
-    _regrade_traces(ctx, problems, timeout, result, flips)
-    _regrade_rollouts(ctx, problems, timeout, result, flips)
+    run = _Regrade(ctx, problem_rows(ctx.store), ctx.config.grade.timeout_s, StageResult("regrade"))
+    run.traces()
+    run.rollouts()
+    result, flips = run.result, run.flips
     result.provenance = {"grader_version": GRADER_VERSION, "flips": len(flips)}
     if flips:
         path = Path(ctx.store.path) / FLIPS_FILE
@@ -83,105 +82,116 @@ def run_regrade(ctx: StageContext) -> StageResult:
     return result
 
 
-def _regrade_traces(
-    ctx: StageContext,
-    problems: dict[str, dict[str, Any]],
-    timeout: float,
-    result: StageResult,
-    flips: list[dict[str, Any]],
-) -> None:
-    grades = read_or_empty(
-        ctx.store, "grades", ["trace_id", "correct", "answer_kind", "extracted", "grader_version"]
-    )
-    if grades.empty:
-        return
-    stale = grades[grades["grader_version"].map(_older)]
-    result.skipped += len(grades) - len(stale)
-    traces = read_or_empty(
-        ctx.store,
-        "traces",
-        ["trace_id", "problem_id", "answer_text", "raw", "reasoning"],
-    ).set_index("trace_id")
-    todo = [row for row in stale.to_dict("records") if ctx.shard.owns(row["trace_id"])]
-    result.todo += len(todo)
-    bar = ctx.bar(len(todo), "regrade", "trace")
-    with BatchWriter(ctx.store, "grades", "regrade", ctx.config.grade.batch_size) as writer:
-        for before in todo:
-            bar.update(1)
-            trace_id = before["trace_id"]
-            if trace_id not in traces.index:
-                continue
-            trace = traces.loc[trace_id]
-            problem = problems.get(trace["problem_id"])
-            if problem is None or not gold_is_known(problem):
-                continue
-            task = task_of(problem)
-            if before["answer_kind"] == "gold":
-                # A reference graded on its gold: the same answer, graded by this code.
-                from legival_core.grading.grader import TextGrade
+@dataclass
+class _Regrade:
+    """One regrade run over both tables: the problems, the deadline, the stage's counts and the
+    flips found, which each table's pass shares."""
 
-                grade = task.grade(before["extracted"], problem["gold"], timeout_s=timeout)
-                graded = TextGrade(grade, before["extracted"], "gold", "answer_text", None)
-            else:
-                texts = {
-                    c: None if is_missing(trace[c]) else str(trace[c])
-                    for c in ("answer_text", "raw", "reasoning")
-                }
-                graded = task.grade_text(texts, problem["gold"], timeout_s=timeout, problem=problem)
-            row = {"trace_id": trace_id, **grade_row(graded)}
-            writer.add(row)
-            if bool(before["correct"]) != bool(graded.grade.correct):
-                flips.append(_flip("grades", trace_id, None, None, before["correct"], graded))
-    bar.close()
-    result.written["grades"] = writer.written
+    ctx: StageContext
+    problems: dict[str, dict[str, Any]]
+    timeout: float
+    result: StageResult
+    flips: list[dict[str, Any]] = field(default_factory=list)
 
+    def _todo(self, rows: pd.DataFrame, unit: str) -> tuple[list[dict[str, Any]], Any]:
+        """The rows an older grader made that this shard owns (the others count as skipped),
+        and a progress bar over them."""
+        stale = rows[rows["grader_version"].map(_older)]
+        self.result.skipped += len(rows) - len(stale)
+        todo = [row for row in stale.to_dict("records") if self.ctx.shard.owns(row["trace_id"])]
+        self.result.todo += len(todo)
+        return todo, self.ctx.bar(len(todo), "regrade", unit)
 
-def _regrade_rollouts(
-    ctx: StageContext,
-    problems: dict[str, dict[str, Any]],
-    timeout: float,
-    result: StageResult,
-    flips: list[dict[str, Any]],
-) -> None:
-    if not ctx.store.has("rollouts"):
-        return
-    rollouts = ctx.store.read("rollouts")
-    stale = rollouts[rollouts["grader_version"].map(_older)]
-    result.skipped += len(rollouts) - len(stale)
-    todo = [row for row in stale.to_dict("records") if ctx.shard.owns(row["trace_id"])]
-    result.todo += len(todo)
-    bar = ctx.bar(len(todo), "regrade", "rollout")
-    with BatchWriter(ctx.store, "rollouts", "regrade", 256) as writer:
-        for before in todo:
-            bar.update(1)
-            problem = problems.get(before["problem_id"])
-            if problem is None or not gold_is_known(problem):
-                continue
-            completion = "" if is_missing(before["completion"]) else str(before["completion"])
-            graded = task_of(problem).grade_text(
-                {"completion": completion}, problem["gold"], timeout_s=timeout, problem=problem
-            )
-            row = dict(before)
-            row.update(
-                extracted=graded.answer,
-                correct=float(graded.grade.score),
-                status=graded.grade.status,
-                **grading_stamp(),
-            )
-            writer.add(row)
-            if float(before["correct"]) != float(graded.grade.score):
-                flips.append(
-                    _flip(
-                        "rollouts",
-                        before["trace_id"],
-                        before["student"],
-                        before["k"],
-                        before["correct"],
-                        graded,
+    def traces(self) -> None:
+        """Grade each stale teacher-trace grade again, as the grade stage grades it."""
+        ctx, timeout = self.ctx, self.timeout
+        grades = read_or_empty(
+            ctx.store,
+            "grades",
+            ["trace_id", "correct", "answer_kind", "extracted", "grader_version"],
+        )
+        if grades.empty:
+            return
+        traces = read_or_empty(
+            ctx.store,
+            "traces",
+            ["trace_id", "problem_id", "answer_text", "raw", "reasoning"],
+        ).set_index("trace_id")
+        todo, bar = self._todo(grades, "trace")
+        with BatchWriter(ctx.store, "grades", "regrade", ctx.config.grade.batch_size) as writer:
+            for before in todo:
+                bar.update(1)
+                trace_id = before["trace_id"]
+                if trace_id not in traces.index:
+                    continue
+                trace = traces.loc[trace_id]
+                problem = self.problems.get(trace["problem_id"])
+                if problem is None or not gold_is_known(problem):
+                    continue
+                task = task_of(problem)
+                if before["answer_kind"] == "gold":
+                    # A reference graded on its gold: the same answer, graded by this code.
+                    from legival_core.grading.grader import TextGrade
+
+                    grade = task.grade(before["extracted"], problem["gold"], timeout_s=timeout)
+                    graded = TextGrade(grade, before["extracted"], "gold", "answer_text", None)
+                else:
+                    texts = {
+                        c: None if is_missing(trace[c]) else str(trace[c])
+                        for c in ("answer_text", "raw", "reasoning")
+                    }
+                    graded = task.grade_text(
+                        texts, problem["gold"], timeout_s=timeout, problem=problem
                     )
+                row = {"trace_id": trace_id, **grade_row(graded)}
+                writer.add(row)
+                if bool(before["correct"]) != bool(graded.grade.correct):
+                    self.flips.append(
+                        _flip("grades", trace_id, None, None, before["correct"], graded)
+                    )
+        bar.close()
+        self.result.written["grades"] = writer.written
+
+    def rollouts(self) -> None:
+        """Grade each stale rollout's completion again, as the rollout stage grades it."""
+        ctx = self.ctx
+        if not ctx.store.has("rollouts"):
+            return
+        todo, bar = self._todo(ctx.store.read("rollouts"), "rollout")
+        with BatchWriter(ctx.store, "rollouts", "regrade", 256) as writer:
+            for before in todo:
+                bar.update(1)
+                problem = self.problems.get(before["problem_id"])
+                if problem is None or not gold_is_known(problem):
+                    continue
+                completion = "" if is_missing(before["completion"]) else str(before["completion"])
+                graded = task_of(problem).grade_text(
+                    {"completion": completion},
+                    problem["gold"],
+                    timeout_s=self.timeout,
+                    problem=problem,
                 )
-    bar.close()
-    result.written["rollouts"] = writer.written
+                row = dict(before)
+                row.update(
+                    extracted=graded.answer,
+                    correct=float(graded.grade.score),
+                    status=graded.grade.status,
+                    **grading_stamp(),
+                )
+                writer.add(row)
+                if float(before["correct"]) != float(graded.grade.score):
+                    self.flips.append(
+                        _flip(
+                            "rollouts",
+                            before["trace_id"],
+                            before["student"],
+                            before["k"],
+                            before["correct"],
+                            graded,
+                        )
+                    )
+        bar.close()
+        self.result.written["rollouts"] = writer.written
 
 
 def _flip(

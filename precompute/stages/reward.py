@@ -32,7 +32,7 @@ import json
 import os
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,16 @@ from precompute.stages.base import (
     StageResult,
     register_stage,
 )
-from precompute.stages.common import chunks, problem_rows, read_or_empty, require_rows, task_of
+from precompute.stages.common import (
+    cell_text,
+    chunks,
+    option_values,
+    problem_rows,
+    read_or_empty,
+    require_rows,
+    require_whole_numbers,
+    task_of,
+)
 
 __all__ = [
     "PUBLISHED_REWARD_MODELS",
@@ -109,21 +118,15 @@ class RewardOptions:
         cls, values: Mapping[str, Any], source: str = "reward options"
     ) -> RewardOptions:
         """Build from a dict (CLI arguments or a config table), naming a bad key or value."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise StageError(f"{source}: unknown option(s) {unknown}; known: {sorted(known)}")
-        model = values.get("model")
+        given = option_values(cls, values, source)
+        model = given.get("model")
         if not isinstance(model, str) or not model.strip():
             raise StageError(
                 f"{source}: the reward stage needs a model: python -m precompute reward "
                 "--store DIR --model ID_OR_PATH (e.g. --model skywork-v2, or a local folder)"
             )
-        options = cls(**{k: v for k, v in values.items() if v is not None})
-        for key in ("batch_size", "max_length"):
-            value = getattr(options, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise StageError(f"{source}: {key} must be a whole number >= 1, got {value!r}")
+        options = cls(**given)
+        require_whole_numbers(options, ("batch_size", "max_length"), source)
         return options
 
 
@@ -161,11 +164,6 @@ def response_text(reasoning: str | None, answer_text: str | None) -> str:
     if not answer or reasoning.endswith(answer):
         return reasoning
     return f"{reasoning}\n\n{answer}" if reasoning else answer
-
-
-def _text(value: Any) -> str:
-    """Model text from a table cell: missing values (None, NaN, pd.NA) become ''."""
-    return value if isinstance(value, str) else ""
 
 
 def _truthy(value: str | None) -> bool:
@@ -363,7 +361,7 @@ def score_rewards(ctx: StageContext, options: RewardOptions) -> StageResult:
         pairs.append(
             (
                 task_of(problem).user_prompt(problem),
-                response_text(_text(row.reasoning), _text(row.answer_text)),
+                response_text(cell_text(row.reasoning), cell_text(row.answer_text)),
             )
         )
     scorer = RewardScorer(

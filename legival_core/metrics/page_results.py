@@ -28,11 +28,10 @@ from typing import Any, ClassVar
 import pandas as pd
 import pyarrow as pa
 
-from legival_core.store.app_config import MONITOR_RESAMPLES, RANK_RESAMPLES, RESAMPLE_SEED
-
 __all__ = [
     "INPUTS",
     "KEYS",
+    "MONITOR_RESAMPLES",
     "PAGE_RESULTS_VERSION",
     "DecompositionSelection",
     "MonitorSelection",
@@ -50,6 +49,9 @@ __all__ = [
     "selection_key",
     "stored_frame",
 ]
+
+#: Bootstrap resamples behind the Monitoring page's F1 intervals (its stored default view).
+MONITOR_RESAMPLES = 500
 
 #: Bump when a stored result's definition changes: rows written before become stale.
 PAGE_RESULTS_VERSION = 2
@@ -281,8 +283,8 @@ class RobustnessSelection(ResultKey):
     """
 
     settings: str
-    n_boot: int = RANK_RESAMPLES
-    seed: int = RESAMPLE_SEED
+    n_boot: int
+    seed: int = 0
 
     RESULTS: ClassVar[Mapping[str, tuple[str, ...]]] = {
         f"robustness_{part}": ("n_boot", "seed", "settings")

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from legival_core.rankings.selection import RANK_RESAMPLES, RESAMPLE_SEED
 from legival_core.text.safe_text import markdown_literal
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -35,13 +36,10 @@ BUNDLED_STORES: dict[str, Path] = {
 }
 _NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
-#: How the app shows uncertainty (issue 17): resamples of problems behind every interval and
-#: rank interval, their seed, the trace count under which a leaderboard cell is marked low-n,
-#: and the number of points under which a correlation coefficient is drawn faded.
-RANK_RESAMPLES = 1000
-RESAMPLE_SEED = 0
-#: Bootstrap resamples behind the Monitoring page's F1 intervals.
-MONITOR_RESAMPLES = 500
+#: How the app shows uncertainty (issue 17): the resamples of problems behind every interval
+#: and rank interval and their seed are the default view's (:mod:`legival_core.rankings
+#: .selection`); here the trace count under which a leaderboard cell is marked low-n, and the
+#: number of points under which a correlation coefficient is drawn faded.
 LOW_N_TRACES = 20
 FEW_CORRELATION_POINTS = 8
 

@@ -1,0 +1,205 @@
+"""The leaderboard's paired resamples computed chunk by chunk of problems and merged equal the
+whole computation (legival_core.rankings.board_partials), by hand on a small frame and on the
+demo store; the problem weights are the Poisson weights keyed by (dataset, problem_id)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from legival_core.rankings import board_partials as bp
+from legival_core.rankings import rank_intervals as ri
+from legival_core.stats.poisson_bootstrap import poisson_weights
+
+DEMO = Path(__file__).resolve().parents[1] / "results" / "demo"
+
+
+def bucket(frame: pd.DataFrame, n: int) -> np.ndarray:
+    """A stable bucket per row from its (dataset, problem_id): first 8 bytes of SHA-256, mod n."""
+    keys = zip(frame["dataset"].astype(str), frame["problem_id"].astype(str), strict=True)
+    return np.array(
+        [
+            int.from_bytes(hashlib.sha256(f"{d}\x1f{p}".encode()).digest()[:8], "big") % n
+            for d, p in keys
+        ],
+        dtype=np.int64,
+    )
+
+
+def test_problem_weights_are_poisson_weights_keyed_by_dataset_and_problem() -> None:
+    problems = pd.MultiIndex.from_tuples([("d1", "p"), ("d2", "p"), ("d1", "q")])
+    w = ri.problem_weights(problems, n_boot=6, seed=3)
+    expected = poisson_weights(["d1\x1fp", "d2\x1fp", "d1\x1fq"], 6, seed=3)
+    assert w.dtype == np.float64 and np.array_equal(w, expected.astype(np.float64))
+    # a problem's column does not depend on the other problems: any chunk gets its own alone
+    assert np.array_equal(ri.problem_weights(problems[[2]], 6, seed=3), w[:, [2]])
+
+
+# teacher a covers d1 (problems p, q; students s1, s2) and d2 (problem r); b only d1 (s1)
+HAND = pd.DataFrame(
+    {
+        "trace_id": ["a1", "a1", "a2", "a3", "b1", "b2"],
+        "teacher": ["a", "a", "a", "a", "b", "b"],
+        "dataset": ["d1", "d1", "d1", "d2", "d1", "d1"],
+        "problem_id": ["p", "p", "q", "r", "p", "q"],
+        "student": ["s1", "s2", "s1", "s1", "s1", "s1"],
+        "v": [1.0, 0.0, 1.0, 0.5, 0.0, 1.0],
+    }
+)
+HAND_PROBLEMS = pd.MultiIndex.from_tuples([("d1", "p"), ("d1", "q"), ("d2", "r")])
+# replicate 1: p twice, q never, r once; replicate 2: p never, q once, r three times
+HAND_WEIGHTS = np.array([[2.0, 0.0, 1.0], [0.0, 1.0, 3.0]])
+
+
+def merged_hand(chunks: list[list[str]], order: slice = slice(None)) -> bp.MetricPartial:
+    parts = [
+        bp.metric_partial(HAND[HAND["problem_id"].isin(c)], "v", HAND_PROBLEMS, HAND_WEIGHTS)
+        for c in chunks
+    ][order]
+    merged = parts[0]
+    for part in parts[1:]:
+        merged = bp.merge_metric_partials(merged, part)
+    return merged
+
+
+@pytest.mark.parametrize("chunks", [[["p", "q", "r"]], [["p"], ["q", "r"]], [["r"], ["q"], ["p"]]])
+@pytest.mark.parametrize("order", [slice(None), slice(None, None, -1)])
+def test_hand_frame_chunks_merge_to_the_hand_worked_replicates(
+    chunks: list[list[str]], order: slice
+) -> None:
+    merged = merged_hand(chunks, order)
+    # common support: b has no row on d2, so only d1 counts
+    # data: a's cells (d1, s1) = (1 + 1) / 2 = 1 and (d1, s2) = 0 / 1 = 0 -> a = 0.5;
+    #       b's (d1, s1) = (0 + 1) / 2 = 0.5
+    # replicate 1 (p = 2, q = 0): a (d1, s1) = 2*1 / 2 = 1, (d1, s2) = 2*0 / 2 = 0 -> 0.5;
+    #       b = 2*0 / 2 = 0
+    # replicate 2 (p = 0, q = 1): a (d1, s1) = 1*1 / 1 = 1, (d1, s2) has no weight -> 1;
+    #       b = 1*1 / 1 = 1
+    res = bp.finalize_metric(merged, ["a", "b"])
+    assert res.point.tolist() == [0.5, 0.5]
+    assert res.replicates.tolist() == [[0.5, 0.0], [1.0, 1.0]]
+    assert res.n_traces.tolist() == [2, 2]  # a1, a2 and b1, b2 on d1
+    assert res.n_students.tolist() == [2, 1]
+    # b outside the common support: a's d2 counts for a (cell (d2, s1) = 0.5 at any weight)
+    # data: (0.5 + 0.5) / 2 = 0.5; replicate 1: (0.5 + 0.5) / 2 = 0.5; replicate 2:
+    # (1 + 0.5) / 2 = 0.75; b has d1 only, as above
+    res = bp.finalize_metric(merged, ["a", "b"], outside=["b"])
+    assert res.point.tolist() == [0.5, 0.5]
+    assert res.replicates.tolist() == [[0.5, 0.0], [0.75, 1.0]]
+    assert res.n_traces.tolist() == [3, 2]
+    # the whole-table function on the same weights agrees
+    whole = ri.metric_resamples(HAND, "v", ["a", "b"], HAND_PROBLEMS, HAND_WEIGHTS, outside=["b"])
+    assert whole.replicates.tolist() == res.replicates.tolist()
+    assert whole.n_traces.tolist() == res.n_traces.tolist()
+
+
+def test_hand_hazard_histograms_merge_to_the_hand_worked_entropy() -> None:
+    rows = pd.DataFrame(
+        {
+            "trace_id": ["t1", "t2"],
+            "teacher": "a",
+            "dataset": "d",
+            "problem_id": ["p", "q"],
+            "student": "s",
+            "hazard_bin": [1.0, 2.0],
+        }
+    )
+    problems = pd.MultiIndex.from_tuples([("d", "p"), ("d", "q")])
+    weights = np.array([[2.0, 0.0], [1.0, 3.0]])
+    parts = [
+        bp.metric_partial(rows[i : i + 1], "hazard_bin", problems, weights, "entropy")
+        for i in range(2)
+    ]
+    merged = bp.merge_metric_partials(*parts)
+    # histograms (bins 1, 2): data [1, 1]; replicate 1 [2, 0]; replicate 2 [1, 3]
+    assert merged.sums[:, 0, :2].tolist() == [[1.0, 1.0], [2.0, 0.0], [1.0, 3.0]]
+    res = bp.finalize_metric(merged, ["a"])
+    assert res.point[0] == pytest.approx(math.log(2) / math.log(50), abs=1e-15)
+    assert res.replicates[0, 0] == 0.0
+    h = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
+    assert res.replicates[1, 0] == pytest.approx(h / math.log(50), abs=1e-15)
+
+
+def test_board_on_poisson_weights_by_hand() -> None:
+    # teacher a right on p, wrong on q: accuracy in replicate b = w_p / (w_p + w_q)
+    eff = pd.DataFrame(
+        {"trace_id": ["1", "2"], "teacher": "a", "dataset": "d", "problem_id": ["p", "q"],
+         "correct": [1, 0]}
+    )  # fmt: skip
+    w = poisson_weights(["d\x1fp", "d\x1fq"], 40, seed=5).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        expected = np.where(w.sum(axis=1) > 0, w[:, 0] / w.sum(axis=1), np.nan)
+    parts = [bp.board_partials(eff[i : i + 1], None, 40, 5, ["accuracy"]) for i in range(2)]
+    got = bp.finalize_board(bp.merge_board_partials(parts)).metrics["accuracy"]
+    assert got.point.tolist() == [0.5]
+    assert np.array_equal(got.replicates[:, 0], expected, equal_nan=True)
+    whole = ri.resample_teachers(eff, None, ["accuracy"], n_boot=40, seed=5)
+    assert np.array_equal(whole.metrics["accuracy"].replicates[:, 0], expected, equal_nan=True)
+
+
+def assert_same_board(got: ri.TeacherResamples, want: ri.TeacherResamples) -> None:
+    assert got.teachers == want.teachers and list(got.metrics) == list(want.metrics)
+    assert (got.n_boot, got.seed) == (want.n_boot, want.seed)
+    for metric, w in want.metrics.items():
+        g = got.metrics[metric]
+        assert g.teachers == w.teachers, metric
+        assert np.array_equal(g.n_traces, w.n_traces) and np.array_equal(g.n_students, w.n_students)
+        for a, b in ((g.point, w.point), (g.replicates, w.replicates)):
+            assert np.array_equal(np.isnan(a), np.isnan(b)), metric
+            assert np.nanmax(np.abs(a - b), initial=0.0) <= 1e-12, metric
+
+
+@pytest.fixture(scope="module")
+def demo_tables() -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    from legival_core.published.references import store_reference_teachers
+    from legival_core.store.store import Store
+
+    store = Store.open(DEMO)
+    return (
+        store.read("trace_efficiency"),
+        store.read("trace_transfer"),
+        store_reference_teachers(store),
+    )
+
+
+@pytest.mark.parametrize("n_chunks", [1, 7, 64])
+def test_demo_board_from_chunks_equals_the_whole(
+    demo_tables: tuple[pd.DataFrame, pd.DataFrame, list[str]], n_chunks: int
+) -> None:
+    efficiency, transfer, references = demo_tables
+    assert references  # the demo has a reference teacher: both boards differ
+    n_boot, seed = 200, 0
+    eb, tb = bucket(efficiency, n_chunks), bucket(transfer, n_chunks)
+    parts = [
+        bp.board_partials(efficiency[eb == i], transfer[tb == i], n_boot, seed)
+        for i in range(n_chunks)
+    ]
+    merged = bp.merge_board_partials(parts[::-1])  # any order
+    leaderboard = ri.stored_board_resamples(efficiency, transfer, n_boot, seed, outside=references)
+    assert set(leaderboard.metrics) == set(ri.RESAMPLED_METRICS)
+    assert_same_board(bp.finalize_board(merged, outside=references), leaderboard)
+    pareto = ri.stored_board_resamples(efficiency, transfer, n_boot, seed, references)
+    assert_same_board(bp.finalize_board(merged, references), pareto)
+
+
+def test_merging_partials_of_other_resamples_is_refused() -> None:
+    eff = HAND.rename(columns={"v": "correct"})
+    a = bp.board_partials(eff, None, 5, 0, ["accuracy"])
+    b = bp.board_partials(eff, None, 5, 1, ["accuracy"])
+    with pytest.raises(ValueError, match="different resamples"):
+        bp.merge_board_partials([a, b])
+
+
+def test_frontier_shares_leave_out_a_resample_that_weighs_every_problem_zero() -> None:
+    # resample 2 weighed every problem 0 (probability e^-P under the Poisson bootstrap): no
+    # teacher has a value; over the other two, a is on the frontier in both, b in resample 1
+    x = ri.MetricResamples(
+        ("a", "b"), np.array([1.0, 1.0]), np.array([[1.0, 1.0], [2.0, 1.0], [np.nan, np.nan]]),
+        np.array([2, 2]), np.array([1, 1]),
+    )  # fmt: skip
+    assert ri.frontier_shares(x, x, (True, True)).tolist() == [1.0, 0.5]

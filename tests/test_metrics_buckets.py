@@ -1,0 +1,288 @@
+"""The metrics stage reads its per-row inputs one bucket of problems at a time (issue 43,
+items 3-4).
+
+``similarity``, ``judgments`` and ``rollouts`` (19M and 37M rows at a million traces) are read
+from the store by each bucket's trace ids, never whole, so the stage holds one bucket's rows of
+them. These tests check that the tables written equal the whole-read computation for 1, 7 and
+64 buckets, that no unfiltered read of those tables happens before the per-trace tables are
+written, the streamed distinct keys the input check uses, and the memory budget's rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from legival_core.store.store import Store, StoreError
+from precompute.cli import EXIT_CONFIG, EXIT_USAGE, main
+from precompute.config import ConfigError, ExperimentConfig
+from precompute.demo import DemoOptions, demo_config
+from precompute.stages import StageContext, run_stage
+from precompute.stages import metrics as stage
+from precompute.stages.base import StageError
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "results" / "demo"
+PER_ROW = ("similarity", "judgments", "rollouts")
+
+
+def _copy(target: Path) -> Store:
+    shutil.copytree(DEMO, target)
+    return Store.open(target)
+
+
+def _config(chunks: int = 16, memory_gb: float | None = None) -> ExperimentConfig:
+    config = demo_config(DemoOptions())
+    metrics = dataclasses.replace(config.metrics, chunks=chunks, memory_gb=memory_gb)
+    return dataclasses.replace(config, metrics=metrics)
+
+
+def _whole_read_tables(store: Store, config: ExperimentConfig) -> tuple[pd.DataFrame, ...]:
+    """``trace_efficiency``, ``trace_transfer`` and ``teacher_metrics`` as the stage computed
+    them before it read by bucket: every input read whole, one chunk."""
+    from legival_core.metrics.teacher_partials import teacher_rows
+
+    cfg = config.metrics
+    labeler = stage.primary_labeler(StageContext(store=store, config=config, progress=False))
+    traces = store.read("traces", list(stage.METRICS_TRACE_COLUMNS))
+    counts = store.read("trace_counts", list(stage.COUNT_COLUMNS))
+    rollouts = store.read("rollouts", list(stage.METRICS_ROLLOUT_COLUMNS))
+    leaks = store.read("answer_leaks", ["trace_id", "leak_k"])
+    leaks = leaks[leaks["trace_id"].isin(set(rollouts["trace_id"]))].reset_index(drop=True)
+    leaks["leak_k"] = leaks["leak_k"].astype("Int64")
+    inputs = {
+        "traces": traces,
+        "counts": counts[counts["encoding"] == cfg.encoding],
+        "grades": store.read("grades", ["trace_id", "correct"]),
+        "similarity": store.read("similarity", ["trace_id", "step", "max_similarity"]),
+        "judgments": store.read("judgments", ["trace_id", "labeler", "steps", "valid"]),
+        "rollouts": rollouts,
+        "leaks": leaks,
+    }
+    settings = stage.ChunkSettings(cfg.threshold, labeler, cfg.profile, cfg.grid)
+    chunk = stage.metrics_chunk(inputs, settings)
+    efficiency, transfer, partials = chunk.efficiency, chunk.transfer, chunk.partials
+    assert transfer is not None
+    return efficiency, transfer, teacher_rows(partials)
+
+
+def _sorted(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    return frame.sort_values(keys).reset_index(drop=True)
+
+
+@pytest.mark.slow  # three metrics runs on copies of the demo store
+def test_bucket_reads_give_the_whole_read_tables_for_1_7_and_64_chunks(tmp_path: Path) -> None:
+    reference = _copy(tmp_path / "whole")
+    efficiency, transfer, teachers = _whole_read_tables(reference, _config())
+    # the demo's rollouts are in 184 parts: the keyed reads keep the latest row of a key too
+    assert len(reference.parts("rollouts")) > 1
+    for chunks in (1, 7, 64):
+        store = _copy(tmp_path / f"c{chunks}")
+        run_stage("metrics", StageContext(store=store, config=_config(chunks), progress=False))
+        pd.testing.assert_frame_equal(
+            _sorted(store.read("trace_efficiency"), ["trace_id"]),
+            _sorted(efficiency, ["trace_id"]),
+            check_dtype=False,
+            rtol=1e-12,
+        )
+        pd.testing.assert_frame_equal(
+            _sorted(store.read("trace_transfer"), ["trace_id", "student"]),
+            _sorted(transfer, ["trace_id", "student"]),
+            check_dtype=False,
+            rtol=1e-12,
+        )
+        stored = _sorted(store.read("teacher_metrics"), ["teacher", "dataset"])
+        pd.testing.assert_frame_equal(
+            stored[list(teachers.columns)],
+            _sorted(teachers, ["teacher", "dataset"]),
+            check_dtype=False,
+            rtol=1e-12,
+        )
+        _merged_results_equal_the_whole_reads(store)
+
+
+def _merged_results_equal_the_whole_reads(store: Store) -> None:
+    """The transfer curves and the page results the stage merged from the buckets' partials
+    equal those computed from the whole tables as they are now in ``store`` (the rollouts read
+    whole, the board resampled from the stored per-trace tables)."""
+    from legival_core.metrics.page_results import frame_from_bytes
+    from precompute.stages.metrics import (
+        METRICS_ROLLOUT_COLUMNS,
+        page_results_table,
+        transfer_curves_table,
+    )
+
+    rollouts = store.read("rollouts", list(METRICS_ROLLOUT_COLUMNS))
+    curves = store.read("transfer_curves")
+    whole_curves = transfer_curves_table(rollouts, str(curves["rollouts_stamp"].iloc[0]), 0)
+    keys = ["profile", "dataset", "student", "teacher", "bin"]
+    pd.testing.assert_frame_equal(
+        _sorted(curves, keys), _sorted(whole_curves, keys), check_dtype=False, rtol=1e-12
+    )
+    whole = page_results_table(store, store.manifest)
+    assert whole is not None
+    expected = {
+        (n, k): frame_from_bytes(p)
+        for n, k, p in zip(
+            *(whole.column(c).to_pylist() for c in ("name", "selection", "payload")), strict=True
+        )
+    }
+    stored = store.read("page_results")
+    merged = {"board_resamples", "pareto_resamples", "board_intervals", "transfer_leaks",
+              "transfer_coverage", "transfer_first_measured", "attribution_traces"}  # fmt: skip
+    compared = set()
+    for name, key, payload in zip(
+        stored["name"], stored["selection"], stored["payload"], strict=True
+    ):
+        if name in merged and (name, key) in expected:
+            got, want = frame_from_bytes(payload), expected[(name, key)]
+            if "replicates" in want:  # lists of floats: compare them as arrays
+                for a, b in zip(got.pop("replicates"), want.pop("replicates"), strict=True):
+                    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+            pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12)
+            compared.add(name)
+    assert compared == merged, merged - compared
+
+
+@pytest.mark.slow  # one metrics run on a copy of the demo store
+def test_the_per_trace_tables_never_read_a_per_row_input_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Until the per-trace tables are written (the first merge of ``trace_efficiency``), every
+    read of similarity, judgments or rollouts is filtered by a bucket's trace ids. (The parts
+    after it — the transfer curves, the release teacher table, the page results — still read
+    rollouts whole: not yet chunked.)"""
+    store = _copy(tmp_path / "demo")
+    reads: list[tuple[str, object]] = []
+    done = {"tables": False}
+    original_read, original_arrow, original_merge = Store.read, Store.read_arrow, Store.merge
+
+    def record(table: str, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+        filters = kwargs.get("filters", args[1] if len(args) > 1 else None)
+        if table in PER_ROW and not done["tables"]:
+            assert isinstance(filters, dict) and "trace_id" in filters, (
+                f"a read of {table} without a trace_id filter: {filters!r}"
+            )
+            reads.append((table, filters["trace_id"]))
+
+    def read(self: Store, table: str, *args: object, **kwargs: object) -> pd.DataFrame:
+        record(table, args, kwargs)
+        return original_read(self, table, *args, **kwargs)  # type: ignore[arg-type]
+
+    def read_arrow(self: Store, table: str, *args: object, **kwargs: object) -> pa.Table:
+        record(table, args, kwargs)
+        return original_arrow(self, table, *args, **kwargs)  # type: ignore[arg-type]
+
+    def merge(self: Store, table: str | None = None) -> None:
+        if table == "trace_efficiency":
+            done["tables"] = True
+        original_merge(self, table)
+
+    monkeypatch.setattr(Store, "read", read)
+    monkeypatch.setattr(Store, "read_arrow", read_arrow)
+    monkeypatch.setattr(Store, "merge", merge)
+    run_stage("metrics", StageContext(store=store, config=_config(7), progress=False))
+    monkeypatch.undo()
+    assert done["tables"]
+    # Each table read once per bucket that has traces (read calls read_arrow: both record),
+    # the buckets' trace ids together every trace once.
+    problems = store.read("traces", ["problem_id"])["problem_id"]
+    buckets = len(set(stage.problem_buckets(problems, 7).tolist()))
+    assert buckets > 1
+    for table in PER_ROW:
+        ids = [list(i) for t, i in reads if t == table]  # type: ignore[call-overload]
+        assert len(ids) == 2 * buckets, table
+        flat = [t for chunk in ids[::2] for t in chunk]
+        assert sorted(flat) == sorted(store.read("traces", ["trace_id"])["trace_id"]), table
+
+
+def test_key_values_streams_the_distinct_keys_of_every_listed_part(tmp_path: Path) -> None:
+    store = Store.create(tmp_path / "s")
+    first = {"trace_id": ["t1", "t2"], "labeler": ["lexical", "lexical"], "valid": True}
+    store.write("judgments", pd.DataFrame(first))
+    # a second part: t2/cues and t3/cues, and t1/lexical written again
+    second = {"trace_id": ["t2", "t3", "t1"], "labeler": ["cues", "cues", "lexical"]}
+    store.write("judgments", pd.DataFrame({**second, "valid": True}))
+    assert sorted(store.key_values("judgments", "trace_id").to_pylist()) == ["t1", "t2", "t3"]
+    cues = store.key_values("judgments", "trace_id", {"labeler": "cues"}).to_pylist()
+    assert sorted(cues) == ["t2", "t3"]
+    assert store.key_values("rollouts", "trace_id").to_pylist() == []
+    with pytest.raises(ValueError, match="not a key column"):
+        store.key_values("judgments", "valid")
+    with pytest.raises(ValueError, match="key columns"):
+        store.key_values("judgments", "trace_id", {"valid": True})
+    # an unreadable listed part: the store's error naming the file
+    part = store.parts("judgments")[0]
+    part.write_bytes(b"not arrow")
+    with pytest.raises(StoreError, match=part.name):
+        store.key_values("judgments", "trace_id")
+
+
+def test_the_budget_rule_by_hand() -> None:
+    """chunks = ceil(in_flight * (similarity*110 + judgments*780 + rollouts*530) / (GB * 1e9))."""
+    assert stage.BUCKET_BYTES_PER_ROW == {"similarity": 110, "judgments": 780, "rollouts": 530}
+    rows = {"similarity": 1_000_000, "judgments": 200_000, "rollouts": 2_000_000}
+    need = 1_000_000 * 110 + 200_000 * 780 + 2_000_000 * 530  # 110M + 156M + 1,060M bytes
+    assert need == 1_326_000_000
+    assert stage.budget_chunks(rows, 2.0) == 1  # 0.663 fits
+    assert stage.budget_chunks(rows, 1.0) == 2  # 1.326 -> 2
+    assert stage.budget_chunks(rows, 0.5) == 3  # 2.652 -> 3
+    assert stage.budget_chunks(rows, 0.1) == 14  # 13.26 -> 14
+    assert stage.budget_chunks(rows, 0.013) == 102  # 102.0 exactly
+    assert stage.budget_chunks(rows, 1.0, in_flight=4) == 6  # 5.304 -> 6
+    for bad in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="positive number of GB"):
+            stage.budget_chunks(rows, bad)
+
+
+def test_memory_gb_picks_more_chunks_for_a_smaller_budget(tmp_path: Path) -> None:
+    store = _copy(tmp_path / "demo")
+    tables = store.manifest["tables"]
+    rows = {t: tables[t]["rows"] for t in PER_ROW}
+    assert rows == {"similarity": 4853, "judgments": 500, "rollouts": 1544}
+    need = 4853 * 110 + 500 * 780 + 1544 * 530  # 533,830 + 390,000 + 818,320 bytes
+    assert need == 1_742_150
+    cfg = _config(16).metrics
+    assert stage.metrics_chunks(store, cfg, {}) == 16  # no budget: the configured chunks
+    # 1.74215 MB in 1 MB: 2 buckets, fewer than the configured 16, which stay
+    assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.001}) == 16
+    assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.001, "chunks": 1}) == 2
+    # 1,742,150 / 50,000 = 34.84 -> 35; / 10,000 = 174.215 -> 175
+    assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.00005}) == 35
+    assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.00001}) == 175
+    # with Ray the driver holds 4 buckets: 4 * 1,742,150 / 1e6 = 6.97 -> 7
+    ray = {"memory_gb": 0.001, "chunks": 1, "engine": "ray"}
+    assert stage.metrics_chunks(store, cfg, ray) == 7
+    # from the config, the same rule
+    assert stage.metrics_chunks(store, _config(1, 0.00005).metrics, {}) == 35
+    with pytest.raises(StageError, match=r"positive number of GB, got 0\.0"):
+        stage.metrics_chunks(store, cfg, {"memory_gb": 0.0})
+
+
+def test_a_non_positive_budget_is_refused_on_the_command_line_and_in_a_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "nowhere"
+    for value in ("0", "-2", "nan"):
+        with pytest.raises(SystemExit) as exited:
+            main(["metrics", "--store", str(store), "--memory-gb", value])
+        assert exited.value.code == EXIT_USAGE
+        assert "--memory-gb: must be a positive number of GB" in capsys.readouterr().err
+    config = tmp_path / "c.toml"
+    config.write_text('[experiment]\nname = "x"\n\n[metrics]\nmemory_gb = 0\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"\[metrics\] memory_gb: must be a positive number"):
+        from precompute.config import load_config
+
+        load_config(config)
+    assert main(["metrics", "--store", str(store), "--config", str(config)]) == EXIT_CONFIG
+    config.write_text('[experiment]\nname = "x"\n\n[metrics]\nmemory_gb = 2.5\n', encoding="utf-8")
+    from precompute.config import load_config
+
+    assert load_config(config).metrics.memory_gb == 2.5
