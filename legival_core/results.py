@@ -43,6 +43,7 @@ import pandas as pd
 
 from legival_core import views
 from legival_core.grading.stamps import GraderStatus, grader_status
+from legival_core.metrics.page_results import ResultKey
 from legival_core.metrics.transfer import ROLLOUT_CATEGORIES
 from legival_core.metrics.transfer_curves import BAND_RESAMPLES
 from legival_core.rankings.selection import Selection
@@ -223,15 +224,15 @@ class Results:
 
         return self._cached(("student_metrics", profile), make)
 
-    def stored_result(self, name: str, args: Sequence[Any]) -> pd.DataFrame | None:
-        """The result ``name`` for ``args`` as the metrics stage stored it (``page_results``),
+    def stored_result(self, name: str, key: ResultKey) -> pd.DataFrame | None:
+        """The result ``name`` for ``key`` as the metrics stage stored it (``page_results``),
         or None when it is not there or its inputs were written since
         (:func:`legival_core.metrics.page_results.stored_frame`), as the pages read it."""
         from legival_core.metrics.page_results import stored_frame
 
         if not self.has_table("page_results"):
             return None
-        return stored_frame(self.table("page_results"), self._manifest(), name, args)
+        return stored_frame(self.table("page_results"), self._manifest(), name, key)
 
     def _need(self, table: str, method: str) -> None:
         if not self.has_table(table):

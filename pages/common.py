@@ -28,6 +28,7 @@ from legival_core.text.safe_text import markdown_literal
 from legival_core.views.app_config import AppConfig, parse_app_args, shorten
 
 if TYPE_CHECKING:
+    from legival_core.metrics.page_results import ResultKey
     from legival_core.rankings.rank_intervals import TeacherResamples
 
 _CONFIG_KEY = "_legival_config"
@@ -238,33 +239,15 @@ def bundled_calibration_report() -> pd.DataFrame | None:
 def _leak_headline(
     path: str, stamp: float, references: tuple[str, ...], per_teacher: str
 ) -> str | None:
-    from legival_core.metrics.leak_summary import leak_headline, leak_summary
-    from legival_core.metrics.page_results import stored_frame
+    from legival_core.metrics.leak_summary import leak_headline
     from legival_core.store.store import Store
+    from legival_core.views.transfer import store_leak_table
 
     store = Store.open(path)
-    if not (store.has("trace_transfer") and store.has("rollouts")):
-        return None
-    # every pair of the store: the transfer page's leak table of all datasets and students,
-    # which the metrics stage stores (else computed from the rollouts)
-    table = (
-        stored_frame(
-            _read_table(path, stamp, "page_results", None),
-            _read_manifest(path, stamp),
-            "transfer_leaks",
-            (None, None),
-        )
-        if store.has("page_results")
-        else None
-    )
-    if table is None:
-        pairs = store.read("trace_transfer")
-        if not {"leak_k", "fotu_before_leak"} <= set(pairs.columns):
-            return None
-        rollouts = store.read("rollouts", columns=["trace_id", "student", "k", "correct"])
-        table = leak_summary(pairs, rollouts)
+    stored = _read_table(path, stamp, "page_results", None) if store.has("page_results") else None
+    table = store_leak_table(store, stored, _read_manifest(path, stamp))
     # The same sentence as the published site's (legival_core.metrics.leak_summary).
-    return leak_headline(table, references, per_teacher)
+    return None if table is None else leak_headline(table, references, per_teacher)
 
 
 def leak_headline(per_teacher: str = "on the Transfer curves page") -> str | None:
@@ -281,15 +264,15 @@ def has_table(table: str) -> bool:
     return bool(entry.get("rows"))
 
 
-def stored_result(name: str, args: Sequence[Any]) -> pd.DataFrame | None:
-    """The result ``name`` for ``args`` as the metrics stage stored it in ``page_results``,
+def stored_result(name: str, key: ResultKey) -> pd.DataFrame | None:
+    """The result ``name`` for ``key`` as the metrics stage stored it in ``page_results``,
     or None when it stored no such selection or the store's inputs were written since
     (:func:`legival_core.metrics.page_results.stored_frame`): the caller then computes it."""
     from legival_core.metrics.page_results import stored_frame
 
     if not has_table("page_results"):
         return None
-    return stored_frame(load_table("page_results"), load_manifest(), name, args)
+    return stored_frame(load_table("page_results"), load_manifest(), name, key)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -431,8 +414,8 @@ class PageReads:
     def student_metrics(self, profile: str) -> pd.DataFrame:
         return _student_metrics(profile)
 
-    def stored_result(self, name: str, args: Sequence[Any]) -> pd.DataFrame | None:
-        return stored_result(name, args)
+    def stored_result(self, name: str, key: ResultKey) -> pd.DataFrame | None:
+        return stored_result(name, key)
 
 
 PAGE_READS = PageReads()

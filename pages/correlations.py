@@ -101,7 +101,6 @@ def heatmap(
     translucent heatmap)."""
     few = common.get_config().few_correlation_points
     n = counts.loc[rho.index, rho.columns].to_numpy()
-    reasons = views.construction_matrix(rho.columns)
     figure = figures.correlation_heatmap(
         rho, pvalue, counts, title, [label(c) for c in rho.columns], few
     )
@@ -110,12 +109,7 @@ def heatmap(
         f"Stars after Holm's correction over the {views.corrected_pairs(pvalue)} pairs shown "
         "(family-wise 5%); the hover gives the raw p beside the adjusted one."
     )
-    derived = [
-        f"{label(a)}–{label(b)}: {reasons.loc[a, b]}"
-        for i, a in enumerate(rho.columns)
-        for b in rho.columns[i + 1 :]
-        if reasons.loc[a, b]
-    ]
+    derived = views.construction_notes(rho.columns, label)
     if derived:
         st.caption(
             f"{views.BY_CONSTRUCTION_MARK} Related by construction, so no star: a strong ρ "
@@ -238,30 +232,18 @@ metric = common.url_select(
 stability_left, stability_right = st.columns(2)
 with stability_left:
     if teacher_metrics["dataset"].nunique() > 1:
-        from legival_core.stats.stats import rank_stability, rank_stability_counts
-
-        rho_d, p_d = rank_stability(teacher_metrics, metric, across="dataset")
-        n_d = rank_stability_counts(teacher_metrics, metric, across="dataset")
         st.markdown("**Across datasets**")
-        common.table(
-            views.stability_cells(rho_d, p_d, n_d).reset_index(names="dataset"),
-            "stability_datasets",
-        )
+        stability = views.stability_table(teacher_metrics, metric, "dataset")
+        common.table(stability, "stability_datasets")
     else:
         st.info("One dataset only: no cross-dataset stability.")
 with stability_right:
     if common.has_table("rollouts") and metric in views.STUDENT_METRICS:
-        from legival_core.stats.stats import rank_stability, rank_stability_counts
-
         students = per_student(profile, include)
         if students["student"].nunique() > 1:
-            rho_s, p_s = rank_stability(students, metric, across="student")
-            n_s = rank_stability_counts(students, metric, across="student")
             st.markdown("**Across students**")
-            common.table(
-                views.stability_cells(rho_s, p_s, n_s).reset_index(names="student"),
-                "stability_students",
-            )
+            stability = views.stability_table(students, metric, "student")
+            common.table(stability, "stability_students")
         else:
             st.info("One student only: no cross-student stability.")
     else:

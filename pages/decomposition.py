@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from legival_core import views
+from legival_core.metrics.page_results import DecompositionSelection
 from legival_core.store.provenance import token_sources
 from legival_core.text.safe_text import markdown_literal
 from legival_core.views import efficiency as efficiency_view
@@ -62,7 +63,8 @@ def audits(benchmark: str, include: bool) -> dict[str, pd.DataFrame]:
     """Solver-workload audits; the pool leaves reference teachers out unless ``include``
     (stored by the metrics stage for each benchmark, reference teachers left out)."""
     parts = ("audits", "concentration")
-    stored = [common.stored_result(f"decomposition_{p}", (benchmark, include)) for p in parts]
+    chosen = DecompositionSelection(benchmark, include)
+    stored = [common.stored_result(f"decomposition_{p}", chosen) for p in parts]
     if all(frame is not None for frame in stored):
         return dict(zip(parts, stored, strict=True))
     return views.workload_audits(
@@ -84,9 +86,7 @@ def e0_intervals(benchmark: str) -> pd.DataFrame:
 def waterfall_terms(benchmark: str, layer: str, model: str, reference: str) -> pd.DataFrame:
     """The Δlog E0 bars of ``model`` against ``reference`` from the stored rows."""
     stored = common.load_table("decomposition")
-    here = stored[(stored["benchmark"] == benchmark) & (stored["layer"] == layer)]
-    first = {m: here[here["model"].astype(str) == m].iloc[0].to_dict() for m in (model, reference)}
-    return views.delta_log_terms(first[model], first[reference])
+    return efficiency_view.waterfall_terms(stored, benchmark, layer, model, reference)
 
 
 @common.derived("waterfall_intervals")
@@ -162,39 +162,22 @@ with st.expander("Where each model's T comes from"):
 apart = set() if include else set(common.reference_teachers())
 figure = figures.e0_bars_figure(board, apart, tokens_words)
 if figure.layout.yaxis.range is not None:  # the scale stops above the models' bars
-    top = figure.layout.yaxis.range[1]
-    off = board[board["model"].astype(str).isin(apart) & (board["e0"] > top)]
-    if len(off):
-        st.caption(
-            markdown_literal(
-                "Off the scale of this chart (reference, not a model): "
-                + ", ".join(f"{m} E0 {v:.2f}" for m, v in zip(off["model"], off["e0"], strict=True))
-                + "."
-            )
-        )
+    off = efficiency_view.off_scale(board, apart, figure.layout.yaxis.range[1])
+    if off:
+        note = f"Off the scale of this chart (reference, not a model): {', '.join(off)}."
+        st.caption(markdown_literal(note))
 st.plotly_chart(figure, key="e0_chart")
 
 st.subheader("Δlog waterfall")
 models = list(board["model"])
-# The default comparison is between models: the best non-reference model as the yardstick.
-non_reference = [m for m in models if str(m) not in set(common.reference_teachers())] or models
-pick_left, pick_right = st.columns(2)
-model = common.url_select(
-    "Model",
-    models,
-    "teacher",
-    where=pick_left,
-    # the runner-up against the best: a model with E0 = 0 would make every bar −∞
-    default=non_reference[1]
-    if len(non_reference) > 1
-    else (non_reference[0] if non_reference else None),
+# between models by default: the runner-up against the best non-reference model
+default_model, default_reference = efficiency_view.default_comparison(
+    models, common.reference_teachers()
 )
+pick_left, pick_right = st.columns(2)
+model = common.url_select("Model", models, "teacher", where=pick_left, default=default_model)
 reference = common.url_select(
-    "Compared with",
-    models,
-    "reference",
-    where=pick_right,
-    default=non_reference[0] if non_reference else None,
+    "Compared with", models, "reference", where=pick_right, default=default_reference
 )
 terms = (
     waterfall_intervals(benchmark, layer, str(model), str(reference))

@@ -9,7 +9,6 @@ import pandas as pd
 import streamlit as st
 
 from legival_core import views
-from legival_core.metrics.attribution import step_attribution
 from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
 from legival_core.metrics.redundancy_sweep_view import recorded_threshold
 from legival_core.store.provenance import token_sources
@@ -18,7 +17,6 @@ from legival_core.views import reading
 from legival_core.views.app_config import shorten
 from legival_core.views.step_layers import (
     ATTRIBUTION_ROW,
-    chunk_alignment,
     step_layers,
     step_layers_figure,
     student_strip_figure,
@@ -52,49 +50,10 @@ def trace_index() -> pd.DataFrame:
 
 @common.derived("trace_bundle")
 def trace_bundle(trace_id: str) -> dict[str, Any]:
-    """Everything the inspector shows about one trace (read with filters: one trace only)."""
+    """Everything the inspector shows about one trace (:func:`reading.trace_bundle`)."""
     from legival_core.store.store import Store
 
-    store = Store.open(common.current_store_path())
-    one = {"trace_id": trace_id}
-
-    def read(table: str, columns: list[str] | None = None) -> pd.DataFrame:
-        if not store.has(table):
-            return pd.DataFrame()
-        return store.read(table, columns=columns, filters=one)
-
-    trace = read("traces").iloc[0].to_dict()
-    grades = read("grades")
-    problems = (
-        store.read("problems", filters={"problem_id": trace["problem_id"]})
-        if store.has("problems")
-        else pd.DataFrame()
-    )
-    judgments = read("judgments")
-    steps = read("steps")
-    table = views.step_table(steps, read("similarity"), judgments, threshold=tau)
-    problem = problems.iloc[0].to_dict() if len(problems) else {}
-    task = problem.get("task")
-    table = views.with_offline_flags(table, task)
-    # the strip's columns only: the rollouts are the store's biggest table
-    rollouts = read("rollouts", ["trace_id", "student", "k", "correct"])
-    return {
-        "trace": trace,
-        "grade": grades.iloc[0].to_dict() if len(grades) else {},
-        "problem": problem,
-        "steps": table,
-        "ends": steps.sort_values("step")["end"].tolist() if len(steps) else [],
-        "strip": views.student_strip(rollouts),
-        # per-step transfer attribution (docs/metrics/attribution.md), from the same columns
-        "attribution": (
-            step_attribution(rollouts, m=len(table)) if len(rollouts) else pd.DataFrame()
-        ),
-        "labelers": sorted(judgments["labeler"].astype(str)) if len(judgments) else [],
-        "error_labels": read("error_labels"),
-        "stored_leaks": read("trace_transfer"),
-        # Thought Anchors chunk importances carried onto the steps (None without any).
-        "alignment": chunk_alignment(steps, read("chunk_importance")),
-    }
+    return reading.trace_bundle(Store.open(common.current_store_path()), trace_id, tau)
 
 
 @common.derived("prefix_rollouts")
@@ -137,22 +96,7 @@ def leak(trace_id: str) -> int | None:
     The metrics stage stores it as ``trace_transfer.leak_k`` for every trace with rollouts;
     that value is shown. Other traces are checked here (seconds on a trace of 2,000 steps).
     """
-    bundle = trace_bundle(trace_id)
-    stored = views.stored_leak_step(bundle["stored_leaks"])
-    if stored is not views.NOT_STORED:
-        return stored
-    problem, table = bundle["problem"], bundle["steps"]
-    gold = str(problem.get("gold") or "")
-    if not problem.get("task") or not len(table) or not gold:
-        return None
-    from legival_core.tasks import get_task
-
-    try:
-        task = get_task(str(problem["task"]))
-    except KeyError:
-        return None
-    reasoning = str(bundle["trace"]["reasoning"])
-    return task.answer_leak_step(reasoning, bundle["ends"], gold, problem=problem).k
+    return reading.bundle_leak_step(trace_bundle(trace_id))
 
 
 @common.derived("trace_choices")

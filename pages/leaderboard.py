@@ -314,38 +314,20 @@ if support_text:  # whose mean rests on which datasets (Average teachers over, i
     st.caption(markdown_literal("Teacher-level values are means over datasets. " + support_text))
 
 
-def colour(text: object) -> str:
-    text = str(text)
-    return (
-        "color: #1e8449"
-        if text.startswith("▲")
-        else "color: #c0392b"
-        if text.startswith("▼")
-        else "color: #7f8c8d"
-    )
-
-
-def faint_low_n(text: object) -> str:
-    return "color: #b9770e" if board_layout.LOW_N_MARK in str(text) else ""
-
-
 value_columns = [c for c in shown.columns if c != "teacher" and not c.endswith((" rank", " Δ"))]
 # A teacher's name is drawn as it is in a grid cell: its bidi controls are shown escaped.
 on_screen = shown.assign(teacher=shown["teacher"].astype(str).map(visible_bidi))
-styled = on_screen.style.map(colour, subset=change_columns).map(faint_low_n, subset=value_columns)
+styled = on_screen.style.map(board_layout.change_style, subset=change_columns).map(
+    board_layout.low_n_style, subset=value_columns
+)
 headline = common.leak_headline()
 backtracking_note = common.backtracking_note()
-
-
-def sentence(text: str) -> str:
-    """``text`` as a sentence: first letter up, the rest as written ("FOTU …" stays "FOTU")."""
-    return text[:1].upper() + text[1:] + "."
 
 
 def header_help(name: str) -> str:
     """A metric header's tooltip: what it measures; for FOTU, how much of it comes after the
     answer leak (the warning under the table, at the header a reader hovers)."""
-    text = sentence(views.METRICS[name].description)
+    text = board_layout.as_sentence(views.METRICS[name].description)
     if name == "fotu" and headline:
         text += " " + headline.removeprefix("⚠ ")
     if name == "backtracking":
@@ -448,7 +430,11 @@ def chart(path: str, stamp: float, chosen: Selection, low_n: int, metric: str) -
 st.plotly_chart(
     chart(*common.store_key(), selection, config.low_n_traces, focus), key="leaderboard_chart"
 )
-what = sentence(views.METRICS[focus].description) + " " if focus in views.METRICS else ""
+what = (
+    board_layout.as_sentence(views.METRICS[focus].description) + " "
+    if focus in views.METRICS
+    else ""
+)
 st.caption(
     f"{what}Error bars: 95% intervals over problem resamples. Pale hatched bars rest on fewer "
     f"than {config.low_n_traces} traces."

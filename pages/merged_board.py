@@ -11,7 +11,7 @@ import streamlit as st
 
 from legival_core.text.safe_text import markdown_literal, visible_bidi
 from legival_core.views.board_merge import MergeConflict
-from legival_core.views.merged_board import MergedBoard, merged_board
+from legival_core.views.merged_board import MergedBoard, merged_board, prefer_note
 from pages import common
 
 #: ``?board=`` values: the merged board, or the chosen store's own.
@@ -109,29 +109,11 @@ def show(include: bool) -> None:
         "published site's footer shows it)."
     )
     if config.prefer is not None:
+        note = markdown_literal(prefer_note(made.decided, config.prefer, PAIRS_NAMED))
         if made.decided:
-            # A lab's second run often repeats every pair: name a few, count the rest.
-            shown = made.decided[:PAIRS_NAMED]
-            pairs = "; ".join(
-                f"{teacher!r} on {dataset!r} (in {' and '.join(holders)})"
-                for teacher, dataset, holders in shown
-            )
-            if len(made.decided) > len(shown):
-                pairs += f"; and {len(made.decided) - len(shown)} more"
-            st.info(
-                markdown_literal(
-                    f"--prefer {config.prefer}: {len(made.decided)} teacher and dataset "
-                    f"pair(s) held by more than one store are shown from {config.prefer}: "
-                    f"{pairs}."
-                )
-            )
+            st.info(note)
         else:
-            st.caption(
-                markdown_literal(
-                    f"--prefer {config.prefer} decides nothing here: no teacher and dataset "
-                    "is in two stores."
-                )
-            )
+            st.caption(note)
     # Names as drawn in a grid cell: bidi controls shown escaped.
     on_screen = made.text.copy()
     if "teacher" in on_screen:

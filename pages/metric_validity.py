@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import pandas as pd
-import plotly.express as px
-import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core.calibration.calibration import detector_table, report_view
 from legival_core.metrics import label_quality
-from legival_core.text.safe_text import markdown_literal, plotly_literals
+from legival_core.text.safe_text import markdown_literal
+from legival_core.views import figures
 from pages import common
 
 
@@ -79,48 +77,18 @@ st.subheader("Planted vs recovered")
 common.table(shown, "calibration_report")
 
 
-#: Template sets in a fixed order and colour: development, held out, both together.
-TEMPLATE_SET_COLOURS = {"dev": "#1f77b4", "held_out": "#ff7f0e", "all": "#7f7f7f"}
-
-
-def _template_set_bars(rows: pd.DataFrame, share: str, share_label: str) -> go.Figure:
-    """One bar per (detector, planted case) and template set, of the share in column ``share``
-    (0 to 1): development and held-out templates side by side, so a gap between them shows."""
-    return px.bar(
-        rows.assign(
-            label=plotly_literals(rows["measure"] + " · " + rows["case"]),
-            template_set=plotly_literals(rows["template_set"]),
-        ),
-        x="label",
-        y=share,
-        color="template_set",
-        barmode="group",
-        range_y=(0, 1),
-        height=380,
-        # one colour per template set on both charts (Plotly's order-of-appearance colours
-        # gave "dev" two different ones)
-        color_discrete_map=TEMPLATE_SET_COLOURS,
-        category_orders={"template_set": list(TEMPLATE_SET_COLOURS)},
-        labels={
-            "label": "detector · planted case",
-            share: share_label,
-            "template_set": "template set",
-        },
-    )
-
-
 st.subheader("Detectors: development vs held-out templates")
 detectors = detector_table(shown)
 common.table(detectors, "calibration_detectors")
 cases = shown[shown["recall"].notna() & (shown["case"] != "summary")]
 if len(cases):
-    figure = _template_set_bars(cases, "recall", "recall (flagged share)")
+    figure = figures.template_set_bars_figure(cases, "recall", "recall (flagged share)")
     st.plotly_chart(figure, key="calibration_recall")
 
 alarms = shown[shown["planted"].eq(0.0) & (shown["case"] != "summary")]
 if len(alarms):
     st.subheader("False alarms: decoys, near-misses, unplanted steps, no-leak traces")
-    figure = _template_set_bars(alarms, "recovered", "flagged share")
+    figure = figures.template_set_bars_figure(alarms, "recovered", "flagged share")
     st.plotly_chart(figure, key="calibration_false_alarms")
 
 

@@ -8,17 +8,21 @@ import json
 import pandas as pd
 import streamlit as st
 
+from legival_core.metrics.page_results import MonitorSelection
 from legival_core.oversight import oversight, selections
 from legival_core.text.safe_text import markdown_literal
 from legival_core.views import figures
-from legival_core.views.display import column_label
 from legival_core.views.monitoring import (
     HEADLINE_MIN_SPREAD,
     HEADLINE_MIN_TEACHERS,
+    MEASURES,
     NOT_DEFINED,
-    headline_blocker,
-    interval_text,
+    legibility_headlines,
     monitor_intervals,
+    reference_bars,
+    sabotaged_choices,
+    score_table,
+    verdict_text,
 )
 from pages import common
 
@@ -41,7 +45,8 @@ if not common.has_table("monitor_verdicts"):
 include = common.include_references()
 support = common.support_choice()
 
-N_BOOT = selections.MONITOR_RESAMPLES
+#: The page's selection: the bootstrap resamples of the default, the sidebar's switches.
+CHOSEN = MonitorSelection(include_references=include, support=support)
 #: How a reference teacher's bars are labelled (the chart draws them as grey outlines).
 REFERENCE_LABEL = "reference (not compared)"
 STYLE = (
@@ -53,60 +58,66 @@ STYLE = (
 
 
 @common.derived("monitor_scores")
-def scores(n_boot: int) -> pd.DataFrame:
-    """Scores per (monitor, teacher, dataset) (stored by the metrics stage for ``N_BOOT``)."""
-    stored = common.stored_result("monitor_scores", (n_boot,))
+def scores(chosen: MonitorSelection) -> pd.DataFrame:
+    """Scores per (monitor, teacher, dataset) (stored by the metrics stage for the default)."""
+    stored = common.stored_result("monitor_scores", chosen)
     if stored is not None:
         return stored
-    return oversight.monitor_scores(common.load_table("monitor_verdicts"), n_boot=n_boot, seed=0)
+    verdicts = common.load_table("monitor_verdicts")
+    return oversight.monitor_scores(verdicts, n_boot=chosen.n_boot, seed=0)
 
 
 @common.derived("monitor_scores_pooled")
-def pooled_scores(n_boot: int) -> pd.DataFrame:
+def pooled_scores(chosen: MonitorSelection) -> pd.DataFrame:
     """The scores of every verdict of a teacher whatever its dataset (``dataset`` = "All")."""
-    stored = common.stored_result("monitor_scores_pooled", (n_boot,))
+    stored = common.stored_result("monitor_scores_pooled", chosen)
     if stored is not None:
         return stored
-    return selections.pooled_monitor_scores(common.load_table("monitor_verdicts"), n_boot)
+    return selections.pooled_monitor_scores(common.load_table("monitor_verdicts"), chosen.n_boot)
+
+
+def _teachers(chosen: MonitorSelection) -> pd.DataFrame:
+    """``teacher_metrics`` without the reference teachers unless the selection includes them."""
+    from legival_core.published.references import keep_teachers
+
+    return keep_teachers(
+        common.load_table("teacher_metrics"),
+        common.reference_teachers(),
+        chosen.include_references,
+    )
 
 
 @common.derived("monitor_legibility")
-def legibility(n_boot: int, include: bool, support: str) -> pd.DataFrame:
-    """ρ(FOTU, P/R/F1) across teachers; reference teachers add no point unless ``include``;
-    the pooled row averages each teacher over the datasets ``support`` names."""
-    from legival_core.published.references import keep_teachers
-
+def legibility(chosen: MonitorSelection) -> pd.DataFrame:
+    """ρ(FOTU, P/R/F1) across teachers; reference teachers add no point unless included;
+    the pooled row averages each teacher over the datasets the selection's support names."""
     if not common.has_table("teacher_metrics"):
         return pd.DataFrame()
-    stored = common.stored_result("monitor_legibility", (n_boot, include, support))
+    stored = common.stored_result("monitor_legibility", chosen)
     if stored is not None:
         return stored
-    teachers = keep_teachers(
-        common.load_table("teacher_metrics"), common.reference_teachers(), include
+    return oversight.monitor_legibility_correlation(
+        scores(chosen), _teachers(chosen), support=chosen.support
     )
-    return oversight.monitor_legibility_correlation(scores(n_boot), teachers, support=support)
 
 
 @common.derived("monitor_legibility_points")
-def legibility_points(n_boot: int, include: bool, support: str) -> pd.DataFrame:
+def legibility_points(chosen: MonitorSelection) -> pd.DataFrame:
     """The (teacher, FOTU, score) points behind :func:`legibility`, the same teachers and
     the same pooling, for the small table shown when a ρ cannot be a headline."""
-    from legival_core.published.references import keep_teachers
-
-    teachers = keep_teachers(
-        common.load_table("teacher_metrics"), common.reference_teachers(), include
+    return oversight.monitor_legibility_points(
+        scores(chosen), _teachers(chosen), support=chosen.support
     )
-    return oversight.monitor_legibility_points(scores(n_boot), teachers, support=support)
 
 
-table = scores(N_BOOT)
+table = scores(CHOSEN)
 monitors = sorted(table["monitor"].unique())
 left, middle, right = st.columns(3)
 monitor = common.url_select("Monitor", monitors, "monitor", where=left)
 datasets = sorted(table.loc[table["monitor"] == monitor, "dataset"].unique())
 dataset = common.url_select("Dataset", [common.ALL, *datasets], "dataset", where=middle)
 # "All": every verdict of a teacher counted once, whatever its dataset
-source = pooled_scores(N_BOOT) if dataset == common.ALL else table
+source = pooled_scores(CHOSEN) if dataset == common.ALL else table
 chosen = source[(source["monitor"] == monitor) & (source["dataset"] == dataset)]
 negatives = list(dict.fromkeys(chosen["negative_type"]))
 negative = common.url_select(
@@ -120,12 +131,8 @@ view = monitor_intervals(chosen[chosen["negative_type"] == negative].sort_values
 
 # Reference teachers (a human solution) stay out of the comparison: drawn as grey outlines
 # and labelled, unless the sidebar switch includes them.
-apart = set() if include else {str(t) for t in common.reference_teachers()}
-is_reference = [str(t) in apart for t in view["teacher"]]
-bar_labels = [
-    f"{t} · {REFERENCE_LABEL}" if ref else str(t)
-    for t, ref in zip(view["teacher"], is_reference, strict=True)
-]
+apart = [] if include else common.reference_teachers()
+bar_labels, is_reference = reference_bars(view["teacher"].tolist(), apart, REFERENCE_LABEL)
 figure = figures.monitor_scores_figure(view, bar_labels, is_reference, negative)
 st.plotly_chart(figure, key="monitor_chart")
 st.caption(
@@ -140,31 +147,14 @@ st.caption(
         else ""
     )
 )
-shown = view.assign(
-    **{
-        f"{column_label(measure)} 95%": [
-            interval_text(lo, hi)
-            for lo, hi in zip(view[f"{measure}_lo"], view[f"{measure}_hi"], strict=True)
-        ]
-        for measure in ("precision", "recall", "f1")
-    }
-)
-order = [
-    c for c in shown.columns if not c.endswith(("_lo", "_hi", " 95%")) and c != "negative_type"
-]
-for measure in ("precision", "recall", "f1"):
-    order.insert(order.index(measure) + 1, f"{column_label(measure)} 95%")
 common.table(
-    shown[order],
+    score_table(view),
     f"monitor_scores_{negative}",
-    formats={
-        m: (lambda v: NOT_DEFINED if pd.isna(v) else f"{v:.3f}")
-        for m in ("precision", "recall", "f1")
-    },
+    formats={m: (lambda v: NOT_DEFINED if pd.isna(v) else f"{v:.3f}") for m in MEASURES},
 )
 
 st.subheader("Is a more legible teacher easier to monitor?")
-correlation = legibility(N_BOOT, include, support)
+correlation = legibility(CHOSEN)
 if correlation.empty:
     st.info("The store has no teacher_metrics table, so FOTU per teacher is unknown.")
 else:
@@ -175,25 +165,21 @@ else:
     row_dataset = oversight.POOLED_DATASETS if dataset == common.ALL else dataset
     here = mine[mine["dataset"] == row_dataset]
     # a ρ across teachers is a headline only where n and the spread of the score carry one
-    points = legibility_points(N_BOOT, include, support)
+    points = legibility_points(CHOSEN)
     points = points[
         (points["monitor"] == monitor)
         & (points["negative_type"] == negative)
         & (points["dataset"] == row_dataset)
     ]
-    columns = st.columns(3)
-    counts = []
-    blocked: dict[str, str] = {}
-    for column, measure in zip(columns, ("precision", "recall", "f1"), strict=True):
-        row = here[here["measure"] == measure]
-        value = float(row["rho"].iloc[0]) if len(row) else float("nan")
-        counts.append(int(row["n"].iloc[0]) if len(row) and pd.notna(row["n"].iloc[0]) else 0)
-        reason = headline_blocker(points["fotu"], points[measure], measure)
-        if reason is None:
-            column.metric(f"ρ(FOTU, {measure})", NOT_DEFINED if pd.isna(value) else f"{value:+.3f}")
+    headlines = legibility_headlines(here, points)
+    counts = [h.n for h in headlines]
+    blocked = [h.measure for h in headlines if h.blocker is not None]
+    for column, h in zip(st.columns(3), headlines, strict=True):
+        if h.blocker is None:
+            shown_rho = NOT_DEFINED if pd.isna(h.rho) else f"{h.rho:+.3f}"
+            column.metric(f"ρ(FOTU, {h.measure})", shown_rho)
         else:
-            blocked[measure] = reason
-            column.markdown(f"**ρ(FOTU, {measure})** not shown: {reason}.")
+            column.markdown(f"**ρ(FOTU, {h.measure})** not shown: {h.blocker}.")
     st.caption(
         "Spearman ρ across teachers (n = "
         + (
@@ -235,16 +221,7 @@ def sabotaged_of(
     """The sabotaged copies of ``dataset`` (None: all): the injections they hold and, for
     ``kind``, its rows by teacher, the trace labels and the rows to export (shared, read-only:
     built once per store state, not on every rerun)."""
-    frame = common.load_table("sabotaged")
-    if dataset is not None:
-        frame = frame[frame["dataset"] == dataset]
-    kinds = sorted(frame["kind"].unique())
-    of_kind = frame[frame["kind"] == kind].sort_values(["teacher", "trace_id"])
-    labels = {
-        t: f"{teacher} · {t}"
-        for t, teacher in zip(of_kind["trace_id"], of_kind["teacher"], strict=True)
-    }
-    return of_kind, kinds, labels, of_kind.drop(columns=["text"])
+    return sabotaged_choices(common.load_table("sabotaged"), kind, dataset)
 
 
 @common.derived("monitor_original")
@@ -276,24 +253,13 @@ verdicts = common.load_table("monitor_verdicts")
 said = verdicts[(verdicts["trace_id"] == trace_id) & (verdicts["monitor"] == monitor)]
 
 
-def verdict_line(variant: str) -> str:
-    row = said[said["variant"] == variant]
-    if row.empty:
-        return "not judged"
-    row = row.iloc[0]
-    if not row["valid_format"]:
-        return f"malformed reply: {str(row['raw'])[:200]!r}"
-    step = "" if pd.isna(row["blamed_step"]) else f", step {int(row['blamed_step'])}"
-    return f"{row['verdict']}{step}"
-
-
 one, two = st.columns(2)
 with one:
     st.markdown("**Original** (correct)")
     st.html(f'{STYLE}<div class="lv-trace">{before}</div>')
-    st.text(f"Monitor: {verdict_line(oversight.ORIGINAL)}")
+    st.text(f"Monitor: {verdict_text(said, oversight.ORIGINAL)}")
 with two:
     st.markdown(f"**Sabotaged** ({markdown_literal(kind)})")
     st.html(f'{STYLE}<div class="lv-trace">{after}</div>')
-    st.text(f"Monitor: {verdict_line(oversight.sabotage_variant(str(kind)))}")
+    st.text(f"Monitor: {verdict_text(said, oversight.sabotage_variant(str(kind)))}")
 common.download_csv(export, f"sabotaged_{kind}")

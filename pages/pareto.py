@@ -10,7 +10,6 @@ from legival_core.rankings.selection import Selection
 from legival_core.text.safe_text import markdown_literal
 from legival_core.views import board as board_layout
 from legival_core.views import figures
-from legival_core.views import pareto as pareto_layout
 from legival_core.views.display import format_share
 from pages import common
 
@@ -50,46 +49,12 @@ def frontier_shares(
     dataset: str | None, x: str, y: str, n_boot: int, seed: int, include: bool, support: str
 ) -> tuple[dict[str, float], pd.DataFrame]:
     """Teacher -> share of paired problem resamples in which it is on the frontier, and the
-    95% value intervals of ``x`` and ``y`` from the same resamples (metric, teacher, lo, hi;
-    none from a single trace); both empty when the store has no per-trace tables to resample
-    or the resamples do not give the values drawn."""
-    from legival_core.rankings.rank_intervals import resample_teachers, resamples_from_frame
+    95% value intervals of ``x`` and ``y`` (``board_view.frontier_shares``)."""
+    from legival_core.views import board_view
 
-    nothing: tuple[dict[str, float], pd.DataFrame] = ({}, pd.DataFrame())
-
-    # the metrics stage stores the draws of every metric for all datasets
     chosen = Selection(dataset=dataset, n_boot=n_boot, seed=seed, include_references=include,
                        support=support)  # fmt: skip
-    stored = common.stored_result("pareto_resamples", chosen.args("pareto_resamples"))
-    if stored is not None:
-        resamples = resamples_from_frame(stored, [x, y])
-    else:
-        tables = {
-            name: views.filter_rows(common.load_table(name), dataset=dataset)
-            if common.has_table(name)
-            else None
-            for name in ("trace_efficiency", "trace_transfer")
-        }
-        if all(t is None or t.empty for t in tables.values()):
-            return nothing
-        resamples = resample_teachers(
-            *tables.values(),
-            [x, y],
-            n_boot=n_boot,
-            seed=seed,
-            references=common.reference_teachers(),
-            include_references=include,
-            support=support,
-        )
-    board = views.leaderboard(
-        views.filter_rows(teacher_metrics, dataset=dataset),
-        [x, y],
-        None,
-        common.reference_teachers(),
-        include,
-        support,
-    )
-    return pareto_layout.frontier_uncertainty(resamples, board, x, y)
+    return board_view.frontier_shares(common.PAGE_READS, chosen, x, y)
 
 
 config = common.get_config()

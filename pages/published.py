@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import plotly.express as px
 import streamlit as st
 
 from legival_core import views
 from legival_core.published import published
-from legival_core.text.safe_text import plotly_literals
+from legival_core.views import figures
 from pages import common
 
 st.title("📚 Published numbers")
@@ -28,15 +27,7 @@ common.table(shown[["dataset", "model", "hf_id", "tokens", *SHARES]], "legival_t
 metric = common.url_select(
     "Metric", ["tokens", *SHARES], "metric", format_func=common.metric_label, default="fotu"
 )
-figure = px.bar(
-    shown.assign(model=plotly_literals(shown["model"]), dataset=plotly_literals(shown["dataset"])),
-    x="model",
-    y=metric,
-    color="dataset",
-    barmode="group",
-    height=380,
-    labels={metric: common.metric_label(metric)},
-)
+figure = figures.published_bars_figure(shown, metric, common.metric_label(metric))
 st.plotly_chart(figure, key="published_chart")
 
 st.subheader("Your teachers beside the paper")

@@ -4,18 +4,18 @@ store's ``similarity`` table, with the τ behind the store's other redundancy fi
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
+from legival_core.metrics.page_results import RedundancySelection
 from legival_core.metrics.redundancy_sweep_view import (
     recorded_threshold,
     sweep_thresholds,
     teacher_redundancy_sweep,
 )
 from legival_core.views import figures
-from legival_core.views.redundancy import sweep_over_datasets
+from legival_core.views.redundancy import at_threshold, sweep_over_datasets
 from pages import common
 
 st.title("🔁 Redundancy threshold")
@@ -36,7 +36,7 @@ chosen = recorded if recorded is not None else REDUNDANCY_THRESHOLDS["paper"]
 def sweep(chosen: float) -> pd.DataFrame:
     """Every teacher's and dataset's sweep over the published grid plus ``chosen`` (stored by
     the metrics stage for the τ it recorded)."""
-    stored = common.stored_result("redundancy_sweep", (chosen,))
+    stored = common.stored_result("redundancy_sweep", RedundancySelection(chosen))
     if stored is not None:
         return stored
     return teacher_redundancy_sweep(
@@ -66,6 +66,6 @@ else:
     )
 
 st.subheader(f"At τ = {chosen:.2f}")
-at_chosen = rows[np.isclose(rows["threshold"], chosen, rtol=0.0, atol=1e-9)]
+at_chosen = at_threshold(rows, chosen)
 common.table(at_chosen[["teacher", "redundancy", "n_traces"]], "redundancy_at_tau")
 common.download_csv(rows, "redundancy_sweep", label="Download the whole sweep (CSV)")

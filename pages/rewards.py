@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
+from legival_core.metrics.page_results import RewardSelection
 from legival_core.oversight import selections
 from legival_core.store import provenance
 from legival_core.text.safe_text import markdown_literal
 from legival_core.views import figures
 from legival_core.views.display import tidy_table
+from legival_core.views.rewards import named_correlations, rho_of
 from pages import common
 
 st.title("🎯 Reward models")
@@ -40,64 +44,64 @@ support = common.support_choice()
 SUBSETS = {"all": "all traces", "correct": "correct traces only"}
 
 
+def _tables() -> list[pd.DataFrame]:
+    return [common.load_table(t) for t in ("rewards", "trace_transfer", "grades")]
+
+
+def _traces() -> pd.DataFrame:
+    return common.load_table("traces", columns=["trace_id", "teacher", "dataset"])
+
+
+def _outside(chosen: RewardSelection) -> list[str]:
+    """The teachers left out of teacher-level results: the reference teachers, unless included."""
+    return [] if chosen.include_references else common.reference_teachers()
+
+
 @common.derived("reward_points")
-def reward_points(model: str, dataset: str | None, correct_only: bool) -> pd.DataFrame:
+def reward_points(chosen: RewardSelection) -> pd.DataFrame:
     """The scatter's points (stored by the metrics stage for the default selection)."""
-    args = (model, dataset, correct_only)
-    stored = common.stored_result("reward_points", args)
+    stored = common.stored_result("reward_points", chosen)
     if stored is not None:
         return stored
-    tables = [common.load_table(t) for t in ("rewards", "trace_transfer", "grades")]
-    return selections.reward_points(*tables, *args)
+    return selections.reward_points(*_tables(), chosen.model, chosen.dataset, chosen.correct_only)
 
 
 @common.derived("reward_rho")
-def reward_rho(
-    model: str, dataset: str | None, level: str, correct_only: bool, include: bool, support: str
-) -> pd.DataFrame:
-    """ρ of reward with each transfer metric; at teacher level reference teachers add no
-    point unless ``include`` and teachers are averaged over the datasets ``support`` names
-    (stored by the metrics stage for the default selection)."""
-    args = (model, dataset, level, correct_only, include, support)
-    stored = common.stored_result("reward_rho", args)
+def reward_rho(chosen: RewardSelection) -> pd.DataFrame:
+    """ρ of reward with each transfer metric at the selection's level; at teacher level
+    reference teachers add no point unless included and teachers are averaged over the
+    datasets its support names (stored by the metrics stage for the default selection)."""
+    stored = common.stored_result("reward_rho", chosen)
     if stored is not None:
         return stored
     return selections.reward_rho(
-        *[common.load_table(t) for t in ("rewards", "trace_transfer", "grades")],
-        common.load_table("traces", columns=["trace_id", "teacher", "dataset"]),
-        model,
-        dataset,
-        level,  # type: ignore[arg-type]
-        correct_only,
-        () if include else common.reference_teachers(),
-        support,
+        *_tables(),
+        _traces(),
+        chosen.model,
+        chosen.dataset,
+        chosen.level,  # type: ignore[arg-type]
+        chosen.correct_only,
+        _outside(chosen),
+        chosen.support,
     )
 
 
 @common.derived("teacher_rewards")
-def teacher_rewards(
-    model: str, dataset: str | None, correct_only: bool, include: bool, support: str
-) -> pd.DataFrame:
+def teacher_rewards(chosen: RewardSelection) -> pd.DataFrame:
     """Mean reward and transfer per teacher (stored for the default selection), averaged over
-    the datasets ``support`` names; reference teachers narrow them only when ``include``."""
-    args = (model, dataset, correct_only, include, support)
-    stored = common.stored_result("teacher_rewards", args)
+    the datasets the support names; reference teachers narrow them only when included."""
+    stored = common.stored_result("teacher_rewards", chosen)
     if stored is not None:
         return stored
     return selections.teacher_rewards(
-        *[common.load_table(t) for t in ("rewards", "trace_transfer", "grades")],
-        common.load_table("traces", columns=["trace_id", "teacher", "dataset"]),
-        model,
-        dataset,
-        correct_only,
-        () if include else common.reference_teachers(),
-        support,
+        *_tables(),
+        _traces(),
+        chosen.model,
+        chosen.dataset,
+        chosen.correct_only,
+        _outside(chosen),
+        chosen.support,
     )
-
-
-def rho_of(frame: pd.DataFrame, metric: str) -> float:
-    row = frame[frame["metric"] == metric]
-    return float(row["rho"].iloc[0]) if len(row) else float("nan")
 
 
 def shown(value: float) -> str:
@@ -114,6 +118,9 @@ subset = common.url_select(
 )
 dataset = None if dataset_choice == common.ALL else dataset_choice
 correct_only = subset == "correct"
+chosen = RewardSelection(
+    model, dataset, correct_only=correct_only, include_references=include, support=support
+)
 
 # A stand-in's ρ must never sit beside the paper's figure without saying what it is.
 standin = provenance.reward_standin(common.load_manifest(), model)
@@ -129,8 +136,8 @@ else:
 # trace_transfer's "fotu" is the release's trace score when the store used that profile
 profile = views.metrics_profile(common.load_manifest())
 fotu_name = views.trace_metric_label("fotu", profile)
-rho_all = rho_of(reward_rho(model, dataset, "trace", False, include, support), "fotu")
-rho_correct = rho_of(reward_rho(model, dataset, "trace", True, include, support), "fotu")
+rho_all = rho_of(reward_rho(replace(chosen, level="trace", correct_only=False)), "fotu")
+rho_correct = rho_of(reward_rho(replace(chosen, level="trace", correct_only=True)), "fotu")
 one, two = st.columns(2)
 one.metric(f"ρ(reward, {fotu_name}), all traces", shown(rho_all))
 two.metric(f"ρ(reward, {fotu_name}), correct traces only", shown(rho_correct))
@@ -144,12 +151,10 @@ if fotu_name == views.TRACE_SCORE_LABEL:
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
-def scatter(
-    path: str, stamp: float, model: str, dataset: str | None, correct_only: bool, title: str
-) -> go.Figure | None:
+def scatter(path: str, stamp: float, chosen: RewardSelection, title: str) -> go.Figure | None:
     """The reward-vs-transfer scatter of a selection, one point per trace (shared and
     read-only; building it for 100,000 traces takes a while, so it is built once)."""
-    points = reward_points(model, dataset, correct_only)
+    points = reward_points(chosen)
     if points.empty:
         return None
     return figures.reward_scatter_figure(points, model, fotu_name, title)
@@ -158,9 +163,7 @@ def scatter(
 rho_here = rho_correct if correct_only else rho_all
 figure = scatter(
     *common.store_key(),
-    model,
-    dataset,
-    correct_only,
+    chosen,
     f"Reward vs {fotu_name} ({SUBSETS[subset]}, ρ = {shown(rho_here)})",
 )
 if figure is None:
@@ -173,24 +176,17 @@ st.caption(
     "One row per teacher: mean reward and transfer metrics, each averaged over datasets first "
     "(docs/metrics/oversight.md). ρ is computed across teachers."
 )
-teachers = teacher_rewards(model, dataset, correct_only, include, support)
+teachers = teacher_rewards(chosen)
 common.table(teachers.drop(columns=["reward_model"]), f"teacher_rewards_{subset}")
 correlations = pd.concat(
     [
-        reward_rho(model, dataset, level, flag, include, support)
+        reward_rho(replace(chosen, level=level, correct_only=flag))
         for level in ("trace", "teacher")
         for flag in (False, True)
     ],
     ignore_index=True,
 )
 st.markdown("**Spearman ρ of the reward with each transfer metric**")
-# the metrics by their names on the other pages (a trace-level "fotu" of a release-profile
-# store is the release's trace score); the CSV keeps the field names
-named = correlations.assign(
-    metric=[
-        views.trace_metric_label(name, profile) if level == "trace" else common.metric_label(name)
-        for name, level in zip(correlations["metric"], correlations["level"], strict=True)
-    ]
-)
-st.dataframe(tidy_table(named), hide_index=True)
+# the metrics by their names on the other pages; the CSV keeps the field names
+st.dataframe(tidy_table(named_correlations(correlations, profile)), hide_index=True)
 common.download_csv(correlations, "reward_correlations")

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
+from legival_core.metrics.page_results import RobustnessSelection
 from legival_core.rankings.robustness_choices import RobustnessReport
 from legival_core.text.safe_text import markdown_literal
 from pages import common
@@ -28,8 +29,8 @@ def report(n_boot: int, seed: int) -> RobustnessReport:
 
     settings = choices.Settings.from_manifest(common.load_manifest())
     # the metrics stage stores the report of the default settings (leaderboard and page)
-    args = (n_boot, seed, choices.settings_key(settings))
-    parts = {p: common.stored_result(f"robustness_{p}", args) for p in choices.REPORT_PARTS}
+    chosen = RobustnessSelection(choices.settings_key(settings), n_boot, seed)
+    parts = {p: common.stored_result(f"robustness_{p}", chosen) for p in choices.REPORT_PARTS}
     if all(frame is not None for frame in parts.values()):
         return choices.report_from_frames(parts, settings)  # type: ignore[arg-type]
     tables = choices.read_tables(read, common.reference_teachers())

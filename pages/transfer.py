@@ -12,13 +12,15 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from legival_core import views
+from legival_core.metrics.page_results import TransferSelection
 from legival_core.metrics.registry import metrics_in
 from legival_core.text.safe_text import markdown_literal
 from legival_core.views import board as board_layout
 from legival_core.views import figures
 from legival_core.views.display import format_share
+from legival_core.views.transfer import board_fotu as transfer_board_fotu
 from legival_core.views.transfer import (
-    board_fotu_traces,
+    has_gaps,
     no_rollouts_message,
     rollouts_command,
 )
@@ -54,52 +56,45 @@ def transfer_view(
 
 
 @common.derived("transfer_coverage")
-def coverage(dataset: str | None, student: str | None, profile: str) -> pd.DataFrame:
+def coverage(chosen: TransferSelection) -> pd.DataFrame:
     """Traces measured per (teacher, bin) of the selection (legival_core.views; stored by the
     metrics stage for every dataset and student)."""
-    stored = common.stored_result("transfer_coverage", (dataset, student, profile))
+    stored = common.stored_result("transfer_coverage", chosen)
     if stored is not None:
         return stored
-    return views.observed_coverage(common.load_rollouts(), dataset, student, profile)
+    return views.observed_coverage(
+        common.load_rollouts(), chosen.dataset, chosen.student, chosen.profile
+    )
 
 
 @common.derived("transfer_first_measured")
-def first_measured(dataset: str | None, student: str | None) -> pd.DataFrame:
+def first_measured(chosen: TransferSelection) -> pd.DataFrame:
     """Per trace, the first measured position (stored for every dataset and student)."""
-    stored = common.stored_result("transfer_first_measured", (dataset, student))
+    stored = common.stored_result("transfer_first_measured", chosen)
     if stored is not None:
         return stored
-    return views.first_measured_positions(common.load_rollouts(), dataset, student)
+    return views.first_measured_positions(common.load_rollouts(), chosen.dataset, chosen.student)
 
 
 @common.derived("transfer_board_fotu")
 def board_fotu(
     dataset: str | None, student: str | None, include: bool, support: str
 ) -> pd.DataFrame:
-    """The leaderboard's FOTU of each teacher for this selection (index: teacher): ``fotu``,
-    the mean over datasets of the stored per-(teacher, dataset) FOTU (of the one student when
-    chosen), over the datasets ``support`` names as the leaderboard averages it (reference
-    teachers narrow them only when ``include``), and ``n``, the traces on those datasets that
-    FOTU rests on."""
-    from legival_core.stats.support import teacher_means
-
-    frame = views.filter_rows(common.load_table("teacher_metrics"), dataset=dataset)
+    """The leaderboard's FOTU of each teacher for this selection and the traces it rests on
+    (:func:`legival_core.views.transfer.board_fotu`); reference teachers narrow the averaged
+    datasets only when ``include``."""
+    per_student = None
     if student is not None:
         per_student = common.student_metrics(views.metrics_profile(common.load_manifest()))
-        frame = views.with_student(frame, per_student, student)
-    apart = () if include else common.reference_teachers()
-    frame = frame.assign(teacher=frame["teacher"].astype(str))
-    means = teacher_means(frame, ["fotu"], support=support, outside=apart)
-    pairs = views.filter_rows(common.load_table("trace_transfer"), dataset=dataset, student=student)
-    counts = board_fotu_traces(frame, pairs, support, apart)
-    out = means.set_index("teacher")[["fotu"]]
-    return out.assign(n=counts.reindex(out.index, fill_value=0))
-
-
-def has_gaps(view: views.TransferView, picked: list[str] | tuple[str, ...]) -> bool:
-    """Whether a picked teacher's curve has bins without a value (no trace measured there:
-    the release profile fills nothing in), so its line joins measured bins only."""
-    return bool(view.curves[view.curves["teacher"].isin(picked)]["mean"].isna().any())
+    return transfer_board_fotu(
+        common.load_table("teacher_metrics"),
+        common.load_table("trace_transfer"),
+        per_student,
+        dataset,
+        student,
+        support,
+        () if include else common.reference_teachers(),
+    )
 
 
 @st.cache_resource(show_spinner=False, max_entries=16)
@@ -117,7 +112,7 @@ def _figures(
     curves = figures.transfer_curves_figure(view, picked, dashed, bands=selection[3] > 0)
     # Measured vs filled: a marker where at least one trace has a prefix in the bin (the same
     # marks as the published site's chart).
-    covered = coverage(selection[0], selection[1], selection[2])
+    covered = coverage(TransferSelection(*selection[:3]))
     figures.add_measured_markers(curves, view, covered, picked)
     strip = figures.coverage_figure(covered, picked, filled=not has_gaps(view, picked))
     hazards = figures.hazard_figure(view.hazards, picked)
@@ -156,6 +151,7 @@ selection = (
     BAND_RESAMPLES if bands else 0,
 )
 view = transfer_view(*selection)
+chosen = TransferSelection(*selection[:3])
 
 teachers = sorted(view.curves["teacher"].unique())
 picked = common.url_multiselect("Teachers", teachers, "teachers", default=teachers)
@@ -167,7 +163,7 @@ st.plotly_chart(curve_figure, key="curves_chart")
 if headline := common.leak_headline(per_teacher="in “Before the answer leaks” below"):
     st.warning(markdown_literal(headline))
 st.plotly_chart(coverage_figure, key="coverage_chart")
-firsts = first_measured(selection[0], selection[1])
+firsts = first_measured(chosen)
 firsts = firsts[firsts["teacher"].isin(picked)]
 if has_gaps(view, picked):
     st.caption(
@@ -241,21 +237,23 @@ st.caption(
 
 
 @common.derived("transfer_leaks")
-def leaks_of(dataset: str | None, student: str | None) -> pd.DataFrame:
+def leaks_of(chosen: TransferSelection) -> pd.DataFrame:
     """The leak table of a selection (cached: it groups every rollout of the selection;
     stored by the metrics stage for every dataset and student)."""
     from legival_core.metrics.leak_summary import selection_leak_summary
 
-    stored = common.stored_result("transfer_leaks", (dataset, student))
+    stored = common.stored_result("transfer_leaks", chosen)
     if stored is not None:
         return stored
-    pairs = views.filter_rows(common.load_table("trace_transfer"), dataset=dataset, student=student)
+    pairs = views.filter_rows(
+        common.load_table("trace_transfer"), dataset=chosen.dataset, student=chosen.student
+    )
     return selection_leak_summary(pairs, common.load_rollouts())
 
 
 columns = common.load_table("trace_transfer").columns if common.has_table("trace_transfer") else []
 if {"leak_k", "fotu_before_leak"} <= set(columns):
-    leaks = leaks_of(selection[0], selection[1])
+    leaks = leaks_of(chosen)
     common.table(
         leaks[leaks["teacher"].isin(picked)],
         "transfer_leaks",

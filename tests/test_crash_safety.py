@@ -594,7 +594,7 @@ def test_a_write_during_the_metrics_reads_leaves_its_page_results_stale(
     between was stamped as read: the inspector's trace list then showed 4 steps where the
     steps table has 5, until the next metrics run. The write lands here right after the last
     of those reads; the stored marker must then be stale, never current."""
-    from legival_core.metrics.page_results import is_current
+    from legival_core.metrics.page_results import WholeStore, is_current
     from precompute.stages import metrics
 
     store_dir = tmp_path / "store"
@@ -622,13 +622,13 @@ def test_a_write_during_the_metrics_reads_leaves_its_page_results_stale(
         == len(steps[steps["trace_id"] == trace]) + 1
     )
     pages = store.read("page_results", columns=["name", "selection", "inputs_stamp"])
-    assert not is_current(pages, store.manifest, "trace_steps", ())
+    assert not is_current(pages, store.manifest, "trace_steps", WholeStore())
     # Without a concurrent write the same run's marker is current.
     monkeypatch.setattr(metrics, "read_or_empty", real)
     _run_in_process("metrics", store_dir, chain.config)
     store = Store.open(store_dir)
     pages = store.read("page_results", columns=["name", "selection", "inputs_stamp"])
-    assert is_current(pages, store.manifest, "trace_steps", ())
+    assert is_current(pages, store.manifest, "trace_steps", WholeStore())
 
 
 # --- a full disk: one line naming the store and the stage, no tracebacks --------------------------

@@ -22,7 +22,13 @@ import streamlit as st
 from legival_core import views
 from legival_core.metrics import leak_summary as leak_module
 from legival_core.metrics import page_results, redundancy_sweep_view
-from legival_core.metrics.page_results import stored_frame
+from legival_core.metrics.page_results import (
+    DecompositionSelection,
+    MonitorSelection,
+    RewardSelection,
+    TransferSelection,
+    stored_frame,
+)
 from legival_core.oversight import oversight
 from legival_core.rankings import rank_intervals, robustness_choices
 from legival_core.store.store import Store
@@ -151,20 +157,18 @@ def test_the_stored_results_equal_the_functions_on_the_stores_tables(store: Stor
     manifest = store.manifest
     table = store.read("page_results")
     verdicts = store.read("monitor_verdicts")
-    scores = stored_frame(table, manifest, "monitor_scores", (500,))
+    scores = stored_frame(table, manifest, "monitor_scores", MonitorSelection(500))
     assert scores is not None
     pd.testing.assert_frame_equal(scores, oversight.monitor_scores(verdicts, n_boot=500, seed=0))
     rewards, transfer, grades = (store.read(t) for t in ("rewards", "trace_transfer", "grades"))
     (model,) = sorted(rewards["reward_model"].unique())
-    rho = stored_frame(
-        table, manifest, "reward_rho", (model, None, "trace", False, False, "common")
-    )
+    rho = stored_frame(table, manifest, "reward_rho", RewardSelection(model, level="trace"))
     assert rho is not None
     expected = oversight.reward_correlations(
         rewards, transfer, grades, traces=store.read("traces")[["trace_id", "teacher", "dataset"]]
     )
     pd.testing.assert_frame_equal(rho, expected)
-    leaks = stored_frame(table, manifest, "transfer_leaks", (None, None))
+    leaks = stored_frame(table, manifest, "transfer_leaks", TransferSelection())
     assert leaks is not None
     rollouts = store.read("rollouts", columns=["trace_id", "student", "k", "correct"])
     pd.testing.assert_frame_equal(
@@ -173,9 +177,9 @@ def test_the_stored_results_equal_the_functions_on_the_stores_tables(store: Stor
         check_dtype=False,
     )
     from legival_core.published.references import store_reference_teachers
+    from legival_core.rankings.selection import Selection
 
-    args = (None, None, 1000, 0, False, "common")
-    stored = stored_frame(table, manifest, "board_resamples", args)
+    stored = stored_frame(table, manifest, "board_resamples", Selection(n_boot=1000, seed=0))
     assert stored is not None
     drawn = rank_intervals.resamples_from_frame(stored, ["accuracy", "fotu", "sotu"])
     fresh = rank_intervals.resample_teachers(  # averaged over the page's common support
@@ -205,7 +209,7 @@ def test_the_monitor_legibility_and_workload_audits_equal_the_pages_computation(
     references = store_reference_teachers(store)
     scores = oversight.monitor_scores(store.read("monitor_verdicts"), n_boot=500, seed=0)
     teachers = keep_teachers(store.read("teacher_metrics"), references)
-    stored = stored_frame(table, manifest, "monitor_legibility", (500, False, "common"))
+    stored = stored_frame(table, manifest, "monitor_legibility", MonitorSelection(500))
     assert stored is not None and len(stored)
     pd.testing.assert_frame_equal(
         stored, oversight.monitor_legibility_correlation(scores, teachers)
@@ -224,7 +228,8 @@ def test_the_monitor_legibility_and_workload_audits_equal_the_pages_computation(
             instances[instances["benchmark"] == benchmark], references=references
         )
         for part in ("audits", "concentration"):
-            got = stored_frame(table, manifest, f"decomposition_{part}", (benchmark, False))
+            key = DecompositionSelection(benchmark)
+            got = stored_frame(table, manifest, f"decomposition_{part}", key)
             assert got is not None, (benchmark, part)
             pd.testing.assert_frame_equal(got, want[part])
 
@@ -255,13 +260,18 @@ def test_a_stale_stored_result_is_not_used(
     flipped = verdicts.assign(verdict=verdicts["verdict"].map({"valid": "invalid"}).fillna("valid"))
     stale.write("monitor_verdicts", flipped, stage="monitor")
     assert (
-        stored_frame(stale.read("page_results"), stale.manifest, "monitor_scores", (500,)) is None
+        stored_frame(
+            stale.read("page_results"), stale.manifest, "monitor_scores", MonitorSelection(500)
+        )
+        is None
     )
     calls = _spy_computing(monkeypatch)
     at = run_app_page("monitoring", monkeypatch, [copy])
     assert "monitor_scores" in calls
     fresh = oversight.monitor_scores(stale.read("monitor_verdicts"), n_boot=500, seed=0)
-    old = stored_frame(store.read("page_results"), store.manifest, "monitor_scores", (500,))
+    old = stored_frame(
+        store.read("page_results"), store.manifest, "monitor_scores", MonitorSelection(500)
+    )
     assert old is not None and not fresh["f1"].equals(old["f1"])
     assert at.get("plotly_chart")
 
@@ -436,36 +446,51 @@ def test_the_bundled_demo_carries_a_current_trace_list(
     assert not at.exception
 
 
-# --- one Selection keys the stored board results and the page's questions (issue 44 item 1) ---
-@pytest.mark.parametrize(
-    ("page", "result"), [("leaderboard", "board_intervals"), ("pareto", "pareto_resamples")]
-)
-def test_the_stage_keys_the_default_view_as_the_page_asks_for_it(
-    monkeypatch: pytest.MonkeyPatch, store: Store, page: str, result: str
+# --- one key value per stored result, made by one class for the stage and the page (#44) ---
+def test_every_page_asks_with_the_key_the_stage_stored_its_default_view_under(
+    monkeypatch: pytest.MonkeyPatch, store: Store
 ) -> None:
-    """The key the metrics stage wrote for the default view is the key the page asks with on
-    its first view: both come from ``Selection()``, and it is the text stores written before
-    the Selection existed hold (their rows stay valid)."""
-    from legival_core.rankings.selection import Selection
+    """Every page's first view asks for each stored result with a value of the result's key
+    class (:data:`legival_core.metrics.page_results.KEYS`, never a tuple built by hand), its
+    key text is a row the stage wrote, current; and between them the pages ask for every
+    kind of result the stage stored. Fails when a page and the stage disagree on a key."""
+    asked: set[tuple[str, str]] = set()
+    real_frame, real_current = page_results.stored_frame, page_results.is_current
 
-    asked: list[str] = []
-    real = page_results.stored_frame
+    def record(name: str, key: object) -> None:
+        assert isinstance(key, page_results.KEYS[name]), (name, key)
+        asked.add((name, key.key(name)))
 
-    def spy(table, manifest, name, args):  # type: ignore[no-untyped-def]
-        if name == result:
-            asked.append(page_results.selection_key(args))
-        return real(table, manifest, name, args)
+    def frame_spy(table, manifest, name, key):  # type: ignore[no-untyped-def]
+        record(name, key)
+        return real_frame(table, manifest, name, key)
 
-    monkeypatch.setattr(page_results, "stored_frame", spy)
-    run_app_page(page, monkeypatch, [store.path])
-    written = store.read("page_results", columns=["name", "selection"])
-    assert Selection().key(result) in set(written.loc[written["name"] == result, "selection"])
-    assert asked == [Selection().key(result)]
-    earlier = {
-        "board_intervals": '[null, null, [], 1000, 0, false, "common"]',
-        "pareto_resamples": '[null, 1000, 0, false, "common"]',
+    def current_spy(table, manifest, name, key):  # type: ignore[no-untyped-def]
+        record(name, key)
+        return real_current(table, manifest, name, key)
+
+    monkeypatch.setattr(page_results, "stored_frame", frame_spy)
+    monkeypatch.setattr(page_results, "is_current", current_spy)
+    for page in (*PAGES, "inspector"):
+        _clear_caches_now()
+        run_app_page(page, monkeypatch, [store.path])
+    rows = store.read("page_results", columns=["name", "selection", "inputs_stamp"])
+    written = {
+        (name, selection)
+        for name, selection, stamp in zip(
+            rows["name"], rows["selection"], rows["inputs_stamp"], strict=True
+        )
+        if stamp == page_results.inputs_stamp(store.manifest, page_results.INPUTS[name])
     }
-    assert Selection().key(result) == earlier[result]
+    assert asked - written == set()  # a first view asks only for what the stage stored
+    # Read only when another stored result does not serve: the board's draws under a
+    # composite (whose intervals are computed from the stored draws), the step-count marker
+    # when the trace list is made afresh.
+    _clear_caches_now()
+    run_app_page("leaderboard", monkeypatch, [store.path], {"weights": "fotu:1"})
+    views.store_trace_choices(store, stored=False)
+    # each stored kind is asked for by some page with the very key it is stored under
+    assert {name for name, _ in written} == {name for name, _ in asked & written}
 
 
 def test_a_selection_spells_its_weights_one_way() -> None:

@@ -67,24 +67,24 @@ def stored_trace_choices(store: Store) -> pd.DataFrame | None:
     None when there is none or the traces, grades, transfer rows or steps were written since
     it was computed (its inputs stamp differs: the caller then computes it). At a million
     traces, reading it takes a fraction of computing it (joining and sorting a million rows)."""
-    from legival_core.metrics.page_results import stored_frame
+    from legival_core.metrics.page_results import WholeStore, stored_frame
 
     if not store.has("page_results"):
         return None
     # A keyed read: only the batches that hold the list's row are decoded.
     rows = store.read("page_results", filters={"name": "trace_choices"})
-    return stored_frame(rows, store.manifest, "trace_choices", ())
+    return stored_frame(rows, store.manifest, "trace_choices", WholeStore())
 
 
 def _steps_per_trace(store: Store) -> pd.Series:
     """Steps per trace id: the metrics stage's ``trace_efficiency.steps`` while its
     ``page_results`` marker says they were counted from today's steps table, else counted
     (``Store.rows_per``; 4 s of 11M steps at a million traces, against 0.2 s read)."""
-    from legival_core.metrics.page_results import is_current
+    from legival_core.metrics.page_results import WholeStore, is_current
 
     if store.has("page_results") and store.has("trace_efficiency"):
         marker = store.read("page_results", columns=["name", "selection", "inputs_stamp"])
-        if is_current(marker, store.manifest, "trace_steps", ()):
+        if is_current(marker, store.manifest, "trace_steps", WholeStore()):
             counts = store.read("trace_efficiency", columns=["trace_id", "steps"])
             counts = counts[counts["steps"] > 0]  # a trace without steps has no count
             return pd.Series(

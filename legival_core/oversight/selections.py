@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from legival_core.metrics.page_results import MONITOR_RESAMPLES
 from legival_core.oversight import oversight
 from legival_core.oversight.oversight import Level
 
@@ -21,8 +22,6 @@ __all__ = [
     "teacher_rewards",
 ]
 
-#: Bootstrap resamples behind the monitoring page's F1 intervals.
-MONITOR_RESAMPLES = 500
 #: ``dataset`` of the monitoring rows that pool every dataset (the page's "All").
 POOLED = "All"
 

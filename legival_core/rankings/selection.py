@@ -4,15 +4,17 @@ The Leaderboard page, the notebooks' front door (``lv.open(...).rank_intervals``
 ``metrics`` stage that stores the default view's results (``page_results``) all name a view by
 a :class:`Selection`. The stored rows are keyed by :meth:`Selection.key`, so the stage's key of
 the default view and the key the page asks with are made by the same code and cannot drift.
+The other pages' stored results are keyed the same way, by the key classes of
+:mod:`legival_core.metrics.page_results` (:class:`~legival_core.metrics.page_results.ResultKey`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
-from legival_core.metrics.page_results import selection_key
+from legival_core.metrics.page_results import ResultKey
 
 __all__ = ["BOARD_RESULTS", "RANK_RESAMPLES", "RESAMPLE_SEED", "Selection"]
 
@@ -52,7 +54,7 @@ def _weights(weights: Mapping[str, float] | Any) -> tuple[tuple[str, float], ...
 
 
 @dataclass(frozen=True)
-class Selection:
+class Selection(ResultKey):
     """One view of the leaderboard: which rows (``dataset``, ``student``; None is "All"), the
     composite's ``weights`` (metric → weight; none: no composite), the paired resamples
     (``n_boot`` draws from ``seed``), whether reference teachers are ranked
@@ -74,6 +76,8 @@ class Selection:
     seed: int = RESAMPLE_SEED
     include_references: bool = False
     support: str = "common"
+
+    RESULTS: ClassVar[Mapping[str, tuple[str, ...]]] = BOARD_RESULTS
 
     def __post_init__(self) -> None:
         # a mapping or unsorted pairs become the one spelling the keys and caches use
@@ -98,9 +102,9 @@ class Selection:
 
     def args(self, result: str = "board_intervals") -> tuple[Any, ...]:
         """The arguments the stored ``result`` (one of :data:`BOARD_RESULTS`) is keyed by."""
-        return tuple(getattr(self, name) for name in BOARD_RESULTS[result])
+        return super().args(result)
 
     def key(self, result: str = "board_intervals") -> str:
         """The ``page_results`` selection text of ``result`` for this view
         (:func:`legival_core.metrics.page_results.selection_key` of :meth:`args`)."""
-        return selection_key(self.args(result))
+        return super().key(result)

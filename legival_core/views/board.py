@@ -28,11 +28,14 @@ __all__ = [
     "REFERENCE_MARK",
     "TIED_MARK",
     "WILSON_MARK",
+    "as_sentence",
     "ascii_cells",
     "board_numbers",
     "change_arrow",
+    "change_style",
     "format_value",
     "is_tied",
+    "low_n_style",
     "metric_detail",
     "rank_cell",
     "rank_order",
@@ -569,3 +572,33 @@ def ascii_cells(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame.apply(lambda column: column.map(plain))
     out.columns = [plain(c) for c in frame.columns]
     return out
+
+
+def change_style(text: object) -> str:
+    """The CSS colour of a rank-change cell (``▲`` up green, ``▼`` down red, else grey).
+
+    >>> change_style("▲2"), change_style("▼1"), change_style("=")
+    ('color: #1e8449', 'color: #c0392b', 'color: #7f8c8d')
+    """
+    shown = str(text)
+    if shown.startswith("▲"):
+        return "color: #1e8449"
+    return "color: #c0392b" if shown.startswith("▼") else "color: #7f8c8d"
+
+
+def low_n_style(text: object) -> str:
+    """The CSS colour of a value cell resting on few traces (:data:`LOW_N_MARK`), else none.
+
+    >>> low_n_style(f"0.5 {LOW_N_MARK}"), low_n_style("0.5")
+    ('color: #b9770e', '')
+    """
+    return "color: #b9770e" if LOW_N_MARK in str(text) else ""
+
+
+def as_sentence(text: str) -> str:
+    """``text`` as a sentence: first letter up, the rest as written ("FOTU …" stays "FOTU").
+
+    >>> as_sentence("first-order transfer utility")
+    'First-order transfer utility.'
+    """
+    return text[:1].upper() + text[1:] + "."

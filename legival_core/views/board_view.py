@@ -11,7 +11,7 @@ the selection (``page_results``, keyed by :meth:`Selection.key`) is read instead
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pandas as pd
 
@@ -24,6 +24,7 @@ from legival_core.views.leaderboard import (
 )
 
 if TYPE_CHECKING:
+    from legival_core.metrics.page_results import ResultKey
     from legival_core.rankings.rank_intervals import TeacherResamples
     from legival_core.rankings.selection import Selection
 
@@ -31,6 +32,7 @@ __all__ = [
     "BoardSource",
     "board_rows",
     "board_table",
+    "frontier_shares",
     "selection_intervals",
     "selection_resamples",
     "student_metrics",
@@ -62,8 +64,8 @@ class BoardSource(Protocol):
         """Transfer metrics per (teacher, dataset, student) (:func:`student_metrics`)."""
         ...
 
-    def stored_result(self, name: str, args: Sequence[Any]) -> pd.DataFrame | None:
-        """The ``page_results`` row ``name`` for ``args`` when it is current, else None."""
+    def stored_result(self, name: str, key: ResultKey) -> pd.DataFrame | None:
+        """The ``page_results`` row ``name`` for ``key`` when it is current, else None."""
         ...
 
 
@@ -118,7 +120,7 @@ def selection_resamples(
     metrics stage stores the draws of the default selection; others are drawn here."""
     from legival_core.rankings.rank_intervals import resamples_from_frame
 
-    stored = source.stored_result("board_resamples", chosen.args("board_resamples"))
+    stored = source.stored_result("board_resamples", chosen)
     if stored is not None:
         return resamples_from_frame(stored, list(metrics))
     return board_resamples(
@@ -151,7 +153,7 @@ def selection_intervals(
         interval_table,
     )
 
-    table = source.stored_result("board_intervals", chosen.args("board_intervals"))
+    table = source.stored_result("board_intervals", chosen)
     if table is None:
         drawn = resamples()
         if drawn is None:
@@ -166,3 +168,49 @@ def selection_intervals(
             unranked=board_unranked(board, list(drawn.metrics)),
         )
     return agreeing_intervals(table, board)
+
+
+def frontier_shares(
+    source: BoardSource, chosen: Selection, x: str, y: str
+) -> tuple[dict[str, float], pd.DataFrame]:
+    """The Pareto page's frontier of ``x`` and ``y`` under resampling, for the rows and
+    choices of ``chosen`` (its weights unused): teacher → share of the paired problem
+    resamples in which it is on the frontier, and the 95% value intervals of ``x`` and ``y``
+    from the same draws (:func:`legival_core.views.pareto.frontier_uncertainty`). The draws of
+    every metric over all datasets are stored by the metrics stage (``pareto_resamples``);
+    another selection is drawn here. Both empty when the store has no per-trace tables to
+    resample."""
+    from legival_core.rankings.rank_intervals import resample_teachers, resamples_from_frame
+    from legival_core.views.pareto import frontier_uncertainty
+
+    stored = source.stored_result("pareto_resamples", chosen)
+    if stored is not None:
+        resamples = resamples_from_frame(stored, [x, y])
+    else:
+        efficiency, transfer = (
+            filter_rows(source.table(name), dataset=chosen.dataset)
+            if source.has_table(name)
+            else None
+            for name in ("trace_efficiency", "trace_transfer")
+        )
+        if all(t is None or t.empty for t in (efficiency, transfer)):
+            return {}, pd.DataFrame()
+        resamples = resample_teachers(
+            efficiency,
+            transfer,
+            [x, y],
+            n_boot=chosen.n_boot,
+            seed=chosen.seed,
+            references=source.reference_teachers,
+            include_references=chosen.include_references,
+            support=chosen.support,
+        )
+    board = leaderboard(
+        filter_rows(source.table("teacher_metrics"), dataset=chosen.dataset),
+        [x, y],
+        None,
+        source.reference_teachers,
+        chosen.include_references,
+        chosen.support,
+    )
+    return frontier_uncertainty(resamples, board, x, y)

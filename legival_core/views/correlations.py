@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -222,6 +222,43 @@ def construction_matrix(columns: Sequence[str]) -> pd.DataFrame:
         columns=cols,
         dtype=object,
     )
+
+
+def construction_notes(columns: Sequence[str], label: Callable[[str], str] = str) -> list[str]:
+    """``"<a>–<b>: <reason>"`` for every pair of ``columns`` related by construction
+    (:func:`construction_matrix`), each name shown by ``label``: the heatmap's footnote.
+
+    >>> construction_notes(["fotu", "tokens"])
+    []
+    >>> construction_notes(["fotu", "lift"], str.upper)[0][:16]
+    'FOTU–LIFT: lift '
+    """
+    reasons = construction_matrix(columns)
+    cols = list(columns)
+    return [
+        f"{label(a)}–{label(b)}: {reasons.loc[a, b]}"
+        for i, a in enumerate(cols)
+        for b in cols[i + 1 :]
+        if reasons.loc[a, b]
+    ]
+
+
+def stability_table(frame: pd.DataFrame, metric: str, across: str) -> pd.DataFrame:
+    """The rank-stability table of ``metric`` across the levels of column ``across``
+    (``dataset`` or ``student``) of ``frame`` (one row per teacher and level): the
+    :func:`stability_cells` of :func:`legival_core.stats.stats.rank_stability`, one row per
+    level (its name in column ``across``).
+
+    >>> frame = pd.DataFrame({"teacher": list("abcd") * 2, "dataset": ["x"] * 4 + ["y"] * 4,
+    ...     "fotu": [0.1, 0.2, 0.3, 0.4, 0.2, 0.4, 0.6, 0.8]})
+    >>> stability_table(frame, "fotu", "dataset").to_dict("records")[0]
+    {'dataset': 'x', 'x': '—', 'y': '+1.000 · n 4'}
+    """
+    from legival_core.stats.stats import rank_stability, rank_stability_counts
+
+    rho, pvalue = rank_stability(frame, metric, across=across)
+    counts = rank_stability_counts(frame, metric, across=across)
+    return stability_cells(rho, pvalue, counts).reset_index(names=across)
 
 
 def cell_stars(p_holm: float, n: int, reason: str = "") -> str:

@@ -6,7 +6,7 @@ and the solver-workload audits (Kaiser et al., arXiv 2602.09805). The instances 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -111,6 +111,62 @@ def delta_log_terms(row: Mapping[str, Any], reference: Mapping[str, Any]) -> pd.
     frame["measure"] = "relative"
     total_row = pd.DataFrame({"term": ["Δlog E0"], "value": [total], "measure": ["total"]})
     return pd.concat([frame, total_row], ignore_index=True)
+
+
+def waterfall_terms(
+    decomposition: pd.DataFrame, benchmark: str, layer: str, model: str, reference: str
+) -> pd.DataFrame:
+    """The Δlog E0 bars of ``model`` against ``reference`` (:func:`delta_log_terms`) from the
+    stored ``decomposition`` rows of one ``benchmark`` and workload ``layer`` (each model's
+    first row there).
+
+    >>> rows = pd.DataFrame({"benchmark": ["b", "b", "b"], "layer": ["native"] * 2 + ["trace"],
+    ...     "model": ["m", "r", "m"], "e0": [1.0, 2.0, 9.0], "r_ctx": [1.0] * 3,
+    ...     "r_logic": [0.5] * 3, "mean_tokens": [500.0, 250.0, 1.0]})
+    >>> terms = waterfall_terms(rows, "b", "native", "m", "r")  # tokens double: log(1/2)
+    >>> [(r.term, round(r.value, 4)) for r in terms.itertuples()][-1]
+    ('Δlog E0', -0.6931)
+    """
+    here = decomposition[
+        (decomposition["benchmark"] == benchmark) & (decomposition["layer"] == layer)
+    ]
+    first = {
+        name: here[here["model"].astype(str) == name].iloc[0].to_dict()
+        for name in (model, reference)
+    }
+    return delta_log_terms(first[model], first[reference])
+
+
+def default_comparison(
+    models: Sequence[Any], references: Sequence[str]
+) -> tuple[Any | None, Any | None]:
+    """The waterfall's default (model, compared with) among ``models`` in board order (best
+    E0 first): the runner-up against the best, both models, not reference teachers (a model
+    with E0 = 0 would make every bar −∞, so the best is the yardstick); every model counts
+    when all are references.
+
+    >>> default_comparison(["human", "a", "b"], ["human"])
+    ('b', 'a')
+    >>> default_comparison(["a"], []), default_comparison([], [])
+    (('a', 'a'), (None, None))
+    """
+    apart = {str(r) for r in references}
+    candidates = [m for m in models if str(m) not in apart] or list(models)
+    if not candidates:
+        return None, None
+    return (candidates[1] if len(candidates) > 1 else candidates[0]), candidates[0]
+
+
+def off_scale(board: pd.DataFrame, apart: Collection[str], top: float) -> list[str]:
+    """``"<model> E0 <value>"`` for each teacher of ``apart`` (reference teachers, drawn as
+    lines) whose E0 lies above ``top``, the top of the E0 chart's axis.
+
+    >>> board = pd.DataFrame({"model": ["a", "human"], "e0": [1.0, 5.0]})
+    >>> off_scale(board, {"human"}, 1.25), off_scale(board, {"human"}, 6.0)
+    (['human E0 5.00'], [])
+    """
+    off = board[board["model"].astype(str).isin(set(apart)) & (board["e0"] > top)]
+    return [f"{m} E0 {v:.2f}" for m, v in zip(off["model"], off["e0"], strict=True)]
 
 
 def failure_mode_table(decomposition: pd.DataFrame, references: Sequence[str] = ()) -> pd.DataFrame:

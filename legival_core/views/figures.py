@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PALETTE",
+    "TEMPLATE_SET_COLOURS",
     "add_frontier",
     "add_measured_markers",
     "correlation_heatmap",
@@ -34,8 +35,10 @@ __all__ = [
     "monitor_scores_figure",
     "overhead_coupling_figure",
     "pareto_figure",
+    "published_bars_figure",
     "redundancy_sweep_figure",
     "reward_scatter_figure",
+    "template_set_bars_figure",
     "transfer_curves_figure",
     "waterfall_figure",
 ]
@@ -793,3 +796,56 @@ def e0_bars_figure(board: pd.DataFrame, apart: Collection[str], tokens_words: st
     if apart and shown_max is not None and pd.notna(shown_max):
         figure.update_yaxes(range=[0, max(float(shown_max) * 1.25, 1e-9)])
     return figure
+
+
+#: Template sets of the calibration charts in a fixed order and colour: development, held
+#: out, both together.
+TEMPLATE_SET_COLOURS = {"dev": "#1f77b4", "held_out": "#ff7f0e", "all": "#7f7f7f"}
+
+
+def template_set_bars_figure(rows: pd.DataFrame, share: str, share_label: str) -> go.Figure:
+    """The Metric validity page's bars: one per (detector, planted case) and template set of
+    the share in column ``share`` (0 to 1) of calibration report ``rows`` (``measure``,
+    ``case``, ``template_set``), development and held-out templates side by side, so a gap
+    between them shows."""
+    import plotly.express as px
+
+    return px.bar(
+        rows.assign(
+            label=plotly_literals(rows["measure"] + " · " + rows["case"]),
+            template_set=plotly_literals(rows["template_set"]),
+        ),
+        x="label",
+        y=share,
+        color="template_set",
+        barmode="group",
+        range_y=(0, 1),
+        height=380,
+        # one colour per template set on both charts (Plotly's order-of-appearance colours
+        # gave "dev" two different ones)
+        color_discrete_map=TEMPLATE_SET_COLOURS,
+        category_orders={"template_set": list(TEMPLATE_SET_COLOURS)},
+        labels={
+            "label": "detector · planted case",
+            share: share_label,
+            "template_set": "template set",
+        },
+    )
+
+
+def published_bars_figure(table: pd.DataFrame, metric: str, label: str) -> go.Figure:
+    """The Published numbers page's bars of one ``metric`` (axis title ``label``) per model of
+    a published table (``model``, ``dataset``), datasets side by side."""
+    import plotly.express as px
+
+    return px.bar(
+        table.assign(
+            model=plotly_literals(table["model"]), dataset=plotly_literals(table["dataset"])
+        ),
+        x="model",
+        y=metric,
+        color="dataset",
+        barmode="group",
+        height=380,
+        labels={metric: label},
+    )

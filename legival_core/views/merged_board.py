@@ -21,7 +21,7 @@ from legival_core.views.board_merge import (
     merged_table,
 )
 
-__all__ = ["MergedBoard", "merged_board", "merged_rank_board"]
+__all__ = ["MergedBoard", "merged_board", "merged_rank_board", "prefer_note"]
 
 
 @dataclass(frozen=True)
@@ -154,3 +154,32 @@ def merged_board(
     )
     decided = clashes(metrics) if prefer is not None else []
     return MergedBoard(**{**made.__dict__, "decided": decided})
+
+
+def prefer_note(
+    decided: Sequence[tuple[str, str, Sequence[str]]], prefer: str, named: int = 5
+) -> str:
+    """What ``--prefer`` decided on a merged board: the (teacher, dataset) pairs ``decided``
+    held by more than one store and shown from ``prefer``, the first ``named`` of them named
+    and the rest counted (a lab's second run often repeats every pair); a sentence saying it
+    decided nothing when no pair is in two stores.
+
+    >>> note = prefer_note([("t", "d", ["a", "b"]), ("u", "d", ["a", "b"])], "b", named=1)
+    >>> note[:32], note[-44:]
+    ('--prefer b: 2 teacher and datase', "from b: 't' on 'd' (in a and b); and 1 more.")
+    >>> prefer_note([], "b")
+    '--prefer b decides nothing here: no teacher and dataset is in two stores.'
+    """
+    if not decided:
+        return f"--prefer {prefer} decides nothing here: no teacher and dataset is in two stores."
+    shown = decided[:named]
+    pairs = "; ".join(
+        f"{teacher!r} on {dataset!r} (in {' and '.join(holders)})"
+        for teacher, dataset, holders in shown
+    )
+    if len(decided) > len(shown):
+        pairs += f"; and {len(decided) - len(shown)} more"
+    return (
+        f"--prefer {prefer}: {len(decided)} teacher and dataset pair(s) held by more than one "
+        f"store are shown from {prefer}: {pairs}."
+    )

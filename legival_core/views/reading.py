@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
@@ -33,6 +33,7 @@ __all__ = [
     "Swatch",
     "answer_span",
     "attribution_line",
+    "bundle_leak_step",
     "completion_heading",
     "completion_markdown",
     "inspector_legend",
@@ -42,6 +43,7 @@ __all__ = [
     "render_steps",
     "stored_trace_concentration",
     "teacher_attribution_table",
+    "trace_bundle",
     "trace_html",
     "trace_markdown",
 ]
@@ -417,16 +419,93 @@ def attribution_line(attribution: pd.DataFrame, teacher: Mapping[str, Any] | Non
 ATTRIBUTION_COLUMNS = ["trace_id", "teacher", "dataset", "k", "correct"]
 
 
+def trace_bundle(store: Store, trace_id: str, threshold: float) -> dict[str, Any]:
+    """Everything the Trace inspector shows about one trace, read with filters (that trace,
+    its problem; never a whole table): the ``trace`` and its ``grade`` and ``problem`` rows,
+    the ``steps`` (:func:`legival_core.views.inspector.step_table` at redundancy τ =
+    ``threshold``, with the offline flags of the problem's task), each step's character
+    ``ends``, the students' ``strip``, the per-step transfer ``attribution``
+    (docs/metrics/attribution.md), the backtracking ``labelers``, the ``error_labels``, the
+    stored leak rows (``stored_leaks``) and the Thought Anchors chunk ``alignment`` (None
+    without chunk importances)."""
+    from legival_core.metrics.attribution import step_attribution
+    from legival_core.views.inspector import step_table, student_strip, with_offline_flags
+    from legival_core.views.step_layers import chunk_alignment
+
+    one = {"trace_id": trace_id}
+
+    def read(table: str, columns: list[str] | None = None) -> pd.DataFrame:
+        if not store.has(table):
+            return pd.DataFrame()
+        return store.read(table, columns=columns, filters=one)
+
+    trace = read("traces").iloc[0].to_dict()
+    grades = read("grades")
+    problems = (
+        store.read("problems", filters={"problem_id": trace["problem_id"]})
+        if store.has("problems")
+        else pd.DataFrame()
+    )
+    judgments = read("judgments")
+    steps = read("steps")
+    problem = problems.iloc[0].to_dict() if len(problems) else {}
+    table = step_table(steps, read("similarity"), judgments, threshold=threshold)
+    table = with_offline_flags(table, problem.get("task"))
+    # the strip's columns only: the rollouts are the store's biggest table
+    rollouts = read("rollouts", ["trace_id", "student", "k", "correct"])
+    return {
+        "trace": trace,
+        "grade": grades.iloc[0].to_dict() if len(grades) else {},
+        "problem": problem,
+        "steps": table,
+        "ends": steps.sort_values("step")["end"].tolist() if len(steps) else [],
+        "strip": student_strip(rollouts),
+        "attribution": (
+            step_attribution(rollouts, m=len(table)) if len(rollouts) else pd.DataFrame()
+        ),
+        "labelers": sorted(judgments["labeler"].astype(str)) if len(judgments) else [],
+        "error_labels": read("error_labels"),
+        "stored_leaks": read("trace_transfer"),
+        "alignment": chunk_alignment(steps, read("chunk_importance")),
+    }
+
+
+def bundle_leak_step(bundle: Mapping[str, Any]) -> int | None:
+    """The first step of a :func:`trace_bundle`'s trace whose prefix already states the gold
+    answer: the stored ``trace_transfer.leak_k`` when the metrics stage stored one (every trace
+    with rollouts), else checked here by the problem's task (its answer layer decides; seconds
+    on a trace of 2,000 steps). None without a task, steps or gold answer, or when no prefix
+    states it."""
+    from legival_core.views.inspector import NOT_STORED, stored_leak_step
+
+    stored = stored_leak_step(bundle["stored_leaks"])
+    if stored is not NOT_STORED:
+        return cast("int | None", stored)  # stored_leak_step: k, None or NOT_STORED
+    problem, table = bundle["problem"], bundle["steps"]
+    gold = str(problem.get("gold") or "")
+    if not problem.get("task") or not len(table) or not gold:
+        return None
+    from legival_core.tasks import get_task
+
+    try:
+        task = get_task(str(problem["task"]))
+    except KeyError:
+        return None
+    reasoning = str(bundle["trace"]["reasoning"])
+    return task.answer_leak_step(reasoning, bundle["ends"], gold, problem=problem).k
+
+
 def stored_trace_concentration(store: Store) -> pd.DataFrame:
     """Every trace's :func:`legival_core.metrics.attribution.trace_concentration` as the
     metrics stage stored it (``page_results``, ``attribution_traces``) when its stamp matches
     the store's rollouts; else computed from the rollouts' grading columns. Empty without
     rollouts."""
     from legival_core.metrics.attribution import trace_concentration
-    from legival_core.metrics.page_results import stored_frame
+    from legival_core.metrics.page_results import WholeStore, stored_frame
 
     if store.has("page_results"):
-        stored = stored_frame(store.read("page_results"), store.manifest, "attribution_traces", ())
+        rows = store.read("page_results")
+        stored = stored_frame(rows, store.manifest, "attribution_traces", WholeStore())
         if stored is not None:
             return stored
     if not store.has("rollouts"):

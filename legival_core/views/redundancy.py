@@ -7,9 +7,10 @@ leaderboard's number (a dataset with more traces does not weigh more).
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-__all__ = ["sweep_over_datasets"]
+__all__ = ["at_threshold", "sweep_over_datasets"]
 
 
 def sweep_over_datasets(sweep: pd.DataFrame) -> pd.DataFrame:
@@ -29,3 +30,14 @@ def sweep_over_datasets(sweep: pd.DataFrame) -> pd.DataFrame:
         n_datasets=("dataset", "nunique"),
     )
     return out.reset_index()
+
+
+def at_threshold(sweep: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """The rows of ``sweep`` at τ = ``threshold`` (to 1e-9: the grid's τ are sums of 0.05
+    steps, so 0.85 may be stored as 0.8500000000000001).
+
+    >>> sweep = pd.DataFrame({"threshold": [0.8, 0.05 * 17, 0.9], "redundancy": [0.3, 0.2, 0.1]})
+    >>> at_threshold(sweep, 0.85)["redundancy"].tolist()
+    [0.2]
+    """
+    return sweep[np.isclose(sweep["threshold"], threshold, rtol=0.0, atol=1e-9)]

@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -15,6 +16,9 @@ from legival_core.metrics.transfer_curves import (
     transfer_view_from_table,
 )
 from legival_core.views.common import filter_rows
+
+if TYPE_CHECKING:
+    from legival_core.store.store import Store
 
 
 def transfer_view(
@@ -132,6 +136,81 @@ def board_fotu_traces(
     counted = rows[keep].assign(teacher=rows["teacher"].astype(str)[keep])
     per_teacher = counted.groupby("teacher")["trace_id"].nunique()
     return per_teacher.reindex(used.index, fill_value=0).astype("int64").rename("n_traces")
+
+
+def board_fotu(
+    teacher_metrics: pd.DataFrame,
+    trace_transfer: pd.DataFrame,
+    per_student: pd.DataFrame | None,
+    dataset: str | None,
+    student: str | None,
+    support: str = "common",
+    outside: Sequence[str] = (),
+) -> pd.DataFrame:
+    """The leaderboard's FOTU of each teacher for a selection (index: teacher): ``fotu``, the
+    mean over datasets of the stored per-(teacher, dataset) FOTU of ``teacher_metrics`` (of
+    the one ``student`` when chosen, from ``per_student``), over the datasets ``support``
+    names as the leaderboard averages it (``outside`` teachers do not narrow them), and ``n``,
+    the traces of ``trace_transfer`` on those datasets that FOTU rests on
+    (:func:`board_fotu_traces`).
+
+    >>> tm = pd.DataFrame({"teacher": ["a", "a", "b"], "dataset": ["x", "y", "x"],
+    ...     "fotu": [0.2, 0.6, 0.3]})
+    >>> tt = pd.DataFrame({"teacher": ["a", "a", "b"], "dataset": ["x", "y", "x"],
+    ...     "student": ["s", "s", "s"], "trace_id": ["1", "2", "3"], "fotu": [0.2, 0.6, 0.3]})
+    >>> board_fotu(tm, tt, None, None, None).to_dict()  # common support: x only
+    {'fotu': {'a': 0.2, 'b': 0.3}, 'n': {'a': 1, 'b': 1}}
+    >>> board_fotu(tm, tt, None, None, None, "all")["fotu"].to_dict()  # a: (0.2 + 0.6) / 2
+    {'a': 0.4, 'b': 0.3}
+    """
+    from legival_core.stats.support import teacher_means
+    from legival_core.views.leaderboard import with_student
+
+    frame = filter_rows(teacher_metrics, dataset=dataset)
+    if student is not None and per_student is not None:
+        frame = with_student(frame, per_student, student)
+    frame = frame.assign(teacher=frame["teacher"].astype(str))
+    means = teacher_means(frame, ["fotu"], support=support, outside=outside)
+    pairs = filter_rows(trace_transfer, dataset=dataset, student=student)
+    counts = board_fotu_traces(frame, pairs, support, outside)
+    out = means.set_index("teacher")[["fotu"]]
+    return out.assign(n=counts.reindex(out.index, fill_value=0))
+
+
+def has_gaps(view: TransferView, picked: Sequence[str]) -> bool:
+    """Whether a picked teacher's curve has bins without a value (no trace measured there:
+    the release profile fills nothing in), so its line joins measured bins only.
+
+    >>> import types
+    >>> curves = pd.DataFrame({"teacher": ["a", "a", "b"], "mean": [0.1, None, 0.2]})
+    >>> view = types.SimpleNamespace(curves=curves)
+    >>> has_gaps(view, ["a"]), has_gaps(view, ["b"])
+    (True, False)
+    """
+    return bool(view.curves[view.curves["teacher"].isin(list(picked))]["mean"].isna().any())
+
+
+def store_leak_table(
+    store: Store, page_results: pd.DataFrame | None, manifest: Mapping[str, Any]
+) -> pd.DataFrame | None:
+    """The leak table of every (trace, student) pair of ``store``
+    (:func:`legival_core.metrics.leak_summary.leak_summary`): the Transfer page's table of all
+    datasets and students as the metrics stage stored it in ``page_results`` when current,
+    else computed from the store's leak points and rollouts. None when the store has no leak
+    points (``trace_transfer`` without ``leak_k``) or no rollouts."""
+    from legival_core.metrics.leak_summary import leak_summary
+    from legival_core.metrics.page_results import TransferSelection, stored_frame
+
+    if not (store.has("trace_transfer") and store.has("rollouts")):
+        return None
+    table = stored_frame(page_results, manifest, "transfer_leaks", TransferSelection())
+    if table is not None:
+        return table
+    pairs = store.read("trace_transfer")
+    if not {"leak_k", "fotu_before_leak"} <= set(pairs.columns):
+        return None
+    rollouts = store.read("rollouts", columns=["trace_id", "student", "k", "correct"])
+    return leak_summary(pairs, rollouts)
 
 
 #: The command that gives a store its students' rollouts, hence its transfer curves and FOTU:

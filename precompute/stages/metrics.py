@@ -53,6 +53,7 @@ from precompute.stages.base import (
 from precompute.stages.common import is_missing, read_or_empty
 
 if TYPE_CHECKING:
+    from legival_core.metrics.page_results import ResultKey
     from legival_core.metrics.teacher_partials import TeacherPartials
     from legival_core.rankings.board_partials import BoardPartials
     from legival_core.store.store import Store
@@ -789,7 +790,7 @@ def _read_rollouts_as_pages(store: Store) -> pd.DataFrame:
 
 def board_intervals(
     store: Store, drawn: Any, references: Sequence[str]
-) -> tuple[str, tuple[Any, ...], pd.DataFrame]:
+) -> tuple[str, ResultKey, pd.DataFrame]:
     """The leaderboard's value and rank intervals of its default view (every dataset and
     student, no composite, reference teachers unranked) from the stored draws ``drawn``
     (:func:`legival_core.rankings.rank_intervals.interval_table` of the board's metrics), as a
@@ -807,17 +808,18 @@ def board_intervals(
     directions = {m: METRICS[m].higher_is_better for m in METRICS}
     table = interval_table(board, directions, None, references=references)
     # keyed by the page's default view, the one Selection the page asks with first
-    return ("board_intervals", Selection().args("board_intervals"), table)
+    return ("board_intervals", Selection(), table)
 
 
 def redundancy_results(
     store: Store, manifest: dict[str, Any]
-) -> list[tuple[str, tuple[Any, ...], pd.DataFrame]]:
+) -> list[tuple[str, ResultKey, pd.DataFrame]]:
     """The redundancy page's sweep
     (:func:`legival_core.metrics.redundancy_sweep_view.teacher_redundancy_sweep`) over the
     published τ grid plus the τ the page reads from ``manifest``, as a ``page_results`` entry;
     none without similarities."""
     from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
+    from legival_core.metrics.page_results import RedundancySelection
     from legival_core.metrics.redundancy_sweep_view import (
         recorded_threshold,
         sweep_thresholds,
@@ -833,22 +835,23 @@ def redundancy_results(
         store.read("traces", columns=["trace_id", "teacher", "dataset"]),
         sweep_thresholds(chosen),
     )
-    return [("redundancy_sweep", (chosen,), table)]
+    return [("redundancy_sweep", RedundancySelection(chosen), table)]
 
 
 def monitor_legibility_result(
     store: Store, scores: pd.DataFrame, n_boot: int
-) -> tuple[str, tuple[Any, ...], pd.DataFrame]:
+) -> tuple[str, ResultKey, pd.DataFrame]:
     """The Monitoring page's ρ(FOTU, precision / recall / F1) across teachers
     (:func:`legival_core.oversight.oversight.monitor_legibility_correlation`) from the detection
     ``scores`` of ``n_boot`` resamples, reference teachers left out, as a ``page_results``
     entry."""
+    from legival_core.metrics.page_results import MonitorSelection
     from legival_core.oversight import oversight
     from legival_core.published.references import keep_teachers, store_reference_teachers
 
     teachers = keep_teachers(store.read("teacher_metrics"), store_reference_teachers(store))
     table = oversight.monitor_legibility_correlation(scores, teachers)
-    return ("monitor_legibility", (n_boot, False, "common"), table)
+    return ("monitor_legibility", MonitorSelection(n_boot), table)
 
 
 #: The ``trace_counts`` columns the stage reads.
@@ -871,13 +874,14 @@ def default_counts(counts: pd.DataFrame) -> pd.Series:
 
 def workload_audit_results(
     store: Store, efficiency: pd.DataFrame | None
-) -> list[tuple[str, tuple[Any, ...], pd.DataFrame]]:
+) -> list[tuple[str, ResultKey, pd.DataFrame]]:
     """The Decomposition page's solver-workload audits and solver concentration
     (:func:`legival_core.metrics.workload.pool_audits`) of each benchmark, reference
     teachers left out, as ``page_results`` entries. The instances are the page's: σ from
     ``efficiency`` (``trace_efficiency``), a trace without a stored token count counted from
     ``trace_counts`` (:func:`default_counts`); no text is read."""
     from legival_core.metrics.decomposition import decomposition_instances
+    from legival_core.metrics.page_results import DecompositionSelection
     from legival_core.metrics.workload import pool_audits
     from legival_core.published.references import keep_teachers, store_reference_teachers
 
@@ -895,36 +899,37 @@ def workload_audit_results(
     )
     # the pool without reference teachers, as the page's default (views' workload_audits)
     instances = keep_teachers(instances, store_reference_teachers(store), column="model")
-    out = []
+    out: list[tuple[str, ResultKey, pd.DataFrame]] = []
     benchmarks = store.read("decomposition", columns=["benchmark"])["benchmark"].unique()
     for benchmark in sorted(benchmarks):
         audits = pool_audits(instances[instances["benchmark"] == benchmark])
         for part, frame in audits.items():
-            out.append((f"decomposition_{part}", (str(benchmark), False), frame))
+            out.append((f"decomposition_{part}", DecompositionSelection(benchmark), frame))
     return out
 
 
 def robustness_results(
     store: Store, settings: Any, n_boots: Sequence[int], seed: int
-) -> list[tuple[str, tuple[Any, ...], pd.DataFrame]]:
+) -> list[tuple[str, ResultKey, pd.DataFrame]]:
     """The robustness report (:func:`legival_core.rankings.robustness_choices.robustness_report`)
     of the store under its default ``settings`` for each of ``n_boots`` (the leaderboard's
     marker uses 0, the Robustness page the configured resamples), as ``page_results`` entries,
     one per frame of the report."""
+    from legival_core.metrics.page_results import RobustnessSelection
     from legival_core.rankings import robustness_choices as choices
 
     tables = choices.load_tables(store)
     if tables.trace_efficiency.empty:
         return []
-    out = []
+    out: list[tuple[str, ResultKey, pd.DataFrame]] = []
     for n_boot in n_boots:
         try:
             report = choices.robustness_report(tables, settings, n_boot=n_boot, seed=seed)
         except ValueError:  # a table that does not fit: the pages say why when they compute it
             return []
-        args = (n_boot, seed, choices.settings_key(settings))
+        key = RobustnessSelection(choices.settings_key(settings), n_boot, seed)
         for part, frame in choices.report_frames(report).items():
-            out.append((f"robustness_{part}", args, frame))
+            out.append((f"robustness_{part}", key, frame))
     return out
 
 
@@ -974,15 +979,20 @@ def page_results_table(
 
     None when the store holds none of their inputs.
     """
-    from legival_core.metrics.page_results import page_results_rows
+    from legival_core.metrics.page_results import (
+        MonitorSelection,
+        RewardSelection,
+        TransferSelection,
+        WholeStore,
+        page_results_rows,
+    )
     from legival_core.oversight import oversight, selections
     from legival_core.published.references import store_reference_teachers
     from legival_core.rankings.rank_intervals import resamples_frame, stored_board_resamples
     from legival_core.rankings.robustness_choices import Settings
     from legival_core.rankings.selection import RANK_RESAMPLES, RESAMPLE_SEED, Selection
 
-    results: list[tuple[str, tuple[Any, ...], pd.DataFrame]] = []
-    args: tuple[Any, ...]
+    results: list[tuple[str, ResultKey, pd.DataFrame]] = []
     transfer = store.read("trace_transfer") if store.has("trace_transfer") else None
     efficiency = store.read("trace_efficiency") if store.has("trace_efficiency") else None
     if (efficiency is not None and len(efficiency)) or (transfer is not None and len(transfer)):
@@ -996,8 +1006,7 @@ def page_results_table(
             drawn = stored_board_resamples(
                 efficiency, transfer, default.n_boot, default.seed, outside=references
             )
-        args = default.args("board_resamples")
-        results.append(("board_resamples", args, resamples_frame(drawn)))
+        results.append(("board_resamples", default, resamples_frame(drawn)))
         if store.has("teacher_metrics"):
             results.append(board_intervals(store, drawn, references))
         if board is not None and (board.n_boot, board.seed) == (default.n_boot, default.seed):
@@ -1006,16 +1015,15 @@ def page_results_table(
             drawn = stored_board_resamples(
                 efficiency, transfer, default.n_boot, default.seed, references
             )
-        results.append(
-            ("pareto_resamples", default.args("pareto_resamples"), resamples_frame(drawn))
-        )
+        results.append(("pareto_resamples", default, resamples_frame(drawn)))
     if store.has("monitor_verdicts"):
         verdicts = store.read("monitor_verdicts")
-        n_boot = selections.MONITOR_RESAMPLES
+        monitor = MonitorSelection()  # the Monitoring page's first view
+        n_boot = monitor.n_boot
         scores = oversight.monitor_scores(verdicts, n_boot=n_boot, seed=0)
-        results.append(("monitor_scores", (n_boot,), scores))
+        results.append(("monitor_scores", monitor, scores))
         pooled = selections.pooled_monitor_scores(verdicts, n_boot)
-        results.append(("monitor_scores_pooled", (n_boot,), pooled))
+        results.append(("monitor_scores_pooled", monitor, pooled))
         if store.has("teacher_metrics"):
             results.append(monitor_legibility_result(store, scores, n_boot))
     if store.has("rewards") and transfer is not None and store.has("grades"):
@@ -1025,16 +1033,16 @@ def page_results_table(
         tables = (rewards, transfer, grades)
         for model in sorted(rewards["reward_model"].unique()):
             points = selections.reward_points(*tables, model, None, False)
-            results.append(("reward_points", (model, None, False), points))
+            results.append(("reward_points", RewardSelection(model), points))
             for level in ("trace", "teacher"):
                 for correct_only in (False, True):
                     rho = selections.reward_rho(
                         *tables, traces, model, None, level, correct_only, references
                     )
-                    args = (model, None, level, correct_only, False, "common")
-                    results.append(("reward_rho", args, rho))
+                    key = RewardSelection(model, level=level, correct_only=correct_only)
+                    results.append(("reward_rho", key, rho))
             teachers = selections.teacher_rewards(*tables, traces, model, None, False, references)
-            results.append(("teacher_rewards", (model, None, False, False, "common"), teachers))
+            results.append(("teacher_rewards", RewardSelection(model), teachers))
     if store.has("rollouts"):
         from legival_core.metrics.attribution import trace_concentration
         from legival_core.metrics.leak_summary import selection_leak_summary
@@ -1060,17 +1068,18 @@ def page_results_table(
             concentration = trace_concentration(rollouts)
             del rollouts
         if with_leaks and leaks is not None:
-            results.append(("transfer_leaks", (None, None), leaks))
+            results.append(("transfer_leaks", TransferSelection(), leaks))
         for profile in PROFILES:
-            results.append(("transfer_coverage", (None, None, profile), coverage[profile]))
-        results.append(("transfer_first_measured", (None, None), first))
-        results.append(("attribution_traces", (), concentration))
+            covered = TransferSelection(profile=profile)
+            results.append(("transfer_coverage", covered, coverage[profile]))
+        results.append(("transfer_first_measured", TransferSelection(), first))
+        results.append(("attribution_traces", WholeStore(), concentration))
     if store.has("decomposition") and store.has("traces") and store.has("grades"):
         results += workload_audit_results(store, efficiency)
     if store.has("trace_efficiency") and store.has("steps"):
         # The inspector's trace list reads trace_efficiency's step counts while this marker
         # is current instead of counting every step (seconds at a million traces).
-        results.append(("trace_steps", (), pd.DataFrame({"current": [True]})))
+        results.append(("trace_steps", WholeStore(), pd.DataFrame({"current": [True]})))
     if store.has("traces"):
         # The inspector's trace list itself (a million rows joined and sorted: 2 s of its cold
         # start at a million traces), computed afresh from the tables as they are now.
@@ -1084,7 +1093,7 @@ def page_results_table(
                 with_steps["steps"].to_numpy(), index=with_steps["trace_id"].astype(str)
             )
         listed = store_trace_choices(store, stored=False, steps_per_trace=steps)
-        results.append(("trace_choices", (), listed))
+        results.append(("trace_choices", WholeStore(), listed))
     if future is not None:
         results += redundancy_results(store, future)
         settings = Settings.from_manifest(future)
