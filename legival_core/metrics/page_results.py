@@ -63,10 +63,18 @@ INPUTS: dict[str, tuple[str, ...]] = {
     "board_intervals": ("trace_efficiency", "trace_transfer", "teacher_metrics", "traces"),
     "board_resamples": ("trace_efficiency", "trace_transfer"),
     "decomposition_audits": (
-        "traces", "grades", "trace_efficiency", "trace_counts", "decomposition",
+        "traces",
+        "grades",
+        "trace_efficiency",
+        "trace_counts",
+        "decomposition",
     ),
     "decomposition_concentration": (
-        "traces", "grades", "trace_efficiency", "trace_counts", "decomposition",
+        "traces",
+        "grades",
+        "trace_efficiency",
+        "trace_counts",
+        "decomposition",
     ),
     "monitor_legibility": ("monitor_verdicts", "teacher_metrics", "traces"),
     "monitor_scores": ("monitor_verdicts",),
@@ -201,7 +209,12 @@ class RewardSelection(ResultKey):
     RESULTS: ClassVar[Mapping[str, tuple[str, ...]]] = {
         "reward_points": ("model", "dataset", "correct_only"),
         "reward_rho": (
-            "model", "dataset", "level", "correct_only", "include_references", "support",
+            "model",
+            "dataset",
+            "level",
+            "correct_only",
+            "include_references",
+            "support",
         ),
         "teacher_rewards": ("model", "dataset", "correct_only", "include_references", "support"),
     }

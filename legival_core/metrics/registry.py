@@ -388,9 +388,7 @@ METRIC_SPECS: dict[str, MetricSpec] = {
             "hazard_entropy",
             "bootstrap_bias_corrected",
             True,
-            _groups(
-                *_RANKED_TRANSFER_GROUPS, "teacher_quantities", "stored_transfer", "student"
-            ),
+            _groups(*_RANKED_TRANSFER_GROUPS, "teacher_quantities", "stored_transfer", "student"),
             "metrics/sotu.md",
         ),
         MetricSpec(

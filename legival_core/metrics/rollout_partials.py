@@ -231,34 +231,19 @@ def transfer_curve_finalize(
     :func:`legival_core.metrics.transfer_curves.transfer_curve_table` of all the chunks'
     rollouts with the same profiles, ``n_boot``, ``seed``, ``alpha`` and ``stamp``."""
     from legival_core.metrics.transfer import _check_boot
-    from legival_core.metrics.transfer_curves import ALL_ROWS, _check_selectable, _view_rows
-    from legival_core.store.schema import spec
+    from legival_core.metrics.transfer_curves import _check_selectable, table_of_views
 
     _check_boot(partial.n_boot, partial.seed, alpha)
     datasets, students = sorted(partial.datasets), sorted(partial.students)
     _check_selectable(datasets, "dataset")
     _check_selectable(students, "student")
-    frames = []
-    for profile in partial.profiles:
-        for dataset in [None, *datasets]:
-            for student in [None, *students]:
-                view = _selection_view(partial, profile, dataset, student, alpha)
-                if view is None:
-                    continue
-                rows = _view_rows(view).assign(
-                    profile=profile,
-                    dataset=ALL_ROWS if dataset is None else dataset,
-                    student=ALL_ROWS if student is None else student,
-                    n_boot=partial.n_boot,
-                    seed=partial.seed,
-                    alpha=alpha,
-                    rollouts_stamp=stamp,
-                )
-                frames.append(rows)
-    columns = spec("transfer_curves").columns
-    if not frames:
-        return pd.DataFrame(columns=columns)
-    return pd.concat(frames, ignore_index=True)[columns]
+    views = (
+        (profile, dataset, student, _selection_view(partial, profile, dataset, student, alpha))
+        for profile in partial.profiles
+        for dataset in [None, *datasets]
+        for student in [None, *students]
+    )
+    return table_of_views(views, n_boot=partial.n_boot, seed=partial.seed, alpha=alpha, stamp=stamp)
 
 
 def _selection_view(
@@ -271,10 +256,10 @@ def _selection_view(
     """The :class:`legival_core.metrics.transfer_curves.TransferView` of one selection from the
     merged cells (None when it selects no pair), as
     :func:`legival_core.metrics.transfer_curves.selection_view` builds it from the rollouts."""
-    from legival_core.metrics.transfer import _intervals
+    from legival_core.metrics.transfer import curve_frame
     from legival_core.metrics.transfer_curves import SUMMARY_COLUMNS
     from legival_core.metrics.transfer_curves import TransferView as View
-    from legival_core.metrics.transfer_grid import N_BINS, bin_centres
+    from legival_core.metrics.transfer_grid import N_BINS
     from legival_core.metrics.transfer_profiles import get_profile
     from legival_core.stats.stats import nan_mean
 
@@ -309,26 +294,9 @@ def _selection_view(
             means = np.where(den > 0, num / np.maximum(den, 1e-300), np.nan)
         teacher_curve = nan_mean(means, axis=1)  # [1 + B, 51]
         point = teacher_curve[0]
-        if partial.n_boot:
-            bounds = _intervals(teacher_curve[1:], alpha)
-        else:
-            bounds = np.full((N_BINS + 1, 2), np.nan)
-        curve_frames.append(
-            pd.DataFrame(
-                {
-                    "teacher": teacher,
-                    "bin": np.arange(1, N_BINS + 1),
-                    "x": bin_centres(),
-                    "mean": point[:N_BINS],
-                    "lo": bounds[:N_BINS, 0],
-                    "hi": bounds[:N_BINS, 1],
-                    "baseline": point[N_BINS],
-                    "baseline_lo": bounds[N_BINS, 0],
-                    "baseline_hi": bounds[N_BINS, 1],
-                    "n_traces": n_traces,
-                }
-            )
-        )
+        replicates = teacher_curve[1:] if partial.n_boot else None
+        frame = curve_frame(point, replicates, alpha, n_traces)
+        curve_frames.append(frame.assign(teacher=teacher)[["teacher", *frame.columns]])
         usable = [c for c in cells if c.usable]
         if usable:
             counts = sum((c.hazards for c in usable), np.zeros(N_BINS + 1, dtype=np.int64))

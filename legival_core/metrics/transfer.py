@@ -581,30 +581,40 @@ def _curve_frame(
             inputs["sums"] = block.dense(data.sums, fill=0.0)
             inputs["counts"] = block.dense(data.counts, fill=0.0)
         point = summarise(_unit_weights(block.n_traces), inputs)[0]
-        if n_boot:
-            boot = summarise(_band_weights(block, data.pairs, n_boot, seed), inputs)
-            bounds = _intervals(boot, alpha)
-        else:
-            bounds = np.full((N_BINS + 1, 2), np.nan)
-        frame = pd.DataFrame(
-            {
-                "bin": np.arange(1, N_BINS + 1),
-                "x": bin_centres(),
-                "mean": point[:N_BINS],
-                "lo": bounds[:N_BINS, 0],
-                "hi": bounds[:N_BINS, 1],
-                "baseline": point[N_BINS],
-                "baseline_lo": bounds[N_BINS, 0],
-                "baseline_hi": bounds[N_BINS, 1],
-                "n_traces": block.n_traces,
-            }
-        )
+        boot = summarise(_band_weights(block, data.pairs, n_boot, seed), inputs) if n_boot else None
+        frame = curve_frame(point, boot, alpha, block.n_traces)
         for name, value in zip(columns, block.key, strict=True):
             frame.insert(columns.index(name), name, value)
         frames.append(frame)
     if not frames:
         return pd.DataFrame(columns=[*columns, *CURVE_COLUMNS])
     return pd.concat(frames, ignore_index=True)
+
+
+def curve_frame(
+    point: np.ndarray, replicates: np.ndarray | None, alpha: float, n_traces: int
+) -> pd.DataFrame:
+    """One curve's rows (:data:`CURVE_COLUMNS` but the grouping ones): bins 1..N_BINS with the
+    mean and its band, and the baseline (column N_BINS of ``point``, the student alone) with its
+    band, each band the percentile interval of ``replicates`` (rows = resamples; None: no band).
+    """
+    if replicates is not None:
+        bounds = _intervals(replicates, alpha)
+    else:
+        bounds = np.full((N_BINS + 1, 2), np.nan)
+    return pd.DataFrame(
+        {
+            "bin": np.arange(1, N_BINS + 1),
+            "x": bin_centres(),
+            "mean": point[:N_BINS],
+            "lo": bounds[:N_BINS, 0],
+            "hi": bounds[:N_BINS, 1],
+            "baseline": point[N_BINS],
+            "baseline_lo": bounds[N_BINS, 0],
+            "baseline_hi": bounds[N_BINS, 1],
+            "n_traces": n_traces,
+        }
+    )
 
 
 def selection_curves(

@@ -10,7 +10,7 @@ histogram, the student baseline and the per-teacher summary (Legi-Val, arXiv 260
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -296,7 +296,6 @@ def transfer_curve_table(
     [0.0, 0.52, 1.0]
     """
     from legival_core.metrics.transfer import PROFILES, selection_curves
-    from legival_core.store.schema import spec
 
     chosen = list(PROFILES) if profiles is None else list(profiles)
     datasets = sorted({str(v) for v in pd.unique(rollouts["dataset"])}) if len(rollouts) else []
@@ -304,31 +303,50 @@ def transfer_curve_table(
     _check_selectable(datasets, "dataset")
     _check_selectable(students, "student")
     selections = [(d, s) for d in [None, *datasets] for s in [None, *students]]
-    frames = []
-    for profile in chosen:
-        results = selection_curves(
-            rollouts,
-            [{"dataset": d, "student": s} for d, s in selections],
-            by="teacher",
-            n_boot=n_boot,
-            seed=seed,
-            profile=profile,
-            alpha=alpha,
-        )
-        for (dataset, student), (curves, per_trace) in zip(selections, results, strict=True):
-            view = selection_view(curves, per_trace, profile)
-            if view.curves.empty:
-                continue
-            rows = _view_rows(view).assign(
-                profile=profile,
-                dataset=ALL_ROWS if dataset is None else dataset,
-                student=ALL_ROWS if student is None else student,
+
+    def views() -> Iterator[tuple[str, str | None, str | None, TransferView]]:
+        for profile in chosen:
+            results = selection_curves(
+                rollouts,
+                [{"dataset": d, "student": s} for d, s in selections],
+                by="teacher",
                 n_boot=n_boot,
                 seed=seed,
+                profile=profile,
                 alpha=alpha,
-                rollouts_stamp=stamp,
             )
-            frames.append(rows)
+            for (dataset, student), (curves, per_trace) in zip(selections, results, strict=True):
+                yield profile, dataset, student, selection_view(curves, per_trace, profile)
+
+    return table_of_views(views(), n_boot=n_boot, seed=seed, alpha=alpha, stamp=stamp)
+
+
+def table_of_views(
+    views: Iterable[tuple[str, str | None, str | None, TransferView | None]],
+    *,
+    n_boot: int,
+    seed: int,
+    alpha: float,
+    stamp: str,
+) -> pd.DataFrame:
+    """The ``transfer_curves`` rows of each (profile, dataset, student, view): the view's rows
+    with the selection (None = every dataset / student, stored as :data:`ALL_ROWS`), the band's
+    resamples, seed and level and the rollouts' stamp; views without a curve add nothing."""
+    from legival_core.store.schema import spec
+
+    frames = [
+        _view_rows(view).assign(
+            profile=profile,
+            dataset=ALL_ROWS if dataset is None else dataset,
+            student=ALL_ROWS if student is None else student,
+            n_boot=n_boot,
+            seed=seed,
+            alpha=alpha,
+            rollouts_stamp=stamp,
+        )
+        for profile, dataset, student, view in views
+        if view is not None and not view.curves.empty
+    ]
     columns = spec("transfer_curves").columns
     if not frames:
         return pd.DataFrame(columns=columns)
