@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from legival_core.rankings import board_partials as bp
+from legival_core.rankings import cell_sums as cs
 from legival_core.rankings import rank_intervals as ri
 from legival_core.stats.poisson_bootstrap import poisson_weights
 
@@ -56,14 +57,14 @@ HAND_PROBLEMS = pd.MultiIndex.from_tuples([("d1", "p"), ("d1", "q"), ("d2", "r")
 HAND_WEIGHTS = np.array([[2.0, 0.0, 1.0], [0.0, 1.0, 3.0]])
 
 
-def merged_hand(chunks: list[list[str]], order: slice = slice(None)) -> bp.MetricPartial:
+def merged_hand(chunks: list[list[str]], order: slice = slice(None)) -> cs.MetricPartial:
     parts = [
-        bp.metric_partial(HAND[HAND["problem_id"].isin(c)], "v", HAND_PROBLEMS, HAND_WEIGHTS)
+        cs.metric_partial(HAND[HAND["problem_id"].isin(c)], "v", HAND_PROBLEMS, HAND_WEIGHTS)
         for c in chunks
     ][order]
     merged = parts[0]
     for part in parts[1:]:
-        merged = bp.merge_metric_partials(merged, part)
+        merged = cs.merge_metric_partials(merged, part)
     return merged
 
 
@@ -80,7 +81,7 @@ def test_hand_frame_chunks_merge_to_the_hand_worked_replicates(
     #       b = 2*0 / 2 = 0
     # replicate 2 (p = 0, q = 1): a (d1, s1) = 1*1 / 1 = 1, (d1, s2) has no weight -> 1;
     #       b = 1*1 / 1 = 1
-    res = bp.finalize_metric(merged, ["a", "b"])
+    res = cs.finalize_metric(merged, ["a", "b"])
     assert res.point.tolist() == [0.5, 0.5]
     assert res.replicates.tolist() == [[0.5, 0.0], [1.0, 1.0]]
     assert res.n_traces.tolist() == [2, 2]  # a1, a2 and b1, b2 on d1
@@ -88,7 +89,7 @@ def test_hand_frame_chunks_merge_to_the_hand_worked_replicates(
     # b outside the common support: a's d2 counts for a (cell (d2, s1) = 0.5 at any weight)
     # data: (0.5 + 0.5) / 2 = 0.5; replicate 1: (0.5 + 0.5) / 2 = 0.5; replicate 2:
     # (1 + 0.5) / 2 = 0.75; b has d1 only, as above
-    res = bp.finalize_metric(merged, ["a", "b"], outside=["b"])
+    res = cs.finalize_metric(merged, ["a", "b"], outside=["b"])
     assert res.point.tolist() == [0.5, 0.5]
     assert res.replicates.tolist() == [[0.5, 0.0], [0.75, 1.0]]
     assert res.n_traces.tolist() == [3, 2]
@@ -112,13 +113,13 @@ def test_hand_hazard_histograms_merge_to_the_hand_worked_entropy() -> None:
     problems = pd.MultiIndex.from_tuples([("d", "p"), ("d", "q")])
     weights = np.array([[2.0, 0.0], [1.0, 3.0]])
     parts = [
-        bp.metric_partial(rows[i : i + 1], "hazard_bin", problems, weights, "entropy")
+        cs.metric_partial(rows[i : i + 1], "hazard_bin", problems, weights, "entropy")
         for i in range(2)
     ]
-    merged = bp.merge_metric_partials(*parts)
+    merged = cs.merge_metric_partials(*parts)
     # histograms (bins 1, 2): data [1, 1]; replicate 1 [2, 0]; replicate 2 [1, 3]
     assert merged.sums[:, 0, :2].tolist() == [[1.0, 1.0], [2.0, 0.0], [1.0, 3.0]]
-    res = bp.finalize_metric(merged, ["a"])
+    res = cs.finalize_metric(merged, ["a"])
     assert res.point[0] == pytest.approx(math.log(2) / math.log(50), abs=1e-15)
     assert res.replicates[0, 0] == 0.0
     h = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))

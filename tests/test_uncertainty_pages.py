@@ -29,7 +29,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from legival_core.rankings import rank_intervals
+from legival_core.rankings import cell_sums, rank_intervals
 from legival_core.store.store import Store
 from legival_core.views.board import LOW_N_MARK, NO_INTERVAL
 from tests.app_runner import leaderboard_detail, rank_the_composite, run_app_page
@@ -308,7 +308,7 @@ def test_sotu_resamples_are_the_same_in_blocks_of_any_size(monkeypatch) -> None:
     )
     results = []
     for block in (1, 7, 10_000):
-        monkeypatch.setattr(rank_intervals, "_ENTROPY_BLOCK", block)
+        monkeypatch.setattr(cell_sums, "_ENTROPY_BLOCK", block)
         drawn = rank_intervals.resample_teachers(None, transfer, ["sotu"], n_boot=50, seed=1)
         results.append(drawn.metrics["sotu"])
     for other in results[1:]:

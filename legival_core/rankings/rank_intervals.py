@@ -40,10 +40,10 @@ import pandas as pd
 
 from legival_core.metrics.metric_catalog import METRICS
 from legival_core.metrics.registry import metrics_in
+from legival_core.rankings.cell_sums import MetricResamples, finalize_metric, metric_partial
 from legival_core.stats.poisson_bootstrap import poisson_weights
 from legival_core.stats.stats import (
     bias_corrected_interval,
-    nan_mean,
     percentile_interval,
 )
 
@@ -58,6 +58,7 @@ __all__ = [
     "frontier_shares",
     "interval_table",
     "metric_resamples",
+    "metric_rows",
     "points_agree",
     "problem_key",
     "problem_weights",
@@ -74,29 +75,12 @@ __all__ = [
 #: (cells = dataset x student); ``accuracy`` is the mean of the ``correct`` column.
 EFFICIENCY_METRICS: tuple[str, ...] = metrics_in("resampled_efficiency")
 TRANSFER_METRICS: tuple[str, ...] = metrics_in("resampled_transfer")
-_HAZARD_BINS = 50
 #: Metrics whose estimator is biased under resampling, with the range their bias-corrected
 #: interval is clipped to: SOTU, a plug-in entropy (a resample's histogram is more
 #: concentrated than the sample's, so its entropy is lower).
 BIAS_CORRECTED: dict[str, tuple[float, float]] = {"sotu": (0.0, 1.0)}
 # Values are rounded before ranking so that float noise cannot split a tie (as rank_table does).
 _RANK_DECIMALS = 9
-
-
-@dataclass(frozen=True)
-class MetricResamples:
-    """One metric for every teacher: on the data as it is and on each resample of problems.
-
-    ``point[t]`` and ``replicates[b, t]`` are NaN where teacher t has no value (no traces, or
-    none of its problems drawn in resample b). ``n_traces`` counts distinct traces and
-    ``n_students`` distinct students behind the point value (1 for efficiency metrics).
-    """
-
-    teachers: tuple[str, ...]
-    point: np.ndarray
-    replicates: np.ndarray
-    n_traces: np.ndarray
-    n_students: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -143,35 +127,6 @@ def problem_weights(problems: pd.MultiIndex, n_boot: int, seed: int = 0) -> np.n
     return poisson_weights(keys, int(n_boot), seed).astype(np.float64)
 
 
-def _cells(rows: pd.DataFrame, teachers: Sequence[str]) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """Teacher index, cell index (dataset x student) per row, and the number of each."""
-    teacher_index = pd.Index(teachers).get_indexer(rows["teacher"].astype(str))
-    dataset, datasets = pd.factorize(rows["dataset"].astype(str), sort=True)
-    if "student" in rows:
-        student, students = pd.factorize(rows["student"].astype(str), sort=True)
-    else:
-        student, students = np.zeros(len(rows), dtype=np.int64), [""]
-    cell = dataset * len(students) + student
-    return teacher_index, np.asarray(cell), len(datasets), len(students)
-
-
-def _counts(rows: pd.DataFrame, teachers: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct traces and students per teacher among the rows that carry a value.
-
-    A trace is a (dataset, trace_id) pair (without ``trace_id``, a (dataset, problem_id) pair),
-    so the count is the sum of each dataset's: what chunks of problems add up
-    (:mod:`legival_core.rankings.board_partials`)."""
-    teacher = rows["teacher"].astype(str).to_numpy()
-    ids = rows["trace_id"] if "trace_id" in rows else rows["problem_id"]
-    ids = rows["dataset"].astype(str) + "\x1f" + ids.astype(str)
-    n_traces = ids.groupby(teacher).nunique().reindex(teachers, fill_value=0)
-    if "student" in rows:
-        n_students = rows["student"].groupby(teacher).nunique().reindex(teachers, fill_value=0)
-    else:
-        n_students = (n_traces > 0).astype(np.int64)
-    return n_traces.to_numpy(dtype=np.int64), n_students.to_numpy(dtype=np.int64)
-
-
 def metric_resamples(
     rows: pd.DataFrame,
     value: str,
@@ -211,131 +166,8 @@ def metric_resamples(
     >>> res.point.tolist(), res.replicates.tolist(), res.n_traces.tolist()
     ([0.5, 0.5], [[1.0, 0.5], [0.5, 0.5]], [2, 2])
     """
-    n_teachers = len(teachers)
-    values = pd.to_numeric(rows[value], errors="coerce").to_numpy(dtype=np.float64)
-    if statistic == "mean":
-        keep = ~np.isnan(values)
-    elif statistic == "entropy":
-        keep = ~np.isnan(values) & (values >= 1) & (values <= _HAZARD_BINS)
-    else:
-        raise ValueError(
-            f"metric_resamples: statistic must be 'mean' or 'entropy', not {statistic!r}"
-        )
-    used = rows[keep]
-    values = values[keep]
-    used, values = _on_support(used, values, teachers, support, outside)
-    n_traces, n_students = _counts(used, teachers)
-    teacher_index, cell, n_datasets, n_student_levels = _cells(used, teachers)
-    problem_index = problems.get_indexer(
-        pd.MultiIndex.from_arrays([used["dataset"].astype(str), used["problem_id"].astype(str)])
-    )
-    known = (teacher_index >= 0) & (problem_index >= 0)
-    teacher_index, cell, problem_index, values = (
-        a[known] for a in (teacher_index, cell, problem_index, values)
-    )
-    n_cells = n_datasets * n_student_levels
-    all_draws = np.vstack([np.ones((1, len(problems))), draws])  # row 0 = the data as it is
-    if statistic == "mean":
-        # Two columns per cell: the sum of the values and the number of rows.
-        columns = 2
-        column = np.concatenate([np.zeros(len(values), np.int64), np.ones(len(values), np.int64)])
-        weights = np.concatenate([values, np.ones_like(values)])
-        repeat = 2
-    else:
-        # One column per hazard bin: how many rows first succeed in that bin.
-        columns, repeat = _HAZARD_BINS, 1
-        column, weights = values.astype(np.int64) - 1, np.ones_like(values)
-    slot = np.tile((teacher_index * n_cells + cell) * columns, repeat) + column
-    width = n_teachers * n_cells * columns
-    shape = (n_teachers, n_datasets, n_student_levels, columns)
-    problem_rows = np.tile(problem_index, repeat)
-    if statistic == "mean":
-        sums = _weighted_sums(all_draws, problem_rows, slot, weights, width)
-        sums = sums.reshape(len(all_draws), *shape)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            per_cell = np.where(sums[..., 1] > 0, sums[..., 0] / sums[..., 1], np.nan)
-    else:
-        from legival_core.metrics.transfer import normalised_entropy
-
-        # 50 bins per cell make the histograms 50 times the size of a mean's sums: built and
-        # reduced a block of resamples at a time, they stay in cache (same values, each row of
-        # draws is independent of the others).
-        per_cell = np.vstack(
-            [
-                normalised_entropy(
-                    _weighted_sums(
-                        all_draws[start : start + _ENTROPY_BLOCK],
-                        problem_rows,
-                        slot,
-                        weights,
-                        width,
-                    ).reshape(-1, *shape)
-                )
-                for start in range(0, len(all_draws), _ENTROPY_BLOCK)
-            ]
-        )
-    per_dataset = nan_mean(per_cell, axis=-1)
-    per_teacher = nan_mean(per_dataset, axis=-1)
-    return MetricResamples(
-        teachers=tuple(teachers),
-        point=per_teacher[0],
-        replicates=per_teacher[1:],
-        n_traces=n_traces,
-        n_students=n_students,
-    )
-
-
-def _on_support(
-    used: pd.DataFrame,
-    values: np.ndarray,
-    teachers: Sequence[str],
-    support: str,
-    outside: Sequence[str],
-) -> tuple[pd.DataFrame, np.ndarray]:
-    """The rows (and their values) on the datasets a teacher-level value is averaged over:
-    every dataset under ``support="all"``; under ``"common"`` those on which every teacher of
-    ``teachers`` not in ``outside`` that has a row anywhere has one
-    (:func:`legival_core.stats.support.support_datasets`)."""
-    from legival_core.stats.support import ALL_DATASETS, check_support, support_datasets
-
-    if check_support(support) == ALL_DATASETS or used.empty:
-        return used, values
-    mine = used["teacher"].astype(str).isin([str(t) for t in teachers]).to_numpy()
-    pairs = pd.DataFrame(
-        {"teacher": used["teacher"].astype(str).to_numpy()[mine],
-         "dataset": used["dataset"].astype(str).to_numpy()[mine]}
-    ).drop_duplicates()  # fmt: skip
-    covered = pd.crosstab(pairs["teacher"], pairs["dataset"]).astype(bool)
-    common = support_datasets(covered, outside)
-    on = used["dataset"].astype(str).isin(common).to_numpy()
-    return used[on], values[on]
-
-
-#: Resamples whose hazard histograms are built and reduced together (see metric_resamples).
-_ENTROPY_BLOCK = 64
-# Above this many cells, the problem-by-column matrix stays sparse (the hazard histograms).
-_DENSE_LIMIT = 5_000_000
-
-
-def _weighted_sums(
-    draws: np.ndarray,
-    problem_index: np.ndarray,
-    column_index: np.ndarray,
-    weights: np.ndarray,
-    width: int,
-) -> np.ndarray:
-    """``draws @ A`` where A[p, c] sums ``weights`` of the rows of problem p and column c."""
-    n_problems = draws.shape[1]
-    if n_problems * width <= _DENSE_LIMIT:
-        flat = np.bincount(
-            problem_index * width + column_index, weights=weights, minlength=n_problems * width
-        )
-        return draws @ flat.reshape(n_problems, width)
-    from scipy import sparse
-
-    matrix = sparse.csr_matrix((weights, (problem_index, column_index)), shape=(n_problems, width))
-    matrix.sum_duplicates()
-    return np.ascontiguousarray((matrix.T @ draws.T).T)
+    partial = metric_partial(rows, value, problems, draws, statistic, known_only=True)
+    return finalize_metric(partial, teachers, support, outside)
 
 
 def replicate_ranks(values: np.ndarray, higher_is_better: bool) -> np.ndarray:
@@ -735,25 +567,46 @@ def resample_teachers(
     efficiency = frames["efficiency"]
     transfer = frames["transfer"]
     for metric in metrics:
-        if metric in EFFICIENCY_METRICS and len(efficiency):
-            column = "correct" if metric == "accuracy" else metric
-            if column not in efficiency:
-                continue
-            rows = efficiency.assign(
-                value=pd.to_numeric(efficiency[column].astype("Float64"), errors="coerce")
-            ).drop(columns=["student"], errors="ignore")
-            out[metric] = metric_resamples(
-                rows, "value", teachers, problems, draws, support=support, outside=outside
-            )
-        elif metric in TRANSFER_METRICS and len(transfer):
-            column = "hazard_bin" if metric == "sotu" else metric
-            if column not in transfer:
-                continue
-            statistic = "entropy" if metric == "sotu" else "mean"
-            out[metric] = metric_resamples(
-                transfer, column, teachers, problems, draws, statistic, support, outside
-            )
+        frame = efficiency if metric in EFFICIENCY_METRICS else transfer
+        picked = metric_rows(metric, efficiency, transfer) if len(frame) else None
+        if picked is None:
+            continue
+        rows, column, statistic = picked
+        out[metric] = metric_resamples(
+            rows, column, teachers, problems, draws, statistic, support, outside
+        )
     return TeacherResamples(teachers=teachers, n_boot=int(n_boot), seed=int(seed), metrics=out)
+
+
+def metric_rows(
+    metric: str, efficiency: pd.DataFrame, transfer: pd.DataFrame
+) -> tuple[pd.DataFrame, str, str] | None:
+    """The rows a resampled ``metric`` is averaged over, the column holding its value and its
+    statistic (``"mean"``, or ``"entropy"`` of the hazard bins for SOTU): ``trace_efficiency``'s
+    rows for :data:`EFFICIENCY_METRICS` (accuracy = the ``correct`` column, as a number),
+    ``trace_transfer``'s for :data:`TRANSFER_METRICS`; None when the table lacks the column.
+
+    >>> eff = pd.DataFrame({"correct": [True, False]})
+    >>> rows, column, statistic = metric_rows("accuracy", eff, pd.DataFrame())
+    >>> rows[column].tolist(), statistic
+    ([1.0, 0.0], 'mean')
+    >>> metric_rows("sotu", eff, pd.DataFrame({"hazard_bin": [3]}))[1:]
+    ('hazard_bin', 'entropy')
+    """
+    if metric in EFFICIENCY_METRICS:
+        column = "correct" if metric == "accuracy" else metric
+        if column not in efficiency:
+            return None
+        rows = efficiency.assign(
+            value=pd.to_numeric(efficiency[column].astype("Float64"), errors="coerce")
+        ).drop(columns=["student"], errors="ignore")
+        return rows, "value", "mean"
+    if metric in TRANSFER_METRICS:
+        column = "hazard_bin" if metric == "sotu" else metric
+        if column not in transfer:
+            return None
+        return transfer, column, "entropy" if metric == "sotu" else "mean"
+    return None
 
 
 def _teacher_subset(resamples: MetricResamples, keep: np.ndarray) -> MetricResamples:

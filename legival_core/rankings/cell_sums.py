@@ -1,0 +1,295 @@
+"""Per-cell weighted sums of a teacher metric, the one computation behind every rank-interval
+resample: on the whole rows (:func:`legival_core.rankings.rank_intervals.metric_resamples`) and
+one chunk of problems at a time (:mod:`legival_core.rankings.board_partials`).
+
+For each (teacher, dataset, student) cell, row 0 of the sums is the data (every problem weighs
+1) and row b the b-th resample (problem p weighs w_bp): a mean's numerator and denominator, or
+the 50 bins of a hazard histogram. Sums over different problems add, so chunks merge by
+addition (:func:`merge_metric_partials`); :func:`finalize_metric` turns the sums into each
+teacher's value: the weighted mean (or normalised hazard entropy) per cell, then the mean over
+students and over datasets, on the common support.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from legival_core.stats.stats import nan_mean
+
+__all__ = [
+    "HAZARD_BINS",
+    "MetricPartial",
+    "MetricResamples",
+    "finalize_metric",
+    "merge_metric_partials",
+    "metric_partial",
+    "weighted_sums",
+]
+
+#: The hazard bins of SOTU's histogram (first success at bin 1..50).
+HAZARD_BINS = 50
+
+Cell = tuple[str, str, str]  # (teacher, dataset, student); student "" for efficiency metrics
+Pair = tuple[str, str]  # (teacher, dataset)
+
+
+@dataclass(frozen=True)
+class MetricResamples:
+    """One metric for every teacher: on the data as it is and on each resample of problems.
+
+    ``point[t]`` and ``replicates[b, t]`` are NaN where teacher t has no value (no traces, or
+    none of its problems drawn in resample b). ``n_traces`` counts distinct traces and
+    ``n_students`` distinct students behind the point value (1 for efficiency metrics).
+    """
+
+    teachers: tuple[str, ...]
+    point: np.ndarray
+    replicates: np.ndarray
+    n_traces: np.ndarray
+    n_students: np.ndarray
+
+
+@dataclass(frozen=True)
+class MetricPartial:
+    """One metric's sums over the rows of a chunk, row 0 of ``sums`` on the data (weight 1),
+    row b on resample b.
+
+    ``sums[r, i]`` belongs to ``cells[i]``: for ``statistic="mean"`` the weighted sum of the
+    values and the weighted number of rows, for ``"entropy"`` the 50 bins of the weighted
+    hazard histogram. ``traces[(teacher, dataset)]`` counts the distinct traces with a value
+    and ``students[(teacher, dataset)]`` names their students (empty without a student
+    column); their keys are the teacher x dataset coverage the common support needs.
+    """
+
+    statistic: str
+    by_student: bool
+    cells: tuple[Cell, ...]
+    sums: np.ndarray
+    traces: Mapping[Pair, int]
+    students: Mapping[Pair, frozenset[str]]
+
+
+#: Resamples whose hazard histograms are built and reduced together (see metric_resamples).
+_ENTROPY_BLOCK = 64
+# Above this many cells, the problem-by-column matrix stays sparse (the hazard histograms).
+_DENSE_LIMIT = 5_000_000
+
+
+def weighted_sums(
+    draws: np.ndarray,
+    problem_index: np.ndarray,
+    column_index: np.ndarray,
+    weights: np.ndarray,
+    width: int,
+) -> np.ndarray:
+    """``draws @ A`` where A[p, c] sums ``weights`` of the rows of problem p and column c."""
+    n_problems = draws.shape[1]
+    if n_problems * width <= _DENSE_LIMIT:
+        flat = np.bincount(
+            problem_index * width + column_index, weights=weights, minlength=n_problems * width
+        )
+        return draws @ flat.reshape(n_problems, width)
+    from scipy import sparse
+
+    matrix = sparse.csr_matrix((weights, (problem_index, column_index)), shape=(n_problems, width))
+    matrix.sum_duplicates()
+    return np.ascontiguousarray((matrix.T @ draws.T).T)
+
+
+def metric_partial(
+    rows: pd.DataFrame,
+    value: str,
+    problems: pd.MultiIndex,
+    weights: np.ndarray,
+    statistic: str = "mean",
+    *,
+    known_only: bool = False,
+) -> MetricPartial:
+    """The cell sums of one metric over ``rows`` (the rows of some problems), for the data and
+    for each row of ``weights`` (``(n_boot, P)``, columns in the order of ``problems``, which
+    must hold every (dataset, problem_id) of ``rows``).
+
+    Rows as :func:`legival_core.rankings.rank_intervals.metric_resamples` reads them (``teacher``,
+    ``dataset``, ``problem_id``, optionally ``student`` and ``trace_id``, and ``value``); rows
+    with no value (for ``"entropy"``: no hazard bin in 1..50) are left out, as there.
+
+    >>> rows = pd.DataFrame({"teacher": ["a", "a"], "dataset": "d", "problem_id": ["p", "q"],
+    ...     "v": [1.0, 0.0]})
+    >>> problems = pd.MultiIndex.from_tuples([("d", "p"), ("d", "q")])
+    >>> part = metric_partial(rows, "v", problems, np.array([[2.0, 0.0]]))
+    >>> part.cells, part.sums.tolist()  # data: 1 + 0 over 2 rows; resample: 2 x 1 over 2
+    ((('a', 'd', ''),), [[[1.0, 2.0]], [[2.0, 2.0]]])
+    """
+    values = pd.to_numeric(rows[value], errors="coerce").to_numpy(dtype=np.float64)
+    if statistic == "mean":
+        keep = ~np.isnan(values)
+    elif statistic == "entropy":
+        keep = ~np.isnan(values) & (values >= 1) & (values <= HAZARD_BINS)
+    else:
+        raise ValueError(
+            f"metric_partial: statistic must be 'mean' or 'entropy', not {statistic!r}"
+        )
+    used, values = rows[keep], values[keep]
+    by_student = "student" in rows
+    teacher = used["teacher"].astype(str).to_numpy()
+    dataset = used["dataset"].astype(str).to_numpy()
+    student = used["student"].astype(str).to_numpy() if by_student else np.full(len(used), "")
+    codes, labels = pd.factorize(pd.MultiIndex.from_arrays([teacher, dataset, student]), sort=True)
+    cells: tuple[Cell, ...] = tuple((str(t), str(d), str(s)) for t, d, s in labels)
+    problem_index = problems.get_indexer(
+        pd.MultiIndex.from_arrays([dataset, used["problem_id"].astype(str).to_numpy()])
+    )
+    if known_only:  # rows of other problems are left out (as a resample of these problems)
+        known = problem_index >= 0
+        used, values, problem_index = used[known], values[known], problem_index[known]
+        teacher, dataset, student = teacher[known], dataset[known], student[known]
+        codes, labels = pd.factorize(
+            pd.MultiIndex.from_arrays([teacher, dataset, student]), sort=True
+        )
+        cells = tuple((str(t), str(d), str(s)) for t, d, s in labels)
+    elif (problem_index < 0).any():
+        missing = used["problem_id"].astype(str).to_numpy()[problem_index < 0][0]
+        raise ValueError(f"metric_partial: problem {missing!r} of {value!r} is not in problems")
+    all_weights = np.vstack([np.ones((1, len(problems))), np.asarray(weights, np.float64)])
+    if statistic == "mean":  # two columns per cell: sum of the values, number of rows
+        columns = 2
+        slot = np.concatenate([codes * 2, codes * 2 + 1])
+        row_weights = np.concatenate([values, np.ones_like(values)])
+        problem_rows = np.tile(problem_index, 2)
+    else:  # one column per hazard bin
+        columns = HAZARD_BINS
+        slot = codes * columns + values.astype(np.int64) - 1
+        row_weights, problem_rows = np.ones_like(values), problem_index
+    sums = weighted_sums(all_weights, problem_rows, slot, row_weights, len(cells) * columns)
+    ids = used["trace_id"] if "trace_id" in used else used["problem_id"]
+    pairs = pd.DataFrame(
+        {"teacher": teacher, "dataset": dataset, "id": ids.astype(str).to_numpy(),
+         "student": student}
+    )  # fmt: skip
+    grouped = pairs.groupby(["teacher", "dataset"], sort=True)
+    traces = {(str(t), str(d)): int(n) for (t, d), n in grouped["id"].nunique().items()}
+    students = {pair: frozenset[str]() for pair in traces}
+    if by_student:
+        for (t, d), names in grouped["student"].unique().items():
+            students[(str(t), str(d))] = frozenset(map(str, names))
+    return MetricPartial(
+        statistic=statistic,
+        by_student=by_student,
+        cells=cells,
+        sums=sums.reshape(len(all_weights), len(cells), columns),
+        traces=traces,
+        students=students,
+    )
+
+
+def merge_metric_partials(*parts: MetricPartial) -> MetricPartial:
+    """The partial of the rows of all ``parts`` (which must be of different problems): sums of
+    the same cell added, trace counts added, student sets united. All at once: the merged sums
+    are allocated once, whatever the number of parts.
+
+    >>> rows = pd.DataFrame({"teacher": ["a", "a"], "dataset": "d", "problem_id": ["p", "q"],
+    ...     "v": [1.0, 0.0]})
+    >>> problems = pd.MultiIndex.from_tuples([("d", "p"), ("d", "q")])
+    >>> w = np.array([[2.0, 0.0]])
+    >>> one = metric_partial(rows, "v", problems, w)
+    >>> two = merge_metric_partials(metric_partial(rows[:1], "v", problems, w),
+    ...     metric_partial(rows[1:], "v", problems, w))
+    >>> bool((one.sums == two.sums).all()), dict(two.traces)
+    (True, {('a', 'd'): 2})
+    """
+    if not parts:
+        raise ValueError("merge_metric_partials: no partials to merge")
+    first = parts[0]
+    for part in parts[1:]:
+        if (part.statistic, part.by_student) != (first.statistic, first.by_student):
+            raise ValueError(
+                "merge_metric_partials: partials of different statistics "
+                f"({first.statistic!r}, {part.statistic!r}) or student columns"
+            )
+        if part.sums.shape[0] != first.sums.shape[0]:
+            raise ValueError(
+                f"merge_metric_partials: {first.sums.shape[0] - 1} and "
+                f"{part.sums.shape[0] - 1} resamples"
+            )
+    cells = tuple(sorted(set().union(*(p.cells for p in parts))))
+    where = {cell: i for i, cell in enumerate(cells)}
+    sums = np.zeros((first.sums.shape[0], len(cells), first.sums.shape[2]))
+    traces: dict[Pair, int] = {}
+    students: dict[Pair, frozenset[str]] = {}
+    for part in parts:
+        sums[:, [where[c] for c in part.cells]] += part.sums  # a part's cells are distinct
+        for pair, n in part.traces.items():
+            traces[pair] = traces.get(pair, 0) + n
+        for pair, names in part.students.items():
+            students[pair] = students.get(pair, frozenset()) | names
+    return MetricPartial(first.statistic, first.by_student, cells, sums, traces, students)
+
+
+def finalize_metric(
+    partial: MetricPartial,
+    teachers: Sequence[str],
+    support: str = "common",
+    outside: Sequence[str] = (),
+) -> MetricResamples:
+    """The :class:`~legival_core.rankings.rank_intervals.MetricResamples` of the merged
+    ``partial`` for ``teachers`` (cells of other teachers are left out), as
+    :func:`~legival_core.rankings.rank_intervals.metric_resamples` computes it on the whole rows:
+    under ``support="common"`` only the datasets every teacher with a value (not in
+    ``outside``) covers; per cell the weighted mean (or normalised hazard entropy), then the
+    mean over students and over datasets, cells with no weight left out.
+    """
+    from legival_core.metrics.transfer import normalised_entropy
+    from legival_core.stats.support import ALL_DATASETS, check_support, support_datasets
+
+    wanted = [str(t) for t in teachers]
+    mine = set(wanted)
+    coverage = sorted(p for p, n in partial.traces.items() if n > 0 and p[0] in mine)
+    on = {d for _, d in coverage}
+    if check_support(support) != ALL_DATASETS and coverage:
+        pairs = pd.DataFrame(coverage, columns=["teacher", "dataset"])
+        covered = pd.crosstab(pairs["teacher"], pairs["dataset"]).astype(bool)
+        on = set(support_datasets(covered, outside))
+    kept = [i for i, (t, d, _) in enumerate(partial.cells) if t in mine and d in on]
+    cells = [partial.cells[i] for i in kept]
+    sums = partial.sums[:, kept]
+    if partial.statistic == "mean":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per_cell = np.where(sums[..., 1] > 0, sums[..., 0] / sums[..., 1], np.nan)
+    else:
+        per_cell = np.vstack(
+            [
+                normalised_entropy(sums[start : start + _ENTROPY_BLOCK])
+                for start in range(0, len(sums), _ENTROPY_BLOCK)
+            ]
+        ).reshape(len(sums), len(cells))
+    datasets = sorted({d for _, d, _ in cells})
+    students = sorted({s for _, _, s in cells})
+    dense = np.full((len(sums), len(wanted), len(datasets), len(students)), np.nan)
+    if cells:
+        index = (
+            pd.Index(wanted).get_indexer([t for t, _, _ in cells]),
+            pd.Index(datasets).get_indexer([d for _, d, _ in cells]),
+            pd.Index(students).get_indexer([s for _, _, s in cells]),
+        )
+        dense[:, index[0], index[1], index[2]] = per_cell
+    per_teacher = nan_mean(nan_mean(dense, axis=-1), axis=-1)
+    n_traces = np.zeros(len(wanted), dtype=np.int64)
+    n_students = np.zeros(len(wanted), dtype=np.int64)
+    for i, teacher in enumerate(wanted):
+        mine_on = [(teacher, d) for d in sorted(on) if (teacher, d) in partial.traces]
+        n_traces[i] = sum(partial.traces[p] for p in mine_on)
+        if partial.by_student:
+            n_students[i] = len(frozenset().union(*(partial.students[p] for p in mine_on)))
+        else:
+            n_students[i] = int(n_traces[i] > 0)
+    return MetricResamples(
+        teachers=tuple(wanted),
+        point=per_teacher[0],
+        replicates=per_teacher[1:],
+        n_traces=n_traces,
+        n_students=n_students,
+    )
