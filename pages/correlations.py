@@ -87,6 +87,16 @@ def per_student(profile: str, include: bool) -> pd.DataFrame:
     return keep_teachers(frame, common.reference_teachers(), include)
 
 
+def stability_across(frame: pd.DataFrame, metric: str, across: str) -> None:
+    """The rank-stability table of ``metric`` across the ``across`` column's values (datasets
+    or students), or why there is none: one value gives nothing to compare."""
+    if frame[across].nunique() > 1:
+        st.markdown(f"**Across {across}s**")
+        common.table(views.stability_table(frame, metric, across), f"stability_{across}s")
+    else:
+        st.info(f"One {across} only: no cross-{across} stability.")
+
+
 def heatmap(
     rho: pd.DataFrame,
     pvalue: pd.DataFrame,
@@ -231,20 +241,9 @@ metric = common.url_select(
 )
 stability_left, stability_right = st.columns(2)
 with stability_left:
-    if teacher_metrics["dataset"].nunique() > 1:
-        st.markdown("**Across datasets**")
-        stability = views.stability_table(teacher_metrics, metric, "dataset")
-        common.table(stability, "stability_datasets")
-    else:
-        st.info("One dataset only: no cross-dataset stability.")
+    stability_across(teacher_metrics, metric, "dataset")
 with stability_right:
     if common.has_table("rollouts") and metric in views.STUDENT_METRICS:
-        students = per_student(profile, include)
-        if students["student"].nunique() > 1:
-            st.markdown("**Across students**")
-            stability = views.stability_table(students, metric, "student")
-            common.table(stability, "stability_students")
-        else:
-            st.info("One student only: no cross-student stability.")
+        stability_across(per_student(profile, include), metric, "student")
     else:
         st.info("Cross-student stability needs rollouts and a transfer metric (FOTU, SOTU, …).")

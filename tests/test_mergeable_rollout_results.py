@@ -12,6 +12,7 @@ import functools
 import hashlib
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -30,6 +31,9 @@ from legival_core.stats.poisson_bootstrap import poisson_weights
 from legival_core.store.store import Store
 from legival_core.views.app_config import BUNDLED_STORES
 
+if TYPE_CHECKING:
+    from precompute.stages.metrics import RolloutResults
+
 CHUNKS = (1, 7, 64)
 N_BOOT = 200
 
@@ -47,6 +51,18 @@ def split(frame: pd.DataFrame, chunks: int) -> list[pd.DataFrame]:
 
 def same(got: pd.DataFrame, expected: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(got, expected, check_exact=False, rtol=0, atol=1e-12)
+
+
+def same_per_trace_results(
+    got: RolloutResults, rollouts: pd.DataFrame, transfer: pd.DataFrame
+) -> None:
+    """The merged per-trace results equal the whole-table functions' (both driver tests)."""
+    for profile in PROFILES:
+        pd.testing.assert_frame_equal(got.coverage[profile], observed_coverage(rollouts, profile))
+    same(got.first_measured, first_measured_positions(rollouts))
+    same(got.concentration, trace_concentration(rollouts))
+    assert got.leaks is not None
+    same(got.leaks, selection_leak_summary(transfer, rollouts))
 
 
 @pytest.fixture(scope="module")
@@ -147,12 +163,7 @@ def test_driver_returns_every_result_merged(demo) -> None:
     got = rollout_results_in_chunks(split(rollouts, 7), stamp="s", seed=0, trace_transfer=transfer)
     assert BAND_RESAMPLES == 200
     same(got.transfer_curves, transfer_curves_table(rollouts, "s", 0))
-    for profile in PROFILES:
-        pd.testing.assert_frame_equal(got.coverage[profile], observed_coverage(rollouts, profile))
-    same(got.first_measured, first_measured_positions(rollouts))
-    same(got.concentration, trace_concentration(rollouts))
-    assert got.leaks is not None
-    same(got.leaks, selection_leak_summary(transfer, rollouts))
+    same_per_trace_results(got, rollouts, transfer)
     alone = rollout_results_in_chunks(split(rollouts, 7), stamp="s", seed=0)
     assert alone.leaks is None  # no trace_transfer: no leak table, as page_results_table
 
@@ -328,9 +339,4 @@ def test_page_style_rollouts_in_chunks_equal_the_page_results() -> None:
     rollouts, transfer = _read_rollouts_as_pages(store), store.read("trace_transfer")
     assert isinstance(rollouts["trace_id"].dtype, pd.CategoricalDtype)
     got = rollout_results_in_chunks(split(rollouts, 7), stamp="s", seed=0, trace_transfer=transfer)
-    for profile in PROFILES:
-        pd.testing.assert_frame_equal(got.coverage[profile], observed_coverage(rollouts, profile))
-    same(got.first_measured, first_measured_positions(rollouts))
-    same(got.concentration, trace_concentration(rollouts))
-    assert got.leaks is not None
-    same(got.leaks, selection_leak_summary(transfer, rollouts))
+    same_per_trace_results(got, rollouts, transfer)
