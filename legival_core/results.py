@@ -645,20 +645,7 @@ class Results:
         def draw() -> pd.DataFrame:
             instances = views.decomposition_instances(
                 self.table("traces")[
-                    [
-                        c
-                        for c in (
-                            "trace_id",
-                            "problem_id",
-                            "dataset",
-                            "teacher",
-                            "sample",
-                            "tokens",
-                            "truncated",
-                            "reasoning",
-                        )
-                        if c in self.table("traces")
-                    ]
+                    [c for c in views.INSTANCE_TRACE_COLUMNS if c in self.table("traces")]
                 ],
                 self.table("grades")[["trace_id", "correct"]],
             )

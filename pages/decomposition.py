@@ -39,19 +39,7 @@ def benchmark_instances(benchmark: str, sigma: bool = True) -> pd.DataFrame:
     """The decomposition's instances of one benchmark, built as the metrics stage builds them
     (``sigma``: with the stored σ per trace, for the trace layer)."""
     instances = views.decomposition_instances(
-        common.load_table(
-            "traces",
-            columns=[
-                "trace_id",
-                "problem_id",
-                "dataset",
-                "teacher",
-                "sample",
-                "tokens",
-                "truncated",
-                "reasoning",  # counted where the store has no token count, as the stage does
-            ],
-        ),
+        common.load_table("traces", columns=list(views.INSTANCE_TRACE_COLUMNS)),
         common.load_table("grades", columns=["trace_id", "correct"]),
         sigma=stored_sigma() if sigma else None,
     )

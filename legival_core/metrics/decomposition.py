@@ -189,6 +189,14 @@ TRUNCATED_CORRECT_POLICIES: Final[
 }
 
 
+#: The ``traces`` columns :func:`decomposition_instances` reads: ``reasoning`` only to count the
+#: tokens of a trace whose ``tokens`` is null, and for the trace layer's σ (callers may leave it
+#: out when the store has none).
+INSTANCE_TRACE_COLUMNS: Final[tuple[str, ...]] = (
+    "trace_id", "problem_id", "dataset", "teacher", "sample", "tokens", "truncated", "reasoning",
+)  # fmt: skip
+
+
 def decomposition_instances(
     traces: pd.DataFrame,
     grades: pd.DataFrame,
@@ -816,6 +824,7 @@ __all__ = [
     "DECOMPOSITION_COLUMNS",
     "DLOG_OF",
     "FAILURE_MODE_RULES",
+    "INSTANCE_TRACE_COLUMNS",
     "NO_SHORTFALL",
     "REQUIRED_COLUMNS",
     "TERMS",

@@ -36,7 +36,7 @@ import this room.
 
 from __future__ import annotations
 
-from legival_core.metrics.decomposition import decomposition_instances
+from legival_core.metrics.decomposition import INSTANCE_TRACE_COLUMNS, decomposition_instances
 from legival_core.metrics.trace_list import (
     store_trace_choices,
     stored_trace_choices,
@@ -144,6 +144,7 @@ __all__ = [
     "ALL_ROWS",
     "BY_CONSTRUCTION_MARK",
     "FAMILY_ALPHA",
+    "INSTANCE_TRACE_COLUMNS",
     "LABELER_KINDS",
     "LABELER_KIND_NAMES",
     "LATEX_CAPTION",
