@@ -56,11 +56,13 @@ __all__ = [
     "TABLE_COLUMNS",
     "TRANSFER_COLUMNS",
     "Alternative",
+    "AlternativeValues",
     "RobustnessReport",
     "Settings",
     "StoreTables",
     "TransferSetup",
     "Variant",
+    "assemble_report",
     "dataset_values",
     "default_intervals",
     "load_tables",
@@ -818,58 +820,93 @@ def robustness_report(
         else None
     )
     defaults = dataset_values(tables.trace_efficiency, default_setup, leaks, metrics)
+    alternatives: list[AlternativeValues] = []
+    for family in families if families is not None else list(CHOICE_FAMILIES):
+        for alternative in CHOICE_FAMILIES[family](tables, settings):
+            variant = alternative.variant
+            if variant is None:
+                alternatives.append((family, alternative, None, False))
+                continue
+
+            def per_dataset(wanted: Sequence[str], variant: Variant = variant) -> pd.DataFrame:
+                return dataset_values(
+                    variant.efficiency
+                    if variant.efficiency is not None
+                    else tables.trace_efficiency,
+                    variant.transfer if variant.transfer is not None else default_setup,
+                    leaks,
+                    wanted,
+                )
+
+            alternatives.append((family, alternative, per_dataset, variant.include_references))
+    labeler = _default_labeler(tables, settings)
+    return assemble_report(
+        tables, replace(settings, labeler=labeler), defaults, alternatives, metrics, n_boot, seed
+    )
+
+
+#: One alternative for :func:`assemble_report`: its family, the :class:`Alternative`, its
+#: per-(teacher, dataset) values of the metrics asked for (None: it has a ``reason``), and
+#: whether the reference teachers are ranked too.
+AlternativeValues = tuple[str, Alternative, "Callable[[Sequence[str]], pd.DataFrame] | None", bool]
+
+
+def assemble_report(
+    tables: StoreTables,
+    settings: Settings,
+    defaults: pd.DataFrame,
+    alternatives: Sequence[AlternativeValues],
+    metrics: Sequence[str],
+    n_boot: int,
+    seed: int,
+) -> RobustnessReport:
+    """The report from the default's per-(teacher, dataset) values ``defaults`` and each
+    alternative's (whole tables: :func:`robustness_report`; merged chunk partials:
+    :func:`legival_core.rankings.robustness_partials.robustness_finalize`); ``tables`` gives
+    the per-trace tables the default's rank intervals resample, and the reference teachers."""
     shown = [m for m in metrics if m in defaults and defaults[m].notna().any()]
     default_values = {m: teacher_values(defaults, m, tables.references) for m in shown}
     ranking_rows = [_ranking_rows(m, DEFAULT_CHOICE, default_values[m]) for m in shown]
     board = pd.DataFrame({m: default_values[m] for m in shown}).rename_axis("teacher")
     intervals = default_intervals(tables, shown, board.reset_index(), n_boot, seed)
     summary, flips, unavailable, missing_here = [], [], [], []
-    for family in families if families is not None else list(CHOICE_FAMILIES):
-        for alternative in CHOICE_FAMILIES[family](tables, settings):
-            affected = [m for m in alternative.metrics if m in shown]
-            if alternative.variant is None:
-                unavailable.append((family, alternative.key, alternative.label, alternative.reason))
-                if alternative.environment:
-                    missing_here.append(alternative.key)
-                continue
-            if not affected:
-                continue
-            variant = alternative.variant
-            per_dataset = dataset_values(
-                variant.efficiency if variant.efficiency is not None else tables.trace_efficiency,
-                variant.transfer if variant.transfer is not None else default_setup,
-                leaks,
-                affected,
+    for family, alternative, values_of, include_references in alternatives:
+        affected = [m for m in alternative.metrics if m in shown]
+        if values_of is None:
+            unavailable.append((family, alternative.key, alternative.label, alternative.reason))
+            if alternative.environment:
+                missing_here.append(alternative.key)
+            continue
+        if not affected:
+            continue
+        per_dataset = values_of(affected)
+        for metric in affected:
+            values = teacher_values(per_dataset, metric, tables.references, include_references)
+            metric_intervals = intervals[intervals["metric"] == metric]
+            comparison = compare_rankings(
+                default_values[metric],
+                values,
+                METRICS[metric].higher_is_better,
+                metric_intervals,
             )
-            for metric in affected:
-                values = teacher_values(
-                    per_dataset, metric, tables.references, variant.include_references
-                )
-                metric_intervals = intervals[intervals["metric"] == metric]
-                comparison = compare_rankings(
-                    default_values[metric],
-                    values,
-                    METRICS[metric].higher_is_better,
-                    metric_intervals,
-                )
-                ranking_rows.append(_ranking_rows(metric, alternative.key, values))
-                summary.append(
-                    {
-                        "metric": metric,
-                        "family": family,
-                        "choice": alternative.key,
-                        "label": alternative.label,
-                        "tau_b": comparison.tau_b,
-                        "rho": comparison.rho,
-                        "n_teachers": comparison.n_teachers,
-                        "flips": comparison.n_flips,
-                        "real_flips": comparison.n_real_flips,
-                        "ties": comparison.n_ties,
-                        "note": alternative.note,
-                    }
-                )
-                if comparison.n_flips:
-                    flips.append(comparison.flips.assign(metric=metric, choice=alternative.key))
+            ranking_rows.append(_ranking_rows(metric, alternative.key, values))
+            summary.append(
+                {
+                    "metric": metric,
+                    "family": family,
+                    "choice": alternative.key,
+                    "label": alternative.label,
+                    "tau_b": comparison.tau_b,
+                    "rho": comparison.rho,
+                    "n_teachers": comparison.n_teachers,
+                    "flips": comparison.n_flips,
+                    "real_flips": comparison.n_real_flips,
+                    "ties": comparison.n_ties,
+                    "note": alternative.note,
+                }
+            )
+            if comparison.n_flips:
+                flips.append(comparison.flips.assign(metric=metric, choice=alternative.key))
     summary_columns = [
         "metric",
         "family",
@@ -902,7 +939,7 @@ def robustness_report(
         unavailable=pd.DataFrame.from_records(
             unavailable, columns=["family", "choice", "label", "reason"]
         ),
-        settings=replace(settings, labeler=_default_labeler(tables, settings)),
+        settings=settings,
         missing_here=tuple(missing_here),
     )
 

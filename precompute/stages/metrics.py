@@ -56,6 +56,8 @@ if TYPE_CHECKING:
     from legival_core.metrics.page_results import ResultKey
     from legival_core.metrics.teacher_partials import TeacherPartials
     from legival_core.rankings.board_partials import BoardPartials
+    from legival_core.rankings.robustness_choices import Settings
+    from legival_core.rankings.robustness_partials import RobustnessPartial
     from legival_core.store.store import Store
 
 __all__ = [
@@ -310,6 +312,8 @@ class ChunkedTables:
     partials: TeacherPartials
     board: BoardPartials | None = None
     rollouts: RolloutPartials | None = None
+    #: the robustness report's partials (None when the settings asked for none)
+    robustness: RobustnessPartial | None = None
 
 
 def problem_buckets(problem_ids: pd.Series, chunks: int) -> np.ndarray:
@@ -341,6 +345,12 @@ class ChunkSettings:
     #: the leaderboard's default resamples and seed (the stored board and Pareto resamples)
     board_boot: int = RANK_RESAMPLES
     board_seed: int = RESAMPLE_SEED
+    #: the encoding of ``trace_efficiency``'s tokens when ``counts`` holds every encoding's
+    #: (None: ``counts`` holds that one only)
+    encoding: str | None = None
+    #: the robustness report's default choices: each chunk then gives its partial
+    #: (:mod:`legival_core.rankings.robustness_partials`); None: no partial
+    robustness: Settings | None = None
 
 
 @dataclass
@@ -416,6 +426,7 @@ class ChunkResult:
     partials: TeacherPartials
     board: BoardPartials
     rollouts: RolloutPartials | None
+    robustness: RobustnessPartial | None = None
 
 
 def rollouts_as_pages(rollouts: pd.DataFrame) -> pd.DataFrame:
@@ -438,9 +449,12 @@ def metrics_chunk(inputs: dict[str, pd.DataFrame], settings: ChunkSettings) -> C
     from legival_core.metrics.teacher_partials import teacher_partials
     from legival_core.rankings.board_partials import board_partials
 
+    counts = inputs["counts"]
+    if settings.encoding is not None:  # every encoding's counts: the robustness report's too
+        counts = counts[counts["encoding"] == settings.encoding]
     efficiency = efficiency_from_counts(
         inputs["traces"],
-        inputs["counts"],
+        counts,
         inputs["grades"],
         inputs["similarity"],
         inputs["judgments"],
@@ -456,13 +470,42 @@ def metrics_chunk(inputs: dict[str, pd.DataFrame], settings: ChunkSettings) -> C
     if len(inputs["rollouts"]):
         pages = rollouts_as_pages(inputs["rollouts"])
         rollouts = RolloutPartials.of_chunk(pages, transfer, settings.curve_seed)
+    robustness = None
+    if settings.robustness is not None:
+        robustness = _robustness_partial(inputs, efficiency, transfer, settings.robustness)
     return ChunkResult(
         efficiency,
         transfer,
         teacher_partials(efficiency, transfer),
         board_partials(efficiency, transfer, settings.board_boot, settings.board_seed),
         rollouts,
+        robustness,
     )
+
+
+def _robustness_partial(
+    inputs: dict[str, pd.DataFrame],
+    efficiency: pd.DataFrame,
+    transfer: pd.DataFrame | None,
+    settings: Settings,
+) -> RobustnessPartial:
+    """The chunk's share of the robustness report, from its rows (every labeler's judgments,
+    every encoding's counts, the side tables' rows of its traces)."""
+    from legival_core.rankings.robustness_choices import StoreTables
+    from legival_core.rankings.robustness_partials import robustness_partial
+
+    rollouts = inputs["rollouts"]
+    tables = StoreTables(
+        trace_efficiency=efficiency,
+        trace_transfer=transfer if transfer is not None else pd.DataFrame(),
+        rollouts=rollouts if len(rollouts) else pd.DataFrame(),
+        similarity=inputs["similarity"],
+        judgments=inputs["judgments"],
+        trace_counts=inputs["counts"],
+        robustness_steps=inputs.get("robustness_steps", pd.DataFrame()),
+        robustness_similarity=inputs.get("robustness_similarity", pd.DataFrame()),
+    )
+    return robustness_partial(tables, settings)
 
 
 #: Bytes one row of each per-row input takes while its bucket is computed: the frame as read
@@ -543,6 +586,9 @@ BUCKET_COLUMNS: dict[str, tuple[str, ...]] = {
         "trace_id", "problem_id", "dataset", "teacher", "student", "k", "sample", "m", "correct",
         "forced", "status",
     ),
+    # the robustness report's side tables (the opt-in robustness stage's; absent: no rows)
+    "robustness_steps": ("segmenter", "trace_id", "step", "lexical_cue", "context_cue"),
+    "robustness_similarity": ("segmenter", "trace_id", "step", "max_similarity"),
 }  # fmt: skip
 
 #: Reads one bucket's rows of a per-row input: (table, the bucket's trace ids) -> its rows.
@@ -554,7 +600,8 @@ def store_bucket_reader(store: Store, labeler: str) -> BucketReader:
     columns :data:`BUCKET_COLUMNS` names, so the store's guarantees hold (the latest part wins
     per key, only the parts the manifest lists, an unreadable part a :class:`StoreError`
     naming it) and what is held is the bucket's rows plus one record batch being decoded.
-    Only ``labeler``'s judgments are read (the others give no backtracking share)."""
+    Every labeler's judgments are read: ``labeler``'s give the backtracking share, the
+    others the robustness report's alternatives."""
     present = {name: store.has(name) for name in BUCKET_COLUMNS}
 
     def read(table: str, trace_ids: Sequence[str]) -> pd.DataFrame:
@@ -562,8 +609,6 @@ def store_bucket_reader(store: Store, labeler: str) -> BucketReader:
         if not present[table]:
             return read_or_empty(store, table, columns)
         filters: dict[str, Any] = {"trace_id": list(trace_ids)}
-        if table == "judgments":
-            filters["labeler"] = labeler
         return store.read(table, columns, filters)
 
     return read
@@ -620,6 +665,7 @@ def compute_in_chunks(
     any engine."""
     from legival_core.metrics.teacher_partials import TeacherPartials, merge_teacher_partials
     from legival_core.rankings.board_partials import merge_board_partials
+    from legival_core.rankings.robustness_partials import merge_robustness
     from precompute.chunk_runner import RUNNERS
 
     trace_bucket = problem_buckets(traces["problem_id"], chunks)
@@ -629,6 +675,7 @@ def compute_in_chunks(
     merged = TeacherPartials()
     board: BoardPartials | None = None
     rollouts: RolloutPartials | None = None
+    robustness: RobustnessPartial | None = None
     kept: list[pd.DataFrame] = []
     transfer_rows = 0
     runner = RUNNERS[engine]
@@ -643,12 +690,18 @@ def compute_in_chunks(
         board = chunk.board if board is None else merge_board_partials([board, chunk.board])
         if chunk.rollouts is not None:
             rollouts = chunk.rollouts if rollouts is None else rollouts.merge(chunk.rollouts)
+        if chunk.robustness is not None:
+            robustness = (
+                chunk.robustness
+                if robustness is None
+                else merge_robustness(robustness, chunk.robustness)
+            )
     if not kept:  # no trace: the table's columns, no row
         empty = {n: f.iloc[:0] for n, f in per_trace.items()}
         empty.update({t: read_rows(t, []) for t in BUCKET_COLUMNS})
         kept.append(metrics_chunk(empty, settings).efficiency)
     efficiency = pd.concat(kept, ignore_index=True)
-    return ChunkedTables(efficiency, transfer_rows, merged, board, rollouts)
+    return ChunkedTables(efficiency, transfer_rows, merged, board, rollouts, robustness)
 
 
 @dataclass
@@ -909,22 +962,53 @@ def workload_audit_results(
 
 
 def robustness_results(
-    store: Store, settings: Any, n_boots: Sequence[int], seed: int
+    store: Store,
+    settings: Any,
+    n_boots: Sequence[int],
+    seed: int,
+    partial: RobustnessPartial | None = None,
 ) -> list[tuple[str, ResultKey, pd.DataFrame]]:
     """The robustness report (:func:`legival_core.rankings.robustness_choices.robustness_report`)
     of the store under its default ``settings`` for each of ``n_boots`` (the leaderboard's
     marker uses 0, the Robustness page the configured resamples), as ``page_results`` entries,
-    one per frame of the report."""
+    one per frame of the report.
+
+    With ``partial`` (the buckets' merged :mod:`legival_core.rankings.robustness_partials`
+    under the same settings) the report is finalized from it: only the per-trace tables the
+    rank intervals resample are read, never ``rollouts``, ``similarity`` or ``judgments``."""
     from legival_core.metrics.page_results import RobustnessSelection
     from legival_core.rankings import robustness_choices as choices
 
-    tables = choices.load_tables(store)
-    if tables.trace_efficiency.empty:
-        return []
+    if partial is not None and partial.settings == settings:
+        from legival_core.published.references import store_reference_teachers
+        from legival_core.rankings.robustness_partials import robustness_finalize
+
+        if not partial.n_traces and not partial.error:
+            return []
+        per_trace = ("trace_efficiency", "trace_transfer")
+        tables = choices.read_tables(
+            lambda name, columns: (
+                store.read(name, columns=columns)
+                if name in per_trace and store.has(name) and any(n > 0 for n in n_boots)
+                else pd.DataFrame()
+            ),
+            store_reference_teachers(store),
+        )
+
+        def report_of(n_boot: int) -> Any:
+            return robustness_finalize(partial, tables, tables.references, n_boot=n_boot, seed=seed)
+    else:
+        tables = choices.load_tables(store)
+        if tables.trace_efficiency.empty:
+            return []
+
+        def report_of(n_boot: int) -> Any:
+            return choices.robustness_report(tables, settings, n_boot=n_boot, seed=seed)
+
     out: list[tuple[str, ResultKey, pd.DataFrame]] = []
     for n_boot in n_boots:
         try:
-            report = choices.robustness_report(tables, settings, n_boot=n_boot, seed=seed)
+            report = report_of(n_boot)
         except ValueError:  # a table that does not fit: the pages say why when they compute it
             return []
         key = RobustnessSelection(choices.settings_key(settings), n_boot, seed)
@@ -940,6 +1024,7 @@ def page_results_table(
     *,
     board: BoardPartials | None = None,
     rollout_results: RolloutResults | None = None,
+    robustness: RobustnessPartial | None = None,
 ) -> pa.Table | None:
     """Rows of ``page_results`` (:mod:`legival_core.metrics.page_results`): what the slow pages
     compute on load for their default selection, from the store's tables as they are now,
@@ -1097,7 +1182,9 @@ def page_results_table(
     if future is not None:
         results += redundancy_results(store, future)
         settings = Settings.from_manifest(future)
-        results += robustness_results(store, settings, (0, RANK_RESAMPLES), RESAMPLE_SEED)
+        results += robustness_results(
+            store, settings, (0, RANK_RESAMPLES), RESAMPLE_SEED, robustness
+        )
     return page_results_rows(results, manifest) if results else None
 
 
@@ -1310,14 +1397,36 @@ def run_metrics(ctx: StageContext) -> StageResult:
     leaks["leak_k"] = leaks["leak_k"].astype("Int64")
     chunks = metrics_chunks(store, cfg, options)
     result.notes.append(f"{chunks} chunks")
+    from legival_core.rankings.robustness_choices import Settings
+
+    # The robustness report's default choices as the pages will read them once this run's
+    # record is in (checked against the manifest then): each bucket gives its partial.
+    record = {
+        "stage": "metrics",
+        "threshold": cfg.threshold,
+        "profile": cfg.profile,
+        "grid": cfg.grid,
+        "primary_labeler": labeler,
+        "encoding": cfg.encoding,
+    }
+    report_settings = Settings.from_manifest(
+        {**started, "provenance": [*(started.get("provenance") or []), record]}
+    )
     chunked = compute_in_chunks(
         traces,
-        counts[counts["encoding"] == cfg.encoding],
+        counts,
         grades,
         leaks,
         store_bucket_reader(store, labeler),
         chunks=chunks,
-        settings=ChunkSettings(cfg.threshold, labeler, cfg.profile, cfg.grid),
+        settings=ChunkSettings(
+            cfg.threshold,
+            labeler,
+            cfg.profile,
+            cfg.grid,
+            encoding=cfg.encoding,
+            robustness=report_settings,
+        ),
         write=lambda name, frame: store.write(name, frame, stage="metrics"),
         engine=options.get("engine") or "local",
         address=options.get("address"),
@@ -1376,7 +1485,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     # The page results read what they need from the store again: let the inputs go first (at
     # a million traces they held ~10 GB, and holding them beside the rollouts read again
     # below crossed 17 GB; bench/scale_bench.py).
-    board = chunked.board
+    board, robustness = chunked.board, chunked.robustness
     del traces, grades, counts, efficiency, tables, frame, chunked
     gc.collect()
     # The pages' default results, from the tables just written. Each is stamped with its
@@ -1402,7 +1511,14 @@ def run_metrics(ctx: StageContext) -> StageResult:
         **now,
         "provenance": [*(now.get("provenance") or []), {"stage": "metrics", **provenance}],
     }
-    pages = page_results_table(store, state, future, board=board, rollout_results=rollout_results)
+    pages = page_results_table(
+        store,
+        state,
+        future,
+        board=board,
+        rollout_results=rollout_results,
+        robustness=robustness,
+    )
     if pages is not None:
         store.write("page_results", pages, stage="metrics")
         store.merge("page_results")
