@@ -41,13 +41,6 @@ common.need_tables("traces", "steps", what="The trace inspector")
 tau = recorded_threshold(common.load_manifest()) or REDUNDANCY_THRESHOLDS["paper"]
 
 
-@common.derived("trace_index")
-def trace_index() -> pd.DataFrame:
-    return common.load_table(
-        "traces", columns=["trace_id", "problem_id", "dataset", "teacher", "sample"]
-    )
-
-
 @common.derived("trace_bundle")
 def trace_bundle(trace_id: str) -> dict[str, Any]:
     """Everything the inspector shows about one trace (:func:`reading.trace_bundle`)."""
@@ -99,7 +92,7 @@ def leak(trace_id: str) -> int | None:
     return reading.bundle_leak_step(trace_bundle(trace_id))
 
 
-@common.derived("trace_choices")
+@common.derived("trace_choices", shared=True)
 def trace_choices() -> pd.DataFrame:
     """One row per trace (teacher, problem, correct, m, tokens, FOTU, leak k), most telling
     first: correct traces with rollouts (views.store_trace_choices)."""
@@ -113,7 +106,7 @@ def trace_choices() -> pd.DataFrame:
 TABLE_ROWS = 250
 
 
-@common.derived("trace_metrics")
+@common.derived("trace_metrics", shared=True)
 def trace_metrics_table() -> pd.DataFrame:
     """The trace list with the stored per-trace metrics beside it (views.trace_search)."""
     from legival_core.store.store import Store
@@ -169,8 +162,9 @@ def find_traces_form() -> Any:
     return None if query == trace_search.TraceQuery() else query
 
 
-index = trace_index()
 choices = trace_choices()
+# Every trace's ids, for the pickers: the trace list has them (no read of the traces table).
+index = choices[["trace_id", "problem_id", "dataset", "teacher", "sample"]]
 if (
     st.query_params.get("trace") is None
     and "_inspector_trace" not in st.session_state

@@ -504,7 +504,8 @@ def stored_trace_concentration(store: Store) -> pd.DataFrame:
     from legival_core.metrics.page_results import WholeStore, stored_frame
 
     if store.has("page_results"):
-        rows = store.read("page_results")
+        # A keyed read: the store's other results (the million-row trace list) stay on disk.
+        rows = store.read("page_results", filters={"name": "attribution_traces"})
         stored = stored_frame(rows, store.manifest, "attribution_traces", WholeStore())
         if stored is not None:
             return stored
