@@ -66,11 +66,10 @@ def prefix_rollouts(trace_id: str, k: int) -> pd.DataFrame:
 @common.derived("teacher_attribution")
 def teacher_attribution() -> pd.DataFrame:
     """Per teacher: how concentrated the useful steps are (the mean top-10% share of the
-    per-step attribution over its traces; reading.stored_trace_concentration)."""
+    per-step attribution over its traces; reading.stored_teacher_attribution)."""
     from legival_core.store.store import Store
 
-    store = Store.open(common.current_store_path())
-    return reading.teacher_attribution_table(reading.stored_trace_concentration(store))
+    return reading.stored_teacher_attribution(Store.open(common.current_store_path()))
 
 
 def teacher_share(teacher: str) -> dict[str, Any] | None:
