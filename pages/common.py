@@ -377,7 +377,8 @@ def _derived(path: str, stamp: float, name: str, args: tuple[Any, ...]) -> Any:
     return _DERIVED[name](*args)
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
+# Few entries: each may be a million-row frame (two per store state on the inspector).
+@st.cache_resource(show_spinner=False, max_entries=8)
 def _shared_derived(path: str, stamp: float, name: str, args: tuple[Any, ...]) -> pd.DataFrame:
     frame = _DERIVED[name](*args)
     if not isinstance(frame, pd.DataFrame):
