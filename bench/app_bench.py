@@ -201,8 +201,8 @@ def long_trace(steps: int = 2000, seed: int = 0) -> tuple[str, str, int]:
 
 def build_long(path: Path, steps: int = 2000, seed: int = 0) -> Store:
     """A store holding one long trace (about 30,000 tokens in ``steps`` Punkt steps): the real
-    grade, segment, embed (MiniLM), judge and metrics stages, and synthetic rollouts of two
-    students at k = 0, 3, 6, …, m. Reused when already built."""
+    grade, segment, embed (MiniLM), judge, leaks and metrics stages, and synthetic rollouts of
+    two students at k = 0, 3, 6, …, m. Reused when already built."""
     if (path / "manifest.json").exists():
         return Store.open(path)
     from legival_core.text.tokens import count_tokens
@@ -268,6 +268,8 @@ def build_long(path: Path, steps: int = 2000, seed: int = 0) -> Store:
         for k in ks
     ]
     store.write("rollouts", rows, stage="bench")
+    # the answer-leak row of the trace with rollouts: the metrics stage refuses one without it
+    print(f"  {run_stage('leaks', ctx).summary()}", flush=True)
     run_metrics(store)
     print(f"built {path} ({m} steps) in {time.perf_counter() - started:.0f} s", flush=True)
     return store

@@ -536,7 +536,7 @@ class Results:
         self._need("rollouts", "attribution")
 
         def make() -> pd.DataFrame:
-            return views.teacher_attribution_table(views.stored_trace_concentration(self._store))
+            return views.stored_teacher_attribution(self._store)
 
         return self._cached(("attribution",), make)
 

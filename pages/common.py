@@ -120,7 +120,7 @@ def store_key() -> tuple[str, float]:
 
 
 # Tables are cached as shared resources, not copies: ``st.cache_data`` would pickle a
-# multi-million-row frame on every hit. Pages and views never modify a frame they read.
+# multi-million-row frame on every hit. Callers get a copy-on-write copy (load_table).
 @st.cache_resource(show_spinner=False, max_entries=32)
 def _read_table(
     path: str,
@@ -147,10 +147,19 @@ def load_table(
     """A table of the current store (cached until the store's manifest changes); empty if absent.
 
     ``categorical`` names string columns to load as categoricals (big tables group faster).
-    The frame is shared between reruns and sessions: treat it as read-only.
+    The frame's data is shared between reruns and sessions; each call gets its own
+    copy-on-write copy, so a caller that changes it leaves the cache as it was.
     """
     path, stamp = store_key()
-    return _read_table(path, stamp, table, tuple(columns) if columns else None, tuple(categorical))
+    frame = _read_table(path, stamp, table, tuple(columns) if columns else None, tuple(categorical))
+    return _own_copy(frame)
+
+
+def _own_copy(frame: pd.DataFrame) -> pd.DataFrame:
+    """A shallow copy of a shared cached ``frame``: with pandas' copy-on-write (always on since
+    pandas 3) it costs microseconds, and whatever the caller does to it (set values, add or
+    drop columns, sort in place) leaves the cached frame as it was."""
+    return frame.copy(deep=False)
 
 
 #: Which rollout columns to load as categoricals.
@@ -368,21 +377,40 @@ def _derived(path: str, stamp: float, name: str, args: tuple[Any, ...]) -> Any:
     return _DERIVED[name](*args)
 
 
+# Few entries: each may be a million-row frame (two per store state on the inspector).
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _shared_derived(path: str, stamp: float, name: str, args: tuple[Any, ...]) -> pd.DataFrame:
+    frame = _DERIVED[name](*args)
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"derived({name!r}, shared=True) returned {type(frame)}, not a DataFrame")
+    return frame
+
+
 _DERIVED: dict[str, Callable[..., Any]] = {}
 
 
-def derived(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def derived(
+    name: str, *, shared: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a page computation whose result is cached per store state and arguments.
 
     The decorated function receives plain (hashable) arguments and reads tables with
     :func:`load_table`; calling it goes through ``st.cache_data`` keyed on the store path,
     the manifest mtime, the function name and the arguments.
+
+    ``shared`` (for a big DataFrame, e.g. the inspector's million-row trace list): cached with
+    ``st.cache_resource`` instead, one frame for every session, and each call gets a shallow
+    copy-on-write copy of it (:func:`_own_copy`). ``st.cache_data`` pickles its value when it
+    stores it and unpickles it on every hit: 1.6 s of a cold inspector and most of each rerun
+    at a million traces.
     """
 
     def register(function: Callable[..., Any]) -> Callable[..., Any]:
         _DERIVED[name] = function
 
         def cached(*args: Any) -> Any:
+            if shared:
+                return _own_copy(_shared_derived(*store_key(), name, tuple(args)))
             return _derived(*store_key(), name, tuple(args))
 
         cached.__doc__ = function.__doc__

@@ -41,13 +41,6 @@ common.need_tables("traces", "steps", what="The trace inspector")
 tau = recorded_threshold(common.load_manifest()) or REDUNDANCY_THRESHOLDS["paper"]
 
 
-@common.derived("trace_index")
-def trace_index() -> pd.DataFrame:
-    return common.load_table(
-        "traces", columns=["trace_id", "problem_id", "dataset", "teacher", "sample"]
-    )
-
-
 @common.derived("trace_bundle")
 def trace_bundle(trace_id: str) -> dict[str, Any]:
     """Everything the inspector shows about one trace (:func:`reading.trace_bundle`)."""
@@ -73,11 +66,10 @@ def prefix_rollouts(trace_id: str, k: int) -> pd.DataFrame:
 @common.derived("teacher_attribution")
 def teacher_attribution() -> pd.DataFrame:
     """Per teacher: how concentrated the useful steps are (the mean top-10% share of the
-    per-step attribution over its traces; reading.stored_trace_concentration)."""
+    per-step attribution over its traces; reading.stored_teacher_attribution)."""
     from legival_core.store.store import Store
 
-    store = Store.open(common.current_store_path())
-    return reading.teacher_attribution_table(reading.stored_trace_concentration(store))
+    return reading.stored_teacher_attribution(Store.open(common.current_store_path()))
 
 
 def teacher_share(teacher: str) -> dict[str, Any] | None:
@@ -99,7 +91,7 @@ def leak(trace_id: str) -> int | None:
     return reading.bundle_leak_step(trace_bundle(trace_id))
 
 
-@common.derived("trace_choices")
+@common.derived("trace_choices", shared=True)
 def trace_choices() -> pd.DataFrame:
     """One row per trace (teacher, problem, correct, m, tokens, FOTU, leak k), most telling
     first: correct traces with rollouts (views.store_trace_choices)."""
@@ -108,12 +100,19 @@ def trace_choices() -> pd.DataFrame:
     return views.store_trace_choices(Store.open(common.current_store_path()))
 
 
+@common.derived("trace_values")
+def trace_values(column: str) -> list[str]:
+    """The sorted distinct values of one column of the trace list (a teacher or dataset
+    picker's options: computed once, not from a million rows at every rerun)."""
+    return sorted(trace_choices()[column].astype(str).unique())
+
+
 #: Rows per page of the trace table: a grid's cells are all styled before it is drawn (2,000
 #: rows were an eighth of a cold start on 100,000 traces), so only one page is styled.
 TABLE_ROWS = 250
 
 
-@common.derived("trace_metrics")
+@common.derived("trace_metrics", shared=True)
 def trace_metrics_table() -> pd.DataFrame:
     """The trace list with the stored per-trace metrics beside it (views.trace_search)."""
     from legival_core.store.store import Store
@@ -169,8 +168,9 @@ def find_traces_form() -> Any:
     return None if query == trace_search.TraceQuery() else query
 
 
-index = trace_index()
 choices = trace_choices()
+# Every trace's ids, for the pickers: the trace list has them (no read of the traces table).
+index = choices[["trace_id", "problem_id", "dataset", "teacher", "sample"]]
 if (
     st.query_params.get("trace") is None
     and "_inspector_trace" not in st.session_state
@@ -187,7 +187,7 @@ st.caption(
 )
 table_filter = st.columns(2)
 only_teacher = common.url_select(
-    "Show teacher", [common.ALL, *sorted(choices["teacher"].astype(str).unique())],
+    "Show teacher", [common.ALL, *trace_values("teacher")],
     "show_teacher", where=table_filter[0],
 )  # fmt: skip
 listed = choices if only_teacher == common.ALL else choices[choices["teacher"] == only_teacher]
@@ -267,12 +267,14 @@ if wanted is not None and wanted != st.session_state.get("_inspector_trace"):
 
 by_ids = st.expander("Or pick a trace by its ids", expanded=False)
 top = by_ids.columns(4)
-dataset = common.url_select("Dataset", sorted(index["dataset"].unique()), "dataset", where=top[0])
-in_dataset = index[index["dataset"] == dataset]
+dataset = common.url_select("Dataset", trace_values("dataset"), "dataset", where=top[0])
+# Filtered with masks: a filtered copy of the whole list at each choice (a million rows)
+# was a tenth of a second at every rerun.
+in_dataset = index["dataset"] == dataset
 teacher = common.url_select(
-    "Teacher", sorted(in_dataset["teacher"].unique()), "teacher", where=top[1]
+    "Teacher", sorted(index["teacher"][in_dataset].unique()), "teacher", where=top[1]
 )
-of_teacher = in_dataset[in_dataset["teacher"] == teacher]
+of_teacher = index[in_dataset & (index["teacher"] == teacher)]
 problem_id = common.url_select(
     "Problem", sorted(of_teacher["problem_id"].unique()), "problem", where=top[2]
 )
@@ -283,9 +285,8 @@ trace_id = str(chosen["trace_id"].iloc[0])
 st.query_params["trace"] = trace_id
 st.session_state["_inspector_trace"] = trace_id
 
-others = sorted(
-    set(index[(index["problem_id"] == problem_id) & (index["trace_id"] != trace_id)]["teacher"])
-)
+on_problem = index[index["problem_id"] == problem_id]
+others = sorted(set(on_problem[on_problem["trace_id"] != trace_id]["teacher"]))
 compare_teacher = common.url_select(
     "Compare with another teacher on this problem", [NONE, *others], "compare"
 )
@@ -444,7 +445,7 @@ def show_trace(trace: str, where: Any, slot: str) -> None:
 if compare_teacher == NONE:
     show_trace(trace_id, st.container(), "main")
 else:
-    other = index[(index["problem_id"] == problem_id) & (index["teacher"] == compare_teacher)]
+    other = on_problem[on_problem["teacher"] == compare_teacher]
     left, right = st.columns(2)
     show_trace(trace_id, left, "main")
     show_trace(str(other["trace_id"].iloc[0]), right, "compare")

@@ -255,6 +255,32 @@ def test_results_give_the_attribution_per_trace_and_per_teacher(tmp_path: Path) 
     pd.testing.assert_frame_equal(results.attribution(), shares)
 
 
+def test_the_per_teacher_shares_decode_three_stored_columns_and_match_the_rollouts() -> None:
+    """The inspector's per-teacher table from the bundled demo's stored per-trace shares,
+    only the three columns it needs decoded, equals the metric functions on the rollouts
+    (and the stored result is used: the full per-trace frame is what the stage stored)."""
+    from legival_core.metrics.attribution import teacher_concentration, trace_concentration
+    from legival_core.metrics.page_results import WholeStore, stored_frame
+    from legival_core.store.store import Store
+    from legival_core.views.reading import (
+        ATTRIBUTION_COLUMNS,
+        TEACHER_ATTRIBUTION_COLUMNS,
+        stored_teacher_attribution,
+        stored_trace_concentration,
+    )
+
+    store = Store.open(Path(__file__).resolve().parents[1] / "results" / "demo")
+    rows = store.read("page_results", filters={"name": "attribution_traces"})
+    stored = stored_frame(rows, store.manifest, "attribution_traces", WholeStore())
+    assert stored is not None and len(stored.columns) > len(TEACHER_ATTRIBUTION_COLUMNS)
+    narrow = stored_trace_concentration(store, TEACHER_ATTRIBUTION_COLUMNS)
+    assert list(narrow.columns) == ["teacher", "top_share", "uniform_share"]
+    pd.testing.assert_frame_equal(narrow, stored[list(TEACHER_ATTRIBUTION_COLUMNS)])
+    rollouts = store.read("rollouts", columns=ATTRIBUTION_COLUMNS)
+    expected = teacher_concentration(trace_concentration(rollouts))
+    pd.testing.assert_frame_equal(stored_teacher_attribution(store), expected)
+
+
 #: A trace with typeset maths and the maths payloads: (problem, reasoning).
 MATHS_TRACE = (
     "sq",

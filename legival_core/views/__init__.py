@@ -129,6 +129,7 @@ from legival_core.views.leaderboard import (
 from legival_core.views.pareto import model_family, pareto_view
 from legival_core.views.published import published_beside
 from legival_core.views.reading import (
+    stored_teacher_attribution,
     stored_trace_concentration,
     teacher_attribution_table,
     trace_html,
@@ -207,6 +208,7 @@ __all__ = [
     "store_trace_choices",
     "stored_leak_step",
     "stored_or_computed_view",
+    "stored_teacher_attribution",
     "stored_trace_choices",
     "stored_trace_concentration",
     "student_baseline",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
@@ -41,6 +42,7 @@ __all__ = [
     "prefix_completions",
     "prefix_markdown",
     "render_steps",
+    "stored_teacher_attribution",
     "stored_trace_concentration",
     "teacher_attribution_table",
     "trace_bundle",
@@ -419,6 +421,22 @@ def attribution_line(attribution: pd.DataFrame, teacher: Mapping[str, Any] | Non
 ATTRIBUTION_COLUMNS = ["trace_id", "teacher", "dataset", "k", "correct"]
 
 
+#: The tables :func:`trace_bundle` reads one trace's rows of (keyed reads).
+_BUNDLE_TABLES = (
+    "traces",
+    "grades",
+    "judgments",
+    "steps",
+    "similarity",
+    "rollouts",
+    "error_labels",
+    "trace_transfer",
+    "chunk_importance",
+)
+#: How many of them it reads at once.
+_BUNDLE_READERS = 4
+
+
 def trace_bundle(store: Store, trace_id: str, threshold: float) -> dict[str, Any]:
     """Everything the Trace inspector shows about one trace, read with filters (that trace,
     its problem; never a whole table): the ``trace`` and its ``grade`` and ``problem`` rows,
@@ -439,20 +457,26 @@ def trace_bundle(store: Store, trace_id: str, threshold: float) -> dict[str, Any
             return pd.DataFrame()
         return store.read(table, columns=columns, filters=one)
 
-    trace = read("traces").iloc[0].to_dict()
-    grades = read("grades")
-    problems = (
-        store.read("problems", filters={"problem_id": trace["problem_id"]})
-        if store.has("problems")
-        else pd.DataFrame()
-    )
-    judgments = read("judgments")
-    steps = read("steps")
-    problem = problems.iloc[0].to_dict() if len(problems) else {}
-    table = step_table(steps, read("similarity"), judgments, threshold=threshold)
-    table = with_offline_flags(table, problem.get("task"))
+    # The keyed reads side by side: each mostly decompresses and decodes batches of its
+    # table's part, which Arrow does without the GIL (at a million traces, on two busy cores:
+    # 0.62 s one after another, 0.33 s side by side, best of five).
+    columns: dict[str, list[str] | None] = dict.fromkeys(_BUNDLE_TABLES)
     # the strip's columns only: the rollouts are the store's biggest table
-    rollouts = read("rollouts", ["trace_id", "student", "k", "correct"])
+    columns["rollouts"] = ["trace_id", "student", "k", "correct"]
+    with ThreadPoolExecutor(max_workers=_BUNDLE_READERS) as pool:
+        pending = {name: pool.submit(read, name, wanted) for name, wanted in columns.items()}
+        trace = pending["traces"].result().iloc[0].to_dict()
+        problems = (
+            store.read("problems", filters={"problem_id": trace["problem_id"]})
+            if store.has("problems")
+            else pd.DataFrame()
+        )
+        got = {name: future.result() for name, future in pending.items()}
+    grades, judgments, steps = got["grades"], got["judgments"], got["steps"]
+    problem = problems.iloc[0].to_dict() if len(problems) else {}
+    table = step_table(steps, got["similarity"], judgments, threshold=threshold)
+    table = with_offline_flags(table, problem.get("task"))
+    rollouts = got["rollouts"]
     return {
         "trace": trace,
         "grade": grades.iloc[0].to_dict() if len(grades) else {},
@@ -464,9 +488,9 @@ def trace_bundle(store: Store, trace_id: str, threshold: float) -> dict[str, Any
             step_attribution(rollouts, m=len(table)) if len(rollouts) else pd.DataFrame()
         ),
         "labelers": sorted(judgments["labeler"].astype(str)) if len(judgments) else [],
-        "error_labels": read("error_labels"),
-        "stored_leaks": read("trace_transfer"),
-        "alignment": chunk_alignment(steps, read("chunk_importance")),
+        "error_labels": got["error_labels"],
+        "stored_leaks": got["trace_transfer"],
+        "alignment": chunk_alignment(steps, got["chunk_importance"]),
     }
 
 
@@ -495,22 +519,35 @@ def bundle_leak_step(bundle: Mapping[str, Any]) -> int | None:
     return task.answer_leak_step(reasoning, bundle["ends"], gold, problem=problem).k
 
 
-def stored_trace_concentration(store: Store) -> pd.DataFrame:
+def stored_trace_concentration(store: Store, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """Every trace's :func:`legival_core.metrics.attribution.trace_concentration` as the
     metrics stage stored it (``page_results``, ``attribution_traces``) when its stamp matches
     the store's rollouts; else computed from the rollouts' grading columns. Empty without
-    rollouts."""
+    rollouts. ``columns``: only those (the stored ones are then the only ones decoded)."""
     from legival_core.metrics.attribution import trace_concentration
     from legival_core.metrics.page_results import WholeStore, stored_frame
 
     if store.has("page_results"):
-        rows = store.read("page_results")
-        stored = stored_frame(rows, store.manifest, "attribution_traces", WholeStore())
+        # A keyed read: the store's other results (the million-row trace list) stay on disk.
+        rows = store.read("page_results", filters={"name": "attribution_traces"})
+        stored = stored_frame(rows, store.manifest, "attribution_traces", WholeStore(), columns)
         if stored is not None:
             return stored
     if not store.has("rollouts"):
         return pd.DataFrame()
-    return trace_concentration(store.read("rollouts", columns=ATTRIBUTION_COLUMNS))
+    computed = trace_concentration(store.read("rollouts", columns=ATTRIBUTION_COLUMNS))
+    return computed if columns is None else computed[[c for c in computed if c in columns]]
+
+
+#: The columns of :func:`stored_trace_concentration` that :func:`teacher_attribution_table`
+#: reads.
+TEACHER_ATTRIBUTION_COLUMNS = ("teacher", "top_share", "uniform_share")
+
+
+def stored_teacher_attribution(store: Store) -> pd.DataFrame:
+    """:func:`teacher_attribution_table` of the store's per-trace shares, only the columns it
+    needs decoded (:data:`TEACHER_ATTRIBUTION_COLUMNS`)."""
+    return teacher_attribution_table(stored_trace_concentration(store, TEACHER_ATTRIBUTION_COLUMNS))
 
 
 def teacher_attribution_table(traces: pd.DataFrame) -> pd.DataFrame:
