@@ -112,7 +112,7 @@ def _merged_results_equal_the_whole_reads(store: Store) -> None:
     """The transfer curves and the page results the stage merged from the buckets' partials
     equal those computed from the whole tables as they are now in ``store`` (the rollouts read
     whole, the board resampled from the stored per-trace tables)."""
-    from legival_core.metrics.page_results import frame_from_bytes
+    from legival_core.metrics.page_results import frame_from_bytes, page_results_rows
     from precompute.stages.metrics import (
         METRICS_ROLLOUT_COLUMNS,
         page_results_table,
@@ -128,15 +128,19 @@ def _merged_results_equal_the_whole_reads(store: Store) -> None:
     )
     whole = page_results_table(store, store.manifest)
     assert whole is not None
+    # and the redundancy sweep over similarity read whole, at the τ this run recorded
+    sweep = page_results_rows(stage.redundancy_results(store, store.manifest), store.manifest)
     expected = {
         (n, k): frame_from_bytes(p)
+        for table in (whole, sweep)
         for n, k, p in zip(
-            *(whole.column(c).to_pylist() for c in ("name", "selection", "payload")), strict=True
+            *(table.column(c).to_pylist() for c in ("name", "selection", "payload")), strict=True
         )
     }
     stored = store.read("page_results")
     merged = {"board_resamples", "pareto_resamples", "board_intervals", "transfer_leaks",
-              "transfer_coverage", "transfer_first_measured", "attribution_traces"}  # fmt: skip
+              "transfer_coverage", "transfer_first_measured", "attribution_traces",
+              "redundancy_sweep"}  # fmt: skip
     compared = set()
     for name, key, payload in zip(
         stored["name"], stored["selection"], stored["payload"], strict=True
@@ -201,6 +205,49 @@ def test_the_per_trace_tables_never_read_a_per_row_input_whole(
         assert len(ids) == 2 * buckets, table
         flat = [t for chunk in ids[::2] for t in chunk]
         assert sorted(flat) == sorted(store.read("traces", ["trace_id"])["trace_id"]), table
+
+
+@pytest.mark.slow  # one metrics run on a copy of the demo store
+def test_the_stage_never_reads_similarity_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over the whole run, the page results included, ``similarity`` is read by a bucket's
+    trace ids only: the redundancy sweep is merged from the buckets' partials. (The robustness
+    report's own reads, under ``robustness_results``, are not chunked yet: told apart by the
+    call stack and left out.)"""
+    import traceback
+
+    store = _copy(tmp_path / "demo")
+    filtered: list[object] = []
+    whole: list[list[str]] = []
+    original_read, original_arrow = Store.read, Store.read_arrow
+
+    def record(table: str, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+        if table != "similarity":
+            return
+        filters = kwargs.get("filters", args[1] if len(args) > 1 else None)
+        if isinstance(filters, dict) and "trace_id" in filters:
+            filtered.append(filters["trace_id"])
+        else:
+            whole.append([frame.name for frame in traceback.extract_stack()])
+
+    def read(self: Store, table: str, *args: object, **kwargs: object) -> pd.DataFrame:
+        record(table, args, kwargs)
+        return original_read(self, table, *args, **kwargs)  # type: ignore[arg-type]
+
+    def read_arrow(self: Store, table: str, *args: object, **kwargs: object) -> pa.Table:
+        record(table, args, kwargs)
+        return original_arrow(self, table, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Store, "read", read)
+    monkeypatch.setattr(Store, "read_arrow", read_arrow)
+    run_stage("metrics", StageContext(store=store, config=_config(7), progress=False))
+    monkeypatch.undo()
+    assert filtered  # the spy saw the buckets' reads
+    unchunked = [stack for stack in whole if "robustness_results" not in stack]
+    assert not unchunked, f"similarity read whole from {unchunked[0][-6:]}"
+    names = set(store.read("page_results", ["name"])["name"])
+    assert "redundancy_sweep" in names
 
 
 def test_key_values_streams_the_distinct_keys_of_every_listed_part(tmp_path: Path) -> None:

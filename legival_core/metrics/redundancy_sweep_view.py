@@ -8,12 +8,19 @@ threshold study reports it over 21 thresholds 0.0, 0.05, …, 1.0; this module a
 trace and averages per teacher and dataset, the way ``teacher_metrics.redundancy`` averages the
 per-trace shares at the store's own τ.
 
+The average splits into a partial over any set of whole traces (:func:`sweep_partial`: per
+teacher and dataset, the sum of the shares at each τ and the trace count), a merge by addition
+(:func:`merge_sweep_partials`) and a division (:func:`finalize_sweep`): the metrics stage sums
+one bucket of problems at a time and never reads ``similarity`` whole, and
+:func:`teacher_redundancy_sweep` is the same partial over every trace, finalized.
+
 Reference: Legi-Val, arXiv 2603.20508 (redundancy and its threshold study).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,7 +29,15 @@ import pandas as pd
 from legival_core.metrics.efficiency import SWEEP_THRESHOLDS, resolve_threshold
 from legival_core.store.schema import SchemaError
 
-__all__ = ["recorded_threshold", "sweep_thresholds", "teacher_redundancy_sweep"]
+__all__ = [
+    "SweepPartial",
+    "finalize_sweep",
+    "merge_sweep_partials",
+    "recorded_threshold",
+    "sweep_partial",
+    "sweep_thresholds",
+    "teacher_redundancy_sweep",
+]
 
 #: Decimal places a threshold is rounded to: ``np.linspace`` gives 0.8500000000000001 for the
 #: grid's 0.85, which must be the same point as the authors' τ = 0.85.
@@ -133,6 +148,97 @@ def _trace_shares(similarity: pd.DataFrame, taus: np.ndarray) -> tuple[list[str]
     return trace_ids[starts].tolist(), shares
 
 
+Group = tuple[str, str]  # (teacher, dataset)
+
+_COLUMNS = ["teacher", "dataset", "threshold", "redundancy", "n_traces"]
+
+
+@dataclass(frozen=True)
+class SweepPartial:
+    """The sweep's sums over a set of whole traces: per (teacher, dataset) with at least one
+    embedded trace, ``sums[group][j]`` = Σ_t share_t(``thresholds[j]``) and ``counts[group]`` =
+    the number of those traces. Sets of different traces merge by addition."""
+
+    thresholds: tuple[float, ...]
+    sums: Mapping[Group, np.ndarray]
+    counts: Mapping[Group, int]
+
+
+def _checked_thresholds(thresholds: Sequence[float] | np.ndarray) -> np.ndarray:
+    # numbers only (as before), each checked as a threshold the way redundancy_sweep checks it
+    values = np.asarray(thresholds, dtype=np.float64)
+    return np.asarray([resolve_threshold(t) for t in values], np.float64)
+
+
+def sweep_partial(
+    similarity: pd.DataFrame,
+    traces: pd.DataFrame,
+    thresholds: Sequence[float] | np.ndarray = SWEEP_THRESHOLDS,
+) -> SweepPartial:
+    """The :class:`SweepPartial` of the traces in ``traces`` that have ``similarity`` rows
+    (every row of such a trace must be given: a trace's share needs all its steps).
+
+    A trace with one step counts, with share 0; a trace without rows (never embedded) and
+    rows of a trace not in ``traces`` are left out. Inputs as for
+    :func:`teacher_redundancy_sweep`.
+
+    Raises:
+        SchemaError: a trace's steps are not 0..m−1, r_i is missing for some i ≥ 1, or a
+            column is missing.
+    """
+    missing = [c for c in ("trace_id", "teacher", "dataset") if c not in traces.columns]
+    if missing:
+        raise SchemaError("traces", f"missing column(s) {missing}")
+    taus = _checked_thresholds(thresholds)
+    ids, per_trace = _trace_shares(similarity, taus)
+    owners = traces[["trace_id", "teacher", "dataset"]].astype({"trace_id": str})
+    owners = owners.drop_duplicates("trace_id")
+    where = pd.Index(ids).get_indexer(owners["trace_id"])  # -1: a trace never embedded
+    owners = owners[where >= 0]
+    shares = per_trace[where[where >= 0]]
+    sums: dict[Group, np.ndarray] = {}
+    counts: dict[Group, int] = {}
+    groups = owners.reset_index(drop=True).groupby(["teacher", "dataset"], sort=True)
+    for (teacher, dataset), group in groups:
+        # summed in the traces' order, as np.mean sums: one chunk gives the mean's own bits
+        sums[(str(teacher), str(dataset))] = shares[group.index.to_numpy()].sum(axis=0)
+        counts[(str(teacher), str(dataset))] = len(group)
+    return SweepPartial(tuple(float(t) for t in taus), sums, counts)
+
+
+def merge_sweep_partials(a: SweepPartial, b: SweepPartial) -> SweepPartial:
+    """``a`` and ``b`` added (partials of different traces; neither is changed).
+
+    Raises:
+        ValueError: the two were summed over different thresholds.
+    """
+    if a.thresholds != b.thresholds:
+        raise ValueError(
+            f"redundancy sweep partials over different thresholds: {a.thresholds} and "
+            f"{b.thresholds}"
+        )
+    sums = dict(a.sums)
+    counts = dict(a.counts)
+    for group, values in b.sums.items():
+        sums[group] = sums[group] + values if group in sums else values
+        counts[group] = counts.get(group, 0) + b.counts[group]
+    return SweepPartial(a.thresholds, sums, counts)
+
+
+def finalize_sweep(partial: SweepPartial) -> pd.DataFrame:
+    """The sweep table of :func:`teacher_redundancy_sweep` from its partial: per group and τ
+    the sum over n, one row per (teacher, dataset, threshold), sorted so."""
+    rows = []
+    for group in sorted(partial.counts):
+        n = partial.counts[group]
+        mean = partial.sums[group] / n
+        for tau, value in zip(partial.thresholds, mean, strict=True):
+            rows.append((group[0], group[1], float(tau), float(value), n))
+    if not rows:
+        return pd.DataFrame(columns=_COLUMNS)
+    return pd.DataFrame.from_records(rows, columns=_COLUMNS)
+
+
 def teacher_redundancy_sweep(
     similarity: pd.DataFrame,
     traces: pd.DataFrame,
@@ -146,7 +252,8 @@ def teacher_redundancy_sweep(
     over the N traces t of the teacher on the dataset that have ``similarity`` rows (a trace
     with m_t ≤ 1 steps counts 0, as in :func:`legival_core.metrics.efficiency.redundancy_share`; a
     trace without rows, one that was never embedded, is left out). The per-trace shares come from
-    :func:`legival_core.metrics.efficiency.redundancy_sweep`.
+    :func:`legival_core.metrics.efficiency.redundancy_sweep`; the table is :func:`finalize_sweep`
+    of :func:`sweep_partial` over every trace.
 
     Args:
         similarity: ``trace_id``, ``step``, ``max_similarity`` (the store's ``similarity``).
@@ -167,27 +274,9 @@ def teacher_redundancy_sweep(
     >>> sweep = teacher_redundancy_sweep(sims, traces, [0.55, 0.8])
     >>> sweep["redundancy"].tolist()  # τ 0.55: (1/2 + 1/1) / 2; τ 0.8: (1/2 + 0/1) / 2
     [0.75, 0.25]
+    >>> a = sweep_partial(sims[:3], traces, [0.55, 0.8])  # a's rows; b's below
+    >>> b = sweep_partial(sims[3:], traces, [0.55, 0.8])
+    >>> finalize_sweep(merge_sweep_partials(a, b))["redundancy"].tolist()
+    [0.75, 0.25]
     """
-    missing = [c for c in ("trace_id", "teacher", "dataset") if c not in traces.columns]
-    if missing:
-        raise SchemaError("traces", f"missing column(s) {missing}")
-    columns = ["teacher", "dataset", "threshold", "redundancy", "n_traces"]
-    # numbers only (as before), each checked as a threshold the way redundancy_sweep checks it
-    taus = np.asarray(
-        [resolve_threshold(t) for t in np.asarray(thresholds, dtype=np.float64)], np.float64
-    )
-    ids, per_trace = _trace_shares(similarity, taus)
-    owners = traces[["trace_id", "teacher", "dataset"]].astype({"trace_id": str})
-    owners = owners.drop_duplicates("trace_id")
-    where = pd.Index(ids).get_indexer(owners["trace_id"])  # -1: a trace never embedded
-    owners = owners[where >= 0]
-    if owners.empty:
-        return pd.DataFrame(columns=columns)
-    shares = per_trace[where[where >= 0]]
-    rows = []
-    groups = owners.reset_index(drop=True).groupby(["teacher", "dataset"], sort=True)
-    for (teacher, dataset), group in groups:
-        mean = shares[group.index.to_numpy()].mean(axis=0)
-        for tau, value in zip(taus, mean, strict=True):
-            rows.append((str(teacher), str(dataset), float(tau), float(value), len(group)))
-    return pd.DataFrame.from_records(rows, columns=columns)
+    return finalize_sweep(sweep_partial(similarity, traces, thresholds))

@@ -54,6 +54,7 @@ from precompute.stages.common import is_missing, read_or_empty
 
 if TYPE_CHECKING:
     from legival_core.metrics.page_results import ResultKey
+    from legival_core.metrics.redundancy_sweep_view import SweepPartial
     from legival_core.metrics.teacher_partials import TeacherPartials
     from legival_core.rankings.board_partials import BoardPartials
     from legival_core.rankings.robustness_choices import Settings
@@ -305,7 +306,8 @@ class ChunkedTables:
     """What :func:`compute_in_chunks` leaves after writing each chunk's rows: the efficiency
     rows of every trace (small: numbers only), the transfer row count, and the partials of all
     chunks merged: the teacher table's, the stored board resamples' and the rollouts' page
-    results' (None without rollouts)."""
+    results' (None without rollouts), and the redundancy sweep's (None without a sweep grid in
+    the settings)."""
 
     efficiency: pd.DataFrame
     transfer_rows: int
@@ -314,6 +316,7 @@ class ChunkedTables:
     rollouts: RolloutPartials | None = None
     #: the robustness report's partials (None when the settings asked for none)
     robustness: RobustnessPartial | None = None
+    sweep: SweepPartial | None = None
 
 
 def problem_buckets(problem_ids: pd.Series, chunks: int) -> np.ndarray:
@@ -351,6 +354,9 @@ class ChunkSettings:
     #: the robustness report's default choices: each chunk then gives its partial
     #: (:mod:`legival_core.rankings.robustness_partials`); None: no partial
     robustness: Settings | None = None
+    #: the redundancy sweep's τ grid (``sweep_thresholds`` of the τ the pages will read, which
+    #: the stage records); empty: no sweep partial
+    sweep: tuple[float, ...] = ()
 
 
 @dataclass
@@ -418,8 +424,8 @@ class RolloutPartials:
 class ChunkResult:
     """What :func:`metrics_chunk` gives for one bucket: its rows of ``trace_efficiency`` and
     ``trace_transfer`` (None without rollouts), and the partials merged across buckets: the
-    teacher table's, the stored board resamples' and those of the rollouts' page results
-    (None without rollouts)."""
+    teacher table's, the stored board resamples', those of the rollouts' page results
+    (None without rollouts) and the redundancy sweep's (None without ``settings.sweep``)."""
 
     efficiency: pd.DataFrame
     transfer: pd.DataFrame | None
@@ -427,6 +433,7 @@ class ChunkResult:
     board: BoardPartials
     rollouts: RolloutPartials | None
     robustness: RobustnessPartial | None = None
+    sweep: SweepPartial | None = None
 
 
 def rollouts_as_pages(rollouts: pd.DataFrame) -> pd.DataFrame:
@@ -473,6 +480,11 @@ def metrics_chunk(inputs: dict[str, pd.DataFrame], settings: ChunkSettings) -> C
     robustness = None
     if settings.robustness is not None:
         robustness = _robustness_partial(inputs, efficiency, transfer, settings.robustness)
+    sweep = None
+    if settings.sweep:
+        from legival_core.metrics.redundancy_sweep_view import sweep_partial
+
+        sweep = sweep_partial(inputs["similarity"], inputs["traces"], settings.sweep)
     return ChunkResult(
         efficiency,
         transfer,
@@ -480,6 +492,7 @@ def metrics_chunk(inputs: dict[str, pd.DataFrame], settings: ChunkSettings) -> C
         board_partials(efficiency, transfer, settings.board_boot, settings.board_seed),
         rollouts,
         robustness,
+        sweep=sweep,
     )
 
 
@@ -663,6 +676,7 @@ def compute_in_chunks(
     Every per-trace quantity depends on its own trace's rows only, and the normalised lengths on
     the problem's traces, which share a chunk: the tables are the same for any ``chunks`` and
     any engine."""
+    from legival_core.metrics.redundancy_sweep_view import merge_sweep_partials
     from legival_core.metrics.teacher_partials import TeacherPartials, merge_teacher_partials
     from legival_core.rankings.board_partials import merge_board_partials
     from legival_core.rankings.robustness_partials import merge_robustness
@@ -676,6 +690,7 @@ def compute_in_chunks(
     board: BoardPartials | None = None
     rollouts: RolloutPartials | None = None
     robustness: RobustnessPartial | None = None
+    sweep: SweepPartial | None = None
     kept: list[pd.DataFrame] = []
     transfer_rows = 0
     runner = RUNNERS[engine]
@@ -696,12 +711,14 @@ def compute_in_chunks(
                 if robustness is None
                 else merge_robustness(robustness, chunk.robustness)
             )
+        if chunk.sweep is not None:
+            sweep = chunk.sweep if sweep is None else merge_sweep_partials(sweep, chunk.sweep)
     if not kept:  # no trace: the table's columns, no row
         empty = {n: f.iloc[:0] for n, f in per_trace.items()}
         empty.update({t: read_rows(t, []) for t in BUCKET_COLUMNS})
         kept.append(metrics_chunk(empty, settings).efficiency)
     efficiency = pd.concat(kept, ignore_index=True)
-    return ChunkedTables(efficiency, transfer_rows, merged, board, rollouts, robustness)
+    return ChunkedTables(efficiency, transfer_rows, merged, board, rollouts, robustness, sweep)
 
 
 @dataclass
@@ -864,16 +881,36 @@ def board_intervals(
     return ("board_intervals", Selection(), table)
 
 
+def sweep_grid(threshold: float) -> tuple[float, ...]:
+    """The redundancy sweep's τ grid for a run recording ``threshold``
+    (:func:`legival_core.metrics.redundancy_sweep_view.sweep_thresholds`), as the chunks get it.
+
+    >>> len(sweep_grid(0.85)), len(sweep_grid(0.83))
+    (21, 22)
+    """
+    from legival_core.metrics.redundancy_sweep_view import sweep_thresholds
+
+    return tuple(sweep_thresholds(threshold).tolist())
+
+
 def redundancy_results(
-    store: Store, manifest: dict[str, Any]
+    store: Store, manifest: dict[str, Any], sweep: SweepPartial | None = None
 ) -> list[tuple[str, ResultKey, pd.DataFrame]]:
     """The redundancy page's sweep
     (:func:`legival_core.metrics.redundancy_sweep_view.teacher_redundancy_sweep`) over the
     published τ grid plus the τ the page reads from ``manifest``, as a ``page_results`` entry;
-    none without similarities."""
+    none without similarities.
+
+    With ``sweep`` (the buckets' merged partials, :func:`compute_in_chunks`) it is finalized
+    from them and ``similarity`` is not read; without, it is summed over the whole tables.
+
+    Raises:
+        ValueError: ``sweep`` was summed over another grid than the manifest's τ gives.
+    """
     from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
     from legival_core.metrics.page_results import RedundancySelection
     from legival_core.metrics.redundancy_sweep_view import (
+        finalize_sweep,
         recorded_threshold,
         sweep_thresholds,
         teacher_redundancy_sweep,
@@ -883,11 +920,20 @@ def redundancy_results(
         return []
     recorded = recorded_threshold(manifest)
     chosen = recorded if recorded is not None else REDUNDANCY_THRESHOLDS["paper"]
-    table = teacher_redundancy_sweep(
-        store.read("similarity", columns=["trace_id", "step", "max_similarity"]),
-        store.read("traces", columns=["trace_id", "teacher", "dataset"]),
-        sweep_thresholds(chosen),
-    )
+    grid = sweep_thresholds(chosen)
+    if sweep is not None:
+        if sweep.thresholds != tuple(grid.tolist()):
+            raise ValueError(
+                f"the buckets' redundancy sweep is over {sweep.thresholds}, the pages read "
+                f"{tuple(grid.tolist())} (τ = {chosen})"
+            )
+        table = finalize_sweep(sweep)
+    else:
+        table = teacher_redundancy_sweep(
+            store.read("similarity", columns=["trace_id", "step", "max_similarity"]),
+            store.read("traces", columns=["trace_id", "teacher", "dataset"]),
+            grid,
+        )
     return [("redundancy_sweep", RedundancySelection(chosen), table)]
 
 
@@ -1025,6 +1071,7 @@ def page_results_table(
     board: BoardPartials | None = None,
     rollout_results: RolloutResults | None = None,
     robustness: RobustnessPartial | None = None,
+    sweep: SweepPartial | None = None,
 ) -> pa.Table | None:
     """Rows of ``page_results`` (:mod:`legival_core.metrics.page_results`): what the slow pages
     compute on load for their default selection, from the store's tables as they are now,
@@ -1060,7 +1107,8 @@ def page_results_table(
     With ``board`` and ``rollout_results`` (what :func:`compute_in_chunks` merged from the
     buckets this run), the board and Pareto resamples and the rollouts' results come from them
     instead of from ``trace_efficiency``, ``trace_transfer`` and the whole ``rollouts`` read
-    again: the same numbers (``tests/test_metrics_buckets.py``).
+    again; with ``sweep`` the redundancy sweep is finalized from the buckets' partials instead
+    of read from the whole ``similarity``: the same numbers (``tests/test_metrics_buckets.py``).
 
     None when the store holds none of their inputs.
     """
@@ -1180,7 +1228,7 @@ def page_results_table(
         listed = store_trace_choices(store, stored=False, steps_per_trace=steps)
         results.append(("trace_choices", WholeStore(), listed))
     if future is not None:
-        results += redundancy_results(store, future)
+        results += redundancy_results(store, future, sweep)
         settings = Settings.from_manifest(future)
         results += robustness_results(
             store, settings, (0, RANK_RESAMPLES), RESAMPLE_SEED, robustness
@@ -1419,6 +1467,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
         leaks,
         store_bucket_reader(store, labeler),
         chunks=chunks,
+        # the sweep's grid holds the τ this run records, the one the pages will read
         settings=ChunkSettings(
             cfg.threshold,
             labeler,
@@ -1426,6 +1475,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
             cfg.grid,
             encoding=cfg.encoding,
             robustness=report_settings,
+            sweep=sweep_grid(cfg.threshold),
         ),
         write=lambda name, frame: store.write(name, frame, stage="metrics"),
         engine=options.get("engine") or "local",
@@ -1485,7 +1535,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     # The page results read what they need from the store again: let the inputs go first (at
     # a million traces they held ~10 GB, and holding them beside the rollouts read again
     # below crossed 17 GB; bench/scale_bench.py).
-    board, robustness = chunked.board, chunked.robustness
+    board, robustness, sweep = chunked.board, chunked.robustness, chunked.sweep
     del traces, grades, counts, efficiency, tables, frame, chunked
     gc.collect()
     # The pages' default results, from the tables just written. Each is stamped with its
@@ -1518,6 +1568,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
         board=board,
         rollout_results=rollout_results,
         robustness=robustness,
+        sweep=sweep,
     )
     if pages is not None:
         store.write("page_results", pages, stage="metrics")
