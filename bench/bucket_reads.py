@@ -97,7 +97,8 @@ def bytes_per_row(store_path: Path, table: str) -> dict[str, object]:
     }
     for name, columns in stage.BUCKET_COLUMNS.items():
         inputs[name] = store.read(name, list(columns), {"trace_id": []})
-    settings = stage.ChunkSettings(0.8, "cues", "paper", "interpolate")
+    # as the stage sets them: the redundancy sweep's partial too
+    settings = stage.ChunkSettings(0.8, "cues", "paper", "interpolate", sweep=stage.sweep_grid(0.8))
     warm = stage.metrics_chunk(inputs, settings)  # imports and the per-trace work first
     del warm
     gc.collect()

@@ -97,3 +97,17 @@ def test_an_empty_chunk_merges_as_nothing_and_grids_must_agree() -> None:
     other = sweep_partial(similarity, traces, [0.0, 0.5])
     with pytest.raises(ValueError, match="different thresholds"):
         merge_sweep_partials(whole, other)
+
+
+def test_thresholds_in_any_order_and_repeated_count_each_on_its_own() -> None:
+    """The shares are counted in one pass over bins of the sorted τ: a grid given out of order
+    or with a τ twice gives each τ its own share, in the order given."""
+    similarity, traces = _tables()
+    table = teacher_redundancy_sweep(similarity, traces, [0.8, 0.0, 0.5, 0.5])
+    t_on_d = table[table["teacher"] == "T"]
+    assert t_on_d["threshold"].tolist() == [0.8, 0.0, 0.5, 0.5]
+    # T on d (a, b, c), from the shares above: τ 0.8 → (2/3 + 1/2 + 0) / 3 = 7/18,
+    # τ 0 → (1 + 1 + 0) / 3 = 2/3, τ 0.5 → (2/3 + 1 + 0) / 3 = 5/9
+    np.testing.assert_allclose(t_on_d["redundancy"], [7 / 18, 2 / 3, 5 / 9, 5 / 9], rtol=1e-15)
+    # U on d (e, r = 0.5): 0, 1, 0, 0
+    assert table[table["teacher"] == "U"]["redundancy"].tolist() == [0.0, 1.0, 0.0, 0.0]

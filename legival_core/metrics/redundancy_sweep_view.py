@@ -85,24 +85,30 @@ def recorded_threshold(manifest: Mapping[str, Any]) -> float | None:
 def _similarity_arrays(
     similarity: pd.DataFrame,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The checked rows sorted by (trace, step): trace id per row, the row where each trace
-    starts, each row's step position in its trace, and r per row."""
+    """The checked rows sorted by (trace, step): the id of each trace (in the sorted order),
+    the row where each trace starts, each row's step position in its trace, and r per row."""
     missing = [c for c in ("trace_id", "step", "max_similarity") if c not in similarity.columns]
     if missing:
         raise SchemaError("similarity", f"missing column(s) {missing}")
     # Sorted by (trace, step) on integer codes: sorting a million id strings is the slow part.
-    ids = similarity["trace_id"].astype(str).to_numpy()
-    codes, _uniques = pd.factorize(ids, sort=False)
+    # The ids are factorized as stored (no Python string per row: 60 bytes a row of a bucket)
+    # and named as text per trace; ids equal only as text are factorized as text.
+    codes, uniques = pd.factorize(similarity["trace_id"], sort=False)
+    names = pd.Index(uniques).astype(str)
+    if not names.is_unique:
+        codes, uniques = pd.factorize(similarity["trace_id"].astype(str), sort=False)
+        names = pd.Index(uniques)
     step_values = pd.to_numeric(similarity["step"], errors="coerce").to_numpy(dtype=float)
     order = np.lexsort((step_values, codes))
     if not len(order):
         empty = np.zeros(0)
         return empty.astype(str), empty.astype(np.int64), empty.astype(np.int64), empty
     rows = order  # the input's row numbers, so an error can name the row
-    trace_ids = ids[order]
     steps = step_values[order]
+    del step_values
     sims = pd.to_numeric(similarity["max_similarity"], errors="coerce").to_numpy(float)[order]
     same_trace = codes[order]
+    del codes
     # Arrays, not a group-by loop: a store can hold 10⁵ traces. A trace's rows start where its
     # id changes; its k-th row (in step order) must be step k.
     starts = np.flatnonzero(np.r_[True, same_trace[1:] != same_trace[:-1]])
@@ -110,11 +116,11 @@ def _similarity_arrays(
     gaps = np.flatnonzero(steps != position)
     if gaps.size:
         first = gaps[0]
-        own = trace_ids == trace_ids[first]
+        own = same_trace == same_trace[first]
         listed = ", ".join(f"{s:g}" for s in steps[own][:10])
         raise SchemaError(
             "similarity",
-            f"trace {trace_ids[first]!r} has steps {listed}; expected 0..{own.sum() - 1}",
+            f"trace {names[same_trace[first]]!r} has steps {listed}; expected 0..{own.sum() - 1}",
             row=int(rows[first]),
             column="step",
         )
@@ -123,29 +129,37 @@ def _similarity_arrays(
         first = holes[0]
         raise SchemaError(
             "similarity",
-            f"trace {trace_ids[first]!r}: step {position[first]} has no similarity to an "
-            "earlier step",
+            f"trace {names[same_trace[first]]!r}: step {position[first]} has no similarity to "
+            "an earlier step",
             row=int(rows[first]),
             column="max_similarity",
         )
-    return trace_ids, starts, position, sims
+    return names.to_numpy(dtype=object)[same_trace[starts]], starts, position, sims
 
 
 def _trace_shares(similarity: pd.DataFrame, taus: np.ndarray) -> tuple[list[str], np.ndarray]:
     """Trace ids and, per trace and τ, |{i ≥ 1 : r_i > τ}| / (m − 1) (0 when m ≤ 1): what
-    :func:`legival_core.metrics.efficiency.redundancy_sweep` gives each trace, for all at once."""
+    :func:`legival_core.metrics.efficiency.redundancy_sweep` gives each trace, for all at once.
+
+    One pass over the rows, not one per τ: each r_i falls in the bin of the number b of τ
+    below it (r_i > τ_j exactly when j < b), the bins are counted per trace, and the hits at
+    τ_j are the counts of the bins above j (integers: the same shares as per τ)."""
     trace_ids, starts, position, sims = _similarity_arrays(similarity)
     if not len(sims):
         return [], np.zeros((0, taus.size))
     lengths = np.diff(np.r_[starts, len(sims)])
     later = position > 0
     owner = np.repeat(np.arange(len(starts)), lengths)[later]
-    hits = np.column_stack(
-        [np.bincount(owner, weights=sims[later] > tau, minlength=len(starts)) for tau in taus]
-    ).reshape(len(starts), taus.size)
+    below = np.searchsorted(np.sort(taus), sims[later], side="left")  # τ_j < r_i, j < below
+    width = taus.size + 1
+    counts = np.bincount(owner * width + below, minlength=len(starts) * width)
+    counts = counts.reshape(len(starts), width)
+    # hits at the k-th smallest τ: the rows with more than k thresholds below them
+    above = np.cumsum(counts[:, ::-1], axis=1)[:, ::-1][:, 1:].astype(float)
+    hits = above[:, np.argsort(np.argsort(taus, kind="stable"), kind="stable")]
     with np.errstate(invalid="ignore", divide="ignore"):
         shares = np.where(lengths[:, None] > 1, hits / (lengths[:, None] - 1), 0.0)
-    return trace_ids[starts].tolist(), shares
+    return trace_ids.tolist(), shares
 
 
 Group = tuple[str, str]  # (teacher, dataset)
