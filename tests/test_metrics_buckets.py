@@ -273,17 +273,17 @@ def test_key_values_streams_the_distinct_keys_of_every_listed_part(tmp_path: Pat
 
 
 def test_the_budget_rule_by_hand() -> None:
-    """chunks = ceil(in_flight * (similarity*110 + judgments*780 + rollouts*530) / (GB * 1e9))."""
-    assert stage.BUCKET_BYTES_PER_ROW == {"similarity": 110, "judgments": 780, "rollouts": 530}
+    """chunks = ceil(in_flight * (similarity*160 + judgments*1340 + rollouts*710) / (GB * 1e9))."""
+    assert stage.BUCKET_BYTES_PER_ROW == {"similarity": 160, "judgments": 1340, "rollouts": 710}
     rows = {"similarity": 1_000_000, "judgments": 200_000, "rollouts": 2_000_000}
-    need = 1_000_000 * 110 + 200_000 * 780 + 2_000_000 * 530  # 110M + 156M + 1,060M bytes
-    assert need == 1_326_000_000
-    assert stage.budget_chunks(rows, 2.0) == 1  # 0.663 fits
-    assert stage.budget_chunks(rows, 1.0) == 2  # 1.326 -> 2
-    assert stage.budget_chunks(rows, 0.5) == 3  # 2.652 -> 3
-    assert stage.budget_chunks(rows, 0.1) == 14  # 13.26 -> 14
-    assert stage.budget_chunks(rows, 0.013) == 102  # 102.0 exactly
-    assert stage.budget_chunks(rows, 1.0, in_flight=4) == 6  # 5.304 -> 6
+    need = 1_000_000 * 160 + 200_000 * 1340 + 2_000_000 * 710  # 160M + 268M + 1,420M bytes
+    assert need == 1_848_000_000
+    assert stage.budget_chunks(rows, 2.0) == 1  # 0.924 fits
+    assert stage.budget_chunks(rows, 1.0) == 2  # 1.848 -> 2
+    assert stage.budget_chunks(rows, 0.5) == 4  # 3.696 -> 4
+    assert stage.budget_chunks(rows, 0.1) == 19  # 18.48 -> 19
+    assert stage.budget_chunks(rows, 0.00462) == 400  # 400.0 exactly
+    assert stage.budget_chunks(rows, 1.0, in_flight=4) == 8  # 7.392 -> 8
     for bad in (0.0, -1.0, math.inf, math.nan):
         with pytest.raises(ValueError, match="positive number of GB"):
             stage.budget_chunks(rows, bad)
@@ -294,21 +294,21 @@ def test_memory_gb_picks_more_chunks_for_a_smaller_budget(tmp_path: Path) -> Non
     tables = store.manifest["tables"]
     rows = {t: tables[t]["rows"] for t in PER_ROW}
     assert rows == {"similarity": 4853, "judgments": 500, "rollouts": 1544}
-    need = 4853 * 110 + 500 * 780 + 1544 * 530  # 533,830 + 390,000 + 818,320 bytes
-    assert need == 1_742_150
+    need = 4853 * 160 + 500 * 1340 + 1544 * 710  # 776,480 + 670,000 + 1,096,240 bytes
+    assert need == 2_542_720
     cfg = _config(16).metrics
     assert stage.metrics_chunks(store, cfg, {}) == 16  # no budget: the configured chunks
-    # 1.74215 MB in 1 MB: 2 buckets, fewer than the configured 16, which stay
+    # 2.54272 MB in 1 MB: 3 buckets, fewer than the configured 16, which stay
     assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.001}) == 16
-    assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.001, "chunks": 1}) == 2
-    # 1,742,150 / 50,000 = 34.84 -> 35; / 10,000 = 174.215 -> 175
-    assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.00005}) == 35
-    assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.00001}) == 175
-    # with Ray the driver holds 4 buckets: 4 * 1,742,150 / 1e6 = 6.97 -> 7
+    assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.001, "chunks": 1}) == 3
+    # 2,542,720 / 50,000 = 50.85 -> 51; / 10,000 = 254.272 -> 255
+    assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.00005}) == 51
+    assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.00001}) == 255
+    # with Ray the driver holds 4 buckets: 4 * 2,542,720 / 1e6 = 10.17 -> 11
     ray = {"memory_gb": 0.001, "chunks": 1, "engine": "ray"}
-    assert stage.metrics_chunks(store, cfg, ray) == 7
+    assert stage.metrics_chunks(store, cfg, ray) == 11
     # from the config, the same rule
-    assert stage.metrics_chunks(store, _config(1, 0.00005).metrics, {}) == 35
+    assert stage.metrics_chunks(store, _config(1, 0.00005).metrics, {}) == 51
     with pytest.raises(StageError, match=r"positive number of GB, got 0\.0"):
         stage.metrics_chunks(store, cfg, {"memory_gb": 0.0})
 

@@ -522,11 +522,13 @@ def _robustness_partial(
 
 
 #: Bytes one row of each per-row input takes while its bucket is computed: the frame as read
-#: (:data:`BUCKET_COLUMNS`) and what :func:`metrics_chunk` makes from it, measured as the
-#: stage's peak resident memory per bucket row on the scale bench's 100k-trace store, rounded
-#: up (``python bench/bucket_reads.py --bytes-per-row``; docs/benchmarks.md, "Reading a bucket
-#: at a time").
-BUCKET_BYTES_PER_ROW = {"similarity": 110, "judgments": 780, "rollouts": 530}
+#: (:data:`BUCKET_COLUMNS`) and what :func:`metrics_chunk` makes from it, partials and the
+#: redundancy sweep's included, measured as the stage's peak resident memory per bucket row on
+#: the scale bench's 100k-trace store, the largest of several runs rounded up to 10
+#: (``python bench/scale_bench.py --store S --copies 400 --build-only``, then ``python
+#: bench/bucket_reads.py --store S/copies-400 --bytes-per-row``: similarity 151-153, judgments
+#: 1112-1331, rollouts 692-701; docs/benchmarks.md, "Reading a bucket at a time").
+BUCKET_BYTES_PER_ROW = {"similarity": 160, "judgments": 1340, "rollouts": 710}
 #: The unit of ``--memory-gb`` and ``[metrics] memory_gb``.
 GB = 10**9
 
@@ -538,7 +540,7 @@ def budget_chunks(rows: dict[str, int], memory_gb: float, in_flight: int = 1) ->
     buckets held at once (1 in this process; with Ray the driver holds the ones in flight).
 
     >>> budget_chunks({"similarity": 0, "judgments": 0, "rollouts": 10**7}, 1.0)
-    6
+    8
     """
     if not (memory_gb > 0 and math.isfinite(memory_gb)):
         raise ValueError(f"a memory budget must be a positive number of GB, got {memory_gb}")
