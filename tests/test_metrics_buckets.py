@@ -212,9 +212,8 @@ def test_the_stage_never_reads_similarity_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Over the whole run, the page results included, ``similarity`` is read by a bucket's
-    trace ids only: the redundancy sweep is merged from the buckets' partials. (The robustness
-    report's own reads, under ``robustness_results``, are not chunked yet: told apart by the
-    call stack and left out.)"""
+    trace ids only: the redundancy sweep (like the robustness report) is merged from the
+    buckets' partials."""
     import traceback
 
     store = _copy(tmp_path / "demo")
@@ -244,8 +243,7 @@ def test_the_stage_never_reads_similarity_whole(
     run_stage("metrics", StageContext(store=store, config=_config(7), progress=False))
     monkeypatch.undo()
     assert filtered  # the spy saw the buckets' reads
-    unchunked = [stack for stack in whole if "robustness_results" not in stack]
-    assert not unchunked, f"similarity read whole from {unchunked[0][-6:]}"
+    assert not whole, f"similarity read whole from {whole[0][-6:]}"
     names = set(store.read("page_results", ["name"])["name"])
     assert "redundancy_sweep" in names
 
