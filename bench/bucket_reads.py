@@ -85,20 +85,31 @@ def bytes_per_row(store_path: Path, table: str) -> dict[str, object]:
     import threading
 
     import precompute.stages.metrics as stage
+    from legival_core.rankings.robustness_choices import Settings
     from legival_core.store.store import Store
 
     store = Store.open(store_path)
-    counts = store.read("trace_counts", list(stage.COUNT_COLUMNS))
+    labeler, encoding = "cues", "cl100k_base"
     inputs = {
         "traces": store.read("traces", list(stage.METRICS_TRACE_COLUMNS)),
-        "counts": counts[counts["encoding"] == "cl100k_base"],
+        "counts": store.read("trace_counts", list(stage.COUNT_COLUMNS)),  # every encoding's
         "grades": store.read("grades", ["trace_id", "correct"]),
         "leaks": store.read("answer_leaks", ["trace_id", "leak_k"]),
     }
-    for name, columns in stage.BUCKET_COLUMNS.items():
-        inputs[name] = store.read(name, list(columns), {"trace_id": []})
-    # as the stage sets them: the redundancy sweep's partial too
-    settings = stage.ChunkSettings(0.8, "cues", "paper", "interpolate", sweep=stage.sweep_grid(0.8))
+    read_rows = stage.store_bucket_reader(store, labeler)
+    for name in stage.BUCKET_COLUMNS:
+        inputs[name] = read_rows(name, [])
+    # as the stage sets them: the robustness report's and the redundancy sweep's partials too
+    record = {"stage": "metrics", "threshold": 0.8, "profile": "paper", "grid": "interpolate",
+              "primary_labeler": labeler, "encoding": encoding}  # fmt: skip
+    manifest = store.manifest
+    report = Settings.from_manifest(
+        {**manifest, "provenance": [*(manifest.get("provenance") or []), record]}
+    )
+    settings = stage.ChunkSettings(
+        0.8, labeler, "paper", "interpolate", encoding=encoding, robustness=report,
+        sweep=stage.sweep_grid(0.8),
+    )  # fmt: skip
     warm = stage.metrics_chunk(inputs, settings)  # imports and the per-trace work first
     del warm
     gc.collect()
@@ -111,8 +122,7 @@ def bytes_per_row(store_path: Path, table: str) -> dict[str, object]:
 
     sampler = threading.Thread(target=sample)
     sampler.start()
-    filters = {"labeler": "cues"} if table == "judgments" else None
-    inputs[table] = store.read(table, list(stage.BUCKET_COLUMNS[table]), filters)
+    inputs[table] = store.read(table, list(stage.BUCKET_COLUMNS[table]))  # every labeler's
     rows = len(inputs[table])
     stage.metrics_chunk(inputs, settings)
     done.set()

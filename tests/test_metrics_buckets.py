@@ -271,17 +271,17 @@ def test_key_values_streams_the_distinct_keys_of_every_listed_part(tmp_path: Pat
 
 
 def test_the_budget_rule_by_hand() -> None:
-    """chunks = ceil(in_flight * (similarity*160 + judgments*1340 + rollouts*710) / (GB * 1e9))."""
-    assert stage.BUCKET_BYTES_PER_ROW == {"similarity": 160, "judgments": 1340, "rollouts": 710}
+    """chunks = ceil(in_flight * (similarity*170 + judgments*750 + rollouts*760) / (GB * 1e9))."""
+    assert stage.BUCKET_BYTES_PER_ROW == {"similarity": 170, "judgments": 750, "rollouts": 760}
     rows = {"similarity": 1_000_000, "judgments": 200_000, "rollouts": 2_000_000}
-    need = 1_000_000 * 160 + 200_000 * 1340 + 2_000_000 * 710  # 160M + 268M + 1,420M bytes
-    assert need == 1_848_000_000
-    assert stage.budget_chunks(rows, 2.0) == 1  # 0.924 fits
-    assert stage.budget_chunks(rows, 1.0) == 2  # 1.848 -> 2
-    assert stage.budget_chunks(rows, 0.5) == 4  # 3.696 -> 4
-    assert stage.budget_chunks(rows, 0.1) == 19  # 18.48 -> 19
-    assert stage.budget_chunks(rows, 0.00462) == 400  # 400.0 exactly
-    assert stage.budget_chunks(rows, 1.0, in_flight=4) == 8  # 7.392 -> 8
+    need = 1_000_000 * 170 + 200_000 * 750 + 2_000_000 * 760  # 170M + 150M + 1,520M bytes
+    assert need == 1_840_000_000
+    assert stage.budget_chunks(rows, 2.0) == 1  # 0.92 fits
+    assert stage.budget_chunks(rows, 1.0) == 2  # 1.84 -> 2
+    assert stage.budget_chunks(rows, 0.5) == 4  # 3.68 -> 4
+    assert stage.budget_chunks(rows, 0.1) == 19  # 18.4 -> 19
+    assert stage.budget_chunks(rows, 0.0046) == 400  # 400.0 exactly
+    assert stage.budget_chunks(rows, 1.0, in_flight=4) == 8  # 7.36 -> 8
     for bad in (0.0, -1.0, math.inf, math.nan):
         with pytest.raises(ValueError, match="positive number of GB"):
             stage.budget_chunks(rows, bad)
@@ -292,21 +292,21 @@ def test_memory_gb_picks_more_chunks_for_a_smaller_budget(tmp_path: Path) -> Non
     tables = store.manifest["tables"]
     rows = {t: tables[t]["rows"] for t in PER_ROW}
     assert rows == {"similarity": 4853, "judgments": 500, "rollouts": 1544}
-    need = 4853 * 160 + 500 * 1340 + 1544 * 710  # 776,480 + 670,000 + 1,096,240 bytes
-    assert need == 2_542_720
+    need = 4853 * 170 + 500 * 750 + 1544 * 760  # 825,010 + 375,000 + 1,173,440 bytes
+    assert need == 2_373_450
     cfg = _config(16).metrics
     assert stage.metrics_chunks(store, cfg, {}) == 16  # no budget: the configured chunks
-    # 2.54272 MB in 1 MB: 3 buckets, fewer than the configured 16, which stay
+    # 2.37345 MB in 1 MB: 3 buckets, fewer than the configured 16, which stay
     assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.001}) == 16
     assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.001, "chunks": 1}) == 3
-    # 2,542,720 / 50,000 = 50.85 -> 51; / 10,000 = 254.272 -> 255
-    assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.00005}) == 51
-    assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.00001}) == 255
-    # with Ray the driver holds 4 buckets: 4 * 2,542,720 / 1e6 = 10.17 -> 11
+    # 2,373,450 / 50,000 = 47.47 -> 48; / 10,000 = 237.345 -> 238
+    assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.00005}) == 48
+    assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.00001}) == 238
+    # with Ray the driver holds 4 buckets: 4 * 2,373,450 / 1e6 = 9.49 -> 10
     ray = {"memory_gb": 0.001, "chunks": 1, "engine": "ray"}
-    assert stage.metrics_chunks(store, cfg, ray) == 11
+    assert stage.metrics_chunks(store, cfg, ray) == 10
     # from the config, the same rule
-    assert stage.metrics_chunks(store, _config(1, 0.00005).metrics, {}) == 51
+    assert stage.metrics_chunks(store, _config(1, 0.00005).metrics, {}) == 48
     with pytest.raises(StageError, match=r"positive number of GB, got 0\.0"):
         stage.metrics_chunks(store, cfg, {"memory_gb": 0.0})
 

@@ -522,13 +522,14 @@ def _robustness_partial(
 
 
 #: Bytes one row of each per-row input takes while its bucket is computed: the frame as read
-#: (:data:`BUCKET_COLUMNS`) and what :func:`metrics_chunk` makes from it, partials and the
-#: redundancy sweep's included, measured as the stage's peak resident memory per bucket row on
-#: the scale bench's 100k-trace store, the largest of several runs rounded up to 10
-#: (``python bench/scale_bench.py --store S --copies 400 --build-only``, then ``python
-#: bench/bucket_reads.py --store S/copies-400 --bytes-per-row``: similarity 151-153, judgments
-#: 1112-1331, rollouts 692-701; docs/benchmarks.md, "Reading a bucket at a time").
-BUCKET_BYTES_PER_ROW = {"similarity": 160, "judgments": 1340, "rollouts": 710}
+#: (:data:`BUCKET_COLUMNS`) and what :func:`metrics_chunk` makes from it, every partial
+#: included (the robustness report's and the redundancy sweep's too), measured as the stage's
+#: peak resident memory per bucket row on the scale bench's 100k-trace store, the largest of
+#: three runs rounded up to 10 (``python bench/scale_bench.py --store S --copies 400
+#: --build-only``, then ``python bench/bucket_reads.py --store S/copies-400 --bytes-per-row``:
+#: similarity 150-161, judgments 712-742 (every labeler's rows), rollouts 742-754;
+#: docs/benchmarks.md, "Reading a bucket at a time").
+BUCKET_BYTES_PER_ROW = {"similarity": 170, "judgments": 750, "rollouts": 760}
 #: The unit of ``--memory-gb`` and ``[metrics] memory_gb``.
 GB = 10**9
 
