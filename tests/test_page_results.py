@@ -464,9 +464,9 @@ def test_every_page_asks_with_the_key_the_stage_stored_its_default_view_under(
         assert isinstance(key, page_results.KEYS[name]), (name, key)
         asked.add((name, key.key(name)))
 
-    def frame_spy(table, manifest, name, key):  # type: ignore[no-untyped-def]
+    def frame_spy(table, manifest, name, key, columns=None):  # type: ignore[no-untyped-def]
         record(name, key)
-        return real_frame(table, manifest, name, key)
+        return real_frame(table, manifest, name, key, columns)
 
     def current_spy(table, manifest, name, key):  # type: ignore[no-untyped-def]
         record(name, key)
