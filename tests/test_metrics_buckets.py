@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pytest
 
 from legival_core.store.store import Store, StoreError
@@ -27,6 +26,7 @@ from precompute.demo import DemoOptions, demo_config
 from precompute.stages import StageContext, run_stage
 from precompute.stages import metrics as stage
 from precompute.stages.base import StageError
+from tests.store_spy import StoreRead, spy_on_reads
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "results" / "demo"
@@ -166,31 +166,19 @@ def test_the_per_trace_tables_never_read_a_per_row_input_whole(
     store = _copy(tmp_path / "demo")
     reads: list[tuple[str, object]] = []
     done = {"tables": False}
-    original_read, original_arrow, original_merge = Store.read, Store.read_arrow, Store.merge
+    original_merge = Store.merge
 
-    def record(table: str, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
-        filters = kwargs.get("filters", args[1] if len(args) > 1 else None)
-        if table in PER_ROW and not done["tables"]:
-            assert isinstance(filters, dict) and "trace_id" in filters, (
-                f"a read of {table} without a trace_id filter: {filters!r}"
-            )
-            reads.append((table, filters["trace_id"]))
-
-    def read(self: Store, table: str, *args: object, **kwargs: object) -> pd.DataFrame:
-        record(table, args, kwargs)
-        return original_read(self, table, *args, **kwargs)  # type: ignore[arg-type]
-
-    def read_arrow(self: Store, table: str, *args: object, **kwargs: object) -> pa.Table:
-        record(table, args, kwargs)
-        return original_arrow(self, table, *args, **kwargs)  # type: ignore[arg-type]
+    def record(read: StoreRead) -> None:
+        if read.table in PER_ROW and not done["tables"]:
+            assert read.by_trace_ids(), f"a read of {read.table} without a trace_id filter"
+            reads.append((read.table, read.filters["trace_id"]))  # type: ignore[index]
 
     def merge(self: Store, table: str | None = None) -> None:
         if table == "trace_efficiency":
             done["tables"] = True
         original_merge(self, table)
 
-    monkeypatch.setattr(Store, "read", read)
-    monkeypatch.setattr(Store, "read_arrow", read_arrow)
+    spy_on_reads(monkeypatch, record)
     monkeypatch.setattr(Store, "merge", merge)
     run_stage("metrics", StageContext(store=store, config=_config(7), progress=False))
     monkeypatch.undo()
@@ -219,27 +207,16 @@ def test_the_stage_never_reads_similarity_whole(
     store = _copy(tmp_path / "demo")
     filtered: list[object] = []
     whole: list[list[str]] = []
-    original_read, original_arrow = Store.read, Store.read_arrow
 
-    def record(table: str, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
-        if table != "similarity":
+    def record(read: StoreRead) -> None:
+        if read.table != "similarity":
             return
-        filters = kwargs.get("filters", args[1] if len(args) > 1 else None)
-        if isinstance(filters, dict) and "trace_id" in filters:
-            filtered.append(filters["trace_id"])
+        if read.by_trace_ids():
+            filtered.append(read.filters["trace_id"])  # type: ignore[index]
         else:
             whole.append([frame.name for frame in traceback.extract_stack()])
 
-    def read(self: Store, table: str, *args: object, **kwargs: object) -> pd.DataFrame:
-        record(table, args, kwargs)
-        return original_read(self, table, *args, **kwargs)  # type: ignore[arg-type]
-
-    def read_arrow(self: Store, table: str, *args: object, **kwargs: object) -> pa.Table:
-        record(table, args, kwargs)
-        return original_arrow(self, table, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(Store, "read", read)
-    monkeypatch.setattr(Store, "read_arrow", read_arrow)
+    spy_on_reads(monkeypatch, record)
     run_stage("metrics", StageContext(store=store, config=_config(7), progress=False))
     monkeypatch.undo()
     assert filtered  # the spy saw the buckets' reads

@@ -22,6 +22,7 @@ from legival_core.rankings.robustness_partials import (
 from legival_core.rankings.selection import RANK_RESAMPLES, RESAMPLE_SEED
 from legival_core.store.store import Store
 from precompute.stages import StageContext, run_stage
+from tests.store_spy import StoreRead, spy_on_reads
 from tests.test_metrics_buckets import _config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,20 +65,11 @@ def test_the_stored_report_equals_the_whole_report_for_1_7_and_64_chunks(
         store = Store.open(target)
         whole_reads: list[str] = []
 
-        def read(
-            self: Store,
-            table: str,
-            *args: object,
-            whole_reads: list[str] = whole_reads,
-            original: object = Store.read,
-            **kwargs: object,
-        ) -> pd.DataFrame:
-            filters = kwargs.get("filters", args[1] if len(args) > 1 else None)
-            if table in WHOLE and not (isinstance(filters, dict) and "trace_id" in filters):
-                whole_reads.append(table)
-            return original(self, table, *args, **kwargs)  # type: ignore[operator]
+        def record(read: StoreRead, whole_reads: list[str] = whole_reads) -> None:
+            if read.method == "read" and read.table in WHOLE and not read.by_trace_ids():
+                whole_reads.append(read.table)
 
-        monkeypatch.setattr(Store, "read", read)
+        spy_on_reads(monkeypatch, record)
         run_stage("metrics", StageContext(store=store, config=_config(chunks), progress=False))
         monkeypatch.undo()
         # the release teacher table and the redundancy sweep are other issues' parts

@@ -24,6 +24,7 @@ from precompute.demo import DemoOptions, demo_config
 from precompute.stages import StageContext, run_stage
 from precompute.stages.metrics import efficiency_table, primary_labeler
 from precompute.stages.segment import count_encodings, trace_count_rows
+from tests.store_spy import spy_on_reads
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "results" / "demo"
@@ -89,21 +90,11 @@ def test_the_metrics_stage_reads_no_text_and_equals_the_tables_from_the_texts(
     demo_copy: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked: list[tuple[str, object]] = []
-    original_read, original_arrow = Store.read, Store.read_arrow
-
-    def read(self: Store, table: str, *args: object, **kwargs: object) -> pd.DataFrame:
-        asked.append((table, kwargs.get("columns", args[0] if args else None)))
-        return original_read(self, table, *args, **kwargs)
-
-    def read_arrow(self: Store, table: str, *args: object, **kwargs: object) -> object:
-        asked.append((table, kwargs.get("columns", args[0] if args else None)))
-        return original_arrow(self, table, *args, **kwargs)
+    spy_on_reads(monkeypatch, lambda read: asked.append((read.table, read.columns)))
 
     def rows_per(self: Store, table: str, *args: object, **kwargs: object) -> object:
         raise AssertionError(f"the stage counted the rows of {table} per key again")
 
-    monkeypatch.setattr(Store, "read", read)
-    monkeypatch.setattr(Store, "read_arrow", read_arrow)
     # the stored trace list takes its step counts from the stage's own (trace_counts)
     monkeypatch.setattr(Store, "rows_per", rows_per)
     config = demo_config(DemoOptions())
@@ -210,9 +201,7 @@ def _run_with_chunks(source: Path, target: Path, chunks: int) -> Store:
     shutil.copytree(source, target)
     store = Store.open(target)
     config = demo_config(DemoOptions())
-    config = dataclasses.replace(
-        config, metrics=dataclasses.replace(config.metrics, chunks=chunks)
-    )
+    config = dataclasses.replace(config, metrics=dataclasses.replace(config.metrics, chunks=chunks))
     run_stage("metrics", StageContext(store=store, config=config, progress=False))
     return store
 
