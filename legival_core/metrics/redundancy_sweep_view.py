@@ -37,6 +37,7 @@ __all__ = [
     "sweep_partial",
     "sweep_thresholds",
     "teacher_redundancy_sweep",
+    "trace_redundancy",
 ]
 
 #: Decimal places a threshold is rounded to: ``np.linspace`` gives 0.8500000000000001 for the
@@ -160,6 +161,26 @@ def _trace_shares(similarity: pd.DataFrame, taus: np.ndarray) -> tuple[list[str]
     with np.errstate(invalid="ignore", divide="ignore"):
         shares = np.where(lengths[:, None] > 1, hits / (lengths[:, None] - 1), 0.0)
     return trace_ids.tolist(), shares
+
+
+def trace_redundancy(similarity: pd.DataFrame, tau: float) -> pd.Series:
+    """Per trace (indexed by trace id), |{i ≥ 1 : r_i > τ}| / (m − 1), 0 when m ≤ 1: the
+    redundancy of :func:`legival_core.metrics.efficiency.redundancy_share` for every trace of
+    ``similarity`` at once (``trace_id``, ``step``, ``max_similarity`` rows; every row of a
+    trace given). One definition of the share for the metrics stage's ``trace_efficiency``,
+    the robustness report's other τ and the sweep; vectorised, because a Python loop over a
+    million traces' groups took minutes.
+
+    Raises:
+        SchemaError: a trace's steps are not 0..m−1, or r_i is missing for some i ≥ 1.
+
+    >>> sims = pd.DataFrame({"trace_id": ["a", "a", "a", "b"], "step": [0, 1, 2, 0],
+    ...     "max_similarity": [None, 0.9, 0.5, None]})
+    >>> trace_redundancy(sims, 0.8).to_dict()  # a: 1 of 2 later steps above 0.8; b: one step
+    {'a': 0.5, 'b': 0.0}
+    """
+    ids, shares = _trace_shares(similarity, np.array([tau], dtype=np.float64))
+    return pd.Series(shares[:, 0] if len(ids) else [], index=ids, dtype="float64")
 
 
 Group = tuple[str, str]  # (teacher, dataset)

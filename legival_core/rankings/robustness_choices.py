@@ -261,11 +261,9 @@ def register_family(name: str) -> Callable[[Family], Family]:
 
 def _trace_redundancy(similarity: pd.DataFrame, tau: float) -> pd.Series:
     """Per trace, |{i ≥ 1 : r_i > τ}| / (m − 1) (0 when m ≤ 1), from ``similarity`` rows."""
-    # The vectorised per-trace shares of the redundancy sweep: one definition of the share.
-    from legival_core.metrics.redundancy_sweep_view import _trace_shares
+    from legival_core.metrics.redundancy_sweep_view import trace_redundancy
 
-    ids, shares = _trace_shares(similarity, np.array([tau], dtype=np.float64))
-    return pd.Series(shares[:, 0] if len(ids) else [], index=ids, dtype="float64")
+    return trace_redundancy(similarity, tau)
 
 
 def _with_column(efficiency: pd.DataFrame, column: str, values: pd.Series) -> pd.DataFrame:
@@ -278,20 +276,9 @@ def _with_column(efficiency: pd.DataFrame, column: str, values: pd.Series) -> pd
 
 def _labeler_shares(judgments: pd.DataFrame, labeler: str, steps: pd.Series) -> pd.Series:
     """Per trace, the share of its m steps ``labeler`` flags (valid judgments only)."""
-    from legival_core.metrics.efficiency import backtracking_share
+    from legival_core.metrics.efficiency import labeler_backtracking
 
-    rows = judgments[
-        (judgments["labeler"].astype(str) == labeler)
-        & judgments["valid"].astype("boolean").fillna(False).to_numpy(dtype=bool)
-    ]
-    values = {}
-    for trace_id, flagged in zip(rows["trace_id"].astype(str), rows["steps"], strict=True):
-        numbers = [] if flagged is None or not hasattr(flagged, "__len__") else list(flagged)
-        m = steps.get(trace_id)
-        if m is None or (isinstance(m, float) and math.isnan(m)):
-            continue
-        values[trace_id] = backtracking_share([int(n) for n in numbers], int(m), on_invalid="drop")
-    return pd.Series(values, dtype="float64")
+    return labeler_backtracking(judgments, labeler, steps)
 
 
 def _default_labeler(tables: StoreTables, settings: Settings) -> str | None:

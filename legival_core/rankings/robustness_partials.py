@@ -302,7 +302,7 @@ def robustness_partial(
         if len(rollouts):
             leaks = _leaks(tables.trace_transfer)
             out.leak_rows = 0 if leaks is None else len(leaks)
-            out.students = frozenset(str(s) for s in rollouts["student"].dropna())
+            out.students = frozenset(str(s) for s in rollouts["student"].dropna().unique())
             default = _transfer_cells(rollouts, settings.profile, settings.grid, leaks)
             out.transfer["default"] = default
             for name in PROFILES:

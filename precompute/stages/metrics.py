@@ -97,29 +97,6 @@ def primary_labeler(ctx: StageContext) -> str:
     return "cues" if "cues" in judge.labelers else "lexical"
 
 
-def _redundancy(similarity: pd.DataFrame, threshold: float) -> dict[str, float]:
-    from legival_core.metrics.efficiency import redundancy_share
-
-    values: dict[str, float] = {}
-    ordered = similarity.sort_values(["trace_id", "step"])
-    for trace_id, group in ordered.groupby("trace_id", sort=False):
-        sims = pd.to_numeric(group["max_similarity"], errors="coerce").to_numpy(dtype=float)
-        values[str(trace_id)] = redundancy_share(sims, threshold)
-    return values
-
-
-def _backtracking(judgments: pd.DataFrame, labeler: str, steps: pd.Series) -> dict[str, float]:
-    from legival_core.metrics.efficiency import backtracking_share
-
-    values: dict[str, float] = {}
-    rows = judgments[(judgments["labeler"] == labeler) & judgments["valid"].fillna(False)]
-    for trace_id, flagged in zip(rows["trace_id"], rows["steps"], strict=True):
-        m = int(steps.get(trace_id, 0))
-        numbers = [] if is_missing(flagged) else [int(n) for n in flagged]
-        values[str(trace_id)] = backtracking_share(numbers, m, on_invalid="drop")
-    return values
-
-
 def efficiency_from_counts(
     traces: pd.DataFrame,
     counts: pd.DataFrame,
@@ -140,7 +117,7 @@ def efficiency_from_counts(
     released scripts do (docs/profiles.md); the redundancy τ is ``threshold`` in either case (the
     config gives 0.85 for ``release`` unless it names a threshold).
     """
-    from legival_core.metrics.efficiency import normalised_lengths
+    from legival_core.metrics.efficiency import labeler_backtracking, normalised_lengths
 
     frame = traces[["trace_id", "teacher", "dataset", "problem_id"]].copy()
     correct = dict(zip(grades["trace_id"], grades["correct"], strict=True))
@@ -159,18 +136,23 @@ def efficiency_from_counts(
     norm_input = frame.assign(correct=frame["correct"].astype("boolean").fillna(False))
     frame["tokens_norm"] = normalised_lengths(norm_input, "tokens").to_numpy()
     frame["steps_norm"] = normalised_lengths(norm_input, "steps").to_numpy()
-    redundancy = _redundancy(similarity, threshold) if len(similarity) else {}
+    from legival_core.metrics.redundancy_sweep_view import trace_redundancy
+
+    redundancy = (
+        trace_redundancy(similarity, threshold) if len(similarity) else pd.Series(dtype=float)
+    )
     # A trace without steps has nothing to repeat: redundancy 0 (docs/metrics/redundancy.md: m <= 1
-    # gives 0).
-    frame["redundancy"] = [
-        redundancy.get(t, 0.0 if m == 0 else math.nan)
-        for t, m in zip(frame["trace_id"], frame["steps"], strict=True)
-    ]
-    flags = _backtracking(judgments, labeler, step_counts) if len(judgments) else {}
-    frame["backtracking"] = [
-        flags.get(t, 0.0 if m == 0 else math.nan)
-        for t, m in zip(frame["trace_id"], frame["steps"], strict=True)
-    ]
+    # gives 0); one with steps but no similarities (not embedded) has none.
+    shares = ids.astype(str).map(redundancy).astype("float64")
+    frame["redundancy"] = shares.mask(shares.isna() & (steps == 0), 0.0).to_numpy()
+    flags = (
+        labeler_backtracking(judgments, labeler, step_counts)
+        if len(judgments)
+        else pd.Series(dtype=float)
+    )
+    # no judgment of a trace without steps: 0, as for redundancy; of one with steps: none
+    shares = ids.astype(str).map(flags).astype("float64")
+    frame["backtracking"] = shares.mask(shares.isna() & (steps == 0), 0.0).to_numpy()
     sigma = pd.to_numeric(ids.map(counted["compression"]), errors="coerce")
     frame["compression"] = sigma.astype("float64").to_numpy()
     return frame
