@@ -178,7 +178,8 @@ def long_trace(steps: int = 2000, seed: int = 0) -> tuple[str, str, int]:
     and corrections so redundancy and backtracking have something to mark) and its answer."""
     rng = np.random.default_rng(seed)
     amounts = rng.integers(2, 40, steps).tolist()
-    sentences, total, day = [], 0, 0
+    sentences: list[str] = []
+    total, day = 0, 0
     while len(sentences) < steps - 1:
         day += 1
         n = amounts[day % len(amounts)]

@@ -131,13 +131,13 @@ def bucket_items(store_path: Path, chunks: int) -> tuple[list[dict[str, pd.DataF
     buckets = m.problem_buckets(traces["problem_id"], chunks)
     per_trace = {
         "traces": traces,
-        "counts": counts[counts["encoding"] == cfg.encoding],
+        "counts": counts,  # every encoding's: the robustness report's other encoding
         "grades": grades,
         "leaks": leaks,
     }
     of_trace = pd.Series(buckets, index=traces["trace_id"].astype(str).to_numpy())
     reader = m.store_bucket_reader(store, labeler)
-    settings = m.ChunkSettings(cfg.threshold, labeler, cfg.profile, cfg.grid)
+    settings = m.chunk_settings(cfg, labeler, store.manifest)  # as the stage runs them
     return list(m._bucket_inputs(per_trace, of_trace, reader)), settings
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from legival_core.rankings.robustness_choices import Settings
     from legival_core.rankings.robustness_partials import RobustnessPartial
     from legival_core.store.store import Store
+    from precompute.config import MetricsConfig
 
 __all__ = [
     "budget_chunks",
@@ -866,6 +867,34 @@ def board_intervals(
     return ("board_intervals", Selection(), table)
 
 
+def chunk_settings(cfg: MetricsConfig, labeler: str, manifest: Mapping[str, Any]) -> ChunkSettings:
+    """What every bucket is computed with in a run of the stage with ``[metrics]`` config
+    ``cfg`` and primary ``labeler`` on a store whose manifest is ``manifest`` when the run
+    starts: the robustness report's default choices as the pages will read them once this
+    run's record is in (checked against the manifest then), and the sweep's grid holding the τ
+    this run records."""
+    from legival_core.rankings.robustness_choices import Settings
+
+    record = {
+        "stage": "metrics",
+        "threshold": cfg.threshold,
+        "profile": cfg.profile,
+        "grid": cfg.grid,
+        "primary_labeler": labeler,
+        "encoding": cfg.encoding,
+    }
+    provenance = [*(manifest.get("provenance") or []), record]
+    return ChunkSettings(
+        cfg.threshold,
+        labeler,
+        cfg.profile,
+        cfg.grid,
+        encoding=cfg.encoding,
+        robustness=Settings.from_manifest({**manifest, "provenance": provenance}),
+        sweep=sweep_grid(cfg.threshold),
+    )
+
+
 def sweep_grid(threshold: float) -> tuple[float, ...]:
     """The redundancy sweep's τ grid for a run recording ``threshold``
     (:func:`legival_core.metrics.redundancy_sweep_view.sweep_thresholds`), as the chunks get it.
@@ -1430,21 +1459,6 @@ def run_metrics(ctx: StageContext) -> StageResult:
     leaks["leak_k"] = leaks["leak_k"].astype("Int64")
     chunks = metrics_chunks(store, cfg, options)
     result.notes.append(f"{chunks} chunks")
-    from legival_core.rankings.robustness_choices import Settings
-
-    # The robustness report's default choices as the pages will read them once this run's
-    # record is in (checked against the manifest then): each bucket gives its partial.
-    record = {
-        "stage": "metrics",
-        "threshold": cfg.threshold,
-        "profile": cfg.profile,
-        "grid": cfg.grid,
-        "primary_labeler": labeler,
-        "encoding": cfg.encoding,
-    }
-    report_settings = Settings.from_manifest(
-        {**started, "provenance": [*(started.get("provenance") or []), record]}
-    )
     chunked = compute_in_chunks(
         traces,
         counts,
@@ -1453,15 +1467,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
         store_bucket_reader(store, labeler),
         chunks=chunks,
         # the sweep's grid holds the τ this run records, the one the pages will read
-        settings=ChunkSettings(
-            cfg.threshold,
-            labeler,
-            cfg.profile,
-            cfg.grid,
-            encoding=cfg.encoding,
-            robustness=report_settings,
-            sweep=sweep_grid(cfg.threshold),
-        ),
+        settings=chunk_settings(cfg, labeler, started),
         write=lambda name, frame: store.write(name, frame, stage="metrics"),
         engine=options.get("engine") or "local",
         address=options.get("address"),
