@@ -39,6 +39,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -163,12 +164,18 @@ def build(path: Path, copies: int = 400, students: int = 0, seed: int = 0) -> St
     return store
 
 
-def run_metrics(store: Store) -> None:
-    """The real metrics stage (what a pipeline run leaves for the app)."""
+def run_metrics(store: Store, options: dict[str, Any] | None = None) -> None:
+    """The real metrics stage (what a pipeline run leaves for the app), with the stage's
+    command-line ``options`` (e.g. ``{"memory_gb": 5.0}``)."""
     from precompute.demo import DemoOptions, demo_config
     from precompute.stages import StageContext, run_stage
 
-    ctx = StageContext(store=store, config=demo_config(DemoOptions()), progress=False)
+    ctx = StageContext(
+        store=store,
+        config=demo_config(DemoOptions()),
+        progress=False,
+        stage_options={"metrics": options or {}},
+    )
     result = run_stage("metrics", ctx)
     print(f"  {result.summary()}", flush=True)
 

@@ -111,10 +111,11 @@ def _peak_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
 
 
-def child_metrics(path: Path) -> None:
-    """Run in a child process: the metrics stage on the store, then print its figures."""
+def child_metrics(path: Path, memory_gb: float | None = None) -> None:
+    """Run in a child process: the metrics stage on the store (with ``--memory-gb`` when
+    given), then print its figures."""
     started = time.perf_counter()
-    run_metrics(Store.open(path))
+    run_metrics(Store.open(path), {} if memory_gb is None else {"memory_gb": memory_gb})
     wall = time.perf_counter() - started
     print(json.dumps({"wall_s": round(wall, 1), "peak_gb": round(_peak_gb(), 2)}))
 
@@ -172,12 +173,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pages", default=",".join(PAGES), help="comma-separated pages to time (default: both)"
     )
+    parser.add_argument(
+        "--memory-gb", type=float, help="the stage's memory budget (its --memory-gb option)"
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     path = args.store / f"copies-{args.copies}"
     if args.child:
         if args.child[0] == "metrics":
-            child_metrics(path)
+            child_metrics(path, args.memory_gb)
         else:
             child_page(path, args.child[1])
         return 0
@@ -186,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     common = ["--store", str(args.store), "--copies", str(args.copies)]
     if not args.pages_only:
-        figures, error = _child(*common, "--child", "metrics")
+        budget = [] if args.memory_gb is None else ["--memory-gb", str(args.memory_gb)]
+        figures, error = _child(*common, *budget, "--child", "metrics")
         if figures is None:
             print(f"metrics stage FAILED ({error})")
             return 1
