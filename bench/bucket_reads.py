@@ -85,31 +85,23 @@ def bytes_per_row(store_path: Path, table: str) -> dict[str, object]:
     import threading
 
     import precompute.stages.metrics as stage
-    from legival_core.rankings.robustness_choices import Settings
     from legival_core.store.store import Store
+    from precompute.demo import DemoOptions, demo_config
 
     store = Store.open(store_path)
-    labeler, encoding = "cues", "cl100k_base"
+    labeler = "cues"
     inputs = {
         "traces": store.read("traces", list(stage.METRICS_TRACE_COLUMNS)),
         "counts": store.read("trace_counts", list(stage.COUNT_COLUMNS)),  # every encoding's
         "grades": store.read("grades", ["trace_id", "correct"]),
         "leaks": store.read("answer_leaks", ["trace_id", "leak_k"]),
     }
-    read_rows = stage.store_bucket_reader(store, labeler)
+    read_rows = stage.store_bucket_reader(store)
     for name in stage.BUCKET_COLUMNS:
         inputs[name] = read_rows(name, [])
-    # as the stage sets them: the robustness report's and the redundancy sweep's partials too
-    record = {"stage": "metrics", "threshold": 0.8, "profile": "paper", "grid": "interpolate",
-              "primary_labeler": labeler, "encoding": encoding}  # fmt: skip
-    manifest = store.manifest
-    report = Settings.from_manifest(
-        {**manifest, "provenance": [*(manifest.get("provenance") or []), record]}
-    )
-    settings = stage.ChunkSettings(
-        0.8, labeler, "paper", "interpolate", encoding=encoding, robustness=report,
-        sweep=stage.sweep_grid(0.8),
-    )  # fmt: skip
+    # as the stage sets them (the demo's config: τ 0.8, paper, interpolate, cl100k_base): the
+    # robustness report's and the redundancy sweep's partials too
+    settings = stage.chunk_settings(demo_config(DemoOptions()).metrics, labeler, store.manifest)
     warm = stage.metrics_chunk(inputs, settings)  # imports and the per-trace work first
     del warm
     gc.collect()
