@@ -42,7 +42,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from legival_core.metrics.efficiency import labeler_backtracking
 from legival_core.metrics.metric_catalog import LEADERBOARD_METRICS, METRICS
+from legival_core.metrics.redundancy_sweep_view import trace_redundancy
 from legival_core.metrics.registry import metrics_in
 from legival_core.rankings.robustness import FLIP_COLUMNS, compare_rankings
 
@@ -259,26 +261,12 @@ def register_family(name: str) -> Callable[[Family], Family]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _trace_redundancy(similarity: pd.DataFrame, tau: float) -> pd.Series:
-    """Per trace, |{i ≥ 1 : r_i > τ}| / (m − 1) (0 when m ≤ 1), from ``similarity`` rows."""
-    from legival_core.metrics.redundancy_sweep_view import trace_redundancy
-
-    return trace_redundancy(similarity, tau)
-
-
 def _with_column(efficiency: pd.DataFrame, column: str, values: pd.Series) -> pd.DataFrame:
     """``efficiency`` with ``column`` taken from ``values`` (by trace id) where it has one."""
     ids = efficiency["trace_id"].astype(str)
     replaced = ids.map(values)
     kept = pd.to_numeric(efficiency[column], errors="coerce").astype("float64")
     return efficiency.assign(**{column: replaced.where(replaced.notna(), kept).to_numpy()})
-
-
-def _labeler_shares(judgments: pd.DataFrame, labeler: str, steps: pd.Series) -> pd.Series:
-    """Per trace, the share of its m steps ``labeler`` flags (valid judgments only)."""
-    from legival_core.metrics.efficiency import labeler_backtracking
-
-    return labeler_backtracking(judgments, labeler, steps)
 
 
 def _default_labeler(tables: StoreTables, settings: Settings) -> str | None:
@@ -293,7 +281,7 @@ def _default_labeler(tables: StoreTables, settings: Settings) -> str | None:
         efficiency.set_index(efficiency["trace_id"].astype(str))["backtracking"], errors="coerce"
     )
     for labeler in labelers:
-        shares = _labeler_shares(tables.judgments, labeler, steps)
+        shares = labeler_backtracking(tables.judgments, labeler, steps)
         both = stored.reindex(shares.index)
         if len(shares) and np.allclose(shares.to_numpy(), both.to_numpy(), atol=1e-12):
             return labeler
@@ -346,7 +334,7 @@ def _threshold(tables: StoreTables, settings: Settings) -> list[Alternative]:
                 Alternative(key, "threshold", label, ("redundancy",), reason="no similarity table")
             )
             continue
-        shares = _trace_redundancy(tables.similarity, tau)
+        shares = trace_redundancy(tables.similarity, tau)
         efficiency = _with_column(tables.trace_efficiency, "redundancy", shares)
         out.append(Alternative(key, "threshold", label, ("redundancy",), Variant(efficiency)))
     return out
@@ -448,7 +436,7 @@ def _labeler(tables: StoreTables, settings: Settings) -> list[Alternative]:
     steps = efficiency.set_index(efficiency["trace_id"].astype(str))["steps"]
     out = []
     for labeler in others:
-        shares = _labeler_shares(tables.judgments, labeler, steps)
+        shares = labeler_backtracking(tables.judgments, labeler, steps)
         labelled = len(shares)
         # Traces the labeler did not label drop out of the means (NaN), not counted as 0.
         ids = efficiency["trace_id"].astype(str)
@@ -543,7 +531,7 @@ def _segmenter(tables: StoreTables, settings: Settings) -> list[Alternative]:
         side = tables.robustness_similarity
         side = side[side["segmenter"].astype(str) == other]
         efficiency = _with_column(
-            tables.trace_efficiency, "redundancy", _trace_redundancy(side, settings.threshold)
+            tables.trace_efficiency, "redundancy", trace_redundancy(side, settings.threshold)
         )
         note = "" if flag else f"backtracking left as is: its labeler {labeler} is not offline"
         steps = tables.robustness_steps

@@ -40,7 +40,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from legival_core.metrics.efficiency import labeler_backtracking
 from legival_core.metrics.metric_catalog import LEADERBOARD_METRICS
+from legival_core.metrics.redundancy_sweep_view import trace_redundancy
 from legival_core.rankings.robustness_choices import (
     EFFICIENCY_COLUMNS,
     SEGMENTER_LABELS,
@@ -52,10 +54,8 @@ from legival_core.rankings.robustness_choices import (
     Settings,
     StoreTables,
     _grid_interval,
-    _labeler_shares,
     _labelers,
     _leaks,
-    _trace_redundancy,
     _with_column,
     assemble_report,
 )
@@ -237,14 +237,14 @@ def robustness_partial(
         if len(tables.similarity):
             for tau in REDUNDANCY_THRESHOLDS.values():
                 if not math.isclose(tau, settings.threshold, abs_tol=1e-12):
-                    shares = _trace_redundancy(tables.similarity, tau)
+                    shares = trace_redundancy(tables.similarity, tau)
                     changed = _with_column(efficiency, "redundancy", shares)
                     out.efficiency[f"threshold:{tau:g}"] = _efficiency_sums(changed)
         # labeler: every labeler's shares (which is the default is decided on the whole)
         steps = efficiency.set_index(ids)["steps"]
         stored = pd.to_numeric(efficiency.set_index(ids)["backtracking"], errors="coerce")
         for labeler in _labelers(tables.judgments):
-            shares = _labeler_shares(tables.judgments, labeler, steps)
+            shares = labeler_backtracking(tables.judgments, labeler, steps)
             both = stored.reindex(shares.index)
             same = bool(np.allclose(shares.to_numpy(), both.to_numpy(), atol=1e-12))
             out.labelers[labeler] = (len(shares), same)
@@ -276,7 +276,7 @@ def robustness_partial(
                 len(set(rows["trace_id"].astype(str)) & with_steps) if len(rows) else 0
             )
             redundancy = (
-                _trace_redundancy(rows, settings.threshold)
+                trace_redundancy(rows, settings.threshold)
                 if len(rows)
                 else pd.Series(dtype="float64")
             )

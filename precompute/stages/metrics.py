@@ -119,6 +119,7 @@ def efficiency_from_counts(
     config gives 0.85 for ``release`` unless it names a threshold).
     """
     from legival_core.metrics.efficiency import labeler_backtracking, normalised_lengths
+    from legival_core.metrics.redundancy_sweep_view import trace_redundancy
 
     frame = traces[["trace_id", "teacher", "dataset", "problem_id"]].copy()
     correct = dict(zip(grades["trace_id"], grades["correct"], strict=True))
@@ -137,8 +138,6 @@ def efficiency_from_counts(
     norm_input = frame.assign(correct=frame["correct"].astype("boolean").fillna(False))
     frame["tokens_norm"] = normalised_lengths(norm_input, "tokens").to_numpy()
     frame["steps_norm"] = normalised_lengths(norm_input, "steps").to_numpy()
-    from legival_core.metrics.redundancy_sweep_view import trace_redundancy
-
     redundancy = (
         trace_redundancy(similarity, threshold) if len(similarity) else pd.Series(dtype=float)
     )
@@ -594,13 +593,13 @@ BUCKET_COLUMNS: dict[str, tuple[str, ...]] = {
 BucketReader = Callable[[str, Sequence[str]], pd.DataFrame]
 
 
-def store_bucket_reader(store: Store, labeler: str) -> BucketReader:
+def store_bucket_reader(store: Store) -> BucketReader:
     """A :data:`BucketReader` on ``store``: a keyed read (``filters={"trace_id": ids}``) of the
     columns :data:`BUCKET_COLUMNS` names, so the store's guarantees hold (the latest part wins
     per key, only the parts the manifest lists, an unreadable part a :class:`StoreError`
     naming it) and what is held is the bucket's rows plus one record batch being decoded.
-    Every labeler's judgments are read: ``labeler``'s give the backtracking share, the
-    others the robustness report's alternatives."""
+    Every labeler's judgments are read: the primary labeler's give the backtracking share,
+    the others the robustness report's alternatives."""
     present = {name: store.has(name) for name in BUCKET_COLUMNS}
 
     def read(table: str, trace_ids: Sequence[str]) -> pd.DataFrame:
@@ -1464,7 +1463,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
         counts,
         grades,
         leaks,
-        store_bucket_reader(store, labeler),
+        store_bucket_reader(store),
         chunks=chunks,
         # the sweep's grid holds the τ this run records, the one the pages will read
         settings=chunk_settings(cfg, labeler, started),
