@@ -37,7 +37,9 @@ def run_local(
     [4, 9]
     """
     for item in items:
-        yield function(item, *extra)
+        result = function(item, *extra)
+        del item  # a chunk's inputs are freed before its result is merged, not after
+        yield result
 
 
 def run_ray(

@@ -204,3 +204,57 @@ def test_frontier_shares_leave_out_a_resample_that_weighs_every_problem_zero() -
         np.array([2, 2]), np.array([1, 1]),
     )  # fmt: skip
     assert ri.frontier_shares(x, x, (True, True)).tolist() == [1.0, 0.5]
+
+
+def test_a_running_total_is_added_into_not_copied() -> None:
+    """``into_first``: the chunks' sums are added into the first partial's array (the stage's
+    running total), with the same numbers as a fresh merge; a chunk with a cell the total lacks
+    gets a new array."""
+    first = cs.metric_partial(HAND[HAND["problem_id"] == "p"], "v", HAND_PROBLEMS, HAND_WEIGHTS)
+    # problem q: teacher a (a2, s1) and b (b2, s1), the cells problem p already has
+    second = cs.metric_partial(HAND[HAND["problem_id"] == "q"], "v", HAND_PROBLEMS, HAND_WEIGHTS)
+    fresh = cs.merge_metric_partials(first, second)
+    assert not np.shares_memory(fresh.sums, first.sums)
+    expected = fresh.sums.copy()
+    total = cs.merge_metric_partials(first, second, into_first=True)
+    assert np.shares_memory(total.sums, first.sums)
+    assert np.array_equal(total.sums, expected)
+    # cell (a, d1, s1), by hand: data 1 (a1/s1 at p) + 1 (a2 at q) over 2 rows;
+    # replicate 1: p x2 -> 2 over 2, q x0; replicate 2: q x1 -> 1 over 1
+    cell = total.cells.index(("a", "d1", "s1"))
+    assert total.sums[:, cell].tolist() == [[2.0, 2.0], [2.0, 2.0], [1.0, 1.0]]
+    assert dict(total.traces) == {("a", "d1"): 2, ("b", "d1"): 2}
+    # problem r brings the cell (a, d2, s1) the total lacks: a new array, the same numbers
+    third = cs.metric_partial(HAND[HAND["problem_id"] == "r"], "v", HAND_PROBLEMS, HAND_WEIGHTS)
+    grown = cs.merge_metric_partials(total, third, into_first=True)
+    assert not np.shares_memory(grown.sums, total.sums)
+    assert np.array_equal(grown.sums, merged_hand([["p"], ["q"], ["r"]]).sums)
+
+
+def test_board_merge_into_its_running_total_finalizes_the_same() -> None:
+    chunks = [["p"], ["q"], ["r"]]
+    rows = HAND.rename(columns={"v": "fotu"})
+    frames = [rows[rows["problem_id"].isin(c)] for c in chunks]
+    parts = [bp.board_partials(None, f, n_boot=5, seed=2, metrics=("fotu",)) for f in frames]
+    expected = bp.finalize_board(bp.merge_board_partials(parts))
+    total = parts[0]
+    for part in parts[1:]:
+        total = bp.merge_board_partials([total, part], into_first=True)
+    got = bp.finalize_board(total)
+    for field in ("point", "replicates"):  # NaN where a resample draws none of a teacher's
+        np.testing.assert_array_equal(
+            getattr(got.metrics["fotu"], field), getattr(expected.metrics["fotu"], field)
+        )
+
+
+def test_weighted_sums_sparse_path_in_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sparse product, computed a block of draws at a time, by hand: problem 0 puts weight
+    2 in column 1, problem 1 weight 3 in column 0 (twice 1.5, summed); draw b weighs problem 0
+    by b and problem 1 by 1, so row b is [3, 2b]. 130 draws cross two block edges."""
+    monkeypatch.setattr(cs, "_DENSE_LIMIT", 0)
+    draws = np.column_stack([np.arange(130.0), np.ones(130)])
+    got = cs.weighted_sums(
+        draws, np.array([0, 1, 1]), np.array([1, 0, 0]), np.array([2.0, 1.5, 1.5]), width=2
+    )
+    assert got.flags.c_contiguous and got.shape == (130, 2)
+    assert np.array_equal(got, np.column_stack([np.full(130, 3.0), 2 * np.arange(130.0)]))

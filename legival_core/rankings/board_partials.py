@@ -121,9 +121,13 @@ def board_partials(
     )  # fmt: skip
 
 
-def merge_board_partials(parts: Iterable[BoardPartials]) -> BoardPartials:
+def merge_board_partials(parts: Iterable[BoardPartials], into_first: bool = False) -> BoardPartials:
     """The partials of several chunks (of different problems) as one: in any order and
-    grouping, the same board once finalized (to float rounding of the value sums)."""
+    grouping, the same board once finalized (to float rounding of the value sums).
+
+    ``into_first``: the first partial is a running total its caller owns; each metric's sums
+    are added into its arrays where its cells hold the others' (:func:`merge_metric_partials`).
+    """
     listed = list(parts)
     if not listed:
         raise ValueError("merge_board_partials: no partials to merge")
@@ -136,7 +140,9 @@ def merge_board_partials(parts: Iterable[BoardPartials]) -> BoardPartials:
                 f" metrics {first.requested} vs {part.requested}"
             )
     metrics = {
-        metric: merge_metric_partials(*mine)
+        metric: merge_metric_partials(
+            *mine, into_first=into_first and mine[0] is first.metrics.get(metric)
+        )
         for metric in first.requested
         if (mine := [p.metrics[metric] for p in listed if metric in p.metrics])
     }
