@@ -715,6 +715,19 @@ def fotu_before_leak(
     prof = get_profile(profile)
     curve_grid = _grid_of(prof, grid)
     pre = _collapse(rollouts, prof)
+    pair_leak = _pair_leaks(pre.pairs, leaks)
+    before = _before_leak(pre, pair_leak, curve_grid)
+    out = pre.pairs.copy()
+    known = np.isfinite(pair_leak)
+    out["leak_k"] = pd.arrays.IntegerArray(np.where(known, pair_leak, 0).astype(np.int64), ~known)
+    out["fotu"] = _fotu(pre, curve_grid, prof)
+    out["fotu_before_leak"] = before
+    return out
+
+
+def _pair_leaks(pairs: pd.DataFrame, leaks: pd.DataFrame) -> np.ndarray:
+    """Per pair: its trace's leak step (NaN: unknown, inf: never leaks)."""
+    require_columns(leaks, ("trace_id", "leak_k"), "leaks")
     leak_map = pd.Series(
         pd.array(leaks["leak_k"], dtype="Int64").to_numpy(dtype=np.float64, na_value=np.inf),
         index=leaks["trace_id"].to_numpy(),
@@ -722,7 +735,13 @@ def fotu_before_leak(
     if leak_map.index.has_duplicates:
         dup = leak_map.index[leak_map.index.duplicated()][0]
         raise SchemaError("leaks", f"trace {dup!r} appears more than once", column="trace_id")
-    pair_leak = leak_map.reindex(pre.pairs["trace_id"].to_numpy()).to_numpy()  # NaN = unknown
+    return leak_map.reindex(pairs["trace_id"].to_numpy()).to_numpy()  # NaN = unknown
+
+
+def _before_leak(pre: _Prefixes, pair_leak: np.ndarray, curve_grid: CurveGrid) -> np.ndarray:
+    """Per pair of ``pre``: its FOTU before the leak (:func:`fotu_before_leak`) given its leak
+    step (:func:`_pair_leaks`), apart so that the robustness report reuses a collapse it
+    already has."""
     point_leak = pair_leak[pre.pair]
     keep = pre.k < point_leak  # NaN compares False: unknown traces keep nothing
     kept = pre.points(keep)
@@ -730,10 +749,4 @@ def fotu_before_leak(
     last_bin = np.zeros(kept.n_pairs, dtype=np.int64)
     np.maximum.at(last_bin, kept.pair, kept.bin)  # bin 0 (a k = 0 kept apart) changes nothing
     within = np.arange(1, N_BINS + 1)[None, :] <= last_bin[:, None]
-    before = nan_mean(np.where(within, curves, np.nan), axis=1)
-    out = pre.pairs.copy()
-    known = np.isfinite(pair_leak)
-    out["leak_k"] = pd.arrays.IntegerArray(np.where(known, pair_leak, 0).astype(np.int64), ~known)
-    out["fotu"] = _fotu(pre, curve_grid, prof)
-    out["fotu_before_leak"] = before
-    return out
+    return nan_mean(np.where(within, curves, np.nan), axis=1)

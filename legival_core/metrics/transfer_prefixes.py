@@ -303,29 +303,9 @@ def _collapse(rollouts: pd.DataFrame, profile: TransferProfile) -> _Prefixes:
     if order is not None:
         pair_key, point_key = pair_key[order], point_key[order]
         k, m, correct = k[order], m[order], correct[order]
-    starts = _changes(point_key)
-    if starts.all():
-        # One sample per prefix (the usual design): the mean is the sample itself.
-        y, solved, scored = _sample_shares(correct)
-    elif profile.last_sample_wins:
-        # The release keeps one row per (trace, student, k): a later insert replaces an
-        # earlier one. The sort is stable, so the last entry of a run is the last row.
-        last_sample = np.r_[np.flatnonzero(starts)[1:] - 1, len(starts) - 1]
-        y, solved, scored = _sample_shares(correct[last_sample])
-        first_sample = np.flatnonzero(starts)
-        pair_key, k, m = pair_key[first_sample], k[first_sample], m[first_sample]
-        source = first_sample if source is None else source[first_sample]
-    else:
-        point = _dense_rank(starts)
-        n_samples = np.bincount(point)
-        y = np.bincount(point, weights=correct) / n_samples
-        # The hazard asks for a full solve: partial credit (Connections: groups right / 4)
-        # counts in the curve but not here (docs/profiles.md).
-        solved = np.bincount(point, weights=(correct >= FULLY_CORRECT)) / n_samples
-        scored = np.bincount(point, weights=(correct > 0)) / n_samples
-        first_sample = np.flatnonzero(starts)
-        pair_key, k, m = pair_key[first_sample], k[first_sample], m[first_sample]
-        source = first_sample if source is None else source[first_sample]
+    pair_key, k, m, source, y, solved, scored = _point_means(
+        pair_key, point_key, k, m, correct, source, profile
+    )
     new_pair = _changes(pair_key)
     point_pair = _dense_rank(new_pair)
     first_rows = np.flatnonzero(new_pair)
@@ -335,6 +315,44 @@ def _collapse(rollouts: pd.DataFrame, profile: TransferProfile) -> _Prefixes:
         first_rows = rows[first_rows]
     pairs = rollouts[list(TRACE_COLUMNS)].iloc[first_rows].reset_index(drop=True)
     return _with_bins(pairs, point_pair, k, m, y, solved, scored, profile)
+
+
+def _point_means(
+    pair_key: np.ndarray,
+    point_key: np.ndarray,
+    k: np.ndarray,
+    m: np.ndarray,
+    correct: np.ndarray,
+    source: np.ndarray | None,
+    profile: TransferProfile,
+) -> tuple[
+    np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray, np.ndarray, np.ndarray
+]:
+    """Rows sorted by (pair, k) collapsed to one entry per point: its pair key, k and m, the
+    source row of its first sample (None where ``source`` is None and a point is its row), and
+    the share of its samples correct, solved and scored (the release: its last sample's)."""
+    starts = _changes(point_key)
+    if starts.all():
+        # One sample per prefix (the usual design): the mean is the sample itself.
+        y, solved, scored = _sample_shares(correct)
+        return pair_key, k, m, source, y, solved, scored
+    if profile.last_sample_wins:
+        # The release keeps one row per (trace, student, k): a later insert replaces an
+        # earlier one. The sort is stable, so the last entry of a run is the last row.
+        last_sample = np.r_[np.flatnonzero(starts)[1:] - 1, len(starts) - 1]
+        y, solved, scored = _sample_shares(correct[last_sample])
+    else:
+        point = _dense_rank(starts)
+        n_samples = np.bincount(point)
+        y = np.bincount(point, weights=correct) / n_samples
+        # The hazard asks for a full solve: partial credit (Connections: groups right / 4)
+        # counts in the curve but not here (docs/profiles.md).
+        solved = np.bincount(point, weights=(correct >= FULLY_CORRECT)) / n_samples
+        scored = np.bincount(point, weights=(correct > 0)) / n_samples
+    first_sample = np.flatnonzero(starts)
+    pair_key, k, m = pair_key[first_sample], k[first_sample], m[first_sample]
+    source = first_sample if source is None else source[first_sample]
+    return pair_key, k, m, source, y, solved, scored
 
 
 def _collapse_wide(
@@ -384,3 +402,93 @@ def _with_bins(
     return _Prefixes(
         pairs=pairs, pair=point_pair, k=point_k, y=y, solved=solved, scored=scored, bin=bins
     )
+
+
+# --------------------------------------------------------------------------------------------
+# One sort for several setups
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _SortedRows:
+    """A rollouts table checked and stably sorted by (trace, student, k) once, so that several
+    setups (profiles, coarser prefix grids: row subsets) each collapse it without checking,
+    factorizing and sorting the table again (:func:`_collapse_sorted`). Arrays are per sorted
+    row; ``source`` is each one's row in ``rollouts``."""
+
+    rollouts: pd.DataFrame
+    source: np.ndarray
+    pair_key: np.ndarray
+    point_key: np.ndarray
+    k: np.ndarray
+    m: np.ndarray
+    correct: np.ndarray
+
+    @functools.cached_property
+    def pairs(self) -> pd.DataFrame:
+        """:data:`TRACE_COLUMNS` of every (trace, student) pair, in pair order."""
+        first = self.source[np.flatnonzero(_changes(self.pair_key))]
+        return self.rollouts[list(TRACE_COLUMNS)].iloc[first].reset_index(drop=True)
+
+
+def _sort_rows(rollouts: pd.DataFrame) -> _SortedRows | None:
+    """The :class:`_SortedRows` of ``rollouts`` (the checks of :func:`_collapse` run here, with
+    its errors); None when the (pair, k) key would not fit in int64 (then collapse each
+    setup with :func:`_collapse`)."""
+    numbers = _check_rollouts(rollouts)
+    trace_all, _ = _sorted_codes(rollouts["trace_id"])
+    _check_trace_consistency(rollouts, trace_all)
+    student_all, students = _sorted_codes(rollouts["student"])
+    k, m, correct = numbers.k, numbers.m, numbers.correct
+    pair_key = trace_all.astype(np.int64)
+    pair_key *= max(len(students), 1)
+    pair_key += student_all
+    stride = int(k.max()) + 1 if len(k) else 1
+    if len(k) and (int(pair_key.max()) + 1) * stride >= 2**62:
+        return None
+    point_key = pair_key * stride
+    point_key += k
+    order = _run_order(pair_key, point_key)
+    if order is None:
+        source = np.arange(len(k))
+    else:
+        source = order
+        pair_key, point_key = pair_key[order], point_key[order]
+        k, m, correct = k[order], m[order], correct[order]
+    return _SortedRows(rollouts, source, pair_key, point_key, k, m, correct)
+
+
+def _collapse_sorted(
+    rows: _SortedRows, profile: TransferProfile, keep: np.ndarray | None = None
+) -> _Prefixes:
+    """``_collapse(rollouts[keep], profile)`` (``keep`` a boolean mask over the rollouts' rows,
+    None: all) from the table sorted once: the same prefixes, bit for bit.
+
+    Why it is the same: the (trace, student) and (pair, k) orders of a row subset are those of
+    the whole table, and a stable sort of a subset is the subset of the stable sort, so every
+    point gets the same samples in the same order (the same means, the same last sample) and
+    every pair the same first row (tests/test_transfer_setups.py pins it)."""
+    take = np.ones(len(rows.k), dtype=bool) if keep is None else keep[rows.source]
+    if not profile.keep_full_trace:
+        take &= rows.k < rows.m
+    index = None if take.all() else np.flatnonzero(take)
+
+    def kept(values: np.ndarray) -> np.ndarray:
+        return values if index is None else values[index]
+
+    pair_key, point_key = kept(rows.pair_key), kept(rows.point_key)
+    k, m, correct, source = kept(rows.k), kept(rows.m), kept(rows.correct), kept(rows.source)
+    pair_key, k, m, first_source, y, solved, scored = _point_means(
+        pair_key, point_key, k, m, correct, source, profile
+    )
+    source = source if first_source is None else first_source  # given an array: an array
+    new_pair = _changes(pair_key)
+    point_pair = _dense_rank(new_pair)
+    first = np.flatnonzero(new_pair)
+    if len(first) == len(rows.pairs):
+        # every pair of the table: its columns are the same in each of its rows (checked),
+        # so the one frame serves every setup that keeps every pair
+        pairs = rows.pairs
+    else:
+        pairs = rows.rollouts[list(TRACE_COLUMNS)].iloc[source[first]].reset_index(drop=True)
+    return _with_bins(pairs, point_pair, k, m, y, solved, scored, profile)

@@ -43,6 +43,8 @@ import pandas as pd
 from legival_core.metrics.efficiency import labeler_backtracking
 from legival_core.metrics.metric_catalog import LEADERBOARD_METRICS
 from legival_core.metrics.redundancy_sweep_view import trace_redundancy
+from legival_core.metrics.transfer_prefixes import _collapse_sorted, _sort_rows, _SortedRows
+from legival_core.rankings.rank_intervals import TeacherResamples
 from legival_core.rankings.robustness_choices import (
     EFFICIENCY_COLUMNS,
     SEGMENTER_LABELS,
@@ -66,6 +68,7 @@ __all__ = [
     "merge_robustness",
     "robustness_finalize",
     "robustness_partial",
+    "transfer_setups",
 ]
 
 Cells = dict[tuple[str, str, str], "TransferCell"]
@@ -160,59 +163,149 @@ def _efficiency_sums(efficiency: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby(keys, sort=True).sum().rename_axis(["teacher", "dataset"])
 
 
+@dataclass(frozen=True)
+class _PairLabels:
+    """Of one collapse's pairs: the (teacher, dataset, student) strings, the pairs of each
+    such cell in key order, and each pair's leak step (None without leaks)."""
+
+    keys: list[np.ndarray]
+    groups: dict[tuple[str, str, str], np.ndarray]
+    leaks: np.ndarray | None
+
+
+class _LabelsByPairs:
+    """One :class:`_PairLabels` per pairs frame: the setups whose collapse keeps every pair
+    share one frame (:func:`legival_core.metrics.transfer_prefixes._collapse_sorted`), so they
+    label it once."""
+
+    def __init__(self, leaks: pd.DataFrame | None) -> None:
+        self._leaks = leaks
+        self._seen: list[tuple[pd.DataFrame, _PairLabels]] = []
+
+    def of(self, pairs: pd.DataFrame) -> _PairLabels:
+        from legival_core.metrics.transfer import _pair_leaks
+
+        for frame, labels in self._seen:
+            if frame is pairs:
+                return labels
+        keys = [pairs[c].astype(str).to_numpy() for c in ("teacher", "dataset", "student")]
+        frame = pd.DataFrame(dict(zip(("teacher", "dataset", "student"), keys, strict=True)))
+        groups = frame.groupby(["teacher", "dataset", "student"], sort=True).indices
+        leaks = self._leaks
+        labels = _PairLabels(
+            keys,
+            {(str(key[0]), str(key[1]), str(key[2])): rows for key, rows in groups.items()},
+            _pair_leaks(pairs, leaks) if leaks is not None and len(leaks) else None,
+        )
+        self._seen.append((pairs, labels))
+        return labels
+
+
 def _transfer_cells(
-    rollouts: pd.DataFrame, profile: str, grid: str | None, leaks: pd.DataFrame | None
+    rollouts: pd.DataFrame,
+    profile: str,
+    grid: str | None,
+    leaks: pd.DataFrame | None,
+    sorted_rows: _SortedRows | None = None,
+    keep: np.ndarray | None = None,
+    labels_by_pairs: _LabelsByPairs | None = None,
 ) -> Cells:
-    """The :class:`TransferCell` of each (teacher, dataset, student) of ``rollouts``, from the
-    per-pair inputs :func:`legival_core.metrics.transfer.teacher_metrics` aggregates."""
+    """The :class:`TransferCell` of each (teacher, dataset, student) of ``rollouts[keep]``
+    (``keep`` None: every row), from the per-pair inputs
+    :func:`legival_core.metrics.transfer.teacher_metrics` aggregates. ``sorted_rows``: the
+    rollouts sorted once for every setup (:func:`transfer_setups`); None collapses
+    ``rollouts[keep]`` on its own. ``labels_by_pairs``: the pairs' labels shared across setups."""
     from legival_core.metrics.transfer import (
+        _before_leak,
         _collapse,
         _fotu,
         _grid_of,
         _pair_inputs,
         _pair_metrics,
         as_grid,
-        fotu_before_leak,
         get_profile,
     )
     from legival_core.metrics.transfer_grid import N_BINS
 
     prof = get_profile(profile)
-    pre = _collapse(rollouts, prof)
-    fotu = _fotu(pre, _grid_of(prof, as_grid(grid)), prof)
+    if sorted_rows is not None:
+        pre = _collapse_sorted(sorted_rows, prof, keep)
+    else:
+        pre = _collapse(rollouts if keep is None else rollouts[keep], prof)
+    curve_grid = _grid_of(prof, as_grid(grid))
+    fotu = _fotu(pre, curve_grid, prof)
     inputs = _pair_inputs(_pair_metrics(pre, fotu, prof), pre, prof.pooled_student_curves)
-    labels = pd.DataFrame(
-        {c: pre.pairs[c].astype(str).to_numpy() for c in ("teacher", "dataset", "student")}
-    )
+    labels = (labels_by_pairs or _LabelsByPairs(leaks)).of(pre.pairs)
     scalars = inputs["scalars"]
     present = ~np.isnan(scalars)
     hazards = inputs["hazards"].astype(np.int64)
     out: Cells = {}
-    groups = labels.groupby(["teacher", "dataset", "student"], sort=True).indices
-    for key, rows in groups.items():
+    for key, rows in labels.groups.items():
         solved = hazards[rows]
         solved = solved[solved > 0]
         zeros = np.zeros(N_BINS)
-        out[(str(key[0]), str(key[1]), str(key[2]))] = TransferCell(
+        out[key] = TransferCell(
             sums=np.where(present[rows], scalars[rows], 0.0).sum(axis=0),
             counts=present[rows].sum(axis=0).astype(np.int64),
             hazards=np.bincount(solved - 1, minlength=N_BINS).astype(np.float64),
             bin_sums=inputs["sums"][rows].sum(axis=0) if "sums" in inputs else zeros,
             bin_counts=inputs["counts"][rows].sum(axis=0) if "counts" in inputs else zeros,
         )
-    if leaks is not None and len(leaks):
-        before = fotu_before_leak(rollouts, leaks, profile=profile, grid=as_grid(grid))
-        values = before["fotu_before_leak"].to_numpy(dtype=np.float64)
-        keys = [before[c].astype(str).to_numpy() for c in ("teacher", "dataset", "student")]
+    if labels.leaks is not None:
+        # fotu_before_leak's numbers, from the collapse above (it would collapse again)
+        values = _before_leak(pre, labels.leaks, curve_grid)
         frame = pd.DataFrame({"sum": np.nan_to_num(values), "n": (~np.isnan(values)).astype(int)})
-        for key, row in frame.groupby(keys, sort=True).sum().iterrows():
-            cell = out[(str(key[0]), str(key[1]), str(key[2]))]  # type: ignore[index]
-            cell.before_sum, cell.before_n = float(row["sum"]), int(row["n"])
+        summed = frame.groupby(labels.keys, sort=True).sum()
+        sums, counts = summed["sum"].to_numpy(np.float64), summed["n"].to_numpy()
+        for key, total, n in zip(summed.index, sums, counts, strict=True):
+            cell = out[(str(key[0]), str(key[1]), str(key[2]))]
+            cell.before_sum, cell.before_n = float(total), int(n)
     return out
 
 
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def transfer_setups(
+    rollouts: pd.DataFrame,
+    settings: Settings,
+    leaks: pd.DataFrame | None,
+    grid_gcd: int | None,
+    every_divisor: bool = True,
+    sorted_rows: _SortedRows | None = None,
+) -> dict[str | int, Cells]:
+    """The cells of every transfer setup a chunk sums: ``"default"``, ``"profile:<name>"`` for
+    each other profile, and per coarser step (an int) when ``grid_gcd`` is not None (its own
+    grid, or 2d and 3d for every divisor d of it with ``every_divisor``).
+
+    ``sorted_rows`` (:func:`legival_core.metrics.transfer_prefixes._sort_rows` of
+    ``rollouts``): each setup collapses that one check and sort (a profile, a row subset),
+    which was most of the work of the setups that each re-derived it; None collapses each
+    setup's rows on their own (the same cells bit for bit: tests/test_transfer_setups.py)."""
+    from legival_core.metrics.transfer import PROFILES
+
+    shared = _LabelsByPairs(leaks)
+    out: dict[str | int, Cells] = {
+        "default": _transfer_cells(
+            rollouts, settings.profile, settings.grid, leaks, sorted_rows, None, shared
+        )
+    }
+    for name in PROFILES:
+        if name != settings.profile:
+            out[f"profile:{name}"] = _transfer_cells(
+                rollouts, name, None, leaks, sorted_rows, None, shared
+            )
+    if grid_gcd is not None:
+        k = pd.to_numeric(rollouts["k"]).to_numpy(np.int64)
+        m = pd.to_numeric(rollouts["m"]).to_numpy(np.int64)
+        bases = _divisors(grid_gcd) if every_divisor else [grid_gcd]
+        for step in sorted({d * f for d in bases for f in (2, 3)}):
+            keep = (k == 0) | (k == m) | (k % step == 0)
+            out[step] = _transfer_cells(
+                rollouts, settings.profile, settings.grid, leaks, sorted_rows, keep, shared
+            )
+    return out
 
 
 def robustness_partial(
@@ -222,7 +315,6 @@ def robustness_partial(
     unused: they are given to :func:`robustness_finalize`). ``every_divisor=False`` sums the
     coarser grids of the chunk's own interval only: right when the chunk is the whole store."""
     from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
-    from legival_core.metrics.transfer import PROFILES
 
     out = RobustnessPartial(settings)
     efficiency = tables.trace_efficiency
@@ -303,21 +395,17 @@ def robustness_partial(
             leaks = _leaks(tables.trace_transfer)
             out.leak_rows = 0 if leaks is None else len(leaks)
             out.students = frozenset(str(s) for s in rollouts["student"].dropna().unique())
-            default = _transfer_cells(rollouts, settings.profile, settings.grid, leaks)
-            out.transfer["default"] = default
-            for name in PROFILES:
-                if name != settings.profile:
-                    out.transfer[f"profile:{name}"] = _transfer_cells(rollouts, name, None, leaks)
+            # checked and sorted once for every setup (the default's collapse checked first)
+            sorted_rows = _sort_rows(rollouts)
             out.grid_gcd = _grid_interval(rollouts)
-            if out.grid_gcd is not None:
-                k = pd.to_numeric(rollouts["k"]).to_numpy(np.int64)
-                m = pd.to_numeric(rollouts["m"]).to_numpy(np.int64)
-                bases = _divisors(out.grid_gcd) if every_divisor else [out.grid_gcd]
-                for step in sorted({d * f for d in bases for f in (2, 3)}):
-                    keep = (k == 0) | (k == m) | (k % step == 0)
-                    out.grid[step] = _transfer_cells(
-                        rollouts[keep], settings.profile, settings.grid, leaks
-                    )
+            setups = transfer_setups(
+                rollouts, settings, leaks, out.grid_gcd, every_divisor, sorted_rows
+            )
+            for key, cells in setups.items():
+                if isinstance(key, int):
+                    out.grid[key] = cells
+                else:
+                    out.transfer[key] = cells
     except ValueError as error:  # a table that does not fit: the whole report would raise too
         return RobustnessPartial(settings, error=str(error) or type(error).__name__)
     return out
@@ -468,11 +556,14 @@ def robustness_finalize(
     n_boot: int = 0,
     seed: int = 0,
     families: Sequence[str] | None = None,
+    resamples: TeacherResamples | None = None,
 ) -> RobustnessReport:
     """The :class:`RobustnessReport` of the merged ``partial``: the same as
     :func:`legival_core.rankings.robustness_choices.robustness_report` of the whole tables.
     ``interval_tables`` holds ``trace_efficiency`` and ``trace_transfer`` (per trace) for the
-    default's rank intervals (``n_boot > 0``); ValueError when a chunk's tables did not fit."""
+    default's rank intervals (``n_boot > 0``), unless ``resamples`` are those intervals'
+    resamples already drawn (:func:`~legival_core.rankings.robustness_choices.default_intervals`);
+    ValueError when a chunk's tables did not fit."""
     from legival_core.metrics.efficiency import REDUNDANCY_THRESHOLDS
     from legival_core.metrics.transfer import PROFILES
 
@@ -687,6 +778,7 @@ def robustness_finalize(
         metrics,
         n_boot,
         seed,
+        resamples,
     )
 
 
