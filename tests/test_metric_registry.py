@@ -453,6 +453,47 @@ def test_teacher_value_merges_over_chunks(name: str, n_chunks: int, seed: int) -
     assert whole == pytest.approx(aggregate_teacher(name, rows))
 
 
+def _exactly_equal(a: object, b: object) -> bool:
+    """The same partial to the bit: dict keys in order, float sums, integer counts, arrays."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return list(a) == list(b) and all(_exactly_equal(a[k], b[k]) for k in a)
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_exactly_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return a.dtype == b.dtype and np.array_equal(a, b)
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    return type(a) is type(b) and a == b
+
+
+@pytest.mark.parametrize("name", IDS)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_every_grouped_partial_is_the_partial_of_each_group(name: str, seed: int) -> None:
+    """``by_group`` (one pass over a bucket's rows) gives each group exactly the partial its
+    own rows give, for every group with a row: the same keys in the same order, the same bits
+    (rows shuffled and dealt at random into four groups)."""
+    s = spec(name)
+    agg = AGGREGATES[s.aggregate]
+    assert agg.by_group is not None, f"{s.aggregate}: every built-in aggregate has by_group"
+    rows = _rows_of(name).sample(frac=1.0, random_state=seed).reset_index(drop=True)
+    group = np.random.default_rng(seed).integers(0, 4, len(rows))
+    got = agg.by_group(rows, s.columns, group, 4)
+    for g in np.unique(group):
+        expected = agg.partial(rows[group == g], s.columns)
+        assert _exactly_equal(got[g], expected), (name, g, got[g], expected)
+
+
+def test_a_hazard_bin_past_the_last_is_grouped_as_its_partial_counts_it() -> None:
+    rows = _trace_transfer()
+    rows.loc[rows.index[0], "hazard_bin"] = 60  # np.bincount then makes the histogram longer
+    agg, columns = AGGREGATES["hazard_entropy"], spec("sotu").columns
+    group = np.arange(len(rows)) % 2
+    got = agg.by_group(rows, columns, group, 2)
+    for g in (0, 1):
+        assert _exactly_equal(got[g], agg.partial(rows[group == g], columns))
+    assert any(len(h) == 60 for h in got[0].values())
+
+
 def test_an_empty_table_has_no_teacher_value() -> None:
     for name in IDS:
         rows = _rows_of(name).iloc[:0]

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from legival_core.metrics.registry import AGGREGATES, METRIC_SPECS, MetricSpec
@@ -56,13 +57,11 @@ def _spec(name: str) -> MetricSpec:
     return METRIC_SPECS[name]
 
 
-def _groups(frame: pd.DataFrame) -> Iterable[tuple[Group, pd.DataFrame]]:
-    if frame is None or frame.empty:
-        return []
-    grouped = frame.groupby(
-        [frame["teacher"].astype(str), frame["dataset"].astype(str)], sort=False, observed=True
-    )
-    return [((str(t), str(d)), rows) for (t, d), rows in grouped]
+def _group_codes(frame: pd.DataFrame) -> tuple[np.ndarray, list[Group]]:
+    """Each row's (teacher, dataset) code and the groups, in order of first appearance."""
+    keys = pd.MultiIndex.from_arrays([frame["teacher"].astype(str), frame["dataset"].astype(str)])
+    codes, groups = pd.factorize(keys, sort=False)
+    return codes.astype(np.int64), [(str(t), str(d)) for t, d in groups]
 
 
 def teacher_partials(
@@ -83,17 +82,27 @@ def teacher_partials(
     out = TeacherPartials()
     wanted = list(metrics)
     tables = {"trace_efficiency": efficiency, "trace_transfer": transfer}
-    for group, rows in _groups(efficiency):
-        out.n_traces[group] = out.n_traces.get(group, 0) + len(rows)
+    if efficiency is not None and len(efficiency):
+        codes, groups = _group_codes(efficiency)
+        for group, count in zip(groups, np.bincount(codes, minlength=len(groups)), strict=True):
+            out.n_traces[group] = out.n_traces.get(group, 0) + int(count)
     for table, frame in tables.items():
         names = [n for n in wanted if _spec(n).table == table]
-        if frame is None or not names:
+        if frame is None or frame.empty or not names:
             continue
-        for group, rows in _groups(frame):
-            slot = out.partials.setdefault(group, {})
-            for name in names:
-                spec = _spec(name)
-                slot[name] = AGGREGATES[spec.aggregate].partial(rows, spec.columns)
+        codes, groups = _group_codes(frame)
+        slots = [out.partials.setdefault(group, {}) for group in groups]
+        for name in names:
+            spec = _spec(name)
+            aggregate = AGGREGATES[spec.aggregate]
+            if aggregate.by_group is not None:
+                parts = aggregate.by_group(frame, spec.columns, codes, len(groups))
+            else:
+                parts = [
+                    aggregate.partial(frame[codes == g], spec.columns) for g in range(len(groups))
+                ]
+            for slot, part in zip(slots, parts, strict=True):
+                slot[name] = part
     return out
 
 
