@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from legival_core.metrics.page_results import RobustnessSelection
+from legival_core.rankings import rank_intervals
 from legival_core.rankings import robustness_choices as choices
 from legival_core.rankings.robustness_partials import (
     TransferCell,
@@ -141,3 +142,39 @@ def test_a_merged_transfer_cell_by_hand() -> None:
     assert values["fotu"] == pytest.approx((0.5 + 0.25 + 1.0) / 3, rel=1e-12)
     assert values["sotu"] == pytest.approx(np.log(2) / np.log(50), rel=1e-12)
     assert values["fotu_before_leak"] == pytest.approx((0.2 + 0.4) / 2, rel=1e-12)
+
+
+def test_the_default_intervals_from_drawn_resamples_equal_resampling_the_tables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stage hands the report its Pareto resamples (merged from the buckets) instead of
+    letting it resample a million rows again: the report is the same, and resamples of another
+    n_boot or seed are refused."""
+    from legival_core.rankings.board_partials import board_partials, finalize_board
+
+    store = Store.open(DEMO)
+    tables = choices.load_tables(store)
+    settings = choices.Settings.from_manifest(store.manifest)
+    merged = robustness_partial(tables, settings)
+    board = board_partials(
+        tables.trace_efficiency, tables.trace_transfer, RANK_RESAMPLES, RESAMPLE_SEED
+    )
+    drawn = finalize_board(board, tables.references)
+    whole = choices.robustness_report(tables, settings, n_boot=RANK_RESAMPLES, seed=RESAMPLE_SEED)
+
+    def no_resampling(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the report resampled the per-trace tables")
+
+    monkeypatch.setattr(rank_intervals, "resample_teachers", no_resampling)
+    no_rows = choices.StoreTables(trace_efficiency=pd.DataFrame(), references=tables.references)
+    given = robustness_finalize(
+        merged, no_rows, tables.references,
+        n_boot=RANK_RESAMPLES, seed=RESAMPLE_SEED, resamples=drawn,
+    )  # fmt: skip
+    frames = choices.report_frames(given)
+    for part, frame in choices.report_frames(whole).items():
+        _same(frames[part], frame, part)
+    with pytest.raises(ValueError, match=r"\(n_boot, seed\)"):
+        robustness_finalize(
+            merged, tables, tables.references, n_boot=RANK_RESAMPLES, seed=1, resamples=drawn
+        )

@@ -49,6 +49,7 @@ from legival_core.metrics.registry import metrics_in
 from legival_core.rankings.robustness import FLIP_COLUMNS, compare_rankings
 
 if TYPE_CHECKING:
+    from legival_core.rankings.rank_intervals import TeacherResamples
     from legival_core.store.store import Store
 
 __all__ = [
@@ -651,12 +652,18 @@ def default_intervals(
     defaults: pd.DataFrame,
     n_boot: int,
     seed: int = 0,
+    resamples: TeacherResamples | None = None,
 ) -> pd.DataFrame:
     """The default ranking's 95% rank intervals per (metric, teacher), from ``n_boot`` paired
     resamples of problems (:func:`legival_core.rankings.rank_intervals.interval_table`), kept for
     the metrics whose resampled point values equal ``defaults`` (teacher -> metric columns;
-    :func:`legival_core.rankings.rank_intervals.agreeing_intervals`)."""
+    :func:`legival_core.rankings.rank_intervals.agreeing_intervals`).
+
+    ``resamples``: those resamples already drawn (the metrics stage's, merged from its buckets:
+    ``finalize_board(board, references)``, equal to ``resample_teachers`` of ``tables`` with the
+    same ``n_boot``, ``seed`` and references), used instead of resampling ``tables`` again."""
     from legival_core.rankings.rank_intervals import (
+        TeacherResamples,
         agreeing_intervals,
         interval_table,
         resample_teachers,
@@ -664,15 +671,26 @@ def default_intervals(
 
     if n_boot <= 0:
         return pd.DataFrame(columns=["metric", "teacher", "rank_lo", "rank_hi"])
-    transfer = tables.trace_transfer
-    resamples = resample_teachers(
-        tables.trace_efficiency,
-        transfer if len(transfer) else None,
-        metrics,
-        n_boot=n_boot,
-        seed=seed,
-        references=tables.references,
-    )
+    if resamples is not None:
+        if (resamples.n_boot, resamples.seed) != (n_boot, seed):
+            raise ValueError(
+                f"default_intervals: resamples of (n_boot, seed) ({resamples.n_boot}, "
+                f"{resamples.seed}) given for ({n_boot}, {seed})"
+            )
+        drawn = resamples.metrics
+        resamples = TeacherResamples(
+            resamples.teachers, n_boot, seed, {m: drawn[m] for m in metrics if m in drawn}
+        )
+    else:
+        transfer = tables.trace_transfer
+        resamples = resample_teachers(
+            tables.trace_efficiency,
+            transfer if len(transfer) else None,
+            metrics,
+            n_boot=n_boot,
+            seed=seed,
+            references=tables.references,
+        )
     directions = {m: METRICS[m].higher_is_better for m in METRICS}
     table = interval_table(resamples, directions)
     return agreeing_intervals(table, defaults)
@@ -834,16 +852,18 @@ def assemble_report(
     metrics: Sequence[str],
     n_boot: int,
     seed: int,
+    resamples: TeacherResamples | None = None,
 ) -> RobustnessReport:
     """The report from the default's per-(teacher, dataset) values ``defaults`` and each
     alternative's (whole tables: :func:`robustness_report`; merged chunk partials:
     :func:`legival_core.rankings.robustness_partials.robustness_finalize`); ``tables`` gives
-    the per-trace tables the default's rank intervals resample, and the reference teachers."""
+    the per-trace tables the default's rank intervals resample (or ``resamples`` those
+    resamples drawn: :func:`default_intervals`), and the reference teachers."""
     shown = [m for m in metrics if m in defaults and defaults[m].notna().any()]
     default_values = {m: teacher_values(defaults, m, tables.references) for m in shown}
     ranking_rows = [_ranking_rows(m, DEFAULT_CHOICE, default_values[m]) for m in shown]
     board = pd.DataFrame({m: default_values[m] for m in shown}).rename_axis("teacher")
-    intervals = default_intervals(tables, shown, board.reset_index(), n_boot, seed)
+    intervals = default_intervals(tables, shown, board.reset_index(), n_boot, seed, resamples)
     summary, flips, unavailable, missing_here = [], [], [], []
     for family, alternative, values_of, include_references in alternatives:
         affected = [m for m in alternative.metrics if m in shown]
