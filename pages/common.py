@@ -284,6 +284,29 @@ def stored_result(name: str, key: ResultKey) -> pd.DataFrame | None:
     return stored_frame(load_table("page_results"), load_manifest(), name, key)
 
 
+def stored_parts(
+    prefix: str, parts: Sequence[str], key: ResultKey
+) -> dict[str, pd.DataFrame] | None:
+    """Each of ``parts`` as stored under ``{prefix}_{part}`` for ``key``, or None unless every
+    one is stored and current: a result made of several frames is read whole or computed."""
+    frames = {part: stored_result(f"{prefix}_{part}", key) for part in parts}
+    if any(frame is None for frame in frames.values()):
+        return None
+    return frames  # type: ignore[return-value]
+
+
+def _stored_first(
+    name: str, compute: Callable[[ResultKey], pd.DataFrame]
+) -> Callable[[ResultKey], pd.DataFrame]:
+    """``compute`` behind the stored row ``name`` (:func:`derived`'s ``stored``)."""
+
+    def read_or_compute(key: ResultKey) -> pd.DataFrame:
+        frame = stored_result(name, key)
+        return compute(key) if frame is None else frame
+
+    return read_or_compute
+
+
 @st.cache_data(show_spinner=False, max_entries=16)
 def _references(path: str, stamp: float) -> list[str]:
     from legival_core.published.references import store_reference_teachers
@@ -390,7 +413,7 @@ _DERIVED: dict[str, Callable[..., Any]] = {}
 
 
 def derived(
-    name: str, *, shared: bool = False
+    name: str, *, shared: bool = False, stored: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register a page computation whose result is cached per store state and arguments.
 
@@ -403,10 +426,14 @@ def derived(
     copy-on-write copy of it (:func:`_own_copy`). ``st.cache_data`` pickles its value when it
     stores it and unpickles it on every hit: 1.6 s of a cold inspector and most of each rerun
     at a million traces.
+
+    ``stored`` (a result the metrics stage stores for the default selection): the function
+    takes one :class:`~legival_core.metrics.page_results.ResultKey` and runs only when
+    ``page_results`` holds no current row ``name`` for it (:func:`stored_result`).
     """
 
     def register(function: Callable[..., Any]) -> Callable[..., Any]:
-        _DERIVED[name] = function
+        _DERIVED[name] = _stored_first(name, function) if stored else function
 
         def cached(*args: Any) -> Any:
             if shared:
@@ -599,6 +626,12 @@ def need_tables(*tables: str, what: str = "This page") -> None:
         st.stop()
 
 
+def _widget_place(param: str, key: str | None, where: Any) -> tuple[str, Any]:
+    """The key of the widget kept in ``?param=`` and where it is drawn (the page unless
+    ``where`` says). Keys are per page: the same parameter on two pages is two widgets."""
+    return key or f"qp_{st.session_state.get('_page', 'app')}_{param}", where or st
+
+
 def url_select(
     label: str,
     options: Sequence[Any],
@@ -618,9 +651,7 @@ def url_select(
     options = list(options)
     if not options:
         return None
-    where = where or st
-    # Widget keys are per page: the same parameter on two pages is two different widgets.
-    key = key or f"qp_{st.session_state.get('_page', 'app')}_{param}"
+    key, where = _widget_place(param, key, where)
     as_text = [str(o) for o in options]
     fallback = options[options.index(default) if default in options else 0]
     _sync_from_url(
@@ -689,8 +720,7 @@ def url_toggle(
     a selectbox: the URL decides on a first visit and whenever it names a value other than the
     one the widget showed last; afterwards the widget decides and writes its value back. Any
     other URL value falls back to ``default`` with a short message."""
-    where = where or st
-    key = key or f"qp_{st.session_state.get('_page', 'app')}_{param}"
+    key, where = _widget_place(param, key, where)
     _sync_from_url(
         param,
         key,
@@ -721,8 +751,7 @@ def url_text(
     """A text box whose value lives in ``?param=`` (absent when empty), kept as
     :func:`url_select` keeps a selectbox; a URL value longer than ``max_chars`` is cut to it
     with a short message."""
-    where = where or st
-    key = key or f"qp_{st.session_state.get('_page', 'app')}_{param}"
+    key, where = _widget_place(param, key, where)
     _sync_from_url(
         param,
         key,
@@ -758,8 +787,7 @@ def url_multiselect(
     value may hold any character); ``?param=`` with no value keeps an empty choice. Unknown
     URL values are dropped with a short message, as :func:`url_select` does."""
     options = list(options)
-    where = where or st
-    key = key or f"qp_{st.session_state.get('_page', 'app')}_{param}"
+    key, where = _widget_place(param, key, where)
     as_text = [str(o) for o in options]
     fallback = [o for o in (options if default is None else default) if o in options]
     wanted = (

@@ -50,11 +50,10 @@ def benchmark_instances(benchmark: str, sigma: bool = True) -> pd.DataFrame:
 def audits(benchmark: str, include: bool) -> dict[str, pd.DataFrame]:
     """Solver-workload audits; the pool leaves reference teachers out unless ``include``
     (stored by the metrics stage for each benchmark, reference teachers left out)."""
-    parts = ("audits", "concentration")
     chosen = DecompositionSelection(benchmark, include)
-    stored = [common.stored_result(f"decomposition_{p}", chosen) for p in parts]
-    if all(frame is not None for frame in stored):
-        return dict(zip(parts, stored, strict=True))
+    stored = common.stored_parts("decomposition", ("audits", "concentration"), chosen)
+    if stored is not None:
+        return stored
     return views.workload_audits(
         benchmark_instances(benchmark),
         references=common.reference_teachers(),

@@ -57,22 +57,16 @@ STYLE = (
 )
 
 
-@common.derived("monitor_scores")
+@common.derived("monitor_scores", stored=True)
 def scores(chosen: MonitorSelection) -> pd.DataFrame:
     """Scores per (monitor, teacher, dataset) (stored by the metrics stage for the default)."""
-    stored = common.stored_result("monitor_scores", chosen)
-    if stored is not None:
-        return stored
     verdicts = common.load_table("monitor_verdicts")
     return oversight.monitor_scores(verdicts, n_boot=chosen.n_boot, seed=0)
 
 
-@common.derived("monitor_scores_pooled")
+@common.derived("monitor_scores_pooled", stored=True)
 def pooled_scores(chosen: MonitorSelection) -> pd.DataFrame:
     """The scores of every verdict of a teacher whatever its dataset (``dataset`` = "All")."""
-    stored = common.stored_result("monitor_scores_pooled", chosen)
-    if stored is not None:
-        return stored
     return selections.pooled_monitor_scores(common.load_table("monitor_verdicts"), chosen.n_boot)
 
 
@@ -87,15 +81,12 @@ def _teachers(chosen: MonitorSelection) -> pd.DataFrame:
     )
 
 
-@common.derived("monitor_legibility")
+@common.derived("monitor_legibility", stored=True)
 def legibility(chosen: MonitorSelection) -> pd.DataFrame:
     """ρ(FOTU, P/R/F1) across teachers; reference teachers add no point unless included;
     the pooled row averages each teacher over the datasets the selection's support names."""
     if not common.has_table("teacher_metrics"):
         return pd.DataFrame()
-    stored = common.stored_result("monitor_legibility", chosen)
-    if stored is not None:
-        return stored
     return oversight.monitor_legibility_correlation(
         scores(chosen), _teachers(chosen), support=chosen.support
     )

@@ -32,21 +32,18 @@ recorded = recorded_threshold(common.load_manifest())
 chosen = recorded if recorded is not None else REDUNDANCY_THRESHOLDS["paper"]
 
 
-@common.derived("redundancy_sweep")
-def sweep(chosen: float) -> pd.DataFrame:
-    """Every teacher's and dataset's sweep over the published grid plus ``chosen`` (stored by
-    the metrics stage for the τ it recorded)."""
-    stored = common.stored_result("redundancy_sweep", RedundancySelection(chosen))
-    if stored is not None:
-        return stored
+@common.derived("redundancy_sweep", stored=True)
+def sweep(chosen: RedundancySelection) -> pd.DataFrame:
+    """Every teacher's and dataset's sweep over the published grid plus the chosen τ (stored
+    by the metrics stage for the τ it recorded)."""
     return teacher_redundancy_sweep(
         common.load_table("similarity", columns=["trace_id", "step", "max_similarity"]),
         common.load_table("traces", columns=["trace_id", "teacher", "dataset"]),
-        sweep_thresholds(chosen),
+        sweep_thresholds(chosen.threshold),
     )
 
 
-table = sweep(chosen)
+table = sweep(RedundancySelection(chosen))
 dataset = common.url_select("Dataset", [common.ALL, *sorted(table["dataset"].unique())], "dataset")
 # "All": the mean over datasets at every τ, the same average as the leaderboard's
 rows = sweep_over_datasets(table) if dataset == common.ALL else table[table["dataset"] == dataset]

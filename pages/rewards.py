@@ -57,23 +57,17 @@ def _outside(chosen: RewardSelection) -> list[str]:
     return [] if chosen.include_references else common.reference_teachers()
 
 
-@common.derived("reward_points")
+@common.derived("reward_points", stored=True)
 def reward_points(chosen: RewardSelection) -> pd.DataFrame:
     """The scatter's points (stored by the metrics stage for the default selection)."""
-    stored = common.stored_result("reward_points", chosen)
-    if stored is not None:
-        return stored
     return selections.reward_points(*_tables(), chosen.model, chosen.dataset, chosen.correct_only)
 
 
-@common.derived("reward_rho")
+@common.derived("reward_rho", stored=True)
 def reward_rho(chosen: RewardSelection) -> pd.DataFrame:
     """ρ of reward with each transfer metric at the selection's level; at teacher level
     reference teachers add no point unless included and teachers are averaged over the
     datasets its support names (stored by the metrics stage for the default selection)."""
-    stored = common.stored_result("reward_rho", chosen)
-    if stored is not None:
-        return stored
     return selections.reward_rho(
         *_tables(),
         _traces(),
@@ -86,13 +80,10 @@ def reward_rho(chosen: RewardSelection) -> pd.DataFrame:
     )
 
 
-@common.derived("teacher_rewards")
+@common.derived("teacher_rewards", stored=True)
 def teacher_rewards(chosen: RewardSelection) -> pd.DataFrame:
     """Mean reward and transfer per teacher (stored for the default selection), averaged over
     the datasets the support names; reference teachers narrow them only when included."""
-    stored = common.stored_result("teacher_rewards", chosen)
-    if stored is not None:
-        return stored
     return selections.teacher_rewards(
         *_tables(),
         _traces(),

@@ -30,9 +30,9 @@ def report(n_boot: int, seed: int) -> RobustnessReport:
     settings = choices.Settings.from_manifest(common.load_manifest())
     # the metrics stage stores the report of the default settings (leaderboard and page)
     chosen = RobustnessSelection(choices.settings_key(settings), n_boot, seed)
-    parts = {p: common.stored_result(f"robustness_{p}", chosen) for p in choices.REPORT_PARTS}
-    if all(frame is not None for frame in parts.values()):
-        return choices.report_from_frames(parts, settings)  # type: ignore[arg-type]
+    parts = common.stored_parts("robustness", choices.REPORT_PARTS, chosen)
+    if parts is not None:
+        return choices.report_from_frames(parts, settings)
     tables = choices.read_tables(read, common.reference_teachers())
     return choices.robustness_report(tables, settings, n_boot=n_boot, seed=seed)
 

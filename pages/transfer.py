@@ -55,24 +55,18 @@ def transfer_view(
     )
 
 
-@common.derived("transfer_coverage")
+@common.derived("transfer_coverage", stored=True)
 def coverage(chosen: TransferSelection) -> pd.DataFrame:
     """Traces measured per (teacher, bin) of the selection (legival_core.views; stored by the
     metrics stage for every dataset and student)."""
-    stored = common.stored_result("transfer_coverage", chosen)
-    if stored is not None:
-        return stored
     return views.observed_coverage(
         common.load_rollouts(), chosen.dataset, chosen.student, chosen.profile
     )
 
 
-@common.derived("transfer_first_measured")
+@common.derived("transfer_first_measured", stored=True)
 def first_measured(chosen: TransferSelection) -> pd.DataFrame:
     """Per trace, the first measured position (stored for every dataset and student)."""
-    stored = common.stored_result("transfer_first_measured", chosen)
-    if stored is not None:
-        return stored
     return views.first_measured_positions(common.load_rollouts(), chosen.dataset, chosen.student)
 
 
@@ -236,15 +230,12 @@ st.caption(
 )
 
 
-@common.derived("transfer_leaks")
+@common.derived("transfer_leaks", stored=True)
 def leaks_of(chosen: TransferSelection) -> pd.DataFrame:
     """The leak table of a selection (cached: it groups every rollout of the selection;
     stored by the metrics stage for every dataset and student)."""
     from legival_core.metrics.leak_summary import selection_leak_summary
 
-    stored = common.stored_result("transfer_leaks", chosen)
-    if stored is not None:
-        return stored
     pairs = views.filter_rows(
         common.load_table("trace_transfer"), dataset=chosen.dataset, student=chosen.student
     )

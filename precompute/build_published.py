@@ -26,6 +26,18 @@ from precompute.errors import InputUnusableError
 STAGE = "published"
 
 
+def _provenance(paper: str, file: str, units: str) -> dict[str, object]:
+    """A table's provenance in the manifest: the paper, the bundled file its rows are read
+    from with that file's SHA-256 (named once, so the digest is always the named file's), and
+    the units of its numbers."""
+    return {
+        "source": published.PUBLISHED_SOURCES[paper],
+        "from_file": file,
+        "sha256": published.published_file_digests()[file],
+        "units": units,
+    }
+
+
 def build(out: str | Path) -> Store:
     """Build the published store at ``out`` (replacing a store that is there) and return it."""
     target = Path(out)
@@ -44,26 +56,23 @@ def build(out: str | Path) -> Store:
         )
         store.write("teacher_metrics", published.table7_teacher_metrics_frame(), stage=STAGE)
         store.write("decomposition", published.cogniload_decomposition_frame(), stage=STAGE)
-        digests = published.published_file_digests()
         store.record_stage(
             STAGE,
             tables={
-                "teacher_metrics": {
-                    "source": published.PUBLISHED_SOURCES["legival"],
-                    "from_file": published.TABLE7_FILE,
-                    "sha256": digests[published.TABLE7_FILE],
-                    "units": "accuracy, redundancy, backtracking, fotu, sotu, regression_rate: "
+                "teacher_metrics": _provenance(
+                    "legival",
+                    published.TABLE7_FILE,
+                    "accuracy, redundancy, backtracking, fotu, sotu, regression_rate: "
                     "published percentages / 100; tokens: mean generated tokens per trace; "
                     "teacher: the paper's short model name (hf_id holds the Hugging Face id)",
-                },
-                "decomposition": {
-                    "source": published.PUBLISHED_SOURCES["kaiser"],
-                    "from_file": published.COGNILOAD_FILE,
-                    "sha256": digests[published.COGNILOAD_FILE],
-                    "units": "e0: correct answers per 1,000 output tokens (published 100*E0 / "
-                    "100); accuracy, r_ctx, r_logic: published percentages / 100; vo, kappa: "
+                ),
+                "decomposition": _provenance(
+                    "kaiser",
+                    published.COGNILOAD_FILE,
+                    "e0: correct answers per 1,000 output tokens (published 100*E0 / 100); "
+                    "accuracy, r_ctx, r_logic: published percentages / 100; vo, kappa: "
                     "native-workload overhead and coupling as published (layer = 'native')",
-                },
+                ),
             },
         )
         if target.exists():

@@ -61,6 +61,7 @@ from precompute.stages.common import (
     read_or_empty,
     require_rows,
     require_whole_numbers,
+    shard_rows,
     task_of,
 )
 
@@ -393,7 +394,7 @@ def monitor_study(ctx: StageContext, options: MonitorOptions) -> StageResult:
         (steps, "steps", "segment"),
     ):
         require_rows(frame, table, "monitor", producer)
-    traces = traces[[ctx.shard.owns(t) for t in traces["trace_id"]]]
+    traces = shard_rows(traces, ctx.shard)
     correct = dict(zip(grades["trace_id"], grades["correct"], strict=True))
     steps = steps.sort_values(["trace_id", "step"])
     spans = {

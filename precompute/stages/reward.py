@@ -53,6 +53,7 @@ from precompute.stages.common import (
     read_or_empty,
     require_rows,
     require_whole_numbers,
+    shard_rows,
     task_of,
 )
 
@@ -329,7 +330,7 @@ def score_rewards(ctx: StageContext, options: RewardOptions) -> StageResult:
         ctx.store, "traces", ["trace_id", "problem_id", "reasoning", "answer_text"]
     )
     require_rows(traces, "traces", "reward", "generate", alternative="ingest")
-    traces = traces[[ctx.shard.owns(t) for t in traces["trace_id"]]]
+    traces = shard_rows(traces, ctx.shard)
     done: set[tuple[Any, ...]] = set()
     if ctx.store.has("rewards"):
         done = ctx.store.done_keys("rewards")
