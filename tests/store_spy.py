@@ -17,7 +17,7 @@ from legival_core.store.store import Store
 
 @dataclass(frozen=True)
 class StoreRead:
-    """One read: the method (``read`` or ``read_arrow``), the table, the columns asked for
+    """One read: the method (``read``, ``read_arrow`` or ``scan``), the table, the columns asked for
     (None: every column) and the filters (None: every row)."""
 
     method: str
@@ -31,7 +31,7 @@ class StoreRead:
 
 
 def spy_on_reads(monkeypatch: pytest.MonkeyPatch, seen: Callable[[StoreRead], None]) -> None:
-    """Report every ``Store.read``/``Store.read_arrow`` to ``seen`` before it runs, until
+    """Report every ``Store.read``/``read_arrow``/``scan`` to ``seen`` before it runs, until
     ``monkeypatch.undo()`` (or the test's end)."""
     originals = {"read": Store.read, "read_arrow": Store.read_arrow}
 
@@ -48,3 +48,12 @@ def spy_on_reads(monkeypatch: pytest.MonkeyPatch, seen: Callable[[StoreRead], No
 
     for method in originals:
         monkeypatch.setattr(Store, method, wrap(method))
+    scan = Store.scan
+
+    def scanned(self: Store, table: str, *args: object, **kwargs: object) -> object:
+        # one pass over a table's parts, a batch at a time (the metrics stage's bucket split)
+        columns = kwargs.get("columns", args[0] if args else None)
+        seen(StoreRead("scan", table, columns, None))  # type: ignore[arg-type]
+        return scan(self, table, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Store, "scan", scanned)

@@ -159,17 +159,21 @@ def _merged_results_equal_the_whole_reads(store: Store) -> None:
 def test_the_per_trace_tables_never_read_a_per_row_input_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Until the per-trace tables are written (the first merge of ``trace_efficiency``), every
-    read of similarity, judgments or rollouts is filtered by a bucket's trace ids. (The parts
-    after it — the transfer curves, the release teacher table, the page results — still read
-    rollouts whole: not yet chunked.)"""
+    """Until the per-trace tables are written (the first merge of ``trace_efficiency``),
+    similarity, judgments and rollouts are each passed over once, a batch at a time, and split
+    into the buckets (``Store.scan``, precompute.bucket_spill); any other read of them is
+    filtered by trace ids (a bucket without rows of a table asks the store for none)."""
     store = _copy(tmp_path / "demo")
     reads: list[tuple[str, object]] = []
+    scans: list[str] = []
     done = {"tables": False}
     original_merge = Store.merge
 
     def record(read: StoreRead) -> None:
         if read.table in PER_ROW and not done["tables"]:
+            if read.method == "scan":
+                scans.append(read.table)
+                return
             assert read.by_trace_ids(), f"a read of {read.table} without a trace_id filter"
             reads.append((read.table, read.filters["trace_id"]))  # type: ignore[index]
 
@@ -183,25 +187,20 @@ def test_the_per_trace_tables_never_read_a_per_row_input_whole(
     run_stage("metrics", StageContext(store=store, config=_config(7), progress=False))
     monkeypatch.undo()
     assert done["tables"]
-    # Each table read once per bucket that has traces (read calls read_arrow: both record),
-    # the buckets' trace ids together every trace once.
+    assert sorted(scans) == sorted(PER_ROW), scans  # each table passed over once
     problems = store.read("traces", ["problem_id"])["problem_id"]
-    buckets = len(set(stage.problem_buckets(problems, 7).tolist()))
-    assert buckets > 1
-    for table in PER_ROW:
-        ids = [list(i) for t, i in reads if t == table]  # type: ignore[call-overload]
-        assert len(ids) == 2 * buckets, table
-        flat = [t for chunk in ids[::2] for t in chunk]
-        assert sorted(flat) == sorted(store.read("traces", ["trace_id"])["trace_id"]), table
+    assert len(set(stage.problem_buckets(problems, 7).tolist())) > 1
+    # every bucket served from the split: a keyed read, if any, asks for no trace
+    assert all(len(list(ids)) == 0 for _, ids in reads), reads  # type: ignore[call-overload]
 
 
 @pytest.mark.slow  # one metrics run on a copy of the demo store
 def test_the_stage_never_reads_similarity_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Over the whole run, the page results included, ``similarity`` is read by a bucket's
-    trace ids only: the redundancy sweep (like the robustness report) is merged from the
-    buckets' partials."""
+    """Over the whole run, the page results included, ``similarity`` is only passed over
+    once a batch at a time to split it into the buckets (or read by trace ids): the
+    redundancy sweep (like the robustness report) is merged from the buckets' partials."""
     import traceback
 
     store = _copy(tmp_path / "demo")
@@ -211,8 +210,8 @@ def test_the_stage_never_reads_similarity_whole(
     def record(read: StoreRead) -> None:
         if read.table != "similarity":
             return
-        if read.by_trace_ids():
-            filtered.append(read.filters["trace_id"])  # type: ignore[index]
+        if read.method == "scan" or read.by_trace_ids():
+            filtered.append(read.method)
         else:
             whole.append([frame.name for frame in traceback.extract_stack()])
 

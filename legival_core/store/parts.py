@@ -14,7 +14,7 @@ import dataclasses
 import mmap
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -267,6 +267,32 @@ def read_part(
     return _conform(path, spec, table, fields), is_sorted
 
 
+def part_batches(
+    path: Path, spec: schema.TableSpec, fields: Sequence[str], *, keys_only: bool = False
+) -> tuple[Iterator[pa.Table], bool]:
+    """The columns ``fields`` of one part one record batch at a time, each conformed to the
+    declared types as :func:`read_part` conforms the whole part, and whether the part is sorted
+    by its keys: one pass over a part of any size holding one batch. Raises
+    :class:`UnreadablePart` (at once for a part that cannot be opened or lacks a key column,
+    while iterating for a corrupt batch) or FileNotFoundError. ``keys_only``: the batches are
+    counted as key batches in :func:`read_stats` (a read of key columns, not of rows)."""
+    reader, file_schema = open_reader(path, fields)
+    is_sorted = _check_part_table(path, spec, file_schema)
+    _conform(path, spec, file_schema.empty_table(), fields)
+
+    def batches() -> Iterator[pa.Table]:
+        for i in range(reader.num_record_batches):
+            try:
+                batch = reader.get_batch(i)
+                batch.validate()
+            except (pa.ArrowException, OSError, ValueError) as exc:
+                raise UnreadablePart(path, f"corrupt Arrow data ({exc})") from None
+            _count_decoded(**{"key_batches" if keys_only else "batches": 1})
+            yield _conform(path, spec, pa.Table.from_batches([batch]), fields)
+
+    return batches(), is_sorted
+
+
 @dataclasses.dataclass(frozen=True)
 class KeyFilter:
     """The key-column terms of a read's filters: ``expression`` selects the rows, ``columns``
@@ -373,19 +399,10 @@ def part_distinct(
     (every row without one), decoding one batch at a time: what is held is the distinct values
     and one batch, never the part's whole column."""
     fields = list(dict.fromkeys([column, *(key_filter.columns if key_filter else ())]))
-    reader, file_schema = open_reader(path, fields)
-    is_sorted = _check_part_table(path, spec, file_schema)
-    _conform(path, spec, file_schema.empty_table(), fields)
+    batches, is_sorted = part_batches(path, spec, fields, keys_only=True)
     found: list[pa.Array] = []
     held = 0
-    for i in range(reader.num_record_batches):
-        try:
-            batch = reader.get_batch(i)
-            batch.validate()
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            raise UnreadablePart(path, f"corrupt Arrow data ({exc})") from None
-        _count_decoded(key_batches=1)
-        table = _conform(path, spec, pa.Table.from_batches([batch]), fields)
+    for table in batches:
         if key_filter is not None:
             table = table.filter(key_filter.expression)
         found.append(pc.unique(table.column(column).combine_chunks()))

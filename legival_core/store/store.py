@@ -59,9 +59,9 @@ import re
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -121,6 +121,7 @@ from legival_core.store.parts import (
     dedupe_and_sort,
     filter_expressions,
     open_reader,
+    part_batches,
     part_distinct,
     part_metadata,
     read_part,
@@ -146,6 +147,9 @@ __all__ = [
 ]
 
 _STAGE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+_Opened = TypeVar("_Opened")
 
 
 class _ManifestMoved(Exception):
@@ -564,24 +568,44 @@ class Store:
         distinct: str | None = None,
     ) -> list[tuple[pa.Table, bool]]:
         """Each listed part's rows (``distinct``: the distinct values of that column only)."""
+
+        def read(path: Path) -> tuple[pa.Table, bool]:
+            if distinct is not None:
+                return part_distinct(path, spec, distinct, key_filter)
+            if key_filter is None:
+                return read_part(path, spec, needed)
+            return read_part_keyed(path, spec, needed, key_filter)
+
         pieces = []
+        for _, (piece, is_sorted) in self._opened_parts(spec, manifest, on_corrupt, read):
+            if piece.num_rows:
+                pieces.append((piece, is_sorted))
+        return pieces
+
+    def _opened_parts(
+        self,
+        spec: schema.TableSpec,
+        manifest: Mapping[str, Any],
+        on_corrupt: OnCorrupt,
+        open_part: Callable[[Path], _Opened],
+    ) -> Iterator[tuple[int, _Opened]]:
+        """``open_part`` of each part ``manifest`` lists, with its position in sequence order,
+        from real folders inside the store only. A part that cannot be read, or has vanished
+        while the manifest still lists it, is reported through :meth:`_unreadable` (skipped
+        or raised, by ``on_corrupt``); one that vanished because a merge rewrote the manifest
+        raises :class:`_ManifestMoved`, for the caller to read the new listing."""
         listed = self._listed(spec.name, manifest)
         folder = self._table_dir(spec.name)
         try:
-            if listed:  # the parts are read only from real folders inside the store
+            if listed:
                 plain_dir(folder.parent)
                 plain_dir(folder)
         except NotPlainFile as exc:
-            listed = []
             self._unreadable(UnreadablePart(exc.path, exc.reason), on_corrupt)
-        for path, _ in listed:
+            return
+        for position, (path, _) in enumerate(listed):
             try:
-                if distinct is not None:
-                    piece, is_sorted = part_distinct(path, spec, distinct, key_filter)
-                elif key_filter is None:
-                    piece, is_sorted = read_part(path, spec, needed)
-                else:
-                    piece, is_sorted = read_part_keyed(path, spec, needed, key_filter)
+                opened = open_part(path)
             except FileNotFoundError:
                 if self._listed(spec.name) != self._listed(spec.name, manifest):
                     raise _ManifestMoved() from None
@@ -591,22 +615,54 @@ class Store:
             except UnreadablePart as exc:
                 self._unreadable(exc, on_corrupt)
                 continue
-            if piece.num_rows:
-                pieces.append((piece, is_sorted))
-        return pieces
+            yield position, opened
 
     @staticmethod
     def _unreadable(exc: UnreadablePart, on_corrupt: OnCorrupt) -> None:
         """Warn (``on_corrupt="skip"``) or raise the :class:`StoreError` naming the file."""
         if on_corrupt == "skip":
+            # Attributed to the caller of read/read_arrow: through _opened_parts,
+            # _read_pieces, _read_listed and read_arrow.
             warnings.warn(
-                f"skipping unreadable part {exc.path}: {exc.reason}", RuntimeWarning, stacklevel=5
+                f"skipping unreadable part {exc.path}: {exc.reason}", RuntimeWarning, stacklevel=6
             )
             return
         raise StoreError(
             f"{exc.path}: {exc.reason}. Run Store.verify(); Store.quarantine_part() moves "
             "the file aside so the stage can redo its rows"
         ) from None
+
+    def scan(
+        self, table: str, columns: Sequence[str] | None = None
+    ) -> Iterator[tuple[int, Iterator[pa.Table], bool]]:
+        """Every part of ``table`` the manifest lists now, in sequence order, as ``(its
+        position, its record batches of ``columns`` and the key columns, whether it is sorted
+        by its keys)``: one pass over a table of any size, one batch held at a time. Rows are
+        as stored (not deduplicated across parts): :func:`dedupe_and_sort` of a selection's
+        pieces, one per part in this order, gives the rows :meth:`read_arrow` gives for that
+        selection. An unreadable or vanished part raises the :class:`StoreError` naming it."""
+        spec = schema.spec(table)
+        needed = list(dict.fromkeys([*spec.keys, *check_columns(spec, columns)]))
+
+        def checked(batches: Iterator[pa.Table]) -> Iterator[pa.Table]:
+            try:
+                yield from batches
+            except UnreadablePart as exc:
+                self._unreadable(exc, "raise")
+
+        def opened(path: Path) -> tuple[Iterator[pa.Table], bool]:
+            return part_batches(path, spec, needed)
+
+        try:
+            for position, (batches, is_sorted) in self._opened_parts(
+                spec, self._load_manifest(), "raise", opened
+            ):
+                yield position, checked(batches), is_sorted
+        except _ManifestMoved:
+            raise StoreError(
+                f"{self.manifest_path}: table '{spec.name}' was merged while it was scanned; "
+                "scan it again"
+            ) from None
 
     def read(
         self,

@@ -43,6 +43,7 @@ import pandas as pd
 import pyarrow as pa
 
 from legival_core.rankings.selection import RANK_RESAMPLES, RESAMPLE_SEED
+from precompute.bucket_spill import spilled_bucket_reader
 from precompute.stages.base import (
     StageContext,
     StageError,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from legival_core.metrics.redundancy_sweep_view import SweepPartial
     from legival_core.metrics.teacher_partials import TeacherPartials
     from legival_core.rankings.board_partials import BoardPartials
+    from legival_core.rankings.rank_intervals import TeacherResamples
     from legival_core.rankings.robustness_choices import Settings
     from legival_core.rankings.robustness_partials import RobustnessPartial
     from legival_core.store.store import Store
@@ -315,6 +317,17 @@ def problem_buckets(problem_ids: pd.Series, chunks: int) -> np.ndarray:
     codes, uniques = pd.factorize(ids)
     buckets = np.array([bucket_of(p, chunks) for p in uniques], dtype=np.int64)
     return buckets[codes] if len(codes) else np.zeros(0, dtype=np.int64)
+
+
+def trace_buckets(traces: pd.DataFrame, chunks: int) -> pd.Series:
+    """The bucket of each trace (indexed by its id as text): its problem's
+    :func:`problem_buckets`.
+
+    >>> trace_buckets(pd.DataFrame({"trace_id": [7], "problem_id": ["p"]}), 1).to_dict()
+    {'7': 0}
+    """
+    buckets = problem_buckets(traces["problem_id"], chunks)
+    return pd.Series(buckets, index=traces["trace_id"].astype(str).to_numpy())
 
 
 @dataclass(frozen=True)
@@ -626,11 +639,21 @@ def _bucket_inputs(
             {int(b): rows for b, rows in frame.groupby(keys, sort=False)} if len(frame) else {}
         )
     for bucket in sorted(split["traces"]):
-        item = {n: split[n].pop(bucket, f.iloc[:0]) for n, f in per_trace.items()}
-        ids = item["traces"]["trace_id"].astype(str).tolist()
-        for table in BUCKET_COLUMNS:
-            item[table] = read_rows(table, ids)
-        yield item
+        # built in a call, so this generator keeps no name for a bucket it has handed out
+        yield _bucket_item(bucket, per_trace, split, read_rows)
+
+
+def _bucket_item(
+    bucket: int,
+    per_trace: dict[str, pd.DataFrame],
+    split: dict[str, dict[int, pd.DataFrame]],
+    read_rows: BucketReader,
+) -> dict[str, pd.DataFrame]:
+    item = {n: split[n].pop(bucket, f.iloc[:0]) for n, f in per_trace.items()}
+    ids = item["traces"]["trace_id"].astype(str).tolist()
+    for table in BUCKET_COLUMNS:
+        item[table] = read_rows(table, ids)
+    return item
 
 
 def compute_in_chunks(
@@ -640,14 +663,14 @@ def compute_in_chunks(
     leaks: pd.DataFrame,
     read_rows: BucketReader,
     *,
-    chunks: int,
+    bucket_of_trace: pd.Series,
     settings: ChunkSettings,
     write: Callable[[str, pd.DataFrame], object],
     engine: str = "local",
     address: str | None = None,
 ) -> ChunkedTables:
     """``trace_efficiency`` and ``trace_transfer`` one bucket of problems at a time
-    (:func:`problem_buckets`) through :func:`metrics_chunk`, run by the ``engine``'s runner
+    (``bucket_of_trace``: trace id -> bucket, :func:`trace_buckets`) through :func:`metrics_chunk`, run by the ``engine``'s runner
     (:data:`precompute.chunk_runner.RUNNERS`: in this process, or Ray tasks at ``address``);
     each chunk's rows are handed to ``write`` as they come back and the teacher partials of
     every chunk merged (:mod:`legival_core.metrics.teacher_partials`).
@@ -659,7 +682,7 @@ def compute_in_chunks(
     :data:`precompute.chunk_runner.RAY_IN_FLIGHT`), never a whole table.
 
     Every per-trace quantity depends on its own trace's rows only, and the normalised lengths on
-    the problem's traces, which share a chunk: the tables are the same for any ``chunks`` and
+    the problem's traces, which share a bucket: the tables are the same for any bucket count and
     any engine."""
     from legival_core.metrics.redundancy_sweep_view import merge_sweep_partials
     from legival_core.metrics.teacher_partials import TeacherPartials, merge_teacher_partials
@@ -667,8 +690,6 @@ def compute_in_chunks(
     from legival_core.rankings.robustness_partials import merge_robustness
     from precompute.chunk_runner import RUNNERS
 
-    trace_bucket = problem_buckets(traces["problem_id"], chunks)
-    bucket_of_trace = pd.Series(trace_bucket, index=traces["trace_id"].astype(str).to_numpy())
     per_trace = {"traces": traces, "counts": counts, "grades": grades, "leaks": leaks}
     items = _bucket_inputs(per_trace, bucket_of_trace, read_rows)
     merged = TeacherPartials()
@@ -687,7 +708,11 @@ def compute_in_chunks(
             transfer_rows += len(chunk.transfer)
         # merged as they come: the driver holds one running sum, not every chunk's
         merged = merge_teacher_partials(merged, chunk.partials)
-        board = chunk.board if board is None else merge_board_partials([board, chunk.board])
+        board = (  # the running total is this loop's own: added into, not copied
+            chunk.board
+            if board is None
+            else merge_board_partials([board, chunk.board], into_first=True)
+        )
         if chunk.rollouts is not None:
             rollouts = chunk.rollouts if rollouts is None else rollouts.merge(chunk.rollouts)
         if chunk.robustness is not None:
@@ -698,6 +723,7 @@ def compute_in_chunks(
             )
         if chunk.sweep is not None:
             sweep = chunk.sweep if sweep is None else merge_sweep_partials(sweep, chunk.sweep)
+        del chunk  # its partials (hundreds of MB) are not held while the next bucket runs
     if not kept:  # no trace: the table's columns, no row
         empty = {n: f.iloc[:0] for n, f in per_trace.items()}
         empty.update({t: read_rows(t, []) for t in BUCKET_COLUMNS})
@@ -1022,10 +1048,11 @@ def workload_audit_results(
 
 def robustness_results(
     store: Store,
-    settings: Any,
+    settings: Settings,
     n_boots: Sequence[int],
     seed: int,
     partial: RobustnessPartial | None = None,
+    resamples: TeacherResamples | None = None,
 ) -> list[tuple[str, ResultKey, pd.DataFrame]]:
     """The robustness report (:func:`legival_core.rankings.robustness_choices.robustness_report`)
     of the store under its default ``settings`` for each of ``n_boots`` (the leaderboard's
@@ -1034,7 +1061,9 @@ def robustness_results(
 
     With ``partial`` (the buckets' merged :mod:`legival_core.rankings.robustness_partials`
     under the same settings) the report is finalized from it: only the per-trace tables the
-    rank intervals resample are read, never ``rollouts``, ``similarity`` or ``judgments``."""
+    rank intervals resample are read, never ``rollouts``, ``similarity`` or ``judgments``; and
+    not those either with ``resamples`` (the stage's Pareto resamples, merged from the buckets:
+    the default's rank intervals for ``n_boots`` of the same resamples and ``seed``)."""
     from legival_core.metrics.page_results import RobustnessSelection
     from legival_core.rankings import robustness_choices as choices
 
@@ -1045,17 +1074,29 @@ def robustness_results(
         if not partial.n_traces and not partial.error:
             return []
         per_trace = ("trace_efficiency", "trace_transfer")
+        drawn = {n for n in n_boots if n > 0}
+        if resamples is not None and drawn <= {resamples.n_boot} and seed == resamples.seed:
+            drawn = set()  # every interval from the resamples given: no per-trace table read
+        else:
+            resamples = None
         tables = choices.read_tables(
             lambda name, columns: (
                 store.read(name, columns=columns)
-                if name in per_trace and store.has(name) and any(n > 0 for n in n_boots)
+                if name in per_trace and store.has(name) and drawn
                 else pd.DataFrame()
             ),
             store_reference_teachers(store),
         )
 
         def report_of(n_boot: int) -> Any:
-            return robustness_finalize(partial, tables, tables.references, n_boot=n_boot, seed=seed)
+            return robustness_finalize(
+                partial,
+                tables,
+                tables.references,
+                n_boot=n_boot,
+                seed=seed,
+                resamples=resamples if n_boot > 0 else None,
+            )
     else:
         tables = choices.load_tables(store)
         if tables.trace_efficiency.empty:
@@ -1139,6 +1180,7 @@ def page_results_table(
     from legival_core.rankings.selection import RANK_RESAMPLES, RESAMPLE_SEED, Selection
 
     results: list[tuple[str, ResultKey, pd.DataFrame]] = []
+    pareto = None
     transfer = store.read("trace_transfer") if store.has("trace_transfer") else None
     efficiency = store.read("trace_efficiency") if store.has("trace_efficiency") else None
     if (efficiency is not None and len(efficiency)) or (transfer is not None and len(transfer)):
@@ -1157,6 +1199,7 @@ def page_results_table(
             results.append(board_intervals(store, drawn, references))
         if board is not None and (board.n_boot, board.seed) == (default.n_boot, default.seed):
             drawn = finalize_board(board, references)
+            pareto = drawn  # resample_teachers(..., references) of the whole tables
         else:
             drawn = stored_board_resamples(
                 efficiency, transfer, default.n_boot, default.seed, references
@@ -1244,7 +1287,7 @@ def page_results_table(
         results += redundancy_results(store, future, sweep)
         settings = Settings.from_manifest(future)
         results += robustness_results(
-            store, settings, (0, RANK_RESAMPLES), RESAMPLE_SEED, robustness
+            store, settings, (0, RANK_RESAMPLES), RESAMPLE_SEED, robustness, pareto
         )
     return page_results_rows(results, manifest) if results else None
 
@@ -1458,19 +1501,25 @@ def run_metrics(ctx: StageContext) -> StageResult:
     leaks["leak_k"] = leaks["leak_k"].astype("Int64")
     chunks = metrics_chunks(store, cfg, options)
     result.notes.append(f"{chunks} chunks")
-    chunked = compute_in_chunks(
-        traces,
-        counts,
-        grades,
-        leaks,
-        store_bucket_reader(store),
-        chunks=chunks,
-        # the sweep's grid holds the τ this run records, the one the pages will read
-        settings=chunk_settings(cfg, labeler, started),
-        write=lambda name, frame: store.write(name, frame, stage="metrics"),
-        engine=options.get("engine") or "local",
-        address=options.get("address"),
-    )
+    bucket_of_trace = trace_buckets(traces, chunks)
+    # each per-row table split into the buckets in one pass (precompute.bucket_spill), not
+    # decoded whole once per bucket by a keyed read
+    with spilled_bucket_reader(
+        store, bucket_of_trace, BUCKET_COLUMNS, store_bucket_reader(store)
+    ) as read_rows:
+        chunked = compute_in_chunks(
+            traces,
+            counts,
+            grades,
+            leaks,
+            read_rows,
+            bucket_of_trace=bucket_of_trace,
+            # the sweep's grid holds the τ this run records, the one the pages will read
+            settings=chunk_settings(cfg, labeler, started),
+            write=lambda name, frame: store.write(name, frame, stage="metrics"),
+            engine=options.get("engine") or "local",
+            address=options.get("address"),
+        )
     efficiency = chunked.efficiency
     for name, rows in (
         ("trace_efficiency", len(efficiency)),

@@ -1,0 +1,155 @@
+"""The metrics stage's per-row inputs split into its buckets in one pass over each table.
+
+A bucket is a hash of problem ids, so its traces are spread over every part of ``rollouts``,
+``similarity`` and ``judgments``: a keyed read of one bucket decodes every batch of every part
+and keeps a sixteenth of it, and sixteen buckets decode each table sixteen times (at a million
+traces that was 43% of the bucketed part of the stage, about 200 s). Here each table is read
+once, batch by batch (:meth:`legival_core.store.store.Store.scan`), and every row is appended
+to its bucket's scratch Arrow file, tagged with the position of the part it came from; a
+bucket's rows are then read back from its own file and combined per part as the store
+combines a keyed read's pieces (:func:`legival_core.store.parts.dedupe_and_sort`: the latest
+part wins per key, sorted by the keys), so the frame is the one
+``store.read(table, columns, filters={"trace_id": ids})`` gives.
+
+What is held at once is one batch while splitting and one bucket's rows while reading back;
+the scratch files (compressed) live in a temporary folder removed when the reader closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from legival_core.store import schema
+from legival_core.store.frames import to_pandas
+from legival_core.store.parts import dedupe_and_sort
+from legival_core.store.store import Store
+
+__all__ = ["PART_COLUMN", "spilled_bucket_reader"]
+
+#: The scratch files' extra column: the position of the part a row came from.
+PART_COLUMN = "__legival_part__"
+_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
+
+
+class _SpilledTable:
+    """One table's rows split by bucket into ``folder``, read back one bucket at a time."""
+
+    def __init__(
+        self,
+        store: Store,
+        table: str,
+        columns: Sequence[str],
+        trace_ids: pa.Array,
+        buckets: np.ndarray,
+        folder: Path,
+    ) -> None:
+        self.table = table
+        self.keys = schema.spec(table).keys
+        self.columns = list(columns)
+        self.sorted: dict[int, bool] = {}
+        self.files: dict[int, Path] = {}
+        self._trace_ids = trace_ids
+        self._buckets = buckets
+        self._folder = folder
+        self._writers: dict[int, pa.ipc.RecordBatchFileWriter] = {}
+        try:
+            for position, batches, is_sorted in store.scan(table, columns):
+                self.sorted[position] = is_sorted
+                for batch in batches:
+                    self._split(batch, position)
+        finally:
+            for writer in self._writers.values():
+                writer.close()
+            self._writers.clear()
+
+    def _split(self, batch: pa.Table, position: int) -> None:
+        """Append each row of ``batch`` (from the part at ``position``) to its bucket's file."""
+        ids = batch.column("trace_id")
+        if not ids.type.equals(pa.string()):
+            ids = ids.cast(pa.string())
+        found = pc.index_in(ids, value_set=self._trace_ids)
+        # a row of a trace outside ``traces`` (index -1) belongs to no bucket
+        where = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        row_bucket = np.where(where >= 0, self._buckets[np.maximum(where, 0)], -1)
+        order = np.argsort(row_bucket, kind="stable")  # a part's order kept within a bucket
+        edges = np.flatnonzero(np.diff(row_bucket[order])) + 1
+        tagged = batch.append_column(PART_COLUMN, pa.array(np.full(len(where), position, np.int32)))
+        for rows in np.split(order, edges):
+            bucket = int(row_bucket[rows[0]]) if len(rows) else -1
+            if bucket < 0:
+                continue
+            if bucket not in self._writers:
+                self.files[bucket] = self._folder / f"{self.table}-{bucket}.arrow"
+                self._writers[bucket] = pa.ipc.new_file(
+                    self.files[bucket], tagged.schema, options=_OPTIONS
+                )
+            self._writers[bucket].write_table(tagged.take(pa.array(rows)))
+
+    def rows(self, bucket: int) -> pa.Table | None:
+        """The bucket's rows as a keyed read of its traces gives them (None: no row)."""
+        path = self.files.get(bucket)
+        if path is None:
+            return None
+        with pa.memory_map(str(path)) as source:
+            spilled = pa.ipc.open_file(source).read_all()
+        parts = spilled.column(PART_COLUMN).to_numpy()
+        starts = np.flatnonzero(np.r_[True, parts[1:] != parts[:-1]])
+        ends = np.r_[starts[1:], len(parts)]
+        plain = spilled.drop_columns([PART_COLUMN])
+        pieces = [
+            (plain.slice(start, end - start), self.sorted[int(parts[start])])
+            for start, end in zip(starts, ends, strict=True)
+        ]
+        return dedupe_and_sort(pieces, self.keys).select(self.columns)
+
+
+@contextlib.contextmanager
+def spilled_bucket_reader(
+    store: Store,
+    bucket_of_trace: pd.Series,
+    columns: Mapping[str, Sequence[str]],
+    fallback: Callable[[str, Sequence[str]], pd.DataFrame],
+    folder: str | Path | None = None,
+) -> Iterator[Callable[[str, Sequence[str]], pd.DataFrame]]:
+    """A bucket reader (``(table, trace ids) -> rows``) that splits each of the tables of
+    ``columns`` into the buckets of ``bucket_of_trace`` (trace id -> bucket) the first time one
+    of its buckets is asked for, then serves every bucket from its scratch file.
+
+    Asked for exactly one bucket's traces it gives what ``fallback`` (the store's keyed read)
+    would; asked for anything else (no trace, traces of several buckets, a table not in
+    ``columns`` or not in the store) it calls ``fallback``. The scratch folder is created in
+    ``folder`` (default: the system's temporary folder) and removed on exit."""
+    ids = bucket_of_trace.index.astype(str)
+    trace_ids = pa.array(ids.to_numpy(), type=pa.string())
+    buckets = bucket_of_trace.to_numpy(dtype=np.int64)
+    sizes = pd.Series(buckets).value_counts().to_dict()
+    spilled: dict[str, _SpilledTable] = {}
+    with tempfile.TemporaryDirectory(prefix="legival-buckets-", dir=folder) as scratch:
+
+        def read(table: str, wanted: Sequence[str]) -> pd.DataFrame:
+            if table not in columns or not store.has(table) or not len(wanted):
+                return fallback(table, wanted)
+            first = bucket_of_trace.get(str(wanted[0]))
+            if first is None or len(wanted) != sizes.get(int(first), -1):
+                return fallback(table, wanted)
+            mine = bucket_of_trace.reindex([str(w) for w in wanted])
+            if mine.isna().any() or not (mine.to_numpy() == first).all():
+                return fallback(table, wanted)
+            if table not in spilled:
+                spilled[table] = _SpilledTable(
+                    store, table, columns[table], trace_ids, buckets, Path(scratch)
+                )
+            rows = spilled[table].rows(int(first))
+            if rows is None or rows.num_rows == 0:  # the keyed read's empty frame and dtypes
+                return fallback(table, [])
+            return to_pandas(rows)
+
+        yield read

@@ -1,0 +1,97 @@
+"""The metrics stage's per-row inputs split into buckets in one pass (precompute.bucket_spill)
+give every bucket exactly the rows the store's keyed read gives: the latest part winning per
+key, sorted by the keys, the same dtypes; an unreadable part is named; the scratch goes."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from legival_core.store.errors import StoreError
+from legival_core.store.store import Store
+from precompute.bucket_spill import spilled_bucket_reader
+from precompute.stages import metrics as stage
+
+DEMO = Path(__file__).resolve().parents[1] / "results" / "demo"
+CHUNKS = 7
+
+
+def _store(tmp_path: Path) -> Store:
+    shutil.copytree(DEMO, tmp_path / "demo")
+    return Store.open(tmp_path / "demo")
+
+
+def _buckets(store: Store) -> pd.Series:
+    traces = store.read("traces", ["trace_id", "problem_id"])
+    buckets = stage.problem_buckets(traces["problem_id"], CHUNKS)
+    return pd.Series(buckets, index=traces["trace_id"].astype(str).to_numpy())
+
+
+def _ids(bucket_of_trace: pd.Series, bucket: int) -> list[str]:
+    return bucket_of_trace.index[bucket_of_trace.to_numpy() == bucket].tolist()
+
+
+def test_every_bucket_gets_the_keyed_reads_rows_with_a_later_part_winning(
+    tmp_path: Path,
+) -> None:
+    store = _store(tmp_path)
+    # a later part replaces some rows (the store's "latest part wins per key") and adds rows of
+    # a trace that is not in ``traces`` (no bucket's: a keyed read of a bucket never sees them)
+    similarity = store.read("similarity")
+    later = similarity.iloc[::50].copy()
+    later["max_similarity"] = 0.123
+    stranger = similarity.iloc[:3].copy()
+    stranger["trace_id"] = "not-a-trace"
+    store.write("similarity", pd.concat([later, stranger], ignore_index=True), stage="test")
+    bucket_of_trace = _buckets(store)
+    keyed = stage.store_bucket_reader(store)
+    replaced = 0
+    with spilled_bucket_reader(store, bucket_of_trace, stage.BUCKET_COLUMNS, keyed) as read:
+        for bucket in sorted(set(bucket_of_trace.tolist())):
+            ids = _ids(bucket_of_trace, bucket)
+            for table in stage.BUCKET_COLUMNS:
+                got, expected = read(table, ids), keyed(table, ids)
+                pd.testing.assert_frame_equal(got, expected, check_exact=True)
+                if table == "similarity":
+                    replaced += int((got["max_similarity"] == 0.123).sum())
+    assert replaced == len(later)  # every replaced row came from the later part
+
+
+def test_other_requests_are_the_keyed_read(tmp_path: Path) -> None:
+    """Traces of two buckets, part of a bucket, none: the reader hands them to the keyed read
+    (and never splits a table for them)."""
+    store = _store(tmp_path)
+    bucket_of_trace = _buckets(store)
+    keyed = stage.store_bucket_reader(store)
+    asked: list[int] = []
+
+    def counting(table: str, ids: list[str]) -> pd.DataFrame:
+        asked.append(len(ids))
+        return keyed(table, ids)
+
+    two = _ids(bucket_of_trace, 0)[:2] + _ids(bucket_of_trace, 1)[:2]
+    with spilled_bucket_reader(store, bucket_of_trace, stage.BUCKET_COLUMNS, counting) as read:
+        for ids in (two, _ids(bucket_of_trace, 0)[:-1], []):
+            pd.testing.assert_frame_equal(read("rollouts", ids), keyed("rollouts", ids))
+    assert asked == [4, len(_ids(bucket_of_trace, 0)) - 1, 0]
+
+
+def test_an_unreadable_part_is_named_and_the_scratch_is_removed(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    bucket_of_trace = _buckets(store)
+    part = store.parts("rollouts")[0]
+    part.write_bytes(part.read_bytes()[:100])  # truncated
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    keyed = stage.store_bucket_reader(store)
+    with (
+        pytest.raises(StoreError, match=part.name),
+        spilled_bucket_reader(
+            store, bucket_of_trace, stage.BUCKET_COLUMNS, keyed, folder=scratch
+        ) as read,
+    ):
+        read("rollouts", _ids(bucket_of_trace, 0))
+    assert list(scratch.iterdir()) == []
