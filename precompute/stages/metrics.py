@@ -670,10 +670,11 @@ def compute_in_chunks(
     address: str | None = None,
 ) -> ChunkedTables:
     """``trace_efficiency`` and ``trace_transfer`` one bucket of problems at a time
-    (``bucket_of_trace``: trace id -> bucket, :func:`trace_buckets`) through :func:`metrics_chunk`, run by the ``engine``'s runner
-    (:data:`precompute.chunk_runner.RUNNERS`: in this process, or Ray tasks at ``address``);
-    each chunk's rows are handed to ``write`` as they come back and the teacher partials of
-    every chunk merged (:mod:`legival_core.metrics.teacher_partials`).
+    (``bucket_of_trace``: trace id -> bucket, :func:`trace_buckets`) through
+    :func:`metrics_chunk`, run by the ``engine``'s runner (:data:`precompute.chunk_runner.RUNNERS`:
+    in this process, or Ray tasks at ``address``); each chunk's rows are handed to ``write`` as
+    they come back and the teacher partials of every chunk merged
+    (:mod:`legival_core.metrics.teacher_partials`).
 
     The per-trace frames (``traces``, ``counts``, ``grades``, ``leaks``) are given whole; the
     per-row inputs (``similarity``, ``judgments``, ``rollouts``: 19M and 37M rows at a million
