@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from legival_core.store.store import Store
+
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
@@ -40,6 +42,21 @@ def run_app_page(
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+#: Seconds a page may take on the bundled demo store: its first run resamples every teacher of
+#: every dataset, well past :func:`run_app_page`'s default on a slow machine.
+DEMO_PAGE_TIMEOUT_S = 300
+
+
+def run_demo_page(
+    page: str,
+    monkeypatch: pytest.MonkeyPatch,
+    demo: Store,
+    params: dict[str, str] | None = None,
+) -> AppTest:
+    """:func:`run_app_page` on the bundled demo store ``demo`` alone, with its longer time limit."""
+    return run_app_page(page, monkeypatch, [demo.path], params, timeout=DEMO_PAGE_TIMEOUT_S)
 
 
 def leaderboard_detail(at: AppTest) -> pd.DataFrame:

@@ -34,9 +34,13 @@ def chat(key: str, question: str, **options: object) -> GenerationRequest:
     return GenerationRequest(key, messages, **options)  # type: ignore[arg-type]
 
 
-def continuation(key: str, question: str, prefix: str, **options: object) -> GenerationRequest:
-    messages = [
-        {"role": "system", "content": SYSTEM},
+def continuation(
+    key: str, question: str, prefix: str, *, system: str | None = SYSTEM, **options: object
+) -> GenerationRequest:
+    """A request that continues the assistant's ``prefix`` to ``question`` (a teacher's trace
+    cut short), after the system message ``system`` (none when None)."""
+    messages = [{"role": "system", "content": system}] if system is not None else []
+    messages += [
         {"role": "user", "content": question},
         {"role": "assistant", "content": prefix},
     ]

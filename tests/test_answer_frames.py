@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -31,6 +32,18 @@ WALL_BOUND_S = 90.0
 def graded(text: str, gold: str, prompt: str = "", task: str = "champ"):
     problem = {"problem_id": "p", "prompt": prompt} if prompt else None
     return get_task(task).grade_text({"answer_text": text}, gold, problem=problem)
+
+
+def class_cases(name: str, prompt: str, rows: list[tuple[Any, ...]]) -> list[Any]:
+    """The cases of one grader class as test parameters: ``prompt`` (the question they answer)
+    followed by each row, with ids made of ``name`` (the class) and the row's place."""
+    return [pytest.param(prompt, *row, id=f"{name}-{index}") for index, row in enumerate(rows)]
+
+
+def replies(name: str, prompt: str, gold: str, cases: list[tuple[str, bool]]) -> list[Any]:
+    """:func:`class_cases` of ``(reply, gold, right)`` for a class whose replies all answer one
+    ``gold`` (``right``: whether the reply is right for it)."""
+    return class_cases(name, prompt, [(text, gold, right) for text, right in cases])
 
 
 # --- hedges and lists are not the gold (item 2) ---------------------------------------------------
@@ -359,8 +372,8 @@ def test_only_a_count_question_reads_for_n_values_as_its_answer() -> None:
 COMPARE_PROMPT = "A sequence {c_n} is defined by c_1=1, c_(n+1)=c_n+1/c_n. Do we have c_500>40?"
 
 
-@pytest.mark.parametrize(
-    ("text", "gold"),
+A_COMPARISON_WITH_THE_ASKED_BOUND_ANSWERS_BY_ITS_DIRECTION = class_cases(
+    "a_comparison_with_the_asked_bound_answers_by_its_direction", COMPARE_PROMPT,
     [
         # Example C w/o H, GPT-3.5 ("… is approximately 2.71828, which is less than 30", labelled
         # a No): the reply compares the asked quantity with the asked bound the other way round
@@ -374,12 +387,7 @@ COMPARE_PROMPT = "A sequence {c_n} is defined by c_1=1, c_(n+1)=c_n+1/c_n. Do we
         ("Hence c_500 exceeds 40.", "Yes"),
         ("It is false that c_500 is smaller than 40.", "Yes"),
     ],
-)
-def test_a_comparison_with_the_asked_bound_answers_by_its_direction(text: str, gold: str) -> None:
-    result = graded(text, gold, COMPARE_PROMPT)
-    assert result.grade.correct and result.kind == "polarity", result
-    other = "Yes" if gold == "No" else "No"
-    assert not graded(text, other, COMPARE_PROMPT).grade.correct
+)  # fmt: skip
 
 
 def test_a_comparison_rule_needs_the_asked_bound_and_direction() -> None:
@@ -666,8 +674,8 @@ PRIME_PROMPT = (
 )
 
 
-@pytest.mark.parametrize(
-    ("text", "gold"),
+AN_ASIDE_BETWEEN_SUBJECT_AND_VERB_KEEPS_THE_VERBS_POLARITY = class_cases(
+    "an_aside_between_subject_and_verb_keeps_the_verbs_polarity", PRIME_PROMPT,
     [
         # an aside between the subject and its verb: the verb still carries the claim
         ("The number 1000...0001, with 1961 zeros in the middle, is not a prime number.", "No"),
@@ -675,12 +683,7 @@ PRIME_PROMPT = (
         ("The number x, with its 1963 digits, is a prime number.", "Yes"),
         ("The number x, being a sum of two cubes, is not prime.", "No"),
     ],
-)
-def test_an_aside_between_subject_and_verb_keeps_the_verbs_polarity(text: str, gold: str) -> None:
-    result = graded(text, gold, PRIME_PROMPT)
-    assert result.grade.correct and result.kind == "polarity", result
-    other = "Yes" if gold == "No" else "No"
-    assert not graded(text, other, PRIME_PROMPT).grade.correct
+)  # fmt: skip
 
 
 SOLUTIONS_PROMPT = (
@@ -717,19 +720,16 @@ BOUND_PROMPT = (
 )
 
 
-@pytest.mark.parametrize(
-    ("text", "right"),
+# Root C w/ H, GPT-4 (labelled right, graded wrong: "true at the same time" was taken)
+A_COMMA_AFTER_AT_MOST_KEEPS_THE_COUNT = replies(
+    "a_comma_after_at_most_keeps_the_count", BOUND_PROMPT, "2 inequalities",
     [
         ("At most, two of the three given inequalities can be true at the same time.", True),
         ("At most, 2 of them can hold at once.", True),
         ("At most, one of them can be true.", False),
         ("At most, three of the inequalities can be true at the same time.", False),
     ],
-)
-def test_a_comma_after_at_most_keeps_the_count(text: str, right: bool) -> None:
-    # Root C w/ H, GPT-4 (labelled right, graded wrong: "true at the same time" was taken)
-    result = graded(text, "2 inequalities", BOUND_PROMPT)
-    assert result.grade.correct is right, result
+)  # fmt: skip
 
 
 LIMIT_VALUE_PROMPT = (
@@ -739,8 +739,9 @@ LIMIT_VALUE_PROMPT = (
 ROOT_GOLD = "The only possible value for the limit is sqrt(a)"
 
 
-@pytest.mark.parametrize(
-    ("text", "right"),
+# Root C w/o H, GPT-4 (labelled right, graded wrong: the words were not maths)
+A_ROOT_SAID_IN_WORDS_IS_READ_AS_MATHS = replies(
+    "a_root_said_in_words_is_read_as_maths", LIMIT_VALUE_PROMPT, ROOT_GOLD,
     [
         ("The limit of the sequence is the positive square root of a, denoted as √a.", True),
         ("The limit is the square root of a.", True),
@@ -749,10 +750,7 @@ ROOT_GOLD = "The only possible value for the limit is sqrt(a)"
         ("The limit is the cube root of a.", False),
         ("The limit is the square root of 2a.", False),
     ],
-)
-def test_a_root_said_in_words_is_read_as_maths(text: str, right: bool) -> None:
-    # Root C w/o H, GPT-4 (labelled right, graded wrong: the words were not maths)
-    assert graded(text, ROOT_GOLD, LIMIT_VALUE_PROMPT).grade.correct is right, text
+)  # fmt: skip
 
 
 # --- the unseen-problems half's disagreements, each as a class ------------------------------------
@@ -809,8 +807,8 @@ def test_a_reply_that_defers_to_further_analysis_is_a_hedge(text: str) -> None:
 MOD_PROMPT = "Find all possible values of 4^n+15n-1 mod 9 for integer n≥0."
 
 
-@pytest.mark.parametrize(
-    ("text", "gold", "right"),
+CONGRUENT_TO_R_ANSWERS_A_QUESTION_ABOUT_RESIDUES = class_cases(
+    "congruent_to_r_answers_a_question_about_residues", MOD_PROMPT,
     [
         ("The expression \\(4^n + 15n - 1 \\mod 9\\) is always congruent to 0 for any "
          "non-negative integer \\(n\\).", "0 is the only possible value", True),
@@ -819,10 +817,6 @@ MOD_PROMPT = "Find all possible values of 4^n+15n-1 mod 9 for integer n≥0."
         ("Modulo 9, the expression is always congruent to 3.", "3", True),
     ],
 )  # fmt: skip
-def test_congruent_to_r_answers_a_question_about_residues(
-    text: str, gold: str, right: bool
-) -> None:
-    assert graded(text, gold, MOD_PROMPT).grade.correct is right
 
 
 # --- the last sample's disagreements, each as a class ---------------------------------------------
@@ -849,26 +843,28 @@ def test_a_factorial_or_an_ellipsis_does_not_cut_the_asking_sentence(
     assert question_type(prompt) == kind
 
 
-@pytest.mark.parametrize(
-    ("text", "gold", "right"),
+ROOTS_PROMPT = "How many roots of f(x)=1+x/(1!)+...+x^n/(n!) have multiplicity greater than 1?"
+SEQUENCES_PROMPT = "How many sequences of positive numbers a_0, a_1, ... satisfy a_0=1?"
+COUNTS_IN_WORDS_ANSWER_A_COUNT_QUESTION = class_cases(
+    "counts_in_words_answer_a_count_question", ROOTS_PROMPT,
     [
         ("The polynomial has no roots with multiplicity greater than 1, because f and f' share "
          "no root.", "0 roots", True),
         ("The polynomial has no repeated roots.", "1 root", False),
+    ],
+) + class_cases(
+    "counts_in_words_answer_a_count_question-sequences", SEQUENCES_PROMPT,
+    [
         ("There is only one sequence of positive numbers that satisfies the conditions, with "
          "a_1 close to 0.618.", "Exactly one sequence", True),
         ("There are exactly two such sequences.", "Exactly one sequence", False),
     ],
 )  # fmt: skip
-def test_counts_in_words_answer_a_count_question(text: str, gold: str, right: bool) -> None:
-    prompt = "How many roots of f(x)=1+x/(1!)+...+x^n/(n!) have multiplicity greater than 1?"
-    if "sequence" in gold:
-        prompt = "How many sequences of positive numbers a_0, a_1, ... satisfy a_0=1?"
-    assert graded(text, gold, prompt).grade.correct is right, text
 
 
-@pytest.mark.parametrize(
-    ("text", "gold", "right"),
+A_VALUE_NAMING_WHAT_WAS_COUNTED_IS_NOT_THE_COUNT = class_cases(
+    "a_value_naming_what_was_counted_is_not_the_count",
+    "How many (real or complex) roots have multiplicity greater than 1 for f(x)?",
     [
         # Last sample, GPT-4 Turbo 2/3 Soln (labelled wrong, graded right): the root named in
         # the relative clause verified as the gold count 0
@@ -881,11 +877,6 @@ def test_counts_in_words_answer_a_count_question(text: str, gold: str, right: bo
         ("So the number of such roots is $N = 0$.", "0 roots", True),  # no count in words
     ],
 )  # fmt: skip
-def test_a_value_naming_what_was_counted_is_not_the_count(
-    text: str, gold: str, right: bool
-) -> None:
-    prompt = "How many (real or complex) roots have multiplicity greater than 1 for f(x)?"
-    assert graded(text, gold, prompt).grade.correct is right, text
 
 
 # --- the seventh sample's disagreements, each as a class ------------------------------------------
@@ -899,8 +890,8 @@ MONOTONE_PROMPT = (
 )
 
 
-@pytest.mark.parametrize(
-    ("text", "right"),
+NEITHER_NOR_DENIES_THE_STATEMENT_IT_NAMES = replies(
+    "neither_nor_denies_the_statement_it_names", MONOTONE_PROMPT, "Monotonically increasing",
     [
         # Seventh sample, PaLM 2 Medium, Name C w/o H (labelled wrong, graded right)
         ("The sequence $\\frac{a_n}{b_n}$ is neither monotonically increasing nor monotonically "
@@ -910,8 +901,6 @@ MONOTONE_PROMPT = (
         ("The sequence a_n/b_n is monotonically increasing, not decreasing.", True),
     ],
 )  # fmt: skip
-def test_neither_nor_denies_the_statement_it_names(text: str, right: bool) -> None:
-    assert graded(text, "Monotonically increasing", MONOTONE_PROMPT).grade.correct is right
 
 
 FIXED_POINT_PROMPT = (
@@ -920,8 +909,8 @@ FIXED_POINT_PROMPT = (
 )
 
 
-@pytest.mark.parametrize(
-    ("text", "right"),
+A_COUNT_IS_NOT_READ_FROM_A_CLAUSE_OF_REASONS = replies(
+    "a_count_is_not_read_from_a_clause_of_reasons", FIXED_POINT_PROMPT, "0",
     [
         # Seventh sample, PaLM 2 Medium, 2/3 Soln (labelled wrong, graded right): the count 0
         # was read from the reason clause, which restates the problem's own condition
@@ -934,8 +923,6 @@ FIXED_POINT_PROMPT = (
         ("So $f(f(x))=x$ has no real number solutions, since $f(x) > x$ for all $x$.", True),
     ],
 )  # fmt: skip
-def test_a_count_is_not_read_from_a_clause_of_reasons(text: str, right: bool) -> None:
-    assert graded(text, "0", FIXED_POINT_PROMPT).grade.correct is right
 
 
 RANGE_PROMPT = (
@@ -944,8 +931,8 @@ RANGE_PROMPT = (
 )
 
 
-@pytest.mark.parametrize(
-    ("text", "right"),
+MATHS_IN_THE_SUBJECT_IS_NOT_THE_VALUE_THE_TAIL_GIVES = replies(
+    "maths_in_the_subject_is_not_the_value_the_tail_gives", RANGE_PROMPT, "100 (i.e., all values)",
     [
         # Seventh sample, PaLM 2 Medium, Direct C w/o H (labelled wrong, graded right): the set
         # of the subject, the prompt's own range, verified as "all values"
@@ -956,8 +943,6 @@ RANGE_PROMPT = (
         ("$100$ is the number of such values of $n$.", True),
     ],
 )  # fmt: skip
-def test_maths_in_the_subject_is_not_the_value_the_tail_gives(text: str, right: bool) -> None:
-    assert graded(text, "100 (i.e., all values)", RANGE_PROMPT).grade.correct is right
 
 
 LARGEST_PROMPT = (
@@ -966,8 +951,8 @@ LARGEST_PROMPT = (
 )
 
 
-@pytest.mark.parametrize(
-    ("text", "right"),
+AN_EXPRESSION_CUT_OFF_BEFORE_ITS_BRACKETS_CLOSE_IS_NO_ANSWER = replies(
+    "an_expression_cut_off_before_its_brackets_close_is_no_answer", LARGEST_PROMPT, "2",
     [
         # Seventh sample, GPT-3.5, Root C w/o H (truncated, labelled no_answer, graded right):
         # the reply is cut off inside an expression, whose last number verified as the gold
@@ -978,10 +963,6 @@ LARGEST_PROMPT = (
         ("The largest value is $\\left(\\frac{4}{2}\\right)$.", True),
     ],
 )  # fmt: skip
-def test_an_expression_cut_off_before_its_brackets_close_is_no_answer(
-    text: str, right: bool
-) -> None:
-    assert graded(text, "2", LARGEST_PROMPT).grade.correct is right
 
 
 BOUND_QUESTION = "A sequence {a_n} is defined by a_1=1, a_(n+1)=a_n+1/a_n^2. Do we have a_9000>30?"
@@ -1018,8 +999,8 @@ INEQUALITY_COUNT_PROMPT = (
 )
 
 
-@pytest.mark.parametrize(
-    ("text", "right"),
+FOR_N_VALUES_INSIDE_A_SENTENCE_STATES_A_COUNT = replies(
+    "for_n_values_inside_a_sentence_states_a_count", INEQUALITY_COUNT_PROMPT, "98 values",
     [
         # Seventh sample, GPT-4 Turbo, Example C w/ H (labelled right, graded wrong)
         ("The inequality c^n > a^n + b^n holds for 98 values of n in the set {1, 2, 3, ..., 100}.",
@@ -1029,8 +1010,6 @@ INEQUALITY_COUNT_PROMPT = (
         ("The inequality c^n > a^n + b^n fails for 98 values of n.", False),
     ],
 )  # fmt: skip
-def test_for_n_values_inside_a_sentence_states_a_count(text: str, right: bool) -> None:
-    assert graded(text, "98 values", INEQUALITY_COUNT_PROMPT).grade.correct is right
 
 
 AUTOMORPHIC_PROMPT = (
@@ -1039,21 +1018,17 @@ AUTOMORPHIC_PROMPT = (
 )
 
 
-@pytest.mark.parametrize(
-    ("text", "gold", "right"),
+A_LIST_MEMBER_THE_QUESTION_SETS_ASIDE_IS_NOT_OFFERED = replies(
+    "a_list_member_the_question_sets_aside_is_not_offered", AUTOMORPHIC_PROMPT, "76",
     [
         # Seventh sample, GPT-4, 1/3 Soln (labelled right, graded wrong): the list names the
         # value the question set aside along with the answer
-        ("The two-digit automorphic numbers are 25 and 76.", "76", True),
-        ("The two-digit automorphic numbers are 76 and 25.", "76", True),
-        ("The two-digit automorphic numbers are 25, 76 and 93.", "76", False),
-        ("The two-digit automorphic numbers are 76 and 93.", "76", False),
+        ("The two-digit automorphic numbers are 25 and 76.", True),
+        ("The two-digit automorphic numbers are 76 and 25.", True),
+        ("The two-digit automorphic numbers are 25, 76 and 93.", False),
+        ("The two-digit automorphic numbers are 76 and 93.", False),
     ],
 )  # fmt: skip
-def test_a_list_member_the_question_sets_aside_is_not_offered(
-    text: str, gold: str, right: bool
-) -> None:
-    assert graded(text, gold, AUTOMORPHIC_PROMPT).grade.correct is right
 
 
 # --- the eighth sample's disagreements, each as a class -------------------------------------------
@@ -1066,8 +1041,8 @@ PRODUCT_COUNT_PROMPT = (
 )
 
 
-@pytest.mark.parametrize(
-    ("text", "right"),
+FOR_ALL_N_VALUES_STATES_THE_COUNT = replies(
+    "for_all_n_values_states_the_count", PRODUCT_COUNT_PROMPT, "100 (i.e., all values)",
     [
         # Eighth sample, GPT-4 Turbo, 1/3 Soln (labelled right, graded wrong)
         ("The inequality \\( \\left(\\frac{1}{2}\\right)\\cdots\\left(\\frac{2n-1}{2n}\\right) "
@@ -1076,8 +1051,6 @@ PRODUCT_COUNT_PROMPT = (
         ("The inequality holds for all 99 values of n with n > 1.", False),
     ],
 )  # fmt: skip
-def test_for_all_n_values_states_the_count(text: str, right: bool) -> None:
-    assert graded(text, "100 (i.e., all values)", PRODUCT_COUNT_PROMPT).grade.correct is right
 
 
 PROGRESSIONS_PROMPT = (
@@ -1086,8 +1059,8 @@ PROGRESSIONS_PROMPT = (
 )
 
 
-@pytest.mark.parametrize(
-    ("text", "gold", "right"),
+A_GOLD_VALUE_WITH_A_REMARK_IN_BRACKETS_ACCEPTS_THE_VALUE = class_cases(
+    "a_gold_value_with_a_remark_in_brackets_accepts_the_value", PROGRESSIONS_PROMPT,
     [
         # Eighth sample, PaLM 2 Medium, 2/3 Soln (labelled right, graded wrong): the gold is a
         # value with a remark in brackets, which no reading of the count could match
@@ -1099,18 +1072,14 @@ PROGRESSIONS_PROMPT = (
         ("So the number of ways is 12.", "12 (one per prime)", True),
     ],
 )  # fmt: skip
-def test_a_gold_value_with_a_remark_in_brackets_accepts_the_value(
-    text: str, gold: str, right: bool
-) -> None:
-    assert graded(text, gold, PROGRESSIONS_PROMPT).grade.correct is right
 
 
 QUARTIC_PROMPT = "Solve the equation x^4+a^4-3a*x^3+3a^3*x=0 for a≠0 as an expression of a."
 QUARTIC_GOLD = "a(1±sqrt(2)), a(1±sqrt(5))/2"
 
 
-@pytest.mark.parametrize(
-    ("text", "right"),
+A_PLUS_MINUS_GOLD_STANDS_FOR_BOTH_VALUES = replies(
+    "a_plus_minus_gold_stands_for_both_values", QUARTIC_PROMPT, QUARTIC_GOLD,
     [
         # Eighth sample, GPT-4 Turbo, Direct C w/ H (labelled right, graded wrong): the gold's
         # "±" stands for two values each
@@ -1123,16 +1092,14 @@ QUARTIC_GOLD = "a(1±sqrt(2)), a(1±sqrt(5))/2"
         ("The solutions are a(1+sqrt(2)), a(1-sqrt(2)), a(1+sqrt(3))/2 and a(1-sqrt(3))/2.", False),
     ],
 )  # fmt: skip
-def test_a_plus_minus_gold_stands_for_both_values(text: str, right: bool) -> None:
-    assert graded(text, QUARTIC_GOLD, QUARTIC_PROMPT).grade.correct is right
 
 
 FACTOR_PROMPT = "Factorize x^8+x^4+1 into terms of integer coefficients."
 FACTOR_GOLD = "(x^2+x+1)(x^2-x+1)(x^4-x^2+1)"
 
 
-@pytest.mark.parametrize(
-    ("text", "right"),
+THE_EXPRESSION_THE_QUESTION_ASKS_ABOUT_IS_NOT_ITS_ANSWER = replies(
+    "the_expression_the_question_asks_about_is_not_its_answer", FACTOR_PROMPT, FACTOR_GOLD,
     [
         # Eighth sample, GPT-4 Turbo, Example C w/o H (labelled wrong, graded right): the
         # expression the question asks about, restated, verified as equal to its factorisation
@@ -1143,8 +1110,6 @@ FACTOR_GOLD = "(x^2+x+1)(x^2-x+1)(x^4-x^2+1)"
          "\\).", True),
     ],
 )  # fmt: skip
-def test_the_expression_the_question_asks_about_is_not_its_answer(text: str, right: bool) -> None:
-    assert graded(text, FACTOR_GOLD, FACTOR_PROMPT).grade.correct is right
 
 
 def test_a_letter_list_in_an_opening_clause_does_not_cut_the_main_clause() -> None:
@@ -1163,8 +1128,11 @@ def test_a_letter_list_in_an_opening_clause_does_not_cut_the_main_clause() -> No
     assert polarity(text) == "no"
 
 
-@pytest.mark.parametrize(
-    ("text", "right"),
+EXPANSION_PROMPT = (
+    "When (x+y+z)^1999 is expanded and like terms are collected, how many terms will there be?"
+)
+RESULT_IN_INTRODUCES_THE_COUNT = replies(
+    "result_in_introduces_the_count", EXPANSION_PROMPT, "2001000",
     [
         # Eighth sample, GPT-4, No C w/ H (labelled right, graded wrong): "result in" gives the
         # count; the last copula ("are collected") was read instead
@@ -1174,11 +1142,6 @@ def test_a_letter_list_in_an_opening_clause_does_not_cut_the_main_clause() -> No
         ("The expansion will result in 1,999,000 terms when like terms are collected.", False),
     ],
 )  # fmt: skip
-def test_result_in_introduces_the_count(text: str, right: bool) -> None:
-    prompt = (
-        "When (x+y+z)^1999 is expanded and like terms are collected, how many terms will there be?"
-    )
-    assert graded(text, "2001000", prompt).grade.correct is right
 
 
 # --- after the ninth sample's measurement: one of its wrong answers graded right -----------------
@@ -1186,8 +1149,9 @@ def test_result_in_introduces_the_count(text: str, right: bool) -> None:
 # fixed after it (the sample's recorded first score stays the measurement).
 
 
-@pytest.mark.parametrize(
-    ("text", "right"),
+A_GOLD_STATEMENT_IS_NOT_MATCHED_ACROSS_A_REASON_CLAUSE = replies(
+    "a_gold_statement_is_not_matched_across_a_reason_clause", MONOTONE_PROMPT,
+    "Monotonically increasing",
     [
         # Ninth sample, PaLM 2 Medium, Misleading C w/ H (labelled wrong, graded right): the
         # gold's words were found across the reason clause ("monotonically … since … increasing")
@@ -1198,5 +1162,53 @@ def test_result_in_introduces_the_count(text: str, right: bool) -> None:
         ("Since a_n grows faster than b_n, the sequence is monotonically increasing.", True),
     ],
 )  # fmt: skip
-def test_a_gold_statement_is_not_matched_across_a_reason_clause(text: str, right: bool) -> None:
-    assert graded(text, "Monotonically increasing", MONOTONE_PROMPT).grade.correct is right
+
+
+# --- every class above whose check is one grade ---------------------------------------------------
+# Each class keeps its cases where it was found (with the sample it came from); they are graded
+# here by one test, so a new class of that kind is a table, not another copy of this test.
+
+
+@pytest.mark.parametrize(
+    ("prompt", "text", "gold", "right"),
+    [
+        *A_COMMA_AFTER_AT_MOST_KEEPS_THE_COUNT,
+        *A_ROOT_SAID_IN_WORDS_IS_READ_AS_MATHS,
+        *CONGRUENT_TO_R_ANSWERS_A_QUESTION_ABOUT_RESIDUES,
+        *COUNTS_IN_WORDS_ANSWER_A_COUNT_QUESTION,
+        *A_VALUE_NAMING_WHAT_WAS_COUNTED_IS_NOT_THE_COUNT,
+        *NEITHER_NOR_DENIES_THE_STATEMENT_IT_NAMES,
+        *A_COUNT_IS_NOT_READ_FROM_A_CLAUSE_OF_REASONS,
+        *MATHS_IN_THE_SUBJECT_IS_NOT_THE_VALUE_THE_TAIL_GIVES,
+        *AN_EXPRESSION_CUT_OFF_BEFORE_ITS_BRACKETS_CLOSE_IS_NO_ANSWER,
+        *FOR_N_VALUES_INSIDE_A_SENTENCE_STATES_A_COUNT,
+        *A_LIST_MEMBER_THE_QUESTION_SETS_ASIDE_IS_NOT_OFFERED,
+        *FOR_ALL_N_VALUES_STATES_THE_COUNT,
+        *A_GOLD_VALUE_WITH_A_REMARK_IN_BRACKETS_ACCEPTS_THE_VALUE,
+        *A_PLUS_MINUS_GOLD_STANDS_FOR_BOTH_VALUES,
+        *THE_EXPRESSION_THE_QUESTION_ASKS_ABOUT_IS_NOT_ITS_ANSWER,
+        *RESULT_IN_INTRODUCES_THE_COUNT,
+        *A_GOLD_STATEMENT_IS_NOT_MATCHED_ACROSS_A_REASON_CLAUSE,
+    ],
+)
+def test_each_grader_class_grades_its_replies(
+    prompt: str, text: str, gold: str, right: bool
+) -> None:
+    result = graded(text, gold, prompt)
+    assert result.grade.correct is right, (text, result.kind, result.answer)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "text", "gold"),
+    [
+        *A_COMPARISON_WITH_THE_ASKED_BOUND_ANSWERS_BY_ITS_DIRECTION,
+        *AN_ASIDE_BETWEEN_SUBJECT_AND_VERB_KEEPS_THE_VERBS_POLARITY,
+    ],
+)
+def test_each_polarity_class_answers_yes_or_no_by_the_replys_polarity(
+    prompt: str, text: str, gold: str
+) -> None:
+    result = graded(text, gold, prompt)
+    assert result.grade.correct and result.kind == "polarity", result
+    other = "Yes" if gold == "No" else "No"
+    assert not graded(text, other, prompt).grade.correct

@@ -217,10 +217,10 @@ def test_the_leaderboard_shows_coverage_and_the_support_choice_in_the_url(
     import streamlit as st
 
     from legival_core.views.board import APART_MARK
-    from tests.app_runner import run_app_page
+    from tests.app_runner import run_demo_page
 
     st.cache_data.clear()
-    at = run_app_page("leaderboard", monkeypatch, [demo.path], {"metric": "fotu"}, timeout=300)
+    at = run_demo_page("leaderboard", monkeypatch, demo, {"metric": "fotu"})
     row = _palm_row(at)
     assert "· 4/5 datasets" in str(row["FOTU"]), row["FOTU"]
     assert not str(row["FOTU rank"]).startswith(APART_MARK)
@@ -229,9 +229,7 @@ def test_the_leaderboard_shows_coverage_and_the_support_choice_in_the_url(
     assert at.sidebar.radio(key="support").value == "common"
 
     st.cache_data.clear()
-    at = run_app_page(
-        "leaderboard", monkeypatch, [demo.path], {"metric": "fotu", "support": "all"}, timeout=300
-    )
+    at = run_demo_page("leaderboard", monkeypatch, demo, {"metric": "fotu", "support": "all"})
     assert at.sidebar.radio(key="support").value == "all"
     assert at.query_params.get("support") in ("all", ["all"])
     row = _palm_row(at)
@@ -267,16 +265,10 @@ def test_the_per_dataset_table_shows_no_interval_from_one_trace(
     import streamlit as st
 
     from legival_core.views.board import ONE_OBSERVATION
-    from tests.app_runner import run_app_page
+    from tests.app_runner import run_demo_page
 
     st.cache_data.clear()
-    at = run_app_page(
-        "leaderboard",
-        monkeypatch,
-        [demo.path],
-        {"metric": "fotu", "per_dataset": "on"},
-        timeout=300,
-    )
+    at = run_demo_page("leaderboard", monkeypatch, demo, {"metric": "fotu", "per_dataset": "on"})
     table = next(f.value for f in at.dataframe if {"lo", "hi", "n"} <= set(f.value.columns))
     one = table[pd.to_numeric(table["n"]) == 1]
     assert len(one), "the demo has a FOTU cell resting on one trace"
@@ -298,7 +290,7 @@ def test_a_model_without_a_correct_answer_reads_no_correct_answer_not_minus_infi
     import streamlit as st
 
     from legival_core.views.efficiency import NO_CORRECT_ANSWER
-    from tests.app_runner import run_app_page
+    from tests.app_runner import run_demo_page
 
     decomposition = demo.read("decomposition")
     zero = decomposition[(decomposition["model"] == PALM) & (decomposition["e0"] == 0)]
@@ -306,7 +298,7 @@ def test_a_model_without_a_correct_answer_reads_no_correct_answer_not_minus_infi
     benchmark = str(zero["benchmark"].iloc[0])
     st.cache_data.clear()
     params = {"dataset": benchmark, "teacher": PALM}
-    at = run_app_page("decomposition", monkeypatch, [demo.path], params, timeout=300)
+    at = run_demo_page("decomposition", monkeypatch, demo, params)
     modes = next(f.value for f in at.dataframe if "failure mode" in f.value.columns)
     palm = modes[modes["model"].astype(str) == PALM]
     assert len(palm)

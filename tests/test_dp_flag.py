@@ -16,23 +16,18 @@ import pytest
 from legival_core.store.store import Store
 from precompute.cli import EXIT_OK, EXIT_USAGE, main, with_data_parallel
 from precompute.config import load_config
+from tests.smoke_config import write_smoke_config
 
 REPO = Path(__file__).resolve().parents[1]
 
-VLLM_CONFIG = """
-[experiment]
-name = "dp"
-stages = ["problems"]
-
-[problems]
-dataset = "local"
-options = {{ source = "{source}", dataset = "smoke", task = "gsm8k" }}
-
+#: The models of the smoke config the command-line tests run: a vLLM student and an
+#: OpenAI-compatible judge (a server, which gets no replicas).
+VLLM_MODELS = """
 [[students]]
 name = "llama"
 engine = "vllm"
 model = "meta-llama/Llama-3.2-1B-Instruct"
-options = {{ gpu_memory_utilization = 0.85 }}
+options = { gpu_memory_utilization = 0.85 }
 
 [judge]
 labelers = ["lexical", "llm"]
@@ -70,9 +65,7 @@ def test_ray_vllm_models_get_the_same_count_as_their_concurrency() -> None:
 def test_dp_on_the_command_line_reaches_the_config_the_stages_run_with(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = tmp_path / "dp.toml"
-    source = (REPO / "configs" / "smoke_problems.jsonl").as_posix()
-    config.write_text(VLLM_CONFIG.format(source=source), encoding="utf-8")
+    config = write_smoke_config(tmp_path / "dp.toml", "dp", ["problems"], VLLM_MODELS)
     store = tmp_path / "store"
     args = [command, "--config", str(config), "--store", str(store), "--dp", "3", "--no-progress"]
     assert main(args) == EXIT_OK, capsys.readouterr().err

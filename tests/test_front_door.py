@@ -28,6 +28,7 @@ from __future__ import annotations
 import html
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,22 @@ def run_page(
 ) -> AppTest:
     """``app.py`` on ``page`` of ``store``, with the URL parameters a link would carry."""
     return run_app_page(page, monkeypatch, [store], params)
+
+
+def page_of_one_student(
+    r: Results,
+    monkeypatch: pytest.MonkeyPatch,
+    page: str,
+    read: Callable[..., pd.DataFrame],
+    column: str,
+) -> tuple[AppTest, str]:
+    """``page`` drawn for the last student of ``r`` alone, and that student; also checks that
+    the front door's ``read`` (a method of ``r``) differs for that student in ``column`` from
+    every student's, so a page that ignored the filter could not pass."""
+    student = r.students[-1]
+    at = run_page(page, monkeypatch, {"student": student}, store=r.path)
+    assert not np.allclose(read(student=student)[column], read()[column])
+    return at, student
 
 
 def chart(at: AppTest, key: str) -> dict[str, Any]:
@@ -180,10 +197,9 @@ def test_leaderboard_filters_equal_the_page(demo: Results, monkeypatch: pytest.M
 
 @pytest.mark.slow
 def test_leaderboard_of_one_student_equals_the_page(two_students: Results, monkeypatch) -> None:
-    student = two_students.students[-1]
-    at = run_page("leaderboard", monkeypatch, {"student": student}, store=two_students.path)
-    board = two_students.leaderboard(student=student)
-    assert not np.allclose(board["fotu"], two_students.leaderboard()["fotu"])
+    at, student = page_of_one_student(
+        two_students, monkeypatch, "leaderboard", two_students.leaderboard, "fotu"
+    )
     check_board(at, two_students, ["fotu", "sotu", "accuracy"], student=student)
 
 
@@ -256,11 +272,10 @@ def test_curves_equal_the_page(demo: Results, monkeypatch: pytest.MonkeyPatch) -
 
 @pytest.mark.slow
 def test_curves_of_one_student_equal_the_page(two_students: Results, monkeypatch) -> None:
-    student = two_students.students[-1]
-    at = run_page("transfer", monkeypatch, {"student": student}, store=two_students.path)
-    curves = two_students.curves(student=student)
-    assert not np.allclose(curves["mean"], two_students.curves()["mean"])
-    check_curves(at, curves, two_students.reference_teachers)
+    at, student = page_of_one_student(
+        two_students, monkeypatch, "transfer", two_students.curves, "mean"
+    )
+    check_curves(at, two_students.curves(student=student), two_students.reference_teachers)
 
 
 def test_curves_with_filters_equal_the_page(demo: Results, monkeypatch) -> None:

@@ -26,6 +26,7 @@ import pytest
 from tests.child_process import python_child
 from tests.engine_fixtures import free_port
 from tests.loopback_hub import COMMIT, loopback_hub
+from tests.smoke_config import write_smoke_config
 
 REPO = Path(__file__).resolve().parents[1]
 REPO_ID = "legival-test/SmolLM2-135M-Instruct"
@@ -142,15 +143,8 @@ def test_packaged_models_load_from_their_folders_and_ask_the_hub_nothing(
     assert requests == []  # every packaged model came from disk, with the hub reachable
 
 
-CONFIG = """
-[experiment]
-name = "hub"
-stages = ["problems", "generate"]
-
-[problems]
-dataset = "local"
-options = {{ source = "{source}", dataset = "smoke", task = "gsm8k" }}
-
+#: The one teacher of the smoke config: a transformers model named ``{model}``.
+TEACHER = """
 [[teachers]]
 name = "not-cached"
 engine = "transformers"
@@ -160,9 +154,8 @@ max_tokens = 8
 
 
 def run_cli(tmp_path: Path, model: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    config = tmp_path / "hub.toml"
-    source = (REPO / "configs" / "smoke_problems.jsonl").as_posix()
-    config.write_text(CONFIG.format(source=source, model=model), encoding="utf-8")
+    stages = ["problems", "generate"]
+    config = write_smoke_config(tmp_path / "hub.toml", "hub", stages, TEACHER.format(model=model))
     command = [sys.executable, "-m", "precompute", "run", "--config", str(config)]
     command += ["--store", str(tmp_path / "store"), "--no-progress"]
     return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)

@@ -320,6 +320,18 @@ def _jsonl(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def _trace(
+    prompt: str, gold: str | None, reasoning: str, answer: str, sample: int | None = None
+) -> dict[str, object]:
+    """A JSONL row of one trace of problem "q"; a gold or sample of None leaves that field out
+    (the row then relies on the stored gold, or is sample 0)."""
+    row: dict[str, object] = {"problem_id": "q", "prompt": prompt}
+    if gold is not None:
+        row["gold"] = gold
+    row |= {"reasoning": reasoning, "answer": answer}
+    return row if sample is None else row | {"sample": sample}
+
+
 def test_a_second_gold_for_one_problem_is_refused_and_grades_use_the_stored_one(
     tmp_path: Path,
 ) -> None:
@@ -328,22 +340,9 @@ def test_a_second_gold_for_one_problem_is_refused_and_grades_use_the_stored_one(
     path = _jsonl(
         tmp_path / "g.jsonl",
         [
-            {"problem_id": "q", "prompt": "2+2?", "gold": "4", "reasoning": "2+2=4", "answer": "4"},
-            {
-                "problem_id": "q",
-                "prompt": "2+2?",
-                "gold": "5",
-                "reasoning": "It is 5",
-                "answer": "5",
-                "sample": 1,
-            },
-            {
-                "problem_id": "q",
-                "prompt": "2+3?",
-                "reasoning": "Two and three",
-                "answer": "5",
-                "sample": 2,
-            },
+            _trace("2+2?", "4", "2+2=4", "4"),
+            _trace("2+2?", "5", "It is 5", "5", sample=1),
+            _trace("2+3?", None, "Two and three", "5", sample=2),
         ],
     )
     store = Store.create(tmp_path / "store")
@@ -370,17 +369,7 @@ def test_overwrite_replaces_the_gold_and_regrades_every_trace_of_the_problem(
     store = Store.create(tmp_path / "store")
     first = _jsonl(
         tmp_path / "a.jsonl",
-        [
-            {"problem_id": "q", "prompt": "2+2?", "gold": "5", "reasoning": "2+2=4", "answer": "4"},
-            {
-                "problem_id": "q",
-                "prompt": "2+2?",
-                "gold": "5",
-                "reasoning": "five",
-                "answer": "5",
-                "sample": 1,
-            },
-        ],
+        [_trace("2+2?", "5", "2+2=4", "4"), _trace("2+2?", "5", "five", "5", sample=1)],
     )
     ingest(first, store, "m", dataset="d")
     grades = store.read("grades").set_index("trace_id")["correct"].to_dict()

@@ -21,7 +21,7 @@ from streamlit.testing.v1 import AppTest
 from legival_core.metrics.leak_summary import leak_summary
 from legival_core.store.store import Store
 from legival_core.views.app_config import BUNDLED_STORES
-from tests.app_runner import run_app_page
+from tests.app_runner import run_app_page, run_demo_page
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +47,7 @@ def first_rank(cell: object) -> int | None:
 
 
 def test_first_look(demo: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    at = run_app_page("leaderboard", monkeypatch, [demo.path], timeout=300)
+    at = run_demo_page("leaderboard", monkeypatch, demo)
     grid = board(at)
     config = json.loads(grid.proto.columns)
     assert config["teacher"]["pinned"] is True
@@ -92,7 +92,7 @@ def test_first_look(demo: Store, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_shared_state_is_in_the_url_and_reopens_the_same_table(
     demo: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    at = run_app_page("leaderboard", monkeypatch, [demo.path], timeout=300)
+    at = run_demo_page("leaderboard", monkeypatch, demo)
     next(s for s in at.selectbox if s.label == "Metric").select("accuracy").run()
     next(m for m in at.multiselect if m.label == "More columns").select("redundancy").run()
     next(n for n in at.number_input if n.key == "weight_tokens").set_value(2.0).run()
@@ -130,9 +130,7 @@ def test_a_share_whose_bootstrap_collapses_shows_its_wilson_interval(
     the other way from the exact 24.249…%.)
     """
     z2 = 1.959963984540054**2
-    at = run_app_page(
-        "leaderboard", monkeypatch, [demo.path], {"metric": "backtracking"}, timeout=300
-    )
+    at = run_demo_page("leaderboard", monkeypatch, demo, {"metric": "backtracking"})
     cells = [str(c) for c in board(at).value["Backtracking"]]
     zeros = [c for c in cells if c.startswith("0.0% [")]
     assert zeros, cells  # the demo has a teacher whose every trace scores 0
@@ -151,15 +149,13 @@ def test_the_per_dataset_toggle_is_in_the_url(demo: Store, monkeypatch: pytest.M
     """The per-dataset intervals switch is kept in the URL like the other leaderboard choices:
     switching it on writes ?per_dataset=on, and a link with it opens the intervals table."""
     label = "Per dataset: values with 95% bootstrap intervals over traces"
-    at = run_app_page("leaderboard", monkeypatch, [demo.path], timeout=300)
+    at = run_demo_page("leaderboard", monkeypatch, demo)
     assert at.query_params["per_dataset"] == "off"
     tables = len(at.dataframe)
     next(t for t in at.toggle if t.label == label).set_value(True).run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.query_params["per_dataset"] == "on" and len(at.dataframe) == tables + 1
-    again = run_app_page(
-        "leaderboard", monkeypatch, [demo.path], {"per_dataset": "on"}, timeout=300
-    )
+    again = run_demo_page("leaderboard", monkeypatch, demo, {"per_dataset": "on"})
     assert next(t for t in again.toggle if t.label == label).value is True
     assert len(again.dataframe) == tables + 1
     assert again.dataframe[-1].value.equals(at.dataframe[-1].value)
@@ -177,12 +173,8 @@ def test_backtracking_says_which_labeler_and_how_well_it_finds_backtracking(
     assert store_labeler(demo.manifest) == "cues"
     note = quality_note("cues")
     assert note.startswith("Backtracking by cues: precision 0.88, recall 0.37 on 298")
-    at = run_app_page(
-        "leaderboard",
-        monkeypatch,
-        [demo.path],
-        {"metric": "backtracking", "focus": "backtracking"},
-        timeout=300,
+    at = run_demo_page(
+        "leaderboard", monkeypatch, demo, {"metric": "backtracking", "focus": "backtracking"}
     )
     assert not at.exception
     config = json.loads(board(at).proto.columns)

@@ -6,8 +6,8 @@ import importlib.util
 
 import pytest
 
-from precompute.backends.base import GenerationRequest
 from precompute.models import GEMMA3_PACKAGE, GEMMA3_PIP, ModelNotFound
+from tests.backend_contract import continuation
 
 
 def test_a_missing_optional_student_package_says_how_to_install_it(
@@ -37,15 +37,7 @@ def test_gemma_base_gets_turn_markers_and_continues_a_teacher_prefix() -> None:
     from precompute.backends.llamacpp_engine import LlamaCppEngine
 
     engine = LlamaCppEngine("gemma3-270m", n_ctx=512, n_threads=1)
-    request = GenerationRequest(
-        "cont",
-        [
-            {"role": "user", "content": "Count from 1 to 10."},
-            {"role": "assistant", "content": "1, 2, 3, 4,"},
-        ],
-        max_tokens=4,
-        continue_final_message=True,
-    )
+    request = continuation("cont", "Count from 1 to 10.", "1, 2, 3, 4,", system=None, max_tokens=4)
     prompt = engine.render(request)
     # The GGUF of the base model has no template: the packaged one writes Gemma's turns and
     # leaves the assistant turn open so the student continues the teacher's prefix.

@@ -32,7 +32,7 @@ from precompute.backends import ENGINES, make_engine
 from precompute.backends.base import GenerationRequest
 from precompute.backends.ray_engine import RayUnavailableError, early_stop_text
 from tests.backend_contract import *  # noqa: F403 - the engine contract, run on `engine`
-from tests.backend_contract import chat
+from tests.backend_contract import chat, continuation
 from tests.child_process import python_child
 from tests.engine_fixtures import free_port
 from tests.optional import install_line
@@ -164,15 +164,8 @@ def test_ray_vllm_one_pass_matches_the_local_vllm_engine(ray_vllm_engine: Any) -
     from precompute.backends.vllm_engine import VLLMEngine
     from precompute.models import smollm2_hf_folder
 
-    cont = GenerationRequest(
-        "cont",
-        [
-            {"role": "user", "content": "Count from 1 to 10."},
-            {"role": "assistant", "content": "Counting from one to ten: 1, 2, 3, 4,"},
-        ],
-        max_tokens=6,
-        continue_final_message=True,
-    )
+    prefix = "Counting from one to ten: 1, 2, 3, 4,"
+    cont = continuation("cont", "Count from 1 to 10.", prefix, system=None, max_tokens=6)
     requests = [
         chat("colour", "Name a colour.", max_tokens=6),
         chat("long", "Tell me a long story about a dragon.", max_tokens=5),

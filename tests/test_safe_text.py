@@ -7,6 +7,8 @@ What Streamlit and Plotly then draw from them is checked in Chromium by
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -20,65 +22,62 @@ from legival_core.text.safe_text import (
 WJ = "\u2060"  # the word joiner markdown_literal puts where an autolink would start
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        # Every ASCII punctuation mark gets a backslash; "://" also gets a word joiner.
-        ("![t](http://h/t.png)", "\\!\\[t\\]\\(http\\:" + WJ + "\\/\\/h\\/t\\.png\\)"),
-        # "www." (any case) and an e-mail's "@" are autolinked too: a joiner after www / @.
-        ("WWW.e.x", "WWW" + WJ + "\\.e\\.x"),
-        ("me@e.x", "me\\@" + WJ + "e\\.x"),
-    ],
-)
-def test_markdown_literal_leaves_nothing_to_autolink(text: str, expected: str) -> None:
-    assert markdown_literal(text) == expected
+def cases(escape: Callable[[str], str], rows: list[tuple[str, str]]) -> list[Any]:
+    """``(text, expected)`` rows of one escaping helper as parameters of
+    :func:`test_each_helper_gives_the_string_worked_by_hand`, with ids naming the helper."""
+    return [
+        pytest.param(escape, text, expected, id=f"{escape.__name__}-{index}")
+        for index, (text, expected) in enumerate(rows)
+    ]
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        # & < > as named entities Plotly decodes; quotes and $ as numeric ones (34, 39, 36).
-        ('<a href="u">X</a>', "&lt;a href=&#34;u&#34;&gt;X&lt;/a&gt;"),
-        ("it's $5 & <b>", "it&#39;s &#36;5 &amp; &lt;b&gt;"),
-    ],
-)
-def test_plotly_literal_uses_entities_plotly_decodes(text: str, expected: str) -> None:
-    assert plotly_literal(text) == expected
+#: What ``markdown_literal`` makes of text a renderer could autolink: nothing to autolink.
+NOTHING_TO_AUTOLINK = [
+    # Every ASCII punctuation mark gets a backslash; "://" also gets a word joiner.
+    ("![t](http://h/t.png)", "\\!\\[t\\]\\(http\\:" + WJ + "\\/\\/h\\/t\\.png\\)"),
+    # "www." (any case) and an e-mail's "@" are autolinked too: a joiner after www / @.
+    ("WWW.e.x", "WWW" + WJ + "\\.e\\.x"),
+    ("me@e.x", "me\\@" + WJ + "e\\.x"),
+]
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ('"model": "/root/.cache/legival/models/rm"', '"model": "…/rm"'),
-        ("data at ~/runs/a.jsonl, line 3", "data at …/a.jsonl, line 3"),
-        ("C:\\Users\\me\\x.gguf", "…/x.gguf"),
-        ("file:///srv/store", "…/store"),
-        # A trailing colon or full stop is kept after the shortened path.
-        ("/s/t/part-1.arrow: truncated.", "…/part-1.arrow: truncated."),
-        # Not local paths: a Hugging Face id, a URL, a ratio, a relative path.
-        (
-            "org/model https://hf.co/org/m 3/4 results/demo",
-            "org/model https://hf.co/org/m 3/4 results/demo",
-        ),
-        ("/", "…"),
-        # Issue 24, item 13: folder names with spaces, commas and brackets were cut at the
-        # first space, leaving "Project (v2), client ACME/traces of acme.jsonl" on screen.
-        (
-            "/home/u/Secret Project (v2), client ACME/traces of acme.jsonl",
-            "…/traces of acme.jsonl",
-        ),
-        (
-            '{"file": "/srv/Client [ACME]; 2026/a b.jsonl", "rows": 3}',
-            '{"file": "…/a b.jsonl", "rows": 3}',
-        ),
-        # "<" and ">" are folder-name characters too: the cut stopped there and left
-        # "…/Secret Project>x/t.jsonl" (a folder name) on screen.
-        ('{"file": "/srv/Secret Project>x/t.jsonl"}', '{"file": "…/t.jsonl"}'),
-        ('{"data": "/home/u/<ACME> runs/p.jsonl", "n": 2}', '{"data": "…/p.jsonl", "n": 2}'),
-    ],
-)
-def test_without_local_paths_keeps_only_the_last_folder(text: str, expected: str) -> None:
-    assert without_local_paths(text) == expected
+#: What ``plotly_literal`` makes of markup: entities Plotly decodes.
+ENTITIES_PLOTLY_DECODES = [
+    # & < > as named entities Plotly decodes; quotes and $ as numeric ones (34, 39, 36).
+    ('<a href="u">X</a>', "&lt;a href=&#34;u&#34;&gt;X&lt;/a&gt;"),
+    ("it's $5 & <b>", "it&#39;s &#36;5 &amp; &lt;b&gt;"),
+]
+
+
+#: What ``without_local_paths`` makes of local paths: only their last part.
+ONLY_THE_LAST_FOLDER = [
+    ('"model": "/root/.cache/legival/models/rm"', '"model": "…/rm"'),
+    ("data at ~/runs/a.jsonl, line 3", "data at …/a.jsonl, line 3"),
+    ("C:\\Users\\me\\x.gguf", "…/x.gguf"),
+    ("file:///srv/store", "…/store"),
+    # A trailing colon or full stop is kept after the shortened path.
+    ("/s/t/part-1.arrow: truncated.", "…/part-1.arrow: truncated."),
+    # Not local paths: a Hugging Face id, a URL, a ratio, a relative path.
+    (
+        "org/model https://hf.co/org/m 3/4 results/demo",
+        "org/model https://hf.co/org/m 3/4 results/demo",
+    ),
+    ("/", "…"),
+    # Issue 24, item 13: folder names with spaces, commas and brackets were cut at the
+    # first space, leaving "Project (v2), client ACME/traces of acme.jsonl" on screen.
+    (
+        "/home/u/Secret Project (v2), client ACME/traces of acme.jsonl",
+        "…/traces of acme.jsonl",
+    ),
+    (
+        '{"file": "/srv/Client [ACME]; 2026/a b.jsonl", "rows": 3}',
+        '{"file": "…/a b.jsonl", "rows": 3}',
+    ),
+    # "<" and ">" are folder-name characters too: the cut stopped there and left
+    # "…/Secret Project>x/t.jsonl" (a folder name) on screen.
+    ('{"file": "/srv/Secret Project>x/t.jsonl"}', '{"file": "…/t.jsonl"}'),
+    ('{"data": "/home/u/<ACME> runs/p.jsonl", "n": 2}', '{"data": "…/p.jsonl", "n": 2}'),
+]
 
 
 def test_bidi_controls_are_shown_escaped() -> None:
@@ -99,26 +98,37 @@ def test_bidi_controls_are_shown_escaped() -> None:
 # --- model text with its maths (markdown_math) ------------------------------------------------
 
 
+#: What ``markdown_math`` makes of model text: the maths kept, the rest escaped.
+MATHS_KEPT_THE_REST_ESCAPED = [
+    # The four ways models write maths, each handed to KaTeX as $…$ (display in display
+    # style); "<" and ">" as TeX commands, so no tag can start inside a span.
+    (r"So \(x < 4\).", r"So $x \lt{} 4$\."),
+    (r"\[ a \\ b \]", r"$\displaystyle a \\ b$"),
+    (r"$$\sum_i i$$ done", r"$\displaystyle \sum_i i$ done"),
+    ("where $f(x)=x^2$ holds", "where $f(x)=x^2$ holds"),
+    # Prices stay prices (Pandoc's rule): a space after the opening $, a digit after the
+    # closing one, an escaped dollar.
+    ("costs $5 and $10", r"costs \$5 and \$10"),
+    ("$x$2", r"\$x\$2"),
+    (r"\$x$ y", r"\\\$x\$ y"),
+    # A bold run and a code span are kept; their neighbours are escaped.
+    ("**sure** `a<b>` <i>", r"**sure** `a<b>` \<i\>"),
+]
+
+
 @pytest.mark.parametrize(
-    ("text", "expected"),
+    ("escape", "text", "expected"),
     [
-        # The four ways models write maths, each handed to KaTeX as $…$ (display in display
-        # style); "<" and ">" as TeX commands, so no tag can start inside a span.
-        (r"So \(x < 4\).", r"So $x \lt{} 4$\."),
-        (r"\[ a \\ b \]", r"$\displaystyle a \\ b$"),
-        (r"$$\sum_i i$$ done", r"$\displaystyle \sum_i i$ done"),
-        ("where $f(x)=x^2$ holds", "where $f(x)=x^2$ holds"),
-        # Prices stay prices (Pandoc's rule): a space after the opening $, a digit after the
-        # closing one, an escaped dollar.
-        ("costs $5 and $10", r"costs \$5 and \$10"),
-        ("$x$2", r"\$x\$2"),
-        (r"\$x$ y", r"\\\$x\$ y"),
-        # A bold run and a code span are kept; their neighbours are escaped.
-        ("**sure** `a<b>` <i>", r"**sure** `a<b>` \<i\>"),
+        *cases(markdown_literal, NOTHING_TO_AUTOLINK),
+        *cases(plotly_literal, ENTITIES_PLOTLY_DECODES),
+        *cases(without_local_paths, ONLY_THE_LAST_FOLDER),
+        *cases(markdown_math, MATHS_KEPT_THE_REST_ESCAPED),
     ],
 )
-def test_markdown_math_keeps_maths_and_escapes_the_rest(text: str, expected: str) -> None:
-    assert markdown_math(text) == expected
+def test_each_helper_gives_the_string_worked_by_hand(
+    escape: Callable[[str], str], text: str, expected: str
+) -> None:
+    assert escape(text) == expected
 
 
 @pytest.mark.parametrize(

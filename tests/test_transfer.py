@@ -42,8 +42,12 @@ def rollouts_of(rows: list[tuple]) -> pd.DataFrame:
     return frame
 
 
-def one_trace(ks: list[int], m: int, ys: list[float], trace: str = "t1") -> pd.DataFrame:
-    return rollouts_of([("T", "D", "S", trace, k, m, y) for k, y in zip(ks, ys, strict=True)])
+def one_trace(
+    ks: list[int], m: int, ys: list[float], trace: str = "t1", student: str = "S"
+) -> pd.DataFrame:
+    """The rollouts of ``student`` on one trace of ``m`` steps (teacher "T", dataset "D"): the
+    prefix of ``ks[i]`` steps scored ``ys[i]``."""
+    return rollouts_of([("T", "D", student, trace, k, m, y) for k, y in zip(ks, ys, strict=True)])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -276,23 +280,16 @@ def test_teacher_average_is_over_traces_then_students():
     assert math.isnan(row["baseline"])  # no k = 0 rollouts
 
 
-TWO_STUDENTS = rollouts_of(
+TWO_STUDENTS = pd.concat(
     [
         # trace t1, m = 2, k = 0, 1, 2
-        ("T", "D", "A", "t1", 0, 2, 0.0),
-        ("T", "D", "A", "t1", 1, 2, 1.0),
-        ("T", "D", "A", "t1", 2, 2, 1.0),
-        ("T", "D", "B", "t1", 0, 2, 0.0),
-        ("T", "D", "B", "t1", 1, 2, 0.0),
-        ("T", "D", "B", "t1", 2, 2, 0.0),
+        one_trace([0, 1, 2], 2, [0.0, 1.0, 1.0], trace="t1", student="A"),
+        one_trace([0, 1, 2], 2, [0.0, 0.0, 0.0], trace="t1", student="B"),
         # trace t2, m = 4, k = 1, 2, 3
-        ("T", "D", "A", "t2", 1, 4, 1.0),
-        ("T", "D", "A", "t2", 2, 4, 0.0),
-        ("T", "D", "A", "t2", 3, 4, 1.0),
-        ("T", "D", "B", "t2", 1, 4, 0.0),
-        ("T", "D", "B", "t2", 2, 4, 0.0),
-        ("T", "D", "B", "t2", 3, 4, 1.0),
-    ]
+        one_trace([1, 2, 3], 4, [1.0, 0.0, 1.0], trace="t2", student="A"),
+        one_trace([1, 2, 3], 4, [0.0, 0.0, 1.0], trace="t2", student="B"),
+    ],
+    ignore_index=True,
 )
 
 
