@@ -213,10 +213,22 @@ def validate_request(request: GenerationRequest) -> None:
         raise RequestError(f"{where}: stop strings must be non-empty strings")
 
 
+def failed_completion(
+    request: GenerationRequest,
+    error: str,
+    sample: int = 0,
+    prompt_tokens: int = 0,
+    completion_tokens: int = 0,
+) -> Completion:
+    """The completion reported for one sample of a request that failed: no text, finish reason
+    "error" and the ``error`` message, with the tokens spent before the failure."""
+    return Completion(request.key, "", prompt_tokens, completion_tokens, "error", error, sample)
+
+
 def error_completions(request: GenerationRequest, error: str) -> list[Completion]:
     """The completions reported for a request that failed as a whole."""
     return [
-        Completion(request.key, "", 0, 0, "error", error, sample)
+        failed_completion(request, error, sample)
         for sample in range(max(1, request.n if isinstance(request.n, int) else 1))
     ]
 

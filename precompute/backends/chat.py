@@ -6,6 +6,7 @@ OpenAI engine when given one), so that all of them feed the model the same text.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -94,8 +95,6 @@ class TemplatePrompts:
 def load_tokenizer(model: str) -> Any:
     """A Hugging Face tokenizer from a local folder, a ``.gguf`` file, or a hub id (downloaded
     when not cached, unless offline mode is on: :mod:`precompute.backends.hub`)."""
-    import os
-
     from transformers import AutoTokenizer
 
     from precompute.backends.hub import load_pretrained
@@ -104,3 +103,11 @@ def load_tokenizer(model: str) -> Any:
         folder, filename = os.path.split(os.path.abspath(model))
         return AutoTokenizer.from_pretrained(folder, gguf_file=filename, local_files_only=True)
     return load_pretrained(AutoTokenizer.from_pretrained, str(model), "tokenizer")
+
+
+def as_tokenizer(tokenizer: Any) -> Any:
+    """The tokenizer an engine was given: a path or hub id (text or ``os.PathLike``) is loaded
+    with :func:`load_tokenizer`; an object, or None, is returned as it is."""
+    if isinstance(tokenizer, str | os.PathLike):
+        return load_tokenizer(str(tokenizer))
+    return tokenizer
