@@ -14,7 +14,7 @@ from precompute.backends.base import (
     Completion,
     GenerationRequest,
     RequestError,
-    error_completions,
+    prepare_samples,
     validate_request,
 )
 
@@ -55,25 +55,10 @@ def encode_requests(
     requests: Sequence[GenerationRequest],
     render: Callable[[GenerationRequest], str],
 ) -> tuple[dict[tuple[int, int], Completion], list[tuple[int, int, GenerationRequest, list[int]]]]:
-    """Render and encode every request for an engine holding a local tokenizer.
-
-    Returns ``(results, rows)``: ``results`` already holds the error completions of malformed
-    requests, keyed by (request index, sample); ``rows`` lists ``(index, sample, request,
-    prompt ids)`` to decode, one row per sample, except that a greedy request gets a single
-    row (its samples are identical, so engines decode once and copy).
-    """
-    results: dict[tuple[int, int], Completion] = {}
-    rows: list[tuple[int, int, GenerationRequest, list[int]]] = []
-    for index, request in enumerate(requests):
-        try:
-            ids = encode_prompt(tokenizer, render(request))
-        except RequestError as exc:
-            for completion in error_completions(request, str(exc)):
-                results[(index, completion.sample)] = completion
-            continue
-        samples = 1 if request.greedy else request.n
-        rows.extend((index, sample, request, ids) for sample in range(samples))
-    return results, rows
+    """Render and encode every request for an engine holding a local tokenizer:
+    :func:`~precompute.backends.base.prepare_samples` with the prompt ids as what is prepared
+    (a request the template refuses gets error completions)."""
+    return prepare_samples(requests, lambda request: encode_prompt(tokenizer, render(request)))
 
 
 class TemplatePrompts:

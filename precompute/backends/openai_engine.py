@@ -33,9 +33,9 @@ from precompute.backends.base import (
     Progress,
     RequestError,
     cut_at_stop,
-    error_completions,
     failed_completion,
     ordered_completions,
+    prepare_samples,
     shortest_satisfying,
     validate_request,
 )
@@ -221,18 +221,8 @@ class OpenAIEngine:
     def generate(
         self, requests: Sequence[GenerationRequest], *, progress: Progress | None = None
     ) -> list[Completion]:
-        jobs: list[tuple[int, int]] = []
-        results: dict[tuple[int, int], Completion] = {}
-        for index, request in enumerate(requests):
-            try:
-                validate_request(request)
-            except RequestError as exc:
-                for completion in error_completions(request, str(exc)):
-                    results[(index, completion.sample)] = completion
-                continue
-            samples = 1 if request.greedy else request.n  # greedy samples are all the same
-            jobs.extend((index, s) for s in range(samples))
-
+        results, rows = prepare_samples(requests, validate_request)
+        jobs = [(index, sample) for index, sample, _, _ in rows]
         total = sum(r.n for r in requests)
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             futures = {pool.submit(self._complete, requests[i], s): (i, s) for i, s in jobs}
