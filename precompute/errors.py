@@ -12,7 +12,7 @@ True
 
 from __future__ import annotations
 
-__all__ = ["InputMissingError", "InputUnusableError", "UsageError"]
+__all__ = ["FieldError", "InputMissingError", "InputUnusableError", "UsageError"]
 
 
 class UsageError(Exception):
@@ -25,3 +25,13 @@ class InputMissingError(Exception):
 
 class InputUnusableError(Exception):
     """An input is there but gives nothing: the file cannot be read, or every row of it is bad."""
+
+
+class FieldError(ValueError):
+    """One row or record of an input does not fit; ``field`` names the offending field (None
+    when the row as a whole is at fault). The readers of dataset rows, ingest rows and tool
+    files each raise a subclass of their own, caught where that row is skipped or quarantined."""
+
+    def __init__(self, field_name: str | None, message: str):
+        self.field = field_name
+        super().__init__(message)

@@ -87,7 +87,7 @@ import pandas as pd
 from legival_core.store.schema import TABLES, trace_id_for
 from legival_core.store.store import Store, StoreError
 from legival_core.tasks.base import Grade, GraderCodeError, TextGrade
-from precompute.errors import InputMissingError, InputUnusableError, UsageError
+from precompute.errors import FieldError, InputMissingError, InputUnusableError, UsageError
 from precompute.formats.base import ALIASES, EXTRA_KEYS, SourceRow, field_at, lookup_field
 from precompute.formats.extras import ExtraTables
 
@@ -155,10 +155,8 @@ class IngestUnreadableError(IngestError, InputUnusableError):
     """The file is there but cannot be read as rows (exit 6)."""
 
 
-class _FieldError(ValueError):
-    def __init__(self, field_name: str | None, message: str):
-        self.field = field_name
-        super().__init__(message)
+class _FieldError(FieldError):
+    """One ingest row does not fit; ``field`` names the offending column."""
 
 
 @dataclass(frozen=True)

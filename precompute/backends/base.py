@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from precompute.backends.engine_stats import EngineStats
 
@@ -213,12 +213,53 @@ def validate_request(request: GenerationRequest) -> None:
         raise RequestError(f"{where}: stop strings must be non-empty strings")
 
 
+def failed_completion(
+    request: GenerationRequest,
+    error: str,
+    sample: int = 0,
+    prompt_tokens: int = 0,
+    completion_tokens: int = 0,
+) -> Completion:
+    """The completion reported for one sample of a request that failed: no text, finish reason
+    "error" and the ``error`` message, with the tokens spent before the failure."""
+    return Completion(request.key, "", prompt_tokens, completion_tokens, "error", error, sample)
+
+
 def error_completions(request: GenerationRequest, error: str) -> list[Completion]:
     """The completions reported for a request that failed as a whole."""
     return [
-        Completion(request.key, "", 0, 0, "error", error, sample)
+        failed_completion(request, error, sample)
         for sample in range(max(1, request.n if isinstance(request.n, int) else 1))
     ]
+
+
+PreparedT = TypeVar("PreparedT")
+
+
+def prepare_samples(
+    requests: Sequence[GenerationRequest], prepare: Callable[[GenerationRequest], PreparedT]
+) -> tuple[dict[tuple[int, int], Completion], list[tuple[int, int, GenerationRequest, PreparedT]]]:
+    """Prepare every request once (``prepare`` raises :class:`RequestError` for one that
+    cannot run) and list the samples to decode.
+
+    Returns ``(results, rows)``: ``results`` already holds the error completions of the
+    requests ``prepare`` refused, keyed by (request index, sample); ``rows`` lists ``(index,
+    sample, request, prepared)``, one row per sample, except that a greedy request gets a single
+    row (its samples are identical, so engines decode once and :func:`ordered_completions`
+    copies).
+    """
+    results: dict[tuple[int, int], Completion] = {}
+    rows: list[tuple[int, int, GenerationRequest, PreparedT]] = []
+    for index, request in enumerate(requests):
+        try:
+            prepared = prepare(request)
+        except RequestError as exc:
+            for completion in error_completions(request, str(exc)):
+                results[(index, completion.sample)] = completion
+            continue
+        samples = 1 if request.greedy else request.n
+        rows.extend((index, sample, request, prepared) for sample in range(samples))
+    return results, rows
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:

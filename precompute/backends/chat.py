@@ -6,6 +6,7 @@ OpenAI engine when given one), so that all of them feed the model the same text.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,7 +14,7 @@ from precompute.backends.base import (
     Completion,
     GenerationRequest,
     RequestError,
-    error_completions,
+    prepare_samples,
     validate_request,
 )
 
@@ -54,25 +55,10 @@ def encode_requests(
     requests: Sequence[GenerationRequest],
     render: Callable[[GenerationRequest], str],
 ) -> tuple[dict[tuple[int, int], Completion], list[tuple[int, int, GenerationRequest, list[int]]]]:
-    """Render and encode every request for an engine holding a local tokenizer.
-
-    Returns ``(results, rows)``: ``results`` already holds the error completions of malformed
-    requests, keyed by (request index, sample); ``rows`` lists ``(index, sample, request,
-    prompt ids)`` to decode, one row per sample, except that a greedy request gets a single
-    row (its samples are identical, so engines decode once and copy).
-    """
-    results: dict[tuple[int, int], Completion] = {}
-    rows: list[tuple[int, int, GenerationRequest, list[int]]] = []
-    for index, request in enumerate(requests):
-        try:
-            ids = encode_prompt(tokenizer, render(request))
-        except RequestError as exc:
-            for completion in error_completions(request, str(exc)):
-                results[(index, completion.sample)] = completion
-            continue
-        samples = 1 if request.greedy else request.n
-        rows.extend((index, sample, request, ids) for sample in range(samples))
-    return results, rows
+    """Render and encode every request for an engine holding a local tokenizer:
+    :func:`~precompute.backends.base.prepare_samples` with the prompt ids as what is prepared
+    (a request the template refuses gets error completions)."""
+    return prepare_samples(requests, lambda request: encode_prompt(tokenizer, render(request)))
 
 
 class TemplatePrompts:
@@ -94,8 +80,6 @@ class TemplatePrompts:
 def load_tokenizer(model: str) -> Any:
     """A Hugging Face tokenizer from a local folder, a ``.gguf`` file, or a hub id (downloaded
     when not cached, unless offline mode is on: :mod:`precompute.backends.hub`)."""
-    import os
-
     from transformers import AutoTokenizer
 
     from precompute.backends.hub import load_pretrained
@@ -104,3 +88,11 @@ def load_tokenizer(model: str) -> Any:
         folder, filename = os.path.split(os.path.abspath(model))
         return AutoTokenizer.from_pretrained(folder, gguf_file=filename, local_files_only=True)
     return load_pretrained(AutoTokenizer.from_pretrained, str(model), "tokenizer")
+
+
+def as_tokenizer(tokenizer: Any) -> Any:
+    """The tokenizer an engine was given: a path or hub id (text or ``os.PathLike``) is loaded
+    with :func:`load_tokenizer`; an object, or None, is returned as it is."""
+    if isinstance(tokenizer, str | os.PathLike):
+        return load_tokenizer(str(tokenizer))
+    return tokenizer

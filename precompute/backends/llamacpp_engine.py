@@ -25,6 +25,7 @@ from precompute.backends.base import (
     cut_at_stop,
     error_completions,
     expand_samples,
+    failed_completion,
     shortest_satisfying,
 )
 from precompute.backends.chat import TemplatePrompts, load_tokenizer
@@ -145,30 +146,16 @@ class LlamaCppEngine(TemplatePrompts):
                 try:
                     results[slot] = self._complete(request, prompt, sample)
                 except Exception as error:  # one bad request never stops the batch
-                    results[slot] = Completion(
-                        request.key,
-                        "",
-                        len(prompt),
-                        0,
-                        "error",
-                        f"{type(error).__name__}: {error}",
-                        sample,
-                    )
+                    message = f"{type(error).__name__}: {error}"
+                    results[slot] = failed_completion(request, message, sample, len(prompt))
             if progress is not None:
                 progress(done, len(slots))
         return [r for r in results if r is not None]
 
     def _complete(self, request: GenerationRequest, prompt: list[int], sample: int) -> Completion:
         if len(prompt) + 1 > self.n_ctx:
-            return Completion(
-                request.key,
-                "",
-                len(prompt),
-                0,
-                "error",
-                f"prompt of {len(prompt)} tokens does not fit n_ctx={self.n_ctx}",
-                sample,
-            )
+            message = f"prompt of {len(prompt)} tokens does not fit n_ctx={self.n_ctx}"
+            return failed_completion(request, message, sample, len(prompt))
         budget = min(request.max_tokens, self.n_ctx - len(prompt))
         if not request.greedy:
             self.llm.set_seed(int(request.seed) + sample)

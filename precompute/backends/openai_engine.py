@@ -33,8 +33,9 @@ from precompute.backends.base import (
     Progress,
     RequestError,
     cut_at_stop,
-    error_completions,
+    failed_completion,
     ordered_completions,
+    prepare_samples,
     shortest_satisfying,
     validate_request,
 )
@@ -65,6 +66,26 @@ DIALECTS: dict[str, Callable[[GenerationRequest], dict[str, Any]]] = {
     "openai": _plain_openai_fields,
 }
 """Server-specific request fields, by server family."""
+
+
+def check_dialect(dialect: str) -> None:
+    """Refuse a server family that :data:`DIALECTS` does not know."""
+    if dialect not in DIALECTS:
+        raise ValueError(f"unknown dialect {dialect!r}; known: {sorted(DIALECTS)}")
+
+
+def server_base_url(base_url: str | None = None) -> str:
+    """A server's URL up to and including ``/v1``, without a trailing slash: ``base_url``,
+    else ``$OPENAI_BASE_URL``, else a local server on port 8000."""
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or "http://127.0.0.1:8000/v1"
+    return url.rstrip("/")
+
+
+def auth_headers(api_key: str | None = None) -> dict[str, str]:
+    """The bearer-token header for ``api_key`` (default ``$OPENAI_API_KEY``); none when
+    neither is set."""
+    key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def sampling_body(
@@ -147,14 +168,10 @@ class OpenAIEngine:
     ) -> None:
         import httpx
 
-        if dialect not in DIALECTS:
-            raise ValueError(f"unknown dialect {dialect!r}; known: {sorted(DIALECTS)}")
+        check_dialect(dialect)
         self.model_id = model
-        self.base_url = (
-            base_url or os.environ.get("OPENAI_BASE_URL") or "http://127.0.0.1:8000/v1"
-        ).rstrip("/")
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.base_url = server_base_url(base_url)
+        headers = auth_headers(api_key)
         self.dialect = dialect
         self.concurrency = max(1, int(concurrency))
         self.max_retries = max(0, int(max_retries))
@@ -164,11 +181,9 @@ class OpenAIEngine:
             headers=headers,
             limits=httpx.Limits(max_connections=self.concurrency),
         )
-        if isinstance(tokenizer, str | os.PathLike):
-            from precompute.backends.chat import load_tokenizer
+        from precompute.backends.chat import as_tokenizer
 
-            tokenizer = load_tokenizer(str(tokenizer))
-        self.tokenizer = tokenizer
+        self.tokenizer = as_tokenizer(tokenizer)
         self.stats = EngineStats()
         self.retries_made = 0
 
@@ -206,18 +221,8 @@ class OpenAIEngine:
     def generate(
         self, requests: Sequence[GenerationRequest], *, progress: Progress | None = None
     ) -> list[Completion]:
-        jobs: list[tuple[int, int]] = []
-        results: dict[tuple[int, int], Completion] = {}
-        for index, request in enumerate(requests):
-            try:
-                validate_request(request)
-            except RequestError as exc:
-                for completion in error_completions(request, str(exc)):
-                    results[(index, completion.sample)] = completion
-                continue
-            samples = 1 if request.greedy else request.n  # greedy samples are all the same
-            jobs.extend((index, s) for s in range(samples))
-
+        results, rows = prepare_samples(requests, validate_request)
+        jobs = [(index, sample) for index, sample, _, _ in rows]
         total = sum(r.n for r in requests)
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             futures = {pool.submit(self._complete, requests[i], s): (i, s) for i, s in jobs}
@@ -239,9 +244,7 @@ class OpenAIEngine:
             if prompt_tokens is None:
                 prompt_tokens = self.count_prompt_tokens(request)
         except Exception as exc:
-            return Completion(
-                request.key, "", 0, 0, "error", f"{type(exc).__name__}: {exc}", sample
-            )
+            return failed_completion(request, f"{type(exc).__name__}: {exc}", sample)
         self.stats.prompt_tokens += prompt_tokens
         # Servers that report cache hits (vLLM: usage.prompt_tokens_details) let us count
         # the prefill actually computed; others count the whole prompt.

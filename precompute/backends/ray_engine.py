@@ -39,6 +39,7 @@ from precompute.backends.base import (
     Progress,
     RequestError,
     cut_at_stop,
+    failed_completion,
     ordered_completions,
     shortest_satisfying,
 )
@@ -121,11 +122,9 @@ class _RayDataEngine(TemplatePrompts):
     ) -> None:
         # Ray first: a missing extra should fail before any model is loaded.
         connect_ray(address, runtime_env)
-        if isinstance(tokenizer, str | os.PathLike):
-            from precompute.backends.chat import load_tokenizer
+        from precompute.backends.chat import as_tokenizer
 
-            tokenizer = load_tokenizer(str(tokenizer))
-        self.tokenizer = tokenizer
+        self.tokenizer = as_tokenizer(tokenizer)
         self.concurrency = max(1, int(concurrency))
         self.batch_size = max(1, int(batch_size))
         self.stats = EngineStats()
@@ -158,9 +157,7 @@ class _RayDataEngine(TemplatePrompts):
                 row = self._row(request, sample, ids, prompts[id(request)])
                 rows.append({POSITION: position, **row})
             except RequestError as exc:  # a setting this server cannot express
-                results[(index, sample)] = Completion(
-                    request.key, "", len(ids), 0, "error", str(exc), sample
-                )
+                results[(index, sample)] = failed_completion(request, str(exc), sample, len(ids))
         outputs: dict[int, dict[str, Any]] = {}
         failure = None
         if rows:
@@ -176,7 +173,7 @@ class _RayDataEngine(TemplatePrompts):
             out = outputs.get(position)
             if out is None:
                 error = failure or "ray pass returned no row for this request"
-                completion = Completion(request.key, "", len(ids), 0, "error", error, sample)
+                completion = failed_completion(request, error, sample, len(ids))
             else:
                 completion = self._completion(request, sample, ids, out)
             results[(index, sample)] = completion
@@ -348,7 +345,7 @@ class RayVLLMEngine(_RayDataEngine):
         self, request: GenerationRequest, sample: int, ids: list[int], out: dict[str, Any]
     ) -> Completion:
         if out.get("error"):
-            return Completion(request.key, "", len(ids), 0, "error", str(out["error"]), sample)
+            return failed_completion(request, str(out["error"]), sample, len(ids))
         text = str(out["generated_text"])
         tokens = int(out["num_generated_tokens"])
         stopped = cut_at_stop(text, request.stop)[1]
@@ -389,18 +386,15 @@ class RayHTTPEngine(_RayDataEngine):
         address: str | None = None,
         runtime_env: dict[str, Any] | None = None,
     ) -> None:
-        from precompute.backends.openai_engine import DIALECTS
+        from precompute.backends.openai_engine import auth_headers, check_dialect, server_base_url
 
-        if dialect not in DIALECTS:
-            raise ValueError(f"unknown dialect {dialect!r}; known: {sorted(DIALECTS)}")
+        check_dialect(dialect)
         if tokenizer is None:
             raise ValueError("ray-http renders prompts locally: give tokenizer=FOLDER_OR_GGUF")
-        base = os.environ.get("OPENAI_BASE_URL") or "http://127.0.0.1:8000/v1"
-        self.url = url or base.rstrip("/") + "/completions"
+        self.url = url or server_base_url() + "/completions"
         self.model_id = model
         self.dialect = dialect
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self.headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.headers = auth_headers(api_key)
         self.qps = qps
         self.max_retries = max(0, int(max_retries))
         super().__init__(
@@ -450,7 +444,7 @@ class RayHTTPEngine(_RayDataEngine):
             usage = reply.get("usage") or {}
         except (KeyError, IndexError, TypeError):
             detail = str(reply)[:500]
-            return Completion(request.key, "", len(ids), 0, "error", f"server: {detail}", sample)
+            return failed_completion(request, f"server: {detail}", sample, len(ids))
         tokens = int(usage.get("completion_tokens") or self._count(text))
         finish: FinishReason = "length" if choice.get("finish_reason") == "length" else "stop"
         prompt_tokens = usage.get("prompt_tokens")

@@ -43,9 +43,9 @@ from precompute.backends.base import (
     FinishReason,
     GenerationRequest,
     Progress,
-    RequestError,
     cut_at_stop,
-    error_completions,
+    ordered_completions,
+    prepare_samples,
     shortest_satisfying,
     validate_request,
 )
@@ -218,22 +218,18 @@ class RuleStudent:
     def generate(
         self, requests: Sequence[GenerationRequest], *, progress: Progress | None = None
     ) -> list[Completion]:
-        out: list[Completion] = []
-        for done, request in enumerate(requests, start=1):
-            try:
-                validate_request(request)
-            except RequestError as err:
-                out.extend(error_completions(request, str(err)))
-            else:
-                completions = [self._complete(request, s) for s in range(request.n)]
-                for completion in completions:
-                    self.stats.prompt_tokens += completion.prompt_tokens
-                    # Nothing is cached: every prompt token is read again.
-                    self.stats.prefill_tokens += completion.prompt_tokens
-                    self.stats.completion_tokens += completion.completion_tokens
-                out.extend(completions)
+        results, rows = prepare_samples(requests, validate_request)
+        total = len(results) + len(rows)
+        for index, sample, request, _ in rows:
+            results[(index, sample)] = self._complete(request, sample)
             if progress is not None:
-                progress(done, len(requests))
+                progress(len(results), total)
+        out = ordered_completions(requests, results)
+        for completion in out:
+            self.stats.prompt_tokens += completion.prompt_tokens
+            # Nothing is cached: every prompt token is read again.
+            self.stats.prefill_tokens += completion.prompt_tokens
+            self.stats.completion_tokens += completion.completion_tokens
         self.stats.requests += len(out)
         return out
 

@@ -25,6 +25,7 @@ from precompute.backends.base import (
     Progress,
     common_prefix_length,
     cut_at_stop,
+    failed_completion,
     ordered_completions,
     shortest_satisfying,
     torch_placement,
@@ -186,17 +187,8 @@ class TransformersEngine(TemplatePrompts):
                     self._run_safely([row], results, reuse=reuse)
                 return
             row = batch[0]
-            completions = [
-                Completion(
-                    row.request.key,
-                    "",
-                    len(row.prompt_ids),
-                    0,
-                    "error",
-                    f"{type(exc).__name__}: {exc}",
-                    row.sample,
-                )
-            ]
+            message = f"{type(exc).__name__}: {exc}"
+            completions = [failed_completion(row.request, message, row.sample, len(row.prompt_ids))]
         for row, completion in zip(batch, completions, strict=True):
             results[(row.request_index, row.sample)] = completion
 

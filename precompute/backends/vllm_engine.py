@@ -42,6 +42,7 @@ from precompute.backends.base import (
     GenerationRequest,
     Progress,
     cut_at_stop,
+    failed_completion,
     ordered_completions,
     shortest_satisfying,
 )
@@ -196,14 +197,12 @@ class VLLMEngine(TemplatePrompts):
             still: list[_Pending] = []
             for item, output in zip(pending, outputs, strict=True):
                 if isinstance(output, str):  # this request failed inside vLLM
-                    results[(item.index, item.sample)] = Completion(
-                        item.request.key,
-                        "",
-                        len(item.prompt_ids),
-                        len(item.generated),
-                        "error",
+                    results[(item.index, item.sample)] = failed_completion(
+                        item.request,
                         output,
                         item.sample,
+                        len(item.prompt_ids),
+                        len(item.generated),
                     )
                     continue
                 round_start = len(item.generated)

@@ -10,13 +10,13 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, overload
 
 import pandas as pd
 
 from legival_core.store.frames import pandas_dtypes
 from legival_core.store.schema import TABLES, SchemaError, validate_frame
-from precompute.errors import InputMissingError, InputUnusableError, UsageError
+from precompute.errors import FieldError, InputMissingError, InputUnusableError, UsageError
 
 __all__ = [
     "PROBLEM_COLUMNS",
@@ -62,12 +62,8 @@ class DatasetUnreadableError(DatasetError, InputUnusableError):
     """The file is there but its rows cannot be read or do not make problems (exit 6)."""
 
 
-class RowError(ValueError):
+class RowError(FieldError):
     """One source row does not fit; ``field`` names the offending column."""
-
-    def __init__(self, field_name: str | None, message: str):
-        self.field = field_name
-        super().__init__(message)
 
 
 # --- the records ----------------------------------------------------------------------------------
@@ -145,6 +141,10 @@ def check_unicode(row: Mapping[str, Any]) -> None:
                 stack.extend(item)
 
 
+@overload
+def text_field(row: Mapping[str, Any], name: str, *, required: Literal[True] = True) -> str: ...
+@overload
+def text_field(row: Mapping[str, Any], name: str, *, required: bool) -> str | None: ...
 def text_field(row: Mapping[str, Any], name: str, *, required: bool = True) -> str | None:
     """The text in ``row[name]`` (a number becomes its text); ``required`` refuses a missing or
     blank one, otherwise a missing one is None."""

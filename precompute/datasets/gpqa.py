@@ -24,9 +24,8 @@ __all__ = ["GPQA"]
 
 def _gpqa(row: Mapping[str, Any], ctx: RowContext) -> dict[str, Any]:
     record = text_field(row, "Record ID")
-    assert record is not None
-    correct = (text_field(row, "Correct Answer") or "").strip()
-    wrong = [(text_field(row, f"Incorrect Answer {i}") or "").strip() for i in (1, 2, 3)]
+    correct = text_field(row, "Correct Answer").strip()
+    wrong = [text_field(row, f"Incorrect Answer {i}").strip() for i in (1, 2, 3)]
     pid = f"{ctx.dataset}/{record}"
     # The task family owns the shuffle convention; we record the seed it used.
     choice_seed = choice_seed_for(pid, ctx.seed)
@@ -34,7 +33,7 @@ def _gpqa(row: Mapping[str, Any], ctx: RowContext) -> dict[str, Any]:
     return problem_row(
         ctx,
         problem_id=pid,
-        prompt=(text_field(row, "Question") or "").strip(),
+        prompt=text_field(row, "Question").strip(),
         gold=gold_letter,
         choices=shuffled,
         choice_seed=choice_seed,

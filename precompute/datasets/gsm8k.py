@@ -89,7 +89,6 @@ def gsm8k_parts(answer: str) -> tuple[str, list[str], int, int]:
 
 def _gsm8k(row: Mapping[str, Any], ctx: RowContext) -> dict[str, Any]:
     answer = text_field(row, "answer")
-    assert answer is not None
     gold, lines, calls, operations = gsm8k_parts(answer)
     kind = ctx.options.get("workload", "gold_steps")
     native = {"gold_steps": len(lines), "arith_ops": operations}

@@ -55,7 +55,6 @@ def boxed_answer(solution: str) -> str | None:
 
 def _math_full(row: Mapping[str, Any], ctx: RowContext) -> dict[str, Any]:
     solution = text_field(row, "solution")
-    assert solution is not None
     gold = boxed_answer(solution)
     if gold is None:
         raise RowError("solution", "no \\boxed{...} answer in the solution")

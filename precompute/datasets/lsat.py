@@ -32,8 +32,8 @@ def _lsat(row: Mapping[str, Any], ctx: RowContext) -> dict[str, Any]:
     if not 0 <= label < len(options):
         raise RowError("label", f"{label} is not an index into {len(options)} options")
     ident = text_field(row, "id_string", required=False) or str(ctx.number)
-    context = (text_field(row, "context") or "").strip()
-    question = (text_field(row, "question") or "").strip()
+    context = text_field(row, "context").strip()
+    question = text_field(row, "question").strip()
     return problem_row(
         ctx,
         problem_id=f"{ctx.dataset}/{ctx.split}/{ident}",

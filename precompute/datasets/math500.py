@@ -21,7 +21,6 @@ __all__ = ["MATH500"]
 
 def _math500(row: Mapping[str, Any], ctx: RowContext) -> dict[str, Any]:
     unique_id = text_field(row, "unique_id")
-    assert unique_id is not None
     stem = unique_id.removesuffix(".json")
     return problem_row(
         ctx,

@@ -33,8 +33,8 @@ def _proofwriter(row: Mapping[str, Any], ctx: RowContext) -> dict[str, Any]:
     depth = integer_field(row, "QDep")
     assert depth is not None
     config = text_field(row, "config", required=False)
-    theory = (text_field(row, "theory") or "").strip()
-    question = (text_field(row, "question") or "").strip()
+    theory = text_field(row, "theory").strip()
+    question = text_field(row, "question").strip()
     # W must be > 0 for the overhead VO = T / W; depth-0 questions (a fact look-up) get no
     # native workload [choice] rather than an invented offset.
     return problem_row(

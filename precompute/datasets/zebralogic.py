@@ -40,7 +40,6 @@ def count_zebra_clues(puzzle: str) -> int | None:
 
 def _zebralogic(row: Mapping[str, Any], ctx: RowContext) -> dict[str, Any]:
     puzzle = text_field(row, "puzzle")
-    assert puzzle is not None
     solution = object_field(row, "solution")
     if not isinstance(solution.get("header"), list | tuple) or not isinstance(
         solution.get("rows"), list | tuple

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from precompute.errors import InputMissingError, InputUnusableError
+from precompute.errors import FieldError, InputMissingError, InputUnusableError
 
 __all__ = [
     "EXTRA_KEYS",
@@ -83,12 +83,8 @@ class FormatUnreadableError(InputUnusableError):
     """The file is there but is not a file of this format (exit 6)."""
 
 
-class RecordError(ValueError):
+class RecordError(FieldError):
     """One record of the tool's file cannot be used; ``field`` names the tool's field."""
-
-    def __init__(self, field_name: str | None, message: str):
-        self.field = field_name
-        super().__init__(message)
 
 
 @dataclass

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
@@ -47,6 +47,7 @@ __all__ = [
     "StageOption",
     "StageResult",
     "package_versions",
+    "register_options_stage",
     "register_stage",
     "run_stage",
 ]
@@ -261,6 +262,41 @@ def register_stage(
     def add(function: StageFunction) -> StageFunction:
         STAGES[name] = StageInfo(name, function, reads, writes, help, shardable, tuple(options))
         return function
+
+    return add
+
+
+OptionsT = TypeVar("OptionsT")
+#: The work of a stage that takes a typed options object (``reward``, ``monitor``).
+OptionsWork = Callable[[StageContext, OptionsT], StageResult]
+
+
+def register_options_stage(
+    name: str,
+    parse: Callable[[Mapping[str, Any], str], OptionsT],
+    *,
+    reads: tuple[str, ...] = (),
+    writes: tuple[str, ...],
+    help: str,
+    shardable: bool = True,
+    options: Iterable[StageOption] = (),
+) -> Callable[[OptionsWork[OptionsT]], OptionsWork[OptionsT]]:
+    """Decorator for a stage whose work takes its options as one typed object.
+
+    Registers (as :func:`register_stage` does) a stage function that builds the options from
+    ``ctx.options_of(name)`` with ``parse`` (an options class's ``from_mapping``, told the
+    stage's name for its error messages) and hands them to the decorated work. The work is
+    returned unchanged, so a caller that already holds the options calls it directly.
+    """
+
+    def add(work: OptionsWork[OptionsT]) -> OptionsWork[OptionsT]:
+        def run(ctx: StageContext) -> StageResult:
+            return work(ctx, parse(ctx.options_of(name), f"stage {name!r}"))
+
+        register_stage(
+            name, reads=reads, writes=writes, help=help, shardable=shardable, options=options
+        )(run)
+        return work
 
     return add
 

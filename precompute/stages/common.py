@@ -26,6 +26,7 @@ __all__ = [
     "option_values",
     "problem_rows",
     "read_or_empty",
+    "read_required",
     "require_rows",
     "require_whole_numbers",
     "shard_rows",
@@ -56,6 +57,21 @@ def require_rows(
             f"stage {stage!r} needs rows in table '{table}', which is empty; "
             f"run `python -m precompute {producer}`{other} first"
         )
+
+
+def read_required(
+    store: Store,
+    table: str,
+    columns: Sequence[str],
+    stage: str,
+    producer: str,
+    alternative: str | None = None,
+) -> pd.DataFrame:
+    """The input table ``table`` (its ``columns``) of ``stage``; refused as
+    :func:`require_rows` refuses it when it has no rows."""
+    frame = read_or_empty(store, table, columns)
+    require_rows(frame, table, stage, producer, alternative)
+    return frame
 
 
 def option_values(options_class: type, values: Mapping[str, Any], source: str) -> dict[str, Any]:

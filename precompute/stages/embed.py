@@ -13,7 +13,7 @@ import math
 import pandas as pd
 
 from precompute.stages.base import BatchWriter, StageContext, StageResult, register_stage
-from precompute.stages.common import chunks, done_ids, read_or_empty, require_rows, shard_rows
+from precompute.stages.common import chunks, done_ids, read_required, shard_rows
 
 __all__ = ["run_embed", "similarity_rows"]
 
@@ -45,8 +45,7 @@ def run_embed(ctx: StageContext) -> StageResult:
 
     cfg = ctx.config.embed
     result = StageResult("embed")
-    steps = read_or_empty(ctx.store, "steps", ["trace_id", "step", "text"])
-    require_rows(steps, "steps", "embed", "segment")
+    steps = read_required(ctx.store, "steps", ["trace_id", "step", "text"], "embed", "segment")
     done = done_ids(ctx.store, "similarity")
     steps = shard_rows(steps, ctx.shard)
     todo_steps = steps[~steps["trace_id"].isin(done)].sort_values(["trace_id", "step"])

@@ -22,8 +22,7 @@ from precompute.stages.common import (
     chunks,
     done_ids,
     problem_rows,
-    read_or_empty,
-    require_rows,
+    read_required,
     task_of,
     to_json,
 )
@@ -63,9 +62,7 @@ def run_generate(ctx: StageContext) -> StageResult:
         raise StageError(
             f"{config.source}: no [[teachers]] configured; generate has nothing to run"
         )
-    require_rows(
-        read_or_empty(ctx.store, "problems", ["problem_id"]), "problems", "generate", "problems"
-    )
+    read_required(ctx.store, "problems", ["problem_id"], "generate", "problems")
     problems = problem_rows(ctx.store)
     done = done_ids(ctx.store, "traces")
     jobs: list[GenerationJob] = []

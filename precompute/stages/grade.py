@@ -40,7 +40,14 @@ from precompute.stages.base import (
     grading_stamp,
     register_stage,
 )
-from precompute.stages.common import done_ids, is_missing, problem_rows, read_or_empty, task_of
+from precompute.stages.common import (
+    done_ids,
+    is_missing,
+    problem_rows,
+    read_or_empty,
+    read_required,
+    task_of,
+)
 
 __all__ = ["gold_is_known", "grade_row", "review_rows", "run_grade"]
 
@@ -112,15 +119,14 @@ EXPLAIN_PRINTED = 50
     options=GRADE_OPTIONS,
 )
 def run_grade(ctx: StageContext) -> StageResult:
-    from precompute.stages.common import require_rows
-
     result = StageResult("grade")
-    traces = read_or_empty(
+    traces = read_required(
         ctx.store,
         "traces",
         ["trace_id", "problem_id", "teacher", "answer_text", "raw", "reasoning"],
+        "grade",
+        "generate",
     )
-    require_rows(traces, "traces", "grade", "generate")
     problems = problem_rows(ctx.store)
     done = done_ids(ctx.store, "grades")
     todo = [

@@ -43,6 +43,7 @@ from precompute.stages.common import (
     numbered_steps,
     problem_rows,
     read_or_empty,
+    read_required,
     shard_rows,
     task_of,
 )
@@ -273,12 +274,7 @@ def run_judge(ctx: StageContext) -> StageResult:
 
     cfg = ctx.config.judge
     result = StageResult("judge")
-    steps = read_or_empty(ctx.store, "steps", ["trace_id", "step", "text"])
-    if steps.empty:
-        raise StageError(
-            "stage 'judge' needs rows in table 'steps', which is empty; "
-            "run `python -m precompute segment` first"
-        )
+    steps = read_required(ctx.store, "steps", ["trace_id", "step", "text"], "judge", "segment")
     traces = read_or_empty(ctx.store, "traces", ["trace_id", "problem_id"])
     problem_of = dict(zip(traces["trace_id"], traces["problem_id"], strict=True))
     problems = problem_rows(ctx.store)

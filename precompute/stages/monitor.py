@@ -50,7 +50,7 @@ from precompute.stages.base import (
     StageError,
     StageOption,
     StageResult,
-    register_stage,
+    register_options_stage,
 )
 from precompute.stages.common import (
     cell_text,
@@ -58,8 +58,7 @@ from precompute.stages.common import (
     numbered_steps,
     option_values,
     problem_rows,
-    read_or_empty,
-    require_rows,
+    read_required,
     require_whole_numbers,
     shard_rows,
     task_of,
@@ -73,7 +72,6 @@ __all__ = [
     "diff_edits",
     "monitor_messages",
     "parse_monitor_verdict",
-    "run_monitor",
     "sabotage_seed",
     "shifted_spans",
 ]
@@ -346,10 +344,6 @@ class _Job:
     answer: str | None
 
 
-def _stage_options(ctx: StageContext) -> MonitorOptions:
-    return MonitorOptions.from_mapping(ctx.options_of("monitor"), "stage 'monitor'")
-
-
 def _limited(frame: pd.DataFrame, limit: int | None) -> pd.DataFrame:
     frame = frame.sort_values("trace_id")
     if limit is None:
@@ -365,35 +359,24 @@ def _model_config(engine: str, model: str, name: str, max_tokens: int, options: 
     )
 
 
-@register_stage(
+@register_options_stage(
     "monitor",
+    MonitorOptions.from_mapping,
     reads=("problems", "traces", "grades", "steps"),
     writes=("sabotaged", "monitor_verdicts"),
     help="weak-monitor study: sabotage correct traces, ask a weak model valid/invalid",
     options=MONITOR_OPTIONS,
 )
-def run_monitor(ctx: StageContext) -> StageResult:
-    return monitor_study(ctx, _stage_options(ctx))
-
-
 def monitor_study(ctx: StageContext, options: MonitorOptions) -> StageResult:
     """Write the sabotaged copies and the monitor's verdicts that the store lacks."""
     from legival_core.oversight.sabotage import sabotage
 
     result = StageResult("monitor")
-    traces = read_or_empty(
-        ctx.store,
-        "traces",
-        ["trace_id", "problem_id", "dataset", "teacher", "reasoning", "answer_text"],
-    )
-    grades = read_or_empty(ctx.store, "grades", ["trace_id", "correct"])
-    steps = read_or_empty(ctx.store, "steps", ["trace_id", "step", "start", "end", "text"])
-    for frame, table, producer in (
-        (traces, "traces", "generate"),
-        (grades, "grades", "grade"),
-        (steps, "steps", "segment"),
-    ):
-        require_rows(frame, table, "monitor", producer)
+    columns = ["trace_id", "problem_id", "dataset", "teacher", "reasoning", "answer_text"]
+    traces = read_required(ctx.store, "traces", columns, "monitor", "generate")
+    grades = read_required(ctx.store, "grades", ["trace_id", "correct"], "monitor", "grade")
+    step_columns = ["trace_id", "step", "start", "end", "text"]
+    steps = read_required(ctx.store, "steps", step_columns, "monitor", "segment")
     traces = shard_rows(traces, ctx.shard)
     correct = dict(zip(grades["trace_id"], grades["correct"], strict=True))
     steps = steps.sort_values(["trace_id", "step"])

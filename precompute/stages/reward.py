@@ -43,15 +43,14 @@ from precompute.stages.base import (
     StageError,
     StageOption,
     StageResult,
-    register_stage,
+    register_options_stage,
 )
 from precompute.stages.common import (
     cell_text,
     chunks,
     option_values,
     problem_rows,
-    read_or_empty,
-    require_rows,
+    read_required,
     require_whole_numbers,
     shard_rows,
     task_of,
@@ -66,7 +65,6 @@ __all__ = [
     "RewardScorer",
     "build_standin_reward_model",
     "response_text",
-    "run_reward",
     "score_rewards",
     "standin_reason",
 ]
@@ -308,28 +306,19 @@ def _folder_digest(folder: Path) -> str | None:
     return "config-sha256:" + hashlib.sha256(config.read_bytes()).hexdigest()[:16]
 
 
-def _stage_options(ctx: StageContext) -> RewardOptions:
-    return RewardOptions.from_mapping(ctx.options_of("reward"), "stage 'reward'")
-
-
-@register_stage(
+@register_options_stage(
     "reward",
+    RewardOptions.from_mapping,
     reads=("problems", "traces"),
     writes=("rewards",),
     help="reward-model score of every (problem, trace), via a sequence-classification model",
     options=REWARD_OPTIONS,
 )
-def run_reward(ctx: StageContext) -> StageResult:
-    return score_rewards(ctx, _stage_options(ctx))
-
-
 def score_rewards(ctx: StageContext, options: RewardOptions) -> StageResult:
     """Score every trace of the shard that has no row for ``options.label`` yet."""
     result = StageResult("reward")
-    traces = read_or_empty(
-        ctx.store, "traces", ["trace_id", "problem_id", "reasoning", "answer_text"]
-    )
-    require_rows(traces, "traces", "reward", "generate", alternative="ingest")
+    columns = ["trace_id", "problem_id", "reasoning", "answer_text"]
+    traces = read_required(ctx.store, "traces", columns, "reward", "generate", "ingest")
     traces = shard_rows(traces, ctx.shard)
     done: set[tuple[Any, ...]] = set()
     if ctx.store.has("rewards"):

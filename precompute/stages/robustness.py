@@ -37,8 +37,7 @@ from precompute.stages.base import (
 from precompute.stages.common import (
     chunks,
     problem_rows,
-    read_or_empty,
-    require_rows,
+    read_required,
     shard_rows,
     task_of,
 )
@@ -127,8 +126,9 @@ def run_robustness(ctx: StageContext) -> StageResult:
             f"another --segmenter (one of {', '.join(s for s in SEGMENTERS if s != default)})"
         )
     result = StageResult("robustness")
-    traces = read_or_empty(ctx.store, "traces", ["trace_id", "problem_id", "reasoning"])
-    require_rows(traces, "traces", "robustness", "generate")
+    traces = read_required(
+        ctx.store, "traces", ["trace_id", "problem_id", "reasoning"], "robustness", "generate"
+    )
     problems = problem_rows(ctx.store)
     done = _done(ctx.store, segmenter)
     mine = shard_rows(traces, ctx.shard).sort_values("trace_id")

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from precompute.stages.base import BatchWriter, StageContext, StageResult, register_stage
-from precompute.stages.common import done_ids, read_or_empty, require_rows, shard_rows
+from precompute.stages.common import done_ids, read_required, shard_rows
 
 __all__ = ["COUNT_ENCODINGS", "count_encodings", "run_segment", "step_rows", "trace_count_rows"]
 
@@ -136,8 +136,7 @@ def _count_traces(ctx: StageContext, traces: pd.DataFrame) -> int:
 def run_segment(ctx: StageContext) -> StageResult:
     cfg = ctx.config.segment
     result = StageResult("segment")
-    traces = read_or_empty(ctx.store, "traces", ["trace_id", "reasoning"])
-    require_rows(traces, "traces", "segment", "generate")
+    traces = read_required(ctx.store, "traces", ["trace_id", "reasoning"], "segment", "generate")
     done = done_ids(ctx.store, "steps")
     mine = shard_rows(traces, ctx.shard)
     todo = mine[~mine["trace_id"].isin(done)]
