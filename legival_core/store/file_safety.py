@@ -40,6 +40,7 @@ __all__ = [
     "open_plain",
     "pid_alive",
     "plain_dir",
+    "plain_file",
     "temp_is_stale",
     "temp_name",
 ]
@@ -135,6 +136,19 @@ def plain_dir(path: Path, *, create: bool = False) -> bool:
         found = os.lstat(path)
     if not stat.S_ISDIR(found.st_mode):
         raise NotPlainFile(path, f"is {file_kind(found.st_mode)}, not a folder; not used")
+    return True
+
+
+def plain_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file itself (False: nothing is there, or it cannot be
+    looked at). Anything else there, a symbolic link, a FIFO, a folder or a device, raises
+    :class:`NotPlainFile`, as :func:`plain_dir` does for what is not a folder."""
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISREG(found.st_mode):
+        raise NotPlainFile(path, f"is {file_kind(found.st_mode)}, not a file; not used")
     return True
 
 

@@ -75,11 +75,11 @@ from legival_core.store.file_safety import (
     TEMP_MAX_AGE_S,
     TEMP_PREFIX,
     FileLock,
-    file_kind,
     fsync_dir,
     is_plain_dir,
     is_plain_file,
     plain_dir,
+    plain_file,
     temp_is_stale,
     temp_name,
 )
@@ -466,9 +466,7 @@ class Store:
         folder = self.path / LOGS_DIR
         plain_dir(folder, create=True)
         path = folder / f"{stage}.log"
-        if os.path.lexists(path) and not is_plain_file(path):
-            kind = file_kind(os.lstat(path).st_mode)
-            raise NotPlainFile(path, f"is {kind}, not a file; not used")
+        plain_file(path)
         return path
 
     @property
