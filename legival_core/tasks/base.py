@@ -51,6 +51,9 @@ class Task(ABC):
         name: registry key (``problems.task`` in the store).
         family: ``"math"``, ``"science"`` or ``"puzzles"``; picks the lexical backtracking cues.
         system_prompt: the system message.
+        answer_instructions: what the user turn asks after the problem (how to reason and how
+            to give the final answer); :meth:`instructions` returns it unless a family words
+            it per problem.
         forcing_cue: text appended to a student's output when no answer could be extracted, so
             that a short second generation has to produce one; by default
             :data:`BOXED_FORCING_CUE`, for the families that answer in ``\boxed{}``.
@@ -66,6 +69,7 @@ class Task(ABC):
     name: ClassVar[str]
     family: ClassVar[Family]
     system_prompt: ClassVar[str]
+    answer_instructions: ClassVar[str]
     forcing_cue: ClassVar[str] = BOXED_FORCING_CUE
     stop_strings: ClassVar[tuple[str, ...]] = ()
     backtracking_rubric: ClassVar[str]
@@ -81,9 +85,15 @@ class Task(ABC):
             {"role": "user", "content": self.user_prompt(problem)},
         ]
 
-    @abstractmethod
     def user_prompt(self, problem: Mapping[str, Any]) -> str:
-        """The user turn: the problem and how to present the final answer."""
+        """The user turn: the problem's ``prompt``, a blank line, then :meth:`instructions`."""
+        question = problem_field(problem, "prompt", task=self.name)
+        return f"{question}\n\n{self.instructions(problem)}"
+
+    def instructions(self, problem: Mapping[str, Any]) -> str:
+        """What follows the problem in the user turn: :attr:`answer_instructions`, unless a
+        family words it for each problem (the options of a multiple choice, a user's own)."""
+        return self.answer_instructions
 
     @abstractmethod
     def extract_answer(self, text: str, *, problem: Mapping[str, Any] | None = None) -> str | None:

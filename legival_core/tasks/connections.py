@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from legival_core.tasks.base import Family, Task, problem_field, register_task
+from legival_core.tasks.base import Family, Task, register_task
 
 GROUP_COUNT = 4
 GROUP_SIZE = 4
@@ -186,16 +186,12 @@ class ConnectionsTask(Task):
     backtracking_rubric: ClassVar[str] = PUZZLE_BACKTRACKING_RUBRIC
     reads_prose_answers: ClassVar[bool] = False  # groupings come as JSON, never in prose
     fixed_question_type: ClassVar[str | None] = "grouping"
-
-    def user_prompt(self, problem: Mapping[str, Any]) -> str:
-        puzzle = problem_field(problem, "prompt", task=self.name)
-        return (
-            f"{puzzle}\n\n"
-            f"Sort these words into {GROUP_COUNT} groups of {GROUP_SIZE} that each share a "
-            "hidden connection; every word belongs to exactly one group. Reason step by step. "
-            "Finish with the groups as JSON, a list of four lists of four words, in a code block:"
-            '\n```json\n[["word", "word", "word", "word"], ...]\n```'
-        )
+    answer_instructions: ClassVar[str] = (
+        f"Sort these words into {GROUP_COUNT} groups of {GROUP_SIZE} that each share a "
+        "hidden connection; every word belongs to exactly one group. Reason step by step. "
+        "Finish with the groups as JSON, a list of four lists of four words, in a code block:"
+        '\n```json\n[["word", "word", "word", "word"], ...]\n```'
+    )
 
     def extract_answer(self, text: str, *, problem: Mapping[str, Any] | None = None) -> str | None:
         """The last JSON grouping in ``text``, re-serialised as compact JSON.

@@ -114,15 +114,15 @@ class GPQATask(Task):
     reads_prose_answers: ClassVar[bool] = False  # the answer is an option letter, found above
     fixed_question_type: ClassVar[str | None] = "choice"
 
-    def user_prompt(self, problem: Mapping[str, Any]) -> str:
-        question = problem_field(problem, "prompt", task=self.name)
+    def instructions(self, problem: Mapping[str, Any]) -> str:
+        """The lettered options, then how to state the chosen letter."""
         choices = list(problem_field(problem, "choices", task=self.name))
         options = "\n".join(
             f"({letter}) {choice}"
             for letter, choice in zip(string.ascii_uppercase, choices, strict=False)
         )
         return (
-            f"{question}\n\n{options}\n\n"
+            f"{options}\n\n"
             "Think it through step by step. End with a final line of the form "
             "'Answer: (X)', where X is the letter of the option you choose."
         )

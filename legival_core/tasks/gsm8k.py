@@ -24,7 +24,7 @@ from fractions import Fraction
 from typing import Any, ClassVar
 
 from legival_core.grading.boxes import last_boxed
-from legival_core.tasks.base import Family, Task, problem_field, register_task
+from legival_core.tasks.base import Family, Task, register_task
 from legival_core.tasks.math import MATH_BACKTRACKING_RUBRIC
 
 # A signed number: "1,234.5" (thousands groups), "1234.5", ".5"; optional $ before the digits.
@@ -239,13 +239,9 @@ class GSM8KTask(Task):
         "final number inside \\boxed{}."
     )
     backtracking_rubric: ClassVar[str] = MATH_BACKTRACKING_RUBRIC
-
-    def user_prompt(self, problem: Mapping[str, Any]) -> str:
-        question = problem_field(problem, "prompt", task=self.name)
-        return (
-            f"{question}\n\n"
-            "Think it through step by step, then write only the final number inside \\boxed{}."
-        )
+    answer_instructions: ClassVar[str] = (
+        "Think it through step by step, then write only the final number inside \\boxed{}."
+    )
 
     def extract_answer(self, text: str, *, problem: Mapping[str, Any] | None = None) -> str | None:
         """The content of the last closed box, else what follows the last ``####``; None

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from legival_core.grading.boxes import last_boxed
-from legival_core.tasks.base import Family, Task, problem_field, problem_meta, register_task
+from legival_core.tasks.base import Family, Task, problem_meta, register_task
 from legival_core.tasks.math import MATH_BACKTRACKING_RUBRIC
 
 MATCH_MODES = ("exact", "regex")
@@ -60,11 +60,11 @@ class JsonlTask(Task):
         "You are a careful problem solver. Reason step by step before giving a final answer."
     )
     backtracking_rubric: ClassVar[str] = MATH_BACKTRACKING_RUBRIC
+    answer_instructions: ClassVar[str] = DEFAULT_INSTRUCTIONS
 
-    def user_prompt(self, problem: Mapping[str, Any]) -> str:
-        question = problem_field(problem, "prompt", task=self.name)
-        instructions = problem_meta(problem).get("instructions") or DEFAULT_INSTRUCTIONS
-        return f"{question}\n\n{instructions}"
+    def instructions(self, problem: Mapping[str, Any]) -> str:
+        """The problem's own ``meta.instructions``, else :data:`DEFAULT_INSTRUCTIONS`."""
+        return str(problem_meta(problem).get("instructions") or self.answer_instructions)
 
     def extract_answer(self, text: str, *, problem: Mapping[str, Any] | None = None) -> str | None:
         """The answer per ``meta.answer_pattern``, else the last box, else the last "Answer:".

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from legival_core.grading.boxes import last_boxed
-from legival_core.tasks.base import Family, Task, problem_field, register_task
+from legival_core.tasks.base import Family, Task, register_task
 
 MATH_BACKTRACKING_RUBRIC = """\
 Count a step as backtracking when the solver turns back on its own reasoning instead of \
@@ -85,14 +85,10 @@ class MathTask(Task):
     )
     backtracking_rubric: ClassVar[str] = MATH_BACKTRACKING_RUBRIC
     warm_imports: ClassVar[tuple[str, ...]] = ("math_verify",)
-
-    def user_prompt(self, problem: Mapping[str, Any]) -> str:
-        question = problem_field(problem, "prompt", task=self.name)
-        return (
-            f"{question}\n\n"
-            "Reason it through step by step. When you are done, write the final answer "
-            "in simplest form inside \\boxed{}."
-        )
+    answer_instructions: ClassVar[str] = (
+        "Reason it through step by step. When you are done, write the final answer "
+        "in simplest form inside \\boxed{}."
+    )
 
     def extract_answer(self, text: str, *, problem: Mapping[str, Any] | None = None) -> str | None:
         """The content of the last closed ``\\boxed{...}``; ``None`` if absent or empty.
