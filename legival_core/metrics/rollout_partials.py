@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from legival_core.stats.poisson_bootstrap import add_fields
+
 if TYPE_CHECKING:
     from legival_core.metrics.transfer_curves import TransferView
 
@@ -87,17 +89,7 @@ class CurveCell:
     baseline_n: int
 
     def __add__(self, other: CurveCell) -> CurveCell:
-        return CurveCell(
-            self.num + other.num,
-            self.den + other.den,
-            self.n_traces + other.n_traces,
-            self.hazards + other.hazards,
-            self.usable + other.usable,
-            self.regression_sum + other.regression_sum,
-            self.regression_n + other.regression_n,
-            self.baseline_sum + other.baseline_sum,
-            self.baseline_n + other.baseline_n,
-        )
+        return add_fields(self, other)
 
 
 @dataclass

@@ -61,6 +61,7 @@ from legival_core.rankings.robustness_choices import (
     _with_column,
     assemble_report,
 )
+from legival_core.stats.poisson_bootstrap import add_fields
 
 __all__ = [
     "RobustnessPartial",
@@ -92,15 +93,7 @@ class TransferCell:
     before_n: int = 0
 
     def __add__(self, other: TransferCell) -> TransferCell:
-        return TransferCell(
-            self.sums + other.sums,
-            self.counts + other.counts,
-            self.hazards + other.hazards,
-            self.bin_sums + other.bin_sums,
-            self.bin_counts + other.bin_counts,
-            self.before_sum + other.before_sum,
-            self.before_n + other.before_n,
-        )
+        return add_fields(self, other)
 
 
 def _add_cells(a: Cells, b: Cells) -> Cells:

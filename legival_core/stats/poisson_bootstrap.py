@@ -26,8 +26,16 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable
+from dataclasses import fields, replace
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+#: A dataclass of partial sums (arrays and numbers, every field additive).
+Sums = TypeVar("Sums", bound="DataclassInstance")
 
 #: Largest weight produced: P(Poisson(1) > 20) < 1e-19, below the 2^-53 resolution of u.
 MAX_WEIGHT = 20
@@ -106,3 +114,21 @@ def poisson_weights(keys: Iterable[str], n_boot: int, seed: int = 0) -> np.ndarr
         mixed = splitmix64(hashes[None, :] + replicate * _GOLDEN)
     uniform = (mixed >> np.uint64(11)).astype(np.float64) * 2.0**-53
     return np.searchsorted(_CDF, uniform, side="right").astype(np.uint8)
+
+
+def add_fields(first: Sums, second: Sums) -> Sums:
+    """Two partial sums of one kind added field by field (a dataclass whose every field adds:
+    numbers, arrays of one shape): how the sums of two chunks of the data merge into those of
+    both.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class Pair:
+    ...     total: float
+    ...     counts: np.ndarray
+    >>> add_fields(Pair(1.5, np.array([1, 2])), Pair(2.0, np.array([3, 4])))
+    Pair(total=3.5, counts=array([4, 6]))
+    """
+    return replace(
+        first, **{f.name: getattr(first, f.name) + getattr(second, f.name) for f in fields(first)}
+    )
