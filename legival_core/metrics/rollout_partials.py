@@ -448,26 +448,17 @@ def leak_partial(trace_transfer: pd.DataFrame, rollouts: pd.DataFrame) -> pd.Dat
     pairs = leak_pairs(trace_transfer, rollouts[rollouts["trace_id"].isin(wanted)])
     fotu = pairs["fotu"].astype("float64")
     before = pairs["fotu_before_leak"].astype("float64")
-    pairs = pairs.assign(
-        one=1,
+    sums = pairs.assign(
+        pairs=1,
+        leaks=pairs["has_leak"],
+        first_solves=pairs["solved"],
+        at_or_after_leak=pairs["after"],
         fotu_sum=fotu.fillna(0.0),
         fotu_n=fotu.notna(),
         before_sum=before.fillna(0.0),
         before_n=before.notna(),
     )
-    grouped = pairs.groupby("teacher", sort=True, observed=True)
-    out = pd.DataFrame(
-        {
-            "pairs": grouped["one"].sum(),
-            "leaks": grouped["has_leak"].sum(),
-            "first_solves": grouped["solved"].sum(),
-            "at_or_after_leak": grouped["after"].sum(),
-            "fotu_sum": grouped["fotu_sum"].sum(),
-            "fotu_n": grouped["fotu_n"].sum(),
-            "before_sum": grouped["before_sum"].sum(),
-            "before_n": grouped["before_n"].sum(),
-        }
-    )
+    out = sums.groupby("teacher", sort=True, observed=True)[list(_LEAK_SUMS)].sum()
     out.index = out.index.astype(str)
     return out  # the whole function's dtypes (``after`` is nullable when ``leak_k`` is)
 
