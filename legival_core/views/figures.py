@@ -166,32 +166,36 @@ def hazard_figure(hazards: pd.DataFrame, teachers: Sequence[str]) -> go.Figure:
         placed = group[group["bin"] > 0]
         top["never"] = max(top["never"], float(never["share"].max()) if len(never) else 0.0)
         top["position"] = max(top["position"], float(placed["share"].max()) if len(placed) else 0.0)
-        figure.add_trace(
-            go.Bar(
-                x=[label] * len(never),
-                y=never["share"].to_numpy(),
-                name=label,
-                legendgroup=label,
-                marker_color=colour,
-                showlegend=False,
-                hovertemplate="never solved<br>share %{y:.3f}<extra>%{fullData.name}</extra>",
+        hover = "share %{y:.3f}<extra>%{fullData.name}</extra>"
+        # (panel, x, rows, what only that panel's bar has): the legend entry comes from the
+        # position bars, and only they are grouped side by side
+        bars = (
+            (
+                1,
+                [label] * len(never),
+                never,
+                {"showlegend": False, "hovertemplate": f"never solved<br>{hover}"},
             ),
-            row=1,
-            col=1,
-        )
-        figure.add_trace(
-            go.Bar(
-                x=placed["bin"].to_numpy() / HAZARD_BINS,
-                y=placed["share"].to_numpy(),
-                name=label,
-                legendgroup=label,
-                marker_color=colour,
-                offsetgroup=label,
-                hovertemplate="position %{x:.2f}<br>share %{y:.3f}<extra>%{fullData.name}</extra>",
+            (
+                2,
+                placed["bin"].to_numpy() / HAZARD_BINS,
+                placed,
+                {"offsetgroup": label, "hovertemplate": f"position %{{x:.2f}}<br>{hover}"},
             ),
-            row=1,
-            col=2,
         )
+        for col, x, rows, own in bars:
+            figure.add_trace(
+                go.Bar(
+                    x=x,
+                    y=rows["share"].to_numpy(),
+                    name=label,
+                    legendgroup=label,
+                    marker_color=colour,
+                    **own,
+                ),
+                row=1,
+                col=col,
+            )
     figure.update_layout(
         barmode="group",
         height=320,
