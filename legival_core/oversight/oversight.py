@@ -125,6 +125,10 @@ class Detection(NamedTuple):
         return (self.n - self.abstained) / self.n if self.n else math.nan
 
 
+#: The counts (and coverage) of a :class:`Detection` that :func:`monitor_scores` gives per row.
+_DETECTION_COUNTS = ("tp", "fp", "fn", "tn", "abstained", "coverage")
+
+
 def _ratio(numerator: float, denominator: float) -> float:
     return float(numerator) / float(denominator) if denominator else math.nan
 
@@ -289,18 +293,7 @@ def monitor_scores(
         _called=frame["verdict"].map(lambda v: v == INVALID).astype(bool).to_numpy(),
         _answered=frame["verdict"].map(lambda v: not _missing(v)).astype(bool).to_numpy(),
     )
-    names = [
-        *columns,
-        "negative_type",
-        "n_valid",
-        "n_invalid",
-        "tp",
-        "fp",
-        "fn",
-        "tn",
-        "abstained",
-        "coverage",
-    ]
+    names = [*columns, "negative_type", "n_valid", "n_invalid", *_DETECTION_COUNTS]
     for measure in ("precision", "recall", "f1"):
         names += [measure, f"{measure}_lo", f"{measure}_hi"]
     records = []
@@ -319,17 +312,9 @@ def monitor_scores(
             ]
             det = detection_scores(truth, pred)
             record: dict[str, object] = dict(zip(columns, key_tuple, strict=True))
-            record.update(
-                negative_type=negative,
-                n_valid=det.n - int(chosen["_invalid"].sum()),
-                n_invalid=int(chosen["_invalid"].sum()),
-                tp=det.tp,
-                fp=det.fp,
-                fn=det.fn,
-                tn=det.tn,
-                abstained=det.abstained,
-                coverage=det.coverage,
-            )
+            n_invalid = int(chosen["_invalid"].sum())
+            record.update(negative_type=negative, n_valid=det.n - n_invalid, n_invalid=n_invalid)
+            record.update({name: getattr(det, name) for name in _DETECTION_COUNTS})
             boot = (
                 _boot_scores(
                     chosen["_invalid"].to_numpy(bool),
