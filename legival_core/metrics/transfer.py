@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypedDict, Unpack
 
 import numpy as np
 import pandas as pd
@@ -109,7 +108,6 @@ __all__ = [
     "TEACHER_QUANTITIES",
     "TRACE_COLUMNS",
     "CurveGrid",
-    "CurveOptions",
     "Grid",
     "GroupBy",
     "Regression",
@@ -484,41 +482,15 @@ CURVE_COLUMNS = (
 )
 
 
-class CurveOptions(TypedDict, total=False):
-    """The keyword options :func:`curve` and :func:`selection_curves` share.
-
-    ``profile``: a key of :data:`PROFILES` or a :class:`TransferProfile` (default
-    ``"paper"``); ``grid``: the per-trace grid (default None: the profile's); ``alpha``:
-    1 - the band's confidence level (default 0.05).
-    """
-
-    profile: str | TransferProfile
-    grid: Grid | None
-    alpha: float
-
-
-def _curve_settings(
-    n_boot: int, seed: int, options: CurveOptions
-) -> tuple[TransferProfile, CurveGrid, float]:
-    """The profile, grid and alpha that ``options`` name, defaults filled in, checked with
-    ``n_boot`` and ``seed``. A name that is not an option raises :class:`TypeError`, as a
-    misspelt keyword argument would."""
-    unknown = sorted(options.keys() - CurveOptions.__optional_keys__)
-    if unknown:
-        known = sorted(CurveOptions.__optional_keys__)
-        raise TypeError(f"unexpected keyword arguments {unknown}; the options are {known}")
-    alpha = options.get("alpha", 0.05)
-    _check_boot(n_boot, seed, alpha)
-    prof = get_profile(options.get("profile", "paper"))
-    return prof, _grid_of(prof, options.get("grid")), alpha
-
-
 def curve(
     rollouts: pd.DataFrame,
     by: GroupBy = "teacher",
     n_boot: int = 200,
     seed: int = 0,
-    **options: Unpack[CurveOptions],
+    *,
+    profile: str | TransferProfile = "paper",
+    grid: Grid | None = None,
+    alpha: float = 0.05,
 ) -> pd.DataFrame:
     """Mean transfer curve ``mu_T(x)`` per group with a bootstrap band, for plotting.
 
@@ -549,10 +521,11 @@ def curve(
     >>> c["mean"].iloc[[0, 24, 37, 49]].tolist(), float(c["baseline"].iloc[0])
     ([0.0, 0.0, 0.52, 1.0], 0.0)
     """
-    prof, curve_grid, alpha = _curve_settings(n_boot, seed, options)
+    _check_boot(n_boot, seed, alpha)
+    prof = get_profile(profile)
     columns = _as_columns(by)
     pre = _collapse(rollouts, prof)
-    curves = _curves(pre, curve_grid)
+    curves = _curves(pre, _grid_of(prof, grid))
     pm = _pair_metrics(pre, nan_mean(curves, axis=1), prof)
     return _curve_frame(_CurveInputs.of(pre, curves, pm, prof), columns, prof, n_boot, seed, alpha)
 
@@ -650,7 +623,10 @@ def selection_curves(
     by: GroupBy = "teacher",
     n_boot: int = 200,
     seed: int = 0,
-    **options: Unpack[CurveOptions],
+    *,
+    profile: str | TransferProfile = "paper",
+    grid: Grid | None = None,
+    alpha: float = 0.05,
 ) -> Iterator[tuple[pd.DataFrame, pd.DataFrame]]:
     """:func:`curve` and :func:`trace_metrics` of several selections of rows, in one pass.
 
@@ -673,8 +649,10 @@ def selection_curves(
     >>> out[0][0].equals(curve(rollouts, n_boot=0))
     True
     """
-    prof, curve_grid, alpha = _curve_settings(n_boot, seed, options)
+    _check_boot(n_boot, seed, alpha)
+    prof = get_profile(profile)
     columns = _as_columns(by)
+    curve_grid = _grid_of(prof, grid)
     pre = _collapse(rollouts, prof)
     pm = _pair_metrics(pre, _fotu(pre, curve_grid, prof), prof)
     per_trace = _trace_frame(pre, pm)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Mapping, Sequence
-from typing import Literal, NamedTuple, SupportsInt, TypedDict, Unpack
+from typing import Literal, NamedTuple, SupportsInt
 
 import numpy as np
 import pandas as pd
@@ -46,7 +46,6 @@ __all__ = [
     "SABOTAGE_PREFIX",
     "VALID",
     "Detection",
-    "LegibilityOptions",
     "detection_scores",
     "highlight_edits",
     "monitor_legibility_correlation",
@@ -472,7 +471,7 @@ def reward_correlations(
         raise ValueError(f"level must be 'trace' or 'teacher', got {level!r}")
     subset = "correct" if correct_only else "all"
     names = ["reward_model", "level", "subset", "metric", "rho", "pvalue", "n"]
-    records: list[tuple[object, ...]] = []
+    records: list[dict[str, object]] = []
     if level == "trace":
         points = trace_level_rewards(rewards, trace_transfer, grades, correct_only=correct_only)
         metrics = TRACE_LEVEL_METRICS
@@ -485,8 +484,17 @@ def reward_correlations(
     for model, group in points.groupby("reward_model", sort=True, observed=True):
         for metric in metrics:
             result = spearman(group["score"].to_numpy(float), group[metric].to_numpy(float))
-            # one row in the order of ``names``
-            records.append((model, level, subset, metric, result.rho, result.pvalue, result.n))
+            records.append(
+                dict(
+                    reward_model=model,
+                    level=level,
+                    subset=subset,
+                    metric=metric,
+                    rho=result.rho,
+                    pvalue=result.pvalue,
+                    n=result.n,
+                )
+            )
     return pd.DataFrame.from_records(records, columns=names)
 
 
@@ -567,43 +575,14 @@ def teacher_level_rewards(
 # ---------------------------------------------------------------------------------------------
 
 
-class LegibilityOptions(TypedDict, total=False):
-    """The keyword options :func:`monitor_legibility_points` and
-    :func:`monitor_legibility_correlation` share.
-
-    ``measures``: the monitor score columns (default precision, recall and F1);
-    ``legibility``: the teacher column set against them (default ``"fotu"``); ``control``: the
-    teacher column the partial correlation holds fixed (default ``"tokens"``); ``support``: the
-    datasets a pooled row averages each teacher over (default ``"common"``,
-    :mod:`legival_core.stats.support`).
-    """
-
-    measures: Sequence[str]
-    legibility: str
-    control: str
-    support: str
-
-
-def _legibility_settings(options: LegibilityOptions) -> tuple[Sequence[str], str, str, str]:
-    """``measures``, ``legibility``, ``control`` and ``support`` from ``options``, defaults
-    filled in; a name that is not an option raises :class:`TypeError`, as a misspelt keyword
-    argument would."""
-    unknown = sorted(options.keys() - LegibilityOptions.__optional_keys__)
-    if unknown:
-        known = sorted(LegibilityOptions.__optional_keys__)
-        raise TypeError(f"unexpected keyword arguments {unknown}; the options are {known}")
-    return (
-        options.get("measures", ("precision", "recall", "f1")),
-        options.get("legibility", "fotu"),
-        options.get("control", "tokens"),
-        options.get("support", "common"),
-    )
-
-
 def monitor_legibility_points(
     scores: pd.DataFrame,
     teacher_metrics: pd.DataFrame,
-    **options: Unpack[LegibilityOptions],
+    *,
+    measures: Sequence[str] = ("precision", "recall", "f1"),
+    legibility: str = "fotu",
+    control: str = "tokens",
+    support: str = "common",
 ) -> pd.DataFrame:
     """The points :func:`monitor_legibility_correlation` correlates: one row per (monitor,
     dataset, negative type, teacher) with the monitor's ``measures``, the teacher's
@@ -618,7 +597,6 @@ def monitor_legibility_points(
     >>> monitor_legibility_points(s, tm).dataset.tolist()
     ['D', 'D', '(mean over datasets)', '(mean over datasets)']
     """
-    measures, legibility, control, support = _legibility_settings(options)
     require_columns(
         scores, ("monitor", "teacher", "dataset", "negative_type", *measures), "monitor scores"
     )
@@ -655,7 +633,11 @@ def monitor_legibility_points(
 def monitor_legibility_correlation(
     scores: pd.DataFrame,
     teacher_metrics: pd.DataFrame,
-    **options: Unpack[LegibilityOptions],
+    *,
+    measures: Sequence[str] = ("precision", "recall", "f1"),
+    legibility: str = "fotu",
+    control: str = "tokens",
+    support: str = "common",
 ) -> pd.DataFrame:
     """Spearman's rho across teachers between legibility (FOTU) and monitor scores.
 
@@ -686,8 +668,14 @@ def monitor_legibility_correlation(
     >>> out.loc[(out.dataset == "D") & (out.measure == "precision"), "rho"].item()
     0.8
     """
-    measures, legibility, control, _ = _legibility_settings(options)
-    both = monitor_legibility_points(scores, teacher_metrics, **options)
+    both = monitor_legibility_points(
+        scores,
+        teacher_metrics,
+        measures=measures,
+        legibility=legibility,
+        control=control,
+        support=support,
+    )
     names = [
         "monitor",
         "dataset",
