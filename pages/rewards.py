@@ -44,12 +44,11 @@ support = common.support_choice()
 SUBSETS = {"all": "all traces", "correct": "correct traces only"}
 
 
-def _tables() -> list[pd.DataFrame]:
-    return [common.load_table(t) for t in ("rewards", "trace_transfer", "grades")]
-
-
-def _traces() -> pd.DataFrame:
-    return common.load_table("traces", columns=["trace_id", "teacher", "dataset"])
+def _tables() -> selections.RewardTables:
+    return selections.RewardTables(
+        *(common.load_table(t) for t in ("rewards", "trace_transfer", "grades")),
+        common.load_table("traces", columns=["trace_id", "teacher", "dataset"]),
+    )
 
 
 def _outside(chosen: RewardSelection) -> list[str]:
@@ -60,7 +59,7 @@ def _outside(chosen: RewardSelection) -> list[str]:
 @common.derived("reward_points", stored=True)
 def reward_points(chosen: RewardSelection) -> pd.DataFrame:
     """The scatter's points (stored by the metrics stage for the default selection)."""
-    return selections.reward_points(*_tables(), chosen.model, chosen.dataset, chosen.correct_only)
+    return selections.reward_points(_tables(), chosen)
 
 
 @common.derived("reward_rho", stored=True)
@@ -68,31 +67,14 @@ def reward_rho(chosen: RewardSelection) -> pd.DataFrame:
     """ρ of reward with each transfer metric at the selection's level; at teacher level
     reference teachers add no point unless included and teachers are averaged over the
     datasets its support names (stored by the metrics stage for the default selection)."""
-    return selections.reward_rho(
-        *_tables(),
-        _traces(),
-        chosen.model,
-        chosen.dataset,
-        chosen.level,  # type: ignore[arg-type]
-        chosen.correct_only,
-        _outside(chosen),
-        chosen.support,
-    )
+    return selections.reward_rho(_tables(), chosen, _outside(chosen))
 
 
 @common.derived("teacher_rewards", stored=True)
 def teacher_rewards(chosen: RewardSelection) -> pd.DataFrame:
     """Mean reward and transfer per teacher (stored for the default selection), averaged over
     the datasets the support names; reference teachers narrow them only when included."""
-    return selections.teacher_rewards(
-        *_tables(),
-        _traces(),
-        chosen.model,
-        chosen.dataset,
-        chosen.correct_only,
-        _outside(chosen),
-        chosen.support,
-    )
+    return selections.teacher_rewards(_tables(), chosen, _outside(chosen))
 
 
 def shown(value: float) -> str:

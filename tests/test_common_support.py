@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from legival_core.metrics.page_results import RewardSelection
 from legival_core.oversight import selections
 from legival_core.published.references import store_reference_teachers
 from legival_core.results import Results
@@ -151,15 +152,11 @@ def test_reward_score_and_its_count_come_from_the_same_rows(demo: Store) -> None
     rewards = demo.read("rewards")
     traces = demo.read("traces")[["trace_id", "teacher", "dataset"]]
     model = str(rewards["reward_model"].iloc[0])
+    tables = selections.RewardTables(
+        rewards, demo.read("trace_transfer"), demo.read("grades"), traces
+    )
     table = selections.teacher_rewards(
-        rewards,
-        demo.read("trace_transfer"),
-        demo.read("grades"),
-        traces,
-        model,
-        None,
-        False,
-        store_reference_teachers(demo),
+        tables, RewardSelection(model), store_reference_teachers(demo)
     ).set_index("teacher")
     mine = rewards[rewards["reward_model"] == model].merge(traces, on="trace_id")
     for teacher, rows in mine.groupby("teacher"):

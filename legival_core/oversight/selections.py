@@ -6,16 +6,18 @@ same tables to store the default selection's results (:mod:`legival_core.metrics
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple, cast
 
 import pandas as pd
 
-from legival_core.metrics.page_results import MONITOR_RESAMPLES
+from legival_core.metrics.page_results import MONITOR_RESAMPLES, RewardSelection
 from legival_core.oversight import oversight
 from legival_core.oversight.oversight import Level
 
 __all__ = [
     "MONITOR_RESAMPLES",
     "POOLED",
+    "RewardTables",
     "pooled_monitor_scores",
     "reward_points",
     "reward_rho",
@@ -52,80 +54,77 @@ def pooled_monitor_scores(verdicts: pd.DataFrame, n_boot: int) -> pd.DataFrame:
     return oversight.monitor_scores(verdicts.assign(dataset=POOLED), n_boot=n_boot, seed=0)
 
 
-def reward_points(
-    rewards: pd.DataFrame,
-    trace_transfer: pd.DataFrame,
-    grades: pd.DataFrame,
-    model: str,
-    dataset: str | None,
-    correct_only: bool,
-) -> pd.DataFrame:
-    """The scatter's points: one per trace of ``dataset`` (None: all) with a reward by
-    ``model`` and a transfer row (:func:`legival_core.oversight.oversight.trace_level_rewards`)."""
+class RewardTables(NamedTuple):
+    """The tables the reward results read: every reward, the per-(trace, student) transfer
+    rows, the grades, and the traces' ``trace_id``, ``teacher`` and ``dataset``."""
+
+    rewards: pd.DataFrame
+    trace_transfer: pd.DataFrame
+    grades: pd.DataFrame
+    traces: pd.DataFrame
+
+
+def _of_model(tables: RewardTables, chosen: RewardSelection) -> pd.DataFrame:
+    """The rewards given by the selection's reward model."""
+    return tables.rewards[tables.rewards["reward_model"] == chosen.model]
+
+
+def reward_points(tables: RewardTables, chosen: RewardSelection) -> pd.DataFrame:
+    """The scatter's points: one per trace of the selection's dataset (None: all) with a reward
+    by its model and a transfer row
+    (:func:`legival_core.oversight.oversight.trace_level_rewards`)."""
     points = oversight.trace_level_rewards(
-        rewards[rewards["reward_model"] == model],
-        trace_transfer,
-        grades,
-        correct_only=correct_only,
+        _of_model(tables, chosen),
+        tables.trace_transfer,
+        tables.grades,
+        correct_only=chosen.correct_only,
     )
-    return points if dataset is None else points[points["dataset"] == dataset]
+    return points if chosen.dataset is None else points[points["dataset"] == chosen.dataset]
 
 
 def reward_rho(
-    rewards: pd.DataFrame,
-    trace_transfer: pd.DataFrame,
-    grades: pd.DataFrame,
-    traces: pd.DataFrame,
-    model: str,
-    dataset: str | None,
-    level: Level,
-    correct_only: bool,
-    references: Sequence[str] = (),
-    support: str = "common",
+    tables: RewardTables, chosen: RewardSelection, references: Sequence[str] = ()
 ) -> pd.DataFrame:
-    """Spearman ρ of ``model``'s reward with each transfer metric on ``dataset`` (None: all),
-    at trace or teacher ``level``
+    """Spearman ρ of the selection's reward with each transfer metric on its dataset (None:
+    all), at its level, trace or teacher
     (:func:`legival_core.oversight.oversight.reward_correlations`); at teacher level the
     ``references`` teachers add no point (pass none to include them) and each teacher is
-    averaged over the datasets ``support`` names (:mod:`legival_core.stats.support`)."""
-    traces, transfer = _on_dataset(traces, trace_transfer, dataset)
+    averaged over the datasets the selection's support names (:mod:`legival_core.stats.support`)."""
+    if chosen.level not in ("trace", "teacher"):
+        raise ValueError(f"level must be 'trace' or 'teacher', got {chosen.level!r}")
+    level = cast(Level, chosen.level)
+    traces, transfer = _on_dataset(tables.traces, tables.trace_transfer, chosen.dataset)
+    rewards = _of_model(tables, chosen)
     if level == "teacher":
         traces = _without(traces, references)
         transfer = transfer[transfer["trace_id"].isin(traces["trace_id"])]
-    if dataset is not None or level == "teacher":
+    if chosen.dataset is not None or level == "teacher":
         rewards = rewards[rewards["trace_id"].isin(traces["trace_id"])]
     return oversight.reward_correlations(
-        rewards[rewards["reward_model"] == model],
+        rewards,
         transfer,
-        grades,
+        tables.grades,
         level=level,
-        correct_only=correct_only,
+        correct_only=chosen.correct_only,
         traces=traces,
-        support=support,
+        support=chosen.support,
     )
 
 
 def teacher_rewards(
-    rewards: pd.DataFrame,
-    trace_transfer: pd.DataFrame,
-    grades: pd.DataFrame,
-    traces: pd.DataFrame,
-    model: str,
-    dataset: str | None,
-    correct_only: bool,
-    references: Sequence[str] = (),
-    support: str = "common",
+    tables: RewardTables, chosen: RewardSelection, references: Sequence[str] = ()
 ) -> pd.DataFrame:
-    """Mean reward and transfer metrics per teacher for ``model`` on ``dataset`` (None: all),
-    :func:`legival_core.oversight.oversight.teacher_level_rewards`, each averaged over the
-    datasets ``support`` names; ``references`` (shown, not compared) do not narrow them."""
-    traces, transfer = _on_dataset(traces, trace_transfer, dataset)
+    """Mean reward and transfer metrics per teacher for the selection's model on its dataset
+    (None: all), :func:`legival_core.oversight.oversight.teacher_level_rewards`, each averaged
+    over the datasets its support names; ``references`` (shown, not compared) do not narrow
+    them."""
+    traces, transfer = _on_dataset(tables.traces, tables.trace_transfer, chosen.dataset)
     return oversight.teacher_level_rewards(
-        rewards[rewards["reward_model"] == model],
+        _of_model(tables, chosen),
         transfer,
-        grades,
-        correct_only=correct_only,
+        tables.grades,
+        correct_only=chosen.correct_only,
         traces=traces,
-        support=support,
+        support=chosen.support,
         references=references,
     )

@@ -1220,19 +1220,18 @@ def page_results_table(
         rewards, grades = store.read("rewards"), store.read("grades")
         traces = store.read("traces", columns=["trace_id", "teacher", "dataset"])
         references = store_reference_teachers(store)
-        tables = (rewards, transfer, grades)
+        tables = selections.RewardTables(rewards, transfer, grades, traces)
         for model in sorted(rewards["reward_model"].unique()):
-            points = selections.reward_points(*tables, model, None, False)
-            results.append(("reward_points", RewardSelection(model), points))
+            every_trace = RewardSelection(model)
+            points = selections.reward_points(tables, every_trace)
+            results.append(("reward_points", every_trace, points))
             for level in ("trace", "teacher"):
                 for correct_only in (False, True):
-                    rho = selections.reward_rho(
-                        *tables, traces, model, None, level, correct_only, references
-                    )
                     key = RewardSelection(model, level=level, correct_only=correct_only)
+                    rho = selections.reward_rho(tables, key, references)
                     results.append(("reward_rho", key, rho))
-            teachers = selections.teacher_rewards(*tables, traces, model, None, False, references)
-            results.append(("teacher_rewards", RewardSelection(model), teachers))
+            teachers = selections.teacher_rewards(tables, every_trace, references)
+            results.append(("teacher_rewards", every_trace, teachers))
     if store.has("rollouts"):
         from legival_core.metrics.attribution import trace_concentration
         from legival_core.metrics.leak_summary import selection_leak_summary
