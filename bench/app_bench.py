@@ -47,6 +47,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # `python bench/x.py` puts bench/ on sys.path, not the repo root
 
+from bench.peak_memory import status_mib  # noqa: E402
 from legival_core.store.store import Store  # noqa: E402
 
 #: The bundled demo store: the big store is made of copies of its tables (real CHAMP text).
@@ -289,18 +290,6 @@ def _timed(run: object) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
-def _status_mib(field: str) -> float:
-    """``VmRSS`` / ``VmHWM`` (peak) of this process in MiB (Linux; NaN elsewhere)."""
-    try:
-        text = Path("/proc/self/status").read_text()
-    except OSError:
-        return float("nan")
-    for line in text.splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def _reset_peak_rss() -> None:
     """Start this process's peak RSS (``VmHWM``) again from its current RSS (Linux)."""
     with contextlib.suppress(OSError):
@@ -339,7 +328,7 @@ def time_page(page: str, warm: Path, repeats: int = 5) -> dict[str, float]:
     st.cache_data.clear()
     st.cache_resource.clear()
     gc.collect()
-    start_rss = _status_mib("VmRSS")
+    start_rss = status_mib("VmRSS")
     _reset_peak_rss()
     cold_wall, cold_cpu = _timed(at.run)
     if at.exception:
@@ -351,7 +340,7 @@ def time_page(page: str, warm: Path, repeats: int = 5) -> dict[str, float]:
         "rerun_wall": statistics.median(w for w, _ in reruns),
         "rerun_cpu": statistics.median(c for _, c in reruns),
         "start_rss_mib": start_rss,
-        "peak_rss_mib": _status_mib("VmHWM"),
+        "peak_rss_mib": status_mib("VmHWM"),
     }
 
 

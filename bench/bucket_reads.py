@@ -11,7 +11,7 @@ problem_buckets` of the problem ids), with the stage's columns:
   the latest part winning per key (a part number, then ``unique(keep="last")``), collected by
   the streaming engine.
 
-Each engine runs in a child process of its own, so its peak resident memory (``ru_maxrss``) is
+Each engine runs in a child process of its own, so its peak resident memory (``VmHWM``) is
 its own; the row counts are checked equal. Polars is not a project dependency
 (``pip install polars`` to run this)::
 
@@ -33,6 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from bench.peak_memory import own_peak_gb  # noqa: E402
 
 ENGINES = ("store", "polars")
 
@@ -68,7 +70,7 @@ def child(store_path: Path, engine: str, chunks: int) -> dict[str, object]:
             frame = query.select(list(columns)).collect(engine="streaming")
             rows[table] += frame.height
     wall = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+    peak = own_peak_gb()
     return {"wall_s": round(wall, 1), "peak_gb": round(peak, 2), "rows": rows}
 
 

@@ -10,7 +10,7 @@ store's Arrow IPC parts (the ones the manifest lists) itself:
 * ``similarity``: per trace, the steps and the steps with r_i > 0.8 — the redundancy share.
 
 Each (engine, aggregation) runs in a child process of its own, so that its peak resident memory
-(``ru_maxrss``) is its own; the results are checked equal across engines. Polars and DuckDB are
+(``VmHWM``) is its own; the results are checked equal across engines. Polars and DuckDB are
 not project dependencies: ``pip install polars duckdb`` to run this. Usage::
 
     python bench/scale_bench.py --copies 4000 --build-only      # the 1M-trace store
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -32,6 +31,8 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from bench.peak_memory import own_peak_gb  # noqa: E402
 
 ENGINES = ("pandas", "polars", "duckdb")
 TASKS = ("rollouts", "similarity")
@@ -108,7 +109,7 @@ def child(store: Path, engine: str, task: str, memory_gb: float, out: Path) -> N
     keys = ["trace_id", "student"] if task == "rollouts" else ["trace_id"]
     result = result.astype({k: str for k in keys}).sort_values(keys).reset_index(drop=True)
     result.to_parquet(out)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+    peak = own_peak_gb()
     print(json.dumps({"wall_s": wall, "peak_gb": peak, "rows": len(result)}))
 
 

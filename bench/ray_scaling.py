@@ -19,7 +19,7 @@ reused):
   wrapper.
 
 The tables the stage stored (and the chunks' efficiency rows) are checked identical across k.
-Peak memory: the driver's ``ru_maxrss`` and the sum of the Ray workers' resident memory
+Peak memory: the driver's own peak (``VmHWM``) and the sum of the Ray workers' resident memory
 (``ray::`` processes) sampled every 0.2 s. The load average before and after each k is printed:
 on a shared machine the other jobs take CPU from the nodes. ::
 
@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -48,6 +47,8 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from bench.peak_memory import own_peak_gb  # noqa: E402
 
 #: The tables the stage stores from its buckets and their merged partials, compared across k.
 TABLES = ("trace_efficiency", "trace_transfer", "teacher_metrics", "decomposition",
@@ -241,7 +242,7 @@ def child(k: int, built: Path, work: Path, chunks: int, stage: bool, object_gb: 
     finally:
         ray.shutdown()
         cluster.shutdown()
-    figures["driver_peak_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+    figures["driver_peak_gb"] = own_peak_gb()
     figures["load"] = [load_before, os.getloadavg()[0]]
     print(json.dumps(figures), flush=True)
 

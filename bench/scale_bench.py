@@ -14,7 +14,7 @@ never holds the whole store; plus synthetic rollouts on every prefix of each cor
 (``Store.merge``, as ``python -m precompute merge`` does after a sharded run). Then, each in its
 own process so that its peak memory is its own:
 
-* the real ``metrics`` stage: wall seconds and peak resident memory (``ru_maxrss``);
+* the real ``metrics`` stage: wall seconds and peak resident memory (``VmHWM``);
 * the leaderboard and the inspector, cold (every cache empty) under Streamlit's AppTest: wall
   and CPU seconds, and the process's peak memory;
 * the store's size on disk, per table.
@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -42,6 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.app_bench import DEMO, TILED_TABLES, run_metrics, synthetic_rollouts, tile  # noqa: E402
+from bench.peak_memory import own_peak_gb  # noqa: E402
 from legival_core.store.store import Store  # noqa: E402
 
 #: Pages timed at this scale: the two the issue sets a goal for.
@@ -106,18 +106,13 @@ def build(path: Path, copies: int, chunk: int, students: int, seed: int = 0) -> 
     return store
 
 
-def _peak_gb() -> float:
-    """This process's peak resident memory (Linux reports ru_maxrss in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
-
-
 def child_metrics(path: Path, memory_gb: float | None = None) -> None:
     """Run in a child process: the metrics stage on the store (with ``--memory-gb`` when
     given), then print its figures."""
     started = time.perf_counter()
     run_metrics(Store.open(path), {} if memory_gb is None else {"memory_gb": memory_gb})
     wall = time.perf_counter() - started
-    print(json.dumps({"wall_s": round(wall, 1), "peak_gb": round(_peak_gb(), 2)}))
+    print(json.dumps({"wall_s": round(wall, 1), "peak_gb": round(own_peak_gb(), 2)}))
 
 
 def child_page(path: Path, page: str) -> None:

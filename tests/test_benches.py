@@ -126,3 +126,24 @@ def test_the_scale_bench_store_is_built_in_parts_and_compacted_to_one_per_table(
     for table, rows in built["rows"].items():
         assert len(store.parts(table)) == 1, table
         assert len(store.read(table, columns=[spec(table).keys[0]])) == rows, table
+
+
+def test_a_bench_child_reports_its_own_peak_memory_not_its_parents() -> None:
+    """The benches measure each step in a child process. On Linux a child's ru_maxrss starts
+    at the parent's resident size at the fork (kept over the exec): a metrics stage started
+    by the bench that had just built a million-trace store reported 13.8 GB, the build's
+    memory, not its own. ``own_peak_gb`` reads the child's own high-water mark."""
+    import subprocess
+
+    held = np.ones(512 * 2**20 // 8)  # 512 MiB resident in this process before the child starts
+    code = (
+        f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
+        "import resource\n"
+        "from bench.peak_memory import own_peak_gb\n"
+        "print(own_peak_gb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    own, inherited = map(float, run.stdout.split())
+    assert held.sum() == len(held)
+    assert inherited > 0.5  # what ru_maxrss says: at least the parent's 512 MiB
+    assert own < 0.1  # the child itself: an interpreter and two small imports
