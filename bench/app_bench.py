@@ -47,7 +47,6 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # `python bench/x.py` puts bench/ on sys.path, not the repo root
 
-from bench.peak_memory import status_mib  # noqa: E402
 from legival_core.store.store import Store  # noqa: E402
 
 #: The bundled demo store: the big store is made of copies of its tables (real CHAMP text).
@@ -288,6 +287,36 @@ def _timed(run: object) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), time.process_time()
     run()  # type: ignore[operator]
     return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def status_mib(field: str) -> float:
+    """``VmRSS``, ``VmHWM`` (peak) or another size field of this process in MiB (Linux; NaN
+    elsewhere)."""
+    try:
+        text = Path("/proc/self/status").read_text()
+    except OSError:
+        return float("nan")
+    for line in text.splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def own_peak_gb() -> float:
+    """This process's own peak resident memory in GiB, for the benches that measure each step
+    in a child process: ``VmHWM`` where Linux gives it, else ``ru_maxrss``.
+
+    ``ru_maxrss`` is the wrong reading for a child on Linux: the kernel carries the parent's
+    resident size at the fork over the ``exec`` as the child's starting maximum, so a child
+    started by a parent that has just built a 14 GB store reports at least 14 GB whatever it
+    uses itself. ``VmHWM`` is the high-water mark of the child's own address space."""
+    peak = status_mib("VmHWM")
+    if peak == peak:  # not NaN
+        return peak / 1024
+    import resource
+
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return maxrss / 1024**3 if sys.platform == "darwin" else maxrss / 1024**2
 
 
 def _reset_peak_rss() -> None:

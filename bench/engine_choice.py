@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.peak_memory import own_peak_gb  # noqa: E402
+from bench.app_bench import own_peak_gb  # noqa: E402
 
 ENGINES = ("pandas", "polars", "duckdb")
 TASKS = ("rollouts", "similarity")

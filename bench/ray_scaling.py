@@ -48,7 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.peak_memory import own_peak_gb  # noqa: E402
+from bench.app_bench import own_peak_gb  # noqa: E402
 
 #: The tables the stage stores from its buckets and their merged partials, compared across k.
 TABLES = ("trace_efficiency", "trace_transfer", "teacher_metrics", "decomposition",

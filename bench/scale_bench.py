@@ -40,8 +40,14 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.app_bench import DEMO, TILED_TABLES, run_metrics, synthetic_rollouts, tile  # noqa: E402
-from bench.peak_memory import own_peak_gb  # noqa: E402
+from bench.app_bench import (  # noqa: E402
+    DEMO,
+    TILED_TABLES,
+    own_peak_gb,
+    run_metrics,
+    synthetic_rollouts,
+    tile,
+)
 from legival_core.store.store import Store  # noqa: E402
 
 #: Pages timed at this scale: the two the issue sets a goal for.

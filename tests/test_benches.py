@@ -135,15 +135,15 @@ def test_a_bench_child_reports_its_own_peak_memory_not_its_parents() -> None:
     memory, not its own. ``own_peak_gb`` reads the child's own high-water mark."""
     import subprocess
 
-    held = np.ones(512 * 2**20 // 8)  # 512 MiB resident in this process before the child starts
+    held = np.ones(2**30 // 8)  # 1 GiB resident in this process before the child starts
     code = (
         f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
         "import resource\n"
-        "from bench.peak_memory import own_peak_gb\n"
+        "from bench.app_bench import own_peak_gb\n"
         "print(own_peak_gb(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2)"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     own, inherited = map(float, run.stdout.split())
     assert held.sum() == len(held)
-    assert inherited > 0.5  # what ru_maxrss says: at least the parent's 512 MiB
-    assert own < 0.1  # the child itself: an interpreter and two small imports
+    assert inherited > 1.0  # what ru_maxrss says: at least the parent's 1 GiB
+    assert own < 0.75  # the child itself: an interpreter, pandas and the store's modules
