@@ -188,6 +188,50 @@ def test_demo_board_from_chunks_equals_the_whole(
     assert_same_board(bp.finalize_board(merged, references), pareto)
 
 
+@pytest.mark.parametrize("n_chunks", [7, 64])
+def test_demo_board_from_chunks_joined_then_resampled_equals_the_whole(
+    demo_tables: tuple[pd.DataFrame, pd.DataFrame, list[str]], n_chunks: int
+) -> None:
+    """The stage's driver joins several chunks' rows and resamples them at once: two batches
+    of joined chunks, resampled and merged, give the whole tables' board."""
+    efficiency, transfer, references = demo_tables
+    n_boot, seed = 200, 0
+    eb, tb = bucket(efficiency, n_chunks), bucket(transfer, n_chunks)
+    rows = [
+        bp.board_rows(efficiency[eb == i], transfer[tb == i], n_boot, seed)
+        for i in range(n_chunks)
+    ]
+    half = n_chunks // 2
+    batches = [bp.concat_board_rows(rows[:half]), bp.concat_board_rows(rows[half:])]
+    merged = bp.merge_board_partials(b.resampled() for b in batches)
+    leaderboard = ri.stored_board_resamples(efficiency, transfer, n_boot, seed, outside=references)
+    assert_same_board(bp.finalize_board(merged, outside=references), leaderboard)
+
+
+def test_hand_rows_joined_then_resampled_give_the_hand_worked_replicates() -> None:
+    # the chunks {p} and {q, r}, each with its own problems; joined, then weighed once
+    parts = [
+        cs.cell_rows(HAND[HAND["problem_id"].isin(c)], "v", HAND_PROBLEMS[i], known_only=True)
+        for c, i in ((["p"], [0]), (["q", "r"], [1, 2]))
+    ]
+    joined = cs.concat_cell_rows(parts)
+    assert joined.problems.tolist() == HAND_PROBLEMS.tolist()
+    assert joined.cells == (("a", "d1", "s1"), ("a", "d1", "s2"), ("a", "d2", "s1"),
+                            ("b", "d1", "s1"))  # fmt: skip
+    res = cs.finalize_metric(cs.resample_cells(joined, HAND_WEIGHTS), ["a", "b"])
+    assert res.point.tolist() == [0.5, 0.5]  # as worked by hand above
+    assert res.replicates.tolist() == [[0.5, 0.0], [1.0, 1.0]]
+    assert res.n_traces.tolist() == [2, 2]
+
+
+def test_joining_rows_of_other_resamples_is_refused() -> None:
+    eff = HAND.rename(columns={"v": "correct"})
+    a = bp.board_rows(eff, None, 5, 0, ["accuracy"])
+    b = bp.board_rows(eff, None, 5, 1, ["accuracy"])
+    with pytest.raises(ValueError, match="different resamples"):
+        bp.concat_board_rows([a, b])
+
+
 def test_merging_partials_of_other_resamples_is_refused() -> None:
     eff = HAND.rename(columns={"v": "correct"})
     a = bp.board_partials(eff, None, 5, 0, ["accuracy"])

@@ -93,6 +93,26 @@ def test_transfer_curves_in_chunks_equal_the_whole_table(demo, whole_curves, chu
     same(curves_in_chunks(split(demo[0], chunks)), whole_curves)
 
 
+@pytest.mark.parametrize("chunks", (7, 64))
+def test_curve_pairs_joined_then_weighed_once_equal_the_whole_table(
+    demo, whole_curves, chunks
+) -> None:
+    """The stage's driver joins several chunks' pairs and weighs them at once: two batches of
+    joined chunks, weighed and merged, give the whole table's curves and bands."""
+    rows = [rp.curve_rows(c, n_boot=N_BOOT, seed=3) for c in split(demo[0], chunks)]
+    half = len(rows) // 2
+    batches = [rp.concat_curve_rows(rows[:half]), rp.concat_curve_rows(rows[half:])]
+    merged = rp.merge_transfer_curves(*(b.resampled() for b in batches))
+    same(rp.transfer_curve_finalize(merged, stamp="s"), whole_curves)
+
+
+def test_joining_curve_pairs_of_other_settings_is_refused(demo) -> None:
+    a = rp.curve_rows(demo[0], ["paper"], n_boot=4, seed=0)
+    b = rp.curve_rows(demo[0], ["paper"], n_boot=4, seed=1)
+    with pytest.raises(ValueError, match="different settings"):
+        rp.concat_curve_rows([a, b])
+
+
 @pytest.mark.parametrize("chunks", CHUNKS)
 @pytest.mark.parametrize("profile", list(PROFILES))
 def test_coverage_in_chunks_equals_the_whole(demo, chunks: int, profile: str) -> None:

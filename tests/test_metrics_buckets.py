@@ -44,11 +44,10 @@ def _config(chunks: int = 16, memory_gb: float | None = None) -> ExperimentConfi
     return dataclasses.replace(config, metrics=metrics)
 
 
-def _whole_read_tables(store: Store, config: ExperimentConfig) -> tuple[pd.DataFrame, ...]:
-    """``trace_efficiency``, ``trace_transfer`` and ``teacher_metrics`` as the stage computed
-    them before it read by bucket: every input read whole, one chunk."""
-    from legival_core.metrics.teacher_partials import teacher_rows
-
+def _whole_inputs(
+    store: Store, config: ExperimentConfig
+) -> tuple[dict[str, pd.DataFrame], stage.ChunkSettings]:
+    """Every input of the chunk function read whole (one chunk), and its settings."""
     cfg = config.metrics
     labeler = stage.primary_labeler(StageContext(store=store, config=config, progress=False))
     traces = store.read("traces", list(stage.METRICS_TRACE_COLUMNS))
@@ -66,11 +65,40 @@ def _whole_read_tables(store: Store, config: ExperimentConfig) -> tuple[pd.DataF
         "rollouts": rollouts,
         "leaks": leaks,
     }
-    settings = stage.ChunkSettings(cfg.threshold, labeler, cfg.profile, cfg.grid)
-    chunk = stage.metrics_chunk(inputs, settings)
+    return inputs, stage.ChunkSettings(cfg.threshold, labeler, cfg.profile, cfg.grid)
+
+
+def _whole_read_tables(store: Store, config: ExperimentConfig) -> tuple[pd.DataFrame, ...]:
+    """``trace_efficiency``, ``trace_transfer`` and ``teacher_metrics`` as the stage computed
+    them before it read by bucket: every input read whole, one chunk."""
+    from legival_core.metrics.teacher_partials import teacher_rows
+
+    chunk = stage.metrics_chunk(*_whole_inputs(store, config))
     efficiency, transfer, partials = chunk.efficiency, chunk.transfer, chunk.partials
     assert transfer is not None
     return efficiency, transfer, teacher_rows(partials)
+
+
+def test_a_chunk_sends_back_rows_not_resampled_sums(tmp_path: Path) -> None:
+    """What a chunk gives back (from a Ray worker: what crosses the object store) grows with
+    its rows, not with the resamples: the board's and the bands' sums are weighed where the
+    chunks are merged (``resampled()``), where a chunk used to send (1 + resamples) x cells
+    of them (764 MB a chunk at 40 teachers)."""
+    import pickle
+
+    inputs, settings = _whole_inputs(_copy(tmp_path / "s"), _config())
+    few = stage.metrics_chunk(inputs, dataclasses.replace(settings, board_boot=10))
+    many = stage.metrics_chunk(inputs, dataclasses.replace(settings, board_boot=2_000))
+    # 1,990 more resamples add nothing to what is sent but the number itself
+    assert abs(len(pickle.dumps(many)) - len(pickle.dumps(few))) < 100
+    resampled = many.board.resampled()
+    cells = sum(len(p.cells) * p.sums.shape[2] for p in resampled.metrics.values())
+    assert cells > 0 and {p.sums.shape[0] for p in resampled.metrics.values()} == {2_001}
+    assert many.rollouts is not None
+    rows, weighed = many.rollouts.curve_rows, many.rollouts.resampled().curves
+    # the bands' pairs against their 1 + 200 replicates' sums per cell
+    assert len(pickle.dumps(rows)) * 5 < len(pickle.dumps(weighed))
+    assert {c.num.shape[0] for c in weighed.cells.values()} == {201}
 
 
 def _sorted(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:

@@ -24,14 +24,16 @@ floats are added in another order than the whole function adds them, hence "with
 The transfer curves' bands merge because they are Poisson bootstrap bands keyed by trace
 (:func:`legival_core.stats.poisson_bootstrap.poisson_weights`): a chunk sums each replicate's
 weighted values of its own traces, and the replicates' sums of all chunks add up to the
-replicates of the whole table.
+replicates of the whole table. That weighing is a step of its own (:func:`curve_rows`, then
+:meth:`CurveRows.resampled`), so that a chunk run elsewhere sends back its pairs, not the
+replicates' sums.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -45,11 +47,15 @@ if TYPE_CHECKING:
 __all__ = [
     "CoveragePartial",
     "CurveCell",
+    "CurveRows",
+    "ProfileRows",
     "TransferCurvePartial",
+    "concat_curve_rows",
     "concat_per_trace",
     "concentration_partial",
     "coverage_finalize",
     "coverage_partial",
+    "curve_rows",
     "first_measured_partial",
     "leak_finalize",
     "leak_partial",
@@ -110,19 +116,130 @@ class TransferCurvePartial:
     traces: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
 
-def transfer_curve_partial(
+@dataclass
+class ProfileRows:
+    """One profile's (trace, student) pairs of a chunk, before the bands' weights: ``values`` /
+    ``present`` one row per pair (the curve's 50 bins and the baseline), ``trace_of_pair`` its
+    trace's position in ``trace_ids``, and per (dataset, teacher, student) cell the pairs'
+    positions and the cell's unweighted sums (a :class:`CurveCell` whose ``num`` / ``den`` are
+    still empty)."""
+
+    trace_ids: np.ndarray
+    trace_of_pair: np.ndarray
+    values: np.ndarray
+    present: np.ndarray
+    pairs: dict[tuple[str, str, str], np.ndarray] = field(default_factory=dict)
+    cells: dict[tuple[str, str, str], CurveCell] = field(default_factory=dict)
+
+
+@dataclass
+class CurveRows:
+    """What one chunk of rollouts gives for the transfer curves before the bands' resampling:
+    per profile its :class:`ProfileRows`, whose size grows with the chunk's pairs, where the
+    :class:`TransferCurvePartial` is ``(1 + n_boot) x 51`` per cell whatever the chunk's size
+    (317 MB at 40 teachers and 200 resamples). :meth:`resampled` weighs the pairs; a chunk on
+    a Ray worker sends these rows back and the driver resamples them."""
+
+    profiles: tuple[str, ...]
+    n_boot: int
+    seed: int
+    datasets: frozenset[str] = frozenset()
+    students: frozenset[str] = frozenset()
+    by_profile: dict[str, ProfileRows] = field(default_factory=dict)
+    traces: dict[tuple[str, str, str], int] = field(default_factory=dict)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the pairs' arrays (what a batch of them holds)."""
+        return sum(
+            r.values.nbytes + r.present.nbytes + r.trace_of_pair.nbytes
+            for r in self.by_profile.values()
+        )
+
+    def resampled(self) -> TransferCurvePartial:
+        """The chunk's :class:`TransferCurvePartial`: each cell's pairs summed once with unit
+        weights and once per replicate with their trace's Poisson weights."""
+        from legival_core.stats.poisson_bootstrap import poisson_weights
+
+        out = TransferCurvePartial(
+            self.profiles, self.n_boot, self.seed, self.datasets, self.students,
+            traces=dict(self.traces),
+        )  # fmt: skip
+        for name, rows in self.by_profile.items():
+            weights = np.ones((len(rows.trace_ids), 1 + self.n_boot), dtype=np.float64)
+            if self.n_boot:
+                weights[:, 1:] = poisson_weights(rows.trace_ids.tolist(), self.n_boot, self.seed).T
+            for key, pairs in rows.pairs.items():
+                w = weights[rows.trace_of_pair[pairs]]
+                out.cells[(name, *key)] = replace(
+                    rows.cells[key], num=w.T @ rows.values[pairs], den=w.T @ rows.present[pairs]
+                )
+        return out
+
+
+def _concat_profile_rows(parts: Sequence[ProfileRows]) -> ProfileRows:
+    """One profile's pairs of several chunks (of different traces) one after the other."""
+    trace_offsets = np.cumsum([0, *(len(p.trace_ids) for p in parts)])
+    pair_offsets = np.cumsum([0, *(len(p.values) for p in parts)])
+    joined = ProfileRows(
+        trace_ids=np.concatenate([p.trace_ids for p in parts]),
+        trace_of_pair=np.concatenate(
+            [p.trace_of_pair + np.int32(o) for p, o in zip(parts, trace_offsets, strict=False)]
+        ),
+        values=np.concatenate([p.values for p in parts]),
+        present=np.concatenate([p.present for p in parts]),
+    )
+    for key in sorted({key for p in parts for key in p.pairs}):
+        mine = [(p, o) for p, o in zip(parts, pair_offsets, strict=False) if key in p.pairs]
+        joined.pairs[key] = np.concatenate([p.pairs[key] + o for p, o in mine])
+        cell = mine[0][0].cells[key]
+        for p, _ in mine[1:]:
+            cell = cell + p.cells[key]
+        joined.cells[key] = cell
+    return joined
+
+
+def concat_curve_rows(parts: Sequence[CurveRows]) -> CurveRows:
+    """The :class:`CurveRows` of several chunks (of different traces) as one: resampled once,
+    the same sums as each part resampled and merged (:func:`merge_transfer_curves`), to float
+    rounding, with the ``(1 + n_boot) x 51`` arrays of each cell made once, not once a part."""
+    if not parts:
+        raise ValueError("concat_curve_rows: no rows to join")
+    first = parts[0]
+    for part in parts[1:]:
+        if (part.profiles, part.n_boot, part.seed) != (first.profiles, first.n_boot, first.seed):
+            raise ValueError(
+                "concat_curve_rows: rows of different settings "
+                f"{(first.profiles, first.n_boot, first.seed)} and "
+                f"{(part.profiles, part.n_boot, part.seed)}"
+            )
+    joined = CurveRows(
+        first.profiles, first.n_boot, first.seed,
+        frozenset().union(*(p.datasets for p in parts)),
+        frozenset().union(*(p.students for p in parts)),
+    )  # fmt: skip
+    for name in first.profiles:
+        mine = [p.by_profile[name] for p in parts if name in p.by_profile]
+        if mine:
+            joined.by_profile[name] = _concat_profile_rows(mine)
+    for part in parts:
+        for key, n in part.traces.items():
+            joined.traces[key] = joined.traces.get(key, 0) + n
+    return joined
+
+
+def curve_rows(
     rollouts: pd.DataFrame,
     profiles: Sequence[str] | None = None,
     *,
     n_boot: int = 200,
     seed: int = 0,
-) -> TransferCurvePartial:
-    """One chunk's :class:`TransferCurvePartial` (every row of each of its traces).
+) -> CurveRows:
+    """One chunk's :class:`CurveRows` (every row of each of its traces).
 
     Per profile the chunk is collapsed to (trace, student) pairs as
     :func:`legival_core.metrics.transfer.selection_curves` does; each pair's curve (or pooled
-    bin sums) and baseline are summed per cell, once with unit weights and once per replicate
-    with the trace's Poisson weights, the same weights the whole table's bands use.
+    bin sums) and baseline are kept per pair, and the cells' unweighted counts summed.
     """
     from legival_core.metrics.transfer import PROFILES, _check_boot
     from legival_core.metrics.transfer_prefixes import _collapse
@@ -134,15 +251,15 @@ def transfer_curve_partial(
         _pair_metrics,
         _trace_frame,
     )
-    from legival_core.stats.poisson_bootstrap import poisson_weights
 
     _check_boot(n_boot, seed, 0.05)
     chosen = tuple(PROFILES) if profiles is None else tuple(profiles)
-    out = TransferCurvePartial(chosen, int(n_boot), int(seed))
+    out = CurveRows(chosen, int(n_boot), int(seed))
     if rollouts.empty:
         return out
     out.datasets = frozenset(str(v) for v in pd.unique(rollouts["dataset"]))
     out.students = frozenset(str(v) for v in pd.unique(rollouts["student"]))
+    empty = np.zeros((0, 0))
     for name in chosen:
         prof = get_profile(name)
         pre = _collapse(rollouts, prof)
@@ -162,9 +279,7 @@ def transfer_curve_partial(
             values = np.where(np.isnan(curves), 0.0, curves)
         trace_ids = pre.pairs["trace_id"].astype(str).to_numpy()
         unique_ids, trace_of_pair = np.unique(trace_ids, return_inverse=True)
-        weights = np.ones((len(unique_ids), 1 + n_boot), dtype=np.float64)
-        if n_boot:
-            weights[:, 1:] = poisson_weights(unique_ids.tolist(), n_boot, seed).T
+        rows = ProfileRows(unique_ids, trace_of_pair.astype(np.int32), values, present)
         labels = pd.DataFrame(
             {c: pre.pairs[c].astype(str).to_numpy() for c in ("dataset", "teacher", "student")}
         )
@@ -173,17 +288,18 @@ def transfer_curve_partial(
             dtype=np.int64, na_value=0
         )
         regression = per_trace["regression_rate"].to_numpy(dtype=np.float64)
-        for (dataset, teacher, student), rows in labels.groupby(
+        for (dataset, teacher, student), pairs in labels.groupby(
             ["dataset", "teacher", "student"], sort=True
         ).indices.items():
-            w = weights[trace_of_pair[rows]]
-            usable = rows[~np.isnan(fotu[rows])]
+            usable = pairs[~np.isnan(fotu[pairs])]
             reg = regression[usable]
-            base = baseline[rows]
-            cell = CurveCell(
-                num=w.T @ values[rows],
-                den=w.T @ present[rows],
-                n_traces=len(np.unique(trace_of_pair[rows])),
+            base = baseline[pairs]
+            key = (str(dataset), str(teacher), str(student))
+            rows.pairs[key] = pairs
+            rows.cells[key] = CurveCell(
+                num=empty,
+                den=empty,
+                n_traces=len(np.unique(trace_of_pair[pairs])),
                 hazards=np.bincount(hazard[usable], minlength=51)[:51].astype(np.int64),
                 usable=len(usable),
                 regression_sum=float(np.nansum(reg)),
@@ -191,10 +307,22 @@ def transfer_curve_partial(
                 baseline_sum=float(np.nansum(base)),
                 baseline_n=int((~np.isnan(base)).sum()),
             )
-            out.cells[(name, dataset, teacher, student)] = cell
-        for (dataset, teacher), rows in labels.groupby(["dataset", "teacher"]).indices.items():
-            out.traces[(name, dataset, teacher)] = len(np.unique(trace_of_pair[rows]))
+        out.by_profile[name] = rows
+        for (dataset, teacher), pairs in labels.groupby(["dataset", "teacher"]).indices.items():
+            out.traces[(name, dataset, teacher)] = len(np.unique(trace_of_pair[pairs]))
     return out
+
+
+def transfer_curve_partial(
+    rollouts: pd.DataFrame,
+    profiles: Sequence[str] | None = None,
+    *,
+    n_boot: int = 200,
+    seed: int = 0,
+) -> TransferCurvePartial:
+    """One chunk's :class:`TransferCurvePartial` (every row of each of its traces):
+    :meth:`CurveRows.resampled` of :func:`curve_rows`."""
+    return curve_rows(rollouts, profiles, n_boot=n_boot, seed=seed).resampled()
 
 
 def merge_transfer_curves(a: TransferCurvePartial, b: TransferCurvePartial) -> TransferCurvePartial:

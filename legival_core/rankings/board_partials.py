@@ -21,6 +21,7 @@ The metrics stage's two boards from one pass over the chunks::
     merged = merge_board_partials(
         board_partials(efficiency_chunk, transfer_chunk, n_boot, seed) for ... in chunks
     )  # or merge as they come: merge_board_partials([merged, board_partials(...)])
+    # (the stage's chunks give board_rows(...), resampled where they are merged)
     board = finalize_board(merged, outside=references)  # the stored board_resamples
     pareto = finalize_board(merged, references)  # the stored pareto_resamples
 
@@ -36,11 +37,14 @@ from dataclasses import dataclass
 import pandas as pd
 
 from legival_core.rankings.cell_sums import (
+    CellRows,
     MetricPartial,
     MetricResamples,
+    cell_rows,
+    concat_cell_rows,
     finalize_metric,
     merge_metric_partials,
-    metric_partial,
+    resample_cells,
 )
 from legival_core.rankings.rank_intervals import (
     EFFICIENCY_METRICS,
@@ -52,7 +56,10 @@ from legival_core.rankings.rank_intervals import (
 
 __all__ = [
     "BoardPartials",
+    "BoardRows",
     "board_partials",
+    "board_rows",
+    "concat_board_rows",
     "finalize_board",
     "merge_board_partials",
 ]
@@ -74,16 +81,80 @@ class BoardPartials:
     metrics: Mapping[str, MetricPartial]
 
 
-def board_partials(
+@dataclass(frozen=True)
+class BoardRows:
+    """A chunk's rows of every board metric as :class:`~legival_core.rankings.cell_sums.CellRows`
+    (as many triples as rows), with the resamples to weigh them by: :meth:`resampled` gives the
+    chunk's :class:`BoardPartials`. What a chunk computed elsewhere (a Ray worker) sends back;
+    the resampled sums, resamples x cells whatever the chunk's size (443 MB at 40 teachers
+    and 1,000 resamples), are made where the chunks are merged."""
+
+    n_boot: int
+    seed: int
+    requested: tuple[str, ...]
+    teachers: Mapping[str, frozenset[str]]
+    problems: pd.MultiIndex
+    metrics: Mapping[str, CellRows]
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the rows' arrays (what a batch of them holds)."""
+        return sum(
+            r.slot.nbytes + r.problem_index.nbytes + r.row_weights.nbytes
+            for r in self.metrics.values()
+        )
+
+    def resampled(self) -> BoardPartials:
+        """The chunk's partial sums: each metric's rows weighed by each problem's weight in
+        each resample (:func:`problem_weights` of the chunk's problems)."""
+        weights = problem_weights(self.problems, self.n_boot, self.seed)
+        metrics = {}
+        for name, rows in self.metrics.items():
+            mine = weights  # a metric of some of the parts joined has some of the problems
+            if rows.problems is not self.problems and not rows.problems.equals(self.problems):
+                mine = weights[:, self.problems.get_indexer(rows.problems)]
+            metrics[name] = resample_cells(rows, mine)
+        return BoardPartials(self.n_boot, self.seed, self.requested, self.teachers, metrics)
+
+
+def concat_board_rows(parts: Sequence[BoardRows]) -> BoardRows:
+    """The :class:`BoardRows` of several chunks (of different problems) as one
+    (:func:`~legival_core.rankings.cell_sums.concat_cell_rows` per metric): resampled once,
+    the same board as each part resampled and merged, to float rounding of the value sums."""
+    if not parts:
+        raise ValueError("concat_board_rows: no rows to join")
+    first = parts[0]
+    for part in parts[1:]:
+        if (part.n_boot, part.seed, part.requested) != (first.n_boot, first.seed, first.requested):
+            raise ValueError(
+                "concat_board_rows: rows of different resamples or metrics: "
+                f"(n_boot, seed) ({first.n_boot}, {first.seed}) vs ({part.n_boot}, {part.seed}),"
+                f" metrics {first.requested} vs {part.requested}"
+            )
+    metrics = {
+        metric: concat_cell_rows(mine)
+        for metric in first.requested
+        if (mine := [p.metrics[metric] for p in parts if metric in p.metrics])
+    }
+    names = {name for p in parts for name in p.teachers}
+    teachers = {
+        name: frozenset().union(*(p.teachers.get(name, frozenset()) for p in parts))
+        for name in names
+    }
+    problems = first.problems.append([p.problems for p in parts[1:]])
+    return BoardRows(first.n_boot, first.seed, first.requested, teachers, problems, metrics)
+
+
+def board_rows(
     efficiency_chunk: pd.DataFrame | None,
     transfer_chunk: pd.DataFrame | None,
     n_boot: int,
     seed: int,
     metrics: Sequence[str] = RESAMPLED_METRICS,
-) -> BoardPartials:
-    """The partial sums of every metric of ``metrics`` over a chunk of the per-trace tables:
-    all the rows of ``trace_efficiency`` and ``trace_transfer`` of some problems (any split by
-    problem works; the problem's weights are its own, :func:`problem_weights`).
+) -> BoardRows:
+    """The :class:`BoardRows` of every metric of ``metrics`` over a chunk of the per-trace
+    tables: all the rows of ``trace_efficiency`` and ``trace_transfer`` of some problems (any
+    split by problem works; the problem's weights are its own, :func:`problem_weights`).
 
     Every teacher is kept, reference teachers too: :func:`finalize_board` leaves them out or
     not, so one pass serves the leaderboard (references resampled, outside the common support)
@@ -106,19 +177,30 @@ def board_partials(
     problems = (
         keys[0].append(keys[1:]).unique() if keys else pd.MultiIndex.from_tuples([("", "")])[:0]
     )
-    weights = problem_weights(problems, n_boot, seed)
-    out: dict[str, MetricPartial] = {}
+    out: dict[str, CellRows] = {}
     efficiency, transfer = frames["efficiency"], frames["transfer"]
     for metric in metrics:
         picked = metric_rows(metric, efficiency, transfer)
         if picked is None:
             continue
         rows, column, statistic = picked
-        out[metric] = metric_partial(rows, column, problems, weights, statistic)
-    return BoardPartials(
+        out[metric] = cell_rows(rows, column, problems, statistic)
+    return BoardRows(
         n_boot=int(n_boot), seed=int(seed), requested=tuple(metrics), teachers=teachers,
-        metrics=out,
+        problems=problems, metrics=out,
     )  # fmt: skip
+
+
+def board_partials(
+    efficiency_chunk: pd.DataFrame | None,
+    transfer_chunk: pd.DataFrame | None,
+    n_boot: int,
+    seed: int,
+    metrics: Sequence[str] = RESAMPLED_METRICS,
+) -> BoardPartials:
+    """The partial sums of every metric of ``metrics`` over a chunk of the per-trace tables:
+    :meth:`BoardRows.resampled` of :func:`board_rows`."""
+    return board_rows(efficiency_chunk, transfer_chunk, n_boot, seed, metrics).resampled()
 
 
 def merge_board_partials(parts: Iterable[BoardPartials], into_first: bool = False) -> BoardPartials:

@@ -8,6 +8,11 @@ the 50 bins of a hazard histogram. Sums over different problems add, so chunks m
 addition (:func:`merge_metric_partials`); :func:`finalize_metric` turns the sums into each
 teacher's value: the weighted mean (or normalised hazard entropy) per cell, then the mean over
 students and over datasets, on the common support.
+
+The sums are made in two steps, so that the large one can run where the chunks are merged:
+:func:`cell_rows` reduces a chunk's rows to (problem, column, amount) triples, as many as the
+rows, and :func:`resample_cells` weighs them by each problem's weight in each resample, an
+array of resamples x cells x columns whatever the chunk's size.
 """
 
 from __future__ import annotations
@@ -22,11 +27,15 @@ from legival_core.stats.stats import nan_mean
 
 __all__ = [
     "HAZARD_BINS",
+    "CellRows",
     "MetricPartial",
     "MetricResamples",
+    "cell_rows",
+    "concat_cell_rows",
     "finalize_metric",
     "merge_metric_partials",
     "metric_partial",
+    "resample_cells",
     "weighted_sums",
 ]
 
@@ -107,18 +116,41 @@ def weighted_sums(
     return out
 
 
-def metric_partial(
+@dataclass(frozen=True)
+class CellRows:
+    """One metric's rows of a chunk, reduced to what its resampled cell sums are made of: row
+    i adds ``row_weights[i]`` to column ``slot[i]`` of problem ``problem_index[i]`` (a position
+    in ``problems``), scaled by that problem's weight in each resample.
+
+    :func:`resample_cells` turns it into the :class:`MetricPartial` (one row per resample).
+    Its size grows with the chunk's rows, not with resamples x cells: a chunk computed on a
+    Ray worker sends this back (a few MB) and the driver resamples it, where the resampled
+    sums (hundreds of MB at 40 teachers) would cross the object store instead.
+    """
+
+    statistic: str
+    by_student: bool
+    cells: tuple[Cell, ...]
+    columns: int
+    problems: pd.MultiIndex
+    problem_index: np.ndarray
+    slot: np.ndarray
+    row_weights: np.ndarray
+    traces: Mapping[Pair, int]
+    students: Mapping[Pair, frozenset[str]]
+
+
+def cell_rows(
     rows: pd.DataFrame,
     value: str,
     problems: pd.MultiIndex,
-    weights: np.ndarray,
     statistic: str = "mean",
     *,
     known_only: bool = False,
-) -> MetricPartial:
-    """The cell sums of one metric over ``rows`` (the rows of some problems), for the data and
-    for each row of ``weights`` (``(n_boot, P)``, columns in the order of ``problems``, which
-    must hold every (dataset, problem_id) of ``rows``).
+) -> CellRows:
+    """The :class:`CellRows` of one metric over ``rows`` (the rows of some problems);
+    ``problems`` must hold every (dataset, problem_id) of ``rows`` (``known_only``: rows of
+    other problems are left out instead).
 
     Rows as :func:`legival_core.rankings.rank_intervals.metric_resamples` reads them (``teacher``,
     ``dataset``, ``problem_id``, optionally ``student`` and ``trace_id``, and ``value``); rows
@@ -126,10 +158,9 @@ def metric_partial(
 
     >>> rows = pd.DataFrame({"teacher": ["a", "a"], "dataset": "d", "problem_id": ["p", "q"],
     ...     "v": [1.0, 0.0]})
-    >>> problems = pd.MultiIndex.from_tuples([("d", "p"), ("d", "q")])
-    >>> part = metric_partial(rows, "v", problems, np.array([[2.0, 0.0]]))
-    >>> part.cells, part.sums.tolist()  # data: 1 + 0 over 2 rows; resample: 2 x 1 over 2
-    ((('a', 'd', ''),), [[[1.0, 2.0]], [[2.0, 2.0]]])
+    >>> part = cell_rows(rows, "v", pd.MultiIndex.from_tuples([("d", "p"), ("d", "q")]))
+    >>> part.slot.tolist(), part.row_weights.tolist()  # values into slot 0, counts into 1
+    ([0, 0, 1, 1], [1.0, 0.0, 1.0, 1.0])
     """
     values = pd.to_numeric(rows[value], errors="coerce").to_numpy(dtype=np.float64)
     if statistic == "mean":
@@ -161,7 +192,6 @@ def metric_partial(
     elif (problem_index < 0).any():
         missing = used["problem_id"].astype(str).to_numpy()[problem_index < 0][0]
         raise ValueError(f"metric_partial: problem {missing!r} of {value!r} is not in problems")
-    all_weights = np.vstack([np.ones((1, len(problems))), np.asarray(weights, np.float64)])
     if statistic == "mean":  # two columns per cell: sum of the values, number of rows
         columns = 2
         slot = np.concatenate([codes * 2, codes * 2 + 1])
@@ -171,7 +201,6 @@ def metric_partial(
         columns = HAZARD_BINS
         slot = codes * columns + values.astype(np.int64) - 1
         row_weights, problem_rows = np.ones_like(values), problem_index
-    sums = weighted_sums(all_weights, problem_rows, slot, row_weights, len(cells) * columns)
     ids = used["trace_id"] if "trace_id" in used else used["problem_id"]
     pairs = pd.DataFrame(
         {"teacher": teacher, "dataset": dataset, "id": ids.astype(str).to_numpy(),
@@ -183,14 +212,125 @@ def metric_partial(
     if by_student:
         for (t, d), names in grouped["student"].unique().items():
             students[(str(t), str(d))] = frozenset(map(str, names))
-    return MetricPartial(
+    return CellRows(
         statistic=statistic,
         by_student=by_student,
         cells=cells,
-        sums=sums.reshape(len(all_weights), len(cells), columns),
+        columns=columns,
+        problems=problems,
+        problem_index=problem_rows.astype(np.int32),  # halves what a chunk sends back
+        slot=slot.astype(np.int32),
+        row_weights=row_weights,
         traces=traces,
         students=students,
     )
+
+
+def concat_cell_rows(parts: Sequence[CellRows]) -> CellRows:
+    """The :class:`CellRows` of several chunks (of different problems) as one: problems one
+    after the other, cells united and every triple's slot moved to its cell's new place.
+    Resampling the result gives the sums of resampling each part and merging, to float
+    rounding of the value sums; it makes the resamples x cells array once, not once a part.
+
+    >>> rows = pd.DataFrame({"teacher": ["a", "b"], "dataset": "d", "problem_id": ["p", "q"],
+    ...     "v": [1.0, 0.0]})
+    >>> one = cell_rows(rows[:1], "v", pd.MultiIndex.from_tuples([("d", "p")]))
+    >>> two = cell_rows(rows[1:], "v", pd.MultiIndex.from_tuples([("d", "q")]))
+    >>> both = concat_cell_rows([one, two])
+    >>> both.cells, both.slot.tolist(), both.problem_index.tolist()
+    ((('a', 'd', ''), ('b', 'd', '')), [0, 1, 2, 3], [0, 0, 1, 1])
+    """
+    if not parts:
+        raise ValueError("concat_cell_rows: no rows to join")
+    first = parts[0]
+    for part in parts[1:]:
+        if (part.statistic, part.by_student) != (first.statistic, first.by_student):
+            raise ValueError(
+                "concat_cell_rows: rows of different statistics "
+                f"({first.statistic!r}, {part.statistic!r}) or student columns"
+            )
+    cells = tuple(sorted(set().union(*(p.cells for p in parts))))
+    where = {cell: i for i, cell in enumerate(cells)}
+    columns, slots, problem_rows, offset = first.columns, [], [], 0
+    for part in parts:
+        moved = np.array([where[c] for c in part.cells], dtype=np.int64)
+        cell, column = np.divmod(part.slot.astype(np.int64), columns)
+        slots.append((moved[cell] * columns + column).astype(np.int32))
+        problem_rows.append(part.problem_index + np.int32(offset))
+        offset += len(part.problems)
+    traces: dict[Pair, int] = {}
+    students: dict[Pair, frozenset[str]] = {}
+    for part in parts:
+        for pair, n in part.traces.items():
+            traces[pair] = traces.get(pair, 0) + n
+        for pair, names in part.students.items():
+            students[pair] = students.get(pair, frozenset()) | names
+    return CellRows(
+        statistic=first.statistic,
+        by_student=first.by_student,
+        cells=cells,
+        columns=columns,
+        problems=first.problems.append([p.problems for p in parts[1:]]),
+        problem_index=np.concatenate(problem_rows),
+        slot=np.concatenate(slots),
+        row_weights=np.concatenate([p.row_weights for p in parts]),
+        traces=traces,
+        students=students,
+    )
+
+
+def resample_cells(rows: CellRows, weights: np.ndarray) -> MetricPartial:
+    """The :class:`MetricPartial` of ``rows``: its sums on the data (every problem weighs 1)
+    and for each row of ``weights`` (``(n_boot, P)``, columns in the order of
+    ``rows.problems``).
+
+    >>> rows = pd.DataFrame({"teacher": ["a", "a"], "dataset": "d", "problem_id": ["p", "q"],
+    ...     "v": [1.0, 0.0]})
+    >>> part = cell_rows(rows, "v", pd.MultiIndex.from_tuples([("d", "p"), ("d", "q")]))
+    >>> resample_cells(part, np.array([[2.0, 0.0]])).sums.tolist()  # data; p twice, q never
+    [[[1.0, 2.0]], [[2.0, 2.0]]]
+    """
+    all_weights = np.vstack([np.ones((1, len(rows.problems))), np.asarray(weights, np.float64)])
+    width = len(rows.cells) * rows.columns
+    sums = weighted_sums(
+        all_weights,
+        rows.problem_index.astype(np.int64),
+        rows.slot.astype(np.int64),
+        rows.row_weights,
+        width,
+    )
+    return MetricPartial(
+        statistic=rows.statistic,
+        by_student=rows.by_student,
+        cells=rows.cells,
+        sums=sums.reshape(len(all_weights), len(rows.cells), rows.columns),
+        traces=rows.traces,
+        students=rows.students,
+    )
+
+
+def metric_partial(
+    rows: pd.DataFrame,
+    value: str,
+    problems: pd.MultiIndex,
+    weights: np.ndarray,
+    statistic: str = "mean",
+    *,
+    known_only: bool = False,
+) -> MetricPartial:
+    """The cell sums of one metric over ``rows`` (the rows of some problems), for the data and
+    for each row of ``weights`` (``(n_boot, P)``, columns in the order of ``problems``):
+    :func:`resample_cells` of :func:`cell_rows`.
+
+    >>> rows = pd.DataFrame({"teacher": ["a", "a"], "dataset": "d", "problem_id": ["p", "q"],
+    ...     "v": [1.0, 0.0]})
+    >>> problems = pd.MultiIndex.from_tuples([("d", "p"), ("d", "q")])
+    >>> part = metric_partial(rows, "v", problems, np.array([[2.0, 0.0]]))
+    >>> part.cells, part.sums.tolist()  # data: 1 + 0 over 2 rows; resample: 2 x 1 over 2
+    ((('a', 'd', ''),), [[[1.0, 2.0]], [[2.0, 2.0]]])
+    """
+    chosen = cell_rows(rows, value, problems, statistic, known_only=known_only)
+    return resample_cells(chosen, weights)
 
 
 def merge_metric_partials(*parts: MetricPartial, into_first: bool = False) -> MetricPartial:

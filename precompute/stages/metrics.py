@@ -35,7 +35,7 @@ from __future__ import annotations
 import gc
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from legival_core.metrics.page_results import ResultKey
     from legival_core.metrics.redundancy_sweep_view import SweepPartial
     from legival_core.metrics.teacher_partials import TeacherPartials
-    from legival_core.rankings.board_partials import BoardPartials
+    from legival_core.rankings.board_partials import BoardPartials, BoardRows
     from legival_core.rankings.rank_intervals import TeacherResamples
     from legival_core.rankings.robustness_choices import Settings
     from legival_core.rankings.robustness_partials import RobustnessPartial
@@ -354,18 +354,32 @@ class ChunkSettings:
     sweep: tuple[float, ...] = ()
 
 
+#: Chunks' rows held at the driver before they are weighed together: one resampling of many
+#: chunks' rows makes the resamples x cells arrays (384 MB for SOTU at 40 teachers) once, where
+#: a resampling per chunk made them once a chunk. What the driver holds beyond a chunk is
+#: bounded by twice this (the board's rows and the curves' pairs).
+RESAMPLE_BATCH_BYTES = 128 * 2**20
+
+
 @dataclass
 class RolloutPartials:
     """One chunk's (or several merged chunks') share of what is derived from the whole
     ``rollouts`` table (:mod:`legival_core.metrics.rollout_partials`): the transfer curves'
     sums, each profile's measured-bin counts, the per-trace first measured positions and
-    attribution concentration, and the leak pairs."""
+    attribution concentration, and the leak pairs.
 
-    curves: Any
+    The curves come as pairs first (``curve_rows``, what a chunk sends back) and are weighed
+    into ``curves`` a batch at a time (:meth:`merge`, :meth:`resampled`)."""
+
+    #: chunks' :class:`~legival_core.metrics.rollout_partials.CurveRows` not weighed yet
+    curve_rows: list[Any]
     coverage: dict[str, Any]
     first: list[pd.DataFrame]
     concentration: list[pd.DataFrame]
     leaks: pd.DataFrame | None
+    #: the weighed :class:`~legival_core.metrics.rollout_partials.TransferCurvePartial` of the
+    #: batches weighed so far (None before the first)
+    curves: Any = None
 
     @classmethod
     def of_chunk(
@@ -381,33 +395,59 @@ class RolloutPartials:
             transfer.columns
         )
         return cls(
-            curves=rp.transfer_curve_partial(rollouts, n_boot=BAND_RESAMPLES, seed=seed),
+            curve_rows=[rp.curve_rows(rollouts, n_boot=BAND_RESAMPLES, seed=seed)],
             coverage={p: rp.coverage_partial(rollouts, p) for p in PROFILES},
             first=[rp.first_measured_partial(rollouts)],
             concentration=[rp.concentration_partial(rollouts)],
             leaks=rp.leak_partial(transfer, rollouts) if with_leaks else None,
         )
 
-    def merge(self, other: RolloutPartials) -> RolloutPartials:
-        """Both chunks' partials as one (chunks of different traces)."""
+    def resampled(self) -> RolloutPartials:
+        """These partials with every pair not yet weighed weighed into ``curves``
+        (:func:`~legival_core.metrics.rollout_partials.concat_curve_rows`, resampled once)."""
+        from legival_core.metrics import rollout_partials as rp
+
+        if not self.curve_rows:
+            return self
+        weighed = rp.concat_curve_rows(self.curve_rows).resampled()
+        if self.curves is not None:
+            weighed = rp.merge_transfer_curves(self.curves, weighed)
+        return replace(self, curve_rows=[], curves=weighed)
+
+    def merge(
+        self, other: RolloutPartials, batch_bytes: int = RESAMPLE_BATCH_BYTES
+    ) -> RolloutPartials:
+        """Both chunks' partials as one (chunks of different traces); their pairs are weighed
+        once they pass ``batch_bytes``."""
         from legival_core.metrics import rollout_partials as rp
 
         leaks = self.leaks
         if other.leaks is not None:
             leaks = other.leaks if leaks is None else rp.merge_leaks(leaks, other.leaks)
-        return RolloutPartials(
-            curves=rp.merge_transfer_curves(self.curves, other.curves),
-            coverage={p: rp.merge_coverage(c, other.coverage[p]) for p, c in self.coverage.items()},
+        curves = self.curves
+        if other.curves is not None:
+            curves = other.curves if curves is None else rp.merge_transfer_curves(
+                curves, other.curves
+            )
+        merged = RolloutPartials(
+            curve_rows=self.curve_rows + other.curve_rows,
+            coverage={
+                p: rp.merge_coverage(c, other.coverage[p]) for p, c in self.coverage.items()
+            },
             first=self.first + other.first,
             concentration=self.concentration + other.concentration,
             leaks=leaks,
+            curves=curves,
         )
+        if sum(rows.nbytes for rows in merged.curve_rows) > batch_bytes:
+            return merged.resampled()
+        return merged
 
     def results(self, stamp: str) -> RolloutResults:
         from legival_core.metrics import rollout_partials as rp
 
         return RolloutResults(
-            transfer_curves=rp.transfer_curve_finalize(self.curves, stamp=stamp),
+            transfer_curves=rp.transfer_curve_finalize(self.resampled().curves, stamp=stamp),
             coverage={p: rp.coverage_finalize(c) for p, c in self.coverage.items()},
             first_measured=rp.concat_per_trace(self.first),
             concentration=rp.concat_per_trace(self.concentration),
@@ -420,12 +460,15 @@ class ChunkResult:
     """What :func:`metrics_chunk` gives for one bucket: its rows of ``trace_efficiency`` and
     ``trace_transfer`` (None without rollouts), and the partials merged across buckets: the
     teacher table's, the stored board resamples', those of the rollouts' page results
-    (None without rollouts) and the redundancy sweep's (None without ``settings.sweep``)."""
+    (None without rollouts) and the redundancy sweep's (None without ``settings.sweep``).
+    The board's and the transfer curves' resamples are left to the driver: ``board`` and
+    ``rollouts.curve_rows`` hold the rows they are weighed from (``resampled()`` weighs them,
+    and the stage weighs several chunks' rows at once)."""
 
     efficiency: pd.DataFrame
     transfer: pd.DataFrame | None
     partials: TeacherPartials
-    board: BoardPartials
+    board: BoardRows
     rollouts: RolloutPartials | None
     robustness: RobustnessPartial | None = None
     sweep: SweepPartial | None = None
@@ -449,7 +492,7 @@ def metrics_chunk(inputs: dict[str, pd.DataFrame], settings: ChunkSettings) -> C
     ``grades``, ``similarity``, ``judgments``, ``rollouts``, ``leaks``). A pure function of its
     inputs: the same in this process or on a Ray worker."""
     from legival_core.metrics.teacher_partials import teacher_partials
-    from legival_core.rankings.board_partials import board_partials
+    from legival_core.rankings.board_partials import board_rows
 
     counts = inputs["counts"]
     if settings.encoding is not None:  # every encoding's counts: the robustness report's too
@@ -484,7 +527,7 @@ def metrics_chunk(inputs: dict[str, pd.DataFrame], settings: ChunkSettings) -> C
         efficiency,
         transfer,
         teacher_partials(efficiency, transfer),
-        board_partials(efficiency, transfer, settings.board_boot, settings.board_seed),
+        board_rows(efficiency, transfer, settings.board_boot, settings.board_seed),
         rollouts,
         robustness,
         sweep=sweep,
@@ -687,7 +730,6 @@ def compute_in_chunks(
     any engine."""
     from legival_core.metrics.redundancy_sweep_view import merge_sweep_partials
     from legival_core.metrics.teacher_partials import TeacherPartials, merge_teacher_partials
-    from legival_core.rankings.board_partials import merge_board_partials
     from legival_core.rankings.robustness_partials import merge_robustness
     from precompute.chunk_runner import RUNNERS
 
@@ -695,6 +737,7 @@ def compute_in_chunks(
     items = _bucket_inputs(per_trace, bucket_of_trace, read_rows)
     merged = TeacherPartials()
     board: BoardPartials | None = None
+    board_rows: list[BoardRows] = []
     rollouts: RolloutPartials | None = None
     robustness: RobustnessPartial | None = None
     sweep: SweepPartial | None = None
@@ -709,11 +752,12 @@ def compute_in_chunks(
             transfer_rows += len(chunk.transfer)
         # merged as they come: the driver holds one running sum, not every chunk's
         merged = merge_teacher_partials(merged, chunk.partials)
-        board = (  # the running total is this loop's own: added into, not copied
-            chunk.board
-            if board is None
-            else merge_board_partials([board, chunk.board], into_first=True)
-        )
+        # The resampling is done here, not in the chunk: a chunk sends back its rows (a few
+        # MB) instead of resamples x cells of sums (about 760 MB at 40 teachers), and the rows
+        # of several chunks are weighed at once.
+        board_rows.append(chunk.board)
+        if sum(rows.nbytes for rows in board_rows) > RESAMPLE_BATCH_BYTES:
+            board = _weigh_board(board, board_rows)
         if chunk.rollouts is not None:
             rollouts = chunk.rollouts if rollouts is None else rollouts.merge(chunk.rollouts)
         if chunk.robustness is not None:
@@ -724,13 +768,30 @@ def compute_in_chunks(
             )
         if chunk.sweep is not None:
             sweep = chunk.sweep if sweep is None else merge_sweep_partials(sweep, chunk.sweep)
-        del chunk  # its partials (hundreds of MB) are not held while the next bucket runs
+        del chunk  # its rows are not held while the next bucket runs
+    if board_rows:
+        board = _weigh_board(board, board_rows)
+    if rollouts is not None:
+        rollouts = rollouts.resampled()
     if not kept:  # no trace: the table's columns, no row
         empty = {n: f.iloc[:0] for n, f in per_trace.items()}
         empty.update({t: read_rows(t, []) for t in BUCKET_COLUMNS})
         kept.append(metrics_chunk(empty, settings).efficiency)
     efficiency = pd.concat(kept, ignore_index=True)
     return ChunkedTables(efficiency, transfer_rows, merged, board, rollouts, robustness, sweep)
+
+
+def _weigh_board(total: BoardPartials | None, pending: list[BoardRows]) -> BoardPartials:
+    """``total`` with the ``pending`` chunks' board rows weighed in (resampled at once); empties
+    ``pending``."""
+    from legival_core.rankings.board_partials import concat_board_rows, merge_board_partials
+
+    weighed = concat_board_rows(pending).resampled()
+    pending.clear()
+    if total is None:
+        return weighed
+    # the running total is the stage's own: added into, not copied
+    return merge_board_partials([total, weighed], into_first=True)
 
 
 @dataclass
