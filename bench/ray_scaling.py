@@ -142,6 +142,29 @@ def bucket_items(store_path: Path, chunks: int) -> tuple[list[dict[str, pd.DataF
     return list(m._bucket_inputs(per_trace, of_trace, reader)), settings
 
 
+def warm_workers(function: Any, bucket: Any, shared: Any) -> float:
+    """Seconds to run ``function`` on an empty bucket once on every node, before the clock: a
+    node's first task starts its worker process and imports the stage (about 3 s), a cost
+    paid once per node and run, not per chunk."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    def emptied(inputs: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+        return {name: frame.iloc[:0] for name, frame in inputs.items()}
+
+    empty = ray.put(emptied(ray.get(bucket)))
+    started = time.perf_counter()
+    on_node = [
+        ray.remote(function)
+        .options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+        .remote(empty, shared)
+        for n in ray.nodes()
+        if n["Alive"]
+    ]
+    ray.get(on_node)
+    return time.perf_counter() - started
+
+
 def measure_chunks(store_path: Path, chunks: int) -> tuple[dict[str, Any], pd.DataFrame]:
     """The chunk function as Ray tasks over every bucket, inputs already in the object store."""
     import ray
@@ -156,15 +179,21 @@ def measure_chunks(store_path: Path, chunks: int) -> tuple[dict[str, Any], pd.Da
     shared = ray.put(settings)
     put_s = time.perf_counter() - started
     task = ray.remote(timed_chunk).options(scheduling_strategy="SPREAD")
+    warm_s = warm_workers(timed_chunk, refs[0], shared)
     started = time.perf_counter()
     position = {ref: i for i, ref in enumerate(task.remote(ref, shared) for ref in refs)}
     pending, parts = list(position), [pd.DataFrame()] * len(refs)
-    compute, nodes, get_s = [], set(), 0.0
-    while pending:  # each result as it is done, then dropped: ~250 MB of partials apiece
+    compute, nodes, get_s, resample_s = [], set(), 0.0, 0.0
+    while pending:  # each result as it is done, then dropped
         done, pending = ray.wait(pending, num_returns=1)
         got = time.perf_counter()
         result, seconds, node = ray.get(done[0])
         get_s += time.perf_counter() - got
+        got = time.perf_counter()  # what the stage's driver then does with a chunk's rows
+        result.board.resampled()
+        if result.rollouts is not None:
+            result.rollouts.resampled()
+        resample_s += time.perf_counter() - got
         parts[position[done[0]]] = result.efficiency
         compute.append(seconds)
         nodes.add(node)
@@ -177,6 +206,8 @@ def measure_chunks(store_path: Path, chunks: int) -> tuple[dict[str, Any], pd.Da
         "put_s": put_s,
         "map_s": map_s,
         "get_s": get_s,
+        "resample_s": resample_s,
+        "warm_s": warm_s,
         "task_s": sum(compute),
         "task_max_s": max(compute),
         "nodes_used": len(nodes),
@@ -312,7 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  k={k} done: {rows[-1]}", flush=True)
     base = rows[0]
     print(f"\n{args.copies * 250:,} traces, {base['buckets']} buckets; one CPU per node")
-    head = ("k | start s | read+put s | chunks: map s | driver get s | chunks/s | speed-up | "
+    head = ("k | start s | read+put s | warm s | chunks: map s | driver get s | driver "
+            "resample s | chunks/s | speed-up | "
             "efficiency | "
             "busy | task mean/max s | stage: bucketed s | speed-up | whole s | speed-up | "
             "driver GB | "
@@ -329,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
             stage = f"{row['bucketed_s']:.1f} | {part:.2f}× | {row['stage_s']:.1f} | {whole:.2f}×"
         print(
             f"{k} | {row['start_s']:.1f} | {row['read_s']:.1f}+{row['put_s']:.1f} | "
-            f"{row['map_s']:.1f} | {row['get_s']:.1f} | {row['buckets'] / row['map_s']:.3f} | "
+            f"{row['warm_s']:.1f} | {row['map_s']:.1f} | {row['get_s']:.1f} | "
+            f"{row['resample_s']:.1f} | {row['buckets'] / row['map_s']:.3f} | "
             f"{speed:.2f}× | "
             f"{speed / k:.2f} | {busy:.0%} | {row['task_s'] / row['buckets']:.2f}/"
             f"{row['task_max_s']:.2f} | {stage} | {row['driver_peak_gb']:.2f} | "
