@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from legival_core.stats.poisson_bootstrap import add_fields
+from legival_core.stats.poisson_bootstrap import add_counts, add_fields, check_alike
 
 if TYPE_CHECKING:
     from legival_core.metrics.transfer_curves import TransferView
@@ -65,6 +65,9 @@ __all__ = [
     "transfer_curve_finalize",
     "transfer_curve_partial",
 ]
+
+#: What transfer-curve partials must share to be merged.
+_SETTINGS = ("profiles", "n_boot", "seed")
 
 # ---------------------------------------------------------------------------------------------
 # (a) transfer curves
@@ -205,14 +208,8 @@ def concat_curve_rows(parts: Sequence[CurveRows]) -> CurveRows:
     rounding, with the ``(1 + n_boot) x 51`` arrays of each cell made once, not once a part."""
     if not parts:
         raise ValueError("concat_curve_rows: no rows to join")
+    check_alike(parts, _SETTINGS, "concat_curve_rows: rows of different settings")
     first = parts[0]
-    for part in parts[1:]:
-        if (part.profiles, part.n_boot, part.seed) != (first.profiles, first.n_boot, first.seed):
-            raise ValueError(
-                "concat_curve_rows: rows of different settings "
-                f"{(first.profiles, first.n_boot, first.seed)} and "
-                f"{(part.profiles, part.n_boot, part.seed)}"
-            )
     joined = CurveRows(
         first.profiles, first.n_boot, first.seed,
         frozenset().union(*(p.datasets for p in parts)),
@@ -222,9 +219,7 @@ def concat_curve_rows(parts: Sequence[CurveRows]) -> CurveRows:
         mine = [p.by_profile[name] for p in parts if name in p.by_profile]
         if mine:
             joined.by_profile[name] = _concat_profile_rows(mine)
-    for part in parts:
-        for key, n in part.traces.items():
-            joined.traces[key] = joined.traces.get(key, 0) + n
+    joined.traces = add_counts(p.traces for p in parts)
     return joined
 
 
@@ -327,20 +322,13 @@ def transfer_curve_partial(
 
 def merge_transfer_curves(a: TransferCurvePartial, b: TransferCurvePartial) -> TransferCurvePartial:
     """Two chunks' partials as one (their traces must be disjoint); same settings required."""
-    if (a.profiles, a.n_boot, a.seed) != (b.profiles, b.n_boot, b.seed):
-        raise ValueError(
-            "merge_transfer_curves: partials of different settings "
-            f"{(a.profiles, a.n_boot, a.seed)} and {(b.profiles, b.n_boot, b.seed)}"
-        )
+    check_alike([a, b], _SETTINGS, "merge_transfer_curves: partials of different settings")
     cells = dict(a.cells)
     for key, cell in b.cells.items():
         cells[key] = cells[key] + cell if key in cells else cell
-    traces = dict(a.traces)
-    for tkey, n in b.traces.items():
-        traces[tkey] = traces.get(tkey, 0) + n
     return TransferCurvePartial(
         a.profiles, a.n_boot, a.seed, a.datasets | b.datasets, a.students | b.students,
-        cells, traces,
+        cells, add_counts([a.traces, b.traces]),
     )  # fmt: skip
 
 

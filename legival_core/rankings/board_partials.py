@@ -53,6 +53,10 @@ from legival_core.rankings.rank_intervals import (
     metric_rows,
     problem_weights,
 )
+from legival_core.stats.poisson_bootstrap import check_alike, unite_sets
+
+#: What partials must share to be merged: the resamples and the metrics asked for.
+_SETTINGS = ("n_boot", "seed", "requested")
 
 __all__ = [
     "BoardPartials",
@@ -123,24 +127,14 @@ def concat_board_rows(parts: Sequence[BoardRows]) -> BoardRows:
     the same board as each part resampled and merged, to float rounding of the value sums."""
     if not parts:
         raise ValueError("concat_board_rows: no rows to join")
+    check_alike(parts, _SETTINGS, "concat_board_rows: rows of different resamples or metrics")
     first = parts[0]
-    for part in parts[1:]:
-        if (part.n_boot, part.seed, part.requested) != (first.n_boot, first.seed, first.requested):
-            raise ValueError(
-                "concat_board_rows: rows of different resamples or metrics: "
-                f"(n_boot, seed) ({first.n_boot}, {first.seed}) vs ({part.n_boot}, {part.seed}),"
-                f" metrics {first.requested} vs {part.requested}"
-            )
     metrics = {
         metric: concat_cell_rows(mine)
         for metric in first.requested
         if (mine := [p.metrics[metric] for p in parts if metric in p.metrics])
     }
-    names = {name for p in parts for name in p.teachers}
-    teachers = {
-        name: frozenset().union(*(p.teachers.get(name, frozenset()) for p in parts))
-        for name in names
-    }
+    teachers = unite_sets(p.teachers for p in parts)
     problems = first.problems.append([p.problems for p in parts[1:]])
     return BoardRows(first.n_boot, first.seed, first.requested, teachers, problems, metrics)
 
@@ -213,14 +207,10 @@ def merge_board_partials(parts: Iterable[BoardPartials], into_first: bool = Fals
     listed = list(parts)
     if not listed:
         raise ValueError("merge_board_partials: no partials to merge")
+    check_alike(
+        listed, _SETTINGS, "merge_board_partials: partials of different resamples or metrics"
+    )
     first = listed[0]
-    for part in listed[1:]:
-        if (part.n_boot, part.seed, part.requested) != (first.n_boot, first.seed, first.requested):
-            raise ValueError(
-                "merge_board_partials: partials of different resamples or metrics: "
-                f"(n_boot, seed) ({first.n_boot}, {first.seed}) vs ({part.n_boot}, {part.seed}),"
-                f" metrics {first.requested} vs {part.requested}"
-            )
     metrics = {
         metric: merge_metric_partials(
             *mine, into_first=into_first and mine[0] is first.metrics.get(metric)
@@ -228,11 +218,7 @@ def merge_board_partials(parts: Iterable[BoardPartials], into_first: bool = Fals
         for metric in first.requested
         if (mine := [p.metrics[metric] for p in listed if metric in p.metrics])
     }
-    names = {name for p in listed for name in p.teachers}
-    teachers = {
-        name: frozenset().union(*(p.teachers.get(name, frozenset()) for p in listed))
-        for name in names
-    }
+    teachers = unite_sets(p.teachers for p in listed)
     return BoardPartials(first.n_boot, first.seed, first.requested, teachers, metrics)
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from legival_core.stats.poisson_bootstrap import add_counts, check_alike, unite_sets
 from legival_core.stats.stats import nan_mean
 
 __all__ = [
@@ -39,6 +40,8 @@ __all__ = [
     "weighted_sums",
 ]
 
+#: What partials must share to be merged: the statistic and whether cells have students.
+_KIND = ("statistic", "by_student")
 #: The hazard bins of SOTU's histogram (first success at bin 1..50).
 HAZARD_BINS = 50
 
@@ -242,13 +245,8 @@ def concat_cell_rows(parts: Sequence[CellRows]) -> CellRows:
     """
     if not parts:
         raise ValueError("concat_cell_rows: no rows to join")
+    check_alike(parts, _KIND, "concat_cell_rows: rows of different statistics or student columns")
     first = parts[0]
-    for part in parts[1:]:
-        if (part.statistic, part.by_student) != (first.statistic, first.by_student):
-            raise ValueError(
-                "concat_cell_rows: rows of different statistics "
-                f"({first.statistic!r}, {part.statistic!r}) or student columns"
-            )
     cells = tuple(sorted(set().union(*(p.cells for p in parts))))
     where = {cell: i for i, cell in enumerate(cells)}
     columns, slots, problem_rows, offset = first.columns, [], [], 0
@@ -258,13 +256,6 @@ def concat_cell_rows(parts: Sequence[CellRows]) -> CellRows:
         slots.append((moved[cell] * columns + column).astype(np.int32))
         problem_rows.append(part.problem_index + np.int32(offset))
         offset += len(part.problems)
-    traces: dict[Pair, int] = {}
-    students: dict[Pair, frozenset[str]] = {}
-    for part in parts:
-        for pair, n in part.traces.items():
-            traces[pair] = traces.get(pair, 0) + n
-        for pair, names in part.students.items():
-            students[pair] = students.get(pair, frozenset()) | names
     return CellRows(
         statistic=first.statistic,
         by_student=first.by_student,
@@ -274,8 +265,8 @@ def concat_cell_rows(parts: Sequence[CellRows]) -> CellRows:
         problem_index=np.concatenate(problem_rows),
         slot=np.concatenate(slots),
         row_weights=np.concatenate([p.row_weights for p in parts]),
-        traces=traces,
-        students=students,
+        traces=add_counts(p.traces for p in parts),
+        students=unite_sets(p.students for p in parts),
     )
 
 
@@ -355,13 +346,11 @@ def merge_metric_partials(*parts: MetricPartial, into_first: bool = False) -> Me
     """
     if not parts:
         raise ValueError("merge_metric_partials: no partials to merge")
+    check_alike(
+        parts, _KIND, "merge_metric_partials: partials of different statistics or student columns"
+    )
     first = parts[0]
     for part in parts[1:]:
-        if (part.statistic, part.by_student) != (first.statistic, first.by_student):
-            raise ValueError(
-                "merge_metric_partials: partials of different statistics "
-                f"({first.statistic!r}, {part.statistic!r}) or student columns"
-            )
         if part.sums.shape[0] != first.sums.shape[0]:
             raise ValueError(
                 f"merge_metric_partials: {first.sums.shape[0] - 1} and "
@@ -371,15 +360,11 @@ def merge_metric_partials(*parts: MetricPartial, into_first: bool = False) -> Me
     where = {cell: i for i, cell in enumerate(cells)}
     reuse = into_first and cells == first.cells
     sums = first.sums if reuse else np.zeros((first.sums.shape[0], len(cells), first.sums.shape[2]))
-    traces: dict[Pair, int] = {}
-    students: dict[Pair, frozenset[str]] = {}
     for n_part, part in enumerate(parts):
         if not (reuse and n_part == 0):
             _add_cells(sums, [where[c] for c in part.cells], part.sums)
-        for pair, n in part.traces.items():
-            traces[pair] = traces.get(pair, 0) + n
-        for pair, names in part.students.items():
-            students[pair] = students.get(pair, frozenset()) | names
+    traces = add_counts(p.traces for p in parts)
+    students = unite_sets(p.students for p in parts)
     return MetricPartial(first.statistic, first.by_student, cells, sums, traces, students)
 
 

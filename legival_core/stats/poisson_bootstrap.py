@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import TYPE_CHECKING, TypeVar
 
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 #: A dataclass of partial sums (arrays and numbers, every field additive).
 Sums = TypeVar("Sums", bound="DataclassInstance")
+#: A key of per-chunk counts or sets (a teacher, a (teacher, dataset) pair, ...).
+Key = TypeVar("Key", bound=Hashable)
 
 #: Largest weight produced: P(Poisson(1) > 20) < 1e-19, below the 2^-53 resolution of u.
 MAX_WEIGHT = 20
@@ -132,3 +134,45 @@ def add_fields(first: Sums, second: Sums) -> Sums:
     return replace(
         first, **{f.name: getattr(first, f.name) + getattr(second, f.name) for f in fields(first)}
     )
+
+
+def check_alike(parts: Sequence[object], names: Sequence[str], refusal: str) -> None:
+    """Refuse to merge partials made under other settings: every part's attributes ``names``
+    must equal the first part's, else ``ValueError(refusal + the two differing values)``.
+
+    >>> from types import SimpleNamespace as S
+    >>> check_alike([S(n_boot=5, seed=0), S(n_boot=5, seed=1)], ("n_boot", "seed"), "no")
+    Traceback (most recent call last):
+    ValueError: no: (n_boot, seed) (5, 0) vs (5, 1)
+    """
+    first = tuple(getattr(parts[0], name) for name in names)
+    for part in parts[1:]:
+        other = tuple(getattr(part, name) for name in names)
+        if other != first:
+            raise ValueError(f"{refusal}: ({', '.join(names)}) {first} vs {other}")
+
+
+def add_counts(maps: Iterable[Mapping[Key, int]]) -> dict[Key, int]:
+    """Counts by key of several chunks added (a key missing from a chunk counts 0).
+
+    >>> add_counts([{"a": 1}, {"a": 2, "b": 1}])
+    {'a': 3, 'b': 1}
+    """
+    total: dict[Key, int] = {}
+    for counts in maps:
+        for key, n in counts.items():
+            total[key] = total.get(key, 0) + n
+    return total
+
+
+def unite_sets(maps: Iterable[Mapping[Key, frozenset[str]]]) -> dict[Key, frozenset[str]]:
+    """Sets by key of several chunks united.
+
+    >>> unite_sets([{"a": frozenset("x")}, {"a": frozenset("y")}])["a"] == frozenset("xy")
+    True
+    """
+    united: dict[Key, frozenset[str]] = {}
+    for sets in maps:
+        for key, names in sets.items():
+            united[key] = united.get(key, frozenset()) | names
+    return united
