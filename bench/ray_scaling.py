@@ -9,9 +9,10 @@ reused):
 
 * **the chunks** — the stage's chunk function (:func:`precompute.stages.metrics.metrics_chunk`)
   as one Ray task per bucket over every bucket at once, the buckets' inputs read by the stage's
-  own reader and put in the object store *before* the clock starts: chunks per second of the
-  Ray part alone, and each task's own compute seconds (so the busy share of the k CPUs says how
-  much is Ray's overhead or idling);
+  own reader and put in the object store, and each node's worker started on an empty bucket,
+  *before* the clock starts: chunks per second of the Ray part and of the driver's resampling
+  of what comes back (as the stage batches it), and each task's own compute seconds (so the
+  busy share of the k CPUs says how much is Ray's overhead or idling);
 * **the stage** — the real ``metrics`` stage with ``--engine ray --address <the cluster>`` on a
   copy of the store (the demo's config, as ``bench/app_bench.py`` runs it), whole, and its
   bucketed part (:func:`precompute.stages.metrics.compute_in_chunks`: the driver reads each
@@ -166,8 +167,11 @@ def warm_workers(function: Any, bucket: Any, shared: Any) -> float:
 
 
 def measure_chunks(store_path: Path, chunks: int) -> tuple[dict[str, Any], pd.DataFrame]:
-    """The chunk function as Ray tasks over every bucket, inputs already in the object store."""
+    """The chunk function as Ray tasks over every bucket, inputs already in the object store;
+    the driver resamples the results' rows as the stage does."""
     import ray
+
+    from precompute.stages import metrics as m
 
     started = time.perf_counter()
     items, settings = bucket_items(store_path, chunks)
@@ -184,20 +188,30 @@ def measure_chunks(store_path: Path, chunks: int) -> tuple[dict[str, Any], pd.Da
     position = {ref: i for i, ref in enumerate(task.remote(ref, shared) for ref in refs)}
     pending, parts = list(position), [pd.DataFrame()] * len(refs)
     compute, nodes, get_s, resample_s = [], set(), 0.0, 0.0
+    board, board_rows, rollouts = None, [], None
     while pending:  # each result as it is done, then dropped
         done, pending = ray.wait(pending, num_returns=1)
         got = time.perf_counter()
         result, seconds, node = ray.get(done[0])
         get_s += time.perf_counter() - got
-        got = time.perf_counter()  # what the stage's driver then does with a chunk's rows
-        result.board.resampled()
+        # what the stage's driver does with a chunk's rows (compute_in_chunks): they wait
+        # in a batch, resampled together once the batch passes RESAMPLE_BATCH_BYTES
+        got = time.perf_counter()
+        board_rows.append(result.board)
+        if sum(rows.nbytes for rows in board_rows) > m.RESAMPLE_BATCH_BYTES:
+            board = m._weigh_board(board, board_rows)
         if result.rollouts is not None:
-            result.rollouts.resampled()
+            rollouts = result.rollouts if rollouts is None else rollouts.merge(result.rollouts)
         resample_s += time.perf_counter() - got
         parts[position[done[0]]] = result.efficiency
         compute.append(seconds)
         nodes.add(node)
         del result
+    got = time.perf_counter()
+    m._weigh_board(board, board_rows)
+    if rollouts is not None:
+        rollouts.resampled()
+    resample_s += time.perf_counter() - got
     map_s = time.perf_counter() - started
     efficiency = pd.concat(parts, ignore_index=True)
     return {
