@@ -135,7 +135,7 @@ def test_board_on_poisson_weights_by_hand() -> None:
     w = poisson_weights(["d\x1fp", "d\x1fq"], 40, seed=5).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         expected = np.where(w.sum(axis=1) > 0, w[:, 0] / w.sum(axis=1), np.nan)
-    parts = [bp.board_partials(eff[i : i + 1], None, 40, 5, ["accuracy"]) for i in range(2)]
+    parts = [bp.board_rows(eff[i : i + 1], None, 40, 5, ["accuracy"]).resampled() for i in range(2)]
     got = bp.finalize_board(bp.merge_board_partials(parts)).metrics["accuracy"]
     assert got.point.tolist() == [0.5]
     assert np.array_equal(got.replicates[:, 0], expected, equal_nan=True)
@@ -177,7 +177,7 @@ def test_demo_board_from_chunks_equals_the_whole(
     n_boot, seed = 200, 0
     eb, tb = bucket(efficiency, n_chunks), bucket(transfer, n_chunks)
     parts = [
-        bp.board_partials(efficiency[eb == i], transfer[tb == i], n_boot, seed)
+        bp.board_rows(efficiency[eb == i], transfer[tb == i], n_boot, seed).resampled()
         for i in range(n_chunks)
     ]
     merged = bp.merge_board_partials(parts[::-1])  # any order
@@ -224,20 +224,15 @@ def test_hand_rows_joined_then_resampled_give_the_hand_worked_replicates() -> No
     assert res.n_traces.tolist() == [2, 2]
 
 
-def test_joining_rows_of_other_resamples_is_refused() -> None:
+@pytest.mark.parametrize("resampled", [False, True], ids=["rows joined", "partials merged"])
+def test_chunks_of_other_resamples_are_refused(resampled: bool) -> None:
     eff = HAND.rename(columns={"v": "correct"})
-    a = bp.board_rows(eff, None, 5, 0, ["accuracy"])
-    b = bp.board_rows(eff, None, 5, 1, ["accuracy"])
+    a, b = (bp.board_rows(eff, None, 5, seed, ["accuracy"]) for seed in (0, 1))
     with pytest.raises(ValueError, match="different resamples"):
-        bp.concat_board_rows([a, b])
-
-
-def test_merging_partials_of_other_resamples_is_refused() -> None:
-    eff = HAND.rename(columns={"v": "correct"})
-    a = bp.board_partials(eff, None, 5, 0, ["accuracy"])
-    b = bp.board_partials(eff, None, 5, 1, ["accuracy"])
-    with pytest.raises(ValueError, match="different resamples"):
-        bp.merge_board_partials([a, b])
+        if resampled:
+            bp.merge_board_partials([a.resampled(), b.resampled()])
+        else:
+            bp.concat_board_rows([a, b])
 
 
 def test_frontier_shares_leave_out_a_resample_that_weighs_every_problem_zero() -> None:
@@ -279,7 +274,9 @@ def test_board_merge_into_its_running_total_finalizes_the_same() -> None:
     chunks = [["p"], ["q"], ["r"]]
     rows = HAND.rename(columns={"v": "fotu"})
     frames = [rows[rows["problem_id"].isin(c)] for c in chunks]
-    parts = [bp.board_partials(None, f, n_boot=5, seed=2, metrics=("fotu",)) for f in frames]
+    parts = [
+        bp.board_rows(None, f, n_boot=5, seed=2, metrics=("fotu",)).resampled() for f in frames
+    ]
     expected = bp.finalize_board(bp.merge_board_partials(parts))
     total = parts[0]
     for part in parts[1:]:

@@ -78,7 +78,7 @@ def whole_curves(demo: tuple[pd.DataFrame, pd.DataFrame]) -> pd.DataFrame:
 
 
 def curves_in_chunks(chunks: list[pd.DataFrame], n_boot: int = N_BOOT) -> pd.DataFrame:
-    parts = [rp.transfer_curve_partial(c, n_boot=n_boot, seed=3) for c in chunks]
+    parts = [rp.curve_rows(c, n_boot=n_boot, seed=3).resampled() for c in chunks]
     return rp.transfer_curve_finalize(functools.reduce(rp.merge_transfer_curves, parts), stamp="s")
 
 
@@ -216,7 +216,7 @@ def test_transfer_curves_by_hand_one_trace_per_chunk() -> None:
     rollouts = two_traces()
     n_boot = 4
     parts = [
-        rp.transfer_curve_partial(rollouts[rollouts["trace_id"] == t], ["paper"], n_boot=n_boot)
+        rp.curve_rows(rollouts[rollouts["trace_id"] == t], ["paper"], n_boot=n_boot).resampled()
         for t in ("b", "a")
     ]
     table = rp.transfer_curve_finalize(functools.reduce(rp.merge_transfer_curves, parts))
@@ -344,8 +344,8 @@ def test_leak_summary_by_hand() -> None:
 
 
 def test_partials_of_different_settings_do_not_merge() -> None:
-    a = rp.transfer_curve_partial(two_traces(), ["paper"], n_boot=4, seed=0)
-    b = rp.transfer_curve_partial(two_traces(), ["paper"], n_boot=4, seed=1)
+    a = rp.curve_rows(two_traces(), ["paper"], n_boot=4, seed=0).resampled()
+    b = rp.curve_rows(two_traces(), ["paper"], n_boot=4, seed=1).resampled()
     with pytest.raises(ValueError, match="different settings"):
         rp.merge_transfer_curves(a, b)
 

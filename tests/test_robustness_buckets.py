@@ -150,15 +150,15 @@ def test_the_default_intervals_from_drawn_resamples_equal_resampling_the_tables(
     """The stage hands the report its Pareto resamples (merged from the buckets) instead of
     letting it resample a million rows again: the report is the same, and resamples of another
     n_boot or seed are refused."""
-    from legival_core.rankings.board_partials import board_partials, finalize_board
+    from legival_core.rankings.board_partials import board_rows, finalize_board
 
     store = Store.open(DEMO)
     tables = choices.load_tables(store)
     settings = choices.Settings.from_manifest(store.manifest)
     merged = robustness_partial(tables, settings)
-    board = board_partials(
+    board = board_rows(
         tables.trace_efficiency, tables.trace_transfer, RANK_RESAMPLES, RESAMPLE_SEED
-    )
+    ).resampled()
     drawn = finalize_board(board, tables.references)
     whole = choices.robustness_report(tables, settings, n_boot=RANK_RESAMPLES, seed=RESAMPLE_SEED)
 

@@ -6,7 +6,8 @@ here has a pure per-chunk form, a ``merge`` and a ``finalize`` (or, for one row 
 concatenation sorted as the whole function sorts), and the merged result equals the whole
 function's (tables within 1e-12, the same columns, dtypes and row order):
 
-* :func:`transfer_curve_partial` → :func:`merge_transfer_curves` → :func:`transfer_curve_finalize`
+* :func:`curve_rows` → :meth:`CurveRows.resampled` (or :func:`concat_curve_rows` of several
+  chunks first) → :func:`merge_transfer_curves` → :func:`transfer_curve_finalize`
   equals :func:`legival_core.metrics.transfer_curves.transfer_curve_table`;
 * :func:`coverage_partial` → :func:`merge_coverage` → :func:`coverage_finalize` equals
   :func:`legival_core.metrics.transfer_curves.observed_coverage`;
@@ -63,7 +64,6 @@ __all__ = [
     "merge_leaks",
     "merge_transfer_curves",
     "transfer_curve_finalize",
-    "transfer_curve_partial",
 ]
 
 #: What transfer-curve partials must share to be merged.
@@ -306,18 +306,6 @@ def curve_rows(
         for (dataset, teacher), pairs in labels.groupby(["dataset", "teacher"]).indices.items():
             out.traces[(name, dataset, teacher)] = len(np.unique(trace_of_pair[pairs]))
     return out
-
-
-def transfer_curve_partial(
-    rollouts: pd.DataFrame,
-    profiles: Sequence[str] | None = None,
-    *,
-    n_boot: int = 200,
-    seed: int = 0,
-) -> TransferCurvePartial:
-    """One chunk's :class:`TransferCurvePartial` (every row of each of its traces):
-    :meth:`CurveRows.resampled` of :func:`curve_rows`."""
-    return curve_rows(rollouts, profiles, n_boot=n_boot, seed=seed).resampled()
 
 
 def merge_transfer_curves(a: TransferCurvePartial, b: TransferCurvePartial) -> TransferCurvePartial:

@@ -282,7 +282,7 @@ def transfer_curve_table(
     (:func:`legival_core.metrics.transfer.selection_curves`). The bands are Poisson bootstrap
     bands keyed by trace (:func:`legival_core.metrics.transfer.curve`), so the same table can
     be built one chunk of traces at a time
-    (:func:`legival_core.metrics.rollout_partials.transfer_curve_partial`).
+    (:func:`legival_core.metrics.rollout_partials.curve_rows`).
     ``stamp`` is :func:`rollouts_stamp` of the store the rollouts were read from.
 
     >>> rollouts = pd.DataFrame({"teacher": "T", "dataset": "D", "student": ["S", "U"] * 3,

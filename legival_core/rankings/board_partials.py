@@ -5,7 +5,8 @@ Every number it computes is, per (teacher, dataset, student) cell, a weighted su
 rows (values and row counts for a mean, the 50-bin hazard histogram for SOTU), and a problem's
 weight in a resample depends only on the problem and the seed
 (:func:`legival_core.rankings.rank_intervals.problem_weights`). So a chunk holding all the rows
-of some problems computes its cells' sums alone (:func:`board_partials`), chunks add
+of some problems computes its cells' sums alone (:func:`board_rows`, then
+:meth:`BoardRows.resampled`), chunks add
 (:func:`merge_board_partials`: sums add, trace counts add, student sets and teacher sets unite,
 all keyed by labels, not by positions that depend on the chunk), and :func:`finalize_board`
 applies what needs every chunk (the common support of datasets, from the merged teacher x
@@ -19,9 +20,9 @@ chunks): chunking by problem guarantees it.
 The metrics stage's two boards from one pass over the chunks::
 
     merged = merge_board_partials(
-        board_partials(efficiency_chunk, transfer_chunk, n_boot, seed) for ... in chunks
-    )  # or merge as they come: merge_board_partials([merged, board_partials(...)])
-    # (the stage's chunks give board_rows(...), resampled where they are merged)
+        board_rows(efficiency_chunk, transfer_chunk, n_boot, seed).resampled() for ... in chunks
+    )  # or merge as they come: merge_board_partials([merged, board_rows(...).resampled()])
+    # or join several chunks' rows first and resample once: concat_board_rows([...]).resampled()
     board = finalize_board(merged, outside=references)  # the stored board_resamples
     pareto = finalize_board(merged, references)  # the stored pareto_resamples
 
@@ -61,7 +62,6 @@ _SETTINGS = ("n_boot", "seed", "requested")
 __all__ = [
     "BoardPartials",
     "BoardRows",
-    "board_partials",
     "board_rows",
     "concat_board_rows",
     "finalize_board",
@@ -183,18 +183,6 @@ def board_rows(
         n_boot=int(n_boot), seed=int(seed), requested=tuple(metrics), teachers=teachers,
         problems=problems, metrics=out,
     )  # fmt: skip
-
-
-def board_partials(
-    efficiency_chunk: pd.DataFrame | None,
-    transfer_chunk: pd.DataFrame | None,
-    n_boot: int,
-    seed: int,
-    metrics: Sequence[str] = RESAMPLED_METRICS,
-) -> BoardPartials:
-    """The partial sums of every metric of ``metrics`` over a chunk of the per-trace tables:
-    :meth:`BoardRows.resampled` of :func:`board_rows`."""
-    return board_rows(efficiency_chunk, transfer_chunk, n_boot, seed, metrics).resampled()
 
 
 def merge_board_partials(parts: Iterable[BoardPartials], into_first: bool = False) -> BoardPartials:
