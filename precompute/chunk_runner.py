@@ -19,8 +19,9 @@ from typing import Any
 __all__ = ["RAY_IN_FLIGHT", "RUNNERS", "ChunkRunnerError", "run_local", "run_ray"]
 
 ChunkFunction = Callable[..., Any]
-#: Ray tasks submitted ahead of the one awaited: the driver holds at most this many chunks'
-#: inputs at once (the metrics stage's memory budget counts them).
+#: Ray tasks submitted ahead of the one awaited, unless told otherwise (``--in-flight``): the
+#: driver holds at most this many chunks' inputs at once (the metrics stage's memory budget
+#: counts them), and at most this many nodes' CPUs are busy.
 RAY_IN_FLIGHT = 4
 
 
@@ -29,9 +30,14 @@ class ChunkRunnerError(RuntimeError):
 
 
 def run_local(
-    function: ChunkFunction, items: Iterable[Any], *extra: Any, address: str | None = None
+    function: ChunkFunction,
+    items: Iterable[Any],
+    *extra: Any,
+    address: str | None = None,
+    in_flight: int = 1,
 ) -> Iterator[Any]:
-    """``function(item, *extra)`` for each item, one after the other, in this process.
+    """``function(item, *extra)`` for each item, one after the other, in this process (one
+    item at a time whatever ``in_flight``; ``address`` is a cluster's, unused here).
 
     >>> list(run_local(pow, [2, 3], 2))
     [4, 9]
@@ -43,11 +49,20 @@ def run_local(
 
 
 def run_ray(
-    function: ChunkFunction, items: Iterable[Any], *extra: Any, address: str | None = None
+    function: ChunkFunction,
+    items: Iterable[Any],
+    *extra: Any,
+    address: str | None = None,
+    in_flight: int = RAY_IN_FLIGHT,
 ) -> Iterator[Any]:
     """``function(item, *extra)`` for each item as a Ray task, spread over the nodes; results
-    in the order of ``items``. Connects to ``address`` (else ``$RAY_ADDRESS``, else a local
-    Ray) unless Ray is already connected, and disconnects afterwards if it connected here."""
+    in the order of ``items``, with at most ``in_flight`` items taken and submitted ahead of
+    the result awaited (so at most that many tasks run at once: give at least the cluster's
+    CPUs to keep every node busy). Connects to ``address`` (else ``$RAY_ADDRESS``, else a
+    local Ray) unless Ray is already connected, and disconnects afterwards if it connected
+    here."""
+    if in_flight < 1:
+        raise ValueError(f"run_ray: in_flight must be at least 1, got {in_flight}")
     try:
         import ray
     except ImportError as error:
@@ -66,12 +81,12 @@ def run_ray(
         # (Ray's types cannot follow a function given at run time: Any)
         task: Any = ray.remote(function).options(scheduling_strategy="SPREAD")
         shared = [ray.put(value) for value in extra]
-        # At most RAY_IN_FLIGHT items submitted ahead: each is read when submitted (the
-        # metrics stage reads a bucket's rows then) and held in the object store until done.
+        # At most in_flight items submitted ahead: each is read when submitted (the metrics
+        # stage reads a bucket's rows then) and held in the object store until done.
         pending: deque[Any] = deque()
         for item in items:
             pending.append(task.remote(item, *shared))
-            if len(pending) >= RAY_IN_FLIGHT:
+            if len(pending) >= in_flight:
                 yield ray.get(pending.popleft())
         while pending:
             yield ray.get(pending.popleft())

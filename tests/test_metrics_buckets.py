@@ -309,10 +309,24 @@ def test_memory_gb_picks_more_chunks_for_a_smaller_budget(tmp_path: Path) -> Non
     # with Ray the driver holds 4 buckets: 4 * 2,373,450 / 1e6 = 9.49 -> 10
     ray = {"memory_gb": 0.001, "chunks": 1, "engine": "ray"}
     assert stage.metrics_chunks(store, cfg, ray) == 10
+    # --in-flight 8: 8 * 2,373,450 / 1e6 = 18.99 -> 19; without Ray it changes nothing
+    assert stage.metrics_chunks(store, cfg, {**ray, "in_flight": 8}) == 19
+    assert stage.metrics_chunks(store, cfg, {**ray, "in_flight": 8, "engine": None}) == 3
     # from the config, the same rule
     assert stage.metrics_chunks(store, _config(1, 0.00005).metrics, {}) == 48
     with pytest.raises(StageError, match=r"positive number of GB, got 0\.0"):
         stage.metrics_chunks(store, cfg, {"memory_gb": 0.0})
+
+
+def test_in_flight_below_one_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for value in ("0", "-1", "two"):
+        with pytest.raises(SystemExit) as exited:
+            main(["metrics", "--store", str(tmp_path), "--engine", "ray", "--in-flight", value])
+        assert exited.value.code == EXIT_USAGE
+        err = capsys.readouterr().err
+        assert "--in-flight:" in err and err.count("\n") == 1
 
 
 def test_a_non_positive_budget_is_refused_on_the_command_line_and_in_a_config(

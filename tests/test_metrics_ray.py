@@ -78,6 +78,31 @@ def test_the_chunks_on_a_two_node_cluster_give_the_local_tables(
         )
 
 
+def test_the_driver_takes_in_flight_buckets_ahead_of_the_result_it_awaits(
+    two_nodes: str,
+) -> None:
+    """``--in-flight`` bounds the buckets read and submitted ahead (the nodes busy at once);
+    the results still come in the buckets' order."""
+    from precompute.chunk_runner import run_ray
+
+    log: list[str] = []
+
+    def power(base: int, exponent: int) -> int:  # (Ray takes Python functions, not builtins)
+        return int(base**exponent)
+
+    def buckets() -> Iterator[int]:
+        for i in range(5):
+            log.append(f"read {i}")
+            yield i
+
+    for square in run_ray(power, buckets(), 2, address=two_nodes, in_flight=2):
+        log.append(f"got {square}")
+    assert log == ["read 0", "read 1", "got 0", "read 2", "got 1", "read 3", "got 4",
+                   "read 4", "got 9", "got 16"]  # fmt: skip
+    with pytest.raises(ValueError, match="in_flight must be at least 1, got 0"):
+        next(run_ray(power, [1], 2, address=two_nodes, in_flight=0))
+
+
 def test_an_unknown_engine_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -591,8 +591,6 @@ def metrics_chunks(store: Store, cfg: Any, options: dict[str, Any]) -> int:
     """The stage's bucket count: ``--chunks`` (else ``[metrics] chunks``), raised to
     :func:`budget_chunks` of the store's row counts when a budget is given (``--memory-gb``,
     else ``[metrics] memory_gb``); never fewer than the chunks asked for."""
-    from precompute.chunk_runner import RAY_IN_FLIGHT
-
     given = options.get("chunks")
     chunks = cfg.chunks if given is None else int(given)
     if chunks < 1:
@@ -607,8 +605,19 @@ def metrics_chunks(store: Store, cfg: Any, options: dict[str, Any]) -> int:
         )
     tables = store.manifest.get("tables") or {}
     rows = {t: int((tables.get(t) or {}).get("rows", 0)) for t in BUCKET_BYTES_PER_ROW}
-    in_flight = RAY_IN_FLIGHT if options.get("engine") == "ray" else 1
-    return max(int(chunks), budget_chunks(rows, budget, in_flight))
+    return max(int(chunks), budget_chunks(rows, budget, chunks_in_flight(options)))
+
+
+def chunks_in_flight(options: dict[str, Any]) -> int:
+    """The buckets the stage's driver holds at once: 1 in this process; with ``--engine ray``
+    ``--in-flight`` (default :data:`precompute.chunk_runner.RAY_IN_FLIGHT`, 4), the tasks
+    submitted ahead, which bounds how many nodes compute at once."""
+    from precompute.chunk_runner import RAY_IN_FLIGHT
+
+    if options.get("engine") != "ray":
+        return 1
+    given = options.get("in_flight")
+    return RAY_IN_FLIGHT if given is None else int(given)
 
 
 def positive_gb(text: str) -> float:
@@ -621,6 +630,19 @@ def positive_gb(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number of GB, got {text!r}") from None
     if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"must be a positive number of GB, got {text!r}")
+    return value
+
+
+def at_least_one(text: str) -> int:
+    """``--in-flight``'s value: a whole number from 1 (else a usage error naming it)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
     return value
 
 
@@ -711,6 +733,7 @@ def compute_in_chunks(
     write: Callable[[str, pd.DataFrame], object],
     engine: str = "local",
     address: str | None = None,
+    in_flight: int = 1,
 ) -> ChunkedTables:
     """``trace_efficiency`` and ``trace_transfer`` one bucket of problems at a time
     (``bucket_of_trace``: trace id -> bucket, :func:`trace_buckets`) through
@@ -722,8 +745,8 @@ def compute_in_chunks(
     The per-trace frames (``traces``, ``counts``, ``grades``, ``leaks``) are given whole; the
     per-row inputs (``similarity``, ``judgments``, ``rollouts``: 19M and 37M rows at a million
     traces) are read one bucket at a time by ``read_rows`` (:func:`store_bucket_reader`), so
-    the stage holds one bucket's rows of them (with Ray, the buckets in flight:
-    :data:`precompute.chunk_runner.RAY_IN_FLIGHT`), never a whole table.
+    the stage holds one bucket's rows of them (with Ray, the ``in_flight`` buckets submitted
+    ahead: :func:`chunks_in_flight`), never a whole table.
 
     Every per-trace quantity depends on its own trace's rows only, and the normalised lengths on
     the problem's traces, which share a bucket: the tables are the same for any bucket count and
@@ -744,7 +767,7 @@ def compute_in_chunks(
     kept: list[pd.DataFrame] = []
     transfer_rows = 0
     runner = RUNNERS[engine]
-    for chunk in runner(metrics_chunk, items, settings, address=address):
+    for chunk in runner(metrics_chunk, items, settings, address=address, in_flight=in_flight):
         write("trace_efficiency", chunk.efficiency)
         kept.append(chunk.efficiency)
         if chunk.transfer is not None and len(chunk.transfer):
@@ -1493,6 +1516,15 @@ METRICS_ROLLOUT_COLUMNS = (
             {"type": int, "help": "buckets of problems (default: [metrics] chunks, 16)"},
         ),
         StageOption(
+            "--in-flight",
+            "in_flight",
+            {
+                "type": at_least_one,
+                "help": "with --engine ray: buckets submitted ahead, the most nodes busy at "
+                "once (default 4; give at least the cluster's CPUs)",
+            },
+        ),
+        StageOption(
             "--memory-gb",
             "memory_gb",
             {
@@ -1580,6 +1612,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
             write=lambda name, frame: store.write(name, frame, stage="metrics"),
             engine=options.get("engine") or "local",
             address=options.get("address"),
+            in_flight=chunks_in_flight(options),
         )
     efficiency = chunked.efficiency
     for name, rows in (
