@@ -473,6 +473,22 @@ def test_nfc_and_nfd_spellings_are_one_problem_and_one_teacher(tmp_path: Path) -
     assert traces["teacher"].tolist() == [f"model-{nfc}"]
 
 
+def test_a_rows_own_teacher_and_sample_win_over_the_command_line(tmp_path: Path) -> None:
+    """As docs/bring-your-traces.md says: a row's ``teacher`` wins over ``--teacher``, which
+    names the teacher of the rows without one; ``sample`` keeps repeated samples apart."""
+    rows = [
+        {"problem_id": "p", "prompt": "P", "reasoning": "r1", "teacher": "model-a"},
+        {"problem_id": "p", "prompt": "P", "reasoning": "r2", "teacher": "model-a", "sample": 1},
+        {"problem_id": "p", "prompt": "P", "reasoning": "r3"},
+    ]
+    store = Store.create(tmp_path / "store")
+    assert ingest(_jsonl(tmp_path / "rows.jsonl", rows), store, "fallback", dataset="d").kept == 3
+    traces = store.read("traces").sort_values(["teacher", "sample"])
+    assert traces[["teacher", "sample", "reasoning"]].values.tolist() == [
+        ["fallback", 0, "r3"], ["model-a", 0, "r1"], ["model-a", 1, "r2"]
+    ]
+
+
 # --- a quarantined line, fixed and ingested later, leaves the quarantine (issue 41) -----------
 
 
