@@ -70,6 +70,7 @@ from precompute.sharding import ShardError, parse_shard
 
 if TYPE_CHECKING:
     from legival_core.store.store import Store
+    from legival_core.store.verify import StoreProblem
     from precompute.stages import StageContext
 
 __all__ = ["COMMANDS", "EXIT_CODES", "Command", "UsageError", "command", "main"]
@@ -584,16 +585,28 @@ def _store_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", required=True, type=Path)
 
 
+def _verify_arguments(p: argparse.ArgumentParser) -> None:
+    _store_argument(p)
+    p.add_argument(
+        "--quarantine",
+        action="store_true",
+        help="move every file it reports aside (tables/<table>/corrupt/) and drop it from the "
+        "manifest, so the stage that wrote it redoes its rows on its next run",
+    )
+
+
 @command(
     "verify",
-    help="check a store for corrupt parts and duplicate keys",
-    arguments=_store_argument,
+    help="check a store for corrupt parts and duplicate keys (--quarantine: move them aside)",
+    arguments=_verify_arguments,
 )
 def _cmd_verify(args: argparse.Namespace) -> int:
     store = _open_store(args.store, create=False)
     problems = store.verify()
     for problem in problems:
         print(problem)
+    if problems and args.quarantine:
+        problems = _quarantine(store, problems)
     if problems:
         print(f"{len(problems)} problem(s) found in {store.path}", file=sys.stderr)
         return EXIT_STORE
@@ -605,6 +618,31 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         # Not damage, but a store graded by an older grader is said (``regrade`` fixes it).
         print(f"{store.path}: {grading.message}", file=sys.stderr)
     return EXIT_OK
+
+
+def _quarantine(store: Store, problems: list[StoreProblem]) -> list[StoreProblem]:
+    """Each reported file moved aside once (a file may hold several problems); what cannot be
+    moved (the manifest) is said. Returns what a fresh check still finds."""
+    from legival_core.store.store import StoreError
+
+    moved: set[Path] = set()
+    for problem in problems:
+        if problem.path in moved:
+            continue
+        try:
+            where = store.quarantine_part(problem.path, reason=str(problem))
+        except StoreError as error:
+            print(f"not moved: {error}", file=sys.stderr)
+            continue
+        moved.add(problem.path)
+        print(f"moved aside: {problem.path} -> {where}")
+    if moved:
+        print(
+            f"{len(moved)} file(s) moved aside; run the stages again (python -m precompute run "
+            f"--store {store.path}, or the one that writes each table) to redo their rows",
+            file=sys.stderr,
+        )
+    return store.verify()
 
 
 def _publish_arguments(p: argparse.ArgumentParser) -> None:

@@ -153,3 +153,30 @@ def test_names_from_files_are_escaped_in_every_command(
                  str(tmp_path / "s"), "--teacher", "t"])  # fmt: skip
     err = capsys.readouterr().err
     assert code != EXIT_OK and "\x1b" not in err and err.count("\n") == 1
+
+
+def test_verify_quarantine_moves_what_it_finds_aside_and_the_store_verifies(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The app and the stages point at ``verify --quarantine`` when a part cannot be read: it
+    moves a damaged part and a stray file with a hostile name aside (names escaped in what it
+    prints), and the store then verifies; the rows of the part are gone until rerun."""
+    path = _store(tmp_path / "received")
+    store = Store.open(path)
+    victim = store.parts("rewards")[0]
+    victim.write_bytes(victim.read_bytes()[:100])  # truncated
+    stray = path / "tables" / SPOOF
+    stray.write_text("", encoding="utf-8")
+    code = main(["verify", "--store", str(path), "--quarantine"])
+    captured = capsys.readouterr()
+    printed = captured.out + captured.err
+    assert code == EXIT_OK, printed
+    assert "\x1b" not in printed and "\u202e" not in printed
+    assert f"moved aside: {victim} -> {victim.parent / 'corrupt' / victim.name}" in printed
+    assert "2 file(s) moved aside" in printed
+    assert (victim.parent / "corrupt" / victim.name).exists() and not victim.exists()
+    assert not stray.exists()
+    assert main(["verify", "--store", str(path)]) == EXIT_OK
+    # the first part's row waits for its stage to rerun; the second part's is kept
+    assert Store.open(path).read("rewards")["score"].tolist() == [0.5]
+

@@ -131,6 +131,7 @@ from legival_core.store.parts import (
     write_ipc,
 )
 from legival_core.store.quarantine_file import add_entries
+from legival_core.store.verify import StoreProblem
 
 # The store's public names, wherever they are defined: ``from legival_core.store.store import
 # Store, StoreError, ...`` is how the rest of the project reaches them.
@@ -626,8 +627,9 @@ class Store:
             )
             return
         raise StoreError(
-            f"{exc.path}: {exc.reason}. Run Store.verify(); Store.quarantine_part() moves "
-            "the file aside so the stage can redo its rows"
+            f"{exc.path}: {exc.reason}. `python -m precompute verify --store DIR --quarantine` "
+            "(Store.verify, Store.quarantine_part) moves it aside; the stage that wrote it then "
+            "redoes its rows"
         ) from None
 
     def scan(
@@ -801,10 +803,11 @@ class Store:
                         (folder / file).unlink(missing_ok=True)
                 fsync_dir(folder)
 
-    def verify(self) -> list[str]:
+    def verify(self) -> list[StoreProblem]:
         """Check every part and the manifest; return the problems found (empty list: all good).
 
-        Each problem starts with the path it is about, which :meth:`quarantine_part` accepts:
+        Each problem is a :class:`~legival_core.store.verify.StoreProblem`: its text starts
+        with the path it is about, kept apart as ``.path``, which :meth:`quarantine_part` accepts:
         truncated or corrupt parts, parts whose columns do not fit the schema, parts with repeated
         keys or unsorted rows despite their flag, row counts that differ from the part's footer,
         content that differs from the checksum in the manifest, parts listed without a checksum,

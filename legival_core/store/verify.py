@@ -54,17 +54,42 @@ from legival_core.store.parts import (
     sort_by_keys,
 )
 
-__all__ = ["adopt", "quarantine_part", "verify"]
+__all__ = ["StoreProblem", "adopt", "quarantine_part", "verify"]
 
 
-def verify(store_path: Path) -> list[str]:
+class StoreProblem(str):
+    """One problem :func:`verify` found: its text (the path it is about, a colon, what is
+    wrong), with that path kept apart as ``path`` (what :func:`quarantine_part` takes), so
+    that no caller has to cut it back out of a text whose names may hold colons.
+
+    >>> problem = StoreProblem.about(Path("/s/tables/traces/x: y"), "not a part file")
+    >>> problem, problem.path.name
+    ('/s/tables/traces/x: y: not a part file', 'x: y')
+    """
+
+    path: Path
+
+    @classmethod
+    def about(cls, path: Path | str, reason: str) -> StoreProblem:
+        """The problem ``reason`` with the file or folder ``path``."""
+        return cls.told(path, f"{path}: {reason}")
+
+    @classmethod
+    def told(cls, path: Path | str, text: str) -> StoreProblem:
+        """A problem about ``path`` whose whole text is ``text`` (an error's message)."""
+        problem = cls(text)
+        problem.path = Path(path)
+        return problem
+
+
+def verify(store_path: Path) -> list[StoreProblem]:
     """The problems :meth:`Store.verify <legival_core.store.store.Store.verify>` reports for the
     store at ``store_path`` (an empty list: all good)."""
-    problems: list[str] = []
+    problems: list[StoreProblem] = []
     try:
         manifest: dict[str, Any] | None = read_manifest(store_path)
     except StoreError as exc:
-        problems.append(str(exc))
+        problems.append(StoreProblem.told(store_path / MANIFEST_NAME, str(exc)))
         manifest = None
     problems += _special_files(store_path)
     tables_root = store_path / TABLES_DIR
@@ -73,9 +98,9 @@ def verify(store_path: Path) -> list[str]:
             if not (is_plain_dir(folder) or is_plain_file(folder)):
                 continue  # a link or special file: reported above
             if not is_plain_dir(folder):
-                problems.append(f"{folder}: unexpected file in {TABLES_DIR}/")
+                problems.append(StoreProblem.about(folder, f"unexpected file in {TABLES_DIR}/"))
             elif folder.name not in schema.TABLES:
-                problems.append(f"{folder}: folder of an unknown table")
+                problems.append(StoreProblem.about(folder, "folder of an unknown table"))
             else:
                 problems += _verify_table(folder, manifest)
     if manifest is not None and (is_plain_dir(tables_root) or not os.path.lexists(tables_root)):
@@ -87,26 +112,32 @@ def verify(store_path: Path) -> list[str]:
                     folder
                 ):
                     problems.append(
-                        f"{folder}: listed in {MANIFEST_NAME} but missing on disk "
-                        f"({entry.get('rows')} rows lost)"
+                        StoreProblem.about(
+                            folder,
+                            f"listed in {MANIFEST_NAME} but missing on disk "
+                            f"({entry.get('rows')} rows lost)",
+                        )
                     )
                 continue  # a link, file or special file in its place: reported above
             for part in entry["parts"]:
                 path = folder / part["file"]
                 if not os.path.lexists(path) and not part.get("pending"):
                     problems.append(
-                        f"{path}: listed in {MANIFEST_NAME} but missing on disk "
-                        f"({part.get('rows')} rows lost)"
+                        StoreProblem.about(
+                            path,
+                            f"listed in {MANIFEST_NAME} but missing on disk "
+                            f"({part.get('rows')} rows lost)",
+                        )
                     )
     return problems
 
 
-def _special_files(store_path: Path) -> list[str]:
+def _special_files(store_path: Path) -> list[StoreProblem]:
     """Every symbolic link, FIFO, socket or device in the places a store reads or writes
     (its top folder, ``logs/``, ``tables/`` and each table folder), and plain files where a
     folder belongs; none of them is ever opened or followed."""
     expected_dirs = {TABLES_DIR, LOGS_DIR, CORRUPT_DIR}
-    problems = []
+    problems: list[StoreProblem] = []
 
     def check(path: Path, want_dir: bool) -> bool:
         try:
@@ -115,12 +146,15 @@ def _special_files(store_path: Path) -> list[str]:
             return False
         if stat.S_ISLNK(mode) or not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
             problems.append(
-                f"{path}: is {file_kind(mode)}; the store never opens or follows it "
-                "(Store.quarantine_part moves it aside)"
+                StoreProblem.about(
+                    path,
+                    f"is {file_kind(mode)}; the store never opens or follows it "
+                    "(Store.quarantine_part moves it aside)",
+                )
             )
             return False
         if want_dir and not stat.S_ISDIR(mode):
-            problems.append(f"{path}: is a file where a folder belongs")
+            problems.append(StoreProblem.about(path, "is a file where a folder belongs"))
             return False
         return stat.S_ISDIR(mode)
 
@@ -139,9 +173,9 @@ def _special_files(store_path: Path) -> list[str]:
     return problems
 
 
-def _verify_table(folder: Path, manifest: dict[str, Any] | None) -> list[str]:
+def _verify_table(folder: Path, manifest: dict[str, Any] | None) -> list[StoreProblem]:
     spec = schema.spec(folder.name)
-    problems = []
+    problems: list[StoreProblem] = []
     listed: dict[str, dict[str, Any]] = {}
     retired: set[str] = set()
     if manifest is not None:
@@ -154,20 +188,23 @@ def _verify_table(folder: Path, manifest: dict[str, Any] | None) -> list[str]:
         if not is_plain_file(path):
             continue  # a link, FIFO or folder: reported by _special_files
         if not PART_RE.match(path.name):
-            problems.append(f"{path}: not a part file (ignored by read)")
+            problems.append(StoreProblem.about(path, "not a part file (ignored by read)"))
             continue
         entry = listed.get(path.name)
         if entry is None:
             if path.name not in retired and manifest is not None:
                 problems.append(
-                    f"{path}: not listed in {MANIFEST_NAME}, so never read (added by hand "
-                    "or forged; a killed writer leaves none)"
+                    StoreProblem.about(
+                        path,
+                        f"not listed in {MANIFEST_NAME}, so never read (added by hand "
+                        "or forged; a killed writer leaves none)",
+                    )
                 )
             continue
         try:
             table, is_sorted = read_part(path, spec, spec.columns, full_check=True)
         except UnreadablePart as exc:
-            problems.append(f"{exc.path}: {exc.reason}")
+            problems.append(StoreProblem.about(exc.path, str(exc.reason)))
             continue
         except FileNotFoundError:
             continue  # merged away while we looked
@@ -177,38 +214,60 @@ def _verify_table(folder: Path, manifest: dict[str, Any] | None) -> list[str]:
             try:
                 declared = int(meta_rows)
             except ValueError:  # damaged or hand-made footer metadata
-                problems.append(f"{path}: footer row count {short_repr(meta_rows)} is not a number")
+                problems.append(
+                    StoreProblem.about(
+                        path, f"footer row count {short_repr(meta_rows)} is not a number"
+                    )
+                )
             else:
                 if declared != table.num_rows:
-                    problems.append(f"{path}: footer says {declared} rows, holds {table.num_rows}")
+                    problems.append(
+                        StoreProblem.about(
+                            path, f"footer says {declared} rows, holds {table.num_rows}"
+                        )
+                    )
         recorded = entry.get("blake2b")
         if not isinstance(recorded, str):
             problems.append(
-                f"{path}: listed in {MANIFEST_NAME} without a checksum, so its content "
-                "cannot be checked"
+                StoreProblem.about(
+                    path,
+                    f"listed in {MANIFEST_NAME} without a checksum, so its content "
+                    "cannot be checked",
+                )
             )
         elif recorded != file_digest(path):
             problems.append(
-                f"{path}: content differs from its checksum in {MANIFEST_NAME} "
-                "(damaged on disk or edited)"
+                StoreProblem.about(
+                    path,
+                    f"content differs from its checksum in {MANIFEST_NAME} "
+                    "(damaged on disk or edited)",
+                )
             )
             continue
         if entry.get("bytes") is not None and entry["bytes"] != path.stat().st_size:
             size = path.stat().st_size
-            problems.append(f"{path}: {size} bytes on disk, {entry['bytes']} in {MANIFEST_NAME}")
+            problems.append(
+                StoreProblem.about(
+                    path, f"{size} bytes on disk, {entry['bytes']} in {MANIFEST_NAME}"
+                )
+            )
         for column in spec.required_columns():
             nulls = table.column(column).null_count
             if nulls:
-                problems.append(f"{path}: field '{column}' has {nulls} null value(s) (required)")
+                problems.append(
+                    StoreProblem.about(
+                        path, f"field '{column}' has {nulls} null value(s) (required)"
+                    )
+                )
         try:
             sort_by_keys(spec.name, spec.keys, table)
         except schema.SchemaError as exc:
-            problems.append(f"{path}: duplicate keys ({exc})")
+            problems.append(StoreProblem.about(path, f"duplicate keys ({exc})"))
             continue
         if is_sorted and table.num_rows > 1:
             order = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in spec.keys])
             if not np.array_equal(order.to_numpy(), np.arange(table.num_rows)):
-                problems.append(f"{path}: marked sorted by keys but is not")
+                problems.append(StoreProblem.about(path, "marked sorted by keys but is not"))
     return problems
 
 
