@@ -783,17 +783,25 @@ def pareto_front(
     return pd.Series(mask, index=df.index, name="pareto")
 
 
+#: Decimals at which two values are the same on a frontier (as ranks round them).
+_TIE_DECIMALS = 9
+
+
 def pareto_mask(
     xs: np.ndarray, ys: np.ndarray, maximize: tuple[bool, bool] = (True, True)
 ) -> np.ndarray:
     """:func:`pareto_front` on two plain arrays (no DataFrame: cheap enough to run once per
-    bootstrap resample).
+    bootstrap resample). Values are compared rounded to 9 decimals, as ranks are: the same
+    rows summed in another order (whole tables, the metrics stage's chunks) differ in the last
+    bits, and that noise must not make one of two tied rows dominate the other.
 
     >>> pareto_mask(np.array([1.0, 2, 3, 2]), np.array([5.0, 4, 3, 2])).tolist()
     [True, True, True, False]
+    >>> pareto_mask(np.array([0.3, 0.1 + 0.2]), np.array([1.0, 1.0])).tolist()  # a tie
+    [True, True]
     """
-    xs = np.asarray(xs, dtype=np.float64) * (1 if maximize[0] else -1)
-    ys = np.asarray(ys, dtype=np.float64) * (1 if maximize[1] else -1)
+    xs = np.round(np.asarray(xs, dtype=np.float64), _TIE_DECIMALS) * (1 if maximize[0] else -1)
+    ys = np.round(np.asarray(ys, dtype=np.float64), _TIE_DECIMALS) * (1 if maximize[1] else -1)
     valid = ~(np.isnan(xs) | np.isnan(ys))
     mask = np.zeros(len(xs), dtype=bool)
     idx = np.flatnonzero(valid)
