@@ -195,13 +195,12 @@ def measure_chunks(store_path: Path, chunks: int) -> tuple[dict[str, Any], pd.Da
         result, seconds, node = ray.get(done[0])
         get_s += time.perf_counter() - got
         # what the stage's driver does with a chunk's rows (compute_in_chunks): they wait
-        # in a batch, resampled together once the batch passes RESAMPLE_BATCH_BYTES
+        # in one batch, resampled together once the batch passes RESAMPLE_BATCH_BYTES
         got = time.perf_counter()
         board_rows.append(result.board)
-        if sum(rows.nbytes for rows in board_rows) > m.RESAMPLE_BATCH_BYTES:
-            board = m._weigh_board(board, board_rows)
         if result.rollouts is not None:
             rollouts = result.rollouts if rollouts is None else rollouts.merge(result.rollouts)
+        board, rollouts = m._weigh_if_due(board, board_rows, rollouts)
         resample_s += time.perf_counter() - got
         parts[position[done[0]]] = result.efficiency
         compute.append(seconds)

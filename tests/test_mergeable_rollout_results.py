@@ -360,3 +360,25 @@ def test_page_style_rollouts_in_chunks_equal_the_page_results() -> None:
     assert isinstance(rollouts["trace_id"].dtype, pd.CategoricalDtype)
     got = rollout_results_in_chunks(split(rollouts, 7), stamp="s", seed=0, trace_transfer=transfer)
     same_per_trace_results(got, rollouts, transfer)
+
+
+def test_pairs_wait_at_most_one_chunk_past_the_batch(demo, monkeypatch) -> None:
+    """The driver checks what waits after every chunk: with a batch of 1 byte, each chunk's
+    pairs are weighed before the next chunk is merged, the first chunk's included (they used
+    to wait for a second chunk, and two chunks' pairs could wait at once)."""
+    from precompute.stages import metrics as stage
+
+    monkeypatch.setattr(stage, "RESAMPLE_BATCH_BYTES", 1)
+    waited: list[int] = []
+    merge = stage.RolloutPartials.merge
+
+    def watched(self: stage.RolloutPartials, other: stage.RolloutPartials):
+        waited.append(sum(rows.nbytes for rows in self.curve_rows))  # what waited so far
+        return merge(self, other)
+
+    monkeypatch.setattr(stage.RolloutPartials, "merge", watched)
+    rollouts, _ = demo
+    got = stage.rollout_results_in_chunks(split(rollouts, 7), stamp="s", seed=0)
+    assert len(waited) >= 5 and waited == [0] * len(waited)
+    # weighed a chunk at a time, the curves are the whole table's
+    same(got.transfer_curves, stage.transfer_curves_table(rollouts, "s", 0))

@@ -356,8 +356,9 @@ class ChunkSettings:
 
 #: Chunks' rows held at the driver before they are weighed together: one resampling of many
 #: chunks' rows makes the resamples x cells arrays (384 MB for SOTU at 40 teachers) once, where
-#: a resampling per chunk made them once a chunk. What the driver holds beyond a chunk is
-#: bounded by twice this (the board's rows and the curves' pairs).
+#: a resampling per chunk made them once a chunk. The board's rows and the curves' pairs count
+#: together (:func:`_weigh_if_due`, after every chunk), so what waits is at most this plus one
+#: chunk's rows.
 RESAMPLE_BATCH_BYTES = 128 * 2**20
 
 
@@ -414,11 +415,14 @@ class RolloutPartials:
             weighed = rp.merge_transfer_curves(self.curves, weighed)
         return replace(self, curve_rows=[], curves=weighed)
 
-    def merge(
-        self, other: RolloutPartials, batch_bytes: int = RESAMPLE_BATCH_BYTES
-    ) -> RolloutPartials:
-        """Both chunks' partials as one (chunks of different traces); their pairs are weighed
-        once they pass ``batch_bytes``."""
+    @property
+    def waiting_bytes(self) -> int:
+        """The size of the curve pairs not weighed yet."""
+        return sum(rows.nbytes for rows in self.curve_rows)
+
+    def merge(self, other: RolloutPartials) -> RolloutPartials:
+        """Both chunks' partials as one (chunks of different traces); their pairs wait, joined,
+        until :meth:`resampled` (the caller decides when: :func:`_weigh_if_due`)."""
         from legival_core.metrics import rollout_partials as rp
 
         leaks = self.leaks
@@ -429,7 +433,7 @@ class RolloutPartials:
             curves = other.curves if curves is None else rp.merge_transfer_curves(
                 curves, other.curves
             )
-        merged = RolloutPartials(
+        return RolloutPartials(
             curve_rows=self.curve_rows + other.curve_rows,
             coverage={
                 p: rp.merge_coverage(c, other.coverage[p]) for p, c in self.coverage.items()
@@ -439,9 +443,6 @@ class RolloutPartials:
             leaks=leaks,
             curves=curves,
         )
-        if sum(rows.nbytes for rows in merged.curve_rows) > batch_bytes:
-            return merged.resampled()
-        return merged
 
     def results(self, stamp: str) -> RolloutResults:
         from legival_core.metrics import rollout_partials as rp
@@ -749,8 +750,8 @@ def compute_in_chunks(
     ahead: :func:`chunks_in_flight`), never a whole table.
 
     Every per-trace quantity depends on its own trace's rows only, and the normalised lengths on
-    the problem's traces, which share a bucket: the tables are the same for any bucket count and
-    any engine."""
+    the problem's traces, which share a bucket: the tables are the same for any engine, and for
+    any bucket count within float rounding (sums are added in another order)."""
     from legival_core.metrics.redundancy_sweep_view import merge_sweep_partials
     from legival_core.metrics.teacher_partials import TeacherPartials, merge_teacher_partials
     from legival_core.rankings.robustness_partials import merge_robustness
@@ -779,10 +780,9 @@ def compute_in_chunks(
         # MB) instead of resamples x cells of sums (about 760 MB at 40 teachers), and the rows
         # of several chunks are weighed at once.
         board_rows.append(chunk.board)
-        if sum(rows.nbytes for rows in board_rows) > RESAMPLE_BATCH_BYTES:
-            board = _weigh_board(board, board_rows)
         if chunk.rollouts is not None:
             rollouts = chunk.rollouts if rollouts is None else rollouts.merge(chunk.rollouts)
+        board, rollouts = _weigh_if_due(board, board_rows, rollouts)
         if chunk.robustness is not None:
             robustness = (
                 chunk.robustness
@@ -802,6 +802,25 @@ def compute_in_chunks(
         kept.append(metrics_chunk(empty, settings).efficiency)
     efficiency = pd.concat(kept, ignore_index=True)
     return ChunkedTables(efficiency, transfer_rows, merged, board, rollouts, robustness, sweep)
+
+
+def _weigh_if_due(
+    board: BoardPartials | None,
+    board_rows: list[BoardRows],
+    rollouts: RolloutPartials | None,
+    batch_bytes: int | None = None,
+) -> tuple[BoardPartials | None, RolloutPartials | None]:
+    """The board's rows and the curves' pairs waiting at the driver, weighed both at once when
+    together they pass ``batch_bytes`` (None: :data:`RESAMPLE_BATCH_BYTES`; one rule for both
+    kinds, checked after every chunk); as they are otherwise."""
+    waiting = sum(rows.nbytes for rows in board_rows)
+    if rollouts is not None:
+        waiting += rollouts.waiting_bytes
+    if waiting <= (RESAMPLE_BATCH_BYTES if batch_bytes is None else batch_bytes):
+        return board, rollouts
+    if board_rows:
+        board = _weigh_board(board, board_rows)
+    return board, rollouts.resampled() if rollouts is not None else None
 
 
 def _weigh_board(total: BoardPartials | None, pending: list[BoardRows]) -> BoardPartials:
@@ -856,6 +875,7 @@ def rollout_results_in_chunks(
             mine = trace_transfer[trace_transfer["trace_id"].isin(set(chunk["trace_id"]))]
         part = RolloutPartials.of_chunk(chunk, mine, seed)
         merged = part if merged is None else merged.merge(part)
+        _, merged = _weigh_if_due(None, [], merged)
     if merged is None:
         raise ValueError("rollout_results_in_chunks: no chunk of rollouts")
     return merged.results(stamp)
