@@ -648,6 +648,55 @@ def test_merge_compacts_parts_without_changing_what_is_read(tmp_path: Path) -> N
     assert store.verify() == []
 
 
+def test_merge_holds_a_batch_of_each_part_not_the_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parts sorted by their keys are merged a record batch of each at a time (a million-trace
+    store's tables did not fit in memory whole): no part and no table is read whole, and the
+    merged part holds what was read before, one row per key, the latest part's, in key order,
+    in batches of the usual size."""
+    from legival_core.store import parts
+
+    monkeypatch.setattr(parts, "_BATCH_MAX_ROWS", 7)  # parts of many batches
+    rng = np.random.default_rng(5)
+    store = Store.create(tmp_path / "s")
+    written = []
+    for part in range(4):
+        traces = rng.choice(12, size=5, replace=False)
+        frame = pd.DataFrame(
+            [
+                (f"t{t:02d}", step, 0, 1, f"part {part}", 1)
+                for t in traces
+                for step in range(int(rng.integers(1, 6)))
+            ],
+            columns=["trace_id", "step", "start", "end", "text", "tokens"],
+        )
+        store.write("steps", frame, stage="segment")
+        written.append(frame)
+    assert max(pa.ipc.open_file(str(p)).num_record_batches for p in store.parts("steps")) > 2
+    expected = (
+        pd.concat(written, ignore_index=True)
+        .drop_duplicates(["trace_id", "step"], keep="last")
+        .sort_values(["trace_id", "step"])
+        .reset_index(drop=True)
+    )
+    before = store.read("steps")
+    pd.testing.assert_frame_equal(before, expected, check_dtype=False)
+
+    def whole(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a part was read whole")
+
+    monkeypatch.setattr(parts, "read_part", whole)
+    monkeypatch.setattr(Store, "read_arrow", whole)
+    store.merge("steps")
+    monkeypatch.undo()
+    (merged,) = store.parts("steps")
+    assert pa.ipc.open_file(str(merged)).num_record_batches == -(-len(expected) // 7)
+    pd.testing.assert_frame_equal(store.read("steps"), before)
+    assert store.manifest["tables"]["steps"]["rows"] == len(expected)
+    assert store.verify() == []
+
+
 def test_record_stage_keeps_kwargs_and_versions(tmp_path: Path) -> None:
     store = Store.create(tmp_path / "s")
     store.record_stage(

@@ -14,7 +14,7 @@ import dataclasses
 import mmap
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,6 +36,7 @@ __all__ = [
     "check_columns",
     "dedupe_and_sort",
     "filter_expressions",
+    "merge_sorted_parts",
     "open_reader",
     "part_distinct",
     "part_metadata",
@@ -46,6 +47,7 @@ __all__ = [
     "sort_by_keys",
     "unique_rows",
     "write_ipc",
+    "write_ipc_pieces",
 ]
 
 #: Rows per record batch aim at about this many bytes before compression.
@@ -161,19 +163,81 @@ def _batch_rows(table: pa.Table) -> int:
 
 def write_ipc(path: Path, table: pa.Table) -> None:
     """Write an Arrow IPC file (zstd) and fsync it."""
+    write_ipc_pieces(path, table.schema, [table])
+
+
+def write_ipc_pieces(path: Path, file_schema: pa.Schema, pieces: Iterable[pa.Table]) -> None:
+    """Write the rows of ``pieces`` (each of ``file_schema``), in order, as one Arrow IPC file
+    (zstd) and fsync it, holding about one record batch of them at a time: pieces are gathered
+    and cut into batches of :func:`_batch_rows` rows (a whole table given as one piece is cut
+    as it is, without a copy)."""
     options = pa.ipc.IpcWriteOptions(compression="zstd")
+    held: pa.Table | None = None
     with (
         pa.OSFile(str(path), "wb") as sink,
-        pa.ipc.new_file(sink, table.schema, options=options) as w,
+        pa.ipc.new_file(sink, file_schema, options=options) as w,
     ):
-        w.write_table(table, max_chunksize=_batch_rows(table))
+        for piece in pieces:
+            piece = piece.replace_schema_metadata(file_schema.metadata)
+            held = piece if held is None else pa.concat_tables([held, piece])
+            size = _batch_rows(held)
+            if held.num_rows >= size:
+                whole = held.num_rows - held.num_rows % size
+                # one chunk (no copy when it is one already): write_table cuts each chunk of
+                # a table into batches apart
+                w.write_table(held.slice(0, whole).combine_chunks(), max_chunksize=size)
+                held = held.slice(whole)
+        if held is not None and held.num_rows:
+            w.write_table(held.combine_chunks(), max_chunksize=_batch_rows(held))
     fsync_file(path)
 
 
-def part_metadata(name: str, table: pa.Table, stage: str | None) -> dict[bytes, bytes]:
+def merge_sorted_parts(
+    parts: Sequence[Iterable[pa.Table]], keys: Sequence[str]
+) -> Iterator[pa.Table]:
+    """The rows of ``parts`` — each given as its batches, sorted by ``keys`` with unique keys,
+    the parts in sequence order — as :func:`dedupe_and_sort` of them all gives them (one row
+    per key, the latest part's, sorted by the keys), a piece at a time, holding one batch of
+    each part.
+
+    Each round takes the smallest of the batches' last keys as a bound: every part's rows up to
+    it are in its batch already (its later batches hold larger keys), so those rows are final
+    once deduplicated; the batch that ended at the bound is used up and the part's next one read.
+
+    >>> a = [pa.table({"k": [1, 3]}), pa.table({"k": [5]})]
+    >>> b = [pa.table({"k": [2, 3, 6]})]
+    >>> [t["k"].to_pylist() for t in merge_sorted_parts([a, b], ["k"])]
+    [[1, 2, 3], [5], [6]]
+    """
+    sources = [iter(batches) for batches in parts]
+    held: list[pa.Table | None] = [_next_rows(source) for source in sources]
+    while any(batch is not None for batch in held):
+        bound = min(_key_tuple(b, keys, b.num_rows - 1) for b in held if b is not None)
+        pieces: list[tuple[pa.Table, bool]] = []
+        for i, batch in enumerate(held):
+            if batch is None:
+                continue
+            upto = _rows_up_to(batch, keys, bound)
+            if upto:
+                pieces.append((batch.slice(0, upto), True))
+            held[i] = batch.slice(upto) if upto < batch.num_rows else _next_rows(sources[i])
+        yield dedupe_and_sort(pieces, keys)
+
+
+def _rows_up_to(batch: pa.Table, keys: Sequence[str], bound: tuple) -> int:
+    """How many of ``batch``'s first rows (sorted by ``keys``) have a key at most ``bound``."""
+    return _first_index(batch.num_rows, lambda row: _key_tuple(batch, keys, row) > bound)
+
+
+def _next_rows(batches: Iterator[pa.Table]) -> pa.Table | None:
+    """The next batch of ``batches`` that holds a row (None: none left)."""
+    return next((batch for batch in batches if batch.num_rows), None)
+
+
+def part_metadata(name: str, rows: int, stage: str | None) -> dict[bytes, bytes]:
     meta = {
         META_TABLE: name.encode(),
-        META_ROWS: str(table.num_rows).encode(),
+        META_ROWS: str(rows).encode(),
         META_SORTED: b"keys",
         _META_SCHEMA_VERSION: str(schema.SCHEMA_VERSION).encode(),
     }

@@ -59,7 +59,7 @@ import re
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -120,6 +120,7 @@ from legival_core.store.parts import (
     check_columns,
     dedupe_and_sort,
     filter_expressions,
+    merge_sorted_parts,
     open_reader,
     part_batches,
     part_distinct,
@@ -128,7 +129,7 @@ from legival_core.store.parts import (
     read_part_keyed,
     sort_by_keys,
     unique_rows,
-    write_ipc,
+    write_ipc_pieces,
 )
 from legival_core.store.quarantine_file import add_entries
 from legival_core.store.verify import StoreProblem
@@ -369,25 +370,33 @@ class Store:
             _check_stage_name(stage)
         arrow = schema.validate_frame(table, data)
         arrow = sort_by_keys(table, spec.keys, arrow)
-        _, _, _, final = self._add_part(table, arrow, stage=stage)
+        _, _, _, final = self._add_part(table, arrow.schema, [arrow], arrow.num_rows, stage=stage)
         return final
 
     def _add_part(
-        self, table: str, arrow: pa.Table, *, stage: str | None, merged_from: int | None = None
+        self,
+        table: str,
+        file_schema: pa.Schema,
+        pieces: Iterable[pa.Table],
+        rows: int,
+        *,
+        stage: str | None,
+        merged_from: int | None = None,
     ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Path]:
-        """Add ``arrow`` (valid, sorted by its keys) to ``table`` as one new part: serialised to
-        a temp file outside the lock, then numbered, listed and renamed into place under it
+        """Add the ``rows`` rows of ``pieces`` (valid, of ``file_schema``, sorted by the keys
+        across pieces) to ``table`` as one new part: serialised to a temp file outside the lock
+        a piece at a time, then numbered, listed and renamed into place under it
         (:meth:`_land`). Returns the manifest as saved, the table's entry in it, the part's
         record and the part's path.
 
         A write lists ``stage`` among the table's stages and first deletes the temp files that
         crashed writers left. A merge passes ``merged_from`` (how many parts it compacts, kept
         in the record) and neither: it holds the lock from before its first read."""
-        arrow = arrow.replace_schema_metadata(part_metadata(table, arrow, stage))
+        file_schema = file_schema.with_metadata(part_metadata(table, rows, stage))
         folder = self._writable_table_dir(table)
         temp = folder / temp_name(".arrow")
         try:
-            write_ipc(temp, arrow)
+            write_ipc_pieces(temp, file_schema, pieces)
             digest = file_digest(temp)
             with self._locked():
                 if merged_from is None:
@@ -399,7 +408,7 @@ class Store:
                 entry = table_entry(manifest, table)
                 record: dict[str, Any] = {
                     "file": final.name,
-                    "rows": arrow.num_rows,
+                    "rows": rows,
                     "bytes": temp.stat().st_size,
                     "blake2b": digest,
                     "stage": stage,
@@ -775,11 +784,11 @@ class Store:
                     meta = file_schema.metadata or {}
                     if meta.get(META_SORTED) == b"keys" and meta.get(META_TABLE) == name.encode():
                         continue
-                merged = self.read_arrow(name)
+                file_schema, pieces, rows = self._merged_rows(name)
                 # Landed beside the old parts first: it supersedes every row of theirs, so
                 # reading old + merged gives the same rows as either alone.
                 manifest, entry, record, final = self._add_part(
-                    name, merged, stage="merge", merged_from=len(old)
+                    name, file_schema, pieces, rows, stage="merge", merged_from=len(old)
                 )
                 folder = final.parent
                 retired = [p["file"] for p in entry["parts"] if p is not record]
@@ -794,7 +803,7 @@ class Store:
                         "stage": "merge",
                         "table": name,
                         "parts": len(old),
-                        "rows": merged.num_rows,
+                        "rows": rows,
                     }
                 )
                 self._save_manifest(manifest)
@@ -802,6 +811,27 @@ class Store:
                     if is_plain_file(folder / file):
                         (folder / file).unlink(missing_ok=True)
                 fsync_dir(folder)
+
+    def _merged_rows(self, name: str) -> tuple[pa.Schema, Iterable[pa.Table], int]:
+        """The rows :meth:`read_arrow` gives for table ``name`` (its schema, the rows, their
+        count), for :meth:`merge`. Parts sorted by their keys (every part this class writes)
+        are merged a batch of each at a time (:func:`merge_sorted_parts`), counted in a first
+        pass over their key columns, so a merge holds batches, not the table; a part without
+        the flag (written by hand, or adopted) makes it read the table whole."""
+        spec = schema.spec(name)
+        columns = check_columns(spec, None)
+        file_schema = pa.schema([spec.schema.field(c) for c in columns])
+        if not all(is_sorted for _, _, is_sorted in self.scan(name, spec.keys)):
+            whole = self.read_arrow(name)
+            return file_schema, [whole], whole.num_rows
+
+        def merged(wanted: list[str]) -> Iterator[pa.Table]:
+            parts = [batches for _, batches, _ in self.scan(name, wanted)]
+            for piece in merge_sorted_parts(parts, spec.keys):
+                yield piece.select(wanted)
+
+        rows = sum(piece.num_rows for piece in merged(list(spec.keys)))
+        return file_schema, merged(columns), rows
 
     def verify(self) -> list[StoreProblem]:
         """Check every part and the manifest; return the problems found (empty list: all good).
