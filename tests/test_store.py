@@ -648,20 +648,29 @@ def test_merge_compacts_parts_without_changing_what_is_read(tmp_path: Path) -> N
     assert store.verify() == []
 
 
+@pytest.mark.parametrize(
+    ("fan_in", "round_rows"),
+    [(16, 1 << 17), (16, 3), (2, 3), (3, 1 << 17)],
+    ids=["one-pass", "small-rounds", "runs-of-runs", "runs"],
+)
 def test_merge_holds_a_batch_of_each_part_not_the_table(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fan_in: int, round_rows: int
 ) -> None:
     """Parts sorted by their keys are merged a record batch of each at a time (a million-trace
-    store's tables did not fit in memory whole): no part and no table is read whole, and the
-    merged part holds what was read before, one row per key, the latest part's, in key order,
-    in batches of the usual size."""
+    store's tables did not fit in memory whole), more parts than the fan-in through sorted runs
+    first: no part and no table is read whole, and the merged part holds what was read before,
+    one row per key, the latest part's, in key order, in batches of the usual size; no run is
+    left behind."""
     from legival_core.store import parts
+    from legival_core.store import store as store_module
 
     monkeypatch.setattr(parts, "_BATCH_MAX_ROWS", 7)  # parts of many batches
+    monkeypatch.setattr(store_module, "MERGE_FAN_IN", fan_in)
+    monkeypatch.setattr(store_module, "_MERGE_ROUND_ROWS", round_rows)
     rng = np.random.default_rng(5)
     store = Store.create(tmp_path / "s")
     written = []
-    for part in range(4):
+    for part in range(5):
         traces = rng.choice(12, size=5, replace=False)
         frame = pd.DataFrame(
             [
@@ -695,6 +704,54 @@ def test_merge_holds_a_batch_of_each_part_not_the_table(
     pd.testing.assert_frame_equal(store.read("steps"), before)
     assert store.manifest["tables"]["steps"]["rows"] == len(expected)
     assert store.verify() == []
+    assert [f.name for f in merged.parent.iterdir()] == [merged.name]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    parts=st.lists(
+        st.lists(
+            st.tuples(st.sampled_from("abc"), st.integers(0, 6), st.integers(0, 9)),
+            max_size=12,
+        ),
+        max_size=5,
+    ),
+    batch=st.integers(1, 4),
+    round_rows=st.one_of(st.none(), st.integers(1, 5)),
+)
+def test_merge_sorted_parts_gives_what_dedupe_and_sort_gives(
+    parts: list[list[tuple[str, int, int]]], batch: int, round_rows: int | None
+) -> None:
+    """For any parts (sorted by a two-column key, unique within each; several batches each),
+    any batch and round size: the pieces of merge_sorted_parts, joined, are the rows
+    dedupe_and_sort gives for the parts whole, one row per key, the latest part's."""
+    from legival_core.store.parts import dedupe_and_sort, merge_sorted_parts
+
+    keys = ["k", "n"]
+    tables = []
+    for rows in parts:
+        unique = {(k, n): v for k, n, v in rows}
+        ordered = sorted(unique.items())
+        tables.append(
+            pa.table(
+                {
+                    "k": [k for (k, _), _ in ordered],
+                    "n": pa.array([n for (_, n), _ in ordered], pa.int64()),
+                    "v": pa.array([v for _, v in ordered], pa.int64()),
+                }
+            )
+        )
+    batched = [[t.slice(i, batch) for i in range(0, t.num_rows, batch)] for t in tables]
+    pieces = list(merge_sorted_parts(batched, keys, round_rows=round_rows))
+    got = pa.concat_tables(pieces).to_pylist() if pieces else []
+    nonempty = [(t, True) for t in tables if t.num_rows]
+    expected = dedupe_and_sort(nonempty, keys).to_pylist() if nonempty else []
+    assert got == expected
+    latest: dict[tuple[str, int], int] = {}
+    for rows in parts:  # by hand: the last part's row of each key, in key order
+        latest.update({(k, n): v for k, n, v in rows})
+    by_hand = [(k, n, v) for (k, n), v in sorted(latest.items())]
+    assert [(r["k"], r["n"], r["v"]) for r in got] == by_hand
 
 
 def test_record_stage_keeps_kwargs_and_versions(tmp_path: Path) -> None:

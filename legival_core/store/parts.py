@@ -193,16 +193,18 @@ def write_ipc_pieces(path: Path, file_schema: pa.Schema, pieces: Iterable[pa.Tab
 
 
 def merge_sorted_parts(
-    parts: Sequence[Iterable[pa.Table]], keys: Sequence[str]
+    parts: Sequence[Iterable[pa.Table]], keys: Sequence[str], *, round_rows: int | None = None
 ) -> Iterator[pa.Table]:
     """The rows of ``parts`` — each given as its batches, sorted by ``keys`` with unique keys,
     the parts in sequence order — as :func:`dedupe_and_sort` of them all gives them (one row
     per key, the latest part's, sorted by the keys), a piece at a time, holding one batch of
     each part.
 
-    Each round takes the smallest of the batches' last keys as a bound: every part's rows up to
-    it are in its batch already (its later batches hold larger keys), so those rows are final
-    once deduplicated; the batch that ended at the bound is used up and the part's next one read.
+    Each round takes a bound: the smallest of the keys each part offers, the last of its
+    batch's first ``round_rows`` rows (None: of its batch). Every part's rows up to it are in
+    its batch already (its later batches hold larger keys), so those rows are final once
+    deduplicated, and a round gives at most ``round_rows`` rows of each part; a batch used up
+    is replaced by the part's next one.
 
     >>> a = [pa.table({"k": [1, 3]}), pa.table({"k": [5]})]
     >>> b = [pa.table({"k": [2, 3, 6]})]
@@ -212,7 +214,11 @@ def merge_sorted_parts(
     sources = [iter(batches) for batches in parts]
     held: list[pa.Table | None] = [_next_rows(source) for source in sources]
     while any(batch is not None for batch in held):
-        bound = min(_key_tuple(b, keys, b.num_rows - 1) for b in held if b is not None)
+        bound = min(
+            _key_tuple(b, keys, min(b.num_rows, round_rows or b.num_rows) - 1)
+            for b in held
+            if b is not None
+        )
         pieces: list[tuple[pa.Table, bool]] = []
         for i, batch in enumerate(held):
             if batch is None:

@@ -158,6 +158,14 @@ class _ManifestMoved(Exception):
     """Internal: a listed part vanished because the manifest changed meanwhile (a merge)."""
 
 
+#: Parts a merge reads at once, each a record batch at a time (up to 64 MB decoded); a table
+#: in more parts is merged a group at a time into sorted runs first, so a merge's memory does
+#: not grow with the number of parts (a sharded run at ten million traces writes hundreds).
+MERGE_FAN_IN = 16
+#: Rows one round of a merge gives, about, shared among the parts it reads (one batch's worth).
+_MERGE_ROUND_ROWS = 1 << 17
+
+
 class Store:
     """A results store on disk. Make one with :meth:`create` or :meth:`open`.
 
@@ -784,12 +792,12 @@ class Store:
                     meta = file_schema.metadata or {}
                     if meta.get(META_SORTED) == b"keys" and meta.get(META_TABLE) == name.encode():
                         continue
-                file_schema, pieces, rows = self._merged_rows(name)
                 # Landed beside the old parts first: it supersedes every row of theirs, so
                 # reading old + merged gives the same rows as either alone.
-                manifest, entry, record, final = self._add_part(
-                    name, file_schema, pieces, rows, stage="merge", merged_from=len(old)
-                )
+                with self._merged_rows(name) as (file_schema, pieces, rows):
+                    manifest, entry, record, final = self._add_part(
+                        name, file_schema, pieces, rows, stage="merge", merged_from=len(old)
+                    )
                 folder = final.parent
                 retired = [p["file"] for p in entry["parts"] if p is not record]
                 entry["parts"] = [record]
@@ -812,26 +820,64 @@ class Store:
                         (folder / file).unlink(missing_ok=True)
                 fsync_dir(folder)
 
-    def _merged_rows(self, name: str) -> tuple[pa.Schema, Iterable[pa.Table], int]:
+    @contextlib.contextmanager
+    def _merged_rows(self, name: str) -> Iterator[tuple[pa.Schema, Iterable[pa.Table], int]]:
         """The rows :meth:`read_arrow` gives for table ``name`` (its schema, the rows, their
         count), for :meth:`merge`. Parts sorted by their keys (every part this class writes)
         are merged a batch of each at a time (:func:`merge_sorted_parts`), counted in a first
-        pass over their key columns, so a merge holds batches, not the table; a part without
-        the flag (written by hand, or adopted) makes it read the table whole."""
+        pass over their key columns, so a merge holds batches, not the table; more than
+        :data:`MERGE_FAN_IN` parts are first merged a group at a time into sorted runs (temp
+        files in the table's folder, deleted at the end), as an external sort does. A part
+        without the flag (written by hand, or adopted) makes it read the table whole."""
         spec = schema.spec(name)
         columns = check_columns(spec, None)
         file_schema = pa.schema([spec.schema.field(c) for c in columns])
         if not all(is_sorted for _, _, is_sorted in self.scan(name, spec.keys)):
             whole = self.read_arrow(name)
-            return file_schema, [whole], whole.num_rows
+            yield file_schema, [whole], whole.num_rows
+            return
+        runs: list[Path] = []
+
+        def sources(wanted: list[str]) -> list[Iterator[pa.Table]]:
+            if not runs:
+                return [batches for _, batches, _ in self.scan(name, wanted)]
+            return [self._run_batches(run, spec, wanted) for run in runs]
 
         def merged(wanted: list[str]) -> Iterator[pa.Table]:
-            parts = [batches for _, batches, _ in self.scan(name, wanted)]
-            for piece in merge_sorted_parts(parts, spec.keys):
+            parts = sources(wanted)
+            rows = max(1, _MERGE_ROUND_ROWS // max(1, len(parts)))
+            for piece in merge_sorted_parts(parts, spec.keys, round_rows=rows):
                 yield piece.select(wanted)
 
-        rows = sum(piece.num_rows for piece in merged(list(spec.keys)))
-        return file_schema, merged(columns), rows
+        run_schema = file_schema.with_metadata({META_TABLE: name.encode(), META_SORTED: b"keys"})
+        try:
+            while len(parts := sources(columns)) > MERGE_FAN_IN:
+                level = []
+                for first in range(0, len(parts), MERGE_FAN_IN):
+                    level.append(self._table_dir(name) / temp_name(".arrow"))
+                    group = parts[first : first + MERGE_FAN_IN]
+                    rows = max(1, _MERGE_ROUND_ROWS // len(group))
+                    pieces = merge_sorted_parts(group, spec.keys, round_rows=rows)
+                    write_ipc_pieces(level[-1], run_schema, (p.select(columns) for p in pieces))
+                for run in runs:  # the level before, now merged into this one
+                    run.unlink(missing_ok=True)
+                runs[:] = level
+            count = sum(piece.num_rows for piece in merged(list(spec.keys)))
+            yield file_schema, merged(columns), count
+        finally:
+            for run in runs:
+                run.unlink(missing_ok=True)
+
+    def _run_batches(
+        self, path: Path, spec: schema.TableSpec, columns: list[str]
+    ) -> Iterator[pa.Table]:
+        """The batches of one of :meth:`_merged_rows`' sorted runs; an unreadable one raises
+        the :class:`StoreError` naming it."""
+        try:
+            batches, _ = part_batches(path, spec, columns)
+            yield from batches
+        except UnreadablePart as exc:
+            self._unreadable(exc, "raise")
 
     def verify(self) -> list[StoreProblem]:
         """Check every part and the manifest; return the problems found (empty list: all good).
