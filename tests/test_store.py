@@ -649,12 +649,12 @@ def test_merge_compacts_parts_without_changing_what_is_read(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(
-    ("fan_in", "round_rows"),
-    [(16, 1 << 17), (16, 3), (2, 3), (3, 1 << 17)],
+    ("fan_in", "round_bytes"),
+    [(16, 64 * 2**20), (16, 40), (2, 40), (3, 64 * 2**20)],
     ids=["one-pass", "small-rounds", "runs-of-runs", "runs"],
 )
 def test_merge_holds_a_batch_of_each_part_not_the_table(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fan_in: int, round_rows: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fan_in: int, round_bytes: int
 ) -> None:
     """Parts sorted by their keys are merged a record batch of each at a time (a million-trace
     store's tables did not fit in memory whole), more parts than the fan-in through sorted runs
@@ -666,7 +666,7 @@ def test_merge_holds_a_batch_of_each_part_not_the_table(
 
     monkeypatch.setattr(parts, "_BATCH_MAX_ROWS", 7)  # parts of many batches
     monkeypatch.setattr(store_module, "MERGE_FAN_IN", fan_in)
-    monkeypatch.setattr(store_module, "_MERGE_ROUND_ROWS", round_rows)
+    monkeypatch.setattr(store_module, "_MERGE_ROUND_BYTES", round_bytes)
     rng = np.random.default_rng(5)
     store = Store.create(tmp_path / "s")
     written = []
@@ -717,13 +717,13 @@ def test_merge_holds_a_batch_of_each_part_not_the_table(
         max_size=5,
     ),
     batch=st.integers(1, 4),
-    round_rows=st.one_of(st.none(), st.integers(1, 5)),
+    round_bytes=st.one_of(st.none(), st.integers(1, 200)),
 )
 def test_merge_sorted_parts_gives_what_dedupe_and_sort_gives(
-    parts: list[list[tuple[str, int, int]]], batch: int, round_rows: int | None
+    parts: list[list[tuple[str, int, int]]], batch: int, round_bytes: int | None
 ) -> None:
     """For any parts (sorted by a two-column key, unique within each; several batches each),
-    any batch and round size: the pieces of merge_sorted_parts, joined, are the rows
+    any batch size and any bytes a round: the pieces of merge_sorted_parts, joined, are the rows
     dedupe_and_sort gives for the parts whole, one row per key, the latest part's."""
     from legival_core.store.parts import dedupe_and_sort, merge_sorted_parts
 
@@ -742,7 +742,7 @@ def test_merge_sorted_parts_gives_what_dedupe_and_sort_gives(
             )
         )
     batched = [[t.slice(i, batch) for i in range(0, t.num_rows, batch)] for t in tables]
-    pieces = list(merge_sorted_parts(batched, keys, round_rows=round_rows))
+    pieces = list(merge_sorted_parts(batched, keys, round_bytes=round_bytes))
     got = pa.concat_tables(pieces).to_pylist() if pieces else []
     nonempty = [(t, True) for t in tables if t.num_rows]
     expected = dedupe_and_sort(nonempty, keys).to_pylist() if nonempty else []

@@ -193,18 +193,18 @@ def write_ipc_pieces(path: Path, file_schema: pa.Schema, pieces: Iterable[pa.Tab
 
 
 def merge_sorted_parts(
-    parts: Sequence[Iterable[pa.Table]], keys: Sequence[str], *, round_rows: int | None = None
+    parts: Sequence[Iterable[pa.Table]], keys: Sequence[str], *, round_bytes: int | None = None
 ) -> Iterator[pa.Table]:
     """The rows of ``parts`` — each given as its batches, sorted by ``keys`` with unique keys,
     the parts in sequence order — as :func:`dedupe_and_sort` of them all gives them (one row
     per key, the latest part's, sorted by the keys), a piece at a time, holding one batch of
     each part.
 
-    Each round takes a bound: the smallest of the keys each part offers, the last of its
-    batch's first ``round_rows`` rows (None: of its batch). Every part's rows up to it are in
-    its batch already (its later batches hold larger keys), so those rows are final once
-    deduplicated, and a round gives at most ``round_rows`` rows of each part; a batch used up
-    is replaced by the part's next one.
+    Each round takes a bound: the smallest of the keys each part offers, the last of as many
+    of its batch's first rows as make ``round_bytes`` shared among the parts (None: of its
+    whole batch). Every part's rows up to it are in its batch already (its later batches hold
+    larger keys), so those rows are final once deduplicated, and a round gives about
+    ``round_bytes`` of rows; a batch used up is replaced by the part's next one.
 
     >>> a = [pa.table({"k": [1, 3]}), pa.table({"k": [5]})]
     >>> b = [pa.table({"k": [2, 3, 6]})]
@@ -213,12 +213,9 @@ def merge_sorted_parts(
     """
     sources = [iter(batches) for batches in parts]
     held: list[pa.Table | None] = [_next_rows(source) for source in sources]
+    share = None if round_bytes is None else max(1, round_bytes // max(1, len(parts)))
     while any(batch is not None for batch in held):
-        bound = min(
-            _key_tuple(b, keys, min(b.num_rows, round_rows or b.num_rows) - 1)
-            for b in held
-            if b is not None
-        )
+        bound = min(_key_tuple(b, keys, _offered(b, share) - 1) for b in held if b is not None)
         pieces: list[tuple[pa.Table, bool]] = []
         for i, batch in enumerate(held):
             if batch is None:
@@ -228,6 +225,13 @@ def merge_sorted_parts(
                 pieces.append((batch.slice(0, upto), True))
             held[i] = batch.slice(upto) if upto < batch.num_rows else _next_rows(sources[i])
         yield dedupe_and_sort(pieces, keys)
+
+
+def _offered(batch: pa.Table, share: int | None) -> int:
+    """How many of ``batch``'s first rows fill ``share`` bytes (None: all), at least one."""
+    if share is None or batch.nbytes <= share:
+        return batch.num_rows
+    return max(1, share * batch.num_rows // batch.nbytes)
 
 
 def _rows_up_to(batch: pa.Table, keys: Sequence[str], bound: tuple) -> int:

@@ -162,8 +162,8 @@ class _ManifestMoved(Exception):
 #: in more parts is merged a group at a time into sorted runs first, so a merge's memory does
 #: not grow with the number of parts (a sharded run at ten million traces writes hundreds).
 MERGE_FAN_IN = 16
-#: Rows one round of a merge gives, about, shared among the parts it reads (one batch's worth).
-_MERGE_ROUND_ROWS = 1 << 17
+#: What one round of a merge gives, about, shared among the parts it reads (a batch's worth).
+_MERGE_ROUND_BYTES = 64 * 2**20
 
 
 class Store:
@@ -845,8 +845,7 @@ class Store:
 
         def merged(wanted: list[str]) -> Iterator[pa.Table]:
             parts = sources(wanted)
-            rows = max(1, _MERGE_ROUND_ROWS // max(1, len(parts)))
-            for piece in merge_sorted_parts(parts, spec.keys, round_rows=rows):
+            for piece in merge_sorted_parts(parts, spec.keys, round_bytes=_MERGE_ROUND_BYTES):
                 yield piece.select(wanted)
 
         run_schema = file_schema.with_metadata({META_TABLE: name.encode(), META_SORTED: b"keys"})
@@ -856,8 +855,7 @@ class Store:
                 for first in range(0, len(parts), MERGE_FAN_IN):
                     level.append(self._table_dir(name) / temp_name(".arrow"))
                     group = parts[first : first + MERGE_FAN_IN]
-                    rows = max(1, _MERGE_ROUND_ROWS // len(group))
-                    pieces = merge_sorted_parts(group, spec.keys, round_rows=rows)
+                    pieces = merge_sorted_parts(group, spec.keys, round_bytes=_MERGE_ROUND_BYTES)
                     write_ipc_pieces(level[-1], run_schema, (p.select(columns) for p in pieces))
                 for run in runs:  # the level before, now merged into this one
                     run.unlink(missing_ok=True)
