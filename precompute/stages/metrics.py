@@ -696,26 +696,31 @@ def _bucket_inputs(
     bucket_of_trace: pd.Series,
     read_rows: BucketReader,
 ) -> Iterator[dict[str, pd.DataFrame]]:
-    """Each bucket's inputs in bucket order, read when asked for: the per-trace frames split in
-    memory (small), the per-row inputs read from the store by the bucket's trace ids."""
-    split: dict[str, dict[int, pd.DataFrame]] = {}
+    """Each bucket's inputs in bucket order, read when asked for: the per-trace frames' rows of
+    the bucket (taken from the whole frames by position, so the buckets' rows are never held
+    as a second copy of them), the per-row inputs read from the store by the bucket's trace
+    ids."""
+    positions: dict[str, dict[int, np.ndarray]] = {}
     for name, frame in per_trace.items():
         keys = frame["trace_id"].astype(str).map(bucket_of_trace).to_numpy()
-        split[name] = (
-            {int(b): rows for b, rows in frame.groupby(keys, sort=False)} if len(frame) else {}
-        )
-    for bucket in sorted(split["traces"]):
+        # each bucket's row positions in frame order (the rows a group-by would give)
+        found = frame.groupby(keys, sort=False).indices if len(frame) else {}
+        positions[name] = {int(b): rows for b, rows in found.items()}
+    for bucket in sorted(positions["traces"]):
         # built in a call, so this generator keeps no name for a bucket it has handed out
-        yield _bucket_item(bucket, per_trace, split, read_rows)
+        yield _bucket_item(bucket, per_trace, positions, read_rows)
 
 
 def _bucket_item(
     bucket: int,
     per_trace: dict[str, pd.DataFrame],
-    split: dict[str, dict[int, pd.DataFrame]],
+    positions: dict[str, dict[int, np.ndarray]],
     read_rows: BucketReader,
 ) -> dict[str, pd.DataFrame]:
-    item = {n: split[n].pop(bucket, f.iloc[:0]) for n, f in per_trace.items()}
+    item = {}
+    for name, frame in per_trace.items():
+        rows = positions[name].pop(bucket, None)
+        item[name] = frame.iloc[:0] if rows is None else frame.iloc[rows]
     ids = item["traces"]["trace_id"].astype(str).tolist()
     for table in BUCKET_COLUMNS:
         item[table] = read_rows(table, ids)
