@@ -813,15 +813,14 @@ def _weigh_if_due(
     board: BoardPartials | None,
     board_rows: list[BoardRows],
     rollouts: RolloutPartials | None,
-    batch_bytes: int | None = None,
 ) -> tuple[BoardPartials | None, RolloutPartials | None]:
     """The board's rows and the curves' pairs waiting at the driver, weighed both at once when
-    together they pass ``batch_bytes`` (None: :data:`RESAMPLE_BATCH_BYTES`; one rule for both
-    kinds, checked after every chunk); as they are otherwise."""
+    together they pass :data:`RESAMPLE_BATCH_BYTES` (one rule for both kinds, checked after
+    every chunk); as they are otherwise."""
     waiting = sum(rows.nbytes for rows in board_rows)
     if rollouts is not None:
         waiting += rollouts.waiting_bytes
-    if waiting <= (RESAMPLE_BATCH_BYTES if batch_bytes is None else batch_bytes):
+    if waiting <= RESAMPLE_BATCH_BYTES:
         return board, rollouts
     if board_rows:
         board = _weigh_board(board, board_rows)
