@@ -12,7 +12,7 @@ Commands::
                                                        metrics) over the traces already stored;
                                                        --students adds the rollouts of the demo's
                                                        two packaged students (transfer utility)
-    ingest  FILE --store DIR --teacher NAME [--task T] your own traces into a store
+    ingest  FILE --store DIR [--teacher NAME] [--task T] your own traces into a store
     datasets [NAME [SOURCE]] [--list] [--store DIR | --out FILE]   load a benchmark's problems
     published [--out DIR]                              build the store of the papers' numbers
     merge   --store DIR [--table NAME]                 compact each table's parts into one

@@ -39,7 +39,8 @@ gold          no        the gold answer; without ``correct`` the task grades ``a
 tokens        no        generated tokens; else the tiktoken (cl100k_base) count of ``raw``, or
                         of reasoning + answer
 sample        no        sample number (default 0), for several traces per problem
-teacher       no        overrides ``--teacher`` for this row
+teacher       no        overrides ``--teacher`` for this row (rows that all name one need no
+                        ``--teacher``)
 complete,     no        true/false flags as in the traces table
 truncated
 ============  ========  ====================================================================
@@ -702,6 +703,8 @@ def _record(
     row_teacher = _as_text("teacher", lookup_field(values, "teacher", mapping))
     if row_teacher is not None and not row_teacher.strip():
         raise _FieldError("teacher", "empty")
+    if row_teacher is None and not teacher:
+        raise _FieldError("teacher", "missing: give --teacher, or a teacher field on the row")
     sample = _as_count("sample", lookup_field(values, "sample", mapping), maximum=2**31 - 1)
     return _Record(
         line=raw_row.line,
@@ -1180,7 +1183,8 @@ def ingest(
     Args:
         path: JSONL / JSON / Parquet / CSV file, or a hub dataset name ``owner/name``.
         store: a :class:`legival_core.store.store.Store` or the folder of one (created if needed).
-        teacher: teacher name for every row (a row's own ``teacher`` field wins). With a
+        teacher: teacher name for every row (a row's own ``teacher`` field wins); None: our
+            own rows name theirs (a row that names none is quarantined). With a
             ``file_format`` whose files name their model, None takes the teacher from the file
             (and a name given here overrides the file's).
         task: task family (``legival_core.tasks``) of new problems and for grading by gold.
@@ -1231,11 +1235,11 @@ def ingest(
         except FormatUnreadableError as err:
             raise IngestUnreadableError(str(err)) from None
     if teacher is not None and not str(teacher).strip():
-        teacher = None
-    if teacher is None and (adapter is None or not adapter.names_model):
+        raise IngestUsageError("--teacher: empty; give a model name, or leave it out")
+    # Our own rows may each name their teacher: one that names none is quarantined (_record).
+    if teacher is None and adapter is not None and not adapter.names_model:
         raise IngestUsageError(
-            "--teacher: a teacher name is required"
-            + (f" ({adapter.tool} files do not name their model)" if adapter is not None else "")
+            f"--teacher: a teacher name is required ({adapter.tool} files do not name their model)"
         )
     teacher = _nfc(str(teacher)) if teacher is not None else None
     dataset = _nfc(dataset) if dataset else dataset
@@ -1624,8 +1628,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--teacher",
         default=None,
-        help="name of the model that wrote the traces (required unless the file names it; "
-        "overrides the file's model name)",
+        help="name of the model that wrote the traces (required unless the file names it or "
+        "every row has a teacher field; overrides the file's model name, not a row's field)",
     )
     parser.add_argument("--task", default="math", help="task family (default: math)")
     parser.add_argument(

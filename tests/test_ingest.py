@@ -18,7 +18,7 @@ from legival_core.store.schema import trace_id_for
 from legival_core.store.store import Store
 from legival_core.text.tokens import count_tokens
 from precompute.cli import EXIT_MISSING, EXIT_STORE, EXIT_UNUSABLE, EXIT_USAGE
-from precompute.ingest import IngestError, ingest
+from precompute.ingest import IngestError, IngestUsageError, ingest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parents[1]
@@ -487,6 +487,30 @@ def test_a_rows_own_teacher_and_sample_win_over_the_command_line(tmp_path: Path)
     assert traces[["teacher", "sample", "reasoning"]].values.tolist() == [
         ["fallback", 0, "r3"], ["model-a", 0, "r1"], ["model-a", 1, "r2"]
     ]
+
+
+def test_rows_that_name_their_teacher_need_no_teacher_option(tmp_path: Path) -> None:
+    """Rows that each name a teacher ingest without ``--teacher``; a row that names none is
+    quarantined with its line and the field (the other rows kept); a blank ``--teacher`` is
+    still a usage error."""
+    rows = [
+        {"problem_id": "p", "prompt": "P", "reasoning": "r1", "teacher": "model-a"},
+        {"problem_id": "p", "prompt": "P", "reasoning": "r2", "teacher": "model-b"},
+        {"problem_id": "q", "prompt": "Q", "reasoning": "r3"},
+    ]
+    path = _jsonl(tmp_path / "rows.jsonl", rows)
+    result = run_cli(str(path), "--store", str(tmp_path / "s"), "--dataset", "d")
+    assert result.returncode == 0, result.stderr
+    assert "rows read: 3, kept: 2, quarantined: 1" in result.stdout
+    traces = Store.open(tmp_path / "s").read("traces").sort_values("teacher")
+    assert traces[["teacher", "reasoning"]].values.tolist() == [
+        ["model-a", "r1"], ["model-b", "r2"]
+    ]
+    (entry,) = [json.loads(line) for line in (tmp_path / "s" / "quarantine.jsonl").open()]
+    assert (entry["line"], entry["field"]) == (3, "teacher")
+    assert "--teacher" in entry["reason"]
+    with pytest.raises(IngestUsageError, match="--teacher"):
+        ingest(path, tmp_path / "s2", " ")
 
 
 # --- a quarantined line, fixed and ingested later, leaves the quarantine (issue 41) -----------
