@@ -32,6 +32,7 @@ rows with holes in them. Rollouts are optional: without them the transfer column
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -1290,9 +1291,13 @@ def page_results_table(
 
     results: list[tuple[str, ResultKey, pd.DataFrame]] = []
     pareto = None
-    transfer = store.read("trace_transfer") if store.has("trace_transfer") else None
-    efficiency = store.read("trace_efficiency") if store.has("trace_efficiency") else None
-    if (efficiency is not None and len(efficiency)) or (transfer is not None and len(transfer)):
+    # The per-trace tables are read whole only where a result needs every column (no
+    # partials from this run, reward models); otherwise the columns a result reads: at a
+    # million traces ``trace_transfer`` alone is 2.3M rows.
+    whole = functools.cache(lambda name: store.read(name) if store.has(name) else None)
+    efficiency_rows = _stored_rows(store, "trace_efficiency")
+    transfer_rows = _stored_rows(store, "trace_transfer")
+    if efficiency_rows or transfer_rows:
         references = store_reference_teachers(store)
         default = Selection()  # the leaderboard's and the Pareto page's first view
         if board is not None and (board.n_boot, board.seed) == (default.n_boot, default.seed):
@@ -1300,6 +1305,7 @@ def page_results_table(
 
             drawn = finalize_board(board, outside=references)
         else:
+            efficiency, transfer = whole("trace_efficiency"), whole("trace_transfer")
             drawn = stored_board_resamples(
                 efficiency, transfer, default.n_boot, default.seed, outside=references
             )
@@ -1324,8 +1330,9 @@ def page_results_table(
         results.append(("monitor_scores_pooled", monitor, pooled))
         if store.has("teacher_metrics"):
             results.append(monitor_legibility_result(store, scores, n_boot))
-    if store.has("rewards") and transfer is not None and store.has("grades"):
+    if store.has("rewards") and store.has("trace_transfer") and store.has("grades"):
         rewards, grades = store.read("rewards"), store.read("grades")
+        transfer = whole("trace_transfer")
         traces = store.read("traces", columns=["trace_id", "teacher", "dataset"])
         references = store_reference_teachers(store)
         tables = selections.RewardTables(rewards, transfer, grades, traces)
@@ -1349,15 +1356,18 @@ def page_results_table(
             observed_coverage,
         )
 
-        with_leaks = transfer is not None and {"leak_k", "fotu_before_leak"} <= set(
-            transfer.columns
-        )
         leaks: pd.DataFrame | None
         if rollout_results is not None:
             # merged from the buckets this run read: the rollouts are not read whole again
+            # (their leak pairs None unless this run's trace_transfer carries the leak columns)
             leaks, coverage = rollout_results.leaks, rollout_results.coverage
             first, concentration = rollout_results.first_measured, rollout_results.concentration
+            with_leaks = leaks is not None
         else:
+            transfer = whole("trace_transfer")
+            with_leaks = transfer is not None and {"leak_k", "fotu_before_leak"} <= set(
+                transfer.columns
+            )
             rollouts = _read_rollouts_as_pages(store)
             leaks = selection_leak_summary(transfer, rollouts) if with_leaks else None
             coverage = {p: observed_coverage(rollouts, p) for p in PROFILES}
@@ -1371,6 +1381,12 @@ def page_results_table(
             results.append(("transfer_coverage", covered, coverage[profile]))
         results.append(("transfer_first_measured", TransferSelection(), first))
         results.append(("attribution_traces", WholeStore(), concentration))
+    # trace_efficiency's step counts and σ: the two results below read nothing else of it
+    efficiency = (
+        read_or_empty(store, "trace_efficiency", ["trace_id", "steps", "compression"])
+        if efficiency_rows
+        else None
+    )
     if store.has("decomposition") and store.has("traces") and store.has("grades"):
         results += workload_audit_results(store, efficiency)
     if store.has("trace_efficiency") and store.has("steps"):
@@ -1398,6 +1414,12 @@ def page_results_table(
             store, settings, (0, RANK_RESAMPLES), RESAMPLE_SEED, robustness, pareto
         )
     return page_results_rows(results, manifest) if results else None
+
+
+def _stored_rows(store: Store, table: str) -> int:
+    """``table``'s row count as the manifest records it (0 when absent)."""
+    entry = (store.manifest.get("tables") or {}).get(table) or {}
+    return int(entry.get("rows", 0)) if store.has(table) else 0
 
 
 def missing_input(
