@@ -223,6 +223,59 @@ def test_the_per_trace_tables_never_read_a_per_row_input_whole(
 
 
 @pytest.mark.slow  # one metrics run on a copy of the demo store
+def test_while_a_bucket_runs_no_frame_holds_every_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-trace inputs (traces, trace_counts, grades, answer_leaks) are read a bucket at a
+    time like the per-row ones: while any of 7 buckets runs, no DataFrame in the process has
+    rows of every trace (the driver held the whole frames, 0.7 GB at a million traces), and
+    each of those tables is passed over once to split it, never read whole meanwhile."""
+    import gc
+
+    store = _copy(tmp_path / "demo")
+    every_trace = len(store.read("traces", ["trace_id"]))
+    per_trace = ["traces", "trace_counts", "grades", "answer_leaks"]
+    running = {"bucket": False}
+    held: list[tuple[int, list[str]]] = []
+    whole: list[str] = []
+    scans: list[str] = []
+    chunk = stage.metrics_chunk
+
+    def spied_chunk(inputs: dict[str, pd.DataFrame], settings: stage.ChunkSettings) -> object:
+        running["bucket"] = True
+        held.extend(
+            (len(o), list(o.columns))
+            for o in gc.get_objects()
+            if isinstance(o, pd.DataFrame)
+            and "trace_id" in o
+            and len(o) >= every_trace
+            and o["trace_id"].nunique() >= every_trace
+        )
+        try:
+            return chunk(inputs, settings)
+        finally:
+            running["bucket"] = False
+
+    def record(read: StoreRead) -> None:
+        if read.table not in per_trace:
+            return
+        if read.method == "scan":
+            scans.append(read.table)
+        elif running["bucket"] and not read.by_trace_ids():
+            whole.append(read.table)
+
+    spy_on_reads(monkeypatch, record)
+    monkeypatch.setattr(stage, "metrics_chunk", spied_chunk)
+    run_stage("metrics", StageContext(store=store, config=_config(7), progress=False))
+    monkeypatch.undo()
+    problems = store.read("traces", ["problem_id"])["problem_id"]
+    assert len(set(stage.problem_buckets(problems, 7).tolist())) > 1
+    assert not held, f"frames of every trace held while a bucket ran: {held}"
+    assert not whole, whole
+    assert sorted(scans) == sorted(per_trace), scans
+
+
+@pytest.mark.slow  # one metrics run on a copy of the demo store
 def test_the_stage_never_reads_similarity_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -289,12 +289,11 @@ def teacher_table(
 @dataclass
 class ChunkedTables:
     """What :func:`compute_in_chunks` leaves after writing each chunk's rows: the efficiency
-    rows of every trace (small: numbers only), the transfer row count, and the partials of all
-    chunks merged: the teacher table's, the stored board resamples' and the rollouts' page
-    results' (None without rollouts), and the redundancy sweep's (None without a sweep grid in
-    the settings)."""
+    and transfer row counts, and the partials of all chunks merged: the teacher table's, the
+    stored board resamples' and the rollouts' page results' (None without rollouts), and the
+    redundancy sweep's (None without a sweep grid in the settings)."""
 
-    efficiency: pd.DataFrame
+    efficiency_rows: int
     transfer_rows: int
     partials: TeacherPartials
     board: BoardPartials | None = None
@@ -669,7 +668,26 @@ BUCKET_COLUMNS: dict[str, tuple[str, ...]] = {
     "robustness_similarity": ("segmenter", "trace_id", "step", "max_similarity"),
 }  # fmt: skip
 
-#: Reads one bucket's rows of a per-row input: (table, the bucket's trace ids) -> its rows.
+#: The per-trace inputs (a row or two a trace), by the name :func:`metrics_chunk` gives them:
+#: the table each is read from and its columns. The stage reads them one bucket at a time too
+#: (:func:`compute_in_chunks` without whole frames), so that the driver does not hold a
+#: million traces' rows while the buckets run.
+PER_TRACE_INPUTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "traces": ("traces", (
+        "trace_id", "problem_id", "dataset", "teacher", "sample", "tokens", "truncated", "source",
+    )),
+    "counts": ("trace_counts", ("trace_id", "encoding", "tokens", "blank", "steps", "compression")),
+    "grades": ("grades", ("trace_id", "correct")),
+    "leaks": ("answer_leaks", ("trace_id", "leak_k")),
+}  # fmt: skip
+
+#: Every table a bucket reads and its columns: the per-row inputs and the per-trace ones.
+BUCKET_READS: dict[str, tuple[str, ...]] = {
+    **BUCKET_COLUMNS,
+    **dict(PER_TRACE_INPUTS.values()),
+}
+
+#: Reads one bucket's rows of an input: (table, the bucket's trace ids) -> its rows.
 BucketReader = Callable[[str, Sequence[str]], pd.DataFrame]
 
 
@@ -680,10 +698,10 @@ def store_bucket_reader(store: Store) -> BucketReader:
     naming it) and what is held is the bucket's rows plus one record batch being decoded.
     Every labeler's judgments are read: the primary labeler's give the backtracking share,
     the others the robustness report's alternatives."""
-    present = {name: store.has(name) for name in BUCKET_COLUMNS}
+    present = {name: store.has(name) for name in BUCKET_READS}
 
     def read(table: str, trace_ids: Sequence[str]) -> pd.DataFrame:
-        columns = list(BUCKET_COLUMNS[table])
+        columns = list(BUCKET_READS[table])
         if not present[table]:
             return read_or_empty(store, table, columns)
         filters: dict[str, Any] = {"trace_id": list(trace_ids)}
@@ -693,46 +711,79 @@ def store_bucket_reader(store: Store) -> BucketReader:
 
 
 def _bucket_inputs(
-    per_trace: dict[str, pd.DataFrame],
+    per_trace: Mapping[str, pd.DataFrame | None],
     bucket_of_trace: pd.Series,
     read_rows: BucketReader,
 ) -> Iterator[dict[str, pd.DataFrame]]:
     """Each bucket's inputs in bucket order, read when asked for: the per-trace frames' rows of
     the bucket (taken from the whole frames by position, so the buckets' rows are never held
-    as a second copy of them), the per-row inputs read from the store by the bucket's trace
+    as a second copy of them; a frame given as None is read by ``read_rows`` from its table,
+    :data:`PER_TRACE_INPUTS`), the per-row inputs read from the store by the bucket's trace
     ids."""
     positions: dict[str, dict[int, np.ndarray]] = {}
     for name, frame in per_trace.items():
+        if frame is None:
+            continue
         keys = frame["trace_id"].astype(str).map(bucket_of_trace).to_numpy()
         # each bucket's row positions in frame order (the rows a group-by would give)
         found = frame.groupby(keys, sort=False).indices if len(frame) else {}
         positions[name] = {int(b): rows for b, rows in found.items()}
-    for bucket in sorted(positions["traces"]):
+    if "traces" in positions:
+        buckets = sorted(positions["traces"])
+    else:  # every trace is in bucket_of_trace: its buckets, and its ids in each
+        found = pd.Series(bucket_of_trace.index).groupby(bucket_of_trace.to_numpy()).indices
+        positions["traces"] = {int(b): rows for b, rows in found.items()}
+        buckets = sorted(positions["traces"])
+    for bucket in buckets:
         # built in a call, so this generator keeps no name for a bucket it has handed out
-        yield _bucket_item(bucket, per_trace, positions, read_rows)
+        yield _bucket_item(bucket, per_trace, bucket_of_trace, positions, read_rows)
 
 
 def _bucket_item(
     bucket: int,
-    per_trace: dict[str, pd.DataFrame],
+    per_trace: Mapping[str, pd.DataFrame | None],
+    bucket_of_trace: pd.Series,
     positions: dict[str, dict[int, np.ndarray]],
     read_rows: BucketReader,
 ) -> dict[str, pd.DataFrame]:
-    item = {}
+    item: dict[str, pd.DataFrame] = {}
     for name, frame in per_trace.items():
-        rows = positions[name].pop(bucket, None)
-        item[name] = frame.iloc[:0] if rows is None else frame.iloc[rows]
-    ids = item["traces"]["trace_id"].astype(str).tolist()
+        if frame is not None:
+            found = positions[name].pop(bucket, None)
+            item[name] = frame.iloc[:0] if found is None else frame.iloc[found]
+    if per_trace.get("traces") is None:  # the bucket's ids, by position in bucket_of_trace
+        ids = bucket_of_trace.index[positions["traces"].pop(bucket)].astype(str).tolist()
+    else:
+        ids = item["traces"]["trace_id"].astype(str).tolist()
     for table in BUCKET_COLUMNS:
         item[table] = read_rows(table, ids)
+    for name, frame in per_trace.items():
+        if frame is None:
+            item[name] = read_rows(PER_TRACE_INPUTS[name][0], ids)
+    if "leaks" in per_trace and per_trace["leaks"] is None:
+        item["leaks"] = chunk_leaks(item["leaks"], item["rollouts"]["trace_id"])
     return item
 
 
+def chunk_leaks(leaks: pd.DataFrame, with_rollouts: Iterable[Any]) -> pd.DataFrame:
+    """The ``answer_leaks`` rows :func:`metrics_chunk` takes: those of the traces with rollouts
+    (``with_rollouts``: their ids), ``trace_id`` and ``leak_k`` (as Int64).
+
+    >>> kept = chunk_leaks(pd.DataFrame({"trace_id": ["a", "b"], "leak_k": [3, 1]}), ["b"])
+    >>> kept["trace_id"].tolist(), kept["leak_k"].tolist(), str(kept["leak_k"].dtype)
+    (['b'], [1], 'Int64')
+    """
+    kept = leaks[leaks["trace_id"].isin(set(with_rollouts))]
+    kept = kept[["trace_id", "leak_k"]].reset_index(drop=True)
+    kept["leak_k"] = kept["leak_k"].astype("Int64")
+    return kept
+
+
 def compute_in_chunks(
-    traces: pd.DataFrame,
-    counts: pd.DataFrame,
-    grades: pd.DataFrame,
-    leaks: pd.DataFrame,
+    traces: pd.DataFrame | None,
+    counts: pd.DataFrame | None,
+    grades: pd.DataFrame | None,
+    leaks: pd.DataFrame | None,
     read_rows: BucketReader,
     *,
     bucket_of_trace: pd.Series,
@@ -749,7 +800,9 @@ def compute_in_chunks(
     they come back and the teacher partials of every chunk merged
     (:mod:`legival_core.metrics.teacher_partials`).
 
-    The per-trace frames (``traces``, ``counts``, ``grades``, ``leaks``) are given whole; the
+    The per-trace frames (``traces``, ``counts``, ``grades``, ``leaks``) are given whole, or
+    None to have each bucket's rows read by ``read_rows`` like the per-row inputs (the stage
+    does: :data:`PER_TRACE_INPUTS`; ``leaks`` then as :func:`chunk_leaks` gives them); the
     per-row inputs (``similarity``, ``judgments``, ``rollouts``: 19M and 37M rows at a million
     traces) are read one bucket at a time by ``read_rows`` (:func:`store_bucket_reader`), so
     the stage holds one bucket's rows of them (with Ray, the ``in_flight`` buckets submitted
@@ -771,12 +824,13 @@ def compute_in_chunks(
     rollouts: RolloutPartials | None = None
     robustness: RobustnessPartial | None = None
     sweep: SweepPartial | None = None
-    kept: list[pd.DataFrame] = []
+    efficiency_rows = 0
     transfer_rows = 0
     runner = RUNNERS[engine]
     for chunk in runner(metrics_chunk, items, settings, address=address, in_flight=in_flight):
+        # written, not kept: the stage reads back the columns it needs once they are merged
         write("trace_efficiency", chunk.efficiency)
-        kept.append(chunk.efficiency)
+        efficiency_rows += len(chunk.efficiency)
         if chunk.transfer is not None and len(chunk.transfer):
             write("trace_transfer", chunk.transfer)
             transfer_rows += len(chunk.transfer)
@@ -802,12 +856,9 @@ def compute_in_chunks(
         board = _weigh_board(board, board_rows)
     if rollouts is not None:
         rollouts = rollouts.resampled()
-    if not kept:  # no trace: the table's columns, no row
-        empty = {n: f.iloc[:0] for n, f in per_trace.items()}
-        empty.update({t: read_rows(t, []) for t in BUCKET_COLUMNS})
-        kept.append(metrics_chunk(empty, settings).efficiency)
-    efficiency = pd.concat(kept, ignore_index=True)
-    return ChunkedTables(efficiency, transfer_rows, merged, board, rollouts, robustness, sweep)
+    return ChunkedTables(
+        efficiency_rows, transfer_rows, merged, board, rollouts, robustness, sweep
+    )
 
 
 def _weigh_if_due(
@@ -1103,7 +1154,7 @@ def monitor_legibility_result(
 
 
 #: The ``trace_counts`` columns the stage reads.
-COUNT_COLUMNS = ("trace_id", "encoding", "tokens", "blank", "steps", "compression")
+COUNT_COLUMNS = PER_TRACE_INPUTS["counts"][1]
 
 
 def default_counts(counts: pd.DataFrame) -> pd.Series:
@@ -1510,9 +1561,7 @@ def _refuse_missing(
 
 #: The ``traces`` columns the metrics stage reads: no text (``reasoning``, ``raw``,
 #: ``answer_text``); what the metrics need from it is in ``trace_counts`` and ``answer_leaks``.
-METRICS_TRACE_COLUMNS = (
-    "trace_id", "problem_id", "dataset", "teacher", "sample", "tokens", "truncated", "source",
-)  # fmt: skip
+METRICS_TRACE_COLUMNS = PER_TRACE_INPUTS["traces"][1]
 #: The ``rollouts`` columns it reads (never the students' texts or token counts).
 METRICS_ROLLOUT_COLUMNS = (
     "trace_id", "problem_id", "dataset", "teacher", "student", "k", "sample", "m", "correct",
@@ -1636,24 +1685,27 @@ def run_metrics(ctx: StageContext) -> StageResult:
         labeler,
         store,
     )
-    del similarity, judgments, with_rollout_rows
-
-    leaks = leaks[leaks["trace_id"].isin(set(with_rollouts["trace_id"]))]
-    leaks = leaks[["trace_id", "leak_k"]].reset_index(drop=True)
-    leaks["leak_k"] = leaks["leak_k"].astype("Int64")
+    leaks = chunk_leaks(leaks, with_rollouts["trace_id"])
+    leaks_found = int(leaks["leak_k"].notna().sum()) if has_rollouts else 0
+    n_traces = len(traces)
     chunks = metrics_chunks(store, cfg, options)
     result.notes.append(f"{chunks} chunks")
     bucket_of_trace = trace_buckets(traces, chunks)
-    # each per-row table split into the buckets in one pass (precompute.bucket_spill), not
-    # decoded whole once per bucket by a keyed read
+    # The buckets read their own rows of every input, the per-trace ones too: the whole frames
+    # go before the buckets run (at a million traces ~0.7 GB with what the checks built,
+    # under every bucket), and the ones the decomposition needs are read again after them.
+    del similarity, judgments, with_rollout_rows, with_rollouts, traces, grades, counts, leaks
+    gc.collect()
+    # each table split into the buckets in one pass (precompute.bucket_spill), not decoded
+    # whole once per bucket by a keyed read
     with spilled_bucket_reader(
-        store, bucket_of_trace, BUCKET_COLUMNS, store_bucket_reader(store)
+        store, bucket_of_trace, BUCKET_READS, store_bucket_reader(store)
     ) as read_rows:
         chunked = compute_in_chunks(
-            traces,
-            counts,
-            grades,
-            leaks,
+            None,
+            None,
+            None,
+            None,
             read_rows,
             bucket_of_trace=bucket_of_trace,
             # the sweep's grid holds the τ this run records, the one the pages will read
@@ -1663,16 +1715,14 @@ def run_metrics(ctx: StageContext) -> StageResult:
             address=options.get("address"),
             in_flight=chunks_in_flight(options),
         )
-    efficiency = chunked.efficiency
     for name, rows in (
-        ("trace_efficiency", len(efficiency)),
+        ("trace_efficiency", chunked.efficiency_rows),
         ("trace_transfer", chunked.transfer_rows),
     ):
         if rows:
             store.merge(name)
             result.written[name] = rows
     tables: dict[str, pd.DataFrame] = {}
-    leaks_found = int(leaks["leak_k"].notna().sum()) if has_rollouts else 0
     # The transfer curves and the rollouts' page results, merged from the buckets' partials.
     rollout_results = chunked.rollouts.results(stamp) if chunked.rollouts is not None else None
     if rollout_results is not None:
@@ -1687,30 +1737,34 @@ def run_metrics(ctx: StageContext) -> StageResult:
         rollouts = read_or_empty(store, "rollouts", list(METRICS_ROLLOUT_COLUMNS))
         transfer = store.read("trace_transfer") if chunked.transfer_rows else None
         tables["teacher_metrics"] = teacher_table(
-            efficiency, rollouts, cfg.profile, cfg.grid, ctx.config.seed, transfer
-        )
+            store.read("trace_efficiency"), rollouts, cfg.profile, cfg.grid, ctx.config.seed,
+            transfer,
+        )  # fmt: skip
         del rollouts, transfer
+    # the decomposition's per-trace inputs, read again now that the buckets are done
+    grades = read_or_empty(store, "grades", list(PER_TRACE_INPUTS["grades"][1]))
     if len(grades):
         from legival_core.metrics.decomposition import decomposition_instances
         from legival_core.published.references import reference_teachers
 
+        traces = read_or_empty(store, "traces", list(METRICS_TRACE_COLUMNS))
+        sigma = read_or_empty(store, "trace_efficiency", ["trace_id", "compression"])
         instances = decomposition_instances(
             traces,
             grades,
             problems,
-            sigma=pd.Series(
-                efficiency["compression"].to_numpy(), index=efficiency["trace_id"].astype(str)
-            ),
-            counted=default_counts(counts),
+            sigma=pd.Series(sigma["compression"].to_numpy(), index=sigma["trace_id"].astype(str)),
+            counted=default_counts(read_or_empty(store, "trace_counts", list(COUNT_COLUMNS))),
         )
         decomposition = decomposition_table(instances, reference_teachers(traces))
+        del traces, sigma, instances
         if len(decomposition):
             tables["decomposition"] = decomposition
     for name, frame in tables.items():
         store.write(name, frame, stage="metrics")
         store.merge(name)
         result.written[name] = len(frame)
-    result.todo = len(traces)
+    result.todo = n_traces
     written = set(tables) | {
         n for n in ("trace_efficiency", "trace_transfer") if n in result.written
     }
@@ -1718,7 +1772,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     # a million traces they held ~10 GB, and holding them beside the rollouts read again
     # below crossed 17 GB; bench/scale_bench.py).
     board, robustness, sweep = chunked.board, chunked.robustness, chunked.sweep
-    del traces, grades, counts, efficiency, tables, frame, chunked
+    del grades, tables, chunked
     gc.collect()
     # The pages' default results, from the tables just written. Each is stamped with its
     # inputs' state: the tables this stage wrote as they are now, the others as they were
