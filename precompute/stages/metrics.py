@@ -1171,6 +1171,17 @@ def default_counts(counts: pd.DataFrame) -> pd.Series:
     )
 
 
+def stored_default_counts(store: Store) -> pd.Series:
+    """:func:`default_counts` of ``store``'s ``trace_counts``, reading only the default
+    encoding's rows and the three columns it uses (a third of the table at two encodings)."""
+    from legival_core.text.tokens import DEFAULT_ENCODING
+
+    columns = ["trace_id", "encoding", "tokens"]
+    if not store.has("trace_counts"):
+        return default_counts(read_or_empty(store, "trace_counts", columns))
+    return default_counts(store.read("trace_counts", columns, {"encoding": [DEFAULT_ENCODING]}))
+
+
 def workload_audit_results(
     store: Store, efficiency: pd.DataFrame | None
 ) -> list[tuple[str, ResultKey, pd.DataFrame]]:
@@ -1194,7 +1205,7 @@ def workload_audit_results(
         store.read("traces", columns=columns),
         store.read("grades", columns=["trace_id", "correct"]),
         sigma=sigma,
-        counted=default_counts(read_or_empty(store, "trace_counts", list(COUNT_COLUMNS))),
+        counted=stored_default_counts(store),
     )
     # the pool without reference teachers, as the page's default (views' workload_audits)
     instances = keep_teachers(instances, store_reference_teachers(store), column="model")
@@ -1754,7 +1765,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
             grades,
             problems,
             sigma=pd.Series(sigma["compression"].to_numpy(), index=sigma["trace_id"].astype(str)),
-            counted=default_counts(read_or_empty(store, "trace_counts", list(COUNT_COLUMNS))),
+            counted=stored_default_counts(store),
         )
         decomposition = decomposition_table(instances, reference_teachers(traces))
         del traces, sigma, instances
