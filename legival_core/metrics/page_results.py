@@ -392,22 +392,50 @@ def frame_from_bytes(data: bytes, columns: Sequence[str] | None = None) -> pd.Da
         return reader.read_all().to_pandas()
 
 
+class PageResultRows:
+    """Rows of ``page_results`` built a result at a time: each frame is stamped and serialised
+    (:func:`frame_to_bytes`, compressed) when it is added, so a caller that lets its frames go
+    holds the payloads, not every result's frame until the end (a row per trace for several
+    results at a million traces)."""
+
+    def __init__(self, manifest: Mapping[str, Any]) -> None:
+        self.manifest = manifest
+        self._columns: tuple[list[str], list[str], list[str], list[bytes]] = ([], [], [], [])
+
+    def append(self, result: tuple[str, ResultKey, pd.DataFrame]) -> None:
+        """Add one result (name, key value, frame), stamped with :func:`inputs_stamp` of its
+        :data:`INPUTS` in the manifest."""
+        name, key, frame = result
+        names, selections, stamps, payloads = self._columns
+        names.append(name)
+        selections.append(_selection_text(name, key))
+        stamps.append(inputs_stamp(self.manifest, INPUTS[name]))
+        payloads.append(frame_to_bytes(frame))
+
+    def __iadd__(self, results: Iterable[tuple[str, ResultKey, pd.DataFrame]]) -> PageResultRows:
+        for result in results:
+            self.append(result)
+        return self
+
+    def __len__(self) -> int:
+        return len(self._columns[0])
+
+    def table(self) -> pa.Table:
+        """The rows added so far, in the order they were added."""
+        from legival_core.store.schema import spec
+
+        return pa.table(list(self._columns), schema=spec("page_results").schema)
+
+
 def page_results_rows(
     results: Iterable[tuple[str, ResultKey, pd.DataFrame]], manifest: Mapping[str, Any]
 ) -> pa.Table:
     """Rows of ``page_results`` for ``results`` (name, key value, frame), each stamped with
     :func:`inputs_stamp` of its :data:`INPUTS` in ``manifest`` (the store after the tables
     they were computed from were written)."""
-    from legival_core.store.schema import spec
-
-    names, selections, stamps, payloads = [], [], [], []
-    for name, key, frame in results:
-        names.append(name)
-        selections.append(_selection_text(name, key))
-        stamps.append(inputs_stamp(manifest, INPUTS[name]))
-        payloads.append(frame_to_bytes(frame))
-    schema = spec("page_results").schema
-    return pa.table([names, selections, stamps, payloads], schema=schema)
+    rows = PageResultRows(manifest)
+    rows += results
+    return rows.table()
 
 
 def _current_row(
