@@ -281,6 +281,49 @@ def test_while_a_bucket_runs_no_frame_holds_every_trace(
 
 
 @pytest.mark.slow  # one metrics run on a copy of the demo store
+def test_after_the_buckets_the_per_trace_tables_are_read_by_the_columns_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the buckets are done, ``trace_transfer`` and ``grades`` (2.3M and 1M rows at a
+    million traces) are read only by the columns a result uses, never every column (the reward
+    results read all of both: a gigabyte more at two million traces), and the decomposition's
+    instances are built once, the workload audits reusing them."""
+    from legival_core.metrics import decomposition
+
+    store = _copy(tmp_path / "demo")
+    assert store.has("rewards")  # the reward results run
+    done = {"buckets": False}
+    whole: list[str] = []
+    built: list[int] = []
+    original_merge = Store.merge
+    original_instances = decomposition.decomposition_instances
+
+    def merge(self: Store, table: str | None = None) -> None:
+        if table == "trace_efficiency":
+            done["buckets"] = True
+        original_merge(self, table)
+
+    def record(read: StoreRead) -> None:
+        if done["buckets"] and read.table in ("trace_transfer", "grades") and not read.columns:
+            whole.append(read.table)
+
+    def instances(*args: object, **kwargs: object) -> pd.DataFrame:
+        built.append(1)
+        return original_instances(*args, **kwargs)  # type: ignore[arg-type]
+
+    spy_on_reads(monkeypatch, record)
+    monkeypatch.setattr(Store, "merge", merge)
+    monkeypatch.setattr(decomposition, "decomposition_instances", instances)
+    run_stage("metrics", StageContext(store=store, config=_config(7), progress=False))
+    monkeypatch.undo()
+    assert done["buckets"]
+    assert not whole, f"read with every column after the buckets: {whole}"
+    assert len(built) == 1, f"the decomposition's instances built {len(built)} times"
+    names = set(store.read("page_results", ["name"])["name"])
+    assert {"reward_rho", "decomposition_audits"} <= names
+
+
+@pytest.mark.slow  # one metrics run on a copy of the demo store
 def test_the_stage_never_reads_similarity_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

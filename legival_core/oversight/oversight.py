@@ -69,6 +69,21 @@ POOLED_DATASETS = "(mean over datasets)"
 #: Transfer quantities that exist per trace (SOTU is a property of a set of traces).
 TRACE_LEVEL_METRICS: tuple[str, ...] = metrics_in("oversight_trace")
 TEACHER_LEVEL_METRICS: tuple[str, ...] = metrics_in("oversight_teacher")
+#: The columns the reward-model results read of each table (and all they read: a caller
+#: holding millions of transfer rows reads these, not the whole table).
+REWARD_INPUT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "rewards": ("trace_id", "reward_model", "score"),
+    "trace_transfer": (
+        "trace_id",
+        "student",
+        "teacher",
+        "dataset",
+        *TRACE_LEVEL_METRICS,
+        "hazard_bin",
+    ),
+    "grades": ("trace_id", "correct"),
+    "traces": ("trace_id", "teacher", "dataset"),
+}
 
 Level = Literal["trace", "teacher"]
 
@@ -342,7 +357,7 @@ def _missing(value: object) -> bool:
 
 
 def _correct_ids(grades: pd.DataFrame) -> set[str]:
-    require_columns(grades, ("trace_id", "correct"), "grades")
+    require_columns(grades, REWARD_INPUT_COLUMNS["grades"], "grades")
     flags = grades["correct"].astype("boolean").fillna(False).astype(bool)
     return set(grades.loc[flags.to_numpy(), "trace_id"].astype(str))
 
@@ -367,7 +382,7 @@ def trace_level_rewards(
     >>> trace_level_rewards(r, t, g)[["trace_id", "fotu", "correct"]].values.tolist()
     [['a', 0.30000000000000004, True], ['b', 0.9, False]]
     """
-    require_columns(rewards, ("trace_id", "reward_model", "score"), "rewards")
+    require_columns(rewards, REWARD_INPUT_COLUMNS["rewards"], "rewards")
     require_columns(
         trace_transfer, ("trace_id", "teacher", "dataset", *TRACE_LEVEL_METRICS), "trace_transfer"
     )
@@ -393,11 +408,7 @@ def _teacher_transfer(trace_transfer: pd.DataFrame, keep: set[str] | None) -> pd
     """Per (teacher, dataset): FOTU, SOTU and regression rate, mean over students."""
     from legival_core.metrics.transfer import sotu
 
-    require_columns(
-        trace_transfer,
-        ("trace_id", "student", "teacher", "dataset", "fotu", "regression_rate", "hazard_bin"),
-        "trace_transfer",
-    )
+    require_columns(trace_transfer, REWARD_INPUT_COLUMNS["trace_transfer"], "trace_transfer")
     frame = trace_transfer
     if keep is not None:
         frame = frame[frame["trace_id"].astype(str).isin(keep)]
@@ -529,11 +540,11 @@ def teacher_level_rewards(
     >>> float(row.score), float(row.fotu), float(row.sotu)  # (1 + 3 + 5) / 3
     (3.0, 0.5, 0.0)
     """
-    require_columns(rewards, ("trace_id", "reward_model", "score"), "rewards")
+    require_columns(rewards, REWARD_INPUT_COLUMNS["rewards"], "rewards")
     correct = _correct_ids(grades)
     keep = correct if correct_only else None
     if traces is not None:
-        require_columns(traces, ("trace_id", "teacher", "dataset"), "traces")
+        require_columns(traces, REWARD_INPUT_COLUMNS["traces"], "traces")
         owners = traces[["trace_id", "teacher", "dataset"]].drop_duplicates("trace_id")
     else:
         require_columns(trace_transfer, ("trace_id", "teacher", "dataset"), "trace_transfer")

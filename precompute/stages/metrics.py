@@ -603,8 +603,7 @@ def metrics_chunks(store: Store, cfg: Any, options: dict[str, Any]) -> int:
         raise StageError(
             f"stage 'metrics': --memory-gb must be a positive number of GB, got {budget}"
         )
-    tables = store.manifest.get("tables") or {}
-    rows = {t: int((tables.get(t) or {}).get("rows", 0)) for t in BUCKET_BYTES_PER_ROW}
+    rows = {t: _stored_rows(store, t) for t in BUCKET_BYTES_PER_ROW}
     return max(int(chunks), budget_chunks(rows, budget, chunks_in_flight(options)))
 
 
@@ -1184,15 +1183,12 @@ def stored_default_counts(store: Store) -> pd.Series:
 def workload_audit_results(
     store: Store, efficiency: pd.DataFrame | None
 ) -> list[tuple[str, ResultKey, pd.DataFrame]]:
-    """The Decomposition page's solver-workload audits and solver concentration
-    (:func:`legival_core.metrics.workload.pool_audits`) of each benchmark, reference
-    teachers left out, as ``page_results`` entries. The instances are the page's: σ from
+    """The Decomposition page's solver-workload audits and solver concentration of each
+    benchmark (:func:`workload_audits`), from instances built as the page builds them: σ from
     ``efficiency`` (``trace_efficiency``), a trace without a stored token count counted from
     ``trace_counts`` (:func:`default_counts`); no text is read."""
     from legival_core.metrics.decomposition import decomposition_instances
-    from legival_core.metrics.page_results import DecompositionSelection
-    from legival_core.metrics.workload import pool_audits
-    from legival_core.published.references import keep_teachers, store_reference_teachers
+    from legival_core.published.references import store_reference_teachers
 
     columns = ["trace_id", "problem_id", "dataset", "teacher", "sample", "tokens", "truncated"]
     sigma = None
@@ -1202,16 +1198,31 @@ def workload_audit_results(
         )
     instances = decomposition_instances(
         store.read("traces", columns=columns),
-        store.read("grades", columns=["trace_id", "correct"]),
+        store.read("grades", columns=list(PER_TRACE_INPUTS["grades"][1])),
         sigma=sigma,
         counted=stored_default_counts(store),
     )
+    benchmarks = store.read("decomposition", columns=["benchmark"])["benchmark"]
+    return workload_audits(instances, store_reference_teachers(store), benchmarks)
+
+
+def workload_audits(
+    instances: pd.DataFrame, references: Sequence[str], benchmarks: Iterable[str]
+) -> list[tuple[str, ResultKey, pd.DataFrame]]:
+    """The solver-workload audits and solver concentration
+    (:func:`legival_core.metrics.workload.pool_audits`) of each of ``benchmarks`` over
+    ``instances`` (:func:`legival_core.metrics.decomposition.decomposition_instances`), the
+    ``references`` teachers left out of the pool as the page's default leaves them out, as
+    ``page_results`` entries."""
+    from legival_core.metrics.page_results import DecompositionSelection
+    from legival_core.metrics.workload import pool_audits
+    from legival_core.published.references import keep_teachers
+
     # the pool without reference teachers, as the page's default (views' workload_audits)
-    instances = keep_teachers(instances, store_reference_teachers(store), column="model")
+    pool = keep_teachers(instances, references, column="model")
     out: list[tuple[str, ResultKey, pd.DataFrame]] = []
-    benchmarks = store.read("decomposition", columns=["benchmark"])["benchmark"].unique()
-    for benchmark in sorted(benchmarks):
-        audits = pool_audits(instances[instances["benchmark"] == benchmark])
+    for benchmark in sorted(set(benchmarks)):
+        audits = pool_audits(pool[pool["benchmark"] == benchmark])
         for part, frame in audits.items():
             out.append((f"decomposition_{part}", DecompositionSelection(benchmark), frame))
     return out
@@ -1297,6 +1308,7 @@ def page_results_table(
     rollout_results: RolloutResults | None = None,
     robustness: RobustnessPartial | None = None,
     sweep: SweepPartial | None = None,
+    audits: list[tuple[str, ResultKey, pd.DataFrame]] | None = None,
 ) -> pa.Table | None:
     """Rows of ``page_results`` (:mod:`legival_core.metrics.page_results`): what the slow pages
     compute on load for their default selection, from the store's tables as they are now,
@@ -1334,6 +1346,8 @@ def page_results_table(
     instead of from ``trace_efficiency``, ``trace_transfer`` and the whole ``rollouts`` read
     again; with ``sweep`` the redundancy sweep is finalized from the buckets' partials instead
     of read from the whole ``similarity``: the same numbers (``tests/test_metrics_buckets.py``).
+    ``audits`` are the workload audits from this run's decomposition instances
+    (:func:`workload_audits`), used instead of building the instances again.
 
     None when the store holds none of their inputs.
     """
@@ -1350,8 +1364,8 @@ def page_results_table(
     from legival_core.rankings.robustness_choices import Settings
     from legival_core.rankings.selection import RANK_RESAMPLES, RESAMPLE_SEED, Selection
 
-    # each result serialised as it comes, and the per-trace frames let go once used: at two
-    # million traces holding them all to the end took the stage from 4.1 to 5.9 GB
+    # each result serialised as it comes, and the per-trace frames let go once used (at two
+    # million traces this phase's peak went from 5.74 to 5.38 GB)
     results = PageResultRows(manifest)
     pareto = None
     # The per-trace tables are read whole only where a result needs every column (no
@@ -1397,9 +1411,12 @@ def page_results_table(
         if store.has("teacher_metrics"):
             results.append(monitor_legibility_result(store, scores, n_boot))
     if store.has("rewards") and store.has("trace_transfer") and store.has("grades"):
-        rewards, grades = store.read("rewards"), store.read("grades")
-        transfer = whole("trace_transfer")
-        traces = store.read("traces", columns=["trace_id", "teacher", "dataset"])
+        # only the columns the reward results read: at two million traces the whole
+        # trace_transfer and grades took this phase, the stage's highest, from 4.8 to 5.8 GB
+        rewards, transfer, grades, traces = (
+            store.read(name, columns=list(oversight.REWARD_INPUT_COLUMNS[name]))
+            for name in ("rewards", "trace_transfer", "grades", "traces")
+        )
         references = store_reference_teachers(store)
         tables = selections.RewardTables(rewards, transfer, grades, traces)
         for model in sorted(rewards["reward_model"].unique()):
@@ -1456,7 +1473,9 @@ def page_results_table(
         if efficiency_rows
         else None
     )
-    if store.has("decomposition") and store.has("traces") and store.has("grades"):
+    if audits is not None:
+        results += audits
+    elif store.has("decomposition") and store.has("traces") and store.has("grades"):
         results += workload_audit_results(store, efficiency)
     if store.has("trace_efficiency") and store.has("steps"):
         # The inspector's trace list reads trace_efficiency's step counts while this marker
@@ -1551,9 +1570,7 @@ def missing_input(
         uncounted |= ~trace_ids.isin(counted)
     if uncounted.any():
         return ("segment", "trace_counts", int(uncounted.sum()))
-    segmented = pd.Series(
-        counts.loc[pd.to_numeric(counts["steps"]) > 0, "trace_id"].unique()
-    )
+    segmented = pd.Series(counts.loc[pd.to_numeric(counts["steps"]) > 0, "trace_id"].unique())
     unembedded = ~segmented.isin(similarity["trace_id"])
     if unembedded.any():
         return ("embed", "similarity", int(unembedded.sum()))
@@ -1669,7 +1686,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     traces = read_or_empty(store, "traces", list(METRICS_TRACE_COLUMNS))
     if traces.empty:
         raise StageError("stage 'metrics' needs rows in table 'traces', which is empty")
-    grades = read_or_empty(store, "grades", ["trace_id", "correct"])
+    grades = read_or_empty(store, "grades", list(PER_TRACE_INPUTS["grades"][1]))
     counts = read_or_empty(store, "trace_counts", list(COUNT_COLUMNS))
     from legival_core.grading.grader import GRADER_VERSION
     from legival_core.metrics.transfer_curves import rollouts_stamp
@@ -1766,6 +1783,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
         del rollouts, transfer
     # the decomposition's per-trace inputs, read again now that the buckets are done
     grades = read_or_empty(store, "grades", list(PER_TRACE_INPUTS["grades"][1]))
+    audits = None
     if len(grades):
         from legival_core.metrics.decomposition import decomposition_instances
         from legival_core.published.references import reference_teachers
@@ -1779,10 +1797,13 @@ def run_metrics(ctx: StageContext) -> StageResult:
             sigma=pd.Series(sigma["compression"].to_numpy(), index=sigma["trace_id"].astype(str)),
             counted=stored_default_counts(store),
         )
-        decomposition = decomposition_table(instances, reference_teachers(traces))
-        del traces, sigma, instances
+        references = reference_teachers(traces)
+        decomposition = decomposition_table(instances, references)
         if len(decomposition):
             tables["decomposition"] = decomposition
+            # the Decomposition page's audits from the same instances, not built again later
+            audits = workload_audits(instances, references, decomposition["benchmark"])
+        del traces, sigma, instances
     for name, frame in tables.items():
         store.write(name, frame, stage="metrics")
         store.merge(name)
@@ -1828,6 +1849,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
         rollout_results=rollout_results,
         robustness=robustness,
         sweep=sweep,
+        audits=audits,
     )
     if pages is not None:
         store.write("page_results", pages, stage="metrics")
