@@ -36,6 +36,7 @@ from legival_core.stats.stats import (
     seeded_stream,
     spearman,
 )
+from legival_core.store.frames import is_in
 from legival_core.store.schema import require_columns
 
 __all__ = [
@@ -356,10 +357,12 @@ def _missing(value: object) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-def _correct_ids(grades: pd.DataFrame) -> set[str]:
+def _correct_ids(grades: pd.DataFrame) -> pd.Index:
+    """The ids of the traces graded correct, as text (an index, not a Python set: at millions
+    of traces a set of their strings is hundreds of MB)."""
     require_columns(grades, REWARD_INPUT_COLUMNS["grades"], "grades")
     flags = grades["correct"].astype("boolean").fillna(False).astype(bool)
-    return set(grades.loc[flags.to_numpy(), "trace_id"].astype(str))
+    return pd.Index(grades.loc[flags.to_numpy(), "trace_id"].astype(str)).unique()
 
 
 def trace_level_rewards(
@@ -398,20 +401,20 @@ def trace_level_rewards(
     )
     correct = _correct_ids(grades)
     merged = rewards[["trace_id", "reward_model", "score"]].merge(per_trace, on="trace_id")
-    merged["correct"] = merged["trace_id"].astype(str).isin(correct)
+    merged["correct"] = is_in(merged["trace_id"].astype(str), correct)
     if correct_only:
         merged = merged[merged["correct"]]
     return merged.sort_values(["reward_model", "trace_id"]).reset_index(drop=True)
 
 
-def _teacher_transfer(trace_transfer: pd.DataFrame, keep: set[str] | None) -> pd.DataFrame:
+def _teacher_transfer(trace_transfer: pd.DataFrame, keep: pd.Index | None) -> pd.DataFrame:
     """Per (teacher, dataset): FOTU, SOTU and regression rate, mean over students."""
     from legival_core.metrics.transfer import sotu
 
     require_columns(trace_transfer, REWARD_INPUT_COLUMNS["trace_transfer"], "trace_transfer")
     frame = trace_transfer
     if keep is not None:
-        frame = frame[frame["trace_id"].astype(str).isin(keep)]
+        frame = frame[is_in(frame["trace_id"].astype(str), keep)]
     per_student = (
         frame.groupby(["teacher", "dataset", "student"], sort=True, observed=True)
         .agg(
@@ -541,8 +544,8 @@ def teacher_level_rewards(
     (3.0, 0.5, 0.0)
     """
     require_columns(rewards, REWARD_INPUT_COLUMNS["rewards"], "rewards")
-    correct = _correct_ids(grades)
-    keep = correct if correct_only else None
+    require_columns(grades, REWARD_INPUT_COLUMNS["grades"], "grades")
+    keep = _correct_ids(grades) if correct_only else None
     if traces is not None:
         require_columns(traces, REWARD_INPUT_COLUMNS["traces"], "traces")
         owners = traces[["trace_id", "teacher", "dataset"]].drop_duplicates("trace_id")
@@ -551,7 +554,7 @@ def teacher_level_rewards(
         owners = trace_transfer[["trace_id", "teacher", "dataset"]].drop_duplicates("trace_id")
     scored = rewards[["trace_id", "reward_model", "score"]].merge(owners, on="trace_id")
     if keep is not None:
-        scored = scored[scored["trace_id"].astype(str).isin(keep)]
+        scored = scored[is_in(scored["trace_id"].astype(str), keep)]
     mean_reward = (
         scored.groupby(["reward_model", "teacher", "dataset"], sort=True, observed=True)
         .agg(score=("score", "mean"), n_traces=("score", "size"))

@@ -13,6 +13,7 @@ import pandas as pd
 from legival_core.metrics.page_results import MONITOR_RESAMPLES, RewardSelection
 from legival_core.oversight import oversight
 from legival_core.oversight.oversight import Level
+from legival_core.store.frames import is_in
 
 __all__ = [
     "MONITOR_RESAMPLES",
@@ -46,6 +47,13 @@ def _without(frame: pd.DataFrame, references: Sequence[str]) -> pd.DataFrame:
     if not wanted or "teacher" not in frame.columns or frame.empty:
         return frame
     return frame[~frame["teacher"].astype(str).isin(wanted).to_numpy()]
+
+
+def _rows_of(frame: pd.DataFrame, trace_ids: pd.Series) -> pd.DataFrame:
+    """The rows of ``frame`` whose trace is one of ``trace_ids``: ``frame`` itself when that is
+    every row (no copy of millions of transfer rows when no teacher was left out)."""
+    mask = is_in(frame["trace_id"], trace_ids)
+    return frame if mask.all() else frame[mask]
 
 
 def pooled_monitor_scores(verdicts: pd.DataFrame, n_boot: int) -> pd.DataFrame:
@@ -96,9 +104,9 @@ def reward_rho(
     rewards = _of_model(tables, chosen)
     if level == "teacher":
         traces = _without(traces, references)
-        transfer = transfer[transfer["trace_id"].isin(traces["trace_id"])]
+        transfer = _rows_of(transfer, traces["trace_id"])
     if chosen.dataset is not None or level == "teacher":
-        rewards = rewards[rewards["trace_id"].isin(traces["trace_id"])]
+        rewards = _rows_of(rewards, traces["trace_id"])
     return oversight.reward_correlations(
         rewards,
         transfer,

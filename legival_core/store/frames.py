@@ -7,13 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from legival_core.store import schema
 
-__all__ = ["arrow_to_frame", "pandas_dtypes", "to_pandas"]
+__all__ = ["arrow_to_frame", "is_in", "pandas_dtypes", "to_pandas"]
 
 
 def pandas_dtypes(table: str) -> dict[str, Any]:
@@ -63,3 +64,36 @@ def arrow_to_frame(table: Any, categorical: Sequence[str] = ()) -> pd.DataFrame:
             column = pc.dictionary_encode(column)
         columns[name] = column
     return pa.table(columns).to_pandas()
+
+
+def is_in(values: pd.Series | pd.Index, wanted: Any) -> np.ndarray:
+    """Whether each of ``values`` is one of ``wanted`` (``values.isin(wanted)`` as a boolean
+    array; a null is in ``wanted`` when ``wanted`` holds a null).
+
+    On the store's text columns (pandas' Arrow-backed ``str``) pandas' ``isin`` turns both
+    sides into Python strings: 5 s and 0.45 GB to test 2.3M transfer rows against a million
+    trace ids, against 0.3 s and nothing in Arrow's hash lookup, which this uses for them.
+
+    >>> is_in(pd.Series(["a", "b", None]), ["b", "c"]).tolist()
+    [False, True, False]
+    """
+    if isinstance(values.dtype, pd.StringDtype) and values.dtype.storage == "pyarrow":
+        column = pa.array(values)
+        try:
+            value_set = pa.array(_as_list(wanted))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            value_set = None
+        if value_set is not None and (
+            pa.types.is_string(value_set.type)
+            or pa.types.is_large_string(value_set.type)
+            or pa.types.is_null(value_set.type)
+        ):
+            found = pc.is_in(column, value_set=value_set.cast(column.type))
+            return found.to_numpy(zero_copy_only=False).astype(bool)
+    return np.asarray(values.isin(wanted), dtype=bool)
+
+
+def _as_list(wanted: Any) -> Any:
+    """``wanted`` as something :func:`pyarrow.array` takes: a set as a list, a pandas column or
+    an array as is."""
+    return list(wanted) if isinstance(wanted, set | frozenset | dict) else wanted

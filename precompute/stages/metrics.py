@@ -43,6 +43,7 @@ import pandas as pd
 import pyarrow as pa
 
 from legival_core.rankings.selection import RANK_RESAMPLES, RESAMPLE_SEED
+from legival_core.store.frames import is_in
 from precompute.bucket_spill import spilled_bucket_reader
 from precompute.stages.base import (
     StageContext,
@@ -1559,25 +1560,25 @@ def missing_input(
         if gold_is_known({"meta": None if is_missing(row.get("meta")) else row.get("meta")})
     }
     trace_ids = traces["trace_id"]
-    ungraded = ~trace_ids.isin(grades["trace_id"]) & traces["problem_id"].astype(str).isin(
-        known_gold
+    ungraded = ~is_in(trace_ids, grades["trace_id"]) & is_in(
+        traces["problem_id"].astype(str), known_gold
     )
     if ungraded.any():
         return ("grade", "grades", int(ungraded.sum()))
     uncounted = pd.Series(False, index=traces.index)
     for encoding in encodings:
         counted = counts.loc[counts["encoding"] == encoding, "trace_id"]
-        uncounted |= ~trace_ids.isin(counted)
+        uncounted |= ~is_in(trace_ids, counted)
     if uncounted.any():
         return ("segment", "trace_counts", int(uncounted.sum()))
     segmented = pd.Series(counts.loc[pd.to_numeric(counts["steps"]) > 0, "trace_id"].unique())
-    unembedded = ~segmented.isin(similarity["trace_id"])
+    unembedded = ~is_in(segmented, similarity["trace_id"])
     if unembedded.any():
         return ("embed", "similarity", int(unembedded.sum()))
     if len(unchecked_leaks):
         return ("leaks", "answer_leaks", len(unchecked_leaks))
     labelled = judgments.loc[judgments["labeler"] == labeler, "trace_id"]
-    unlabelled = ~segmented.isin(labelled)
+    unlabelled = ~is_in(segmented, labelled)
     if unlabelled.any():
         return ("judge", "judgments", int(unlabelled.sum()))
     return None
@@ -1704,7 +1705,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     problems = read_or_empty(store, "problems", ["problem_id", "workload"])
     gold = read_or_empty(store, "problems", ["problem_id", "gold", "meta"])
     leaks = read_or_empty(store, "answer_leaks", ["trace_id", "leak_k", "gold", "grader_version"])
-    with_rollouts = traces[traces["trace_id"].isin(set(with_rollout_rows))]
+    with_rollouts = traces[is_in(traces["trace_id"], with_rollout_rows)]
     has_rollouts = len(with_rollout_rows) > 0
     golds = {str(p): {"gold": g} for p, g in zip(gold["problem_id"], gold["gold"], strict=True)}
     unchecked = stale_leaks(with_rollouts, leaks, golds, GRADER_VERSION)
