@@ -186,11 +186,51 @@ def sotu(
     >>> round(sotu([1, 2]), 4), round(sotu([1, 2], "release", curve_centres=5), 4)
     (0.1772, 0.4307)
     """
-    prof = get_profile(profile)
-    bins = pd.to_numeric(pd.Series(list(hazard_bins), dtype=object), errors="coerce")
-    bins = bins[bins.notna() & (bins >= 1)].to_numpy(dtype=np.int64)
-    if np.any(bins > N_BINS):
-        raise ValueError(f"hazard bins must be in 1..{N_BINS}, got {int(bins.max())}")
-    hist = np.bincount(bins - 1, minlength=N_BINS).astype(np.float64)
+    return sotu_of_histogram(hazard_histogram(hazard_bins), profile, curve_centres=curve_centres)
+
+
+def hazard_histogram(hazard_bins: Sequence[float | None] | np.ndarray | pd.Series) -> np.ndarray:
+    """How many of the hazard bins fall in each bin 1..50 (``int64``, length 50); never-solved
+    traces (None / NaN / 0) are left out. Histograms of disjoint sets of traces add up, so
+    :func:`sotu_of_histogram` of their sum is the SOTU of all of them.
+
+    >>> hazard_histogram([3, 3, None, 0, 50])[[2, 49]].tolist()
+    [2, 1]
+    """
+    solved, bins = solved_hazard_bins(hazard_bins)
+    return np.bincount(bins[solved] - 1, minlength=N_BINS)
+
+
+def solved_hazard_bins(
+    hazard_bins: Sequence[float | None] | np.ndarray | pd.Series,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which rows were solved (a hazard bin of at least 1) and each row's bin as ``int64``
+    (0 where not solved); a bin past 50 is an error.
+
+    >>> solved, bins = solved_hazard_bins([3, None, 0])
+    >>> solved.tolist(), bins.tolist()
+    ([True, False, False], [3, 0, 0])
+    """
+    if not isinstance(hazard_bins, pd.Series):
+        hazard_bins = pd.Series(list(hazard_bins), dtype=object)
+    values = pd.to_numeric(hazard_bins, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    solved = ~np.isnan(values) & (values >= 1)
+    if np.any(values[solved] > N_BINS):
+        raise ValueError(f"hazard bins must be in 1..{N_BINS}, got {int(values[solved].max())}")
+    return solved, np.where(solved, values, 0).astype(np.int64)
+
+
+def sotu_of_histogram(
+    histogram: np.ndarray,
+    profile: str | TransferProfile = "paper",
+    *,
+    curve_centres: int | None = None,
+) -> float:
+    """:func:`sotu` of the traces whose :func:`hazard_histogram` is ``histogram``.
+
+    >>> round(sotu_of_histogram(hazard_histogram([1, 2])), 4)
+    0.1772
+    """
+    hist = np.asarray(histogram, dtype=np.float64)
     centres = None if curve_centres is None else np.array([curve_centres])
-    return float(prof.sotu_entropy(hist[None, :], centres)[0])
+    return float(get_profile(profile).sotu_entropy(hist[None, :], centres)[0])
