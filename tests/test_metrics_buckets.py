@@ -168,7 +168,8 @@ def _merged_results_equal_the_whole_reads(store: Store) -> None:
     stored = store.read("page_results")
     merged = {"board_resamples", "pareto_resamples", "board_intervals", "transfer_leaks",
               "transfer_coverage", "transfer_first_measured", "attribution_traces",
-              "redundancy_sweep"}  # fmt: skip
+              "redundancy_sweep", "reward_points", "reward_rho", "teacher_rewards",
+              "trace_choices"}  # fmt: skip
     compared = set()
     for name, key, payload in zip(
         stored["name"], stored["selection"], stored["payload"], strict=True
@@ -321,6 +322,40 @@ def test_after_the_buckets_the_per_trace_tables_are_read_by_the_columns_used(
     assert len(built) == 1, f"the decomposition's instances built {len(built)} times"
     names = set(store.read("page_results", ["name"])["name"])
     assert {"reward_rho", "decomposition_audits"} <= names
+
+
+@pytest.mark.slow  # one metrics run on a copy of the demo store
+def test_after_the_buckets_no_result_reads_the_transfer_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the buckets' rows are written and merged (paper profile), ``trace_transfer``
+    (2.3M rows at a million traces) is not read again: the reward results, which grouped its
+    rows by trace and by (teacher, dataset, student) for each of their six results, and the
+    trace list take the buckets' per-trace means and per-student sums instead
+    (``legival_core.oversight.reward_partials``)."""
+    store = _copy(tmp_path / "demo")
+    assert store.has("rewards")  # the reward results run
+    done = {"buckets": False}
+    reads: list[tuple[str, object]] = []
+    original_merge = Store.merge
+
+    def merge(self: Store, table: str | None = None) -> None:
+        original_merge(self, table)
+        if table == "trace_transfer":  # its own compaction streams the parts: not counted
+            done["buckets"] = True
+
+    def record(read: StoreRead) -> None:
+        if done["buckets"] and read.table == "trace_transfer":
+            reads.append((read.method, read.columns))
+
+    spy_on_reads(monkeypatch, record)
+    monkeypatch.setattr(Store, "merge", merge)
+    run_stage("metrics", StageContext(store=store, config=_config(7), progress=False))
+    monkeypatch.undo()
+    assert done["buckets"]
+    assert not reads, f"trace_transfer read after the buckets: {reads}"
+    names = set(store.read("page_results", ["name"])["name"])
+    assert {"reward_points", "reward_rho", "teacher_rewards"} <= names
 
 
 @pytest.mark.slow  # one metrics run on a copy of the demo store

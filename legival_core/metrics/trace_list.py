@@ -33,7 +33,11 @@ TRACE_CHOICE_COLUMNS: dict[str, tuple[str, ...]] = {
 
 
 def store_trace_choices(
-    store: Store, *, stored: bool = True, steps_per_trace: pd.Series | None = None
+    store: Store,
+    *,
+    stored: bool = True,
+    steps_per_trace: pd.Series | None = None,
+    trace_transfer: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """:func:`trace_choices` of a :class:`~legival_core.store.store.Store`'s tables.
 
@@ -43,7 +47,10 @@ def store_trace_choices(
     counted in Arrow (``Store.rows_per``): on 100,000 traces and 1.1M steps, loading every
     step's trace id into pandas to count it was a sixth of the page's cold start.
     ``steps_per_trace`` (trace id → steps, traces without steps left out) is used instead of
-    counting when the caller has the counts (the metrics stage, from ``trace_counts``).
+    counting when the caller has the counts (the metrics stage, from ``trace_counts``), and
+    ``trace_transfer`` instead of reading that table when the caller has each trace's mean
+    FOTU and ``leak_k`` (the metrics stage, merged from its chunks: one row per trace, whose
+    mean and first value are its own).
     """
     if stored:
         found = stored_trace_choices(store)
@@ -59,7 +66,9 @@ def store_trace_choices(
     if traces is None:
         traces = pd.DataFrame(columns=list(TRACE_CHOICE_COLUMNS["traces"]))
     steps = _steps_per_trace(store) if steps_per_trace is None else steps_per_trace
-    return trace_choices(traces, read("grades"), read("trace_transfer"), steps)
+    if trace_transfer is None:
+        trace_transfer = read("trace_transfer")
+    return trace_choices(traces, read("grades"), trace_transfer, steps)
 
 
 def stored_trace_choices(store: Store) -> pd.DataFrame | None:

@@ -29,6 +29,8 @@ import numpy as np
 import pandas as pd
 
 from legival_core.metrics.registry import metrics_in
+from legival_core.oversight import reward_partials
+from legival_core.oversight.reward_partials import correct_ids, student_sums, trace_means
 from legival_core.stats.stats import (
     partial_spearman,
     percentile_interval,
@@ -357,14 +359,6 @@ def _missing(value: object) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-def _correct_ids(grades: pd.DataFrame) -> pd.Index:
-    """The ids of the traces graded correct, as text (an index, not a Python set: at millions
-    of traces a set of their strings is hundreds of MB)."""
-    require_columns(grades, REWARD_INPUT_COLUMNS["grades"], "grades")
-    flags = grades["correct"].astype("boolean").fillna(False).astype(bool)
-    return pd.Index(grades.loc[flags.to_numpy(), "trace_id"].astype(str)).unique()
-
-
 def trace_level_rewards(
     rewards: pd.DataFrame,
     trace_transfer: pd.DataFrame,
@@ -386,20 +380,10 @@ def trace_level_rewards(
     [['a', 0.30000000000000004, True], ['b', 0.9, False]]
     """
     require_columns(rewards, REWARD_INPUT_COLUMNS["rewards"], "rewards")
-    require_columns(
-        trace_transfer, ("trace_id", "teacher", "dataset", *TRACE_LEVEL_METRICS), "trace_transfer"
-    )
-    per_trace = (
-        trace_transfer.groupby("trace_id", sort=True, observed=True)
-        .agg(
-            teacher=("teacher", "first"),
-            dataset=("dataset", "first"),
-            fotu=("fotu", "mean"),
-            regression_rate=("regression_rate", "mean"),
-        )
-        .reset_index()
-    )
-    correct = _correct_ids(grades)
+    # one row per trace already (the metrics stage's merged means): the mean of one value is
+    # that value, so the points are the same
+    per_trace = trace_means(trace_transfer)
+    correct = correct_ids(grades)
     merged = rewards[["trace_id", "reward_model", "score"]].merge(per_trace, on="trace_id")
     merged["correct"] = is_in(merged["trace_id"].astype(str), correct)
     if correct_only:
@@ -408,29 +392,13 @@ def trace_level_rewards(
 
 
 def _teacher_transfer(trace_transfer: pd.DataFrame, keep: pd.Index | None) -> pd.DataFrame:
-    """Per (teacher, dataset): FOTU, SOTU and regression rate, mean over students."""
-    from legival_core.metrics.transfer import sotu
-
+    """Per (teacher, dataset): FOTU, SOTU and regression rate, mean over students, of the
+    transfer rows of the traces in ``keep`` (None: every row)."""
     require_columns(trace_transfer, REWARD_INPUT_COLUMNS["trace_transfer"], "trace_transfer")
     frame = trace_transfer
     if keep is not None:
         frame = frame[is_in(frame["trace_id"].astype(str), keep)]
-    per_student = (
-        frame.groupby(["teacher", "dataset", "student"], sort=True, observed=True)
-        .agg(
-            fotu=("fotu", "mean"),
-            regression_rate=("regression_rate", "mean"),
-            sotu=("hazard_bin", lambda bins: sotu(bins.tolist())),
-        )
-        .reset_index()
-    )
-    return (
-        per_student.groupby(["teacher", "dataset"], sort=True, observed=True)[
-            list(TEACHER_LEVEL_METRICS)
-        ]
-        .mean()
-        .reset_index()
-    )
+    return reward_partials.teacher_transfer(student_sums(frame))
 
 
 def reward_correlations(
@@ -442,6 +410,7 @@ def reward_correlations(
     correct_only: bool = False,
     traces: pd.DataFrame | None = None,
     support: str = "common",
+    teacher_transfer: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Spearman's rho (and two-sided p) of a reward model's score with transfer utility.
 
@@ -463,6 +432,8 @@ def reward_correlations(
         correct_only: restrict to traces graded correct.
         traces: ``traces`` table (trace_id, teacher, dataset), for teacher-level reward means
             over all traces, incorrect ones included.
+        teacher_transfer: at teacher level, the transfer means per (teacher, dataset) already
+            computed (see :func:`teacher_level_rewards`); None: from ``trace_transfer``.
 
     Returns:
         One row per (reward model, metric): ``reward_model``, ``level``, ``subset``
@@ -492,7 +463,7 @@ def reward_correlations(
     else:
         points = teacher_level_rewards(
             rewards, trace_transfer, grades, correct_only=correct_only, traces=traces,
-            support=support,
+            support=support, transfer=teacher_transfer,
         )  # fmt: skip
         metrics = TEACHER_LEVEL_METRICS
     for model, group in points.groupby("reward_model", sort=True, observed=True):
@@ -521,6 +492,7 @@ def teacher_level_rewards(
     traces: pd.DataFrame | None = None,
     support: str = "common",
     references: Sequence[str] = (),
+    transfer: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per (reward model, teacher): mean reward ``score`` and FOTU / SOTU / regression
     rate, each averaged over datasets (see :func:`reward_correlations`), plus ``n_traces``
@@ -533,6 +505,12 @@ def teacher_level_rewards(
     one dataset keeps that dataset's rewards in its ``score`` when every other teacher has
     rewards there.
 
+    ``transfer``, when given, is the per-(teacher, dataset) FOTU, SOTU and regression rate of
+    the kept traces already computed
+    (:func:`legival_core.oversight.reward_partials.teacher_transfer` of the sums the metrics
+    stage merged from its chunks); ``trace_transfer`` then only names owners when ``traces``
+    is None.
+
     >>> r = pd.DataFrame({"trace_id": ["a", "b", "c"], "reward_model": "rm",
     ...     "score": [1.0, 3.0, 5.0]})
     >>> t = pd.DataFrame({"trace_id": ["a"], "student": "s", "teacher": "T", "dataset": "D",
@@ -544,8 +522,7 @@ def teacher_level_rewards(
     (3.0, 0.5, 0.0)
     """
     require_columns(rewards, REWARD_INPUT_COLUMNS["rewards"], "rewards")
-    require_columns(grades, REWARD_INPUT_COLUMNS["grades"], "grades")
-    keep = _correct_ids(grades) if correct_only else None
+    keep = correct_ids(grades) if correct_only else None
     if traces is not None:
         require_columns(traces, REWARD_INPUT_COLUMNS["traces"], "traces")
         owners = traces[["trace_id", "teacher", "dataset"]].drop_duplicates("trace_id")
@@ -562,7 +539,8 @@ def teacher_level_rewards(
     )
     from legival_core.stats.support import covered_matrix, support_mask, teacher_means
 
-    transfer = _teacher_transfer(trace_transfer, keep)
+    if transfer is None:
+        transfer = _teacher_transfer(trace_transfer, keep)
     columns = ["score", *TEACHER_LEVEL_METRICS]
     names = ["reward_model", "teacher", "score", "n_traces", *TEACHER_LEVEL_METRICS]
     names += [f"{c}_datasets" for c in columns]

@@ -5,7 +5,7 @@ same tables to store the default selection's results (:mod:`legival_core.metrics
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple, cast
 
 import pandas as pd
@@ -13,6 +13,7 @@ import pandas as pd
 from legival_core.metrics.page_results import MONITOR_RESAMPLES, RewardSelection
 from legival_core.oversight import oversight
 from legival_core.oversight.oversight import Level
+from legival_core.oversight.reward_partials import sums_without, teacher_transfer
 from legival_core.store.frames import is_in
 
 __all__ = [
@@ -46,7 +47,7 @@ def _without(frame: pd.DataFrame, references: Sequence[str]) -> pd.DataFrame:
     wanted = [str(r) for r in references]
     if not wanted or "teacher" not in frame.columns or frame.empty:
         return frame
-    return frame[~frame["teacher"].astype(str).isin(wanted).to_numpy()]
+    return frame[~is_in(frame["teacher"], wanted)]
 
 
 def _rows_of(frame: pd.DataFrame, trace_ids: pd.Series) -> pd.DataFrame:
@@ -64,12 +65,32 @@ def pooled_monitor_scores(verdicts: pd.DataFrame, n_boot: int) -> pd.DataFrame:
 
 class RewardTables(NamedTuple):
     """The tables the reward results read: every reward, the per-(trace, student) transfer
-    rows, the grades, and the traces' ``trace_id``, ``teacher`` and ``dataset``."""
+    rows, the grades, and the traces' ``trace_id``, ``teacher`` and ``dataset``.
+
+    The metrics stage passes what it merged from its chunks instead of the transfer rows
+    (:class:`legival_core.oversight.reward_partials.RewardPartial`): ``trace_transfer`` then
+    holds one row per trace (its means over students) and ``student_sums`` the per-student
+    sums of every trace (``"all"``) and of the correct ones (``"correct"``), from which the
+    teacher-level transfer means come."""
 
     rewards: pd.DataFrame
     trace_transfer: pd.DataFrame
     grades: pd.DataFrame
     traces: pd.DataFrame
+    student_sums: Mapping[str, pd.DataFrame] | None = None
+
+
+def _teacher_means(
+    tables: RewardTables,
+    chosen: RewardSelection,
+    references: Sequence[str] = (),
+) -> pd.DataFrame | None:
+    """The per-(teacher, dataset) transfer means from ``tables.student_sums`` on the selection's
+    dataset and traces, ``references`` left out (None without sums: computed from the rows)."""
+    if tables.student_sums is None:
+        return None
+    sums = tables.student_sums["correct" if chosen.correct_only else "all"]
+    return teacher_transfer(sums_without(sums, references, chosen.dataset))
 
 
 def _of_model(tables: RewardTables, chosen: RewardSelection) -> pd.DataFrame:
@@ -115,6 +136,7 @@ def reward_rho(
         correct_only=chosen.correct_only,
         traces=traces,
         support=chosen.support,
+        teacher_transfer=_teacher_means(tables, chosen, references) if level == "teacher" else None,
     )
 
 
@@ -134,4 +156,5 @@ def teacher_rewards(
         traces=traces,
         support=chosen.support,
         references=references,
+        transfer=_teacher_means(tables, chosen),
     )

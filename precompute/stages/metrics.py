@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from legival_core.oversight.reward_partials import RewardPartial
 from legival_core.rankings.selection import RANK_RESAMPLES, RESAMPLE_SEED
 from legival_core.store.frames import is_in
 from precompute.bucket_spill import spilled_bucket_reader
@@ -301,6 +302,8 @@ class ChunkedTables:
     #: the robustness report's partials (None when the settings asked for none)
     robustness: RobustnessPartial | None = None
     sweep: SweepPartial | None = None
+    #: the reward results' transfer inputs (None without transfer rows)
+    rewards: RewardPartial | None = None
 
 
 def problem_buckets(problem_ids: pd.Series, chunks: int) -> np.ndarray:
@@ -473,6 +476,7 @@ class ChunkResult:
     rollouts: RolloutPartials | None
     robustness: RobustnessPartial | None = None
     sweep: SweepPartial | None = None
+    rewards: RewardPartial | None = None
 
 
 def rollouts_as_pages(rollouts: pd.DataFrame) -> pd.DataFrame:
@@ -513,9 +517,12 @@ def metrics_chunk(inputs: dict[str, pd.DataFrame], settings: ChunkSettings) -> C
         leaks = inputs["leaks"].reset_index(drop=True)
         transfer = transfer_table(inputs["rollouts"], settings.profile, settings.grid, leaks)
     rollouts = None
+    rewards = None
     if len(inputs["rollouts"]):
         pages = rollouts_as_pages(inputs["rollouts"])
         rollouts = RolloutPartials.of_chunk(pages, transfer, settings.curve_seed)
+    if transfer is not None and len(transfer):
+        rewards = RewardPartial.of_chunk(transfer, inputs["grades"])
     robustness = None
     if settings.robustness is not None:
         robustness = _robustness_partial(inputs, efficiency, transfer, settings.robustness)
@@ -532,6 +539,7 @@ def metrics_chunk(inputs: dict[str, pd.DataFrame], settings: ChunkSettings) -> C
         rollouts,
         robustness,
         sweep=sweep,
+        rewards=rewards,
     )
 
 
@@ -823,6 +831,7 @@ def compute_in_chunks(
     rollouts: RolloutPartials | None = None
     robustness: RobustnessPartial | None = None
     sweep: SweepPartial | None = None
+    rewards: RewardPartial | None = None
     efficiency_rows = 0
     transfer_rows = 0
     runner = RUNNERS[engine]
@@ -850,13 +859,17 @@ def compute_in_chunks(
             )
         if chunk.sweep is not None:
             sweep = chunk.sweep if sweep is None else merge_sweep_partials(sweep, chunk.sweep)
+        if chunk.rewards is not None:
+            rewards = chunk.rewards if rewards is None else rewards.merge(chunk.rewards)
         del chunk  # its rows are not held while the next bucket runs
     if board_rows:
         board = _weigh_board(board, board_rows)
     if rollouts is not None:
         rollouts = rollouts.resampled()
+    if rewards is not None:
+        rewards = rewards.joined()
     return ChunkedTables(
-        efficiency_rows, transfer_rows, merged, board, rollouts, robustness, sweep
+        efficiency_rows, transfer_rows, merged, board, rollouts, robustness, sweep, rewards
     )
 
 
@@ -1310,6 +1323,7 @@ def page_results_table(
     robustness: RobustnessPartial | None = None,
     sweep: SweepPartial | None = None,
     audits: list[tuple[str, ResultKey, pd.DataFrame]] | None = None,
+    rewards: RewardPartial | None = None,
 ) -> pa.Table | None:
     """Rows of ``page_results`` (:mod:`legival_core.metrics.page_results`): what the slow pages
     compute on load for their default selection, from the store's tables as they are now,
@@ -1348,7 +1362,9 @@ def page_results_table(
     again; with ``sweep`` the redundancy sweep is finalized from the buckets' partials instead
     of read from the whole ``similarity``: the same numbers (``tests/test_metrics_buckets.py``).
     ``audits`` are the workload audits from this run's decomposition instances
-    (:func:`workload_audits`), used instead of building the instances again.
+    (:func:`workload_audits`), used instead of building the instances again. With ``rewards``
+    (the buckets' per-trace means and per-student sums) the reward results do not read
+    ``trace_transfer``.
 
     None when the store holds none of their inputs.
     """
@@ -1378,6 +1394,9 @@ def page_results_table(
 
     efficiency_rows = _stored_rows(store, "trace_efficiency")
     transfer_rows = _stored_rows(store, "trace_transfer")
+    # this run's transfer rows summed per trace by the buckets (one row per trace: the reward
+    # results and the trace list read these instead of the 2.3M rows of a million traces)
+    per_trace = rewards.trace_means() if rewards is not None else None
     if efficiency_rows or transfer_rows:
         references = store_reference_teachers(store)
         default = Selection()  # the leaderboard's and the Pareto page's first view
@@ -1413,14 +1432,20 @@ def page_results_table(
             results.append(monitor_legibility_result(store, scores, n_boot))
     if store.has("rewards") and store.has("trace_transfer") and store.has("grades"):
         # only the columns the reward results read: at two million traces the whole
-        # trace_transfer and grades took this phase, the stage's highest, from 4.8 to 5.8 GB
-        rewards, transfer, grades, traces = (
+        # trace_transfer and grades took this phase, the stage's highest, from 4.9 to 5.8 GB;
+        # with this run's partials not even those of trace_transfer (2.3M rows at a million
+        # traces, grouped again by every result)
+        given, transfer, grades, traces = (
             store.read(name, columns=list(oversight.REWARD_INPUT_COLUMNS[name]))
+            if name != "trace_transfer" or per_trace is None
+            else per_trace
             for name in ("rewards", "trace_transfer", "grades", "traces")
         )
         references = store_reference_teachers(store)
-        tables = selections.RewardTables(rewards, transfer, grades, traces)
-        for model in sorted(rewards["reward_model"].unique()):
+        tables = selections.RewardTables(
+            given, transfer, grades, traces, None if rewards is None else rewards.sums
+        )
+        for model in sorted(given["reward_model"].unique()):
             every_trace = RewardSelection(model)
             points = selections.reward_points(tables, every_trace)
             results.append(("reward_points", every_trace, points))
@@ -1432,7 +1457,7 @@ def page_results_table(
             teachers = selections.teacher_rewards(tables, every_trace, references)
             results.append(("teacher_rewards", every_trace, teachers))
             del points
-        del rewards, grades, traces, tables, transfer
+        del given, grades, traces, tables, transfer
     if store.has("rollouts"):
         from legival_core.metrics.attribution import trace_concentration
         from legival_core.metrics.leak_summary import selection_leak_summary
@@ -1489,9 +1514,12 @@ def page_results_table(
 
         # this run's counts (trace_counts), current by construction: no step is counted
         steps = _step_counts(efficiency)
-        listed = store_trace_choices(store, stored=False, steps_per_trace=steps)
+        listed = store_trace_choices(
+            store, stored=False, steps_per_trace=steps, trace_transfer=per_trace
+        )
         results.append(("trace_choices", WholeStore(), listed))
         del listed, steps
+    del per_trace, rewards
     del efficiency
     if future is not None:
         results += redundancy_results(store, future, sweep)
@@ -1817,6 +1845,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     # a million traces they held ~10 GB, and holding them beside the rollouts read again
     # below crossed 17 GB; bench/scale_bench.py).
     board, robustness, sweep = chunked.board, chunked.robustness, chunked.sweep
+    reward_partial = chunked.rewards
     del grades, tables, chunked
     gc.collect()
     # The pages' default results, from the tables just written. Each is stamped with its
@@ -1851,6 +1880,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
         robustness=robustness,
         sweep=sweep,
         audits=audits,
+        rewards=reward_partial,
     )
     if pages is not None:
         store.write("page_results", pages, stage="metrics")
