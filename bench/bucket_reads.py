@@ -103,7 +103,10 @@ def bytes_per_row(store_path: Path, table: str) -> dict[str, object]:
         inputs[name] = read_rows(name, [])
     # as the stage sets them (the demo's config: τ 0.8, paper, interpolate, cl100k_base): the
     # robustness report's and the redundancy sweep's partials too
-    settings = stage.chunk_settings(demo_config(DemoOptions()).metrics, labeler, store.manifest)
+    problems = store.read("problems", ["problem_id", "workload"])
+    settings = stage.chunk_settings(
+        demo_config(DemoOptions()).metrics, labeler, store.manifest, problems
+    )
     warm = stage.metrics_chunk(inputs, settings)  # imports and the per-trace work first
     del warm
     gc.collect()

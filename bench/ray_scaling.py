@@ -139,7 +139,8 @@ def bucket_items(store_path: Path, chunks: int) -> tuple[list[dict[str, pd.DataF
     }
     of_trace = pd.Series(buckets, index=traces["trace_id"].astype(str).to_numpy())
     reader = m.store_bucket_reader(store)
-    settings = m.chunk_settings(cfg, labeler, store.manifest)  # as the stage runs them
+    problems = store.read("problems", ["problem_id", "workload"])
+    settings = m.chunk_settings(cfg, labeler, store.manifest, problems)  # as the stage runs them
     return list(m._bucket_inputs(per_trace, of_trace, reader)), settings
 
 

@@ -165,11 +165,13 @@ def _merged_results_equal_the_whole_reads(store: Store) -> None:
             *(table.column(c).to_pylist() for c in ("name", "selection", "payload")), strict=True
         )
     }
+    _decomposition_equals_the_whole_reads(store)
     stored = store.read("page_results")
     merged = {"board_resamples", "pareto_resamples", "board_intervals", "transfer_leaks",
               "transfer_coverage", "transfer_first_measured", "attribution_traces",
               "redundancy_sweep", "reward_points", "reward_rho", "teacher_rewards",
-              "trace_choices"}  # fmt: skip
+              "trace_choices", "decomposition_audits",
+              "decomposition_concentration"}  # fmt: skip
     compared = set()
     for name, key, payload in zip(
         stored["name"], stored["selection"], stored["payload"], strict=True
@@ -182,6 +184,30 @@ def _merged_results_equal_the_whole_reads(store: Store) -> None:
             pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12)
             compared.add(name)
     assert compared == merged, merged - compared
+
+
+def _decomposition_equals_the_whole_reads(store: Store) -> None:
+    """The ``decomposition`` table built from the buckets' instances equals the one built
+    from ``traces``, ``grades``, σ and the default encoding's counts read whole."""
+    from legival_core.metrics.decomposition import decomposition_instances
+    from legival_core.published.references import reference_teachers
+
+    traces = store.read("traces", list(stage.METRICS_TRACE_COLUMNS))
+    sigma = store.read("trace_efficiency", ["trace_id", "compression"])
+    instances = decomposition_instances(
+        traces,
+        store.read("grades", ["trace_id", "correct"]),
+        store.read("problems", ["problem_id", "workload"]),
+        sigma=pd.Series(sigma["compression"].to_numpy(), index=sigma["trace_id"].astype(str)),
+        counted=stage.stored_default_counts(store),
+    )
+    whole = stage.decomposition_table(instances, reference_teachers(traces))
+    keys = ["model", "benchmark", "layer"]
+    stored = _sorted(store.read("decomposition"), keys)
+    assert len(whole) > 0
+    pd.testing.assert_frame_equal(
+        stored[list(whole.columns)], _sorted(whole, keys), check_dtype=False, rtol=1e-12
+    )
 
 
 @pytest.mark.slow  # one metrics run on a copy of the demo store
@@ -288,7 +314,8 @@ def test_after_the_buckets_the_per_trace_tables_are_read_by_the_columns_used(
     """Once the buckets are done, ``trace_transfer`` and ``grades`` (2.3M and 1M rows at a
     million traces) are read only by the columns a result uses, never every column (the reward
     results read all of both: a gigabyte more at two million traces), and the decomposition's
-    instances are built once, the workload audits reusing them."""
+    instances are built by the buckets only (once per bucket with grades), the workload audits
+    reusing them."""
     from legival_core.metrics import decomposition
 
     store = _copy(tmp_path / "demo")
@@ -309,7 +336,7 @@ def test_after_the_buckets_the_per_trace_tables_are_read_by_the_columns_used(
             whole.append(read.table)
 
     def instances(*args: object, **kwargs: object) -> pd.DataFrame:
-        built.append(1)
+        built.append(int(done["buckets"]))
         return original_instances(*args, **kwargs)  # type: ignore[arg-type]
 
     spy_on_reads(monkeypatch, record)
@@ -319,9 +346,51 @@ def test_after_the_buckets_the_per_trace_tables_are_read_by_the_columns_used(
     monkeypatch.undo()
     assert done["buckets"]
     assert not whole, f"read with every column after the buckets: {whole}"
-    assert len(built) == 1, f"the decomposition's instances built {len(built)} times"
+    graded = store.read("grades", ["trace_id"])["trace_id"]
+    traces = store.read("traces", ["trace_id", "problem_id"])
+    buckets = stage.problem_buckets(traces.loc[traces["trace_id"].isin(graded), "problem_id"], 7)
+    assert built == [0] * len(set(buckets.tolist())), built  # one per bucket, none after
     names = set(store.read("page_results", ["name"])["name"])
     assert {"reward_rho", "decomposition_audits"} <= names
+
+
+@pytest.mark.slow  # one metrics run on a copy of the demo store
+def test_the_decomposition_reads_no_per_trace_table_after_the_buckets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The decomposition's instances are final inside a bucket of problems, so the buckets
+    build them: between the buckets' end and the ``decomposition`` table's write the stage
+    reads none of ``traces``, ``grades``, ``trace_counts`` and ``trace_efficiency`` (read whole
+    again there, with the instances built from them, they took the stage's peak to 13.9 GB at
+    ten million traces)."""
+    store = _copy(tmp_path / "demo")
+    phase = {"now": "buckets"}
+    reads: list[tuple[str, object]] = []
+    original_merge, original_write = Store.merge, Store.write
+
+    def merge(self: Store, table: str | None = None) -> None:
+        original_merge(self, table)
+        if table == "trace_transfer":
+            phase["now"] = "after"
+
+    def write(self: Store, table: str, *args: object, **kwargs: object) -> object:
+        if table == "decomposition":
+            phase["now"] = "done"
+        return original_write(self, table, *args, **kwargs)  # type: ignore[arg-type]
+
+    def record(read: StoreRead) -> None:
+        per_trace = ("traces", "grades", "trace_counts", "trace_efficiency")
+        if phase["now"] == "after" and read.table in per_trace:
+            reads.append((read.table, read.columns))
+
+    spy_on_reads(monkeypatch, record)
+    monkeypatch.setattr(Store, "merge", merge)
+    monkeypatch.setattr(Store, "write", write)
+    run_stage("metrics", StageContext(store=store, config=_config(7), progress=False))
+    monkeypatch.undo()
+    assert phase["now"] == "done"
+    assert not reads, f"per-trace tables read after the buckets: {reads}"
+    assert len(store.read("decomposition")) > 0
 
 
 @pytest.mark.slow  # one metrics run on a copy of the demo store

@@ -35,7 +35,7 @@ from __future__ import annotations
 import gc
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,6 +46,7 @@ from legival_core.oversight.reward_partials import RewardPartial
 from legival_core.rankings.selection import RANK_RESAMPLES, RESAMPLE_SEED
 from legival_core.store.frames import is_in
 from precompute.bucket_spill import spilled_bucket_reader
+from precompute.decomposition_partials import DecompositionPartial, problem_workload
 from precompute.stages.base import (
     StageContext,
     StageError,
@@ -304,6 +305,8 @@ class ChunkedTables:
     sweep: SweepPartial | None = None
     #: the reward results' transfer inputs (None without transfer rows)
     rewards: RewardPartial | None = None
+    #: the decomposition's instances and reference pairs (None without grades)
+    decomposition: DecompositionPartial | None = None
 
 
 def problem_buckets(problem_ids: pd.Series, chunks: int) -> np.ndarray:
@@ -355,6 +358,10 @@ class ChunkSettings:
     #: the redundancy sweep's τ grid (``sweep_thresholds`` of the τ the pages will read, which
     #: the stage records); empty: no sweep partial
     sweep: tuple[float, ...] = ()
+    #: problem id -> native workload, for the decomposition's instances
+    #: (:func:`precompute.decomposition_partials.problem_workload`; None: no ``workload``
+    #: column). Left out of equality: a Series has no single truth value.
+    workload: pd.Series | None = field(default=None, compare=False)
 
 
 #: Chunks' rows held at the driver before they are weighed together: one resampling of many
@@ -477,6 +484,7 @@ class ChunkResult:
     robustness: RobustnessPartial | None = None
     sweep: SweepPartial | None = None
     rewards: RewardPartial | None = None
+    decomposition: DecompositionPartial | None = None
 
 
 def rollouts_as_pages(rollouts: pd.DataFrame) -> pd.DataFrame:
@@ -531,6 +539,16 @@ def metrics_chunk(inputs: dict[str, pd.DataFrame], settings: ChunkSettings) -> C
         from legival_core.metrics.redundancy_sweep_view import sweep_partial
 
         sweep = sweep_partial(inputs["similarity"], inputs["traces"], settings.sweep)
+    decomposition = None
+    if len(inputs["grades"]):
+        # every encoding's counts: a trace without a stored T is counted in the default one
+        decomposition = DecompositionPartial.of_chunk(
+            inputs["traces"],
+            inputs["grades"],
+            default_counts(inputs["counts"]),
+            efficiency,
+            settings.workload,
+        )
     return ChunkResult(
         efficiency,
         transfer,
@@ -540,6 +558,7 @@ def metrics_chunk(inputs: dict[str, pd.DataFrame], settings: ChunkSettings) -> C
         robustness,
         sweep=sweep,
         rewards=rewards,
+        decomposition=decomposition,
     )
 
 
@@ -832,6 +851,7 @@ def compute_in_chunks(
     robustness: RobustnessPartial | None = None
     sweep: SweepPartial | None = None
     rewards: RewardPartial | None = None
+    decomposition: DecompositionPartial | None = None
     efficiency_rows = 0
     transfer_rows = 0
     runner = RUNNERS[engine]
@@ -861,6 +881,12 @@ def compute_in_chunks(
             sweep = chunk.sweep if sweep is None else merge_sweep_partials(sweep, chunk.sweep)
         if chunk.rewards is not None:
             rewards = chunk.rewards if rewards is None else rewards.merge(chunk.rewards)
+        if chunk.decomposition is not None:
+            decomposition = (
+                chunk.decomposition
+                if decomposition is None
+                else decomposition.merge(chunk.decomposition)
+            )
         del chunk  # its rows are not held while the next bucket runs
     if board_rows:
         board = _weigh_board(board, board_rows)
@@ -869,7 +895,15 @@ def compute_in_chunks(
     if rewards is not None:
         rewards = rewards.joined()
     return ChunkedTables(
-        efficiency_rows, transfer_rows, merged, board, rollouts, robustness, sweep, rewards
+        efficiency_rows,
+        transfer_rows,
+        merged,
+        board,
+        rollouts,
+        robustness,
+        sweep,
+        rewards,
+        decomposition,
     )
 
 
@@ -1065,12 +1099,18 @@ def board_intervals(
     return ("board_intervals", Selection(), table)
 
 
-def chunk_settings(cfg: MetricsConfig, labeler: str, manifest: Mapping[str, Any]) -> ChunkSettings:
+def chunk_settings(
+    cfg: MetricsConfig,
+    labeler: str,
+    manifest: Mapping[str, Any],
+    problems: pd.DataFrame | None = None,
+) -> ChunkSettings:
     """What every bucket is computed with in a run of the stage with ``[metrics]`` config
     ``cfg`` and primary ``labeler`` on a store whose manifest is ``manifest`` when the run
     starts: the robustness report's default choices as the pages will read them once this
-    run's record is in (checked against the manifest then), and the sweep's grid holding the τ
-    this run records."""
+    run's record is in (checked against the manifest then), the sweep's grid holding the τ
+    this run records, and the native workload of ``problems`` (``problem_id``, ``workload``)
+    for the decomposition's instances."""
     from legival_core.rankings.robustness_choices import Settings
 
     record = {
@@ -1090,6 +1130,7 @@ def chunk_settings(cfg: MetricsConfig, labeler: str, manifest: Mapping[str, Any]
         encoding=cfg.encoding,
         robustness=Settings.from_manifest({**manifest, "provenance": provenance}),
         sweep=sweep_grid(cfg.threshold),
+        workload=problem_workload(problems) if problems is not None else None,
     )
 
 
@@ -1762,7 +1803,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     bucket_of_trace = trace_buckets(traces, chunks)
     # The buckets read their own rows of every input, the per-trace ones too: the whole frames
     # go before the buckets run (at a million traces ~0.7 GB with what the checks built,
-    # under every bucket), and the ones the decomposition needs are read again after them.
+    # under every bucket); the decomposition's instances are built inside the buckets.
     del similarity, judgments, with_rollout_rows, with_rollouts, traces, grades, counts, leaks
     gc.collect()
     # each table split into the buckets in one pass (precompute.bucket_spill), not decoded
@@ -1778,7 +1819,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
             read_rows,
             bucket_of_trace=bucket_of_trace,
             # the sweep's grid holds the τ this run records, the one the pages will read
-            settings=chunk_settings(cfg, labeler, started),
+            settings=chunk_settings(cfg, labeler, started, problems),
             write=lambda name, frame: store.write(name, frame, stage="metrics"),
             engine=options.get("engine") or "local",
             address=options.get("address"),
@@ -1791,48 +1832,47 @@ def run_metrics(ctx: StageContext) -> StageResult:
         if rows:
             store.merge(name)
             result.written[name] = rows
+    # The decomposition from the instances the buckets built, before anything else is derived:
+    # the per-trace tables are not read whole again, and the instances go before the page
+    # results' inputs come in.
+    decomposition, audits = None, None
+    if chunked.decomposition is not None:
+        instances, references = chunked.decomposition.joined()
+        chunked.decomposition = None
+        decomposition = decomposition_table(instances, references)
+        if len(decomposition):
+            # the Decomposition page's audits from the same instances, not built again later
+            audits = workload_audits(instances, references, decomposition["benchmark"])
+        del instances
     tables: dict[str, pd.DataFrame] = {}
     # The transfer curves and the rollouts' page results, merged from the buckets' partials.
     rollout_results = chunked.rollouts.results(stamp) if chunked.rollouts is not None else None
     if rollout_results is not None:
         tables["transfer_curves"] = rollout_results.transfer_curves
+    # what the page results take from the buckets; the rest (the rollouts' merged partials,
+    # their results made) goes now, before the release profile reads the rollouts whole
+    board, robustness, sweep = chunked.board, chunked.robustness, chunked.sweep
+    reward_partial, teacher_partials = chunked.rewards, chunked.partials
+    transfer_rows = chunked.transfer_rows
+    del chunked
+    gc.collect()
     if cfg.profile == "paper":
         # the teacher table from the chunks' merged partials (the registry's aggregates)
         from legival_core.metrics.teacher_partials import teacher_rows
 
-        tables["teacher_metrics"] = teacher_rows(chunked.partials).assign(hf_id=None)
+        tables["teacher_metrics"] = teacher_rows(teacher_partials).assign(hf_id=None)
     else:
         # the release profile pools FOTU and normalises SOTU as the authors' scripts do: whole
         rollouts = read_or_empty(store, "rollouts", list(METRICS_ROLLOUT_COLUMNS))
-        transfer = store.read("trace_transfer") if chunked.transfer_rows else None
+        transfer = store.read("trace_transfer") if transfer_rows else None
         tables["teacher_metrics"] = teacher_table(
             store.read("trace_efficiency"), rollouts, cfg.profile, cfg.grid, ctx.config.seed,
             transfer,
         )  # fmt: skip
         del rollouts, transfer
-    # the decomposition's per-trace inputs, read again now that the buckets are done
-    grades = read_or_empty(store, "grades", list(PER_TRACE_INPUTS["grades"][1]))
-    audits = None
-    if len(grades):
-        from legival_core.metrics.decomposition import decomposition_instances
-        from legival_core.published.references import reference_teachers
-
-        traces = read_or_empty(store, "traces", list(METRICS_TRACE_COLUMNS))
-        sigma = read_or_empty(store, "trace_efficiency", ["trace_id", "compression"])
-        instances = decomposition_instances(
-            traces,
-            grades,
-            problems,
-            sigma=pd.Series(sigma["compression"].to_numpy(), index=sigma["trace_id"].astype(str)),
-            counted=stored_default_counts(store),
-        )
-        references = reference_teachers(traces)
-        decomposition = decomposition_table(instances, references)
-        if len(decomposition):
-            tables["decomposition"] = decomposition
-            # the Decomposition page's audits from the same instances, not built again later
-            audits = workload_audits(instances, references, decomposition["benchmark"])
-        del traces, sigma, instances
+    if decomposition is not None and len(decomposition):
+        tables["decomposition"] = decomposition
+    del decomposition
     for name, frame in tables.items():
         store.write(name, frame, stage="metrics")
         store.merge(name)
@@ -1844,9 +1884,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     # The page results read what they need from the store again: let the inputs go first (at
     # a million traces they held ~10 GB, and holding them beside the rollouts read again
     # below crossed 17 GB; bench/scale_bench.py).
-    board, robustness, sweep = chunked.board, chunked.robustness, chunked.sweep
-    reward_partial = chunked.rewards
-    del grades, tables, chunked
+    del tables, teacher_partials
     gc.collect()
     # The pages' default results, from the tables just written. Each is stamped with its
     # inputs' state: the tables this stage wrote as they are now, the others as they were
