@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -82,6 +83,43 @@ def test_trace_means_of_trace_means_are_the_same() -> None:
     once = trace_means(_rows())
     assert once["fotu"].tolist()[:2] == [0.75, 0.25]  # a: (0.5 + 1.0) / 2; b: its one value
     pd.testing.assert_frame_equal(trace_means(once), once)
+
+
+def test_rows_already_one_per_trace_are_not_grouped_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stage's merged means (one row per trace, sorted by id) go into three of each reward
+    model's results: they are taken as they are, with no group-by of their ids (ten million
+    text ids at 10M traces); whole numbers come back as floats, as a mean would give them."""
+    from legival_core.oversight.oversight import trace_level_rewards
+
+    means = pd.DataFrame(
+        {
+            "trace_id": ["a", "b", "c"],
+            "teacher": ["T", "T", "V"],
+            "dataset": "D",
+            "fotu": [0.75, 0.25, 0.75],
+            "regression_rate": [0, 1, 0],
+        }
+    )
+    rewards = pd.DataFrame({"trace_id": ["c", "a"], "reward_model": "rm", "score": [2.0, 1.0]})
+    grades = pd.DataFrame({"trace_id": ["a", "b", "c"], "correct": [True, True, False]})
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("grouped again")
+
+    monkeypatch.setattr(pd.DataFrame, "groupby", refused)
+    out = trace_means(means)
+    assert out["regression_rate"].tolist() == [0.0, 1.0, 0.0]
+    assert out["regression_rate"].dtype == np.float64
+    points = trace_level_rewards(rewards, means, grades)
+    assert points[["trace_id", "score", "fotu", "correct"]].values.tolist() == [
+        ["a", 1.0, 0.75, True],
+        ["c", 2.0, 0.75, False],
+    ]
+    monkeypatch.undo()
+    # rows out of order, or a trace twice, are grouped: b's two rows average to 0.5
+    twice = pd.concat([means, means.iloc[[1]].assign(fotu=0.75)], ignore_index=True)
+    assert trace_means(twice)["fotu"].tolist() == [0.75, 0.5, 0.75]
+    assert trace_means(means.iloc[::-1])["trace_id"].tolist() == ["a", "b", "c"]
 
 
 def test_the_correct_subset_keeps_the_correct_traces_only() -> None:

@@ -80,11 +80,22 @@ def trace_means(trace_transfer: pd.DataFrame, *, leak: bool = False) -> pd.DataF
     ...     "fotu": [0.9, 0.2, 0.4], "regression_rate": [0.0, 0.0, 0.5]})
     >>> trace_means(t)[["trace_id", "fotu", "regression_rate"]].values.tolist()
     [['a', 0.30000000000000004, 0.25], ['b', 0.9, 0.0]]
+
+    Rows already one per trace in id order (the metrics stage's merged means) are their own
+    means: they are taken as they are, not grouped again (at ten million traces a group-by
+    of their text ids, done for three of each reward model's results).
     """
     require_columns(
         trace_transfer, ("trace_id", "teacher", "dataset", *_TRACE_METRICS), "trace_transfer"
     )
     first_leak = {"leak_k": ("leak_k", "first")} if leak and "leak_k" in trace_transfer else {}
+    if _one_row_per_trace_in_order(trace_transfer["trace_id"]):
+        columns = ["trace_id", "teacher", "dataset", *_TRACE_METRICS, *first_leak]
+        out = trace_transfer[columns].reset_index(drop=True)
+        # a mean is a float: whole numbers and flags become floats, floats keep their type
+        whole = [m for m in _TRACE_METRICS if pd.api.types.is_integer_dtype(out[m])]
+        whole += [m for m in _TRACE_METRICS if pd.api.types.is_bool_dtype(out[m])]
+        return out.astype({metric: "float64" for metric in whole})
     return (
         trace_transfer.groupby("trace_id", sort=True, observed=True)
         .agg(
@@ -95,6 +106,23 @@ def trace_means(trace_transfer: pd.DataFrame, *, leak: bool = False) -> pd.DataF
         )
         .reset_index()
     )
+
+
+def _one_row_per_trace_in_order(ids: pd.Series) -> bool:
+    """Whether ``ids`` strictly increase: sorted as a group-by sorts them, none repeated
+    (neighbours compared, no hash table of the ids).
+
+    >>> _one_row_per_trace_in_order(pd.Series(["a", "b"])), _one_row_per_trace_in_order(
+    ...     pd.Series(["a", "a"])), _one_row_per_trace_in_order(pd.Series(["b", "a"]))
+    (True, False, False)
+    """
+    if len(ids) < 2 or isinstance(ids.dtype, pd.CategoricalDtype):
+        # a categorical sorts by its categories' order: left to the group-by
+        return len(ids) == 1 and not isinstance(ids.dtype, pd.CategoricalDtype)
+    if not ids.is_monotonic_increasing:
+        return False
+    values = ids.array
+    return bool(np.asarray(values[1:] != values[:-1], dtype=bool).all())
 
 
 def _sum_columns() -> list[str]:
