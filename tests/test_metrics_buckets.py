@@ -457,6 +457,18 @@ def test_the_stage_never_reads_similarity_whole(
     assert "redundancy_sweep" in names
 
 
+def test_the_input_check_holds_its_trace_ids_as_arrow_text() -> None:
+    """The check's distinct trace ids of similarity, judgments and rollouts (up to ten million
+    each) come as one Arrow-backed text column, not a list of Python strings (~80 bytes an id),
+    and are the table's distinct ids; an absent table gives none."""
+    store = Store.open(DEMO)
+    ids = stage._trace_ids_in(store, "similarity")
+    assert isinstance(ids, pd.Series) and isinstance(ids.dtype, pd.StringDtype)
+    assert ids.dtype.storage == "pyarrow"
+    assert sorted(ids) == sorted(set(store.read("similarity", ["trace_id"])["trace_id"]))
+    assert not store.has("tool_grades") and len(stage._trace_ids_in(store, "tool_grades")) == 0
+
+
 def test_key_values_streams_the_distinct_keys_of_every_listed_part(tmp_path: Path) -> None:
     store = Store.create(tmp_path / "s")
     first = {"trace_id": ["t1", "t2"], "labeler": ["lexical", "lexical"], "valid": True}
