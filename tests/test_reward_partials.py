@@ -224,3 +224,5 @@ def test_any_chunking_gives_the_definition(drawn: tuple[pd.DataFrame, list[int]]
     pd.testing.assert_frame_equal(
         means[whole.columns].reset_index(drop=True), whole, check_dtype=False
     )
+    # joined in place: asking again gives the same means, not what the first join left
+    pd.testing.assert_frame_equal(partial.trace_means(), means)

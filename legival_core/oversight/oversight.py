@@ -380,8 +380,8 @@ def trace_level_rewards(
     [['a', 0.30000000000000004, True], ['b', 0.9, False]]
     """
     require_columns(rewards, REWARD_INPUT_COLUMNS["rewards"], "rewards")
-    # one row per trace already (the metrics stage's merged means): the mean of one value is
-    # that value, so the points are the same
+    # the metrics stage passes its merged means, one row per trace in id order: trace_means
+    # takes those as they are (the mean of one value is that value), so the points are the same
     per_trace = trace_means(trace_transfer)
     correct = correct_ids(grades)
     merged = rewards[["trace_id", "reward_model", "score"]].merge(per_trace, on="trace_id")

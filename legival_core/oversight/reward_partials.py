@@ -249,10 +249,12 @@ class RewardPartial:
         )
 
     def joined(self) -> RewardPartial:
-        """This partial with its chunks' per-trace means as one frame sorted by trace id.
+        """This partial, its chunks' per-trace means joined into one frame sorted by trace id.
 
-        The chunks' frames move into the result: this partial is left without them, so that
-        the means are held once, not twice, at a million traces."""
+        Joined in place: the chunks' frames are let go as the joined one is made (the means
+        held once, not twice, at a million traces), and asking again finds them joined. The
+        metrics stage leaves the join to the page results, which ask for the means after the
+        decomposition has let its instances go."""
         if len(self.per_trace) == 1 and self.per_trace[0]["trace_id"].is_monotonic_increasing:
             return self
         if not self.per_trace:
@@ -261,7 +263,8 @@ class RewardPartial:
             joined = pd.concat(self.per_trace, ignore_index=True)
             self.per_trace.clear()
             joined = joined.sort_values("trace_id", kind="stable", ignore_index=True)
-        return RewardPartial(per_trace=[joined], sums=self.sums)
+        self.per_trace.append(joined)
+        return self
 
     def trace_means(self) -> pd.DataFrame:
         """Every chunk's per-trace means as one frame, sorted by trace id."""

@@ -896,8 +896,8 @@ def compute_in_chunks(
         board = _weigh_board(board, board_rows)
     if rollouts is not None:
         rollouts = rollouts.resampled()
-    if rewards is not None:
-        rewards = rewards.joined()
+    # the reward partial's per-trace means stay one frame a chunk here: they are joined when
+    # the page results ask for them, after the decomposition's instances have gone
     return ChunkedTables(
         efficiency_rows,
         transfer_rows,
