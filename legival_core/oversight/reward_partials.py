@@ -116,10 +116,9 @@ def _one_row_per_trace_in_order(ids: pd.Series) -> bool:
     ...     pd.Series(["a", "a"])), _one_row_per_trace_in_order(pd.Series(["b", "a"]))
     (True, False, False)
     """
-    if len(ids) < 2 or isinstance(ids.dtype, pd.CategoricalDtype):
-        # a categorical sorts by its categories' order: left to the group-by
-        return len(ids) == 1 and not isinstance(ids.dtype, pd.CategoricalDtype)
-    if not ids.is_monotonic_increasing:
+    # a categorical sorts by its categories' order, and no rows keep the group-by's empty
+    # frame: both are left to the group-by
+    if ids.empty or isinstance(ids.dtype, pd.CategoricalDtype) or not ids.is_monotonic_increasing:
         return False
     values = ids.array
     return bool(np.asarray(values[1:] != values[:-1], dtype=bool).all())
