@@ -41,7 +41,7 @@ class DecompositionPartial:
         id → its count in the default encoding, what a trace without a stored T is counted
         with: :func:`precompute.stages.metrics.default_counts`) and its ``trace_efficiency``
         rows (σ = ``compression``); ``workload`` maps a problem id to its native workload
-        (:func:`problem_workload`; None: the store has none).
+        (:func:`legival_core.metrics.decomposition.problem_workload`; None: the store has none).
 
         >>> traces = pd.DataFrame({"trace_id": ["a", "b"], "problem_id": ["p", "p"],
         ...     "dataset": "d", "teacher": "m", "sample": [0, 1], "tokens": [4, 6],
@@ -53,6 +53,7 @@ class DecompositionPartial:
         [['p', 4.0, 2.0]]
         """
         from legival_core.metrics.decomposition import decomposition_instances
+        from legival_core.published.references import teacher_sources
 
         problems = None
         if workload is not None:
@@ -64,7 +65,7 @@ class DecompositionPartial:
             efficiency["compression"].to_numpy(), index=efficiency["trace_id"].astype(str)
         )
         instances = decomposition_instances(traces, grades, problems, sigma, counted)
-        return cls([instances] if len(instances) else [], _sources(traces))
+        return cls([instances] if len(instances) else [], teacher_sources(traces))
 
     def merge(self, other: DecompositionPartial) -> DecompositionPartial:
         """This partial with ``other``'s added (this one's list grows: the receiver is used
@@ -86,29 +87,3 @@ class DecompositionPartial:
         parts, self.instances = self.instances, []
         instances = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
         return instances, reference_teachers(self.sources)
-
-
-def _sources(traces: pd.DataFrame) -> pd.DataFrame:
-    """The distinct (teacher, source) pairs of ``traces`` (all a reference check needs)."""
-    if "source" not in traces or "teacher" not in traces or traces.empty:
-        return pd.DataFrame()
-    pairs = pd.DataFrame(
-        {"teacher": traces["teacher"].astype(str), "source": traces["source"].astype(object)}
-    )
-    return pairs.drop_duplicates(ignore_index=True)
-
-
-def problem_workload(problems: pd.DataFrame) -> pd.Series | None:
-    """Problem id → native workload from ``problems`` (the last row of a repeated id, as
-    :func:`~legival_core.metrics.decomposition.decomposition_instances` reads it), or None
-    when the table has no ``workload`` column.
-
-    >>> problem_workload(pd.DataFrame({"problem_id": ["p", "q", "p"], "workload": [1, 2, 3]}))
-    q    2
-    p    3
-    dtype: int64
-    """
-    if "workload" not in problems:
-        return None
-    last = problems.drop_duplicates("problem_id", keep="last")
-    return pd.Series(last["workload"].to_numpy(), index=last["problem_id"].to_numpy())

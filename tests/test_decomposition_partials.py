@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from legival_core.metrics.decomposition import decomposition_instances
+from legival_core.metrics.decomposition import decomposition_instances, problem_workload
 from legival_core.published.references import reference_teachers
-from precompute.decomposition_partials import DecompositionPartial, problem_workload
+from precompute.decomposition_partials import DecompositionPartial
 
 
 def _traces() -> pd.DataFrame:

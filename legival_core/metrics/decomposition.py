@@ -272,11 +272,10 @@ def decomposition_instances(
             else False,
         }
     )
-    if problems is not None and "workload" in problems:
-        workload = dict(zip(problems["problem_id"], problems["workload"], strict=True))
+    workload = problem_workload(problems) if problems is not None else None
+    if workload is not None:
         out["workload"] = pd.to_numeric(
-            pd.Series([workload.get(p) for p in graded["problem_id"]], dtype=object),
-            errors="coerce",
+            graded["problem_id"].map(workload).to_numpy(), errors="coerce"
         )
     known = (
         pd.to_numeric(graded["trace_id"].map(sigma), errors="coerce").to_numpy(dtype=float)
@@ -289,6 +288,22 @@ def decomposition_instances(
         # The trace layer (compression σ of the reasoning text) needs the text itself.
         out["trace"] = graded["reasoning"].fillna("").astype(str).to_numpy()
     return out
+
+
+def problem_workload(problems: pd.DataFrame) -> pd.Series | None:
+    """Problem id → native workload from ``problems`` (the last row of a repeated id, as
+    :func:`decomposition_instances` reads it), or None
+    when the table has no ``workload`` column.
+
+    >>> problem_workload(pd.DataFrame({"problem_id": ["p", "q", "p"], "workload": [1, 2, 3]}))
+    q    2
+    p    3
+    dtype: int64
+    """
+    if "workload" not in problems:
+        return None
+    last = problems.drop_duplicates("problem_id", keep="last")
+    return pd.Series(last["workload"].to_numpy(), index=last["problem_id"].to_numpy())
 
 
 def normalize_instances(

@@ -83,15 +83,31 @@ def reference_teachers(traces: pd.DataFrame) -> list[str]:
     >>> reference_teachers(traces)
     ['human']
     """
-    if traces.empty or "source" not in traces or "teacher" not in traces:
-        return []
     # each distinct (teacher, source) once: a big store has 100,000 traces but few sources
-    pairs = pd.DataFrame(
-        {"teacher": traces["teacher"].astype(str), "source": traces["source"].astype(object)}
-    ).drop_duplicates()
+    pairs = teacher_sources(traces)
+    if pairs.empty:
+        return []
     marked = pairs["source"].map(is_reference_source)
     every = marked.groupby(pairs["teacher"], observed=True).all()
     return sorted(str(t) for t in every[every].index)
+
+
+def teacher_sources(traces: pd.DataFrame) -> pd.DataFrame:
+    """The distinct ``teacher``/``source`` pairs of ``traces``: all :func:`reference_teachers`
+    reads, so pairs gathered a part at a time (the metrics stage's buckets) and concatenated
+    give the same answer as the whole table. Empty when either column is absent.
+
+    >>> teacher_sources(pd.DataFrame({"teacher": ["a", "a", "b"], "source": ["x", "x", "y"]}))
+      teacher source
+    0       a      x
+    1       b      y
+    """
+    if traces.empty or "source" not in traces or "teacher" not in traces:
+        return pd.DataFrame()
+    pairs = pd.DataFrame(
+        {"teacher": traces["teacher"].astype(str), "source": traces["source"].astype(object)}
+    )
+    return pairs.drop_duplicates(ignore_index=True)
 
 
 def store_reference_teachers(store: Store | str | os.PathLike[str]) -> list[str]:
