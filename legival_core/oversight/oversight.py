@@ -38,7 +38,7 @@ from legival_core.stats.stats import (
     seeded_stream,
     spearman,
 )
-from legival_core.store.frames import is_in
+from legival_core.store.frames import is_in, lookup_join
 from legival_core.store.schema import require_columns
 
 __all__ = [
@@ -384,7 +384,8 @@ def trace_level_rewards(
     # takes those as they are (the mean of one value is that value), so the points are the same
     per_trace = trace_means(trace_transfer)
     correct = correct_ids(grades)
-    merged = rewards[["trace_id", "reward_model", "score"]].merge(per_trace, on="trace_id")
+    # one row per trace: a lookup of each reward's trace, not a pandas merge of text ids
+    merged = lookup_join(rewards[["trace_id", "reward_model", "score"]], per_trace, "trace_id")
     merged["correct"] = is_in(merged["trace_id"].astype(str), correct)
     if correct_only:
         merged = merged[merged["correct"]]
@@ -525,11 +526,12 @@ def teacher_level_rewards(
     keep = correct_ids(grades) if correct_only else None
     if traces is not None:
         require_columns(traces, REWARD_INPUT_COLUMNS["traces"], "traces")
-        owners = traces[["trace_id", "teacher", "dataset"]].drop_duplicates("trace_id")
+        owners = traces[["trace_id", "teacher", "dataset"]]
     else:
         require_columns(trace_transfer, ("trace_id", "teacher", "dataset"), "trace_transfer")
-        owners = trace_transfer[["trace_id", "teacher", "dataset"]].drop_duplicates("trace_id")
-    scored = rewards[["trace_id", "reward_model", "score"]].merge(owners, on="trace_id")
+        owners = trace_transfer[["trace_id", "teacher", "dataset"]]
+    # each reward's trace owner from its trace's first row
+    scored = lookup_join(rewards[["trace_id", "reward_model", "score"]], owners, "trace_id")
     if keep is not None:
         scored = scored[is_in(scored["trace_id"].astype(str), keep)]
     mean_reward = (

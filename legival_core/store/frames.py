@@ -1,6 +1,7 @@
 """Store tables as pandas: the dtypes :meth:`Store.read` gives each column (nullable integers
-and booleans, so a column keeps its dtype with or without nulls), and :func:`arrow_to_frame` for
-a table whose id columns are wanted as categoricals."""
+and booleans, so a column keeps its dtype with or without nulls), :func:`arrow_to_frame` for
+a table whose id columns are wanted as categoricals, and lookups of text ids in Arrow's hash
+tables (:func:`is_in`, :func:`first_positions`, :func:`lookup_join`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ import pyarrow.compute as pc
 
 from legival_core.store import schema
 
-__all__ = ["arrow_to_frame", "is_in", "pandas_dtypes", "to_pandas"]
+__all__ = [
+    "arrow_to_frame",
+    "first_positions",
+    "is_in",
+    "lookup_join",
+    "pandas_dtypes",
+    "to_pandas",
+]
 
 
 def pandas_dtypes(table: str) -> dict[str, Any]:
@@ -91,6 +99,58 @@ def is_in(values: pd.Series | pd.Index, wanted: Any) -> np.ndarray:
             found = pc.is_in(column, value_set=value_set.cast(column.type))
             return found.to_numpy(zero_copy_only=False).astype(bool)
     return np.asarray(values.isin(wanted), dtype=bool)
+
+
+def _is_arrow_text(values: pd.Series | pd.Index) -> bool:
+    return isinstance(values.dtype, pd.StringDtype) and values.dtype.storage == "pyarrow"
+
+
+def first_positions(keys: pd.Series | pd.Index, among: pd.Series | pd.Index) -> np.ndarray:
+    """For each of ``keys``, the position in ``among`` of its first occurrence there (-1 where
+    it is absent).
+
+    On the store's Arrow-backed text the lookup is Arrow's hash table, as in :func:`is_in`:
+    pandas would hash both sides as Python strings (at two million trace ids a join of the
+    reward results held 0.48 GB of them at its peak).
+
+    >>> first_positions(pd.Series(["b", "z", "a"]), pd.Series(["a", "b", "a"])).tolist()
+    [1, -1, 0]
+    """
+    if _is_arrow_text(keys) and _is_arrow_text(among):
+        found = pc.index_in(pa.array(keys), value_set=pa.array(among))
+        return np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    among_index = pd.Index(among)
+    first = ~among_index.duplicated()
+    where = pd.Index(among_index[first]).get_indexer(pd.Index(keys))
+    starts = np.flatnonzero(first)
+    if not len(starts):
+        return np.full(len(where), -1, dtype=np.int64)
+    return np.where(where >= 0, starts[np.maximum(where, 0)], -1).astype(np.int64)
+
+
+def lookup_join(left: pd.DataFrame, right: pd.DataFrame, on: str) -> pd.DataFrame:
+    """The rows of ``left`` whose ``on`` is in ``right``, in ``left``'s order, each with the
+    other columns of the first ``right`` row holding that key: ``left.merge(right.drop_duplicates(
+    on), on=on)``, looked up by :func:`first_positions` instead of hashed by pandas.
+
+    Raises:
+        ValueError: a column other than ``on`` is in both frames (a merge would suffix it).
+
+    >>> left = pd.DataFrame({"trace_id": ["b", "z", "a"], "score": [1.0, 2.0, 3.0]})
+    >>> right = pd.DataFrame({"trace_id": ["a", "b", "a"], "teacher": ["T", "U", "V"]})
+    >>> lookup_join(left, right, "trace_id").values.tolist()
+    [['b', 1.0, 'U'], ['a', 3.0, 'T']]
+    """
+    both = (set(left.columns) & set(right.columns)) - {on}
+    if both:
+        raise ValueError(f"lookup_join: column(s) {sorted(both)} in both frames")
+    positions = first_positions(left[on], right[on])
+    found = positions >= 0
+    out = left[found].reset_index(drop=True)
+    taken = right.drop(columns=on).iloc[positions[found]].reset_index(drop=True)
+    for column in taken.columns:
+        out[column] = taken[column]
+    return out
 
 
 def _as_list(wanted: Any) -> Any:

@@ -1,0 +1,98 @@
+"""``legival_core.store.frames.lookup_join`` is ``left.merge(right.drop_duplicates(on), on=on)``
+(Arrow's hash lookup on the store's text ids, pandas' elsewhere), and the reward results join
+their trace ids with it rather than with pandas' merge."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from legival_core.oversight.oversight import teacher_level_rewards, trace_level_rewards
+from legival_core.store.frames import first_positions, lookup_join
+
+IDS = st.one_of(st.none(), st.sampled_from(["a", "b", "c", "", "é", "trace-1"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(IDS, max_size=12),
+    st.lists(IDS, max_size=8),
+    st.sampled_from(["str", "object"]),
+)
+def test_lookup_join_is_a_merge_on_the_first_right_row(
+    left_ids: list[str | None], right_ids: list[str | None], dtype: str
+) -> None:
+    left = pd.DataFrame(
+        {"trace_id": pd.Series(left_ids, dtype=dtype), "score": range(len(left_ids))}
+    )
+    right = pd.DataFrame(
+        {
+            "trace_id": pd.Series(right_ids, dtype=dtype),
+            "teacher": [f"t{i}" for i in range(len(right_ids))],
+        }
+    )
+    expected = left.merge(right.drop_duplicates("trace_id"), on="trace_id")
+    got = lookup_join(left, right, "trace_id")
+    pd.testing.assert_frame_equal(got, expected, check_dtype=False)
+    assert list(got.columns) == ["trace_id", "score", "teacher"]
+
+
+def test_first_positions_by_hand() -> None:
+    among = pd.Series(["t2", "t1", "t2"], dtype="str")
+    assert first_positions(pd.Series(["t2", "t9", "t1"], dtype="str"), among).tolist() == [
+        0, -1, 1,
+    ]  # fmt: skip
+    # numbers take pandas' index
+    assert first_positions(pd.Series([5, 4]), pd.Series([4, 4, 5])).tolist() == [2, 0]
+
+
+def test_lookup_join_refuses_a_column_in_both_frames() -> None:
+    left = pd.DataFrame({"trace_id": ["a"], "teacher": ["T"]})
+    with pytest.raises(ValueError, match=r"\['teacher'\] in both"):
+        lookup_join(left, left.copy(), "trace_id")
+
+
+def test_the_reward_results_join_trace_ids_without_a_pandas_merge(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At two million traces each pandas merge on the trace ids held 0.48 GB of Python
+    strings at its peak; the results must be those of the merge, by hand."""
+    merge = pd.DataFrame.merge
+
+    def refused(self: pd.DataFrame, right: Any, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        on = kwargs.get("on", args[1] if len(args) > 1 else None)
+        if on == "trace_id" or (isinstance(on, list) and "trace_id" in on):
+            raise AssertionError("a pandas merge on trace ids")
+        return merge(self, right, *args, **kwargs)
+
+    monkeypatch.setattr(pd.DataFrame, "merge", refused)
+    rewards = pd.DataFrame(
+        {"trace_id": ["b", "a", "c"], "reward_model": "rm", "score": [2.0, 1.0, 3.0]}
+    )
+    transfer = pd.DataFrame(
+        {
+            "trace_id": ["a", "a", "b"],
+            "student": ["s1", "s2", "s1"],
+            "teacher": "T",
+            "dataset": ["D", "D", "E"],
+            "fotu": [0.2, 0.4, 0.9],
+            "regression_rate": 0.0,
+            "hazard_bin": [3, 5, 2],
+        }
+    )
+    grades = pd.DataFrame({"trace_id": ["a", "b", "c"], "correct": [True, False, True]})
+    points = trace_level_rewards(rewards, transfer, grades)
+    # c has no transfer row; a's FOTU is (0.2 + 0.4) / 2; sorted by trace id
+    assert points[["trace_id", "score", "correct"]].values.tolist() == [
+        ["a", 1.0, True], ["b", 2.0, False],
+    ]  # fmt: skip
+    assert points["fotu"].tolist() == pytest.approx([0.3, 0.9])
+    traces = pd.DataFrame({"trace_id": ["a", "b", "c"], "teacher": "T", "dataset": ["D", "E", "D"]})
+    table = teacher_level_rewards(rewards, transfer, grades, traces=traces, support="all")
+    # T over D (a 1.0, c 3.0 -> 2.0) and E (b 2.0): (2.0 + 2.0) / 2 = 2.0, three rewards
+    assert table["score"].tolist() == pytest.approx([2.0])
+    assert table["n_traces"].tolist() == [3]
