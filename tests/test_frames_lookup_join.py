@@ -74,16 +74,9 @@ def test_the_reward_results_join_trace_ids_without_a_pandas_merge(
         {"trace_id": ["b", "a", "c"], "reward_model": "rm", "score": [2.0, 1.0, 3.0]}
     )
     transfer = pd.DataFrame(
-        {
-            "trace_id": ["a", "a", "b"],
-            "student": ["s1", "s2", "s1"],
-            "teacher": "T",
-            "dataset": ["D", "D", "E"],
-            "fotu": [0.2, 0.4, 0.9],
-            "regression_rate": 0.0,
-            "hazard_bin": [3, 5, 2],
-        }
-    )
+        [("a", "s1", "D", 0.2, 3), ("a", "s2", "D", 0.4, 5), ("b", "s1", "E", 0.9, 2)],
+        columns=["trace_id", "student", "dataset", "fotu", "hazard_bin"],
+    ).assign(teacher="T", regression_rate=0.0)
     grades = pd.DataFrame({"trace_id": ["a", "b", "c"], "correct": [True, False, True]})
     points = trace_level_rewards(rewards, transfer, grades)
     # c has no transfer row; a's FOTU is (0.2 + 0.4) / 2; sorted by trace id
