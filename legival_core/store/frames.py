@@ -74,6 +74,11 @@ def arrow_to_frame(table: Any, categorical: Sequence[str] = ()) -> pd.DataFrame:
     return pa.table(columns).to_pandas()
 
 
+def _is_arrow_text(values: pd.Series | pd.Index) -> bool:
+    """Whether ``values`` is the store's Arrow-backed text (pandas' ``str`` on pyarrow)."""
+    return isinstance(values.dtype, pd.StringDtype) and values.dtype.storage == "pyarrow"
+
+
 def is_in(values: pd.Series | pd.Index, wanted: Any) -> np.ndarray:
     """Whether each of ``values`` is one of ``wanted`` (``values.isin(wanted)`` as a boolean
     array; a null is in ``wanted`` when ``wanted`` holds a null).
@@ -85,7 +90,7 @@ def is_in(values: pd.Series | pd.Index, wanted: Any) -> np.ndarray:
     >>> is_in(pd.Series(["a", "b", None]), ["b", "c"]).tolist()
     [False, True, False]
     """
-    if isinstance(values.dtype, pd.StringDtype) and values.dtype.storage == "pyarrow":
+    if _is_arrow_text(values):
         column = pa.array(values)
         try:
             value_set = pa.array(_as_list(wanted))
@@ -99,10 +104,6 @@ def is_in(values: pd.Series | pd.Index, wanted: Any) -> np.ndarray:
             found = pc.is_in(column, value_set=value_set.cast(column.type))
             return found.to_numpy(zero_copy_only=False).astype(bool)
     return np.asarray(values.isin(wanted), dtype=bool)
-
-
-def _is_arrow_text(values: pd.Series | pd.Index) -> bool:
-    return isinstance(values.dtype, pd.StringDtype) and values.dtype.storage == "pyarrow"
 
 
 def first_positions(keys: pd.Series | pd.Index, among: pd.Series | pd.Index) -> np.ndarray:
