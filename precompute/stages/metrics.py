@@ -803,7 +803,10 @@ def chunk_leaks(leaks: pd.DataFrame, with_rollouts: Iterable[Any]) -> pd.DataFra
     >>> kept["trace_id"].tolist(), kept["leak_k"].tolist(), str(kept["leak_k"].dtype)
     (['b'], [1], 'Int64')
     """
-    kept = leaks[leaks["trace_id"].isin(set(with_rollouts))]
+    # Arrow's hash lookup of the ids as they are: a Python set of a bucket's rollout rows' ids
+    # (about 37 a trace) took 9 of a 250k-trace stage's 130 s
+    wanted = with_rollouts if isinstance(with_rollouts, pd.Series) else list(with_rollouts)
+    kept = leaks[is_in(leaks["trace_id"], wanted)]
     kept = kept[["trace_id", "leak_k"]].reset_index(drop=True)
     kept["leak_k"] = kept["leak_k"].astype("Int64")
     return kept
