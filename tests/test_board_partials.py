@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from legival_core.rankings import board_partials as bp
 from legival_core.rankings import cell_sums as cs
@@ -199,8 +201,7 @@ def test_demo_board_from_chunks_joined_then_resampled_equals_the_whole(
     n_boot, seed = 200, 0
     eb, tb = bucket(efficiency, n_chunks), bucket(transfer, n_chunks)
     rows = [
-        bp.board_rows(efficiency[eb == i], transfer[tb == i], n_boot, seed)
-        for i in range(n_chunks)
+        bp.board_rows(efficiency[eb == i], transfer[tb == i], n_boot, seed) for i in range(n_chunks)
     ]
     half = n_chunks // 2
     batches = [bp.concat_board_rows(rows[:half]), bp.concat_board_rows(rows[half:])]
@@ -314,3 +315,91 @@ def test_weighted_sums_sparse_path_in_blocks(monkeypatch: pytest.MonkeyPatch) ->
     )
     assert got.flags.c_contiguous and got.shape == (130, 2)
     assert np.array_equal(got, np.column_stack([np.full(130, 3.0), 2 * np.arange(130.0)]))
+
+
+def _plain_cell_rows(rows: pd.DataFrame, problems: pd.MultiIndex, statistic: str) -> dict:
+    """What cell_rows must give, row by row in Python: the sorted cells, the (problem, slot,
+    weight) triples, the distinct traces and the students of each (teacher, dataset)."""
+    position = {key: i for i, key in enumerate(problems)}
+    kept = []
+    for row in rows.itertuples(index=False):
+        value = float(row.v)
+        if math.isnan(value) or (statistic == "entropy" and not 1 <= value <= cs.HAZARD_BINS):
+            continue
+        student = str(row.student) if "student" in rows else ""
+        kept.append(
+            (
+                str(row.teacher),
+                str(row.dataset),
+                student,
+                str(row.problem_id),
+                str(row.trace_id),
+                value,
+            )
+        )
+    cells = sorted({(t, d, s) for t, d, s, *_ in kept})
+    where = {cell: i for i, cell in enumerate(cells)}
+    triples = []
+    for t, d, s, p, _, value in kept:
+        cell = where[(t, d, s)]
+        if statistic == "mean":
+            triples += [(position[(d, p)], 2 * cell, value), (position[(d, p)], 2 * cell + 1, 1.0)]
+        else:
+            triples.append((position[(d, p)], cell * cs.HAZARD_BINS + int(value) - 1, 1.0))
+    traces: dict = {}
+    students: dict = {}
+    for t, d, s, _, trace, _ in kept:
+        traces.setdefault((t, d), set()).add(trace)
+        students.setdefault((t, d), set()).add(s)
+    return {
+        "cells": tuple(cells),
+        "triples": sorted(triples),
+        "traces": {pair: len(ids) for pair, ids in traces.items()},
+        "students": {
+            pair: frozenset(names) if "student" in rows else frozenset()
+            for pair, names in students.items()
+        },
+    }
+
+
+NAMES = st.sampled_from(["a", "b", "B", "a10", "a9", "é"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            NAMES,
+            st.sampled_from(["d1", "d2"]),
+            st.sampled_from(["p", "q", "r10", "r9"]),
+            NAMES,
+            st.sampled_from(["t1", "t2", "t3"]),
+            st.one_of(st.just(math.nan), st.integers(0, 52).map(float)),
+        ),
+        max_size=25,
+    ),
+    st.booleans(),
+    st.sampled_from(["mean", "entropy"]),
+    st.sampled_from(["str", "object", "category"]),
+)
+def test_cell_rows_are_the_plain_row_by_row_sums(
+    rows: list[tuple], with_student: bool, statistic: str, dtype: str
+) -> None:
+    # cell_rows works on each text column's codes; a plain reading of every row must agree
+    frame = pd.DataFrame(
+        rows, columns=["teacher", "dataset", "problem_id", "student", "trace_id", "v"]
+    )
+    for column in ["teacher", "dataset", "problem_id", "student", "trace_id"]:
+        frame[column] = frame[column].astype(dtype)
+    if not with_student:
+        frame = frame.drop(columns="student")
+    problems = pd.MultiIndex.from_product([["d2", "d1"], ["r9", "q", "p", "r10"]])
+    got = cs.cell_rows(frame, "v", problems, statistic)
+    expected = _plain_cell_rows(frame, problems, statistic)
+    assert got.cells == expected["cells"]
+    triples = zip(
+        got.problem_index.tolist(), got.slot.tolist(), got.row_weights.tolist(), strict=True
+    )
+    assert sorted(triples) == expected["triples"]
+    assert dict(got.traces) == expected["traces"]
+    assert dict(got.students) == expected["students"]

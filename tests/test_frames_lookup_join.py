@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from legival_core.oversight.oversight import teacher_level_rewards, trace_level_rewards
-from legival_core.store.frames import first_positions, lookup_join
+from legival_core.store.frames import first_positions, lookup_join, text_codes
 
 IDS = st.one_of(st.none(), st.sampled_from(["a", "b", "c", "", "é", "trace-1"]))
 
@@ -89,3 +89,24 @@ def test_the_reward_results_join_trace_ids_without_a_pandas_merge(
     # T over D (a 1.0, c 3.0 -> 2.0) and E (b 2.0): (2.0 + 2.0) / 2 = 2.0, three rewards
     assert table["score"].tolist() == pytest.approx([2.0])
     assert table["n_traces"].tolist() == [3]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.one_of(IDS, st.integers(-3, 12)), max_size=12),
+    st.sampled_from(["str", "object", "category"]),
+)
+def test_text_codes_give_each_row_its_text_among_sorted_distinct_labels(
+    values: list[Any], dtype: str
+) -> None:
+    if dtype != "object":
+        values = [None if v is None else str(v) for v in values]
+    column = pd.Series(values, dtype=dtype)
+    codes, labels = text_codes(column)
+    expected = column.astype(str).to_numpy()
+    got = labels[codes]
+    # a null stays null, as astype(str) leaves it
+    assert [None if pd.isna(v) else v for v in got] == [None if pd.isna(v) else v for v in expected]
+    named = [label for label in labels if not pd.isna(label)]
+    assert named == sorted(set(named))  # sorted and distinct: codes order as the text does
+    assert len(labels) == len(set(map(str, labels)))

@@ -25,6 +25,7 @@ import pandas as pd
 
 from legival_core.stats.poisson_bootstrap import add_counts, check_alike, unite_sets
 from legival_core.stats.stats import nan_mean
+from legival_core.store.frames import text_codes
 
 __all__ = [
     "HAZARD_BINS",
@@ -176,25 +177,34 @@ def cell_rows(
         )
     used, values = rows[keep], values[keep]
     by_student = "student" in rows
-    teacher = used["teacher"].astype(str).to_numpy()
-    dataset = used["dataset"].astype(str).to_numpy()
-    student = used["student"].astype(str).to_numpy() if by_student else np.full(len(used), "")
-    codes, labels = pd.factorize(pd.MultiIndex.from_arrays([teacher, dataset, student]), sort=True)
-    cells: tuple[Cell, ...] = tuple((str(t), str(d), str(s)) for t, d, s in labels)
-    problem_index = problems.get_indexer(
-        pd.MultiIndex.from_arrays([dataset, used["problem_id"].astype(str).to_numpy()])
-    )
+    # each text column as codes into its sorted distinct strings: the cells, the problems and
+    # the counts below are made from integers, not from a Python string per row
+    teacher, teachers = text_codes(used["teacher"])
+    dataset, datasets = text_codes(used["dataset"])
+    if by_student:
+        student, students_named = text_codes(used["student"])
+    else:
+        student, students_named = np.zeros(len(used), np.int64), np.array([""], dtype=object)
+    problem_id, problem_ids = text_codes(used["problem_id"])
+    problem_index = _problem_positions(problems, dataset, datasets, problem_id, problem_ids)
     if known_only:  # rows of other problems are left out (as a resample of these problems)
         known = problem_index >= 0
         used, values, problem_index = used[known], values[known], problem_index[known]
         teacher, dataset, student = teacher[known], dataset[known], student[known]
-        codes, labels = pd.factorize(
-            pd.MultiIndex.from_arrays([teacher, dataset, student]), sort=True
-        )
-        cells = tuple((str(t), str(d), str(s)) for t, d, s in labels)
     elif (problem_index < 0).any():
-        missing = used["problem_id"].astype(str).to_numpy()[problem_index < 0][0]
+        missing = problem_ids[problem_id[problem_index < 0][0]]
         raise ValueError(f"metric_partial: problem {missing!r} of {value!r} is not in problems")
+    # a cell's key orders as its (teacher, dataset, student) strings do: each code is sorted
+    per_teacher = len(datasets) * len(students_named)
+    present, codes = np.unique(
+        teacher * per_teacher + dataset * len(students_named) + student, return_inverse=True
+    )
+    codes = codes.reshape(-1)
+    cells: tuple[Cell, ...] = tuple(
+        (str(teachers[k // per_teacher]), str(datasets[k % per_teacher // len(students_named)]),
+         str(students_named[k % len(students_named)]))
+        for k in present.tolist()
+    )  # fmt: skip
     if statistic == "mean":  # two columns per cell: sum of the values, number of rows
         columns = 2
         slot = np.concatenate([codes * 2, codes * 2 + 1])
@@ -204,17 +214,12 @@ def cell_rows(
         columns = HAZARD_BINS
         slot = codes * columns + values.astype(np.int64) - 1
         row_weights, problem_rows = np.ones_like(values), problem_index
-    ids = used["trace_id"] if "trace_id" in used else used["problem_id"]
-    pairs = pd.DataFrame(
-        {"teacher": teacher, "dataset": dataset, "id": ids.astype(str).to_numpy(),
-         "student": student}
-    )  # fmt: skip
-    grouped = pairs.groupby(["teacher", "dataset"], sort=True)
-    traces = {(str(t), str(d)): int(n) for (t, d), n in grouped["id"].nunique().items()}
-    students = {pair: frozenset[str]() for pair in traces}
-    if by_student:
-        for (t, d), names in grouped["student"].unique().items():
-            students[(str(t), str(d))] = frozenset(map(str, names))
+    traced = used["trace_id"] if "trace_id" in used else used["problem_id"]
+    traces, students = _pair_counts(
+        teacher * len(datasets) + dataset, (teachers, datasets), traced, student, students_named
+    )
+    if not by_student:
+        students = {pair: frozenset[str]() for pair in traces}
     return CellRows(
         statistic=statistic,
         by_student=by_student,
@@ -227,6 +232,54 @@ def cell_rows(
         traces=traces,
         students=students,
     )
+
+
+def _problem_positions(
+    problems: pd.MultiIndex,
+    dataset: np.ndarray,
+    datasets: np.ndarray,
+    problem_id: np.ndarray,
+    problem_ids: np.ndarray,
+) -> np.ndarray:
+    """Each row's position in ``problems`` (-1 where absent), looked up once per distinct
+    (dataset, problem_id) of the rows."""
+    distinct, inverse = np.unique(dataset * len(problem_ids) + problem_id, return_inverse=True)
+    keys = pd.MultiIndex.from_arrays(
+        [datasets[distinct // len(problem_ids)], problem_ids[distinct % len(problem_ids)]]
+    )
+    return problems.get_indexer(keys)[inverse.reshape(-1)]
+
+
+def _pair_counts(
+    pair: np.ndarray,
+    names: tuple[np.ndarray, np.ndarray],
+    traced: pd.Series,
+    student: np.ndarray,
+    students_named: np.ndarray,
+) -> tuple[dict[Pair, int], dict[Pair, frozenset[str]]]:
+    """For each (teacher, dataset) of the rows (``pair`` = teacher code x datasets + dataset
+    code, a null name left out as a group-by leaves it), its number of distinct non-null
+    ``traced`` ids and the set of its students' names."""
+    teachers, datasets = names
+    traced_code, traced_names = text_codes(traced)
+    named = ~pd.isna(teachers)[pair // len(datasets)] & ~pd.isna(datasets)[pair % len(datasets)]
+    pairs = np.unique(pair[named])
+    counted = named & ~pd.isna(traced_names)[traced_code]
+    distinct = np.unique(pair[counted] * len(traced_names) + traced_code[counted])
+    found, counts = np.unique(distinct // len(traced_names), return_counts=True)
+    per_pair = dict(zip(found.tolist(), counts.tolist(), strict=True))
+    with_student = np.unique(pair[named] * len(students_named) + student[named])
+    names_of: dict[int, set[str]] = {}
+    for key in with_student.tolist():
+        names_of.setdefault(key // len(students_named), set()).add(
+            str(students_named[key % len(students_named)])
+        )
+    traces, students = {}, {}
+    for key in pairs.tolist():
+        name = (str(teachers[key // len(datasets)]), str(datasets[key % len(datasets)]))
+        traces[name] = per_pair.get(key, 0)
+        students[name] = frozenset(names_of[key])
+    return traces, students
 
 
 def concat_cell_rows(parts: Sequence[CellRows]) -> CellRows:

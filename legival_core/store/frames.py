@@ -21,6 +21,7 @@ __all__ = [
     "is_in",
     "lookup_join",
     "pandas_dtypes",
+    "text_codes",
     "to_pandas",
 ]
 
@@ -152,6 +153,25 @@ def lookup_join(left: pd.DataFrame, right: pd.DataFrame, on: str) -> pd.DataFram
     for column in taken.columns:
         out[column] = taken[column]
     return out
+
+
+def text_codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``values.astype(str)`` as codes into its distinct strings, sorted: ``(codes, labels)``
+    with ``labels[codes]`` equal to ``values.astype(str).to_numpy()``.
+
+    The strings are made of the distinct values only. Turning every row into a Python string
+    first (and hashing those) was most of the time of a rank-interval chunk's cell sums.
+
+    >>> codes, labels = text_codes(pd.Series(["b", "a", "b", None]))
+    >>> codes.tolist(), labels.tolist()
+    ([1, 0, 1, 2], ['a', 'b', nan])
+    """
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    # the same conversion as on the whole column, made on one row per distinct value
+    as_text = pd.Series(uniques, dtype=values.dtype).astype(str).to_numpy()
+    # two values may print the same; a null stays null (its own label, sorted last)
+    order, labels = pd.factorize(as_text, sort=True, use_na_sentinel=False)
+    return order[codes].astype(np.int64), np.asarray(labels, dtype=object)
 
 
 def _as_list(wanted: Any) -> Any:
