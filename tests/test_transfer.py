@@ -863,3 +863,61 @@ def test_property_release_equals_the_released_pipeline(rows):
         centre = want["hazard_centre"][key]
         hazard = None if pd.isna(row.hazard_bin) else int(row.hazard_bin)
         assert hazard == (None if centre is None else (centre + 1) // 2)
+
+
+def _dense_before_leak(rollouts: pd.DataFrame, leaks: pd.DataFrame, profile: str) -> np.ndarray:
+    """FOTU before the leak the long way: each pair's dense 50-bin curve from the prefixes
+    shown before its leak (filled as the profile's grid fills it), averaged over bins 1..its
+    last kept bin."""
+    from legival_core.metrics.transfer import _pair_leaks
+    from legival_core.metrics.transfer_grid import GRIDS
+    from legival_core.metrics.transfer_prefixes import _collapse
+    from legival_core.metrics.transfer_traces import _curves
+
+    prof = get_profile(profile)
+    pre = _collapse(rollouts, prof)
+    kept = pre.points(pre.k < _pair_leaks(pre.pairs, leaks)[pre.pair])
+    curves = _curves(kept, GRIDS[prof.grid])
+    last_bin = np.zeros(kept.n_pairs, dtype=np.int64)
+    np.maximum.at(last_bin, kept.pair, kept.bin)
+    within = np.arange(1, 51)[None, :] <= last_bin[:, None]
+    with np.errstate(invalid="ignore"):
+        chosen = np.where(within, curves, np.nan)
+        counts = (~np.isnan(chosen)).sum(axis=1)
+        return np.where(counts > 0, np.nansum(chosen, axis=1) / np.maximum(counts, 1), np.nan)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 9),  # m
+            # per k = 0..9: whether that prefix was rolled out (gaps), and its score
+            st.lists(
+                st.tuples(st.booleans(), st.sampled_from([0.0, 0.5, 1.0])),
+                min_size=10,
+                max_size=10,
+            ),
+            st.one_of(st.none(), st.integers(0, 10), st.just(-1)),  # leak; -1: not in leaks
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    st.sampled_from(sorted(PROFILES)),
+)
+def test_fotu_before_leak_is_the_dense_curves_mean_up_to_the_last_kept_bin(
+    traces: list[tuple[int, list[tuple[bool, float]], int | None]], profile: str
+) -> None:
+    # the closed form (area of the observed bins up to each pair's last kept bin) against the
+    # dense curves it replaced, on traces with gaps, partial credit and any leak step
+    parts, leak_rows = [], []
+    for i, (m, shown, leak) in enumerate(traces):
+        ks = [k for k in range(m + 1) if shown[k][0]] or [m]
+        parts.append(one_trace(ks, m, [shown[k][1] for k in ks], trace=f"t{i}"))
+        if leak != -1:
+            leak_rows.append((f"t{i}", leak))
+    rollouts = pd.concat(parts, ignore_index=True)
+    leaks = pd.DataFrame(leak_rows, columns=["trace_id", "leak_k"]).astype({"leak_k": "Int64"})
+    got = fotu_before_leak(rollouts, leaks, profile)["fotu_before_leak"].to_numpy()
+    expected = _dense_before_leak(rollouts, leaks, profile)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)

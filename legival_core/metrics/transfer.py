@@ -79,6 +79,7 @@ from legival_core.metrics.transfer_traces import (
     _bin_sums,
     _curves,
     _fotu,
+    _observed_bins,
     _pair_metrics,
     _PairMetrics,
     _trace_frame,
@@ -745,8 +746,9 @@ def _before_leak(pre: _Prefixes, pair_leak: np.ndarray, curve_grid: CurveGrid) -
     point_leak = pair_leak[pre.pair]
     keep = pre.k < point_leak  # NaN compares False: unknown traces keep nothing
     kept = pre.points(keep)
-    curves = _curves(kept, curve_grid)
     last_bin = np.zeros(kept.n_pairs, dtype=np.int64)
     np.maximum.at(last_bin, kept.pair, kept.bin)  # bin 0 (a k = 0 kept apart) changes nothing
-    within = np.arange(1, N_BINS + 1)[None, :] <= last_bin[:, None]
-    return nan_mean(np.where(within, curves, np.nan), axis=1)
+    # the curve's mean over bins 1..last_bin from its observed bins, as the FOTU is made: the
+    # dense [pairs, 50] curves this was once the mean of took most of a chunk's transfer time
+    obs = _observed_bins(kept)
+    return curve_grid.area(obs.row, obs.bin, obs.value, kept.n_pairs, last_bin)

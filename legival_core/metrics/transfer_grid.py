@@ -115,34 +115,49 @@ def _observed_only(values: np.ndarray) -> np.ndarray:
     return np.asarray(values, dtype=np.float64)
 
 
-def _interpolated_area(row: np.ndarray, bin_: np.ndarray, value: np.ndarray, n: int) -> np.ndarray:
-    """Mean over the 50 bins of the interpolated curve, in closed form from the observed bins.
+def _interpolated_area(
+    row: np.ndarray, bin_: np.ndarray, value: np.ndarray, n: int, end: np.ndarray | None = None
+) -> np.ndarray:
+    """Mean over bins 1..E of the interpolated curve (E = 50, or ``end[r]`` for row r), in
+    closed form from the observed bins.
 
-    ``(row, bin_, value)`` lists each row's observed bins in increasing order. The constant
-    head contributes ``v_first * b_first`` (bins 1..b_first), the tail ``v_last * (50 -
-    b_last)``, and a linear piece from bin a to bin c (bins a+1..c) ``(c - a) v_a + (v_c - v_a)
-    (c - a + 1) / 2``. Equal (to float rounding) to the mean of :func:`interpolate_curve`.
+    ``(row, bin_, value)`` lists each row's observed bins in increasing order (all at most E).
+    The constant head contributes ``v_first * b_first`` (bins 1..b_first), the tail ``v_last *
+    (E - b_last)``, and a linear piece from bin a to bin c (bins a+1..c) ``(c - a) v_a + (v_c -
+    v_a) (c - a + 1) / 2``. Equal (to float rounding) to the mean of :func:`interpolate_curve`
+    over those bins.
+
+    >>> # bins 13 (0) and 25 (1): a piece of 12 bins rising to 1 adds 12 * 0 + 1 * 13 / 2
+    >>> _interpolated_area(np.array([0, 0]), np.array([13, 25]), np.array([0.0, 1.0]), 1,
+    ...                    np.array([25])).tolist()  # 6.5 over bins 1..25
+    [0.26]
     """
     out = np.full(n, np.nan)
     if len(row) == 0:
         return out
+    ends = np.full(n, float(N_BINS)) if end is None else np.asarray(end, dtype=np.float64)
     first = np.r_[True, row[1:] != row[:-1]]
     last = np.r_[row[1:] != row[:-1], True]
     total = np.zeros(n)
     total[row[first]] += value[first] * bin_[first]
-    total[row[last]] += value[last] * (N_BINS - bin_[last])
+    total[row[last]] += value[last] * (ends[row[last]] - bin_[last])
     piece = ~last[:-1]  # entry i and i + 1 belong to the same row
     width = (bin_[1:] - bin_[:-1])[piece]
     v_a, v_c = value[:-1][piece], value[1:][piece]
     total += np.bincount(
         row[:-1][piece], weights=width * v_a + (v_c - v_a) * (width + 1) / 2, minlength=n
     )
-    out[row[first]] = total[row[first]] / N_BINS
+    out[row[first]] = total[row[first]] / ends[row[first]]
     return out
 
 
-def _observed_area(row: np.ndarray, bin_: np.ndarray, value: np.ndarray, n: int) -> np.ndarray:
-    """Mean of each row's observed bins."""
+def _observed_area(
+    row: np.ndarray, bin_: np.ndarray, value: np.ndarray, n: int, end: np.ndarray | None = None
+) -> np.ndarray:
+    """Mean of each row's observed bins (those up to ``end[r]`` when given)."""
+    if end is not None:
+        within = bin_ <= np.asarray(end)[row]
+        row, value = row[within], value[within]
     counts = np.bincount(row, minlength=n)
     sums = np.bincount(row, weights=value, minlength=n)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -156,13 +171,14 @@ class CurveGrid:
     Attributes:
         name: registry key.
         fill: dense ``[n, 50]`` (NaN = empty bin) -> curve on the 50 bins.
-        area: ``(row, bin, value, n)`` observed bins -> FOTU per row, i.e. the mean of ``fill``'s
-            curve over its non-NaN bins, computed without the dense array.
+        area: ``(row, bin, value, n[, end])`` observed bins -> FOTU per row, i.e. the mean of
+            ``fill``'s curve over its non-NaN bins (only bins 1..``end[r]`` when ``end`` is
+            given), computed without the dense array.
     """
 
     name: str
     fill: Callable[[np.ndarray], np.ndarray]
-    area: Callable[[np.ndarray, np.ndarray, np.ndarray, int], np.ndarray]
+    area: Callable[..., np.ndarray]
 
 
 #: Per-trace grids (docs/metrics/fotu.md): ``interpolate`` (paper default) and ``observed``.
