@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from legival_core.metrics import rollout_partials as rp
 from legival_core.metrics.attribution import trace_concentration
@@ -382,3 +384,42 @@ def test_pairs_wait_at_most_one_chunk_past_the_batch(demo, monkeypatch) -> None:
     assert len(waited) >= 5 and waited == [0] * len(waited)
     # weighed a chunk at a time, the curves are the whole table's
     same(got.transfer_curves, stage.transfer_curves_table(rollouts, "s", 0))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b10", "b9", "é", None]),  # trace_id
+            st.sampled_from(["T", "U", None]),  # teacher
+            st.integers(0, 4),  # k
+            st.integers(1, 4),  # m
+        ),
+        max_size=20,
+    ),
+    st.sampled_from(["str", "object", "category"]),
+)
+def test_first_measured_positions_are_a_plain_reading_of_the_rows(
+    rows: list[tuple], dtype: str
+) -> None:
+    # grouped by the ids' codes: every non-null trace with a prefix k >= 1, sorted by id, its
+    # first non-null teacher, min k / m, and whether its one measured k is the whole trace
+    frame = pd.DataFrame(rows, columns=["trace_id", "teacher", "k", "m"]).astype(
+        {"trace_id": dtype, "teacher": dtype, "k": "Int64", "m": "Int64"}
+    )
+    got = first_measured_positions(frame)
+    seen: dict[str, dict] = {}
+    for trace, teacher, k, m in rows:
+        if trace is None or k < 1:
+            continue
+        entry = seen.setdefault(trace, {"teacher": None, "x": [], "k": set()})
+        if entry["teacher"] is None:
+            entry["teacher"] = teacher
+        entry["x"].append(k / m)
+        entry["k"].add(k)
+    assert got["trace_id"].tolist() == sorted(seen)
+    for row in got.itertuples(index=False):
+        entry = seen[row.trace_id]
+        assert (None if pd.isna(row.teacher) else row.teacher) == entry["teacher"]
+        assert row.first_x == min(entry["x"])
+        assert bool(row.whole_only) == (len(entry["k"]) == 1 and min(entry["x"]) == 1.0)

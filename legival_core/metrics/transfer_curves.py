@@ -522,11 +522,35 @@ def first_measured_positions(rollouts: pd.DataFrame) -> pd.DataFrame:
     >>> first_measured_positions(rollouts)[["trace_id", "first_x", "whole_only"]].values.tolist()
     [['a', 0.5, False], ['b', 1.0, True]]
     """
-    prefixes = rollouts[rollouts["k"] >= 1][["teacher", "trace_id", "k", "m"]].astype(
-        {"teacher": str, "trace_id": str}
+    from legival_core.store.frames import text_codes
+
+    prefixes = rollouts[rollouts["k"] >= 1]
+    # grouped by codes into the sorted distinct ids: the rows' ids made into Python strings
+    # first were most of this function's time on a bucket of rollouts
+    trace, trace_ids = text_codes(prefixes["trace_id"])
+    teacher, teachers = text_codes(prefixes["teacher"])
+    frame = pd.DataFrame(
+        {
+            "trace": trace,
+            "teacher": pd.array(teacher, dtype="Int64").copy(),
+            "x": (prefixes["k"] / prefixes["m"]).array,
+            "k": prefixes["k"].array,
+        }
     )
-    prefixes = prefixes.assign(x=prefixes["k"] / prefixes["m"])
-    grouped = prefixes.groupby("trace_id", observed=True, sort=True)
-    out = grouped.agg(teacher=("teacher", "first"), first_x=("x", "min"), k_min=("k", "min"))
-    out["whole_only"] = grouped["k"].nunique().eq(1) & out["first_x"].eq(1.0)
-    return out.reset_index()[["trace_id", "teacher", "first_x", "whole_only"]]
+    frame.loc[pd.isna(teachers)[teacher], "teacher"] = pd.NA  # first() skips it, as a null
+    frame = frame[~pd.isna(trace_ids)[trace]]  # a null id is no trace (a group-by drops it)
+    grouped = frame.groupby("trace", sort=True)
+    out = grouped.agg(teacher=("teacher", "first"), first_x=("x", "min"))
+    whole_only = grouped["k"].nunique().eq(1) & out["first_x"].eq(1.0)
+    first_teacher = out["teacher"].to_numpy(dtype=np.float64, na_value=np.nan)
+    named = ~np.isnan(first_teacher)
+    teacher_names = np.full(len(out), np.nan, dtype=object)
+    teacher_names[named] = teachers[first_teacher[named].astype(np.int64)]
+    return pd.DataFrame(
+        {
+            "trace_id": pd.Series(trace_ids[out.index.to_numpy()], dtype=object).astype(str),
+            "teacher": pd.Series(teacher_names, dtype=object).astype(str),
+            "first_x": out["first_x"].reset_index(drop=True),
+            "whole_only": whole_only.reset_index(drop=True),
+        }
+    )
