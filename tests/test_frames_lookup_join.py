@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from legival_core.oversight.oversight import teacher_level_rewards, trace_level_rewards
-from legival_core.store.frames import first_positions, lookup_join, text_codes
+from legival_core.store.frames import first_positions, lookup_join, text_codes, text_groups
 
 IDS = st.one_of(st.none(), st.sampled_from(["a", "b", "c", "", "é", "trace-1"]))
 
@@ -110,3 +110,20 @@ def test_text_codes_give_each_row_its_text_among_sorted_distinct_labels(
     named = [label for label in labels if not pd.isna(label)]
     assert named == sorted(set(named))  # sorted and distinct: codes order as the text does
     assert len(labels) == len(set(map(str, labels)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(IDS, IDS, st.sampled_from(["s", "S", "s10", "s9"])), max_size=15),
+    st.sampled_from(["str", "object", "category"]),
+)
+def test_text_groups_are_a_group_by_of_the_texts(
+    rows: list[tuple[str | None, str | None, str]], dtype: str
+) -> None:
+    frame = pd.DataFrame(rows, columns=["a", "b", "c"], dtype=dtype)
+    texts = pd.DataFrame({name: frame[name].astype(str) for name in frame.columns})
+    expected = texts.groupby(["a", "b", "c"], sort=True).indices
+    got = text_groups([frame["a"], frame["b"], frame["c"]])
+    assert list(got) == [tuple(key) for key in expected]
+    for key, positions in expected.items():
+        assert got[tuple(key)].tolist() == positions.tolist()

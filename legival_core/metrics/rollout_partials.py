@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from legival_core.stats.poisson_bootstrap import add_counts, add_fields, check_alike
+from legival_core.store.frames import text_codes, text_groups
 
 if TYPE_CHECKING:
     from legival_core.metrics.transfer_curves import TransferView
@@ -272,24 +273,20 @@ def curve_rows(
             curves = np.column_stack([_curves(pre, grid), baseline])
             present = (~np.isnan(curves)).astype(np.float64)
             values = np.where(np.isnan(curves), 0.0, curves)
-        trace_ids = pre.pairs["trace_id"].astype(str).to_numpy()
-        unique_ids, trace_of_pair = np.unique(trace_ids, return_inverse=True)
+        # codes into the sorted distinct ids and names, not a Python string per pair
+        trace_of_pair, unique_ids = text_codes(pre.pairs["trace_id"])
         rows = ProfileRows(unique_ids, trace_of_pair.astype(np.int32), values, present)
-        labels = pd.DataFrame(
-            {c: pre.pairs[c].astype(str).to_numpy() for c in ("dataset", "teacher", "student")}
-        )
         fotu = per_trace["fotu"].to_numpy(dtype=np.float64)
         hazard = pd.array(per_trace["hazard_bin"], dtype="Int64").to_numpy(
             dtype=np.int64, na_value=0
         )
         regression = per_trace["regression_rate"].to_numpy(dtype=np.float64)
-        for (dataset, teacher, student), pairs in labels.groupby(
-            ["dataset", "teacher", "student"], sort=True
-        ).indices.items():
+        names = [pre.pairs[c] for c in ("dataset", "teacher", "student")]
+        for (dataset, teacher, student), pairs in text_groups(names).items():
             usable = pairs[~np.isnan(fotu[pairs])]
             reg = regression[usable]
             base = baseline[pairs]
-            key = (str(dataset), str(teacher), str(student))
+            key = (dataset, teacher, student)
             rows.pairs[key] = pairs
             rows.cells[key] = CurveCell(
                 num=empty,
@@ -303,7 +300,7 @@ def curve_rows(
                 baseline_n=int((~np.isnan(base)).sum()),
             )
         out.by_profile[name] = rows
-        for (dataset, teacher), pairs in labels.groupby(["dataset", "teacher"]).indices.items():
+        for (dataset, teacher), pairs in text_groups(names[:2]).items():
             out.traces[(name, dataset, teacher)] = len(np.unique(trace_of_pair[pairs]))
     return out
 

@@ -22,6 +22,7 @@ __all__ = [
     "lookup_join",
     "pandas_dtypes",
     "text_codes",
+    "text_groups",
     "to_pandas",
 ]
 
@@ -172,6 +173,36 @@ def text_codes(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     # two values may print the same; a null stays null (its own label, sorted last)
     order, labels = pd.factorize(as_text, sort=True, use_na_sentinel=False)
     return order[codes].astype(np.int64), np.asarray(labels, dtype=object)
+
+
+def text_groups(columns: Sequence[pd.Series]) -> dict[tuple[str, ...], np.ndarray]:
+    """The rows of each distinct tuple of the ``columns``' texts, as
+    ``DataFrame({...: column.astype(str)}).groupby(names, sort=True).indices`` gives them (keys
+    sorted, positions increasing, a row with a null left out), grouped by codes
+    (:func:`text_codes`).
+
+    >>> groups = text_groups([pd.Series(["b", "a", "b", None]), pd.Series(["x", "y", "x", "x"])])
+    >>> {key: rows.tolist() for key, rows in groups.items()}
+    {('a', 'y'): [1], ('b', 'x'): [0, 2]}
+    """
+    coded = [text_codes(column) for column in columns]
+    n_rows = len(columns[0]) if len(columns) else 0
+    key = np.zeros(n_rows, dtype=np.int64)
+    named = np.ones(n_rows, dtype=bool)
+    for codes, labels in coded:
+        key = key * len(labels) + codes
+        named &= ~pd.isna(labels)[codes]
+    rows = np.flatnonzero(named)
+    if not len(rows):
+        return {}
+    rows = rows[np.argsort(key[rows], kind="stable")]
+    starts = np.flatnonzero(np.r_[True, key[rows][1:] != key[rows][:-1]])
+    groups = {}
+    for start, end in zip(starts, np.r_[starts[1:], len(rows)], strict=True):
+        first = rows[start]
+        name = tuple(str(labels[codes[first]]) for codes, labels in coded)
+        groups[name] = rows[start:end]
+    return groups
 
 
 def _as_list(wanted: Any) -> Any:
