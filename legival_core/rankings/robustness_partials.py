@@ -62,6 +62,7 @@ from legival_core.rankings.robustness_choices import (
     assemble_report,
 )
 from legival_core.stats.poisson_bootstrap import add_fields
+from legival_core.store.frames import text_groups
 
 __all__ = [
     "RobustnessPartial",
@@ -158,11 +159,12 @@ def _efficiency_sums(efficiency: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class _PairLabels:
-    """Of one collapse's pairs: the (teacher, dataset, student) strings, the pairs of each
-    such cell in key order, and each pair's leak step (None without leaks)."""
+    """Of one collapse's pairs: the pairs of each (teacher, dataset, student) cell in key
+    order, each pair's cell (its position in that order) and its leak step (None without
+    leaks)."""
 
-    keys: list[np.ndarray]
     groups: dict[tuple[str, str, str], np.ndarray]
+    cell_of_pair: np.ndarray
     leaks: np.ndarray | None
 
 
@@ -181,13 +183,15 @@ class _LabelsByPairs:
         for frame, labels in self._seen:
             if frame is pairs:
                 return labels
-        keys = [pairs[c].astype(str).to_numpy() for c in ("teacher", "dataset", "student")]
-        frame = pd.DataFrame(dict(zip(("teacher", "dataset", "student"), keys, strict=True)))
-        groups = frame.groupby(["teacher", "dataset", "student"], sort=True).indices
+        # grouped by the names' codes, not by Python strings of every pair
+        groups = text_groups([pairs[c] for c in ("teacher", "dataset", "student")])
+        cell_of_pair = np.full(len(pairs), -1, dtype=np.int64)
+        for cell, rows in enumerate(groups.values()):
+            cell_of_pair[rows] = cell
         leaks = self._leaks
         labels = _PairLabels(
-            keys,
-            {(str(key[0]), str(key[1]), str(key[2])): rows for key, rows in groups.items()},
+            groups,
+            cell_of_pair,
             _pair_leaks(pairs, leaks) if leaks is not None and len(leaks) else None,
         )
         self._seen.append((pairs, labels))
@@ -247,12 +251,12 @@ def _transfer_cells(
     if labels.leaks is not None:
         # fotu_before_leak's numbers, from the collapse above (it would collapse again)
         values = _before_leak(pre, labels.leaks, curve_grid)
-        frame = pd.DataFrame({"sum": np.nan_to_num(values), "n": (~np.isnan(values)).astype(int)})
-        summed = frame.groupby(labels.keys, sort=True).sum()
-        sums, counts = summed["sum"].to_numpy(np.float64), summed["n"].to_numpy()
-        for key, total, n in zip(summed.index, sums, counts, strict=True):
-            cell = out[(str(key[0]), str(key[1]), str(key[2]))]
-            cell.before_sum, cell.before_n = float(total), int(n)
+        named = labels.cell_of_pair >= 0
+        cell_of_pair, values = labels.cell_of_pair[named], values[named]
+        sums = np.bincount(cell_of_pair, weights=np.nan_to_num(values), minlength=len(out))
+        counts = np.bincount(cell_of_pair, weights=~np.isnan(values), minlength=len(out))
+        for key, total, n in zip(labels.groups, sums, counts, strict=True):
+            out[key].before_sum, out[key].before_n = float(total), int(n)
     return out
 
 
