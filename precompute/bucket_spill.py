@@ -144,11 +144,14 @@ def spilled_bucket_reader(
         def read(table: str, wanted: Sequence[str]) -> pd.DataFrame:
             if table not in columns or not store.has(table) or not len(wanted):
                 return fallback(table, wanted)
-            first = bucket_of_trace.get(str(wanted[0]))
-            if first is None or len(wanted) != sizes.get(int(first), -1):
+            # looked up in the traces' index (its hash table built once); an id that is not a
+            # string matches nothing and goes to the fallback, as any id outside the buckets
+            found = bucket_of_trace.index.get_indexer(pd.Index(wanted, dtype=object))
+            if (found < 0).any():
                 return fallback(table, wanted)
-            mine = bucket_of_trace.reindex([str(w) for w in wanted])
-            if mine.isna().any() or not (mine.to_numpy() == first).all():
+            mine = buckets[found]
+            first = int(mine[0])
+            if len(wanted) != sizes.get(first, -1) or not (mine == first).all():
                 return fallback(table, wanted)
             if table not in spilled:
                 spilled[table] = _SpilledTable(

@@ -73,10 +73,14 @@ def test_other_requests_are_the_keyed_read(tmp_path: Path) -> None:
         return keyed(table, ids)
 
     two = _ids(bucket_of_trace, 0)[:2] + _ids(bucket_of_trace, 1)[:2]
+    first = _ids(bucket_of_trace, 0)
+    # as many ids as the bucket holds, but one unknown or one of another bucket
+    unknown = [*first[:-1], "no-such-trace"]
+    mixed = first[:-1] + _ids(bucket_of_trace, 1)[:1]
     with spilled_bucket_reader(store, bucket_of_trace, stage.BUCKET_COLUMNS, counting) as read:
-        for ids in (two, _ids(bucket_of_trace, 0)[:-1], []):
+        for ids in (two, first[:-1], [], unknown, mixed):
             pd.testing.assert_frame_equal(read("rollouts", ids), keyed("rollouts", ids))
-    assert asked == [4, len(_ids(bucket_of_trace, 0)) - 1, 0]
+    assert asked == [4, len(first) - 1, 0, len(first), len(first)]
 
 
 def test_an_unreadable_part_is_named_and_the_scratch_is_removed(tmp_path: Path) -> None:
