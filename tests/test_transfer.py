@@ -27,6 +27,7 @@ from legival_core.metrics.transfer import (
     teacher_metrics,
     trace_curves,
     trace_metrics,
+    trace_metrics_with_leaks,
 )
 from legival_core.store.schema import SchemaError
 
@@ -918,6 +919,13 @@ def test_fotu_before_leak_is_the_dense_curves_mean_up_to_the_last_kept_bin(
             leak_rows.append((f"t{i}", leak))
     rollouts = pd.concat(parts, ignore_index=True)
     leaks = pd.DataFrame(leak_rows, columns=["trace_id", "leak_k"]).astype({"leak_k": "Int64"})
-    got = fotu_before_leak(rollouts, leaks, profile)["fotu_before_leak"].to_numpy()
+    before = fotu_before_leak(rollouts, leaks, profile)
+    got = before["fotu_before_leak"].to_numpy()
     expected = _dense_before_leak(rollouts, leaks, profile)
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    # the stage's one-collapse form: trace_metrics' rows with fotu_before_leak's two columns
+    both = trace_metrics_with_leaks(rollouts, leaks, profile)
+    alone = trace_metrics(rollouts, profile)
+    pd.testing.assert_frame_equal(both[list(alone.columns)], alone, check_exact=True)
+    pd.testing.assert_series_equal(both["leak_k"], before["leak_k"], check_exact=True)
+    np.testing.assert_array_equal(both["fotu_before_leak"].to_numpy(), got)

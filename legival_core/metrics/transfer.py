@@ -129,6 +129,7 @@ __all__ = [
     "teacher_metrics",
     "trace_curves",
     "trace_metrics",
+    "trace_metrics_with_leaks",
 ]
 
 #: Teacher-level quantities reported by :func:`teacher_metrics`, each with ``_lo`` / ``_hi``.
@@ -723,6 +724,36 @@ def fotu_before_leak(
     out["leak_k"] = pd.arrays.IntegerArray(np.where(known, pair_leak, 0).astype(np.int64), ~known)
     out["fotu"] = _fotu(pre, curve_grid, prof)
     out["fotu_before_leak"] = before
+    return out
+
+
+def trace_metrics_with_leaks(
+    rollouts: pd.DataFrame,
+    leaks: pd.DataFrame,
+    profile: str | TransferProfile = "paper",
+    grid: Grid | None = None,
+) -> pd.DataFrame:
+    """:func:`trace_metrics`' rows with :func:`fotu_before_leak`'s ``leak_k`` and
+    ``fotu_before_leak`` beside them, from one collapse of ``rollouts`` (the two functions
+    collapse the same rows, so the pairs are the same, in the same order).
+
+    >>> rollouts = pd.DataFrame({"teacher": "T", "dataset": "D", "student": "S",
+    ...     "trace_id": "t", "problem_id": "p", "k": [1, 2, 3, 4], "m": 4,
+    ...     "correct": [0.0, 1.0, 1.0, 1.0]})
+    >>> row = trace_metrics_with_leaks(rollouts, pd.DataFrame({"trace_id": ["t"],
+    ...     "leak_k": [3]})).iloc[0]
+    >>> float(row.fotu), int(row.leak_k), float(row.fotu_before_leak)
+    (0.63, 3, 0.26)
+    """
+    require_columns(leaks, ("trace_id", "leak_k"), "leaks")
+    prof = get_profile(profile)
+    curve_grid = _grid_of(prof, grid)
+    pre = _collapse(rollouts, prof)
+    out = _trace_frame(pre, _pair_metrics(pre, _fotu(pre, curve_grid, prof), prof))
+    pair_leak = _pair_leaks(pre.pairs, leaks)
+    known = np.isfinite(pair_leak)
+    out["leak_k"] = pd.arrays.IntegerArray(np.where(known, pair_leak, 0).astype(np.int64), ~known)
+    out["fotu_before_leak"] = _before_leak(pre, pair_leak, curve_grid)
     return out
 
 

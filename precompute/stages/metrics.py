@@ -203,21 +203,16 @@ def transfer_table(
     rollouts: pd.DataFrame, profile: str, grid: str, leaks: pd.DataFrame | None = None
 ) -> pd.DataFrame:
     """Rows of ``trace_transfer`` (docs/metrics/fotu.md), via
-    :func:`legival_core.metrics.transfer.trace_metrics`,
-    with the leak step and FOTU before it
-    (:func:`legival_core.metrics.transfer.fotu_before_leak`)."""
-    from legival_core.metrics.transfer import as_grid, fotu_before_leak, trace_metrics
+    :func:`legival_core.metrics.transfer.trace_metrics`, with the leak step and FOTU before it
+    (:func:`legival_core.metrics.transfer.trace_metrics_with_leaks` when there are leaks)."""
+    from legival_core.metrics.transfer import as_grid, trace_metrics, trace_metrics_with_leaks
     from legival_core.store.schema import spec
 
-    table = trace_metrics(rollouts, profile=profile, grid=as_grid(grid))
     if leaks is not None and len(leaks):
-        before = fotu_before_leak(rollouts, leaks, profile=profile, grid=as_grid(grid))
-        table = table.drop(columns=["leak_k", "fotu_before_leak"], errors="ignore").merge(
-            before[["trace_id", "student", "leak_k", "fotu_before_leak"]],
-            on=["trace_id", "student"],
-            how="left",
-        )
+        # one collapse of the rollouts for both (each was a fifth of the chunk's transfer time)
+        table = trace_metrics_with_leaks(rollouts, leaks, profile=profile, grid=as_grid(grid))
     else:
+        table = trace_metrics(rollouts, profile=profile, grid=as_grid(grid))
         table["leak_k"] = pd.array([None] * len(table), dtype="Int64")
         table["fotu_before_leak"] = math.nan
     return table[spec("trace_transfer").columns]
