@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -183,8 +184,12 @@ class _LabelsByPairs:
         for frame, labels in self._seen:
             if frame is pairs:
                 return labels
-        # grouped by the names' codes, not by Python strings of every pair
-        groups = text_groups([pairs[c] for c in ("teacher", "dataset", "student")])
+        # grouped by the names' codes, not by Python strings of every pair; three columns,
+        # so every key is a (teacher, dataset, student) triple
+        groups = cast(
+            dict[tuple[str, str, str], np.ndarray],
+            text_groups([pairs[c] for c in ("teacher", "dataset", "student")]),
+        )
         cell_of_pair = np.full(len(pairs), -1, dtype=np.int64)
         for cell, rows in enumerate(groups.values()):
             cell_of_pair[rows] = cell
