@@ -23,12 +23,6 @@ config = parse_app_args(sys.argv[1:], os.environ)
 common.set_config(config)
 
 
-def _forwarded() -> dict[str, list[str]]:
-    """The query parameters as given, a repeated one with every value (``to_dict`` keeps only
-    the last: ``?columns=tokens&columns=fotu`` lost its tokens on the way)."""
-    return {key: st.query_params.get_all(key) for key in st.query_params}
-
-
 def _home() -> None:
     """The root address opens the leaderboard at its own address, ``/leaderboard``.
 
@@ -37,7 +31,7 @@ def _home() -> None:
     a "Page not found" dialog. The leaderboard is therefore an ordinary page, and the default
     page only forwards to it with the query parameters it was given.
     """
-    st.switch_page("pages/leaderboard.py", query_params=_forwarded())
+    st.switch_page("pages/leaderboard.py", query_params=common.forwarded_query_params())
 
 
 PAGES = [
@@ -65,16 +59,14 @@ PAGES = [
 ]
 
 
-def _old_decomposition_url() -> None:
-    """/efficiency was the decomposition page's address until it was renamed: a bookmark of it
-    opens the page under its new address, with the bookmark's query parameters."""
-    st.switch_page("pages/decomposition.py", query_params=_forwarded())
-
-
-# Hidden: not in the menu, only there so that old links keep working.
+# Hidden: not in the menu, only there so that old links keep working. /efficiency was the
+# decomposition page's address until it was renamed; its page forwards a bookmark to the new
+# address. It is a file, not a function: until a run has called st.navigation, the browser
+# knows the pages by the files in pages/, and a first visit to an address with no file there
+# opened behind a "Page not found" dialog.
 PAGES.append(
     st.Page(
-        _old_decomposition_url,
+        "pages/efficiency.py",
         title="Efficiency decomposition",
         url_path="efficiency",
         visibility="hidden",

@@ -58,6 +58,13 @@ def get_config() -> AppConfig:
     return config
 
 
+def forwarded_query_params() -> dict[str, list[str]]:
+    """The query parameters as given, a repeated one with every value (``to_dict`` keeps only
+    the last: ``?columns=tokens&columns=fotu`` lost its tokens on the way), for a page that
+    forwards to another (``st.switch_page(..., query_params=...)``)."""
+    return {key: st.query_params.get_all(key) for key in st.query_params}
+
+
 def store_chooser() -> None:
     """Sidebar selector of the configured stores, bound to ``?store=``."""
     config = get_config()
