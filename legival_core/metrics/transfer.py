@@ -717,11 +717,9 @@ def fotu_before_leak(
     prof = get_profile(profile)
     curve_grid = _grid_of(prof, grid)
     pre = _collapse(rollouts, prof)
-    pair_leak = _pair_leaks(pre.pairs, leaks)
-    before = _before_leak(pre, pair_leak, curve_grid)
     out = pre.pairs.copy()
-    known = np.isfinite(pair_leak)
-    out["leak_k"] = pd.arrays.IntegerArray(np.where(known, pair_leak, 0).astype(np.int64), ~known)
+    leak_k, before = _leak_columns(pre, leaks, curve_grid)
+    out["leak_k"] = leak_k
     out["fotu"] = _fotu(pre, curve_grid, prof)
     out["fotu_before_leak"] = before
     return out
@@ -750,11 +748,19 @@ def trace_metrics_with_leaks(
     curve_grid = _grid_of(prof, grid)
     pre = _collapse(rollouts, prof)
     out = _trace_frame(pre, _pair_metrics(pre, _fotu(pre, curve_grid, prof), prof))
+    out["leak_k"], out["fotu_before_leak"] = _leak_columns(pre, leaks, curve_grid)
+    return out
+
+
+def _leak_columns(
+    pre: _Prefixes, leaks: pd.DataFrame, curve_grid: CurveGrid
+) -> tuple[pd.arrays.IntegerArray, np.ndarray]:
+    """Per pair of ``pre``: its trace's leak step (null where unknown or never) and its FOTU
+    before the leak."""
     pair_leak = _pair_leaks(pre.pairs, leaks)
     known = np.isfinite(pair_leak)
-    out["leak_k"] = pd.arrays.IntegerArray(np.where(known, pair_leak, 0).astype(np.int64), ~known)
-    out["fotu_before_leak"] = _before_leak(pre, pair_leak, curve_grid)
-    return out
+    leak_k = pd.arrays.IntegerArray(np.where(known, pair_leak, 0).astype(np.int64), ~known)
+    return leak_k, _before_leak(pre, pair_leak, curve_grid)
 
 
 def _pair_leaks(pairs: pd.DataFrame, leaks: pd.DataFrame) -> np.ndarray:
