@@ -144,9 +144,13 @@ def spilled_bucket_reader(
         def read(table: str, wanted: Sequence[str]) -> pd.DataFrame:
             if table not in columns or not store.has(table) or not len(wanted):
                 return fallback(table, wanted)
-            # looked up in the traces' index (its hash table built once); an id that is not a
-            # string matches nothing and goes to the fallback, as any id outside the buckets
-            found = bucket_of_trace.index.get_indexer(pd.Index(wanted, dtype=object))
+            # An id that is not text matches no trace (5 is not "5"): to the fallback, as any
+            # id outside the buckets. The rest are looked up as text of the index's own dtype,
+            # whose hash table is built once: a request of another dtype converts the whole
+            # index on every read (a read then grows with the store).
+            if not all(isinstance(one, str) for one in wanted):
+                return fallback(table, wanted)
+            found = trace_ids.get_indexer(pd.Index(wanted, dtype=trace_ids.dtype))
             if (found < 0).any():
                 return fallback(table, wanted)
             mine = buckets[found]
