@@ -12,6 +12,7 @@ import pytest
 
 from legival_core.store.errors import StoreError
 from legival_core.store.store import Store
+from precompute import bucket_spill
 from precompute.bucket_spill import spilled_bucket_reader
 from precompute.stages import metrics as stage
 
@@ -34,9 +35,12 @@ def _ids(bucket_of_trace: pd.Series, bucket: int) -> list[str]:
     return bucket_of_trace.index[bucket_of_trace.to_numpy() == bucket].tolist()
 
 
+@pytest.mark.parametrize("pending_bytes", [1, 50_000, bucket_spill.PENDING_BYTES])
 def test_every_bucket_gets_the_keyed_reads_rows_with_a_later_part_winning(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pending_bytes: int
 ) -> None:
+    """Whether the split writes a bucket's rows after every batch read, after a few or once."""
+    monkeypatch.setattr(bucket_spill, "PENDING_BYTES", pending_bytes)
     store = _store(tmp_path)
     # a later part replaces some rows (the store's "latest part wins per key") and adds rows of
     # a trace that is not in ``traces`` (no bucket's: a keyed read of a bucket never sees them)
