@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -115,20 +116,32 @@ def test_a_bucket_read_does_not_convert_the_traces_index(
     bucket_of_trace = _buckets(store)
     whole = len(bucket_of_trace)
     converted: list[str] = []
-    original = pd.Index.astype
+    looked_up: list[int] = []
+    astype, get_indexer = pd.Index.astype, pd.Index.get_indexer
 
-    def counting(self: pd.Index, dtype: object, copy: bool = True) -> pd.Index:
+    def counting_astype(self: pd.Index, dtype: object, copy: bool = True) -> pd.Index:
         if len(self) == whole:
             converted.append(str(dtype))
-        return original(self, dtype, copy=copy)
+        return astype(self, dtype, copy=copy)
+
+    def counting_get_indexer(self: pd.Index, target: Any, *args: Any, **kw: Any) -> Any:
+        if len(self) == whole:
+            looked_up.append(len(target))
+        return get_indexer(self, target, *args, **kw)
 
     keyed = stage.store_bucket_reader(store)
+    buckets = sorted(set(bucket_of_trace.tolist()))
     with spilled_bucket_reader(store, bucket_of_trace, stage.BUCKET_COLUMNS, keyed) as read:
-        monkeypatch.setattr(pd.Index, "astype", counting)
-        for bucket in sorted(set(bucket_of_trace.tolist())):
+        monkeypatch.setattr(pd.Index, "astype", counting_astype)
+        for table in stage.BUCKET_COLUMNS:  # every table split (the split looks ids up too)
+            read(table, _ids(bucket_of_trace, buckets[-1]))
+        monkeypatch.setattr(pd.Index, "get_indexer", counting_get_indexer)
+        for bucket in buckets:
             for table in stage.BUCKET_COLUMNS:
                 read(table, _ids(bucket_of_trace, bucket))
     assert converted == []
+    # a bucket's tables are asked for with the same ids: looked up once a bucket
+    assert looked_up == [len(_ids(bucket_of_trace, bucket)) for bucket in buckets]
 
 
 def test_an_id_that_is_not_text_goes_to_the_keyed_read(tmp_path: Path) -> None:
