@@ -10,6 +10,7 @@ import html
 import math
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
@@ -419,3 +420,33 @@ def test_import_stays_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=60),
+    st.integers(min_value=1, max_value=40),
+    st.integers(min_value=0, max_value=2**31),
+)
+def test_boot_scores_are_the_resampled_counts_definition(
+    rows: list[tuple[bool, bool]], n_boot: int, seed: int
+) -> None:
+    """Each replicate's tp, fp and invalid count are the counts of the traces it drew times
+    their indicators (``resample_counts @ values``), bit for bit, the same seed's draws."""
+    from legival_core.oversight.oversight import _boot_scores
+    from legival_core.stats.stats import resample_counts, seeded_stream
+
+    invalid = np.array([r[0] for r in rows], dtype=bool)
+    called = np.array([r[1] for r in rows], dtype=bool)
+    got = _boot_scores(invalid, called, n_boot, seeded_stream(seed, "group"))
+    counts = resample_counts(len(rows), n_boot, seeded_stream(seed, "group"))
+    tp, fp, n_inv = counts @ (invalid & called), counts @ (~invalid & called), counts @ invalid
+    fn = n_inv - tp
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = {
+            "precision": np.where(tp + fp > 0, tp / (tp + fp), np.nan),
+            "recall": np.where(n_inv > 0, tp / n_inv, np.nan),
+            "f1": np.where(2 * tp + fp + fn > 0, 2 * tp / (2 * tp + fp + fn), np.nan),
+        }
+    for name, values in expected.items():
+        np.testing.assert_array_equal(got[name], values, err_msg=name)
