@@ -42,6 +42,19 @@ _OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
 PENDING_BYTES = 64 << 20
 
 
+def _runs(values: np.ndarray) -> list[tuple[int, int]]:
+    """The ``(start, end)`` of each run of equal adjacent values (none for no value).
+
+    >>> _runs(np.array([4, 4, 7, 4]))
+    [(0, 2), (2, 3), (3, 4)]
+    """
+    if not len(values):
+        return []
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    ends = np.r_[starts[1:], len(values)]
+    return list(zip(starts.tolist(), ends.tolist(), strict=True))
+
+
 class _SpilledTable:
     """One table's rows split by bucket into ``folder``, read back one bucket at a time."""
 
@@ -102,9 +115,7 @@ class _SpilledTable:
         # one take per batch, then a zero-copy slice per bucket: a take per bucket and batch
         # was 667k takes at ten million traces (165 buckets), a minute of the split
         grouped = tagged.take(pa.array(order))
-        starts = np.flatnonzero(np.r_[True, in_order[1:] != in_order[:-1]])
-        ends = np.r_[starts[1:], len(order)]
-        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        for start, end in _runs(in_order):
             bucket = int(in_order[start])
             if bucket >= 0:
                 self._pending.setdefault(bucket, []).append(grouped.slice(start, end - start))
@@ -135,12 +146,10 @@ class _SpilledTable:
         with pa.memory_map(str(path)) as source:
             spilled = pa.ipc.open_file(source).read_all()
         parts = spilled.column(PART_COLUMN).to_numpy()
-        starts = np.flatnonzero(np.r_[True, parts[1:] != parts[:-1]])
-        ends = np.r_[starts[1:], len(parts)]
         plain = spilled.drop_columns([PART_COLUMN])
         pieces = [
             (plain.slice(start, end - start), self.sorted[int(parts[start])])
-            for start, end in zip(starts, ends, strict=True)
+            for start, end in _runs(parts)
         ]
         return dedupe_and_sort(pieces, self.keys).select(self.columns)
 
