@@ -12,12 +12,17 @@ part wins per key, sorted by the keys), so the frame is the one
 ``store.read(table, columns, filters={"trace_id": ids})`` gives.
 
 What is held at once is one batch while splitting and one bucket's rows while reading back;
-the scratch files (compressed) live in a temporary folder removed when the reader closes.
+the scratch files (compressed) live in a temporary folder removed when the reader closes. A
+stage killed outright (SIGKILL, out of memory) cannot remove it, so the folder is named after
+its host and process, and the next reader removes those of this host's processes that are gone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import re
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -28,11 +33,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from legival_core.store import schema
+from legival_core.store.file_safety import HOST, is_plain_dir, pid_alive
 from legival_core.store.frames import to_pandas
 from legival_core.store.parts import dedupe_and_sort
 from legival_core.store.store import Store
 
-__all__ = ["PART_COLUMN", "spilled_bucket_reader"]
+__all__ = ["PART_COLUMN", "SCRATCH_PREFIX", "remove_stale_scratch", "spilled_bucket_reader"]
 
 #: The scratch files' extra column: the position of the part a row came from.
 PART_COLUMN = "__legival_part__"
@@ -40,6 +46,33 @@ _OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
 #: The batches' bytes held before every bucket's rows of them are written: what the split
 #: holds beyond the batch being read.
 PENDING_BYTES = 64 << 20
+#: The scratch folders' names start with this, then ``<host>-<pid>-``: a folder of this host
+#: whose process is gone is a killed stage's (at ten million traces about 11 GB).
+SCRATCH_PREFIX = "legival-buckets-"
+_SCRATCH_RE = re.compile(rf"^{SCRATCH_PREFIX}(?P<host>[A-Za-z0-9.]*)-(?P<pid>\d+)-[a-z0-9_]+$")
+
+
+def remove_stale_scratch(folder: Path) -> list[str]:
+    """Remove the scratch folders in ``folder`` that a process of this host left and that is
+    gone; return their names. Another host's folders are kept (whether their process lives
+    cannot be seen from here), as is one whose process id is alive again (kept, never lost).
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     (Path(tmp) / f"{SCRATCH_PREFIX}{HOST}-{os.getpid()}-abc").mkdir()
+    ...     remove_stale_scratch(Path(tmp))
+    []
+    """
+    removed = []
+    for path in sorted(folder.glob(f"{SCRATCH_PREFIX}*")):
+        match = _SCRATCH_RE.match(path.name)
+        if not match or match["host"] != HOST or not is_plain_dir(path):
+            continue
+        if pid_alive(int(match["pid"])):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path.name)
+    return removed
 
 
 def _runs(values: np.ndarray) -> list[tuple[int, int]]:
@@ -169,7 +202,8 @@ def spilled_bucket_reader(
     Asked for exactly one bucket's traces it gives what ``fallback`` (the store's keyed read)
     would; asked for anything else (no trace, traces of several buckets, a table not in
     ``columns`` or not in the store) it calls ``fallback``. The scratch folder is created in
-    ``folder`` (default: the system's temporary folder) and removed on exit."""
+    ``folder`` (default: the system's temporary folder) and removed on exit; a killed stage's
+    scratch found there is removed first (:func:`remove_stale_scratch`)."""
     trace_ids = bucket_of_trace.index.astype(str)  # unique: the traces table's key
     buckets = bucket_of_trace.to_numpy(dtype=np.int64)
     sizes = pd.Series(buckets).value_counts().to_dict()
@@ -202,7 +236,10 @@ def spilled_bucket_reader(
             return None
         return first
 
-    with tempfile.TemporaryDirectory(prefix="legival-buckets-", dir=folder) as scratch:
+    parent = Path(folder) if folder is not None else Path(tempfile.gettempdir())
+    remove_stale_scratch(parent)
+    prefix = f"{SCRATCH_PREFIX}{HOST}-{os.getpid()}-"
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=parent) as scratch:
 
         def read(table: str, wanted: Sequence[str]) -> pd.DataFrame:
             if table not in columns or not store.has(table) or not len(wanted):

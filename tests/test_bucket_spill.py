@@ -4,7 +4,11 @@ key, sorted by the keys, the same dtypes; an unreadable part is named; the scrat
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +16,7 @@ import pandas as pd
 import pytest
 
 from legival_core.store.errors import StoreError
+from legival_core.store.file_safety import HOST
 from legival_core.store.store import Store
 from precompute import bucket_spill
 from precompute.bucket_spill import spilled_bucket_reader
@@ -158,3 +163,58 @@ def test_an_id_that_is_not_text_goes_to_the_keyed_read(tmp_path: Path) -> None:
         read("rollouts", [5, "6"])
         read("rollouts", [None, "6"])
     assert asked == [[5, "6"], [None, "6"]]
+
+
+_KILLED_READER = """
+import os, signal, sys
+import pandas as pd
+from legival_core.store.store import Store
+from precompute.bucket_spill import spilled_bucket_reader
+from precompute.stages import metrics as stage
+
+store = Store.open(sys.argv[1])
+traces = store.read("traces", ["trace_id", "problem_id"])
+buckets = stage.problem_buckets(traces["problem_id"], 7)
+bucket_of_trace = pd.Series(buckets, index=traces["trace_id"].astype(str).to_numpy())
+ids = bucket_of_trace.index[bucket_of_trace.to_numpy() == bucket_of_trace.iloc[0]].tolist()
+keyed = stage.store_bucket_reader(store)
+with spilled_bucket_reader(store, bucket_of_trace, stage.BUCKET_COLUMNS, keyed,
+                           folder=sys.argv[2]) as read:
+    read("similarity", ids)
+    os.kill(os.getpid(), signal.SIGKILL)  # killed mid-stage: no exit handler runs
+"""
+
+
+def test_a_killed_stages_scratch_is_removed_by_the_next_reader(tmp_path: Path) -> None:
+    """A SIGKILL'd stage cannot remove its scratch (at ten million traces about 11 GB); the
+    next reader removes the scratch of a process of this host that is gone, and keeps a live
+    process's and another host's."""
+    store = _store(tmp_path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_READER, str(store.path), str(scratch)],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    left = list(scratch.iterdir())
+    assert len(left) == 1 and any(left[0].iterdir())  # the killed reader's split files
+    # a live process's scratch (this one's, a reader open elsewhere in it) and another host's
+    live = scratch / f"legival-buckets-{HOST}-{os.getpid()}-0123abcd"
+    foreign = scratch / f"legival-buckets-{HOST}x-{killed_pid(left[0])}-0123abcd"
+    for folder in (live, foreign):
+        folder.mkdir()
+        (folder / "similarity-0.arrow").write_bytes(b"rows")
+    bucket_of_trace = _buckets(store)
+    keyed = stage.store_bucket_reader(store)
+    with spilled_bucket_reader(store, bucket_of_trace, stage.BUCKET_COLUMNS, keyed, folder=scratch):
+        assert not left[0].exists()
+        assert live.exists() and foreign.exists()
+    assert sorted(p.name for p in scratch.iterdir()) == sorted([live.name, foreign.name])
+
+
+def killed_pid(folder: Path) -> str:
+    """The process id in a scratch folder's name (``legival-buckets-<host>-<pid>-<uid>``)."""
+    return folder.name.rsplit("-", 2)[-2]
