@@ -466,22 +466,37 @@ def test_every_multi_table_stage_has_a_kill_window_test() -> None:
     assert several == set(KILL_WINDOWS), "add a kill-window test for the new stage"
 
 
-def test_metrics_killed_between_its_tables_resumes(chain: Chain) -> None:
+def test_metrics_killed_between_its_tables_resumes(
+    chain: Chain, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """metrics writes trace_efficiency first; killed right after that part lands, the rerun
-    recomputes every table and ends with the uninterrupted store."""
+    recomputes every table and ends with the uninterrupted store. The killed run's bucket
+    scratch, left in its temporary folder, is removed by the rerun."""
     store_dir = chain.root / "kill-window-metrics"
     shutil.copytree(chain.before["metrics"], store_dir)
+    scratch = chain.root / "kill-window-metrics-tmp"
+    scratch.mkdir()
     command = [sys.executable, "-m", "precompute", "metrics", "--store", str(store_dir),
                "--config", str(chain.config), "--no-progress"]  # fmt: skip
     kill_run = killed_after_part(command, KILL_WINDOWS["metrics"], 1)
-    killed = _run_command(kill_run)
+    killed = subprocess.run(
+        kill_run,
+        cwd=REPO,
+        env={**_env(), "TMPDIR": str(scratch)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     store = Store.open(store_dir)
     assert store.has("trace_efficiency") and not store.has("teacher_metrics")
     assert store.verify() == []
+    assert [p.name.startswith("legival-buckets-") for p in scratch.iterdir()] == [True]
 
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # the rerun's temporary folder
     _run_in_process("metrics", store_dir, chain.config)
     _assert_same_store(store_dir, chain.after["metrics"])
+    assert list(scratch.iterdir()) == []
     assert Store.open(store_dir).verify() == []
     shutil.rmtree(store_dir, ignore_errors=True)
 
