@@ -336,7 +336,9 @@ def normalize_instances(
         if absent.any():
             pos = int(np.flatnonzero(absent)[0])
             raise ValueError(f"{table}: {_row_label(frame, pos)}, field '{key}': missing")
-    out = pd.DataFrame({k: frame[k].astype(str).astype(object) for k in KEY_COLUMNS})
+    # text columns of pandas' own string dtype, not Python objects: at ten million instances
+    # three object columns held 2 GB of strings
+    out = pd.DataFrame({k: frame[k].astype(str) for k in KEY_COLUMNS})
     duplicated = out.duplicated(list(KEY_COLUMNS)).to_numpy()
     if duplicated.any():
         pos = int(np.flatnonzero(duplicated)[0])
@@ -429,9 +431,11 @@ def _terms(sums: np.ndarray, n: int) -> dict[str, np.ndarray]:
 
 @dataclass(frozen=True)
 class _Group:
-    """One (model, benchmark) group: instance ids and the (n, F) feature matrix."""
+    """One (model, benchmark) group: instance ids and the (n, F) feature matrix. The ids stay
+    as the frame holds them (pandas' string array): only a paired comparison reads them, and
+    a fixed-width copy of every group's ids took 80 bytes an instance."""
 
-    instance_id: np.ndarray
+    instance_id: pd.api.extensions.ExtensionArray | np.ndarray
     features: np.ndarray
 
     @classmethod
@@ -443,7 +447,7 @@ class _Group:
         q = frame["sigma"].to_numpy(dtype=float)
         with np.errstate(divide="ignore", invalid="ignore"):
             columns = (s, done, s * done, t, t * s, w, t / w, q, q * t, q * t / w)
-        return cls(frame["instance_id"].to_numpy(dtype=str), np.column_stack(columns))
+        return cls(frame["instance_id"].array, np.column_stack(columns))
 
     @property
     def n(self) -> int:
@@ -662,7 +666,11 @@ def _paired(
     if ref is None:
         return out
     mine, theirs = groups[(model, bench)], groups[(ref, bench)]
-    common, pos_m, pos_r = np.intersect1d(mine.instance_id, theirs.instance_id, return_indices=True)
+    common, pos_m, pos_r = np.intersect1d(
+        np.asarray(mine.instance_id, dtype=str),
+        np.asarray(theirs.instance_id, dtype=str),
+        return_indices=True,
+    )
     out["n_paired"] = len(common)
     if not len(common):
         out["dlog_undefined"] = ",".join(c.removeprefix("dlog_") for c in DLOG_OF)
