@@ -32,7 +32,6 @@ rows with holes in them. Rollouts are optional: without them the transfer column
 
 from __future__ import annotations
 
-import gc
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -47,6 +46,7 @@ from legival_core.rankings.selection import RANK_RESAMPLES, RESAMPLE_SEED
 from legival_core.store.frames import is_in
 from precompute.bucket_spill import spilled_bucket_reader
 from precompute.decomposition_partials import DecompositionPartial
+from precompute.memory import release_freed_memory
 from precompute.stages.base import (
     StageContext,
     StageError,
@@ -1501,6 +1501,7 @@ def page_results_table(
             results.append(("teacher_rewards", every_trace, teachers))
             del points
         del given, grades, traces, tables, transfer
+        release_freed_memory()  # the trace list's Arrow reads come next
     if store.has("rollouts"):
         from legival_core.metrics.attribution import trace_concentration
         from legival_core.metrics.leak_summary import selection_leak_summary
@@ -1807,7 +1808,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     # go before the buckets run (at a million traces ~0.7 GB with what the checks built,
     # under every bucket); the decomposition's instances are built inside the buckets.
     del similarity, judgments, with_rollout_rows, with_rollouts, traces, grades, counts, leaks
-    gc.collect()
+    release_freed_memory()
     # each table split into the buckets in one pass (precompute.bucket_spill), not decoded
     # whole once per bucket by a keyed read
     with spilled_bucket_reader(
@@ -1857,7 +1858,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     reward_partial, teacher_partials = chunked.rewards, chunked.partials
     transfer_rows = chunked.transfer_rows
     del chunked
-    gc.collect()
+    release_freed_memory()
     if cfg.profile == "paper":
         # the teacher table from the chunks' merged partials (the registry's aggregates)
         from legival_core.metrics.teacher_partials import teacher_rows
@@ -1887,7 +1888,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
     # a million traces they held ~10 GB, and holding them beside the rollouts read again
     # below crossed 17 GB; bench/scale_bench.py).
     del tables, teacher_partials
-    gc.collect()
+    release_freed_memory()
     # The pages' default results, from the tables just written. Each is stamped with its
     # inputs' state: the tables this stage wrote as they are now, the others as they were
     # when the stage started (a table written meanwhile makes the row stale, never wrong).
