@@ -38,7 +38,13 @@ from legival_core.store.frames import to_pandas
 from legival_core.store.parts import dedupe_and_sort
 from legival_core.store.store import Store
 
-__all__ = ["PART_COLUMN", "SCRATCH_PREFIX", "remove_stale_scratch", "spilled_bucket_reader"]
+__all__ = [
+    "PART_COLUMN",
+    "SCRATCH_PREFIX",
+    "IdPositions",
+    "remove_stale_scratch",
+    "spilled_bucket_reader",
+]
 
 #: The scratch files' extra column: the position of the part a row came from.
 PART_COLUMN = "__legival_part__"
@@ -88,6 +94,75 @@ def _runs(values: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(starts.tolist(), ends.tolist(), strict=True))
 
 
+#: Ids hashed this many at a time while the lookup is built (bounds the text copied at once).
+_HASH_CHUNK = 1 << 20
+
+
+def _text_hashes(ids: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each id's text (``ids``: an array of ``str``; pandas' ``hash_array``:
+    equal texts, equal hashes), computed :data:`_HASH_CHUNK` ids at a time."""
+    if not len(ids):
+        return np.empty(0, np.uint64)
+    return np.concatenate(
+        [
+            pd.util.hash_array(
+                np.asarray(ids[start : start + _HASH_CHUNK], dtype=object), categorize=False
+            )
+            for start in range(0, len(ids), _HASH_CHUNK)
+        ]
+    )
+
+
+class IdPositions:
+    """Each id's position among ``ids`` (unique text), -1 for an id not among them: the
+    ``get_indexer`` of a pandas index of ``ids``, without its hash table.
+
+    pandas builds that table from one Python string per id: 1.3 GB at ten million trace ids,
+    held for the whole metrics stage. Here the ids are kept as the one text column they are,
+    beside their 64-bit hashes sorted (8 bytes an id) and the positions in that order (4 or 8
+    bytes). A query's hashes are searched in the sorted ones, and every hit is confirmed by
+    comparing its text, so two texts sharing a hash never match. Should two of ``ids`` share
+    a hash (about one chance in 370,000 at ten million ids), the lookup is pandas' own.
+
+    >>> ids = IdPositions(pd.Index(["t1", "t2", "t3"], dtype="str"))
+    >>> ids.positions(["t3", "x", "t1"]).tolist()
+    [2, -1, 0]
+    """
+
+    def __init__(self, ids: pd.Index) -> None:
+        text = ids if isinstance(ids.dtype, pd.StringDtype) else ids.astype(str)
+        self._text = text.array
+        self._index: pd.Index | None = None
+        hashes = _text_hashes(self._text)
+        order = np.argsort(hashes, kind="stable")
+        self._hashes = hashes[order]
+        self._order = order.astype(np.int32 if len(order) < 2**31 else np.int64)
+        if len(hashes) > 1 and (self._hashes[1:] == self._hashes[:-1]).any():
+            self._index = pd.Index(text)  # two ids share a hash: pandas' table instead
+
+    def positions(self, wanted: Sequence[str] | np.ndarray) -> np.ndarray:
+        """The position of each of ``wanted`` (text) among the ids, -1 where it is absent."""
+        query = np.asarray(wanted, dtype=object)
+        if self._index is not None:
+            return self._index.get_indexer(pd.Index(query, dtype=self._index.dtype)).astype(
+                np.int64
+            )
+        found = np.full(len(query), -1, dtype=np.int64)
+        if not len(query) or not len(self._hashes):
+            return found
+        hashes = _text_hashes(query)
+        # searched in increasing order: each search starts where the last one ended
+        by_hash = np.argsort(hashes)
+        at = np.empty(len(hashes), dtype=np.int64)
+        at[by_hash] = np.searchsorted(self._hashes, hashes[by_hash])
+        np.minimum(at, len(self._hashes) - 1, out=at)
+        hit = np.flatnonzero(self._hashes[at] == hashes)
+        candidates = self._order[at[hit]].astype(np.int64)
+        same = np.asarray(self._text.take(candidates), dtype=object) == query[hit]
+        found[hit[same]] = candidates[same]
+        return found
+
+
 class _SpilledTable:
     """One table's rows split by bucket into ``folder``, read back one bucket at a time."""
 
@@ -96,7 +171,7 @@ class _SpilledTable:
         store: Store,
         table: str,
         columns: Sequence[str],
-        trace_ids: pd.Index,
+        trace_ids: IdPositions,
         buckets: np.ndarray,
         folder: Path,
     ) -> None:
@@ -133,7 +208,7 @@ class _SpilledTable:
         # split grow with the square of the store (28 of its 30 s on similarity at a million
         # traces, four times that at two million).
         encoded = pc.dictionary_encode(ids)
-        found = self._trace_ids.get_indexer(encoded.dictionary.to_numpy(zero_copy_only=False))
+        found = self._trace_ids.positions(encoded.dictionary.to_numpy(zero_copy_only=False))
         # a null id (code -1) takes the -1 appended last: like a trace outside ``traces``
         # (-1 from the lookup), it belongs to no bucket
         found = np.append(found, -1)
@@ -204,7 +279,7 @@ def spilled_bucket_reader(
     ``columns`` or not in the store) it calls ``fallback``. The scratch folder is created in
     ``folder`` (default: the system's temporary folder) and removed on exit; a killed stage's
     scratch found there is removed first (:func:`remove_stale_scratch`)."""
-    trace_ids = bucket_of_trace.index.astype(str)  # unique: the traces table's key
+    trace_ids = IdPositions(bucket_of_trace.index)  # unique: the traces table's key
     buckets = bucket_of_trace.to_numpy(dtype=np.int64)
     sizes = pd.Series(buckets).value_counts().to_dict()
     spilled: dict[str, _SpilledTable] = {}
@@ -222,12 +297,11 @@ def spilled_bucket_reader(
 
     def one_bucket(wanted: tuple[str, ...]) -> int | None:
         # An id that is not text matches no trace (5 is not "5"): no bucket's, as any id
-        # outside the buckets. The rest are looked up as text of the index's own dtype, whose
-        # hash table is built once: a request of another dtype converts the whole index on
-        # every read (a read then grows with the store).
+        # outside the buckets. The rest are looked up by IdPositions, built once: nothing of
+        # the store's size is converted or hashed per read (a read then grows with the store).
         if not all(isinstance(one, str) for one in wanted):
             return None
-        found = trace_ids.get_indexer(pd.Index(wanted, dtype=trace_ids.dtype))
+        found = trace_ids.positions(wanted)
         if (found < 0).any():
             return None
         mine = buckets[found]

@@ -12,8 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from legival_core.store.errors import StoreError
 from legival_core.store.file_safety import HOST
@@ -114,25 +117,25 @@ def test_an_unreadable_part_is_named_and_the_scratch_is_removed(tmp_path: Path) 
 def test_a_bucket_read_does_not_convert_the_traces_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A request is looked up in the traces' index as it is: converting that index (one
-    string per trace in the store) on every read made each bucket's reads grow with the store
-    (a bucket of 60k traces read in ~2.5 s at a million traces, ~7 s at ten million)."""
+    """A request is looked up without converting the traces' index (one string per trace in
+    the store) on every read, which made each bucket's reads grow with the store (a bucket of
+    60k traces read in ~2.5 s at a million traces, ~7 s at ten million), and without the
+    index's hash table held for the whole stage."""
     store = _store(tmp_path)
     bucket_of_trace = _buckets(store)
     whole = len(bucket_of_trace)
     converted: list[str] = []
     looked_up: list[int] = []
-    astype, get_indexer = pd.Index.astype, pd.Index.get_indexer
+    astype, positions = pd.Index.astype, bucket_spill.IdPositions.positions
 
     def counting_astype(self: pd.Index, dtype: object, copy: bool = True) -> pd.Index:
         if len(self) == whole:
             converted.append(str(dtype))
         return astype(self, dtype, copy=copy)
 
-    def counting_get_indexer(self: pd.Index, target: Any, *args: Any, **kw: Any) -> Any:
-        if len(self) == whole:
-            looked_up.append(len(target))
-        return get_indexer(self, target, *args, **kw)
+    def counting_positions(self: bucket_spill.IdPositions, wanted: Any) -> Any:
+        looked_up.append(len(wanted))
+        return positions(self, wanted)
 
     keyed = stage.store_bucket_reader(store)
     buckets = sorted(set(bucket_of_trace.tolist()))
@@ -140,11 +143,14 @@ def test_a_bucket_read_does_not_convert_the_traces_index(
         monkeypatch.setattr(pd.Index, "astype", counting_astype)
         for table in stage.BUCKET_COLUMNS:  # every table split (the split looks ids up too)
             read(table, _ids(bucket_of_trace, buckets[-1]))
-        monkeypatch.setattr(pd.Index, "get_indexer", counting_get_indexer)
+        monkeypatch.setattr(bucket_spill.IdPositions, "positions", counting_positions)
         for bucket in buckets:
             for table in stage.BUCKET_COLUMNS:
                 read(table, _ids(bucket_of_trace, bucket))
     assert converted == []
+    # nor is the index's own hash table built (1.3 GB at ten million traces: one Python
+    # string per trace), by the split or the reads (precompute.bucket_spill.IdPositions)
+    assert "_engine" not in bucket_of_trace.index._cache
     # a bucket's tables are asked for with the same ids: looked up once a bucket
     assert looked_up == [len(_ids(bucket_of_trace, bucket)) for bucket in buckets]
 
@@ -218,3 +224,40 @@ def test_a_killed_stages_scratch_is_removed_by_the_next_reader(tmp_path: Path) -
 def killed_pid(folder: Path) -> str:
     """The process id in a scratch folder's name (``legival-buckets-<host>-<pid>-<uid>``)."""
     return folder.name.rsplit("-", 2)[-2]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ids=st.lists(st.text(min_size=0, max_size=6), unique=True, max_size=40),
+    others=st.lists(st.text(min_size=0, max_size=6), max_size=20),
+    picks=st.lists(st.integers(0, 1000), max_size=20),
+)
+def test_id_positions_are_pandas_get_indexer(
+    ids: list[str], others: list[str], picks: list[int]
+) -> None:
+    """Every id's position, -1 for one that is absent; repeated, empty and non-ASCII ids too."""
+    wanted = [ids[p % len(ids)] for p in picks] if ids else []
+    wanted += others
+    index = pd.Index(ids, dtype="str")
+    expected = index.get_indexer(pd.Index(wanted, dtype="str")).tolist()
+    assert bucket_spill.IdPositions(index).positions(wanted).tolist() == expected
+
+
+def test_ids_sharing_a_hash_are_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query sharing a hash with an id but not its text is absent; ids sharing a hash among
+    themselves still get their own positions (pandas' lookup then)."""
+    ids = pd.Index([f"trace-{i}" for i in range(50)], dtype="str")
+    few = bucket_spill._text_hashes
+
+    def colliding(values: np.ndarray) -> Any:  # 50 ids, 3 hashes: every id shares one
+        return few(values) % 3
+
+    lookup = bucket_spill.IdPositions(ids)  # built with the real hashes
+    monkeypatch.setattr(bucket_spill, "_text_hashes", colliding)
+    shared = bucket_spill.IdPositions(ids)
+    assert shared._index is not None  # the ids share hashes: pandas' table
+    wanted = ["trace-7", "nope", "trace-49", "trace-0"]
+    assert shared.positions(wanted).tolist() == [7, -1, 49, 0]
+    # every query now shares a hash with some id: a hash alone must not be taken for the id
+    lookup._hashes = np.sort(lookup._hashes % 3)
+    assert set(lookup.positions(["nope", "also-not"]).tolist()) == {-1}
