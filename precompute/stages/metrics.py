@@ -1047,6 +1047,7 @@ def decomposition_table(instances: pd.DataFrame, references: Sequence[str] = ())
     rows += _layer_rows(result, "native", coverage)
     if result["vo_sig"].notna().any():
         rows += _layer_rows(result[result["vo_sig"].notna()], "trace", coverage)
+    del native, in_covered  # a copy of the instances: not held through the solver layer
     # Solver layer: W_i = tokens of the best-E0 teacher that solved instance i.
     left_out = {str(r) for r in references}
     pool = sorted(m for m in instances["model"].unique() if str(m) not in left_out)
