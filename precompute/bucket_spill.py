@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from legival_core.store import schema
-from legival_core.store.file_safety import HOST, is_plain_dir, pid_alive
+from legival_core.store.file_safety import HOST, is_plain_dir, owner_is_gone
 from legival_core.store.frames import to_pandas
 from legival_core.store.parts import dedupe_and_sort
 from legival_core.store.store import Store
@@ -72,9 +72,11 @@ def remove_stale_scratch(folder: Path) -> list[str]:
     removed = []
     for path in sorted(folder.glob(f"{SCRATCH_PREFIX}*")):
         match = _SCRATCH_RE.match(path.name)
-        if not match or match["host"] != HOST or not is_plain_dir(path):
-            continue
-        if pid_alive(int(match["pid"])):
+        if (
+            not match
+            or not is_plain_dir(path)
+            or not owner_is_gone(match["host"], int(match["pid"]))
+        ):
             continue
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path.name)

@@ -105,10 +105,13 @@ def _precompute(*args: str) -> list[str]:
     return [sys.executable, "-m", "precompute", *args]
 
 
-def _run_command(command: list[str], timeout: int = 300) -> subprocess.CompletedProcess[str]:
-    """``command`` run from the repository with the test environment, its output captured."""
+def _run_command(
+    command: list[str], timeout: int = 300, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``command`` run from the repository with the test environment (``env`` added), its
+    output captured."""
     return subprocess.run(
-        command, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=timeout
+        command, cwd=REPO, env={**_env(), **env}, capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -479,14 +482,7 @@ def test_metrics_killed_between_its_tables_resumes(
     command = [sys.executable, "-m", "precompute", "metrics", "--store", str(store_dir),
                "--config", str(chain.config), "--no-progress"]  # fmt: skip
     kill_run = killed_after_part(command, KILL_WINDOWS["metrics"], 1)
-    killed = subprocess.run(
-        kill_run,
-        cwd=REPO,
-        env={**_env(), "TMPDIR": str(scratch)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    killed = _run_command(kill_run, TMPDIR=str(scratch))
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     store = Store.open(store_dir)
     assert store.has("trace_efficiency") and not store.has("teacher_metrics")

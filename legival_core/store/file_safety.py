@@ -38,6 +38,7 @@ __all__ = [
     "is_plain_dir",
     "is_plain_file",
     "open_plain",
+    "owner_is_gone",
     "pid_alive",
     "plain_dir",
     "plain_file",
@@ -180,6 +181,17 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def owner_is_gone(host: str, pid: int) -> bool:
+    """Whether the process named in a leftover's name (``host``, ``pid``) is known to be gone:
+    a process of this host that no longer runs. Another host's process cannot be seen from
+    here, so it is never known to be gone.
+
+    >>> owner_is_gone(HOST, os.getpid()), owner_is_gone(HOST + "x", os.getpid())
+    (False, False)
+    """
+    return host == HOST and not pid_alive(pid)
+
+
 def temp_is_stale(path: Path, now: float) -> bool:
     try:
         age = now - path.stat().st_mtime
@@ -188,7 +200,7 @@ def temp_is_stale(path: Path, now: float) -> bool:
     if age > TEMP_MAX_AGE_S:
         return True
     match = _TEMP_RE.match(path.name)
-    return bool(match and match["host"] == HOST and not pid_alive(int(match["pid"])))
+    return bool(match and owner_is_gone(match["host"], int(match["pid"])))
 
 
 def _lock_fd(fd: int) -> None:
