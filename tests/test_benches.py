@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
@@ -128,6 +129,7 @@ def test_the_scale_bench_store_is_built_in_parts_and_compacted_to_one_per_table(
         assert len(store.read(table, columns=[spec(table).keys[0]])) == rows, table
 
 
+@pytest.mark.slow
 def test_a_bench_child_reports_its_own_peak_memory_not_its_parents() -> None:
     """The benches measure each step in a child process. On Linux a child's ru_maxrss starts
     at the parent's resident size at the fork (kept over the exec): a metrics stage started

@@ -44,7 +44,15 @@ def _ids(bucket_of_trace: pd.Series, bucket: int) -> list[str]:
     return bucket_of_trace.index[bucket_of_trace.to_numpy() == bucket].tolist()
 
 
-@pytest.mark.parametrize("pending_bytes", [1, 50_000, bucket_spill.PENDING_BYTES])
+# one flush size in the fast lane; the other two in the full lane (a few seconds each)
+@pytest.mark.parametrize(
+    "pending_bytes",
+    [
+        1,
+        pytest.param(50_000, marks=pytest.mark.slow),
+        pytest.param(bucket_spill.PENDING_BYTES, marks=pytest.mark.slow),
+    ],
+)
 def test_every_bucket_gets_the_keyed_reads_rows_with_a_later_part_winning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pending_bytes: int
 ) -> None:

@@ -470,6 +470,7 @@ def csv_files(draw: st.DrawFn) -> tuple[bytes, list[Row], list[int]]:
     return b"".join(chunks), rows, lines
 
 
+@pytest.mark.slow
 def test_ingest_csv_fuzz(scratch: Path) -> None:
     tried = 0
 

@@ -177,6 +177,7 @@ def test_row_order_changes_nothing(demo, whole_curves) -> None:
     same(got, selection_leak_summary(transfer, rollouts))
 
 
+@pytest.mark.slow
 def test_driver_returns_every_result_merged(demo) -> None:
     from legival_core.metrics.transfer_curves import BAND_RESAMPLES
     from precompute.stages.metrics import rollout_results_in_chunks, transfer_curves_table
@@ -364,6 +365,7 @@ def test_page_style_rollouts_in_chunks_equal_the_page_results() -> None:
     same_per_trace_results(got, rollouts, transfer)
 
 
+@pytest.mark.slow
 def test_pairs_wait_at_most_one_chunk_past_the_batch(demo, monkeypatch) -> None:
     """The driver checks what waits after every chunk: with a batch of 1 byte, each chunk's
     pairs are weighed before the next chunk is merged, the first chunk's included (they used

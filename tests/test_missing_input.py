@@ -4,6 +4,7 @@ rules its docstring states, read one trace at a time (any traces, any rows prese
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -62,6 +63,7 @@ _TRACE_STATE = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(
     states=st.dictionaries(st.sampled_from(IDS), _TRACE_STATE, min_size=1),

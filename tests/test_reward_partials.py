@@ -187,6 +187,7 @@ def _transfer_rows(draw: st.DrawFn) -> tuple[pd.DataFrame, list[int]]:
     return frame, chunk_of_trace
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_transfer_rows())
 def test_any_chunking_gives_the_definition(drawn: tuple[pd.DataFrame, list[int]]) -> None:

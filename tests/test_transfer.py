@@ -888,6 +888,7 @@ def _dense_before_leak(rollouts: pd.DataFrame, leaks: pd.DataFrame, profile: str
         return np.where(counts > 0, np.nansum(chosen, axis=1) / np.maximum(counts, 1), np.nan)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(
