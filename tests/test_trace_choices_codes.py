@@ -1,7 +1,7 @@
-"""The inspector's trace list (views.trace_choices) joins its tables on integer codes of the
-trace ids; these tests hold it to the same frame as the string-keyed joins it replaced, kept
-here verbatim as the reference (its last step, the order, shared: telling_first), on the demo
-store and on awkward inputs."""
+"""The inspector's trace list (views.trace_choices) joins its tables by looking the trace ids
+up in Arrow's hash table and orders the rows from the sort keys' codes; these tests hold it to
+the same frame as the string-keyed joins and the whole-frame sort it replaced, both kept here
+verbatim as the reference, on the demo store and on awkward inputs."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from legival_core import views
 from legival_core.metrics.trace_list import telling_first
@@ -53,7 +55,21 @@ def reference_trace_choices(
     else:
         out["fotu"] = np.nan
         out["rollouts"] = False
-    return telling_first(out)
+    return reference_telling_first(out)
+
+
+def reference_telling_first(out: pd.DataFrame) -> pd.DataFrame:
+    """views.telling_first as it was before the order was found from the keys' codes
+    (commit efb6add): the whole frame sorted."""
+    if "leak_k" not in out:
+        out["leak_k"] = pd.array([pd.NA] * len(out), dtype="Int64")
+    telling = (out["correct"].fillna(False).astype(bool) & out["rollouts"]).to_numpy()
+    out = out.assign(_first=~telling).sort_values(
+        ["_first", "teacher", "problem_id", "sample"], kind="stable"
+    )
+    order = ["trace_id", "teacher", "dataset", "problem_id", "sample", "correct", "m",
+             "tokens", "fotu", "leak_k", "rollouts"]  # fmt: skip
+    return out[[c for c in order if c in out]].reset_index(drop=True)
 
 
 def demo_inputs() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.Series]:
@@ -140,3 +156,37 @@ def test_empty_tables_and_number_ids_give_the_same_list() -> None:
         got, reference_trace_choices(none, grades, transfer, per_trace), check_dtype=False
     )
     assert got.empty and got["fotu"].dtype == np.float64
+
+
+_TEXT = st.one_of(st.none(), st.sampled_from(["", "T", "T2", "t", "ç", "Z", "a b", "T\x00"]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            _TEXT,
+            _TEXT,
+            st.one_of(st.none(), st.integers(-2, 3)),
+            st.one_of(st.none(), st.booleans()),
+            st.booleans(),
+        ),
+        max_size=30,
+    )
+)
+def test_the_order_is_the_stable_sort_of_the_whole_frame(rows: list[tuple]) -> None:
+    """Ties, missing teachers, problems and samples (last, as sort_values puts them), text
+    that sorts by code point: the order from the keys' codes is the whole frame's stable
+    sort."""
+    out = pd.DataFrame(
+        {
+            "trace_id": [str(i) for i in range(len(rows))],
+            "teacher": pd.array([r[0] for r in rows], dtype="str"),
+            "dataset": "D",
+            "problem_id": pd.array([r[1] for r in rows], dtype="str"),
+            "sample": pd.array([r[2] for r in rows], dtype="Int32"),
+            "correct": pd.array([r[3] for r in rows], dtype="boolean"),
+            "rollouts": np.array([r[4] for r in rows], dtype=bool),
+        }
+    )
+    pd.testing.assert_frame_equal(telling_first(out.copy()), reference_telling_first(out.copy()))
