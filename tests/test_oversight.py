@@ -450,3 +450,65 @@ def test_boot_scores_are_the_resampled_counts_definition(
         }
     for name, values in expected.items():
         np.testing.assert_array_equal(got[name], values, err_msg=name)
+
+
+def _joined_then_grouped(
+    rewards: pd.DataFrame, owners: pd.DataFrame, keep: pd.Index | None
+) -> pd.DataFrame:
+    """The teacher-level mean rewards as teacher_level_rewards computed them before
+    mean_rewards (commit 2948863): the rewards joined to their owners, then grouped by text."""
+    from legival_core.store.frames import is_in, lookup_join
+
+    scored = lookup_join(rewards[["trace_id", "reward_model", "score"]], owners, "trace_id")
+    if keep is not None:
+        scored = scored[is_in(scored["trace_id"].astype(str), keep)]
+    return (
+        scored.groupby(["reward_model", "teacher", "dataset"], sort=True, observed=True)
+        .agg(score=("score", "mean"), n_traces=("score", "size"))
+        .reset_index()
+    )
+
+
+_KEY = st.one_of(st.none(), st.sampled_from(["T", "U", "ç", "", "t 2"]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c", "d", "é", "z"]),
+            st.sampled_from(["rm", "rm2", "Rm"]),
+            st.one_of(st.none(), st.floats(-1e6, 1e6)),
+        ),
+        max_size=25,
+    ),
+    st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "é"]), _KEY, _KEY), max_size=8),
+    st.one_of(st.none(), st.sets(st.sampled_from(["a", "b", "é", "q"]))),
+)
+def test_mean_rewards_are_the_join_grouped_by_text(rewards, owners, keep) -> None:
+    """Rewards without an owner, an owner twice (its first row counts), missing teachers
+    and datasets (no group), missing scores (counted, not averaged), a subset kept: the
+    codes give the joined frame's group-by, to the last bit."""
+    from legival_core.oversight.oversight import mean_rewards
+
+    given_rewards = pd.DataFrame(
+        {
+            "trace_id": pd.array([r[0] for r in rewards], dtype="str"),
+            "reward_model": pd.array([r[1] for r in rewards], dtype="str"),
+            "score": np.array([np.nan if r[2] is None else r[2] for r in rewards], dtype=float),
+        }
+    )
+    given_owners = pd.DataFrame(
+        {
+            "trace_id": pd.array([o[0] for o in owners], dtype="str"),
+            "teacher": pd.array([o[1] for o in owners], dtype="str"),
+            "dataset": pd.array([o[2] for o in owners], dtype="str"),
+        }
+    )
+    kept = None if keep is None else pd.Index(sorted(keep), dtype="str")
+    got = mean_rewards(given_rewards, given_owners, kept)
+    want = _joined_then_grouped(given_rewards, given_owners, kept)
+    if want.empty:
+        assert got.empty and got.columns.tolist() == want.columns.tolist()
+        return
+    pd.testing.assert_frame_equal(got, want, check_exact=True)

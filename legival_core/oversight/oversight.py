@@ -38,7 +38,7 @@ from legival_core.stats.stats import (
     seeded_stream,
     spearman,
 )
-from legival_core.store.frames import is_in, lookup_join
+from legival_core.store.frames import first_positions, is_in, lookup_join, text_codes
 from legival_core.store.schema import require_columns
 
 __all__ = [
@@ -493,6 +493,58 @@ def reward_correlations(
     return pd.DataFrame.from_records(records, columns=names)
 
 
+def mean_rewards(
+    rewards: pd.DataFrame, owners: pd.DataFrame, keep: pd.Index | None = None
+) -> pd.DataFrame:
+    """Mean reward ``score`` and ``n_traces`` (rows, a missing score included) per
+    (``reward_model``, ``teacher``, ``dataset``), sorted by them; each reward's teacher and
+    dataset are those of its trace's first row in ``owners``; a reward whose trace has no
+    owner, is not in ``keep`` (None: every trace) or has a missing key is left out.
+
+    That is ``lookup_join(rewards, owners, "trace_id")`` grouped by the three keys, computed
+    on integer codes: no row of text per reward. At ten million rewards the joined frame and
+    the group-by of its text were about 1.5 GB for each teacher-level reward result.
+
+    >>> r = pd.DataFrame({"trace_id": ["a", "b", "c", "z"], "reward_model": "rm",
+    ...     "score": [1.0, 3.0, 5.0, 9.0]})
+    >>> o = pd.DataFrame({"trace_id": ["a", "b", "c"], "teacher": ["T", "T", "U"],
+    ...     "dataset": "D"})
+    >>> mean_rewards(r, o).values.tolist()  # z has no owner; T: (1 + 3) / 2
+    [['rm', 'T', 'D', 2.0, 2], ['rm', 'U', 'D', 5.0, 1]]
+    """
+    names = ["reward_model", "teacher", "dataset", "score", "n_traces"]
+    at = first_positions(rewards["trace_id"].astype(str), owners["trace_id"].astype(str))
+    kept = at >= 0
+    if keep is not None:
+        kept &= is_in(rewards["trace_id"].astype(str), keep)
+    rows = np.flatnonzero(kept)
+    keys = [
+        (rewards["reward_model"], rows),
+        (owners["teacher"], at[rows]),
+        (owners["dataset"], at[rows]),
+    ]
+    coded = []
+    named = np.ones(len(rows), dtype=bool)
+    for column, taken in keys:
+        codes, labels = text_codes(column)
+        codes = codes[taken]
+        named &= ~pd.isna(labels)[codes]  # a missing key is no group (groupby's dropna)
+        coded.append((codes, labels, column.dtype))
+    rows = rows[named]
+    if not len(rows):
+        return pd.DataFrame(columns=names)
+    score = pd.Series(rewards["score"].to_numpy(dtype=float, na_value=np.nan)[rows])
+    by = [codes[named] for codes, _, _ in coded]
+    grouped = score.groupby(by, sort=True).agg(["mean", "size"])
+    out = {
+        name: pd.array(labels[grouped.index.get_level_values(level)], dtype=dtype)
+        for level, (name, (_, labels, dtype)) in enumerate(zip(names, coded, strict=False))
+    }
+    return pd.DataFrame(
+        {**out, "score": grouped["mean"].to_numpy(), "n_traces": grouped["size"].to_numpy()}
+    )
+
+
 def teacher_level_rewards(
     rewards: pd.DataFrame,
     trace_transfer: pd.DataFrame,
@@ -539,15 +591,7 @@ def teacher_level_rewards(
     else:
         require_columns(trace_transfer, ("trace_id", "teacher", "dataset"), "trace_transfer")
         owners = trace_transfer[["trace_id", "teacher", "dataset"]]
-    # each reward's trace owner from its trace's first row
-    scored = lookup_join(rewards[["trace_id", "reward_model", "score"]], owners, "trace_id")
-    if keep is not None:
-        scored = scored[is_in(scored["trace_id"].astype(str), keep)]
-    mean_reward = (
-        scored.groupby(["reward_model", "teacher", "dataset"], sort=True, observed=True)
-        .agg(score=("score", "mean"), n_traces=("score", "size"))
-        .reset_index()
-    )
+    mean_reward = mean_rewards(rewards, owners, keep)
     from legival_core.stats.support import covered_matrix, support_mask, teacher_means
 
     if transfer is None:

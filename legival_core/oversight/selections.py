@@ -125,8 +125,12 @@ def reward_rho(
     rewards = _of_model(tables, chosen)
     if level == "teacher":
         traces = _without(traces, references)
-        transfer = _rows_of(transfer, traces["trace_id"])
-    if chosen.dataset is not None or level == "teacher":
+        # the teacher means join each reward to its owner among ``traces``, so a reward of a
+        # trace left out drops there; the transfer rows are read only without the sums (at ten
+        # million traces each of these copies was hundreds of MB)
+        if tables.student_sums is None:
+            transfer = _rows_of(transfer, traces["trace_id"])
+    elif chosen.dataset is not None:
         rewards = _rows_of(rewards, traces["trace_id"])
     return oversight.reward_correlations(
         rewards,

@@ -1495,14 +1495,18 @@ def page_results_table(
             every_trace = RewardSelection(model)
             points = selections.reward_points(tables, every_trace)
             results.append(("reward_points", every_trace, points))
+            del points
+            # each result's joins and lookups of every trace's id leave their memory in the
+            # allocators' caches: returned after each, they do not pile up over the results
+            release_freed_memory()
             for level in ("trace", "teacher"):
                 for correct_only in (False, True):
                     key = RewardSelection(model, level=level, correct_only=correct_only)
                     rho = selections.reward_rho(tables, key, references)
                     results.append(("reward_rho", key, rho))
+                    release_freed_memory()
             teachers = selections.teacher_rewards(tables, every_trace, references)
             results.append(("teacher_rewards", every_trace, teachers))
-            del points
         del given, grades, traces, tables, transfer
         release_freed_memory()  # the trace list's Arrow reads come next
     if store.has("rollouts"):
