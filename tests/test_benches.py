@@ -149,3 +149,22 @@ def test_a_bench_child_reports_its_own_peak_memory_not_its_parents() -> None:
     assert held.sum() == len(held)
     assert inherited > 1.0  # what ru_maxrss says: at least the parent's 1 GiB
     assert own < 0.75  # the child itself: an interpreter, pandas and the store's modules
+
+
+def test_the_page_result_bench_measures_each_whole_store_result_of_the_demo() -> None:
+    """One row for the inputs, the trace list, the reward inputs and the six results of each
+    reward model (points, ρ at two levels on all and correct traces, teacher rewards)."""
+    import page_result_peaks
+
+    from legival_core.store.store import Store
+
+    store = Store.open(REPO / "results" / "demo")
+    steps = page_result_peaks.measure(store)
+    models = sorted(store.read("rewards", columns=["reward_model"])["reward_model"].unique())
+    assert [s.name for s in steps[:3]] == [
+        "inputs: the buckets' reward partial, step counts",
+        "trace list",
+        "reward inputs: rewards, grades, owners",
+    ]
+    assert len(steps) == 3 + 6 * len(models) and len(models) >= 1
+    assert all(s.seconds >= 0 and s.peak_gb > 0 and s.held_after_gb > 0 for s in steps)
