@@ -30,6 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pandas as pd
+from app_bench import status_mib  # bench/ is on the path of a bench script
 
 from legival_core.metrics.page_results import RewardSelection
 from legival_core.metrics.trace_list import store_trace_choices
@@ -42,11 +43,7 @@ from precompute.memory import release_freed_memory
 
 def resident_gb() -> float:
     """This process's resident memory now (``VmRSS``), in GB."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1e6
-    raise RuntimeError("no VmRSS in /proc/self/status (Linux only)")
+    return status_mib("VmRSS") * 2**20 / 1e9
 
 
 @dataclass
