@@ -43,6 +43,7 @@ from legival_core.store.schema import require_columns
 
 __all__ = [
     "INVALID",
+    "MONITOR_INPUT_COLUMNS",
     "NATURAL",
     "ORIGINAL",
     "POOLED_DATASETS",
@@ -51,6 +52,7 @@ __all__ = [
     "Detection",
     "detection_scores",
     "highlight_edits",
+    "mean_rewards",
     "monitor_legibility_correlation",
     "monitor_scores",
     "negative_types",
@@ -258,6 +260,11 @@ def _boot_scores(
 
 
 _VERDICT_COLUMNS = ("variant", "verdict")
+
+#: The ``monitor_verdicts`` columns :func:`monitor_scores` reads with its default grouping:
+#: the monitors' raw replies and the trace ids are not among them (at ten million traces the
+#: whole table is 0.9 GB in pandas).
+MONITOR_INPUT_COLUMNS: tuple[str, ...] = ("monitor", "teacher", "dataset", *_VERDICT_COLUMNS)
 
 
 def monitor_scores(

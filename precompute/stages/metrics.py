@@ -1467,7 +1467,8 @@ def page_results_table(
             )
         results.append(("pareto_resamples", default, resamples_frame(drawn)))
     if store.has("monitor_verdicts"):
-        verdicts = store.read("monitor_verdicts")
+        # the columns the scores read: not the monitors' raw replies
+        verdicts = store.read("monitor_verdicts", columns=list(oversight.MONITOR_INPUT_COLUMNS))
         monitor = MonitorSelection()  # the Monitoring page's first view
         n_boot = monitor.n_boot
         scores = oversight.monitor_scores(verdicts, n_boot=n_boot, seed=0)
@@ -1476,6 +1477,9 @@ def page_results_table(
         results.append(("monitor_scores_pooled", monitor, pooled))
         if store.has("teacher_metrics"):
             results.append(monitor_legibility_result(store, scores, n_boot))
+        # let go before the reward results and the trace list, which read every trace
+        del verdicts, scores, pooled
+        release_freed_memory()
     if store.has("rewards") and store.has("trace_transfer") and store.has("grades"):
         # only the columns the reward results read: at two million traces the whole
         # trace_transfer and grades took this phase, the stage's highest, from 4.9 to 5.8 GB;
