@@ -108,12 +108,21 @@ def _steps_per_trace(store: Store) -> pd.Series:
     return store.rows_per("steps", "trace_id")
 
 
-def _positions(ids: pd.Series, among: Any) -> np.ndarray:
-    """For each of ``ids`` (the list's trace ids as text), the position of its first row in
-    ``among`` (ids of any type, compared as text; -1 where absent), looked up in Arrow's hash
-    table (:func:`~legival_core.store.frames.first_positions`): no Python string per id."""
-    keys = pd.Series(among).astype(str).reset_index(drop=True)
-    return first_positions(ids, keys)
+def _positions(ids: Any, among: Any) -> np.ndarray:
+    """For each of ``ids``, the position of its first row in ``among`` (both ids of any type,
+    compared as text; -1 where absent), looked up in Arrow's hash table
+    (:func:`~legival_core.store.frames.first_positions`): no Python string per id."""
+    return first_positions(_as_text(ids), _as_text(among))
+
+
+def _as_text(ids: Any) -> pd.Series:
+    """``ids`` (a column or an index) as text on a range index."""
+    return pd.Series(ids).astype(str).reset_index(drop=True)
+
+
+def _missing(index: pd.RangeIndex, dtype: str) -> pd.Series:
+    """A column of ``dtype`` with every value missing (a table the list could not join)."""
+    return pd.Series(pd.array([pd.NA] * len(index), dtype=dtype), index=index)
 
 
 def _taken(values: Any, at: np.ndarray) -> Any:
@@ -174,19 +183,17 @@ def _trace_choices(
         at = _positions(trace_ids, grades["trace_id"])
         out["correct"] = pd.Series(_taken(grades["correct"], at), index=index).astype("boolean")
     else:
-        out["correct"] = pd.Series(pd.array([pd.NA] * len(index), dtype="boolean"), index=index)
+        out["correct"] = _missing(index, "boolean")
     del grades
     if steps_per_trace is not None:
         at = _positions(trace_ids, steps_per_trace.index)
         out["m"] = pd.Series(_taken(steps_per_trace, at), index=index).astype("Int64")
     else:
-        out["m"] = pd.Series(pd.array([pd.NA] * len(index), dtype="Int64"), index=index)
+        out["m"] = _missing(index, "Int64")
     if trace_transfer is not None and len(trace_transfer):
         # each transfer row's trace as its position in the list (-1: a trace not listed), so
         # the groups below are keyed by numbers
-        row_trace = first_positions(
-            pd.Series(trace_transfer["trace_id"]).astype(str).reset_index(drop=True), trace_ids
-        )
+        row_trace = _positions(trace_transfer["trace_id"], trace_ids)
         grouped = trace_transfer.reset_index(drop=True).groupby(row_trace)
         out["fotu"] = grouped["fotu"].mean().reindex(index)
         if "leak_k" in trace_transfer:
@@ -241,5 +248,5 @@ def _in_order(out: dict[str, pd.Series]) -> pd.DataFrame:
         if column in out:
             in_order[column] = out.pop(column).take(order).set_axis(index)
         elif column == "leak_k":
-            in_order[column] = pd.Series(pd.array([pd.NA] * len(index), dtype="Int64"), index=index)
+            in_order[column] = _missing(index, "Int64")
     return pd.DataFrame(in_order, index=index, copy=False)

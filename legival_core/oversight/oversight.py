@@ -521,10 +521,11 @@ def mean_rewards(
     [['rm', 'T', 'D', 2.0, 2], ['rm', 'U', 'D', 5.0, 1]]
     """
     names = ["reward_model", "teacher", "dataset", "score", "n_traces"]
-    at = first_positions(rewards["trace_id"].astype(str), owners["trace_id"].astype(str))
+    rewarded = rewards["trace_id"].astype(str)
+    at = first_positions(rewarded, owners["trace_id"].astype(str))
     kept = at >= 0
     if keep is not None:
-        kept &= is_in(rewards["trace_id"].astype(str), keep)
+        kept &= is_in(rewarded, keep)
     rows = np.flatnonzero(kept)
     keys = [
         (rewards["reward_model"], rows),
