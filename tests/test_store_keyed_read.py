@@ -5,6 +5,7 @@ Batch counts come from :func:`legival_core.store.parts.read_stats`, never from t
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -274,6 +275,48 @@ def test_a_truncated_part_is_reported_by_a_keyed_read(tmp_path: Path, small_batc
         store.read("steps", filters={"trace_id": "t03"})
     with pytest.warns(RuntimeWarning, match="skipping unreadable part"):
         assert store.read("steps", filters={"trace_id": "t03"}, on_corrupt="skip").empty
+
+
+def mapped_resident_bytes(path: Path) -> int:
+    """The bytes of ``path``'s mappings resident in this process (Linux's smaps)."""
+    resident, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5:  # a mapping's header line
+            inside = line.rstrip().endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            resident += int(head[1]) * 1024
+    return resident
+
+
+def test_a_scan_holds_one_batch_of_a_part_resident_not_every_page_read(
+    tmp_path: Path, small_batches: None
+) -> None:
+    # 210 steps of 16 KiB hex text in batches of 20 rows: a 1.7 MB part (compressed), 11 batches.
+    # A pass over it touches every page; held resident until the file is closed, they made a
+    # ten-million-trace store's split hold 6.7 GB of pages it had finished with.
+    store = Store.create(tmp_path / "s")
+    frame = steps_frame([trace_name(i) for i in range(TRACES)])
+    noise = random.Random(0)  # text that does not compress away: parts are compressed
+    frame["text"] = [noise.randbytes(8_192).hex() for _ in range(len(frame))]
+    store.write("steps", frame, stage="segment")
+    (part,) = (tmp_path / "s" / "tables" / "steps").glob("*.arrow")
+    size = part.stat().st_size
+    assert size > 1_500_000
+    seen, rows = [], 0
+    for _, batches, _ in store.scan("steps", ["text"]):
+        for batch in batches:
+            rows += batch.num_rows
+            seen.append(mapped_resident_bytes(part))
+    assert rows == TRACES * STEPS and len(seen) == 11
+    # the mapping is alive at every batch (so the numbers measure it) ...
+    assert min(seen) > 0
+    # ... and holds about the batch being read (with the pages the kernel maps around it),
+    # never the whole part: with every page kept, the last batches saw all of it
+    assert max(seen) < size / 2, (seen, size)
+    # what was read stays right after its pages are let go
+    back = store.read("steps", ["trace_id", "step", "text"])
+    assert back["text"].tolist() == frame["text"].tolist()
 
 
 # --- the inspector's trace list ----------------------------------------------------------------

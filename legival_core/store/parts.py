@@ -263,15 +263,16 @@ def open_reader(
 
     The file is opened by :func:`open_plain` (no symbolic link, no FIFO) and mapped from that
     descriptor, so what is checked is what is read."""
-    (reader,), file_schema = _open_readers(path, [fields])
+    (reader,), file_schema, _ = _open_readers(path, [fields])
     return reader, file_schema
 
 
 def _open_readers(
     path: Path, field_sets: Sequence[Sequence[str] | None]
-) -> tuple[list[pa.ipc.RecordBatchFileReader], pa.Schema]:
+) -> tuple[list[pa.ipc.RecordBatchFileReader], pa.Schema, mmap.mmap]:
     """:func:`open_reader` with one reader per set of fields, all on one mapping of the file
-    (a keyed read decodes the key columns of a batch with one, its other columns with another)."""
+    (a keyed read decodes the key columns of a batch with one, its other columns with
+    another), and that mapping."""
     try:
         fd = open_plain(path, os.O_RDONLY)
     except NotPlainFile as exc:
@@ -304,7 +305,30 @@ def _open_readers(
         raise
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise UnreadablePart(path, f"not a readable Arrow IPC file ({exc})") from None
-    return readers, file_schema
+    return readers, file_schema, mapped
+
+
+def release_mapped_pages(mapped: mmap.mmap) -> None:
+    """Take the pages of ``mapped`` that were read out of this process's resident set.
+
+    A pass over a part touches every page of the columns it decodes, and the mapping keeps
+    them resident until the file is closed: a scan of a ten-million-trace store's rollouts
+    held 6.7 GB of them. The pages stay in the page cache, and the file never changes under
+    a mapping (parts are written whole and renamed into place), so a batch still held reads
+    the same bytes from the file again when it is next touched.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryFile() as f:
+    ...     _ = f.write(b"x" * mmap.PAGESIZE)
+    ...     f.flush()
+    ...     m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    ...     before = m[:3]
+    ...     release_mapped_pages(m)
+    ...     (before, m[:3])
+    (b'xxx', b'xxx')
+    """
+    if len(mapped) and hasattr(mmap, "MADV_DONTNEED"):
+        mapped.madvise(mmap.MADV_DONTNEED)
 
 
 def _check_part_table(path: Path, spec: schema.TableSpec, file_schema: pa.Schema) -> bool:
@@ -350,7 +374,7 @@ def part_batches(
     :class:`UnreadablePart` (at once for a part that cannot be opened or lacks a key column,
     while iterating for a corrupt batch) or FileNotFoundError. ``keys_only``: the batches are
     counted as key batches in :func:`read_stats` (a read of key columns, not of rows)."""
-    reader, file_schema = open_reader(path, fields)
+    (reader,), file_schema, mapped = _open_readers(path, [fields])
     is_sorted = _check_part_table(path, spec, file_schema)
     _conform(path, spec, file_schema.empty_table(), fields)
 
@@ -363,6 +387,7 @@ def part_batches(
                 raise UnreadablePart(path, f"corrupt Arrow data ({exc})") from None
             _count_decoded(**{"key_batches" if keys_only else "batches": 1})
             yield _conform(path, spec, pa.Table.from_batches([batch]), fields)
+            release_mapped_pages(mapped)
 
     return batches(), is_sorted
 
@@ -397,7 +422,7 @@ def read_part_keyed(
     that may hold the first key column's wanted values are found by a binary search on the
     batches' key ranges; an unsorted part has each batch's key columns looked at.
     """
-    (reader, keys_reader), file_schema = _open_readers(path, [fields, key_filter.columns])
+    (reader, keys_reader), file_schema, _ = _open_readers(path, [fields, key_filter.columns])
     is_sorted = _check_part_table(path, spec, file_schema)
     # A key column missing or a type that does not convert is reported as a full read would,
     # whether or not a batch is decoded.
