@@ -43,6 +43,7 @@ __all__ = [
     "SCRATCH_PREFIX",
     "IdPositions",
     "remove_stale_scratch",
+    "scratch_folder",
     "spilled_bucket_reader",
 ]
 
@@ -81,6 +82,25 @@ def remove_stale_scratch(folder: Path) -> list[str]:
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path.name)
     return removed
+
+
+@contextlib.contextmanager
+def scratch_folder(folder: str | Path | None = None) -> Iterator[Path]:
+    """A new folder in ``folder`` (default: the system's temporary folder) that only this
+    user can open, named after this host and process and removed on exit; a killed stage's
+    scratch found there is removed first (:func:`remove_stale_scratch`).
+
+    >>> with scratch_folder() as scratch:
+    ...     scratch.name.startswith(f"{SCRATCH_PREFIX}{HOST}-{os.getpid()}-"), scratch.is_dir()
+    (True, True)
+    >>> scratch.exists()
+    False
+    """
+    parent = Path(folder) if folder is not None else Path(tempfile.gettempdir())
+    remove_stale_scratch(parent)
+    prefix = f"{SCRATCH_PREFIX}{HOST}-{os.getpid()}-"
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=parent) as scratch:
+        yield Path(scratch)
 
 
 def _runs(values: np.ndarray) -> list[tuple[int, int]]:
@@ -312,10 +332,7 @@ def spilled_bucket_reader(
             return None
         return first
 
-    parent = Path(folder) if folder is not None else Path(tempfile.gettempdir())
-    remove_stale_scratch(parent)
-    prefix = f"{SCRATCH_PREFIX}{HOST}-{os.getpid()}-"
-    with tempfile.TemporaryDirectory(prefix=prefix, dir=parent) as scratch:
+    with scratch_folder(folder) as scratch:
 
         def read(table: str, wanted: Sequence[str]) -> pd.DataFrame:
             if table not in columns or not store.has(table) or not len(wanted):
@@ -325,7 +342,7 @@ def spilled_bucket_reader(
                 return fallback(table, wanted)
             if table not in spilled:
                 spilled[table] = _SpilledTable(
-                    store, table, columns[table], trace_ids, buckets, Path(scratch)
+                    store, table, columns[table], trace_ids, buckets, scratch
                 )
             rows = spilled[table].rows(int(first))
             if rows is None or rows.num_rows == 0:  # the keyed read's empty frame and dtypes

@@ -17,14 +17,17 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from legival_core.store.spilled_frames import SpilledFrame, held
+
 
 @dataclass
 class DecompositionPartial:
     """One bucket's (or several merged buckets') decomposition inputs: the instances of its
     graded traces and its distinct (teacher, source) pairs."""
 
-    #: each merged bucket's instances, in merge order (concatenated once, by :meth:`joined`)
-    instances: list[pd.DataFrame] = field(default_factory=list)
+    #: each merged bucket's instances, in merge order (concatenated once, by :meth:`joined`),
+    #: or their :class:`~legival_core.store.spilled_frames.SpilledFrame`
+    instances: list[pd.DataFrame | SpilledFrame] = field(default_factory=list)
     #: distinct ``teacher``/``source`` pairs (no ``source`` column: no pairs)
     sources: pd.DataFrame = field(default_factory=pd.DataFrame)
 
@@ -84,6 +87,6 @@ class DecompositionPartial:
         (:func:`legival_core.published.references.reference_teachers` of the pairs)."""
         from legival_core.published.references import reference_teachers
 
-        parts, self.instances = self.instances, []
+        parts, self.instances = held(self.instances), []  # spilled ones read back
         instances = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
         return instances, reference_teachers(self.sources)

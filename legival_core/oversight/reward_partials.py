@@ -34,6 +34,7 @@ from legival_core.metrics.transfer_grid import N_BINS
 from legival_core.metrics.transfer_profiles import solved_hazard_bins, sotu_of_histogram
 from legival_core.store.frames import is_in
 from legival_core.store.schema import require_columns
+from legival_core.store.spilled_frames import SpilledFrame, held
 
 __all__ = [
     "HAZARD_COLUMNS",
@@ -220,7 +221,8 @@ class RewardPartial:
     the per-trace means (one frame per chunk) and, per subset (:data:`SUBSETS`), the
     per-student sums."""
 
-    per_trace: list[pd.DataFrame] = field(default_factory=list)
+    #: a frame per chunk, or its :class:`~legival_core.store.spilled_frames.SpilledFrame`
+    per_trace: list[pd.DataFrame | SpilledFrame] = field(default_factory=list)
     sums: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     @classmethod
@@ -254,20 +256,24 @@ class RewardPartial:
         held once, not twice, at a million traces), and asking again finds them joined. The
         metrics stage leaves the join to the page results, which ask for the means after the
         decomposition has let its instances go."""
-        if len(self.per_trace) == 1 and self.per_trace[0]["trace_id"].is_monotonic_increasing:
+        frames = held(self.per_trace)  # a frame the stage spilled to its scratch, read back
+        self.per_trace.clear()
+        if len(frames) == 1 and frames[0]["trace_id"].is_monotonic_increasing:
+            self.per_trace.append(frames[0])
             return self
-        if not self.per_trace:
+        if not frames:
             joined = pd.DataFrame(columns=["trace_id", "teacher", "dataset", *_TRACE_METRICS])
         else:
-            joined = pd.concat(self.per_trace, ignore_index=True)
-            self.per_trace.clear()
+            joined = pd.concat(frames, ignore_index=True)
+            frames.clear()
             joined = joined.sort_values("trace_id", kind="stable", ignore_index=True)
         self.per_trace.append(joined)
         return self
 
     def trace_means(self) -> pd.DataFrame:
         """Every chunk's per-trace means as one frame, sorted by trace id."""
-        return self.joined().per_trace[0]
+        (joined,) = held(self.joined().per_trace)
+        return joined
 
 
 def sums_without(

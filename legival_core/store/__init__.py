@@ -2,7 +2,8 @@
 
 The results store and what it rests on: the tables and their key columns (``schema``), the store
 (``store``, the one door) and the modules it is made of (``file_safety``, ``layout``, ``parts``,
-``frames``, ``manifest``, ``quarantine_file``, ``verify``, ``export``, ``errors``), who made what
+``frames``, ``manifest``, ``quarantine_file``, ``verify``, ``export``, ``errors``), the frames a
+stage keeps in scratch files until it needs them (``spilled_frames``), who made what
 (``provenance``), the offline assets (``assets``, also ``python -m legival_core.store.assets``)
 and safe CSV/TeX cells (``safe_export``). What the app, the published site and the pages keep in
 or about a store lives with them: the app's settings (:mod:`legival_core.views.app_config`), a

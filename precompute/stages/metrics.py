@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,6 +45,7 @@ import pyarrow as pa
 from legival_core.oversight.reward_partials import RewardPartial
 from legival_core.rankings.selection import RANK_RESAMPLES, RESAMPLE_SEED
 from legival_core.store.frames import is_in
+from legival_core.store.spilled_frames import SpilledFrame, held
 from precompute.bucket_spill import spilled_bucket_reader
 from precompute.decomposition_partials import DecompositionPartial
 from precompute.memory import release_freed_memory
@@ -382,8 +384,9 @@ class RolloutPartials:
     #: chunks' :class:`~legival_core.metrics.rollout_partials.CurveRows` not weighed yet
     curve_rows: list[Any]
     coverage: dict[str, Any]
-    first: list[pd.DataFrame]
-    concentration: list[pd.DataFrame]
+    #: per-trace frames, a chunk's each (or its spilled file: :func:`spill_per_trace`)
+    first: list[pd.DataFrame | SpilledFrame]
+    concentration: list[pd.DataFrame | SpilledFrame]
     leaks: pd.DataFrame | None
     #: the weighed :class:`~legival_core.metrics.rollout_partials.TransferCurvePartial` of the
     #: batches weighed so far (None before the first)
@@ -457,8 +460,8 @@ class RolloutPartials:
         return RolloutResults(
             transfer_curves=rp.transfer_curve_finalize(self.resampled().curves, stamp=stamp),
             coverage={p: rp.coverage_finalize(c) for p, c in self.coverage.items()},
-            first_measured=rp.concat_per_trace(self.first),
-            concentration=rp.concat_per_trace(self.concentration),
+            first_measured=rp.concat_per_trace(held(self.first)),
+            concentration=rp.concat_per_trace(held(self.concentration)),
             leaks=rp.leak_finalize(self.leaks) if self.leaks is not None else None,
         )
 
@@ -822,6 +825,7 @@ def compute_in_chunks(
     engine: str = "local",
     address: str | None = None,
     in_flight: int = 1,
+    spill_to: Path | None = None,
 ) -> ChunkedTables:
     """``trace_efficiency`` and ``trace_transfer`` one bucket of problems at a time
     (``bucket_of_trace``: trace id -> bucket, :func:`trace_buckets`) through
@@ -836,7 +840,8 @@ def compute_in_chunks(
     per-row inputs (``similarity``, ``judgments``, ``rollouts``: 19M and 37M rows at a million
     traces) are read one bucket at a time by ``read_rows`` (:func:`store_bucket_reader`), so
     the stage holds one bucket's rows of them (with Ray, the ``in_flight`` buckets submitted
-    ahead: :func:`chunks_in_flight`), never a whole table.
+    ahead: :func:`chunks_in_flight`), never a whole table. With ``spill_to`` (a folder) each
+    chunk's per-trace frames are written there as they come back (:func:`spill_per_trace`).
 
     Every per-trace quantity depends on its own trace's rows only, and the normalised lengths on
     the problem's traces, which share a bucket: the tables are the same for any engine, and for
@@ -860,6 +865,8 @@ def compute_in_chunks(
     transfer_rows = 0
     runner = RUNNERS[engine]
     for chunk in runner(metrics_chunk, items, settings, address=address, in_flight=in_flight):
+        if spill_to is not None:
+            spill_per_trace(chunk, spill_to)
         # written, not kept: the stage reads back the columns it needs once they are merged
         write("trace_efficiency", chunk.efficiency)
         efficiency_rows += len(chunk.efficiency)
@@ -909,6 +916,26 @@ def compute_in_chunks(
         rewards,
         decomposition,
     )
+
+
+def spill_per_trace(chunk: ChunkResult, folder: Path) -> None:
+    """Write ``chunk``'s per-trace frames to ``folder`` and keep their handles in their place
+    (:func:`legival_core.store.spilled_frames.spill_frame`): the decomposition's instances,
+    the reward means, the first measured positions and the attribution concentration. Only
+    concatenated after the last bucket, held they piled up under every bucket (about 230 MB
+    a million traces); the code that concatenates them reads them back."""
+    from legival_core.store.spilled_frames import spill_frame
+
+    def spilled(frames: list[Any]) -> list[Any]:
+        return [spill_frame(f, folder) if isinstance(f, pd.DataFrame) else f for f in frames]
+
+    if chunk.decomposition is not None:
+        chunk.decomposition.instances = spilled(chunk.decomposition.instances)
+    if chunk.rewards is not None:
+        chunk.rewards.per_trace = spilled(chunk.rewards.per_trace)
+    if chunk.rollouts is not None:
+        chunk.rollouts.first = spilled(chunk.rollouts.first)
+        chunk.rollouts.concentration = spilled(chunk.rollouts.concentration)
 
 
 def _weigh_if_due(
@@ -1758,6 +1785,14 @@ METRICS_ROLLOUT_COLUMNS = (
     ),
 )
 def run_metrics(ctx: StageContext) -> StageResult:
+    from precompute.bucket_spill import scratch_folder
+
+    # the buckets' per-trace frames wait in this folder until they are concatenated
+    with scratch_folder() as spill_to:
+        return _run_metrics(ctx, spill_to)
+
+
+def _run_metrics(ctx: StageContext, spill_to: Path) -> StageResult:
     cfg = ctx.config.metrics
     options = ctx.stage_options.get("metrics", {})
     result = StageResult("metrics")
@@ -1838,6 +1873,7 @@ def run_metrics(ctx: StageContext) -> StageResult:
             engine=options.get("engine") or "local",
             address=options.get("address"),
             in_flight=chunks_in_flight(options),
+            spill_to=spill_to,
         )
     for name, rows in (
         ("trace_efficiency", chunked.efficiency_rows),
