@@ -3,6 +3,8 @@ rules its docstring states, read one trace at a time (any traces, any rows prese
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 import pytest
 from hypothesis import given, settings
@@ -118,6 +120,69 @@ def test_missing_input_names_what_the_rules_name(
         unchecked_leaks=unchecked,
     )
     assert found == expected
+    # given as functions that read them, the inputs give the same answer, each read once and
+    # only up to the check that finds one lacking
+    read: list[str] = []
+    frames = {"grades": grades, "counts": counts, "similarity": similarity, "judgments": judgments}
+
+    def reader(name: str) -> Callable[[], pd.DataFrame]:
+        return lambda: (read.append(name), frames[name])[1]
+
+    def leaks() -> list[str]:
+        read.append("leaks")
+        return unchecked
+
+    lazily = missing_input(
+        traces,
+        *(reader(name) for name in frames),
+        problems,
+        labeler="rules",
+        encodings=ENCODINGS,
+        unchecked_leaks=leaks,
+    )
+    assert lazily == expected
+    order = ["grades", "counts", "similarity", "leaks", "judgments"]
+    reached = {None: 5, "grade": 1, "segment": 2, "embed": 3, "leaks": 4, "judge": 5}
+    assert read == order[: reached[None if expected is None else expected[0]]]
+
+
+def test_each_input_is_read_when_its_check_comes_and_none_after_one_lacks() -> None:
+    traces = pd.DataFrame({"trace_id": ["a", "b"], "problem_id": ["p", "p"]})
+    problems = pd.DataFrame({"problem_id": ["p"], "gold": ["4"], "meta": [None]})
+    every = pd.DataFrame({"trace_id": ["a", "b"]})
+    counts = pd.DataFrame(
+        {"trace_id": ["a", "b", "a", "b"], "encoding": [ENCODINGS[0]] * 2 + [ENCODINGS[1]] * 2}
+    )
+    counts["steps"] = 1
+    judged = every.assign(labeler="rules")
+    read: list[str] = []
+
+    def reader(name: str, frame: pd.DataFrame) -> Callable[[], pd.DataFrame]:
+        return lambda: (read.append(name), frame)[1]
+
+    def check(grades: pd.DataFrame, similarity: pd.DataFrame) -> tuple[str, str, int] | None:
+        read.clear()
+        return missing_input(
+            traces,
+            reader("grades", grades),
+            reader("counts", counts),
+            reader("similarity", similarity),
+            reader("judgments", judged),
+            problems,
+            labeler="rules",
+            encodings=ENCODINGS,
+            unchecked_leaks=lambda: (read.append("leaks"), [])[1],
+        )
+
+    # b is not graded: nothing after the grades is read
+    assert check(every.iloc[:1], every) == ("grade", "grades", 1)
+    assert read == ["grades"]
+    # b has steps but no similarity: the leaks and the judgments are not read
+    assert check(every, every.iloc[:1]) == ("embed", "similarity", 1)
+    assert read == ["grades", "counts", "similarity"]
+    # nothing lacking: every input read once, in the pipeline's order
+    assert check(every, every) is None
+    assert read == ["grades", "counts", "similarity", "leaks", "judgments"]
 
 
 def _known(problems: pd.DataFrame) -> set[str]:

@@ -32,11 +32,12 @@ rows with holes in them. Rollouts are optional: without them the transfer column
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -1626,19 +1627,33 @@ def _stored_rows(store: Store, table: str) -> int:
     return int(entry.get("rows", 0)) if store.has(table) else 0
 
 
+#: An input of :func:`missing_input`: its frame, or a function that reads the frame.
+CheckedInput: TypeAlias = pd.DataFrame | Callable[[], pd.DataFrame]
+
+
+def _given(value: CheckedInput) -> pd.DataFrame:
+    """``value``'s frame: read now when it is a function."""
+    return value if isinstance(value, pd.DataFrame) else value()
+
+
 def missing_input(
     traces: pd.DataFrame,
-    grades: pd.DataFrame,
-    counts: pd.DataFrame,
-    similarity: pd.DataFrame,
-    judgments: pd.DataFrame,
+    grades: CheckedInput,
+    counts: CheckedInput,
+    similarity: CheckedInput,
+    judgments: CheckedInput,
     problems: pd.DataFrame,
     *,
     labeler: str,
     encodings: Sequence[str] = ("cl100k_base",),
-    unchecked_leaks: Sequence[str] = (),
+    unchecked_leaks: Sequence[str] | Callable[[], Sequence[str]] = (),
 ) -> tuple[str, str, int] | None:
     """The first per-trace input the metrics lack, as (stage to run, table, traces lacking it).
+
+    Each input after ``traces`` may be given as a function that reads it: it is called when
+    its check is reached and let go after it, so one input is held at a time (the stage's
+    inputs held together took its start to 6.7 GB at ten million traces), and none after
+    the first one found lacking is read.
 
     Checked in pipeline order, so the stage named is the one to run next:
 
@@ -1670,28 +1685,43 @@ def missing_input(
         if gold_is_known({"meta": None if is_missing(row.get("meta")) else row.get("meta")})
     }
     trace_ids = traces["trace_id"]
-    ungraded = ~is_in(trace_ids, grades["trace_id"]) & is_in(
+    ungraded = ~is_in(trace_ids, _given(grades)["trace_id"]) & is_in(
         traces["problem_id"].astype(str), known_gold
     )
     if ungraded.any():
         return ("grade", "grades", int(ungraded.sum()))
+    del ungraded
+    counted = _given(counts)
     uncounted = pd.Series(False, index=traces.index)
     for encoding in encodings:
-        counted = counts.loc[counts["encoding"] == encoding, "trace_id"]
-        uncounted |= ~is_in(trace_ids, counted)
+        uncounted |= ~is_in(trace_ids, counted.loc[counted["encoding"] == encoding, "trace_id"])
     if uncounted.any():
         return ("segment", "trace_counts", int(uncounted.sum()))
-    segmented = pd.Series(counts.loc[pd.to_numeric(counts["steps"]) > 0, "trace_id"].unique())
-    unembedded = ~is_in(segmented, similarity["trace_id"])
+    del uncounted
+    segmented = pd.Series(counted.loc[pd.to_numeric(counted["steps"]) > 0, "trace_id"].unique())
+    del counted
+    unembedded = ~is_in(segmented, _given(similarity)["trace_id"])
     if unembedded.any():
         return ("embed", "similarity", int(unembedded.sum()))
-    if len(unchecked_leaks):
-        return ("leaks", "answer_leaks", len(unchecked_leaks))
-    labelled = judgments.loc[judgments["labeler"] == labeler, "trace_id"]
-    unlabelled = ~is_in(segmented, labelled)
+    del unembedded
+    unchecked = unchecked_leaks if isinstance(unchecked_leaks, Sequence) else unchecked_leaks()
+    if len(unchecked):
+        return ("leaks", "answer_leaks", len(unchecked))
+    labels = _given(judgments)
+    unlabelled = ~is_in(segmented, labels.loc[labels["labeler"] == labeler, "trace_id"])
     if unlabelled.any():
         return ("judge", "judgments", int(unlabelled.sum()))
     return None
+
+
+def _stale_leaks(with_rollouts: pd.DataFrame, leaks: pd.DataFrame, gold: pd.DataFrame) -> list[str]:
+    """:func:`precompute.stages.leaks.stale_leaks` of the traces with rollouts, by this
+    grader, against the problems' gold answers (``gold``: ``problem_id``, ``gold``)."""
+    from legival_core.grading.grader import GRADER_VERSION
+    from precompute.stages.leaks import stale_leaks
+
+    golds = {str(p): {"gold": g} for p, g in zip(gold["problem_id"], gold["gold"], strict=True)}
+    return stale_leaks(with_rollouts, leaks, golds, GRADER_VERSION)
 
 
 def _refuse_missing(
@@ -1805,11 +1835,7 @@ def _run_metrics(ctx: StageContext, spill_to: Path) -> StageResult:
     traces = read_or_empty(store, "traces", ["trace_id", "problem_id"])
     if traces.empty:
         raise StageError("stage 'metrics' needs rows in table 'traces', which is empty")
-    grades = read_or_empty(store, "grades", list(PER_TRACE_INPUTS["grades"][1]))
-    counts = read_or_empty(store, "trace_counts", list(COUNT_COLUMNS))
-    from legival_core.grading.grader import GRADER_VERSION
     from legival_core.metrics.transfer_curves import rollouts_stamp
-    from precompute.stages.leaks import stale_leaks
     from precompute.stages.segment import count_encodings
 
     stamp = rollouts_stamp(started)
@@ -1817,28 +1843,31 @@ def _run_metrics(ctx: StageContext, spill_to: Path) -> StageResult:
     # The per-row inputs are read a bucket at a time below; here only which traces have any of
     # their rows (distinct trace ids, streamed a record batch at a time), for the checks.
     with_rollout_rows = _trace_ids_in(store, "rollouts")
-    similarity = pd.DataFrame({"trace_id": _trace_ids_in(store, "similarity")})
-    judged = _trace_ids_in(store, "judgments", {"labeler": labeler})
-    judgments = pd.DataFrame({"trace_id": judged, "labeler": labeler})
     problems = read_or_empty(store, "problems", ["problem_id", "workload"])
     gold = read_or_empty(store, "problems", ["problem_id", "gold", "meta"])
     leaks = read_or_empty(store, "answer_leaks", ["trace_id", "leak_k", "gold", "grader_version"])
     with_rollouts = traces[is_in(traces["trace_id"], with_rollout_rows)]
     has_rollouts = len(with_rollout_rows) > 0
-    golds = {str(p): {"gold": g} for p, g in zip(gold["problem_id"], gold["gold"], strict=True)}
-    unchecked = stale_leaks(with_rollouts, leaks, golds, GRADER_VERSION)
-    encodings = count_encodings(cfg.encoding)
+    del with_rollout_rows
+    # Each of the other inputs is read when its check comes and let go after it
+    # (missing_input): at ten million traces they were 3 GB held together, and with what the
+    # checks built the start peaked at 6.7 GB.
     _refuse_missing(
         missing_input(
             traces,
-            grades,
-            counts,
-            similarity,
-            judgments,
+            lambda: read_or_empty(store, "grades", ["trace_id"]),
+            lambda: read_or_empty(store, "trace_counts", ["trace_id", "encoding", "steps"]),
+            lambda: pd.DataFrame({"trace_id": _trace_ids_in(store, "similarity")}),
+            lambda: pd.DataFrame(
+                {
+                    "trace_id": _trace_ids_in(store, "judgments", {"labeler": labeler}),
+                    "labeler": labeler,
+                }
+            ),
             gold,
             labeler=labeler,
-            encodings=encodings,
-            unchecked_leaks=unchecked,
+            encodings=count_encodings(cfg.encoding),
+            unchecked_leaks=functools.partial(_stale_leaks, with_rollouts, leaks, gold),
         ),
         len(traces),
         labeler,
@@ -1853,7 +1882,7 @@ def _run_metrics(ctx: StageContext, spill_to: Path) -> StageResult:
     # The buckets read their own rows of every input, the per-trace ones too: the whole frames
     # go before the buckets run (at a million traces ~0.7 GB with what the checks built,
     # under every bucket); the decomposition's instances are built inside the buckets.
-    del similarity, judgments, with_rollout_rows, with_rollouts, traces, grades, counts, leaks
+    del with_rollouts, traces, leaks
     release_freed_memory()
     # each table split into the buckets in one pass (precompute.bucket_spill), not decoded
     # whole once per bucket by a keyed read
