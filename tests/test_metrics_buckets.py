@@ -353,6 +353,44 @@ def test_a_bucket_runs_without_the_per_trace_frames_of_the_buckets_before_it(
 
 
 @pytest.mark.slow  # one metrics run on a copy of the demo store
+def test_the_rollouts_per_trace_results_are_let_go_before_the_reward_results(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The first measured positions and the attribution concentration (a row a trace with
+    rollouts, 0.8 GB at ten million traces) are written and let go before the reward results
+    and the trace list run, which set the stage's peak: they were held under both."""
+    import gc
+    import weakref
+
+    from legival_core.oversight import selections
+
+    store = _copy(tmp_path / "demo")
+    made: list[weakref.ref[pd.DataFrame]] = []
+    alive: list[int] = []
+    results, points = stage.RolloutPartials.results, selections.reward_points
+
+    def spied_results(self: stage.RolloutPartials, stamp: str) -> stage.RolloutResults:
+        out = results(self, stamp)
+        made.extend(weakref.ref(f) for f in (out.first_measured, out.concentration))
+        return out
+
+    def spied_points(*args: object, **kwargs: object) -> object:
+        gc.collect()
+        alive.append(sum(ref() is not None for ref in made))
+        return points(*args, **kwargs)
+
+    monkeypatch.setattr(stage.RolloutPartials, "results", spied_results)
+    monkeypatch.setattr(selections, "reward_points", spied_points)
+    run_stage("metrics", StageContext(store=store, config=_config(3), progress=False))
+    monkeypatch.undo()
+    assert len(made) == 2 and alive, (made, alive)
+    assert alive == [0] * len(alive), alive
+    # and they were written
+    names = set(store.read("page_results", ["name"])["name"])
+    assert {"transfer_first_measured", "attribution_traces", "reward_points"} <= names
+
+
+@pytest.mark.slow  # one metrics run on a copy of the demo store
 def test_after_the_buckets_the_per_trace_tables_are_read_by_the_columns_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1438,7 +1438,9 @@ def page_results_table(
     ``audits`` are the workload audits from this run's decomposition instances
     (:func:`workload_audits`), used instead of building the instances again. With ``rewards``
     (the buckets' per-trace means and per-student sums) the reward results do not read
-    ``trace_transfer``.
+    ``trace_transfer``. ``rollout_results``' per-trace frames (first measured positions,
+    attribution concentration) are emptied once written, so that they are not held under the
+    results after them.
 
     None when the store holds none of their inputs.
     """
@@ -1468,9 +1470,6 @@ def page_results_table(
 
     efficiency_rows = _stored_rows(store, "trace_efficiency")
     transfer_rows = _stored_rows(store, "trace_transfer")
-    # this run's transfer rows summed per trace by the buckets (one row per trace: the reward
-    # results and the trace list read these instead of the 2.3M rows of a million traces)
-    per_trace = rewards.trace_means() if rewards is not None else None
     if efficiency_rows or transfer_rows:
         references = store_reference_teachers(store)
         default = Selection()  # the leaderboard's and the Pareto page's first view
@@ -1494,53 +1493,7 @@ def page_results_table(
                 efficiency, transfer, default.n_boot, default.seed, references
             )
         results.append(("pareto_resamples", default, resamples_frame(drawn)))
-    if store.has("monitor_verdicts"):
-        # the columns the scores read: not the monitors' raw replies
-        verdicts = store.read("monitor_verdicts", columns=list(oversight.MONITOR_INPUT_COLUMNS))
-        monitor = MonitorSelection()  # the Monitoring page's first view
-        n_boot = monitor.n_boot
-        scores = oversight.monitor_scores(verdicts, n_boot=n_boot, seed=0)
-        results.append(("monitor_scores", monitor, scores))
-        pooled = selections.pooled_monitor_scores(verdicts, n_boot)
-        results.append(("monitor_scores_pooled", monitor, pooled))
-        if store.has("teacher_metrics"):
-            results.append(monitor_legibility_result(store, scores, n_boot))
-        # let go before the reward results and the trace list, which read every trace
-        del verdicts, scores, pooled
-        release_freed_memory()
-    if store.has("rewards") and store.has("trace_transfer") and store.has("grades"):
-        # only the columns the reward results read: at two million traces the whole
-        # trace_transfer and grades took this phase, the stage's highest, from 4.9 to 5.8 GB;
-        # with this run's partials not even those of trace_transfer (2.3M rows at a million
-        # traces, grouped again by every result)
-        given, transfer, grades, traces = (
-            store.read(name, columns=list(oversight.REWARD_INPUT_COLUMNS[name]))
-            if name != "trace_transfer" or per_trace is None
-            else per_trace
-            for name in ("rewards", "trace_transfer", "grades", "traces")
-        )
-        references = store_reference_teachers(store)
-        tables = selections.RewardTables(
-            given, transfer, grades, traces, None if rewards is None else rewards.sums
-        )
-        for model in sorted(given["reward_model"].unique()):
-            every_trace = RewardSelection(model)
-            points = selections.reward_points(tables, every_trace)
-            results.append(("reward_points", every_trace, points))
-            del points
-            # each result's joins and lookups of every trace's id leave their memory in the
-            # allocators' caches: returned after each, they do not pile up over the results
-            release_freed_memory()
-            for level in ("trace", "teacher"):
-                for correct_only in (False, True):
-                    key = RewardSelection(model, level=level, correct_only=correct_only)
-                    rho = selections.reward_rho(tables, key, references)
-                    results.append(("reward_rho", key, rho))
-                    release_freed_memory()
-            teachers = selections.teacher_rewards(tables, every_trace, references)
-            results.append(("teacher_rewards", every_trace, teachers))
-        del given, grades, traces, tables, transfer
-        release_freed_memory()  # the trace list's Arrow reads come next
+    # the rollouts' per-trace results first: written, they are not held under the rest
     if store.has("rollouts"):
         from legival_core.metrics.attribution import trace_concentration
         from legival_core.metrics.leak_summary import selection_leak_summary
@@ -1576,6 +1529,62 @@ def page_results_table(
         results.append(("transfer_first_measured", TransferSelection(), first))
         results.append(("attribution_traces", WholeStore(), concentration))
         del first, concentration
+        if rollout_results is not None:
+            # written: let go here, where the caller's record of them would keep them under
+            # the reward results and the trace list (0.8 GB at ten million traces)
+            rollout_results.first_measured = rollout_results.concentration = pd.DataFrame()
+        release_freed_memory()
+    if store.has("monitor_verdicts"):
+        # the columns the scores read: not the monitors' raw replies
+        verdicts = store.read("monitor_verdicts", columns=list(oversight.MONITOR_INPUT_COLUMNS))
+        monitor = MonitorSelection()  # the Monitoring page's first view
+        n_boot = monitor.n_boot
+        scores = oversight.monitor_scores(verdicts, n_boot=n_boot, seed=0)
+        results.append(("monitor_scores", monitor, scores))
+        pooled = selections.pooled_monitor_scores(verdicts, n_boot)
+        results.append(("monitor_scores_pooled", monitor, pooled))
+        if store.has("teacher_metrics"):
+            results.append(monitor_legibility_result(store, scores, n_boot))
+        # let go before the reward results and the trace list, which read every trace
+        del verdicts, scores, pooled
+        release_freed_memory()
+    # this run's transfer rows summed per trace by the buckets (one row per trace: the reward
+    # results and the trace list read these instead of the 2.3M rows of a million traces),
+    # joined from the bucket's frames only now, not held under the results before
+    per_trace = rewards.trace_means() if rewards is not None else None
+    if store.has("rewards") and store.has("trace_transfer") and store.has("grades"):
+        # only the columns the reward results read: at two million traces the whole
+        # trace_transfer and grades took this phase, the stage's highest, from 4.9 to 5.8 GB;
+        # with this run's partials not even those of trace_transfer (2.3M rows at a million
+        # traces, grouped again by every result)
+        given, transfer, grades, traces = (
+            store.read(name, columns=list(oversight.REWARD_INPUT_COLUMNS[name]))
+            if name != "trace_transfer" or per_trace is None
+            else per_trace
+            for name in ("rewards", "trace_transfer", "grades", "traces")
+        )
+        references = store_reference_teachers(store)
+        tables = selections.RewardTables(
+            given, transfer, grades, traces, None if rewards is None else rewards.sums
+        )
+        for model in sorted(given["reward_model"].unique()):
+            every_trace = RewardSelection(model)
+            points = selections.reward_points(tables, every_trace)
+            results.append(("reward_points", every_trace, points))
+            del points
+            # each result's joins and lookups of every trace's id leave their memory in the
+            # allocators' caches: returned after each, they do not pile up over the results
+            release_freed_memory()
+            for level in ("trace", "teacher"):
+                for correct_only in (False, True):
+                    key = RewardSelection(model, level=level, correct_only=correct_only)
+                    rho = selections.reward_rho(tables, key, references)
+                    results.append(("reward_rho", key, rho))
+                    release_freed_memory()
+            teachers = selections.teacher_rewards(tables, every_trace, references)
+            results.append(("teacher_rewards", every_trace, teachers))
+        del given, grades, traces, tables, transfer
+        release_freed_memory()  # the trace list's Arrow reads come next
     # trace_efficiency's step counts and σ: the two results below read nothing else of it
     efficiency = (
         read_or_empty(store, "trace_efficiency", ["trace_id", "steps", "compression"])
