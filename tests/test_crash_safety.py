@@ -473,8 +473,8 @@ def test_metrics_killed_between_its_tables_resumes(
     chain: Chain, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """metrics writes trace_efficiency first; killed right after that part lands, the rerun
-    recomputes every table and ends with the uninterrupted store. The killed run's bucket
-    scratch, left in its temporary folder, is removed by the rerun."""
+    recomputes every table and ends with the uninterrupted store. The killed run's scratch
+    folders, left in its temporary folder, are removed by the rerun."""
     store_dir = chain.root / "kill-window-metrics"
     shutil.copytree(chain.before["metrics"], store_dir)
     scratch = chain.root / "kill-window-metrics-tmp"
@@ -487,7 +487,9 @@ def test_metrics_killed_between_its_tables_resumes(
     store = Store.open(store_dir)
     assert store.has("trace_efficiency") and not store.has("teacher_metrics")
     assert store.verify() == []
-    assert [p.name.startswith("legival-buckets-") for p in scratch.iterdir()] == [True]
+    # two scratch folders, both the killed process's: the buckets' split and the per-trace
+    # frames the buckets handed back
+    assert [p.name.startswith("legival-buckets-") for p in scratch.iterdir()] == [True, True]
 
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # the rerun's temporary folder
     _run_in_process("metrics", store_dir, chain.config)
