@@ -637,15 +637,29 @@ def metrics_chunks(store: Store, cfg: Any, options: dict[str, Any]) -> int:
 
 
 def chunks_in_flight(options: dict[str, Any]) -> int:
-    """The buckets the stage's driver holds at once: 1 in this process; with ``--engine ray``
-    ``--in-flight`` (default :data:`precompute.chunk_runner.RAY_IN_FLIGHT`, 4), the tasks
-    submitted ahead, which bounds how many nodes compute at once."""
-    from precompute.chunk_runner import RAY_IN_FLIGHT
+    """The buckets the stage holds at once: 1 in this process; with ``--engine processes``
+    ``--in-flight`` workers (default :func:`precompute.chunk_runner.default_workers`, one a
+    CPU) and the bucket read ahead for them; with ``--engine ray`` ``--in-flight`` (default
+    :data:`precompute.chunk_runner.RAY_IN_FLIGHT`, 4), the tasks submitted ahead, which bounds
+    how many nodes compute at once."""
+    from precompute.chunk_runner import RAY_IN_FLIGHT, default_workers
 
-    if options.get("engine") != "ray":
-        return 1
+    engine = options.get("engine")
     given = options.get("in_flight")
+    if engine == "processes":
+        return (default_workers() if given is None else int(given)) + 1
+    if engine != "ray":
+        return 1
     return RAY_IN_FLIGHT if given is None else int(given)
+
+
+def runner_in_flight(options: dict[str, Any]) -> int | None:
+    """What the engine's runner is given as ``in_flight``: the workers (None: one a CPU) for
+    ``--engine processes``, else as :func:`chunks_in_flight`."""
+    if options.get("engine") == "processes":
+        given = options.get("in_flight")
+        return None if given is None else int(given)
+    return chunks_in_flight(options)
 
 
 def positive_gb(text: str) -> float:
@@ -825,7 +839,7 @@ def compute_in_chunks(
     write: Callable[[str, pd.DataFrame], object],
     engine: str = "local",
     address: str | None = None,
-    in_flight: int = 1,
+    in_flight: int | None = 1,
     spill_to: Path | None = None,
 ) -> ChunkedTables:
     """``trace_efficiency`` and ``trace_transfer`` one bucket of problems at a time
@@ -1789,8 +1803,9 @@ METRICS_ROLLOUT_COLUMNS = (
             "--engine",
             "engine",
             {
-                "choices": ("local", "ray"),
-                "help": "where the chunks run: this process (default) or Ray tasks",
+                "choices": ("local", "processes", "ray"),
+                "help": "where the chunks run: this process (default), worker processes "
+                "of this machine, or Ray tasks",
             },
         ),
         StageOption(
@@ -1808,8 +1823,9 @@ METRICS_ROLLOUT_COLUMNS = (
             "in_flight",
             {
                 "type": at_least_one,
-                "help": "with --engine ray: buckets submitted ahead, the most nodes busy at "
-                "once (default 4; give at least the cluster's CPUs)",
+                "help": "with --engine processes: worker processes (default: one a CPU); "
+                "with --engine ray: buckets submitted ahead, the most nodes busy at once "
+                "(default 4; give at least the cluster's CPUs)",
             },
         ),
         StageOption(
@@ -1910,7 +1926,7 @@ def _run_metrics(ctx: StageContext, spill_to: Path) -> StageResult:
             write=lambda name, frame: store.write(name, frame, stage="metrics"),
             engine=options.get("engine") or "local",
             address=options.get("address"),
-            in_flight=chunks_in_flight(options),
+            in_flight=runner_in_flight(options),
             spill_to=spill_to,
         )
     for name, rows in (
