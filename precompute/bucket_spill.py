@@ -25,6 +25,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,10 @@ from legival_core.store.store import Store
 __all__ = [
     "PART_COLUMN",
     "SCRATCH_PREFIX",
+    "BucketFile",
+    "BucketFiles",
     "IdPositions",
+    "SpilledBuckets",
     "remove_stale_scratch",
     "scratch_folder",
     "spilled_bucket_reader",
@@ -270,18 +274,146 @@ class _SpilledTable:
 
     def rows(self, bucket: int) -> pa.Table | None:
         """The bucket's rows as a keyed read of its traces gives them (None: no row)."""
-        path = self.files.get(bucket)
-        if path is None:
+        return self.bucket_file(bucket).rows()
+
+    def bucket_file(self, bucket: int) -> BucketFile:
+        """The bucket's file of this table and how to read it back, in a value another
+        process of this machine can read it with (:class:`BucketFile`)."""
+        return BucketFile(
+            self.files.get(bucket), dict(self.sorted), tuple(self.keys), tuple(self.columns)
+        )
+
+
+@dataclass(frozen=True)
+class BucketFile:
+    """One table's rows of one bucket in the scratch folder (``path`` None: it has none), with
+    what combining them as a keyed read needs: whether each part (by position) was stored
+    sorted, the table's keys and the columns read. Plain values: a worker process of this
+    machine reads the bucket itself instead of being sent its rows."""
+
+    path: Path | None
+    sorted_parts: dict[int, bool]
+    keys: tuple[str, ...]
+    columns: tuple[str, ...]
+
+    def rows(self) -> pa.Table | None:
+        """The rows as a keyed read of the bucket's traces gives them (None: no row)."""
+        if self.path is None:
             return None
-        with pa.memory_map(str(path)) as source:
+        with pa.memory_map(str(self.path)) as source:
             spilled = pa.ipc.open_file(source).read_all()
         parts = spilled.column(PART_COLUMN).to_numpy()
         plain = spilled.drop_columns([PART_COLUMN])
         pieces = [
-            (plain.slice(start, end - start), self.sorted[int(parts[start])])
+            (plain.slice(start, end - start), self.sorted_parts[int(parts[start])])
             for start, end in _runs(parts)
         ]
-        return dedupe_and_sort(pieces, self.keys).select(self.columns)
+        return dedupe_and_sort(pieces, list(self.keys)).select(list(self.columns))
+
+
+class SpilledBuckets:
+    """A bucket reader (``(table, trace ids) -> rows``) over the tables of ``columns`` split
+    into the buckets of ``bucket_of_trace`` (:func:`spilled_bucket_reader` makes it)."""
+
+    def __init__(
+        self,
+        store: Store,
+        bucket_of_trace: pd.Series,
+        columns: Mapping[str, Sequence[str]],
+        fallback: Callable[[str, Sequence[str]], pd.DataFrame],
+        scratch: Path,
+    ) -> None:
+        self._store = store
+        self._columns = columns
+        self._fallback = fallback
+        self._scratch = scratch
+        self._trace_ids = IdPositions(bucket_of_trace.index)  # unique: the traces table's key
+        self._buckets = bucket_of_trace.to_numpy(dtype=np.int64)
+        self._sizes = pd.Series(self._buckets).value_counts().to_dict()
+        self._spilled: dict[str, _SpilledTable] = {}
+        self._empty: dict[str, pd.DataFrame] = {}
+        # the last request's ids and their bucket: a bucket's tables are asked for with the
+        # same ids one after another, and a lookup of 60k ids among ten million takes 0.08 s
+        self._last: list[tuple[tuple[str, ...], int | None]] = []
+
+    def __call__(self, table: str, wanted: Sequence[str]) -> pd.DataFrame:
+        if table not in self._columns or not self._store.has(table) or not len(wanted):
+            return self._fallback(table, wanted)
+        first = self._bucket_of(tuple(wanted))
+        if first is None:
+            return self._fallback(table, wanted)
+        rows = self._table(table).rows(int(first))
+        if rows is None or rows.num_rows == 0:  # the keyed read's empty frame and dtypes
+            return self._fallback(table, [])
+        return to_pandas(rows)
+
+    def files_of(self, bucket: int) -> BucketFiles:
+        """Every table's rows of ``bucket`` as files (each table split first if it is not
+        yet), with the frames the reader gives for a table the bucket has no rows of: what
+        a worker process of this machine needs to read the bucket as this reader would."""
+        files: dict[str, BucketFile] = {}
+        empty: dict[str, pd.DataFrame] = {}
+        for table in self._columns:
+            if self._store.has(table):
+                files[table] = self._table(table).bucket_file(bucket)
+            # the fallback's frame for no ids (for an absent table: its empty frame)
+            if table not in self._empty:
+                self._empty[table] = self._fallback(table, [])
+            empty[table] = self._empty[table]
+        return BucketFiles(bucket, files, empty)
+
+    def _table(self, table: str) -> _SpilledTable:
+        if table not in self._spilled:
+            self._spilled[table] = _SpilledTable(
+                self._store,
+                table,
+                self._columns[table],
+                self._trace_ids,
+                self._buckets,
+                self._scratch,
+            )
+        return self._spilled[table]
+
+    def _bucket_of(self, wanted: tuple[str, ...]) -> int | None:
+        """The bucket whose traces are exactly ``wanted`` (None: no such bucket)."""
+        if self._last and self._last[0][0] == wanted:
+            return self._last[0][1]
+        self._last.clear()
+        self._last.append((wanted, self._one_bucket(wanted)))
+        return self._last[0][1]
+
+    def _one_bucket(self, wanted: tuple[str, ...]) -> int | None:
+        # An id that is not text matches no trace (5 is not "5"): no bucket's, as any id
+        # outside the buckets. The rest are looked up by IdPositions, built once: nothing of
+        # the store's size is converted or hashed per read (a read then grows with the store).
+        if not all(isinstance(one, str) for one in wanted):
+            return None
+        found = self._trace_ids.positions(wanted)
+        if (found < 0).any():
+            return None
+        mine = self._buckets[found]
+        first = int(mine[0])
+        if len(wanted) != self._sizes.get(first, -1) or not (mine == first).all():
+            return None
+        return first
+
+
+@dataclass(frozen=True)
+class BucketFiles:
+    """One bucket's rows of every split table, as :meth:`SpilledBuckets.files_of` gives
+    them: read in the process that computes the bucket."""
+
+    bucket: int
+    files: dict[str, BucketFile]
+    empty: dict[str, pd.DataFrame]
+
+    def read(self, table: str) -> pd.DataFrame:
+        """The bucket's rows of ``table``, as :class:`SpilledBuckets` reads them."""
+        found = self.files.get(table)
+        rows = found.rows() if found is not None else None
+        if rows is None or rows.num_rows == 0:
+            return self.empty[table]
+        return to_pandas(rows)
 
 
 @contextlib.contextmanager
@@ -291,7 +423,7 @@ def spilled_bucket_reader(
     columns: Mapping[str, Sequence[str]],
     fallback: Callable[[str, Sequence[str]], pd.DataFrame],
     folder: str | Path | None = None,
-) -> Iterator[Callable[[str, Sequence[str]], pd.DataFrame]]:
+) -> Iterator[SpilledBuckets]:
     """A bucket reader (``(table, trace ids) -> rows``) that splits each of the tables of
     ``columns`` into the buckets of ``bucket_of_trace`` (trace id -> bucket) the first time one
     of its buckets is asked for, then serves every bucket from its scratch file.
@@ -301,52 +433,5 @@ def spilled_bucket_reader(
     ``columns`` or not in the store) it calls ``fallback``. The scratch folder is created in
     ``folder`` (default: the system's temporary folder) and removed on exit; a killed stage's
     scratch found there is removed first (:func:`remove_stale_scratch`)."""
-    trace_ids = IdPositions(bucket_of_trace.index)  # unique: the traces table's key
-    buckets = bucket_of_trace.to_numpy(dtype=np.int64)
-    sizes = pd.Series(buckets).value_counts().to_dict()
-    spilled: dict[str, _SpilledTable] = {}
-    # the last request's ids and their bucket: a bucket's tables are asked for with the same
-    # ids one after another, and a lookup of 60k ids among ten million takes 0.08 s
-    last: list[tuple[tuple[str, ...], int | None]] = []
-
-    def bucket_of(wanted: tuple[str, ...]) -> int | None:
-        """The bucket whose traces are exactly ``wanted`` (None: no such bucket)."""
-        if last and last[0][0] == wanted:
-            return last[0][1]
-        last.clear()
-        last.append((wanted, one_bucket(wanted)))
-        return last[0][1]
-
-    def one_bucket(wanted: tuple[str, ...]) -> int | None:
-        # An id that is not text matches no trace (5 is not "5"): no bucket's, as any id
-        # outside the buckets. The rest are looked up by IdPositions, built once: nothing of
-        # the store's size is converted or hashed per read (a read then grows with the store).
-        if not all(isinstance(one, str) for one in wanted):
-            return None
-        found = trace_ids.positions(wanted)
-        if (found < 0).any():
-            return None
-        mine = buckets[found]
-        first = int(mine[0])
-        if len(wanted) != sizes.get(first, -1) or not (mine == first).all():
-            return None
-        return first
-
     with scratch_folder(folder) as scratch:
-
-        def read(table: str, wanted: Sequence[str]) -> pd.DataFrame:
-            if table not in columns or not store.has(table) or not len(wanted):
-                return fallback(table, wanted)
-            first = bucket_of(tuple(wanted))
-            if first is None:
-                return fallback(table, wanted)
-            if table not in spilled:
-                spilled[table] = _SpilledTable(
-                    store, table, columns[table], trace_ids, buckets, scratch
-                )
-            rows = spilled[table].rows(int(first))
-            if rows is None or rows.num_rows == 0:  # the keyed read's empty frame and dtypes
-                return fallback(table, [])
-            return to_pandas(rows)
-
-        yield read
+        yield SpilledBuckets(store, bucket_of_trace, columns, fallback, scratch)

@@ -19,6 +19,7 @@ from typing import Any
 __all__ = [
     "RAY_IN_FLIGHT",
     "RUNNERS",
+    "WORKERS_READ_FILES",
     "ChunkRunnerError",
     "default_workers",
     "run_local",
@@ -184,6 +185,10 @@ def run_ray(
         if connected_here:
             ray.shutdown()
 
+
+#: The runners whose workers are processes of this machine: they can read the stage's
+#: scratch files themselves, where a cluster's nodes are sent the rows.
+WORKERS_READ_FILES = frozenset({"processes"})
 
 #: The runners ``--engine`` accepts.
 RUNNERS: dict[str, Callable[..., Iterator[Any]]] = {

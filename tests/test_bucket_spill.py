@@ -81,6 +81,50 @@ def test_every_bucket_gets_the_keyed_reads_rows_with_a_later_part_winning(
     assert replaced == len(later)  # every replaced row came from the later part
 
 
+def test_a_bucket_s_files_read_in_another_process_give_the_keyed_reads_rows(
+    tmp_path: Path,
+) -> None:
+    """``--engine processes``: a worker reads its bucket from the scratch files named in a
+    pickled :class:`BucketFiles` and gets what the keyed read gives, for every table the stage
+    reads by bucket: a later part winning, a table absent from the store (the robustness
+    report's, not run on the demo), and a bucket with no rows of a table."""
+    import pickle
+
+    store = _store(tmp_path)
+    similarity = store.read("similarity")
+    later = similarity.iloc[::50].copy()
+    later["max_similarity"] = 0.123
+    store.write("similarity", later, stage="test")
+    # a bucket of its own for two traces without rollouts: it has no rows of that table
+    bucket_of_trace = _buckets(store)
+    rolled = set(store.read("rollouts", ["trace_id"])["trace_id"].astype(str))
+    unrolled = [one for one in bucket_of_trace.index if one not in rolled][:2]
+    assert len(unrolled) == 2
+    bucket_of_trace[unrolled] = CHUNKS
+    keyed = stage.store_bucket_reader(store)
+    assert keyed("rollouts", unrolled).empty
+    # a table the store lacks: the keyed read's frame for it, whatever the ids
+    absent = "step_importance"  # a known table the demo has no rows of
+    assert not store.has(absent)
+    columns = {**stage.BUCKET_READS, absent: ("trace_id",)}
+    lacking = pd.DataFrame({"trace_id": pd.Series([], dtype="str")})
+
+    def keyed_or_lacking(table: str, ids: list[str]) -> pd.DataFrame:
+        return lacking if table == absent else keyed(table, ids)
+
+    replaced = 0
+    with spilled_bucket_reader(store, bucket_of_trace, columns, keyed_or_lacking) as read:
+        for bucket in sorted(set(bucket_of_trace.tolist())):
+            files = pickle.loads(pickle.dumps(read.files_of(bucket)))
+            ids = _ids(bucket_of_trace, bucket)
+            for table in columns:
+                got, expected = files.read(table), keyed_or_lacking(table, ids)
+                pd.testing.assert_frame_equal(got, expected, check_exact=True)
+                if table == "similarity":
+                    replaced += int((got["max_similarity"] == 0.123).sum())
+    assert replaced == len(later)
+
+
 def test_other_requests_are_the_keyed_read(tmp_path: Path) -> None:
     """Traces of two buckets, part of a bucket, none: the reader hands them to the keyed read
     (and never splits a table for them)."""

@@ -81,20 +81,20 @@ def test_a_worker_killed_mid_bucket_is_a_clear_error() -> None:
         list(run_processes(os._exit, [3], in_flight=1))
 
 
-def test_the_budget_counts_the_workers_and_the_bucket_read_ahead(tmp_path: Path) -> None:
-    """With two workers the stage holds three buckets: the need is tripled (see
-    tests/test_metrics_buckets.py for the rule by hand)."""
+def test_the_budget_counts_a_bucket_a_worker(tmp_path: Path) -> None:
+    """Each worker reads and holds its own bucket (the driver sends file names): with two
+    workers the need is doubled (see tests/test_metrics_buckets.py for the rule by hand)."""
     store = Store.open(shutil.copytree(DEMO, tmp_path / "demo"))
     need = 4853 * 170 + 500 * 750 + 1544 * 760  # 2,373,450 bytes, the demo's rows
     options = {"memory_gb": 0.001, "chunks": 1, "engine": "processes", "in_flight": 2}
-    assert stage.chunks_in_flight(options) == 3
+    assert stage.chunks_in_flight(options) == 2
     assert stage.runner_in_flight(options) == 2
-    # 3 * 2,373,450 / 1e6 = 7.12 -> 8
-    assert -(-3 * need // 1_000_000) == 8
-    assert stage.budget_chunks(_rows(store), 0.001, stage.chunks_in_flight(options)) == 8
-    # no --in-flight: one worker a CPU, and the bucket read ahead
+    # 2 * 2,373,450 / 1e6 = 4.75 -> 5
+    assert -(-2 * need // 1_000_000) == 5
+    assert stage.budget_chunks(_rows(store), 0.001, stage.chunks_in_flight(options)) == 5
+    # no --in-flight: one worker a CPU
     default = {"engine": "processes"}
-    assert stage.chunks_in_flight(default) == len(os.sched_getaffinity(0)) + 1
+    assert stage.chunks_in_flight(default) == len(os.sched_getaffinity(0))
     assert stage.runner_in_flight(default) is None
 
 
