@@ -5,6 +5,7 @@ app benchmark's big store.
     python bench/scale_bench.py --build-only      # the store alone (then rerun for the rest)
     python bench/scale_bench.py --pages-only      # the two pages on a store the stage has run on
     python bench/scale_bench.py --pages-only --pages inspector   # one of them
+    python bench/scale_bench.py --memory-gb 4 --workers 2 --pages ""  # the stage, two workers
 
 Builds (once, then reused) ``copies`` re-keyed copies of the bundled demo's tables, as
 ``bench/app_bench.py`` does (4,000 copies: 1,000,000 real CHAMP traces, 11.5M Punkt steps,
@@ -112,13 +113,50 @@ def build(path: Path, copies: int, chunk: int, students: int, seed: int = 0) -> 
     return store
 
 
-def child_metrics(path: Path, memory_gb: float | None = None) -> None:
+def child_metrics(path: Path, memory_gb: float | None = None, workers: int | None = None) -> None:
     """Run in a child process: the metrics stage on the store (with ``--memory-gb`` when
-    given), then print its figures."""
+    given; in ``workers`` worker processes, ``--engine processes``, when given), then print
+    its figures. With workers the peak is the highest sum of every process's resident memory,
+    sampled every 0.5 s: each process's own peak would leave out the others."""
+    import threading
+
+    options: dict[str, object] = {} if memory_gb is None else {"memory_gb": memory_gb}
+    if workers is not None:
+        options.update(engine="processes", in_flight=workers)
+    tree_peak = [0.0]
+
+    def sample() -> None:
+        while True:
+            tree_peak[0] = max(tree_peak[0], tree_resident_gb(os.getpid()))
+            time.sleep(0.5)
+
+    if workers is not None:
+        threading.Thread(target=sample, daemon=True).start()
     started = time.perf_counter()
-    run_metrics(Store.open(path), {} if memory_gb is None else {"memory_gb": memory_gb})
+    run_metrics(Store.open(path), options)
     wall = time.perf_counter() - started
-    print(json.dumps({"wall_s": round(wall, 1), "peak_gb": round(own_peak_gb(), 2)}))
+    peak = own_peak_gb() if workers is None else max(tree_peak[0], own_peak_gb())
+    print(json.dumps({"wall_s": round(wall, 1), "peak_gb": round(peak, 2)}))
+
+
+def tree_resident_gb(pid: int) -> float:
+    """The resident memory of process ``pid`` and all its descendants, in GB (Linux's
+    ``/proc``; a process gone while being read counts 0)."""
+    total_kb = 0
+    pending = [pid]
+    while pending:
+        one = pending.pop()
+        try:
+            with open(f"/proc/{one}/status") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        total_kb += int(line.split()[1])
+            for task in os.listdir(f"/proc/{one}/task"):
+                with open(f"/proc/{one}/task/{task}/children") as children:
+                    pending.extend(int(child) for child in children.read().split())
+        except (OSError, ValueError):
+            continue
+    return total_kb * 1024 / 1e9
 
 
 def child_page(path: Path, page: str) -> None:
@@ -177,12 +215,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--memory-gb", type=float, help="the stage's memory budget (its --memory-gb option)"
     )
+    parser.add_argument(
+        "--workers", type=int, help="run the stage's buckets in this many worker processes"
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     path = args.store / f"copies-{args.copies}"
     if args.child:
         if args.child[0] == "metrics":
-            child_metrics(path, args.memory_gb)
+            child_metrics(path, args.memory_gb, args.workers)
         else:
             child_page(path, args.child[1])
         return 0
@@ -192,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     common = ["--store", str(args.store), "--copies", str(args.copies)]
     if not args.pages_only:
         budget = [] if args.memory_gb is None else ["--memory-gb", str(args.memory_gb)]
+        if args.workers is not None:
+            budget += ["--workers", str(args.workers)]
         figures, error = _child(*common, *budget, "--child", "metrics")
         if figures is None:
             print(f"metrics stage FAILED ({error})")

@@ -1,4 +1,5 @@
-"""Where the metrics stage's chunks run: in this process, or as Ray tasks on a cluster.
+"""Where the metrics stage's chunks run: in this process, in worker processes of this machine,
+or as Ray tasks on a cluster.
 
 A runner takes a pure function and the per-chunk inputs and yields the function's results in
 the order of the inputs; the caller (the stage's driver) writes each chunk's rows and merges the
@@ -7,6 +8,8 @@ spread over the cluster's nodes (never a Ray ``groupby`` of whole tables), to th
 ``address`` (``$RAY_ADDRESS`` when not given; a Ray started for this process when neither is):
 ``python -m precompute metrics --store DIR --engine ray --address HOST:PORT``. Every node must
 be able to import ``legival_core`` and ``precompute`` (docs/running-at-scale.md).
+``processes`` runs ``--in-flight`` worker processes of this machine (one a CPU by default),
+which read their buckets from the stage's scratch files (:data:`WORKERS_READ_FILES`).
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ def run_local(
         result = function(item, *extra)
         del item  # a chunk's inputs are freed before its result is merged, not after
         yield result
+
+
+#: What ``next`` gives when the items are done (an item may be None).
+_DONE = object()
 
 
 def default_workers() -> int:
@@ -127,7 +134,8 @@ def run_processes(
                 ) from None
             if ahead is not _DONE:
                 pending.append(pool.submit(function, ahead, *extra))
-                ahead = None  # not held twice: the pool holds it until its worker has it
+                # let go before the next is read (the pool holds it until a worker has it)
+                ahead = None
                 ahead = next(source, _DONE)
             yield result
             del result
@@ -135,8 +143,6 @@ def run_processes(
         pool.shutdown(wait=True, cancel_futures=True)
         limits.restore_original_limits()
 
-
-_DONE = object()
 
 
 def run_ray(

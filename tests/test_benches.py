@@ -8,6 +8,7 @@ hide behind a good-looking ratio.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -168,3 +169,25 @@ def test_the_page_result_bench_measures_each_whole_store_result_of_the_demo() ->
     ]
     assert len(steps) == 3 + 6 * len(models) and len(models) >= 1
     assert all(s.seconds >= 0 and s.peak_gb > 0 and s.held_after_gb > 0 for s in steps)
+
+
+def test_the_scale_bench_counts_the_memory_of_its_worker_processes() -> None:
+    """With ``--workers`` the stage's peak is the sum over the process and its descendants: a
+    child holding 300 MB adds about 300 MB to the reading (each process's own peak would not
+    show it)."""
+    import subprocess
+
+    import scale_bench
+
+    holds = "import time; b = bytearray(300_000_000); print('ready', flush=True); time.sleep(60)"
+    child = subprocess.Popen([sys.executable, "-c", holds], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        with_child = scale_bench.tree_resident_gb(os.getpid())
+        own = scale_bench.tree_resident_gb(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    without = scale_bench.tree_resident_gb(os.getpid())
+    assert own >= 0.3  # the child's 300 MB, resident (bytearray zero-fills every page)
+    assert with_child - without >= 0.29
