@@ -20,17 +20,12 @@ from legival_core.store.store import Store
 from precompute.chunk_runner import ChunkRunnerError, run_processes
 from precompute.cli import EXIT_OK, main
 from precompute.stages import metrics as stage
+from precompute.stages.base import STAGES
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "results" / "demo"
-TABLES = (
-    "trace_efficiency",
-    "trace_transfer",
-    "transfer_curves",
-    "teacher_metrics",
-    "decomposition",
-    "page_results",
-)
+#: every table the stage writes
+TABLES = STAGES["metrics"].writes
 
 
 @pytest.mark.slow
