@@ -70,12 +70,28 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _one_thread_each() -> None:
+def _start_worker(parent: int) -> None:
     """A worker's start: one BLAS and OpenMP thread, as many workers as CPUs already keep every
-    CPU busy (a second thread each only contends for them)."""
+    CPU busy (a second thread each only contends for them); and a watch that ends the worker
+    once ``parent``, the stage's process, is gone. A stage killed outright cannot stop its
+    workers, and they do not notice on their own: they waited on the task queue for ever,
+    holding their memory."""
+    import threading
+
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(1)
+    threading.Thread(target=_exit_without, args=(parent,), daemon=True).start()
+
+
+def _exit_without(parent: int) -> None:
+    """Return never: end this process once its parent is no longer ``parent`` (it died, and
+    the process was handed to another)."""
+    import time
+
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
 def run_processes(
@@ -109,7 +125,8 @@ def run_processes(
     pool = ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=_one_thread_each,
+        initializer=_start_worker,
+        initargs=(os.getpid(),),
     )
     # The driver too: while the workers keep the CPUs busy, a BLAS thread of its own spins
     # waiting for a CPU (its merging took as long as the workers' chunks with two of them)
@@ -142,7 +159,6 @@ def run_processes(
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         limits.restore_original_limits()
-
 
 
 def run_ray(

@@ -123,3 +123,67 @@ def test_the_workers_and_the_driver_use_one_blas_thread_each_while_they_run() ->
         seen_by_driver.append(_blas_threads())
     assert seen_by_driver == [[1] * len(before)] * 3
     assert _blas_threads() == before
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as children:
+            found += [int(one) for one in children.read().split()]
+    return found
+
+
+def _is_worker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as command:
+            return b"spawn_main" in command.read()
+    except FileNotFoundError:
+        return False
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or only its exit status left (a zombie nobody has reaped)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return any(line.startswith("State:\tZ") for line in status)
+    except FileNotFoundError:
+        return True
+
+
+def test_the_workers_end_when_the_stage_is_killed_outright(tmp_path: Path) -> None:
+    """SIGKILL to the stage (the out-of-memory killer, ``kill -9``) leaves no worker behind:
+    each one watches for its parent and ends itself within a second or so of it. Before the
+    watch they lived on, idle, for ever."""
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "driver.py"
+    script.write_text(
+        "import time\n"
+        "from precompute.chunk_runner import run_processes\n"
+        "if __name__ == '__main__':\n"
+        "    for _ in run_processes(time.sleep, [120, 120, 120], in_flight=2):\n"
+        "        pass\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    driver = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=env)
+    try:
+        workers: list[int] = []
+        for _ in range(600):  # the two workers started (spawned: a few seconds at most)
+            workers = [pid for pid in _children(driver.pid) if _is_worker(pid)]
+            if len(workers) == 2:
+                break
+            time.sleep(0.1)
+        assert len(workers) == 2, "the driver did not start its workers"
+    finally:
+        driver.kill()
+        driver.wait()
+    for _ in range(300):  # waited for, up to 30 s: each checks its parent every second
+        if all(_gone(pid) for pid in workers):
+            break
+        time.sleep(0.1)
+    left = [pid for pid in workers if not _gone(pid)]
+    for pid in left:  # not left running after a failure either
+        os.kill(pid, 9)
+    assert left == []
