@@ -83,14 +83,12 @@ def test_the_budget_counts_a_bucket_a_worker(tmp_path: Path) -> None:
     need = 4853 * 170 + 500 * 750 + 1544 * 760  # 2,373,450 bytes, the demo's rows
     options = {"memory_gb": 0.001, "chunks": 1, "engine": "processes", "in_flight": 2}
     assert stage.chunks_in_flight(options) == 2
-    assert stage.runner_in_flight(options) == 2
     # 2 * 2,373,450 / 1e6 = 4.75 -> 5
     assert -(-2 * need // 1_000_000) == 5
     assert stage.budget_chunks(_rows(store), 0.001, stage.chunks_in_flight(options)) == 5
     # no --in-flight: one worker a CPU
     default = {"engine": "processes"}
     assert stage.chunks_in_flight(default) == len(os.sched_getaffinity(0))
-    assert stage.runner_in_flight(default) is None
 
 
 def _rows(store: Store) -> dict[str, int]:

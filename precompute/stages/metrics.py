@@ -653,15 +653,6 @@ def chunks_in_flight(options: dict[str, Any]) -> int:
     return RAY_IN_FLIGHT if given is None else int(given)
 
 
-def runner_in_flight(options: dict[str, Any]) -> int | None:
-    """What the engine's runner is given as ``in_flight``: the workers (None: one a CPU) for
-    ``--engine processes``, else as :func:`chunks_in_flight`."""
-    if options.get("engine") == "processes":
-        given = options.get("in_flight")
-        return None if given is None else int(given)
-    return chunks_in_flight(options)
-
-
 def positive_gb(text: str) -> float:
     """``--memory-gb``'s value: a finite number above 0 (else a usage error naming it)."""
     import argparse
@@ -854,7 +845,7 @@ def compute_in_chunks(
     write: Callable[[str, pd.DataFrame], object],
     engine: str = "local",
     address: str | None = None,
-    in_flight: int | None = 1,
+    in_flight: int = 1,
     spill_to: Path | None = None,
 ) -> ChunkedTables:
     """``trace_efficiency`` and ``trace_transfer`` one bucket of problems at a time
@@ -1953,7 +1944,7 @@ def _run_metrics(ctx: StageContext, spill_to: Path) -> StageResult:
             write=lambda name, frame: store.write(name, frame, stage="metrics"),
             engine=options.get("engine") or "local",
             address=options.get("address"),
-            in_flight=runner_in_flight(options),
+            in_flight=chunks_in_flight(options),
             spill_to=spill_to,
         )
     for name, rows in (
