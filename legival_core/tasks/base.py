@@ -66,6 +66,8 @@ class Task(ABC):
         reads_prose_answers: read prose answers through the answer layer (see grade_text).
     """
 
+    # Declared here once: a task class assigns values only (``name = "gsm8k"``) and the type
+    # checker holds each value to the type declared here.
     name: ClassVar[str]
     family: ClassVar[Family]
     system_prompt: ClassVar[str]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from legival_core.grading.lexicon import (
     CLAUSE_BREAKERS,
@@ -468,7 +468,7 @@ def champ_statement_answers(gold: str) -> list[str]:
 class ChampTask(MathTask):
     """CHAMP problems: boxed answers like ``math``; gold in CHAMP's answer conventions."""
 
-    name: ClassVar[str] = "champ"
+    name = "champ"
 
     def gold_values(self, gold: str) -> list[str]:
         return champ_accepted_answers(gold) or [gold]

@@ -15,9 +15,9 @@ import ast
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
-from legival_core.tasks.base import Family, Task, register_task
+from legival_core.tasks.base import Task, register_task
 
 GROUP_COUNT = 4
 GROUP_SIZE = 4
@@ -175,18 +175,18 @@ def groups_right(predicted: Grouping, gold: Grouping) -> int:
 class ConnectionsTask(Task):
     """NYT Connections: group 16 words into 4 themed groups of 4; credit per group."""
 
-    name: ClassVar[str] = "connections"
-    family: ClassVar[Family] = "puzzles"
-    system_prompt: ClassVar[str] = (
+    name = "connections"
+    family = "puzzles"
+    system_prompt = (
         "You are an expert at word puzzles. Think aloud step by step, weighing which words "
         "could belong together, before you commit to a final grouping."
     )
-    forcing_cue: ClassVar[str] = '\n\nFinal grouping:\n```json\n[\n  ["'
-    stop_strings: ClassVar[tuple[str, ...]] = ("]\n```", "]```", "] ```")
-    backtracking_rubric: ClassVar[str] = PUZZLE_BACKTRACKING_RUBRIC
-    reads_prose_answers: ClassVar[bool] = False  # groupings come as JSON, never in prose
-    fixed_question_type: ClassVar[str | None] = "grouping"
-    answer_instructions: ClassVar[str] = (
+    forcing_cue = '\n\nFinal grouping:\n```json\n[\n  ["'
+    stop_strings = ("]\n```", "]```", "] ```")
+    backtracking_rubric = PUZZLE_BACKTRACKING_RUBRIC
+    reads_prose_answers = False  # groupings come as JSON, never in prose
+    fixed_question_type = "grouping"
+    answer_instructions = (
         f"Sort these words into {GROUP_COUNT} groups of {GROUP_SIZE} that each share a "
         "hidden connection; every word belongs to exactly one group. Reason step by step. "
         "Finish with the groups as JSON, a list of four lists of four words, in a code block:"

@@ -17,9 +17,9 @@ import re
 import string
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import Any
 
-from legival_core.tasks.base import Family, Task, problem_field, register_task
+from legival_core.tasks.base import Task, problem_field, register_task
 
 DEFAULT_LETTERS = "ABCD"
 
@@ -99,20 +99,20 @@ def normalise_letter(answer: str) -> str:
 class GPQATask(Task):
     """GPQA: a question with lettered options; the answer is the letter of the right one."""
 
-    name: ClassVar[str] = "gpqa"
-    family: ClassVar[Family] = "science"
-    system_prompt: ClassVar[str] = (
+    name = "gpqa"
+    family = "science"
+    system_prompt = (
         "You are an expert scientist. Reason through each question step by step before you "
         "commit to one of the options."
     )
-    stop_strings: ClassVar[tuple[str, ...]] = tuple(
+    stop_strings = tuple(
         stop
         for letter in DEFAULT_LETTERS
         for stop in (f"Answer: ({letter})", f"Answer: {letter}\n", f"\\boxed{{{letter}}}")
     )
-    backtracking_rubric: ClassVar[str] = SCIENCE_BACKTRACKING_RUBRIC
-    reads_prose_answers: ClassVar[bool] = False  # the answer is an option letter, found above
-    fixed_question_type: ClassVar[str | None] = "choice"
+    backtracking_rubric = SCIENCE_BACKTRACKING_RUBRIC
+    reads_prose_answers = False  # the answer is an option letter, found above
+    fixed_question_type = "choice"
 
     def instructions(self, problem: Mapping[str, Any]) -> str:
         """The lettered options, then how to state the chosen letter."""

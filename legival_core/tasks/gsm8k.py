@@ -21,10 +21,10 @@ import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import Any
 
 from legival_core.grading.boxes import last_boxed
-from legival_core.tasks.base import Family, Task, register_task
+from legival_core.tasks.base import Task, register_task
 from legival_core.tasks.math import MATH_BACKTRACKING_RUBRIC
 
 # A signed number: "1,234.5" (thousands groups), "1234.5", ".5"; optional $ before the digits.
@@ -232,14 +232,14 @@ class _ArithmeticReader:
 class GSM8KTask(Task):
     """GSM8K: reason step by step, give one number in ``\\boxed{}``; exact value match."""
 
-    name: ClassVar[str] = "gsm8k"
-    family: ClassVar[Family] = "math"
-    system_prompt: ClassVar[str] = (
+    name = "gsm8k"
+    family = "math"
+    system_prompt = (
         "You solve arithmetic word problems carefully, one step at a time, and give the "
         "final number inside \\boxed{}."
     )
-    backtracking_rubric: ClassVar[str] = MATH_BACKTRACKING_RUBRIC
-    answer_instructions: ClassVar[str] = (
+    backtracking_rubric = MATH_BACKTRACKING_RUBRIC
+    answer_instructions = (
         "Think it through step by step, then write only the final number inside \\boxed{}."
     )
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from legival_core.grading.boxes import last_boxed
-from legival_core.tasks.base import Family, Task, problem_meta, register_task
+from legival_core.tasks.base import Task, problem_meta, register_task
 from legival_core.tasks.math import MATH_BACKTRACKING_RUBRIC
 
 MATCH_MODES = ("exact", "regex")
@@ -54,13 +54,13 @@ def _match_answer(match: re.Match[str]) -> str:
 class JsonlTask(Task):
     """Generic task for a user's JSONL problems (exact or regex match, set per problem)."""
 
-    name: ClassVar[str] = "jsonl"
-    family: ClassVar[Family] = "math"
-    system_prompt: ClassVar[str] = (
+    name = "jsonl"
+    family = "math"
+    system_prompt = (
         "You are a careful problem solver. Reason step by step before giving a final answer."
     )
-    backtracking_rubric: ClassVar[str] = MATH_BACKTRACKING_RUBRIC
-    answer_instructions: ClassVar[str] = DEFAULT_INSTRUCTIONS
+    backtracking_rubric = MATH_BACKTRACKING_RUBRIC
+    answer_instructions = DEFAULT_INSTRUCTIONS
 
     def instructions(self, problem: Mapping[str, Any]) -> str:
         """The problem's own ``meta.instructions``, else :data:`DEFAULT_INSTRUCTIONS`."""

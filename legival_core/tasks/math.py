@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from legival_core.grading.boxes import last_boxed
-from legival_core.tasks.base import Family, Task, register_task
+from legival_core.tasks.base import Task, register_task
 
 MATH_BACKTRACKING_RUBRIC = """\
 Count a step as backtracking when the solver turns back on its own reasoning instead of \
@@ -77,15 +77,15 @@ def math_verify_equal(gold: str, answer: str) -> bool:
 class MathTask(Task):
     """MATH-style problems: reason step by step, answer in ``\\boxed{}``; math-verify grades."""
 
-    name: ClassVar[str] = "math"
-    family: ClassVar[Family] = "math"
-    system_prompt: ClassVar[str] = (
+    name = "math"
+    family = "math"
+    system_prompt = (
         "You are a careful mathematician. Work through problems one step at a time, "
         "and give the final result inside \\boxed{}."
     )
-    backtracking_rubric: ClassVar[str] = MATH_BACKTRACKING_RUBRIC
-    warm_imports: ClassVar[tuple[str, ...]] = ("math_verify",)
-    answer_instructions: ClassVar[str] = (
+    backtracking_rubric = MATH_BACKTRACKING_RUBRIC
+    warm_imports = ("math_verify",)
+    answer_instructions = (
         "Reason it through step by step. When you are done, write the final answer "
         "in simplest form inside \\boxed{}."
     )

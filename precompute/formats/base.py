@@ -106,6 +106,9 @@ class TraceFormat(ABC):
     JSON / Parquet / CSV, :meth:`read`.
     """
 
+    # Declared here once: an adapter assigns values only (``name = "openr1"``) and the type
+    # checker holds each value to the type declared here.
+
     #: The ``--format`` name.
     name: ClassVar[str]
     #: The tool or dataset family, in words ("Inspect AI", "lm-evaluation-harness").

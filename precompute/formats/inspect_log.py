@@ -42,7 +42,7 @@ import json
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from precompute.formats.base import (
     FormatUnreadableError,
@@ -72,9 +72,9 @@ _CUT = {"max_tokens", "model_length"}
 class InspectFormat(TraceFormat):
     """Inspect AI ``.eval`` (zip) and ``.json`` logs."""
 
-    name: ClassVar[str] = "inspect"
-    tool: ClassVar[str] = "Inspect AI"
-    reads_files: ClassVar[bool] = True
+    name = "inspect"
+    tool = "Inspect AI"
+    reads_files = True
 
     def sniff_path(self, path: Path) -> bool:
         if path.is_dir() or not path.is_file():

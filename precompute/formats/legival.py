@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from precompute.formats.base import TraceFormat, lookup_field
 
@@ -13,9 +13,9 @@ __all__ = ["LegivalFormat"]
 class LegivalFormat(TraceFormat):
     """Our own rows, passed through unchanged (``--map`` and the aliases still apply)."""
 
-    name: ClassVar[str] = "legival"
-    tool: ClassVar[str] = "Legi-Val rows"
-    names_model: ClassVar[bool] = False
+    name = "legival"
+    tool = "Legi-Val rows"
+    names_model = False
 
     def sniff_record(self, keys: frozenset[str], record: Mapping[str, Any]) -> bool:
         return self.fits(record, {})

@@ -30,7 +30,7 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from precompute.formats.base import (
     RecordError,
@@ -54,9 +54,9 @@ _RESULTS_MAX_BYTES = 64_000_000
 class LmEvalFormat(TraceFormat):
     """lm-evaluation-harness ``samples_<task>_<date>.jsonl``."""
 
-    name: ClassVar[str] = "lm-eval"
-    tool: ClassVar[str] = "lm-evaluation-harness"
-    lacks: ClassVar[tuple[str, ...]] = (
+    name = "lm-eval"
+    tool = "lm-evaluation-harness"
+    lacks = (
         "lm-eval records no token counts: tokens are a tiktoken count of the response",
         "lm-eval records no finish reason: whether a response was cut by its budget is unknown",
     )

@@ -43,7 +43,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from precompute.formats.base import (
     FormatMissingError,
@@ -68,12 +68,12 @@ _CHOICE_KEYS = {"index", "finish_reason", "logprobs", "stop_reason"}
 class OpenAIFormat(TraceFormat):
     """Chat-completion responses and batch-API output lines."""
 
-    name: ClassVar[str] = "openai"
-    tool: ClassVar[str] = "OpenAI-compatible chat completions"
-    lacks: ClassVar[tuple[str, ...]] = (
+    name = "openai"
+    tool = "OpenAI-compatible chat completions"
+    lacks = (
         "a chat completion records no verdict: correctness comes from the gold answer only",
     )
-    prompt_hint: ClassVar[str] = (
+    prompt_hint = (
         "; a batch output line holds no prompt: give the batch input file with --requests FILE"
     )
 

@@ -22,7 +22,7 @@ model, e.g. DeepSeek-R1); tokens are tiktoken counts (said once in the summary).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from precompute.formats.base import (
     RecordError,
@@ -38,10 +38,10 @@ __all__ = ["OpenR1Format"]
 class OpenR1Format(TraceFormat):
     """Rows with a ``generations`` list per problem."""
 
-    name: ClassVar[str] = "openr1"
-    tool: ClassVar[str] = "OpenR1-Math-style dataset"
-    names_model: ClassVar[bool] = False
-    lacks: ClassVar[tuple[str, ...]] = (
+    name = "openr1"
+    tool = "OpenR1-Math-style dataset"
+    names_model = False
+    lacks = (
         "the rows hold no token counts: tokens are a tiktoken count of each generation",
     )
 

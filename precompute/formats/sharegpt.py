@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from precompute.formats.base import (
     RecordError,
@@ -64,10 +64,10 @@ def split_thought_solution(text: str) -> tuple[str, str | None, bool | None]:
 class ShareGPTFormat(TraceFormat):
     """Rows with a ``conversations`` list."""
 
-    name: ClassVar[str] = "sharegpt"
-    tool: ClassVar[str] = "ShareGPT / OpenThoughts conversations"
-    names_model: ClassVar[bool] = False
-    lacks: ClassVar[tuple[str, ...]] = (
+    name = "sharegpt"
+    tool = "ShareGPT / OpenThoughts conversations"
+    names_model = False
+    lacks = (
         "the rows hold no token counts: tokens are a tiktoken count of the assistant turn",
         "the rows hold no verdict: correctness comes from a gold answer, where one is given",
         "the rows record no finish reason: an unclosed thought block is marked incomplete",

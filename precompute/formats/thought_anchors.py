@@ -41,7 +41,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from precompute.formats.base import (
     FormatMissingError,
@@ -148,10 +148,10 @@ class _Collapsed:
 class ThoughtAnchorsFormat(TraceFormat):
     """Thought Anchors problem folders (one trace each, with chunk importances)."""
 
-    name: ClassVar[str] = "thought-anchors"
-    tool: ClassVar[str] = "Thought Anchors"
-    reads_files: ClassVar[bool] = True
-    lacks: ClassVar[tuple[str, ...]] = (
+    name = "thought-anchors"
+    tool = "Thought Anchors"
+    reads_files = True
+    lacks = (
         "the folders hold no token count of the base solution: tokens are a tiktoken count",
         "the folders record no finish reason: whether a solution was cut is unknown",
     )
