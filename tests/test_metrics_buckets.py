@@ -44,6 +44,20 @@ def _config(chunks: int = 16, memory_gb: float | None = None) -> ExperimentConfi
     return dataclasses.replace(config, metrics=metrics)
 
 
+def _run_metrics(
+    store: Store, chunks: int, monkeypatch: pytest.MonkeyPatch | None = None
+) -> set[str]:
+    """Run the metrics stage on ``store`` in ``chunks`` buckets, take the test's spies off
+    (``monkeypatch``) before anything is checked, and give the names of the page results the
+    run stored."""
+    try:
+        run_stage("metrics", StageContext(store=store, config=_config(chunks), progress=False))
+    finally:
+        if monkeypatch is not None:
+            monkeypatch.undo()
+    return set(store.read("page_results", ["name"])["name"])
+
+
 def _whole_inputs(
     store: Store, config: ExperimentConfig
 ) -> tuple[dict[str, pd.DataFrame], stage.ChunkSettings]:
@@ -239,8 +253,7 @@ def test_the_per_trace_tables_never_read_a_per_row_input_whole(
 
     spy_on_reads(monkeypatch, record)
     monkeypatch.setattr(Store, "merge", merge)
-    run_stage("metrics", StageContext(store=store, config=_config(7), progress=False))
-    monkeypatch.undo()
+    _run_metrics(store, 7, monkeypatch)
     assert done["tables"]
     assert sorted(scans) == sorted(PER_ROW), scans  # each table passed over once
     problems = store.read("traces", ["problem_id"])["problem_id"]
@@ -298,8 +311,7 @@ def test_while_a_bucket_runs_no_frame_holds_every_trace(
 
     spy_on_reads(monkeypatch, record)
     monkeypatch.setattr(stage, "metrics_chunk", spied_chunk)
-    run_stage("metrics", StageContext(store=store, config=_config(7), progress=False))
-    monkeypatch.undo()
+    _run_metrics(store, 7, monkeypatch)
     problems = store.read("traces", ["problem_id"])["problem_id"]
     assert len(set(stage.problem_buckets(problems, 7).tolist())) > 1
     assert not held, f"frames of every trace held while a bucket ran: {held}"
@@ -343,8 +355,7 @@ def test_a_bucket_runs_without_the_per_trace_frames_of_the_buckets_before_it(
 
     monkeypatch.setattr(stage, "metrics_chunk", spied_chunk)
     scratch = list(Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"))
-    run_stage("metrics", StageContext(store=store, config=_config(7), progress=False))
-    monkeypatch.undo()
+    _run_metrics(store, 7, monkeypatch)
     assert len(alive_at_start) > 2 and len(handed_back) > 8
     # with the frames held, the k-th bucket started beside the k-1 buckets' frames before it
     assert alive_at_start == [0] * len(alive_at_start), alive_at_start
@@ -381,12 +392,10 @@ def test_the_rollouts_per_trace_results_are_let_go_before_the_reward_results(
 
     monkeypatch.setattr(stage.RolloutPartials, "results", spied_results)
     monkeypatch.setattr(selections, "reward_points", spied_points)
-    run_stage("metrics", StageContext(store=store, config=_config(3), progress=False))
-    monkeypatch.undo()
+    names = _run_metrics(store, 3, monkeypatch)
     assert len(made) == 2 and alive, (made, alive)
     assert alive == [0] * len(alive), alive
     # and they were written
-    names = set(store.read("page_results", ["name"])["name"])
     assert {"transfer_first_measured", "attribution_traces", "reward_points"} <= names
 
 
@@ -425,15 +434,13 @@ def test_after_the_buckets_the_per_trace_tables_are_read_by_the_columns_used(
     spy_on_reads(monkeypatch, record)
     monkeypatch.setattr(Store, "merge", merge)
     monkeypatch.setattr(decomposition, "decomposition_instances", instances)
-    run_stage("metrics", StageContext(store=store, config=_config(7), progress=False))
-    monkeypatch.undo()
+    names = _run_metrics(store, 7, monkeypatch)
     assert done["buckets"]
     assert not whole, f"read with every column after the buckets: {whole}"
     graded = store.read("grades", ["trace_id"])["trace_id"]
     traces = store.read("traces", ["trace_id", "problem_id"])
     buckets = stage.problem_buckets(traces.loc[traces["trace_id"].isin(graded), "problem_id"], 7)
     assert built == [0] * len(set(buckets.tolist())), built  # one per bucket, none after
-    names = set(store.read("page_results", ["name"])["name"])
     assert {"reward_rho", "decomposition_audits"} <= names
 
 
@@ -469,8 +476,7 @@ def test_the_decomposition_reads_no_per_trace_table_after_the_buckets(
     spy_on_reads(monkeypatch, record)
     monkeypatch.setattr(Store, "merge", merge)
     monkeypatch.setattr(Store, "write", write)
-    run_stage("metrics", StageContext(store=store, config=_config(7), progress=False))
-    monkeypatch.undo()
+    _run_metrics(store, 7, monkeypatch)
     assert phase["now"] == "done"
     assert not reads, f"per-trace tables read after the buckets: {reads}"
     assert len(store.read("decomposition")) > 0
@@ -502,11 +508,9 @@ def test_after_the_buckets_no_result_reads_the_transfer_rows(
 
     spy_on_reads(monkeypatch, record)
     monkeypatch.setattr(Store, "merge", merge)
-    run_stage("metrics", StageContext(store=store, config=_config(7), progress=False))
-    monkeypatch.undo()
+    names = _run_metrics(store, 7, monkeypatch)
     assert done["buckets"]
     assert not reads, f"trace_transfer read after the buckets: {reads}"
-    names = set(store.read("page_results", ["name"])["name"])
     assert {"reward_points", "reward_rho", "teacher_rewards"} <= names
 
 
@@ -532,11 +536,9 @@ def test_the_stage_never_reads_similarity_whole(
             whole.append([frame.name for frame in traceback.extract_stack()])
 
     spy_on_reads(monkeypatch, record)
-    run_stage("metrics", StageContext(store=store, config=_config(7), progress=False))
-    monkeypatch.undo()
+    names = _run_metrics(store, 7, monkeypatch)
     assert filtered  # the spy saw the buckets' reads
     assert not whole, f"similarity read whole from {whole[0][-6:]}"
-    names = set(store.read("page_results", ["name"])["name"])
     assert "redundancy_sweep" in names
 
 
@@ -669,9 +671,7 @@ def test_the_monitor_scores_read_the_columns_they_score(
             columns.append(read.columns)
 
     spy_on_reads(monkeypatch, record)
-    run_stage("metrics", StageContext(store=store, config=_config(7), progress=False))
-    monkeypatch.undo()
+    names = _run_metrics(store, 7, monkeypatch)
     assert columns, "the stage did not read monitor_verdicts"
     assert all(c is not None and set(c) <= set(MONITOR_INPUT_COLUMNS) for c in columns), columns
-    names = set(store.read("page_results", ["name"])["name"])
     assert {"monitor_scores", "monitor_scores_pooled"} <= names
