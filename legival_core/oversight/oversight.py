@@ -185,11 +185,19 @@ def detection_scores(y_true: Sequence[str], y_pred: Sequence[str | None]) -> Det
             raise ValueError(f"detection_scores: y_true[{index}] is {label!r}")
         if verdict is not None and verdict not in (VALID, INVALID):
             raise ValueError(f"detection_scores: y_pred[{index}] is {verdict!r}")
-    tp = sum(t == INVALID and p == INVALID for t, p in zip(truth, pred, strict=True))
-    fp = sum(t == VALID and p == INVALID for t, p in zip(truth, pred, strict=True))
-    tn = sum(t == VALID and p == VALID for t, p in zip(truth, pred, strict=True))
-    abstained = sum(p is None for p in pred)
-    n_invalid = sum(t == INVALID for t in truth)
+    invalid = np.array([t == INVALID for t in truth], dtype=bool)
+    called = np.array([p == INVALID for p in pred], dtype=bool)
+    answered = np.array([p is not None for p in pred], dtype=bool)
+    return _detection(invalid, called, answered)
+
+
+def _detection(invalid: np.ndarray, called: np.ndarray, answered: np.ndarray) -> Detection:
+    """:func:`detection_scores` of traces given as masks: truly invalid, called invalid by the
+    monitor, and given a usable verdict (``called`` implies ``answered``)."""
+    tp = int(np.count_nonzero(invalid & called))
+    fp = int(np.count_nonzero(~invalid & called))
+    tn = int(np.count_nonzero(~invalid & answered & ~called))
+    n_invalid = int(np.count_nonzero(invalid))
     fn = n_invalid - tp
     return Detection(
         precision=_ratio(tp, tp + fp),
@@ -199,8 +207,8 @@ def detection_scores(y_true: Sequence[str], y_pred: Sequence[str | None]) -> Det
         fp=fp,
         fn=fn,
         tn=tn,
-        abstained=abstained,
-        n=len(truth),
+        abstained=int(np.count_nonzero(~answered)),
+        n=len(invalid),
     )
 
 
@@ -241,15 +249,19 @@ def _boot_scores(
     Each replicate's counts are sums over its draws (:func:`resample_indices`, the draws
     :func:`resample_counts` counts): the same numbers as ``resample_counts(...) @ values``,
     without building a float matrix of every trace's count in every replicate and multiplying
-    it three times (3.6× faster for 20,000 traces)."""
+    it three times (3.6× faster for 20,000 traces). Each trace's kind (2 · invalid + called)
+    is gathered once and the kinds counted, not three masks gathered one by one."""
     picks = resample_indices(len(invalid), n_boot, rng)  # [n_boot, n] drawn positions
+    kinds = invalid.astype(np.int8) * 2 + called.astype(np.int8)
+    drawn = kinds[picks]
+    del picks
 
-    def drawn(mask: np.ndarray) -> np.ndarray:
-        return mask[picks].sum(axis=1, dtype=np.int64).astype(np.float64)
+    def count(mask: np.ndarray) -> np.ndarray:
+        return np.count_nonzero(mask, axis=1).astype(np.float64)
 
-    tp = drawn(invalid & called)
-    fp = drawn(~invalid & called)
-    n_inv = drawn(invalid)
+    tp = count(drawn == 3)  # invalid, called invalid
+    fp = count(drawn == 1)  # valid, called invalid
+    n_inv = count(drawn >= 2)
     fn = n_inv - tp
     with np.errstate(divide="ignore", invalid="ignore"):
         return {
@@ -313,45 +325,48 @@ def monitor_scores(
         raise ValueError(f"n_boot must be a whole number >= 0, got {n_boot!r}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    frame = verdicts.reset_index(drop=True)
-    for row, verdict in enumerate(frame["verdict"].tolist()):
-        if not _missing(verdict) and verdict not in (VALID, INVALID):
-            raise ValueError(
-                f"table 'monitor_verdicts', row {row}, field 'verdict': {verdict!r} is not "
-                "'valid', 'invalid' or null"
-            )
-    labels = [variant_label(str(v)) for v in frame["variant"]]
-    frame = frame.assign(
-        _invalid=np.array([label == INVALID for label in labels], dtype=bool),
-        _called=frame["verdict"].map(lambda v: v == INVALID).astype(bool).to_numpy(),
-        _answered=frame["verdict"].map(lambda v: not _missing(v)).astype(bool).to_numpy(),
-    )
+    # Column-wise, not a Python object per verdict: at a million traces (524,000 verdicts,
+    # twice with the pooled scores) the per-row loops were half of the scores' time.
+    frame = verdicts[list(dict.fromkeys([*columns, *_VERDICT_COLUMNS]))].reset_index(drop=True)
+    verdict = frame["verdict"]
+    answered = verdict.notna().to_numpy(dtype=bool)
+    called = verdict.isin([INVALID]).to_numpy(dtype=bool) & answered
+    unknown = answered & ~verdict.isin([VALID, INVALID]).to_numpy(dtype=bool)
+    if unknown.any():
+        row = int(np.flatnonzero(unknown)[0])
+        raise ValueError(
+            f"table 'monitor_verdicts', row {row}, field 'verdict': {verdict.iloc[row]!r} is "
+            "not 'valid', 'invalid' or null"
+        )
+    # each distinct variant labelled once, in the order they first come (the first unknown
+    # one is the one named)
+    codes, distinct = pd.factorize(frame["variant"], use_na_sentinel=False)
+    invalid_variant = np.array([variant_label(str(v)) == INVALID for v in distinct], dtype=bool)
+    invalid = invalid_variant[codes] if len(codes) else np.zeros(0, dtype=bool)
     names = [*columns, "negative_type", "n_valid", "n_invalid", *_DETECTION_COUNTS]
     for measure in ("precision", "recall", "f1"):
         names += [measure, f"{measure}_lo", f"{measure}_hi"]
     records = []
     groups = (
-        frame.groupby(columns, sort=True, observed=True, dropna=False) if columns else [((), frame)]
+        frame[[*columns, "variant"]].groupby(columns, sort=True, observed=True, dropna=False)
+        if columns
+        else [((), frame[["variant"]])]
     )
     for key, group in groups:
         key_tuple = key if isinstance(key, tuple) else (key,)
+        rows = group.index.to_numpy()
         variants = group["variant"].astype(str).to_numpy()
         for negative in negative_types(list(variants)):
-            chosen = group[_in_set(variants, negative)]
-            truth = [INVALID if x else VALID for x in chosen["_invalid"]]
-            pred = [
-                (INVALID if c else VALID) if a else None
-                for c, a in zip(chosen["_called"], chosen["_answered"], strict=True)
-            ]
-            det = detection_scores(truth, pred)
+            chosen = rows[_in_set(variants, negative)]
+            det = _detection(invalid[chosen], called[chosen], answered[chosen])
             record: dict[str, object] = dict(zip(columns, key_tuple, strict=True))
-            n_invalid = int(chosen["_invalid"].sum())
+            n_invalid = int(np.count_nonzero(invalid[chosen]))
             record.update(negative_type=negative, n_valid=det.n - n_invalid, n_invalid=n_invalid)
             record.update({name: getattr(det, name) for name in _DETECTION_COUNTS})
             boot = (
                 _boot_scores(
-                    chosen["_invalid"].to_numpy(bool),
-                    chosen["_called"].to_numpy(bool),
+                    invalid[chosen],
+                    called[chosen],
                     int(n_boot),
                     seeded_stream(seed, repr((*key_tuple, negative))),
                 )
@@ -364,10 +379,6 @@ def monitor_scores(
                 record[f"{measure}_lo"], record[f"{measure}_hi"] = lo, hi
             records.append(record)
     return pd.DataFrame.from_records(records, columns=names)
-
-
-def _missing(value: object) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
 # ---------------------------------------------------------------------------------------------
