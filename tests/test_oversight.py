@@ -30,7 +30,7 @@ from legival_core.oversight.oversight import (
     variant_label,
 )
 from legival_core.oversight.sabotage import apply_edits, sabotage
-from legival_core.stats.stats import percentile_interval, resample_indices, seeded_stream
+from legival_core.stats.stats import percentile_interval, seeded_stream
 
 # ----------------------------------------------------------------------------- detection scores
 
@@ -184,8 +184,9 @@ def reference_monitor_scores(
     verdicts: pd.DataFrame, by: tuple[str, ...], n_boot: int, seed: int
 ) -> pd.DataFrame:
     """monitor_scores as it was before it worked column-wise (commit 0894bf3): every verdict
-    turned into a label and a prediction one by one, scored by detection_scores, and the
-    bootstrap's three masks gathered one by one from the same draws."""
+    turned into a label and a prediction one by one and scored by detection_scores. The
+    replicates are _boot_scores' (test_boot_scores_are_the_resampled_counts_definition holds
+    them to the counts of the same draws)."""
     columns = list(by)
     frame = verdicts.reset_index(drop=True)
     labels = [variant_label(str(v)) for v in frame["variant"]]
@@ -232,24 +233,16 @@ def reference_monitor_scores(
             record.update(negative_type=negative, n_valid=det.n - n_invalid, n_invalid=n_invalid)
             for name in ("tp", "fp", "fn", "tn", "abstained", "coverage"):
                 record[name] = getattr(det, name)
-            boot = None
-            if n_boot:
-                inv = chosen["_invalid"].to_numpy(bool)
-                cal = chosen["_called"].to_numpy(bool)
-                rng = seeded_stream(seed, repr((*key_tuple, negative)))
-                picks = resample_indices(len(inv), n_boot, rng)
-
-                def drawn(mask: np.ndarray, picks: np.ndarray = picks) -> np.ndarray:
-                    return mask[picks].sum(axis=1, dtype=np.int64).astype(np.float64)
-
-                tp, fp, n_inv = drawn(inv & cal), drawn(~inv & cal), drawn(inv)
-                fn = n_inv - tp
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    boot = {
-                        "precision": np.where(tp + fp > 0, tp / (tp + fp), np.nan),
-                        "recall": np.where(n_inv > 0, tp / n_inv, np.nan),
-                        "f1": np.where(2 * tp + fp + fn > 0, 2 * tp / (2 * tp + fp + fn), np.nan),
-                    }
+            boot = (
+                _boot_scores(
+                    chosen["_invalid"].to_numpy(bool),
+                    chosen["_called"].to_numpy(bool),
+                    n_boot,
+                    seeded_stream(seed, repr((*key_tuple, negative))),
+                )
+                if n_boot
+                else None
+            )
             for measure in ("precision", "recall", "f1"):
                 record[measure] = getattr(det, measure)
                 lo, hi = percentile_interval(boot[measure], 0.05) if boot else (math.nan, math.nan)
