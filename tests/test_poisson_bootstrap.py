@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from legival_core.stats.poisson_bootstrap import MAX_WEIGHT, poisson_weights
+from legival_core.stats.poisson_bootstrap import MAX_WEIGHT, poisson_weights, weights_of_bits
 
 MOD = 2**64
 
@@ -25,12 +25,32 @@ def _weight_by_hand(key: str, replicate: int, seed: int) -> int:
     """The documented recipe in plain integers: hash, mix, uniform, inverse Poisson(1) CDF."""
     digest = hashlib.blake2b(f"{seed}\x1f{key}".encode(), digest_size=8).digest()
     x = _splitmix((int.from_bytes(digest, "big") + (replicate + 1) * 0x9E3779B97F4A7C15) % MOD)
-    u = (x >> 11) / 2**53
+    return _weight_of_u((x >> 11) / 2**53)
+
+
+def _weight_of_u(u: float) -> int:
+    """The inverse Poisson(1) CDF by hand: the number of k with F(k) <= u."""
     k, cdf = 0, math.exp(-1.0)
     while cdf <= u:
         k += 1
         cdf += math.exp(-1.0) / math.factorial(k)
     return k
+
+
+def test_the_cells_give_every_53_bit_value_its_weight_at_every_step_of_the_cdf() -> None:
+    # each step of F falls between two 53-bit values b - 1 and b: both sides of every step,
+    # the ends, and random values (the cells look most values up by their top 16 bits)
+    steps, cdf = [], 0.0
+    for k in range(MAX_WEIGHT):
+        cdf += math.exp(-1.0) / math.factorial(k)
+        steps.append(math.ceil(cdf * 2**53))  # the least b with b / 2^53 >= F(k)
+    near = {b + d for b in steps for d in (-2, -1, 0, 1) if 0 <= b + d < 2**53}
+    rng = np.random.default_rng(3)
+    drawn = rng.integers(0, 2**53, size=20_000, dtype=np.uint64).tolist()
+    values = sorted(near | {0, 2**53 - 1} | set(drawn))
+    got = weights_of_bits(np.array(values, dtype=np.uint64))
+    assert got.dtype == np.uint8
+    assert got.tolist() == [_weight_of_u(b / 2**53) for b in values]
 
 
 def test_weights_follow_the_documented_recipe() -> None:

@@ -55,6 +55,42 @@ def _poisson_cdf() -> np.ndarray:
 
 _CDF = _poisson_cdf()
 
+#: u's 53 bits are looked up by their top 16 first: a cell of u values that all get the same
+#: weight answers for every value in it, and only the few cells a step of F falls inside are
+#: searched (the same weights as searching every u, at a fraction of the time).
+_CELL_BITS = 16
+_CELL_SHIFT = np.uint64(53 - _CELL_BITS)
+
+
+def _weight_cells() -> tuple[np.ndarray, np.ndarray]:
+    """Per cell of u's top 16 bits: the weight of its lowest value, and whether its highest
+    value has another weight (then each u in the cell is searched)."""
+    lowest = np.arange(2**_CELL_BITS, dtype=np.uint64) << _CELL_SHIFT
+    highest = lowest + ((np.uint64(1) << _CELL_SHIFT) - np.uint64(1))
+    # below 2^53 every value is a float exactly, and so is its product by 2^-53
+    low = np.searchsorted(_CDF, lowest.astype(np.float64) * 2.0**-53, side="right")
+    high = np.searchsorted(_CDF, highest.astype(np.float64) * 2.0**-53, side="right")
+    return low.astype(np.uint8), low != high
+
+
+_CELL_WEIGHT, _CELL_SPLIT = _weight_cells()
+
+
+def weights_of_bits(bits: np.ndarray) -> np.ndarray:
+    """Poisson(1) weights (uint8) of 53-bit integers ``bits``: ``#{j : F(j) <= bits / 2^53}``.
+
+    >>> bits = np.array([0, 2**52, 2**53 - 1], dtype=np.uint64)  # u = 0, 1/2, 1 - 2^-53
+    >>> weights_of_bits(bits).tolist()  # F(0) = e^-1 > 1/2 >= ... ; F(17) <= 1 - 2^-53 < F(18)
+    [0, 1, 18]
+    """
+    cells = (bits >> _CELL_SHIFT).astype(np.intp)
+    weights = _CELL_WEIGHT[cells]
+    split = _CELL_SPLIT[cells]
+    if split.any():
+        uniform = bits[split].astype(np.float64) * 2.0**-53
+        weights[split] = np.searchsorted(_CDF, uniform, side="right")
+    return weights
+
 
 def key_hashes(keys: Iterable[str], seed: int) -> np.ndarray:
     """One unsigned 64-bit hash per key: the first 8 bytes (big-endian) of the BLAKE2b digest of
@@ -114,8 +150,7 @@ def poisson_weights(keys: Iterable[str], n_boot: int, seed: int = 0) -> np.ndarr
     replicate = np.arange(1, int(n_boot) + 1, dtype=np.uint64)[:, None]
     with np.errstate(over="ignore"):
         mixed = splitmix64(hashes[None, :] + replicate * _GOLDEN)
-    uniform = (mixed >> np.uint64(11)).astype(np.float64) * 2.0**-53
-    return np.searchsorted(_CDF, uniform, side="right").astype(np.uint8)
+    return weights_of_bits(mixed >> np.uint64(11))
 
 
 def add_fields(first: Sums, second: Sums) -> Sums:
