@@ -342,7 +342,7 @@ def monitor_scores(
     # one is the one named)
     codes, distinct = pd.factorize(frame["variant"], use_na_sentinel=False)
     invalid_variant = np.array([variant_label(str(v)) == INVALID for v in distinct], dtype=bool)
-    invalid = invalid_variant[codes] if len(codes) else np.zeros(0, dtype=bool)
+    invalid = invalid_variant[codes]
     names = [*columns, "negative_type", "n_valid", "n_invalid", *_DETECTION_COUNTS]
     for measure in ("precision", "recall", "f1"):
         names += [measure, f"{measure}_lo", f"{measure}_hi"]
@@ -358,15 +358,16 @@ def monitor_scores(
         variants = group["variant"].astype(str).to_numpy()
         for negative in negative_types(list(variants)):
             chosen = rows[_in_set(variants, negative)]
-            det = _detection(invalid[chosen], called[chosen], answered[chosen])
+            truly_invalid, called_invalid = invalid[chosen], called[chosen]
+            det = _detection(truly_invalid, called_invalid, answered[chosen])
             record: dict[str, object] = dict(zip(columns, key_tuple, strict=True))
-            n_invalid = int(np.count_nonzero(invalid[chosen]))
+            n_invalid = det.tp + det.fn
             record.update(negative_type=negative, n_valid=det.n - n_invalid, n_invalid=n_invalid)
             record.update({name: getattr(det, name) for name in _DETECTION_COUNTS})
             boot = (
                 _boot_scores(
-                    invalid[chosen],
-                    called[chosen],
+                    truly_invalid,
+                    called_invalid,
                     int(n_boot),
                     seeded_stream(seed, repr((*key_tuple, negative))),
                 )

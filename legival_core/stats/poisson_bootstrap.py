@@ -80,7 +80,7 @@ def weights_of_bits(bits: np.ndarray) -> np.ndarray:
     """Poisson(1) weights (uint8) of 53-bit integers ``bits``: ``#{j : F(j) <= bits / 2^53}``.
 
     >>> bits = np.array([0, 2**52, 2**53 - 1], dtype=np.uint64)  # u = 0, 1/2, 1 - 2^-53
-    >>> weights_of_bits(bits).tolist()  # F(0) = e^-1 > 1/2 >= ... ; F(17) <= 1 - 2^-53 < F(18)
+    >>> weights_of_bits(bits).tolist()  # F(0) <= 1/2 < F(1); F(17) <= 1 - 2^-53 < F(18)
     [0, 1, 18]
     """
     cells = (bits >> _CELL_SHIFT).astype(np.intp)
