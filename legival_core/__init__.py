@@ -10,6 +10,14 @@ From a notebook, :func:`open` is the way in (:mod:`legival_core.results`)::
     r = lv.open("results/demo")
     r.leaderboard()          # the app's tables as DataFrames
 
+The library is in rooms, one subpackage each, and each room's docstring names the rooms it
+may import (``tests/test_layers.py`` holds the code to them). Two rules hold for every room
+below the views: it never imports ``legival_core.views`` (the app's data preparation) nor
+``legival_core.results`` (the notebooks' front door, which sits above the views); and its
+``__init__`` imports nothing but the room's registry where it has one (``tasks``), so a module
+is imported by its full name (``from legival_core.metrics import efficiency``) and importing
+one module never loads its neighbours.
+
 This ``__init__`` only hands ``open`` on (:mod:`legival_core.opener`, which loads the front door
 on first call, so importing the package loads no pandas).
 """

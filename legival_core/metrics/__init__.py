@@ -12,11 +12,7 @@ so it sits here, below them).
 
 May import: store, text, grading, tasks, stats.
 
-Never imports ``legival_core.views`` (the app's data preparation) nor ``legival_core.results``
-(the notebooks' front door, which sits above the views).
-
-This ``__init__`` imports nothing: import a module of the room by its full name (``from
-legival_core.metrics import efficiency``), so importing one module never loads its neighbours.
+It keeps the two rules of every room below the views (:mod:`legival_core`).
 """
 
 from __future__ import annotations

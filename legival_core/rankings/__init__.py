@@ -10,12 +10,7 @@ Above the metrics and the published references, which they rank.
 
 May import: store, text, grading, tasks, stats, metrics, published.
 
-Never imports ``legival_core.views`` (the app's data preparation) nor ``legival_core.results``
-(the notebooks' front door, which sits above the views).
-
-This ``__init__`` imports nothing: import a module of the room by its full name (``from
-legival_core.rankings import rank_intervals``), so importing one module never loads its
-neighbours.
+It keeps the two rules of every room below the views (:mod:`legival_core`).
 """
 
 from __future__ import annotations

@@ -7,11 +7,7 @@ Reading the answer a text states is the ``grading`` room's.
 
 May import: store.
 
-Never imports ``legival_core.views`` (the app's data preparation) nor ``legival_core.results``
-(the notebooks' front door, which sits above the views).
-
-This ``__init__`` imports nothing: import a module of the room by its full name (``from
-legival_core.text import reasoning``), so importing one module never loads its neighbours.
+It keeps the two rules of every room below the views (:mod:`legival_core`).
 """
 
 from __future__ import annotations
