@@ -78,7 +78,9 @@ def test_the_tests_that_need_the_ingest_extra_skip_without_it(tmp_path: Path) ->
     (tmp_path / "sitecustomize.py").write_text(BLOCKER, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *NEEDS_INGEST],
+        # -n 0: these few tests in this process, not spread over workers
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-n", "0", "-p", "no:cacheprovider",
+         *NEEDS_INGEST],
         cwd=REPO,
         env=env,
         capture_output=True,
