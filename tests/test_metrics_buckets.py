@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import shutil
 from pathlib import Path
 
@@ -331,6 +332,7 @@ def test_a_bucket_runs_without_the_per_trace_frames_of_the_buckets_before_it(
     import tempfile
     import weakref
 
+    from legival_core.store.file_safety import HOST
     from precompute.bucket_spill import SCRATCH_PREFIX
 
     store = _copy(tmp_path / "demo")
@@ -354,12 +356,14 @@ def test_a_bucket_runs_without_the_per_trace_frames_of_the_buckets_before_it(
         return result
 
     monkeypatch.setattr(stage, "metrics_chunk", spied_chunk)
-    scratch = list(Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"))
+    # this process's scratch folders only: the other test workers' stages make and remove theirs
+    mine = f"{SCRATCH_PREFIX}{HOST}-{os.getpid()}-*"
+    scratch = list(Path(tempfile.gettempdir()).glob(mine))
     _run_metrics(store, 7, monkeypatch)
     assert len(alive_at_start) > 2 and len(handed_back) > 8
     # with the frames held, the k-th bucket started beside the k-1 buckets' frames before it
     assert alive_at_start == [0] * len(alive_at_start), alive_at_start
-    assert list(Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*")) == scratch
+    assert list(Path(tempfile.gettempdir()).glob(mine)) == scratch
     _decomposition_equals_the_whole_reads(store)
 
 
