@@ -330,3 +330,24 @@ def test_one_megabyte_trace_finishes_and_is_covered(mode):
     assert_valid_spans(text, steps)
     assert len(steps) > 20_000
     assert elapsed < 120, f"{mode}: {elapsed:.1f} s for 1 MB"
+
+
+@pytest.mark.parametrize("mode", ["paper", "math"])
+def test_a_long_trace_is_not_cut_short_by_nltks_regex_time_limit(mode, monkeypatch):
+    # NLTK 3.10+ stops a regular-expression scan after nltk.redos.DEFAULT_TIMEOUT seconds, and
+    # Punkt scans a whole text at once: a 1 MB trace failed with TimeoutError in CI on a busy
+    # 2-core machine. With the limit at 1 ms (a stand-in for a machine slow enough), 200,000
+    # characters take Punkt far longer; the segmenter raises the limit to 60 s a million
+    # characters of what Punkt scans at once (the whole text in paper mode: 12 s here; a
+    # stretch between line cuts in maths mode) and the trace is split.
+    redos = pytest.importorskip("nltk.redos", reason="NLTK before 3.10 has no time limit")
+    monkeypatch.setattr(redos, "DEFAULT_TIMEOUT", 0.001)
+    unit = "Let me compute 3.14 * 2 = 6.28. Wait, that is the diameter.\nSo the answer is 3.14!\n"
+    text = unit * (200_000 // len(unit) + 1)
+    steps = split_steps(text, mode)
+    assert_valid_spans(text, steps)
+    assert len(steps) >= 200_000 // len(unit)
+    raised = redos.DEFAULT_TIMEOUT
+    assert raised > 0.001
+    if mode == "paper":
+        assert pytest.approx(60.0 * len(text) / 1e6) == raised

@@ -94,11 +94,39 @@ def _punkt(language: str = "english") -> Any:
     return PunktTokenizer(language)
 
 
+#: NLTK 3.10 and later stop each of their regular-expression scans after a wall-clock limit
+#: (``nltk.redos.DEFAULT_TIMEOUT``, 5 s) against catastrophic backtracking; Punkt scans the whole
+#: text in one such scan, so a long trace on a slow or busy machine failed although its time
+#: grows only linearly (1 MB: 2.5 s alone on a 2-core AMD EPYC, over 5 s beside other work).
+#: The limit is raised to this many seconds a million characters for Punkt's scans (never
+#: lowered): still a bound, but one that grows with the text.
+PUNKT_SECONDS_PER_MILLION_CHARACTERS = 60.0
+
+
+def punkt_spans(tokenizer: Any, text: str) -> list[tuple[int, int]]:
+    """``tokenizer.span_tokenize(text)`` with NLTK's regular-expression time limit at least
+    :data:`PUNKT_SECONDS_PER_MILLION_CHARACTERS` per million characters of ``text``.
+
+    >>> punkt_spans(_punkt(), "One. Two.")
+    [(0, 4), (5, 9)]
+    """
+    try:
+        from nltk import redos
+    except ImportError:  # NLTK before 3.10 has no time limit
+        return list(tokenizer.span_tokenize(text))
+    needed = PUNKT_SECONDS_PER_MILLION_CHARACTERS * len(text) / 1e6
+    current = redos.DEFAULT_TIMEOUT
+    if current is not None and current < needed:
+        # raised for the process, never put back: another thread's scan may be under way
+        redos.DEFAULT_TIMEOUT = needed
+    return list(tokenizer.span_tokenize(text))
+
+
 def _punkt_cuts(text: str, offset: int = 0) -> list[int]:
     """Start offsets of Punkt's sentences (after the first) in ``text``, shifted by offset."""
     if not text.strip():
         return []
-    return [offset + start for start, _ in _punkt().span_tokenize(text)][1:]
+    return [offset + start for start, _ in punkt_spans(_punkt(), text)][1:]
 
 
 @register_segmenter("paper")
@@ -396,7 +424,7 @@ def _sentence_cuts(text: str, inside: Callable[[int], bool], lines: list[int]) -
     for left, right in _punkt_windows(text, lines):
         piece = text[left:right]
         if piece.strip():
-            starts += [left + start for start, _ in list(_math_punkt().span_tokenize(piece))[1:]]
+            starts += [left + start for start, _ in punkt_spans(_math_punkt(), piece)[1:]]
     cuts = []
     for start in starts:
         end = _run_start(text, start)
