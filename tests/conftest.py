@@ -34,3 +34,15 @@ def _keep_main_module() -> Iterator[None]:
     yield
     if main is not None:
         sys.modules["__main__"] = main
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _run_scoped_builds(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The folder of :mod:`tests.run_scoped` (what a slow build makes once per run): one the
+    run's xdist workers share (the parent of their temporary folders), so one worker builds and
+    the others wait and take it."""
+    from tests import run_scoped
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    run_scoped.ROOT = shared / "run-scoped"
