@@ -23,10 +23,10 @@ import pytest
 from legival_core.store.store import Store, StoreError
 from precompute.cli import EXIT_CONFIG, EXIT_USAGE, main
 from precompute.config import ConfigError, ExperimentConfig
-from precompute.demo import DemoOptions, demo_config
 from precompute.stages import StageContext, run_stage
 from precompute.stages import metrics as stage
 from precompute.stages.base import StageError
+from tests.demo_runs import BUCKET_COUNTS, demo_after_metrics, metrics_config
 from tests.store_spy import StoreRead, spy_on_reads
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,12 +39,6 @@ def _copy(target: Path) -> Store:
     return Store.open(target)
 
 
-def _config(chunks: int = 16, memory_gb: float | None = None) -> ExperimentConfig:
-    config = demo_config(DemoOptions())
-    metrics = dataclasses.replace(config.metrics, chunks=chunks, memory_gb=memory_gb)
-    return dataclasses.replace(config, metrics=metrics)
-
-
 def _run_metrics(
     store: Store, chunks: int, monkeypatch: pytest.MonkeyPatch | None = None
 ) -> set[str]:
@@ -52,7 +46,9 @@ def _run_metrics(
     (``monkeypatch``) before anything is checked, and give the names of the page results the
     run stored."""
     try:
-        run_stage("metrics", StageContext(store=store, config=_config(chunks), progress=False))
+        run_stage(
+            "metrics", StageContext(store=store, config=metrics_config(chunks), progress=False)
+        )
     finally:
         if monkeypatch is not None:
             monkeypatch.undo()
@@ -101,7 +97,7 @@ def test_a_chunk_sends_back_rows_not_resampled_sums(tmp_path: Path) -> None:
     of them (764 MB a chunk at 40 teachers)."""
     import pickle
 
-    inputs, settings = _whole_inputs(_copy(tmp_path / "s"), _config())
+    inputs, settings = _whole_inputs(_copy(tmp_path / "s"), metrics_config())
     few = stage.metrics_chunk(inputs, dataclasses.replace(settings, board_boot=10))
     many = stage.metrics_chunk(inputs, dataclasses.replace(settings, board_boot=2_000))
     # 1,990 more resamples add nothing to what is sent but the number itself
@@ -120,15 +116,14 @@ def _sorted(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return frame.sort_values(keys).reset_index(drop=True)
 
 
-@pytest.mark.slow  # three metrics runs on copies of the demo store
+@pytest.mark.slow  # the three runs of tests.demo_runs (once per test run) and a whole read
 def test_bucket_reads_give_the_whole_read_tables_for_1_7_and_64_chunks(tmp_path: Path) -> None:
     reference = _copy(tmp_path / "whole")
-    efficiency, transfer, teachers = _whole_read_tables(reference, _config())
+    efficiency, transfer, teachers = _whole_read_tables(reference, metrics_config())
     # the demo's rollouts are in 184 parts: the keyed reads keep the latest row of a key too
     assert len(reference.parts("rollouts")) > 1
-    for chunks in (1, 7, 64):
-        store = _copy(tmp_path / f"c{chunks}")
-        run_stage("metrics", StageContext(store=store, config=_config(chunks), progress=False))
+    for chunks in BUCKET_COUNTS:
+        store = demo_after_metrics(chunks, tmp_path / f"c{chunks}").store
         pd.testing.assert_frame_equal(
             _sorted(store.read("trace_efficiency"), ["trace_id"]),
             _sorted(efficiency, ["trace_id"]),
@@ -604,7 +599,7 @@ def test_memory_gb_picks_more_chunks_for_a_smaller_budget(tmp_path: Path) -> Non
     assert rows == {"similarity": 4853, "judgments": 500, "rollouts": 1544}
     need = 4853 * 170 + 500 * 750 + 1544 * 760  # 825,010 + 375,000 + 1,173,440 bytes
     assert need == 2_373_450
-    cfg = _config(16).metrics
+    cfg = metrics_config(16).metrics
     assert stage.metrics_chunks(store, cfg, {}) == 16  # no budget: the configured chunks
     # 2.37345 MB in 1 MB: 3 buckets, fewer than the configured 16, which stay
     assert stage.metrics_chunks(store, cfg, {"memory_gb": 0.001}) == 16
@@ -619,7 +614,7 @@ def test_memory_gb_picks_more_chunks_for_a_smaller_budget(tmp_path: Path) -> Non
     assert stage.metrics_chunks(store, cfg, {**ray, "in_flight": 8}) == 19
     assert stage.metrics_chunks(store, cfg, {**ray, "in_flight": 8, "engine": None}) == 3
     # from the config, the same rule
-    assert stage.metrics_chunks(store, _config(1, 0.00005).metrics, {}) == 48
+    assert stage.metrics_chunks(store, metrics_config(1, 0.00005).metrics, {}) == 48
     with pytest.raises(StageError, match=r"positive number of GB, got 0\.0"):
         stage.metrics_chunks(store, cfg, {"memory_gb": 0.0})
 

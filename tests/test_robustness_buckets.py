@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +21,7 @@ from legival_core.rankings.robustness_partials import (
 )
 from legival_core.rankings.selection import RANK_RESAMPLES, RESAMPLE_SEED
 from legival_core.store.store import Store
-from precompute.stages import StageContext, run_stage
-from tests.store_spy import StoreRead, spy_on_reads
-from tests.test_metrics_buckets import _config
+from tests.demo_runs import BUCKET_COUNTS, demo_after_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "results" / "demo"
@@ -56,27 +53,15 @@ def _same(stored: pd.DataFrame, whole: pd.DataFrame, part: str) -> None:
             assert a.astype(str).tolist() == b.astype(str).tolist(), f"{part}.{column}"
 
 
-@pytest.mark.slow  # three metrics runs on copies of the demo store
-def test_the_stored_report_equals_the_whole_report_for_1_7_and_64_chunks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for chunks in (1, 7, 64):
-        target = tmp_path / f"c{chunks}"
-        shutil.copytree(DEMO, target)
-        store = Store.open(target)
-        whole_reads: list[str] = []
-
-        def record(read: StoreRead, whole_reads: list[str] = whole_reads) -> None:
-            if read.method == "read" and read.table in WHOLE and not read.by_trace_ids():
-                whole_reads.append(read.table)
-
-        spy_on_reads(monkeypatch, record)
-        run_stage("metrics", StageContext(store=store, config=_config(chunks), progress=False))
-        monkeypatch.undo()
+@pytest.mark.slow  # the three runs of tests.demo_runs (once per test run)
+def test_the_stored_report_equals_the_whole_report_for_1_7_and_64_chunks(tmp_path: Path) -> None:
+    for chunks in BUCKET_COUNTS:
+        run = demo_after_metrics(chunks, tmp_path / f"c{chunks}")
+        whole_reads = [table for table in run.whole_reads if table in WHOLE]
         # the release teacher table and the redundancy sweep are other issues' parts
         assert "judgments" not in whole_reads and "robustness_steps" not in whole_reads
         assert whole_reads.count("rollouts") == 0, whole_reads
-        store = Store.open(target)
+        store = run.store
         settings = choices.Settings.from_manifest(store.manifest)
         tables = choices.load_tables(store)
         for n_boot in (0, RANK_RESAMPLES):

@@ -24,6 +24,7 @@ from precompute.demo import DemoOptions, demo_config
 from precompute.stages import StageContext, run_stage
 from precompute.stages.metrics import efficiency_table, primary_labeler
 from precompute.stages.segment import count_encodings, trace_count_rows
+from tests.demo_runs import BUCKET_COUNTS, demo_after_metrics
 from tests.store_spy import spy_on_reads
 
 REPO = Path(__file__).resolve().parents[1]
@@ -195,18 +196,7 @@ def test_a_leak_row_checked_against_another_gold_is_checked_again(
 # --- chunks that merge exactly (issue 43, item 3) ----------------------------------------------
 
 
-def _run_with_chunks(source: Path, target: Path, chunks: int) -> Store:
-    import dataclasses
-
-    shutil.copytree(source, target)
-    store = Store.open(target)
-    config = demo_config(DemoOptions())
-    config = dataclasses.replace(config, metrics=dataclasses.replace(config.metrics, chunks=chunks))
-    run_stage("metrics", StageContext(store=store, config=config, progress=False))
-    return store
-
-
-@pytest.mark.slow  # three metrics runs on copies of the demo store
+@pytest.mark.slow  # the three runs of tests.demo_runs (once per test run)
 def test_one_seven_and_sixty_four_chunks_give_the_same_tables(tmp_path: Path) -> None:
     """The per-trace tables are computed one bucket of problems at a time and the teacher table
     from the buckets' merged partial sums: the tables do not depend on the bucket count (sums
@@ -214,7 +204,7 @@ def test_one_seven_and_sixty_four_chunks_give_the_same_tables(tmp_path: Path) ->
     teacher computation (:func:`precompute.stages.metrics.teacher_table`)."""
     from precompute.stages.metrics import teacher_table
 
-    stores = {n: _run_with_chunks(DEMO, tmp_path / f"c{n}", n) for n in (1, 7, 64)}
+    stores = {n: demo_after_metrics(n, tmp_path / f"c{n}").store for n in BUCKET_COUNTS}
     for table in ("trace_efficiency", "trace_transfer", "teacher_metrics", "decomposition"):
         frames = {n: s.read(table).reset_index(drop=True) for n, s in stores.items()}
         for n in (7, 64):
