@@ -485,7 +485,9 @@ def test_a_rows_own_teacher_and_sample_win_over_the_command_line(tmp_path: Path)
     assert ingest(_jsonl(tmp_path / "rows.jsonl", rows), store, "fallback", dataset="d").kept == 3
     traces = store.read("traces").sort_values(["teacher", "sample"])
     assert traces[["teacher", "sample", "reasoning"]].values.tolist() == [
-        ["fallback", 0, "r3"], ["model-a", 0, "r1"], ["model-a", 1, "r2"]
+        ["fallback", 0, "r3"],
+        ["model-a", 0, "r1"],
+        ["model-a", 1, "r2"],
     ]
 
 
@@ -504,7 +506,8 @@ def test_rows_that_name_their_teacher_need_no_teacher_option(tmp_path: Path) -> 
     assert "rows read: 3, kept: 2, quarantined: 1" in result.stdout
     traces = Store.open(tmp_path / "s").read("traces").sort_values("teacher")
     assert traces[["teacher", "reasoning"]].values.tolist() == [
-        ["model-a", "r1"], ["model-b", "r2"]
+        ["model-a", "r1"],
+        ["model-b", "r2"],
     ]
     (entry,) = [json.loads(line) for line in (tmp_path / "s" / "quarantine.jsonl").open()]
     assert (entry["line"], entry["field"]) == (3, "teacher")

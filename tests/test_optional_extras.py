@@ -77,10 +77,10 @@ def test_each_optional_module_is_installed_by_the_extra_it_names() -> None:
 def test_the_tests_that_need_the_ingest_extra_skip_without_it(tmp_path: Path) -> None:
     (tmp_path / "sitecustomize.py").write_text(BLOCKER, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    # -n 0: these few tests in this process, not spread over workers
+    command = [sys.executable, "-m", "pytest", "-q", "-rs", "-n", "0", "-p", "no:cacheprovider"]
     result = subprocess.run(
-        # -n 0: these few tests in this process, not spread over workers
-        [sys.executable, "-m", "pytest", "-q", "-rs", "-n", "0", "-p", "no:cacheprovider",
-         *NEEDS_INGEST],
+        [*command, *NEEDS_INGEST],
         cwd=REPO,
         env=env,
         capture_output=True,

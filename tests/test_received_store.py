@@ -179,4 +179,3 @@ def test_verify_quarantine_moves_what_it_finds_aside_and_the_store_verifies(
     assert main(["verify", "--store", str(path)]) == EXIT_OK
     # the first part's row waits for its stage to rerun; the second part's is kept
     assert Store.open(path).read("rewards")["score"].tolist() == [0.5]
-

@@ -70,9 +70,7 @@ class OpenAIFormat(TraceFormat):
 
     name = "openai"
     tool = "OpenAI-compatible chat completions"
-    lacks = (
-        "a chat completion records no verdict: correctness comes from the gold answer only",
-    )
+    lacks = ("a chat completion records no verdict: correctness comes from the gold answer only",)
     prompt_hint = (
         "; a batch output line holds no prompt: give the batch input file with --requests FILE"
     )

@@ -41,9 +41,7 @@ class OpenR1Format(TraceFormat):
     name = "openr1"
     tool = "OpenR1-Math-style dataset"
     names_model = False
-    lacks = (
-        "the rows hold no token counts: tokens are a tiktoken count of each generation",
-    )
+    lacks = ("the rows hold no token counts: tokens are a tiktoken count of each generation",)
 
     def __init__(self) -> None:
         super().__init__()

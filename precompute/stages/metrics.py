@@ -441,14 +441,12 @@ class RolloutPartials:
             leaks = other.leaks if leaks is None else rp.merge_leaks(leaks, other.leaks)
         curves = self.curves
         if other.curves is not None:
-            curves = other.curves if curves is None else rp.merge_transfer_curves(
-                curves, other.curves
+            curves = (
+                other.curves if curves is None else rp.merge_transfer_curves(curves, other.curves)
             )
         return RolloutPartials(
             curve_rows=self.curve_rows + other.curve_rows,
-            coverage={
-                p: rp.merge_coverage(c, other.coverage[p]) for p, c in self.coverage.items()
-            },
+            coverage={p: rp.merge_coverage(c, other.coverage[p]) for p, c in self.coverage.items()},
             first=self.first + other.first,
             concentration=self.concentration + other.concentration,
             leaks=leaks,
@@ -679,9 +677,7 @@ def at_least_one(text: str) -> int:
     return value
 
 
-def _trace_ids_in(
-    store: Store, table: str, filters: dict[str, Any] | None = None
-) -> pd.Series:
+def _trace_ids_in(store: Store, table: str, filters: dict[str, Any] | None = None) -> pd.Series:
     """The distinct trace ids of ``table``'s rows (none when it is absent), streamed
     (:meth:`legival_core.store.store.Store.key_values`): a million ids, not 37M rows. As
     text in one Arrow-backed column, not Python strings (ten million ids as a list of
