@@ -2,8 +2,9 @@
 
 Three test files check the stage's chunking against these runs (``test_metrics_buckets``: the
 whole-read tables; ``test_robustness_buckets``: the robustness report; ``test_text_free_metrics``:
-the tables equal for every bucket count). Each used to run the stage three times itself, nine
-runs of about 45 s on two cores where three do (:mod:`tests.run_scoped`).
+the tables equal for every bucket count). Each used to run the stage three times itself (155,
+146 and 131 s for the three tests in a CI on two cores), nine runs where three do
+(:mod:`tests.run_scoped`).
 """
 
 from __future__ import annotations
@@ -36,10 +37,9 @@ def metrics_config(chunks: int = 16, memory_gb: float | None = None) -> Experime
 
 @dataclasses.dataclass(frozen=True)
 class MetricsRun:
-    """A copy of the demo store after the metrics stage ran in ``chunks`` buckets, and the
-    tables that run read whole with ``Store.read`` (no trace-id filter), in order."""
+    """A copy of the demo store after a metrics run, and the tables that run read whole with
+    ``Store.read`` (no trace-id filter), in order."""
 
-    chunks: int
     store: Store
     whole_reads: tuple[str, ...]
 
@@ -65,4 +65,4 @@ def demo_after_metrics(chunks: int, path: Path) -> MetricsRun:
     built = built_once(f"demo-metrics-{chunks}-buckets", run)
     shutil.copytree(built / "store", path)
     whole_reads = json.loads((built / "whole_reads.json").read_text())
-    return MetricsRun(chunks, Store.open(path), tuple(whole_reads))
+    return MetricsRun(Store.open(path), tuple(whole_reads))
