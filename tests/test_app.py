@@ -75,6 +75,7 @@ def select(at: AppTest, label: str) -> Any:
 # --- leaderboard ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_leaderboard_ranks_equal_rank_table(toy_store: Store, monkeypatch) -> None:
     at = run_page("leaderboard", monkeypatch, [toy_store], {"metric": "accuracy"})
     stored = toy_store.read("teacher_metrics")
@@ -201,6 +202,7 @@ def test_leaderboard_intervals_match_bootstrap(toy_store: Store, monkeypatch):
 # --- transfer -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_transfer_curves_equal_library_and_follow_filters(toy_store: Store, monkeypatch):
     at = run_page("transfer", monkeypatch, [toy_store])
     rollouts = toy_store.read("rollouts")
@@ -348,6 +350,7 @@ def heat_z(figure: dict[str, Any]) -> np.ndarray:
     return np.where(np.isnan(strong), faded, strong)
 
 
+@pytest.mark.slow
 def test_correlation_heatmap_equals_spearman_matrix(toy_store: Store, monkeypatch):
     at = run_page("correlations", monkeypatch, [toy_store], {"level": "model"})
     figure = figures(at)[0]
@@ -525,6 +528,7 @@ def test_missing_store_gets_a_friendly_message(tmp_path: Path, monkeypatch):
 # --- published, about -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_published_tables_and_matching_teachers(toy_store: Store, tmp_path: Path, monkeypatch):
     from legival_core.published import published
 

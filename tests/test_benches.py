@@ -152,6 +152,7 @@ def test_a_bench_child_reports_its_own_peak_memory_not_its_parents() -> None:
     assert own < 0.75  # the child itself: an interpreter, pandas and the store's modules
 
 
+@pytest.mark.slow
 def test_the_page_result_bench_measures_each_whole_store_result_of_the_demo() -> None:
     """One row for the inputs, the trace list, the reward inputs and the six results of each
     reward model (points, ρ at two levels on all and correct traces, teacher rewards)."""

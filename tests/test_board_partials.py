@@ -171,7 +171,7 @@ def demo_tables() -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     )
 
 
-@pytest.mark.parametrize("n_chunks", [1, 7, 64])
+@pytest.mark.parametrize("n_chunks", [1, 7, pytest.param(64, marks=pytest.mark.slow)])
 def test_demo_board_from_chunks_equals_the_whole(
     demo_tables: tuple[pd.DataFrame, pd.DataFrame, list[str]], n_chunks: int
 ) -> None:
@@ -191,7 +191,7 @@ def test_demo_board_from_chunks_equals_the_whole(
     assert_same_board(bp.finalize_board(merged, references), pareto)
 
 
-@pytest.mark.parametrize("n_chunks", [7, 64])
+@pytest.mark.parametrize("n_chunks", [7, pytest.param(64, marks=pytest.mark.slow)])
 def test_demo_board_from_chunks_joined_then_resampled_equals_the_whole(
     demo_tables: tuple[pd.DataFrame, pd.DataFrame, list[str]], n_chunks: int
 ) -> None:
@@ -365,6 +365,7 @@ def _plain_cell_rows(rows: pd.DataFrame, problems: pd.MultiIndex, statistic: str
 NAMES = st.sampled_from(["a", "b", "B", "a10", "a9", "é"])
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(

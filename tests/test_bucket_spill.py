@@ -81,6 +81,7 @@ def test_every_bucket_gets_the_keyed_reads_rows_with_a_later_part_winning(
     assert replaced == len(later)  # every replaced row came from the later part
 
 
+@pytest.mark.slow
 def test_a_bucket_s_files_read_in_another_process_give_the_keyed_reads_rows(
     tmp_path: Path,
 ) -> None:
@@ -125,6 +126,7 @@ def test_a_bucket_s_files_read_in_another_process_give_the_keyed_reads_rows(
     assert replaced == len(later)
 
 
+@pytest.mark.slow
 def test_other_requests_are_the_keyed_read(tmp_path: Path) -> None:
     """Traces of two buckets, part of a bucket, none: the reader hands them to the keyed read
     (and never splits a table for them)."""

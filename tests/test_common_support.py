@@ -206,6 +206,7 @@ def _palm_row(at) -> pd.Series:  # at: an AppTest
     return board[board["teacher"].astype(str) == PALM].iloc[0]
 
 
+@pytest.mark.slow
 def test_the_leaderboard_shows_coverage_and_the_support_choice_in_the_url(
     monkeypatch: pytest.MonkeyPatch, demo: Store
 ) -> None:

@@ -17,6 +17,7 @@ from legival_core.store.frames import first_positions, lookup_join, text_codes, 
 IDS = st.one_of(st.none(), st.sampled_from(["a", "b", "c", "", "é", "trace-1"]))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(IDS, max_size=12),
@@ -112,6 +113,7 @@ def test_text_codes_give_each_row_its_text_among_sorted_distinct_labels(
     assert len(labels) == len(set(map(str, labels)))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(st.tuples(IDS, IDS, st.sampled_from(["s", "S", "s10", "s9"])), max_size=15),

@@ -173,6 +173,7 @@ def test_leaderboard_equals_the_page(demo: Results, monkeypatch: pytest.MonkeyPa
     assert sorted(at.dataframe[0].value["teacher"]) == sorted(board["teacher"].astype(str))
 
 
+@pytest.mark.slow
 def test_leaderboard_filters_equal_the_page(demo: Results, monkeypatch: pytest.MonkeyPatch) -> None:
     """Not the defaults: one dataset, the reference teacher ranked and a composite."""
     dataset = demo.datasets[-1]
@@ -278,6 +279,7 @@ def test_curves_of_one_student_equal_the_page(two_students: Results, monkeypatch
     check_curves(at, two_students.curves(student=student), two_students.reference_teachers)
 
 
+@pytest.mark.slow
 def test_curves_with_filters_equal_the_page(demo: Results, monkeypatch) -> None:
     dataset = demo.datasets[0]
     at = run_page("transfer", monkeypatch, {"dataset": dataset, "profile": "release"})
@@ -333,6 +335,7 @@ def test_traces_and_the_first_trace_equal_the_page(demo: Results, monkeypatch) -
     check_trace(at, demo.trace())
 
 
+@pytest.mark.slow
 def test_another_trace_equals_the_page(demo: Results, monkeypatch) -> None:
     choices = demo.traces()
     # a trace of another teacher than the first trace's, with a redundant step and a

@@ -1059,6 +1059,7 @@ def _damage(path: Path, kind: str, detail: Any) -> None:
         path.write_bytes(b"")
 
 
+@pytest.mark.slow
 def test_part_file_fuzz(scratch: Path, base_store: Path) -> None:
     """A damaged part: reading fails with a StoreError naming the part (or the damage is
     harmless), verify() names it, and after quarantining it everything reads again."""

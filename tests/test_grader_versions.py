@@ -146,6 +146,7 @@ def test_publish_refuses_stores_graded_by_different_versions(tmp_path: Path) -> 
     assert "different grader versions" in done.stderr and "--allow-mixed-graders" in done.stderr
 
 
+@pytest.mark.slow
 def test_the_about_page_names_an_older_grader(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -152,6 +152,7 @@ def test_the_page_offers_the_pairs_csv(monkeypatch: pytest.MonkeyPatch) -> None:
 # --- pooled trace-level points -------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_trace_level_says_it_pools_teachers_and_offers_one_teacher(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -65,6 +65,7 @@ EXPECTED_BAD = {
 }
 
 
+@pytest.mark.slow
 def test_cli_keeps_good_rows_and_quarantines_bad_ones(mixed_file: Path, tmp_path: Path) -> None:
     store_dir = tmp_path / "store"
     result = run_cli(str(mixed_file), "--store", str(store_dir), "--teacher", "my-model")

@@ -210,6 +210,7 @@ def test_the_judge_bench_asks_a_real_model_through_the_stages_prompt(tmp_path: P
     assert flags[0] is None and flags[1] in (True, False, None)
 
 
+@pytest.mark.slow
 def test_the_gpu_check_script_parses_and_names_both_cpu_forms() -> None:
     """bench/gpu_check.sh: valid bash; without a GPU it exits 2 naming the CPU forms of the
     rollout check and of the judge check; a wrong GPU_CHECK is refused."""

@@ -89,13 +89,13 @@ def curves_in_chunks(chunks: list[pd.DataFrame], n_boot: int = N_BOOT) -> pd.Dat
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("chunks", CHUNKS)
+@pytest.mark.parametrize("chunks", [1, 7, pytest.param(64, marks=pytest.mark.slow)])
 def test_transfer_curves_in_chunks_equal_the_whole_table(demo, whole_curves, chunks) -> None:
     assert whole_curves["lo"].notna().any()  # the bands are there to compare
     same(curves_in_chunks(split(demo[0], chunks)), whole_curves)
 
 
-@pytest.mark.parametrize("chunks", (7, 64))
+@pytest.mark.parametrize("chunks", [7, pytest.param(64, marks=pytest.mark.slow)])
 def test_curve_pairs_joined_then_weighed_once_equal_the_whole_table(
     demo, whole_curves, chunks
 ) -> None:
@@ -153,6 +153,7 @@ def test_leak_summary_in_chunks_equals_the_whole(demo, chunks: int) -> None:
     same(got, selection_leak_summary(transfer, rollouts))
 
 
+@pytest.mark.slow
 def test_row_order_changes_nothing(demo, whole_curves) -> None:
     """Shuffled rows, chunks merged in reverse: the same results (the demo has one sample per
     prefix, so the release profile's "last sample wins" has nothing to pick between)."""
@@ -353,6 +354,7 @@ def test_partials_of_different_settings_do_not_merge() -> None:
         rp.merge_transfer_curves(a, b)
 
 
+@pytest.mark.slow
 def test_page_style_rollouts_in_chunks_equal_the_page_results() -> None:
     """``page_results_table`` reads the rollouts with categorical ids and plain int32 ``k``/``m``
     (not the store's nullable integers): chunks of that frame equal its whole results too."""
@@ -388,6 +390,7 @@ def test_pairs_wait_at_most_one_chunk_past_the_batch(demo, monkeypatch) -> None:
     same(got.transfer_curves, stage.transfer_curves_table(rollouts, "s", 0))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(

@@ -55,6 +55,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return found
 
 
+@pytest.mark.slow
 def test_every_parser_in_the_source_refuses_abbreviations() -> None:
     missing = []
     calls = 0

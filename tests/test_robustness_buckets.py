@@ -129,6 +129,7 @@ def test_a_merged_transfer_cell_by_hand() -> None:
     assert values["fotu_before_leak"] == pytest.approx((0.2 + 0.4) / 2, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_the_default_intervals_from_drawn_resamples_equal_resampling_the_tables(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

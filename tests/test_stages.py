@@ -224,6 +224,7 @@ def test_k_grid_properties(m: int, interval: int) -> None:
     assert len(inner) == max(0, math.ceil(m / interval) - 1)
 
 
+@pytest.mark.slow
 def test_prefixes_are_exact_character_spans() -> None:
     reasoning = "First, x = 2.\n\nWait, is that right?  Yes. So the answer is 4."
     rows = step_rows("t", reasoning, "paper", "cl100k_base")
