@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from precompute.stages.metrics import RolloutResults
 
 CHUNKS = (1, 7, 64)
+#: CHUNKS with the largest count in the full lane only: its whole-table comparisons take seconds
+CHUNKS_LARGEST_SLOW = [*CHUNKS[:-1], pytest.param(CHUNKS[-1], marks=pytest.mark.slow)]
 N_BOOT = 200
 
 
@@ -89,13 +91,13 @@ def curves_in_chunks(chunks: list[pd.DataFrame], n_boot: int = N_BOOT) -> pd.Dat
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("chunks", [1, 7, pytest.param(64, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("chunks", CHUNKS_LARGEST_SLOW)
 def test_transfer_curves_in_chunks_equal_the_whole_table(demo, whole_curves, chunks) -> None:
     assert whole_curves["lo"].notna().any()  # the bands are there to compare
     same(curves_in_chunks(split(demo[0], chunks)), whole_curves)
 
 
-@pytest.mark.parametrize("chunks", [7, pytest.param(64, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("chunks", CHUNKS_LARGEST_SLOW[1:])
 def test_curve_pairs_joined_then_weighed_once_equal_the_whole_table(
     demo, whole_curves, chunks
 ) -> None:
