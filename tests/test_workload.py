@@ -235,3 +235,22 @@ def test_solver_workload_properties(data):
     for _, row in w.iterrows():
         solvers = table[(table["instance_id"] == row["instance_id"]) & (table["correct"] == 1)]
         assert min(rank[m] for m in solvers["model"]) == rank[row["solver"]]
+
+
+def test_instance_and_model_order_is_code_point_order_whatever_the_text_dtype():
+    # The solver table lists instances in code point order ("Z" < "a" < "é" < "😀") with each
+    # instance's own tokens, whether the ids arrive as Python objects or as Arrow strings.
+    ids = ["é", "a", "Z", "😀"]
+    table = pd.concat(
+        [
+            _rows("m2", [1, 1, 1, 1], [10, 20, 30, 40]).assign(instance_id=ids),
+            _rows("m1", [0, 0, 0, 0], [50, 60, 70, 80]).assign(instance_id=ids),
+        ],
+        ignore_index=True,
+    )
+    for dtype in (object, "str", "string[pyarrow]"):
+        typed = table.astype({"instance_id": dtype, "model": dtype})
+        w = solver_workload(typed, ["m1", "m2"])
+        assert w["instance_id"].tolist() == ["Z", "a", "é", "😀"]
+        assert w["workload"].tolist() == [30.0, 20.0, 10.0, 40.0]  # m2's tokens, the one solver
+        assert w.attrs["pool_ranking"] == {"b": ["m2", "m1"]}  # m1 solved nothing: E0 = 0

@@ -18,6 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from precompute.stages.base import StageContext, StageResult, register_stage
@@ -102,18 +103,28 @@ def stale_leaks(
     >>> stale_leaks(wanted, stored, {"p": {"gold": "4"}, "q": {"gold": "7"}}, 1)
     ['b', 'c']
     """
-    recorded = {
-        str(t): ("" if is_missing(g) else str(g), None if is_missing(v) else int(v))
-        for t, g, v in zip(
-            stored["trace_id"], stored["gold"], stored["grader_version"], strict=True
-        )
-    }
-    out = []
-    for trace_id, problem_id in zip(wanted["trace_id"], wanted["problem_id"], strict=True):
-        current = (_gold(problems.get(str(problem_id))), grader_version)
-        if recorded.get(str(trace_id)) != current:
-            out.append(str(trace_id))
-    return out
+    # column-wise: at ten million traces a dictionary of every stored row took half a minute
+    stored_ids = stored["trace_id"].astype("string")
+    last = ~stored_ids.duplicated(keep="last").to_numpy()  # a trace stored twice: its last row
+    index = pd.Index(stored_ids[last])
+    recorded_gold = pd.Series(_text_or_empty(stored["gold"])[last], index=index)
+    recorded_version = pd.Series(
+        pd.to_numeric(stored["grader_version"]).to_numpy(float, na_value=np.nan)[last], index=index
+    )
+    ids = wanted["trace_id"].astype("string")
+    problem_ids = wanted["problem_id"].astype("string")
+    gold_of = {p: _gold(problems.get(p)) for p in problem_ids.unique() if not is_missing(p)}
+    current_gold = problem_ids.map(gold_of).fillna("").astype("string")
+    # a trace with no stored row maps to NA, which equals nothing
+    same_gold = ids.map(recorded_gold).astype("string").eq(current_gold).fillna(False)
+    same_version = ids.map(recorded_version).to_numpy(float) == grader_version
+    fresh = same_gold.to_numpy(bool) & same_version
+    return [str(t) for t in ids[~fresh]]
+
+
+def _text_or_empty(values: pd.Series) -> np.ndarray:
+    """Each value as text (``str``), a missing one as ``""``, as :func:`_gold` reads a gold."""
+    return values.astype("string").fillna("").to_numpy(object)
 
 
 @register_stage(
