@@ -21,6 +21,15 @@ def _rss_anon_mb() -> float:
     raise AssertionError("no RssAnon line in /proc/self/status")
 
 
+def _libc() -> ctypes.CDLL:
+    """The C library with ``malloc`` and ``free`` typed for pointers."""
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    return libc
+
+
 def _glibc() -> bool:
     return platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
@@ -28,10 +37,7 @@ def _glibc() -> bool:
 def test_the_c_heaps_freed_middle_goes_back_to_the_system() -> None:
     if not _glibc():
         pytest.skip("malloc_trim is glibc's; elsewhere the call is a no-op (next test)")
-    libc = ctypes.CDLL(None)
-    libc.malloc.restype = ctypes.c_void_p
-    libc.malloc.argtypes = [ctypes.c_size_t]
-    libc.free.argtypes = [ctypes.c_void_p]
+    libc = _libc()
     libc.mallopt(ctypes.c_int(-1), ctypes.c_int(1 << 30))  # M_TRIM_THRESHOLD: free never trims
     # 200 MB in 4 KB blocks (below the mmap threshold: they come from the heap), every block
     # touched; then all but every 256th freed, so live blocks pin the heap's top
@@ -79,10 +85,7 @@ def _freed_block_mb(libc: ctypes.CDLL, size_mb: int = 64) -> float:
 def test_large_freed_blocks_stay_in_the_heap_only_inside_the_block() -> None:
     if not _glibc():
         pytest.skip("mallopt is glibc's; elsewhere freed_blocks_kept sets nothing (test above)")
-    libc = ctypes.CDLL(None)
-    libc.malloc.restype = ctypes.c_void_p
-    libc.malloc.argtypes = [ctypes.c_size_t]
-    libc.free.argtypes = [ctypes.c_void_p]
+    libc = _libc()
     # glibc's default: a 64 MB block is a mapping of its own, unmapped when freed
     assert _freed_block_mb(libc) < 8
     with freed_blocks_kept() as kept:
