@@ -75,16 +75,12 @@ def _start_worker(parent: int) -> None:
     CPU busy (a second thread each only contends for them); and a watch that ends the worker
     once ``parent``, the stage's process, is gone. A stage killed outright cannot stop its
     workers, and they do not notice on their own: they waited on the task queue for ever,
-    holding their memory. Large freed blocks stay in the worker's heap for the next chunk's
-    arrays (:func:`precompute.memory.keep_freed_blocks`: the worker ends with the stage)."""
+    holding their memory."""
     import threading
 
     from threadpoolctl import threadpool_limits
 
-    from precompute.memory import keep_freed_blocks
-
     threadpool_limits(1)
-    keep_freed_blocks()
     threading.Thread(target=_exit_without, args=(parent,), daemon=True).start()
 
 

@@ -1,7 +1,6 @@
-"""precompute.memory: ``release_freed_memory`` gives the C heap's free pages back to the system
-(blocks freed in the middle of the heap, where a live block above them keeps ``free`` from
-trimming, stay in the process until it is called); ``freed_blocks_kept`` keeps large freed
-blocks in the heap for reuse while it lasts, and leaves glibc as it found it."""
+"""precompute.memory.release_freed_memory gives the C heap's free pages back to the system:
+blocks freed in the middle of the heap (a live block above them keeps ``free`` from trimming)
+stay in the process until it is called."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import platform
 
 import pytest
 
-from precompute.memory import _libc_function, freed_blocks_kept, release_freed_memory
+from precompute.memory import _malloc_trim, release_freed_memory
 
 
 def _rss_anon_mb() -> float:
@@ -21,15 +20,6 @@ def _rss_anon_mb() -> float:
     raise AssertionError("no RssAnon line in /proc/self/status")
 
 
-def _libc() -> ctypes.CDLL:
-    """The C library with ``malloc`` and ``free`` typed for pointers."""
-    libc = ctypes.CDLL(None)
-    libc.malloc.restype = ctypes.c_void_p
-    libc.malloc.argtypes = [ctypes.c_size_t]
-    libc.free.argtypes = [ctypes.c_void_p]
-    return libc
-
-
 def _glibc() -> bool:
     return platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
@@ -37,7 +27,10 @@ def _glibc() -> bool:
 def test_the_c_heaps_freed_middle_goes_back_to_the_system() -> None:
     if not _glibc():
         pytest.skip("malloc_trim is glibc's; elsewhere the call is a no-op (next test)")
-    libc = _libc()
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
     libc.mallopt(ctypes.c_int(-1), ctypes.c_int(1 << 30))  # M_TRIM_THRESHOLD: free never trims
     # 200 MB in 4 KB blocks (below the mmap threshold: they come from the heap), every block
     # touched; then all but every 256th freed, so live blocks pin the heap's top
@@ -62,38 +55,10 @@ def test_the_c_heaps_freed_middle_goes_back_to_the_system() -> None:
 def test_without_malloc_trim_the_release_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the C library has no malloc_trim (musl, macOS, Windows) the call only collects
     garbage and releases Arrow's cache, without an error."""
-    _libc_function.cache_clear()
+    _malloc_trim.cache_clear()
     monkeypatch.setattr(ctypes, "CDLL", lambda name: object())  # a C library without it
     try:
-        assert _libc_function("malloc_trim") is None
+        assert _malloc_trim() is None
         release_freed_memory()
-        with freed_blocks_kept() as kept:  # nor is mallopt there: nothing is set
-            assert kept is False
     finally:
-        _libc_function.cache_clear()
-
-
-def _freed_block_mb(libc: ctypes.CDLL, size_mb: int = 64) -> float:
-    """How much of a ``size_mb`` block, written and then freed, the process still holds."""
-    block = libc.malloc(size_mb << 20)
-    ctypes.memset(block, 1, size_mb << 20)
-    touched = _rss_anon_mb()
-    libc.free(block)
-    return size_mb - (touched - _rss_anon_mb())
-
-
-def test_large_freed_blocks_stay_in_the_heap_only_inside_the_block() -> None:
-    if not _glibc():
-        pytest.skip("mallopt is glibc's; elsewhere freed_blocks_kept sets nothing (test above)")
-    libc = _libc()
-    # glibc's default: a 64 MB block is a mapping of its own, unmapped when freed
-    assert _freed_block_mb(libc) < 8
-    with freed_blocks_kept() as kept:
-        assert kept is True
-        # from the heap, and kept there when freed: the next large block reuses its pages
-        held = _freed_block_mb(libc)
-        assert held > 56, held
-        inside = _rss_anon_mb()
-    # on leaving, the free pages go back and the default holds again
-    assert inside - _rss_anon_mb() > 56, (inside, _rss_anon_mb())
-    assert _freed_block_mb(libc) < 8
+        _malloc_trim.cache_clear()

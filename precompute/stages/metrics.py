@@ -49,7 +49,7 @@ from legival_core.store.frames import is_in
 from legival_core.store.spilled_frames import SpilledFrame, held
 from precompute.bucket_spill import BucketFiles, SpilledBuckets, spilled_bucket_reader
 from precompute.decomposition_partials import DecompositionPartial
-from precompute.memory import freed_blocks_kept, release_freed_memory
+from precompute.memory import release_freed_memory
 from precompute.stages.base import (
     StageContext,
     StageError,
@@ -1856,9 +1856,8 @@ METRICS_ROLLOUT_COLUMNS = (
 def run_metrics(ctx: StageContext) -> StageResult:
     from precompute.bucket_spill import scratch_folder
 
-    # the buckets' per-trace frames wait in this folder until they are concatenated; large
-    # freed blocks stay in the heap for the next phase's arrays (precompute.memory)
-    with scratch_folder() as spill_to, freed_blocks_kept():
+    # the buckets' per-trace frames wait in this folder until they are concatenated
+    with scratch_folder() as spill_to:
         return _run_metrics(ctx, spill_to)
 
 
