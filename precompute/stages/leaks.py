@@ -106,19 +106,17 @@ def stale_leaks(
     # column-wise: at ten million traces a dictionary of every stored row took half a minute
     stored_ids = stored["trace_id"].astype("string")
     last = ~stored_ids.duplicated(keep="last").to_numpy()  # a trace stored twice: its last row
-    index = pd.Index(stored_ids[last])
-    recorded_gold = pd.Series(_text_or_empty(stored["gold"])[last], index=index)
-    recorded_version = pd.Series(
-        pd.to_numeric(stored["grader_version"]).to_numpy(float, na_value=np.nan)[last], index=index
-    )
+    # each stored trace's gold and version, then a row no trace matches (gold None, version
+    # NaN: equal to nothing), which position -1 of a trace never stored picks
+    recorded_gold = np.append(_text_or_empty(stored["gold"])[last], np.array([None], dtype=object))
+    versions = pd.to_numeric(stored["grader_version"]).to_numpy(float, na_value=np.nan)
+    recorded_version = np.append(versions[last], np.nan)
     ids = wanted["trace_id"].astype("string")
+    row = pd.Index(stored_ids[last]).get_indexer(ids)
     problem_ids = wanted["problem_id"].astype("string")
     gold_of = {p: _gold(problems.get(p)) for p in problem_ids.unique() if not is_missing(p)}
-    current_gold = problem_ids.map(gold_of).fillna("").astype("string")
-    # a trace with no stored row maps to NA, which equals nothing
-    same_gold = ids.map(recorded_gold).astype("string").eq(current_gold).fillna(False)
-    same_version = ids.map(recorded_version).to_numpy(float) == grader_version
-    fresh = same_gold.to_numpy(bool) & same_version
+    current_gold = problem_ids.map(gold_of).fillna("").to_numpy(object)
+    fresh = (recorded_gold[row] == current_gold) & (recorded_version[row] == grader_version)
     return [str(t) for t in ids[~fresh]]
 
 
